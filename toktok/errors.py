@@ -1,0 +1,32 @@
+"""Typed errors. The library raises these; only the CLI turns them into exit codes.
+
+Every message is one line that names the culprit (file, row, line, byte offset or key) and says
+what to do, e.g. ``InputError("data/a.parquet: no column 'text' (columns: body, id); pass --text-column")``.
+"""
+from __future__ import annotations
+
+
+class ToktokError(Exception):
+    """Base class of every error toktok raises on purpose."""
+
+    exit_code = 2
+
+
+class InputError(ToktokError):
+    """A corpus source is missing, unreadable or malformed."""
+
+
+class ConfigError(ToktokError):
+    """An option or config value is invalid."""
+
+
+class VocabError(ToktokError):
+    """A vocabulary file (warm start, special tokens) is invalid."""
+
+
+class OutputError(ToktokError):
+    """The output folder cannot be written, or exists without --force."""
+
+
+class ParityError(ToktokError):
+    """tiktoken and Hugging Face tokenizers disagree on an id, or a decode does not round-trip."""

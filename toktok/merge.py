@@ -1,0 +1,566 @@
+"""Learn merges: a word table and a starting vocabulary in, merges out (the merge stage).
+
+Owns the BPE training definition. Reads unique words with 64-bit counts and a ``Vocab``; returns
+the merges in order and the grown vocabulary. The words are first segmented under the starting
+vocabulary with tiktoken's rank-BPE (whole-piece lookup included), then the loop repeats:
+
+* the pair with the highest total count wins (count = word count x adjacent positions, overlaps
+  included); ties go to the smallest (left bytes, right bytes);
+* it is replaced left to right without overlap in every word that holds it;
+* if the merged bytes are already a token, that token is reused and no budget is spent.
+
+The loop is incremental and compiled with Numba: one flat array of token positions with
+next/prev links, an occurrence list per token, pair counts in a hash table updated by deltas,
+and a lazy max-heap. A round touches only the positions of the chosen pair.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import tiktoken
+from numba import njit
+
+from .vocab import PATTERN, Vocab
+
+_EMPTY = -1
+
+
+@dataclass
+class MergeResult:
+    """What one call of ``learn_merges`` learned.
+
+    ``left``/``right``/``token``/``count``/``reused`` are parallel arrays, one entry per merge in
+    the order the merges were applied; ``reused`` marks merges whose bytes already were a token
+    (no new id). ``vocab`` is the starting vocabulary plus the new tokens.
+    """
+
+    vocab: Vocab
+    left: np.ndarray
+    right: np.ndarray
+    token: np.ndarray
+    count: np.ndarray
+    reused: np.ndarray
+    requested: int
+
+    @property
+    def new_tokens(self) -> int:
+        return int((~self.reused).sum())
+
+
+# --- hash tables -----------------------------------------------------------------------------
+
+
+@njit(cache=True, inline="always")
+def _mix(key):
+    x = np.uint64(key)
+    x ^= x >> np.uint64(33)
+    x *= np.uint64(0xFF51AFD7ED558CCD)
+    x ^= x >> np.uint64(33)
+    x *= np.uint64(0xC4CEB9FE1A85EC53)
+    x ^= x >> np.uint64(33)
+    return x
+
+
+@njit(cache=True)
+def _slot(keys, key):
+    """Slot of ``key`` in an open-addressing table, or of the empty slot where it would go."""
+    mask = np.uint64(keys.shape[0] - 1)
+    i = _mix(key) & mask
+    while True:
+        k = keys[i]
+        if k == key or k == _EMPTY:
+            return np.int64(i)
+        i = (i + np.uint64(1)) & mask
+
+
+@njit(cache=True)
+def _rehash(keys, vals, cap):
+    nk = np.full(cap, _EMPTY, np.int64)
+    nv = np.zeros(cap, vals.dtype)
+    for i in range(keys.shape[0]):
+        if keys[i] != _EMPTY:
+            s = _slot(nk, keys[i])
+            nk[s] = keys[i]
+            nv[s] = vals[i]
+    return nk, nv
+
+
+@njit(cache=True, inline="always")
+def _pkey(a, b):
+    return (np.int64(a) << 32) | np.int64(b)
+
+
+@njit(cache=True)
+def _bytes_hash(tdata, tstart, tlen, a, b):
+    """Hash of bytes(a) + bytes(b) (FNV-1a, kept positive so that -1 can mean empty)."""
+    h = np.uint64(0xCBF29CE484222325)
+    for t in (a, b):
+        s = tstart[t]
+        for i in range(tlen[t]):
+            h ^= np.uint64(tdata[s + i])
+            h *= np.uint64(0x100000001B3)
+    return np.int64(h >> np.uint64(1))
+
+
+@njit(cache=True)
+def _find_token(bkeys, bids, tdata, tstart, tlen, a, b, h):
+    """Id of the token whose bytes are bytes(a) + bytes(b), or -1."""
+    mask = np.uint64(bkeys.shape[0] - 1)
+    i = _mix(h) & mask
+    la = tlen[a]
+    n = la + tlen[b]
+    while bkeys[i] != _EMPTY:
+        if bkeys[i] == h:
+            t = bids[i]
+            if tlen[t] == n:
+                same = True
+                st = tstart[t]
+                for k in range(n):
+                    src = tdata[tstart[a] + k] if k < la else tdata[tstart[b] + k - la]
+                    if tdata[st + k] != src:
+                        same = False
+                        break
+                if same:
+                    return t
+        i = (i + np.uint64(1)) & mask
+    return -1
+
+
+@njit(cache=True)
+def _put_token(bkeys, bids, h, t):
+    mask = np.uint64(bkeys.shape[0] - 1)
+    i = _mix(h) & mask
+    while bkeys[i] != _EMPTY:
+        i = (i + np.uint64(1)) & mask
+    bkeys[i] = h
+    bids[i] = t
+
+
+# --- heap ordered by (count desc, left bytes asc, right bytes asc) ----------------------------
+
+
+@njit(cache=True)
+def _bytes_less(x, y, tdata, tstart, tlen):
+    if x == y:
+        return False
+    sx = tstart[x]
+    sy = tstart[y]
+    lx = tlen[x]
+    ly = tlen[y]
+    for i in range(min(lx, ly)):
+        cx = tdata[sx + i]
+        cy = tdata[sy + i]
+        if cx != cy:
+            return cx < cy
+    return lx < ly
+
+
+@njit(cache=True)
+def _before(hc, ha, hb, i, j, tdata, tstart, tlen):
+    """True when heap entry i must be popped before entry j."""
+    if hc[i] != hc[j]:
+        return hc[i] > hc[j]
+    if ha[i] != ha[j]:
+        return _bytes_less(ha[i], ha[j], tdata, tstart, tlen)
+    return _bytes_less(hb[i], hb[j], tdata, tstart, tlen)
+
+
+@njit(cache=True)
+def _swap(hc, ha, hb, i, j):
+    hc[i], hc[j] = hc[j], hc[i]
+    ha[i], ha[j] = ha[j], ha[i]
+    hb[i], hb[j] = hb[j], hb[i]
+
+
+@njit(cache=True)
+def _sift_up(hc, ha, hb, i, tdata, tstart, tlen):
+    while i > 0:
+        parent = (i - 1) >> 1
+        if _before(hc, ha, hb, i, parent, tdata, tstart, tlen):
+            _swap(hc, ha, hb, i, parent)
+            i = parent
+        else:
+            break
+
+
+@njit(cache=True)
+def _sift_down(hc, ha, hb, n, i, tdata, tstart, tlen):
+    while True:
+        left = 2 * i + 1
+        if left >= n:
+            break
+        best = left
+        right = left + 1
+        if right < n and _before(hc, ha, hb, right, left, tdata, tstart, tlen):
+            best = right
+        if _before(hc, ha, hb, best, i, tdata, tstart, tlen):
+            _swap(hc, ha, hb, i, best)
+            i = best
+        else:
+            break
+
+
+@njit(cache=True)
+def _grow(arr, need):
+    if need <= arr.shape[0]:
+        return arr
+    cap = arr.shape[0] * 2
+    while cap < need:
+        cap *= 2
+    out = np.empty(cap, arr.dtype)
+    out[: arr.shape[0]] = arr
+    return out
+
+
+# --- the loop ----------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _learn(tok, nxt, prv, cnt, tdata, tstart, tlen, n_tokens, n_merges, progress_every):
+    """Greedy BPE over flat positions. Returns merges and the grown token tables.
+
+    ``tok``/``nxt``/``prv``/``cnt`` describe every position (token id, next and previous position
+    in the same word or -1, the word's count); they are rewritten in place.
+    """
+    n_pos = tok.shape[0]
+    max_tokens = tstart.shape[0]
+
+    # 1. occurrence list per token, ascending positions (counting sort)
+    occ_len = np.zeros(max_tokens, np.int64)
+    for p in range(n_pos):
+        occ_len[tok[p]] += 1
+    occ_start = np.zeros(max_tokens, np.int64)
+    acc = 0
+    for t in range(n_tokens):
+        occ_start[t] = acc
+        acc += occ_len[t]
+    pool = np.empty(max(n_pos * 2, 16), np.int32)
+    fill = occ_start.copy()
+    for p in range(n_pos):
+        t = tok[p]
+        pool[fill[t]] = p
+        fill[t] += 1
+    pool_end = acc
+
+    # 2. token bytes lookup, to reuse a token whose bytes a merge produces again
+    cap = 16
+    while cap < 2 * max_tokens:
+        cap *= 2
+    bkeys = np.full(cap, _EMPTY, np.int64)
+    bids = np.zeros(cap, np.int32)
+    for t in range(n_tokens):
+        # hash of bytes(t) + b"" : use t and an empty-length sentinel via the one-token form
+        h = np.uint64(0xCBF29CE484222325)
+        s = tstart[t]
+        for i in range(tlen[t]):
+            h ^= np.uint64(tdata[s + i])
+            h *= np.uint64(0x100000001B3)
+        _put_token(bkeys, bids, np.int64(h >> np.uint64(1)), t)
+
+    # 3. initial pair counts and heap
+    cap = 1024
+    while cap < 4 * n_pos:
+        cap *= 2
+    pkeys = np.full(cap, _EMPTY, np.int64)
+    pcnt = np.zeros(cap, np.int64)
+    n_pairs = 0
+    for p in range(n_pos):
+        q = nxt[p]
+        if q >= 0:
+            s = _slot(pkeys, _pkey(tok[p], tok[q]))
+            if pkeys[s] == _EMPTY:
+                pkeys[s] = _pkey(tok[p], tok[q])
+                n_pairs += 1
+            pcnt[s] += cnt[p]
+    hcap = max(n_pairs * 2, 16)
+    hc = np.empty(hcap, np.int64)
+    ha = np.empty(hcap, np.int32)
+    hb = np.empty(hcap, np.int32)
+    hn = 0
+    for s in range(pkeys.shape[0]):
+        if pkeys[s] != _EMPTY and pcnt[s] > 0:
+            hc[hn] = pcnt[s]
+            ha[hn] = np.int32(pkeys[s] >> 32)
+            hb[hn] = np.int32(pkeys[s] & 0xFFFFFFFF)
+            hn += 1
+    for i in range(hn // 2 - 1, -1, -1):
+        _sift_down(hc, ha, hb, hn, i, tdata, tstart, tlen)
+
+    rec_cap = max(n_merges * 2, 16)
+    r_left = np.empty(rec_cap, np.int32)
+    r_right = np.empty(rec_cap, np.int32)
+    r_tok = np.empty(rec_cap, np.int32)
+    r_cnt = np.empty(rec_cap, np.int64)
+    r_reused = np.empty(rec_cap, np.bool_)
+    n_rec = 0
+    n_new = 0
+    tdata_end = tstart[n_tokens - 1] + tlen[n_tokens - 1] if n_tokens > 0 else 0
+    newpos = np.empty(16, np.int32)
+    inc = np.empty(16, np.int64)
+
+    while n_new < n_merges and hn > 0:
+        # 4. pop the best pair; stale entries (count moved since the push) are skipped or re-pushed
+        c = hc[0]
+        a = ha[0]
+        b = hb[0]
+        hn -= 1
+        if hn > 0:
+            hc[0] = hc[hn]
+            ha[0] = ha[hn]
+            hb[0] = hb[hn]
+            _sift_down(hc, ha, hb, hn, 0, tdata, tstart, tlen)
+        s = _slot(pkeys, _pkey(a, b))
+        cur = pcnt[s] if pkeys[s] != _EMPTY else 0
+        if cur != c:
+            if 0 < cur < c:
+                hc[hn] = cur
+                ha[hn] = a
+                hb[hn] = b
+                hn += 1
+                _sift_up(hc, ha, hb, hn - 1, tdata, tstart, tlen)
+            continue
+
+        # 5. the merged token: an existing one with the same bytes, or a new id
+        h = _bytes_hash(tdata, tstart, tlen, a, b)
+        t = _find_token(bkeys, bids, tdata, tstart, tlen, a, b, h)
+        reused = t >= 0
+        if not reused:
+            t = n_tokens
+            n_tokens += 1
+            n_new += 1
+            la = tlen[a]
+            lb = tlen[b]
+            tdata = _grow(tdata, tdata_end + la + lb)
+            tdata[tdata_end : tdata_end + la] = tdata[tstart[a] : tstart[a] + la]
+            tdata[tdata_end + la : tdata_end + la + lb] = tdata[tstart[b] : tstart[b] + lb]
+            tstart[t] = tdata_end
+            tlen[t] = la + lb
+            tdata_end += la + lb
+            _put_token(bkeys, bids, h, t)
+
+        # 6. scan the shorter occurrence list; merge left to right, update pair counts by deltas
+        scan_right = a != b and occ_len[b] < occ_len[a]
+        lst = b if scan_right else a
+        ls = occ_start[lst]
+        ln = occ_len[lst]
+        if pkeys.shape[0] < 4 * (n_pairs + 2 * ln):
+            newcap = pkeys.shape[0] * 2
+            while newcap < 4 * (n_pairs + 2 * ln):
+                newcap *= 2
+            pkeys, pcnt = _rehash(pkeys, pcnt, newcap)
+        newpos = _grow(newpos, ln)
+        inc = _grow(inc, 2 * ln)
+        m = 0
+        n_inc = 0
+        w = 0
+        for k in range(ln):
+            pos = pool[ls + k]
+            if tok[pos] != lst:
+                continue
+            if scan_right:
+                p = prv[pos]
+                q = pos
+                hit = p >= 0 and tok[p] == a
+            else:
+                p = pos
+                q = nxt[pos]
+                hit = q >= 0 and tok[q] == b
+            if hit:
+                wc = cnt[p]
+                x = prv[p]
+                y = nxt[q]
+                if x >= 0:
+                    tx = tok[x]
+                    s = _slot(pkeys, _pkey(tx, a))
+                    pcnt[s] -= wc
+                    key = _pkey(tx, t)
+                    s = _slot(pkeys, key)
+                    if pkeys[s] == _EMPTY:
+                        pkeys[s] = key
+                        n_pairs += 1
+                    pcnt[s] += wc
+                    inc[n_inc] = key
+                    n_inc += 1
+                if y >= 0:
+                    ty = tok[y]
+                    s = _slot(pkeys, _pkey(b, ty))
+                    pcnt[s] -= wc
+                    key = _pkey(t, ty)
+                    s = _slot(pkeys, key)
+                    if pkeys[s] == _EMPTY:
+                        pkeys[s] = key
+                        n_pairs += 1
+                    pcnt[s] += wc
+                    inc[n_inc] = key
+                    n_inc += 1
+                s = _slot(pkeys, _pkey(a, b))
+                pcnt[s] -= wc
+                tok[p] = t
+                tok[q] = -1
+                nxt[p] = y
+                if y >= 0:
+                    prv[y] = p
+                newpos[m] = p
+                m += 1
+            if tok[pos] == lst:
+                pool[ls + w] = pos
+                w += 1
+        occ_len[lst] = w
+
+        # 7. occurrences of the merged token: a fresh block, merged with the old one on reuse
+        old_n = occ_len[t] if reused else 0
+        pool = _grow(pool, pool_end + old_n + m)
+        if reused:
+            i = 0
+            j = 0
+            o = pool_end
+            os_ = occ_start[t]
+            while i < old_n or j < m:
+                if j >= m or (i < old_n and pool[os_ + i] < newpos[j]):
+                    pool[o] = pool[os_ + i]
+                    i += 1
+                else:
+                    pool[o] = newpos[j]
+                    j += 1
+                o += 1
+        else:
+            pool[pool_end : pool_end + m] = newpos[:m]
+        occ_start[t] = pool_end
+        occ_len[t] = old_n + m
+        pool_end += old_n + m
+
+        # 8. push the pairs whose counts grew (decreases stay lazy in the heap)
+        if n_inc > 0:
+            keys = np.unique(inc[:n_inc])
+            hc = _grow(hc, hn + keys.shape[0])
+            ha = _grow(ha, hn + keys.shape[0])
+            hb = _grow(hb, hn + keys.shape[0])
+            for key in keys:
+                s = _slot(pkeys, key)
+                if pcnt[s] > 0:
+                    hc[hn] = pcnt[s]
+                    ha[hn] = np.int32(key >> 32)
+                    hb[hn] = np.int32(key & 0xFFFFFFFF)
+                    hn += 1
+                    _sift_up(hc, ha, hb, hn - 1, tdata, tstart, tlen)
+
+        # 9. compact the occurrence pool when most of it is garbage
+        if pool_end > 4 * n_pos + 1024:
+            newpool = np.empty(max(n_pos * 2, 16), np.int32)
+            o = 0
+            for tt in range(n_tokens):
+                st = occ_start[tt]
+                occ_start[tt] = o
+                for i in range(occ_len[tt]):
+                    newpool[o] = pool[st + i]
+                    o += 1
+            pool = newpool
+            pool_end = o
+
+        r_left = _grow(r_left, n_rec + 1)
+        r_right = _grow(r_right, n_rec + 1)
+        r_tok = _grow(r_tok, n_rec + 1)
+        r_cnt = _grow(r_cnt, n_rec + 1)
+        r_reused = _grow(r_reused, n_rec + 1)
+        r_left[n_rec] = a
+        r_right[n_rec] = b
+        r_tok[n_rec] = t
+        r_cnt[n_rec] = c
+        r_reused[n_rec] = reused
+        n_rec += 1
+
+    return (
+        r_left[:n_rec].copy(), r_right[:n_rec].copy(), r_tok[:n_rec].copy(), r_cnt[:n_rec].copy(),
+        r_reused[:n_rec].copy(), tdata[:tdata_end].copy(), n_tokens,
+    )
+
+
+# --- segmentation and layout -------------------------------------------------------------------
+
+
+def _rank_bpe(vocab: Vocab) -> Callable[[bytes], list[int]]:
+    """tiktoken's rank-BPE of one piece (whole-piece lookup first) under ``vocab``."""
+    enc = tiktoken.Encoding("toktok-segment", pat_str=PATTERN, mergeable_ranks=vocab.ranks(), special_tokens={})
+    return enc._encode_single_piece
+
+
+def _is_bytes_only(vocab: Vocab) -> bool:
+    return len(vocab.tokens) == 256 and all(t == bytes([i]) for i, t in enumerate(vocab.tokens))
+
+
+def segment(words: list[bytes], vocab: Vocab) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids of every word under ``vocab`` as one flat int32 array plus offsets (len+1).
+
+    Example: ``segment([b"00a"], Vocab.base())[0].tolist() == [256, 97]``.
+    """
+    if _is_bytes_only(vocab):
+        lens = np.fromiter((len(w) for w in words), np.int64, len(words))
+        flat = np.frombuffer(b"".join(words), np.uint8).astype(np.int32)
+    else:
+        encode = _rank_bpe(vocab)
+        parts = [encode(w) for w in words]
+        lens = np.fromiter((len(p) for p in parts), np.int64, len(parts))
+        flat = np.fromiter((t for p in parts for t in p), np.int32, int(lens.sum()))
+    offsets = np.zeros(len(words) + 1, np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    return flat, offsets
+
+
+def learn_merges(
+    words: list[bytes],
+    counts: np.ndarray,
+    vocab: Vocab,
+    n_merges: int,
+) -> MergeResult:
+    """Learn up to ``n_merges`` new tokens on ``words`` (with 64-bit ``counts``) on top of ``vocab``.
+
+    Stops early when no adjacent pair is left (fewer new tokens than requested). Deterministic:
+    the result depends only on the multiset of (word, count) and the vocabulary.
+    Example: ``learn_merges([b"abab"], np.array([3]), Vocab.base(False), 1).vocab.tokens[256] == b"ab"``.
+    """
+    if n_merges < 0:
+        raise ValueError("n_merges must be >= 0")
+    counts = np.asarray(counts, dtype=np.int64)
+    vocab.check()
+
+    # 1. segment under the starting vocabulary; one-token words never change, drop them
+    flat, offsets = segment(words, vocab)
+    lens = np.diff(offsets)
+    keep = lens >= 2
+    keep_pos = np.repeat(keep, lens)
+    tok = flat[keep_pos]
+    klens = lens[keep]
+    n_pos = tok.shape[0]
+
+    # 2. links inside each word; a word's count repeated on each of its positions
+    starts = np.zeros(klens.shape[0], np.int64)
+    if klens.shape[0]:
+        np.cumsum(klens[:-1], out=starts[1:])
+    ends = starts + klens - 1
+    nxt = np.arange(1, n_pos + 1, dtype=np.int32)
+    prv = np.arange(-1, n_pos - 1, dtype=np.int32)
+    nxt[ends] = -1
+    prv[starts] = -1
+    cnt = np.repeat(counts[keep], klens)
+
+    # 3. token byte tables sized for the final vocabulary
+    n0 = len(vocab.tokens)
+    max_tokens = n0 + n_merges
+    tstart = np.zeros(max_tokens, np.int64)
+    tlen = np.zeros(max_tokens, np.int32)
+    base_lens = np.fromiter((len(t) for t in vocab.tokens), np.int32, n0)
+    tlen[:n0] = base_lens
+    if n0:
+        np.cumsum(base_lens[:-1], out=tstart[1:n0])
+    tdata = np.frombuffer(b"".join(vocab.tokens), np.uint8).copy()
+    tdata = np.concatenate([tdata, np.zeros(max(1024, tdata.shape[0]), np.uint8)])
+
+    # 4. the loop
+    left, right, token, count, reused, tbytes, n_tokens = _learn(
+        tok, nxt, prv, cnt, tdata, tstart, tlen, n0, n_merges, 0
+    )
+    new_tokens = [bytes(tbytes[tstart[i] : tstart[i] + tlen[i]]) for i in range(n0, n_tokens)]
+    out = Vocab(list(vocab.tokens) + new_tokens, list(vocab.specials))
+    return MergeResult(out, left, right, token, count, reused.astype(bool), n_merges)

@@ -1,0 +1,91 @@
+"""The vocabulary: token bytes by id, the hardcoded merges, and special tokens.
+
+A vocabulary is a list of byte strings where the index is the id and also the BPE rank
+(lower id = merged earlier), e.g. ``Vocab.base().tokens[256] == b"00"``. Ids 0..255 are the
+single bytes (id = byte value) unless a warm start brings another layout.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import VocabError
+
+#: The GPT-4 (cl100k) pre-tokenization pattern, exactly as tiktoken's original cl100k_base.
+PATTERN = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"""
+    r""" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+
+OPERATORS = [
+    "==", "!=", "<=", ">=", "+=", "-=", "*=", "/=", "->", "=>",
+    "::", "//", "/*", "*/", "&&", "||", "++", "--", "<<", ">>",
+]
+
+
+def hardcoded_tokens() -> list[bytes]:
+    """The 1,161 hardcoded merges in id order (ids 256..1416), e.g. ``hardcoded_tokens()[0] == b"00"``."""
+    toks: list[str] = []
+    toks += [f"{i:02d}" for i in range(100)]
+    toks += [f"{i:03d}" for i in range(1000)]
+    toks += [" " * n for n in range(2, 33)]
+    toks += ["\n" * n for n in range(2, 9)]
+    toks += ["\r\n"]
+    toks += OPERATORS
+    toks += ["..", "..."]
+    out = [t.encode() for t in toks]
+    assert len(out) == 1161 and len(set(out)) == 1161
+    return out
+
+
+@dataclass
+class Vocab:
+    """Token bytes by id (= rank), plus special tokens with ids after the last rank.
+
+    ``tokens[i]`` is the byte string of id ``i``; ``specials`` are strings whose ids are
+    ``len(tokens) + k``. Example: ``Vocab.base(hardcoded=False).size == 256``.
+    """
+
+    tokens: list[bytes]
+    specials: list[str] = field(default_factory=list)
+
+    @classmethod
+    def base(cls, hardcoded: bool = True) -> "Vocab":
+        toks = [bytes([b]) for b in range(256)]
+        if hardcoded:
+            toks += hardcoded_tokens()
+        return cls(toks)
+
+    @property
+    def size(self) -> int:
+        """Ranks plus special tokens."""
+        return len(self.tokens) + len(self.specials)
+
+    def ranks(self) -> dict[bytes, int]:
+        """``{token bytes: id}`` as tiktoken wants its mergeable ranks."""
+        return {t: i for i, t in enumerate(self.tokens)}
+
+    def special_ids(self) -> dict[str, int]:
+        n = len(self.tokens)
+        return {s: n + k for k, s in enumerate(self.specials)}
+
+    def check(self) -> None:
+        """Raise VocabError unless tokens are unique, non-empty and every single byte is present."""
+        seen: dict[bytes, int] = {}
+        for i, t in enumerate(self.tokens):
+            if not t:
+                raise VocabError(f"token id {i} is empty")
+            if t in seen:
+                raise VocabError(f"token id {i} duplicates id {seen[t]} ({t!r})")
+            seen[t] = i
+        missing = [b for b in range(256) if bytes([b]) not in seen]
+        if missing:
+            raise VocabError(f"{len(missing)} single-byte tokens are missing (first: byte {missing[0]})")
+        sp_seen: set[str] = set()
+        for s in self.specials:
+            if not s:
+                raise VocabError("a special token is empty")
+            if s in sp_seen:
+                raise VocabError(f"special token {s!r} is given twice")
+            if s.encode() in seen:
+                raise VocabError(f"special token {s!r} collides with vocabulary token id {seen[s.encode()]}")
+            sp_seen.add(s)

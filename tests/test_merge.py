@@ -1,0 +1,111 @@
+"""The fast merge loop must equal the obviously-correct reference, merge for merge."""
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+from conftest import FIXTURES
+from hypothesis import given
+from hypothesis import strategies as st
+from reference_bpe import rank_bpe, train
+
+from toktok.merge import learn_merges, segment
+from toktok.pretokenize import count_words
+from toktok.vocab import Vocab, hardcoded_tokens
+
+
+def _fast(words, counts, vocab, n):
+    res = learn_merges(list(words), np.array(list(counts), dtype=np.int64), vocab, n)
+    merges = list(zip(res.left.tolist(), res.right.tolist(), res.token.tolist(), res.count.tolist(), res.reused.tolist()))
+    return res, merges
+
+
+def _check(word_counts: dict[bytes, int], vocab: Vocab, n: int):
+    res, merges = _fast(word_counts.keys(), word_counts.values(), vocab, n)
+    ref_tokens, ref_merges = train(word_counts, vocab.tokens, n)
+    assert merges == ref_merges
+    assert res.vocab.tokens == ref_tokens
+    return res
+
+
+def test_hardcoded_list():
+    toks = hardcoded_tokens()
+    assert len(toks) == 1161
+    assert toks[0] == b"00" and toks[99] == b"99" and toks[100] == b"000" and toks[1099] == b"999"
+    assert toks[1100] == b"  " and toks[1130] == b" " * 32 and toks[1131] == b"\n\n" and toks[1137] == b"\n" * 8
+    assert toks[1138] == b"\r\n" and toks[1139] == b"==" and toks[1158] == b">>" and toks[-2:] == [b"..", b"..."]
+    assert Vocab.base().size == 1417
+
+
+def test_tie_break_and_overlaps():
+    # "aaaa" has 3 overlapping (a,a); replacement left to right gives aa aa.
+    res, merges = _fast([b"aaaa"], [1], Vocab.base(False), 2)
+    assert res.vocab.tokens[256:] == [b"aa", b"aaaa"]
+    assert merges[0][3] == 3
+    # equal counts: smallest (left bytes, right bytes) wins: (b"a", b"c") < (b"b", b"a")
+    res, _ = _fast([b"ac", b"ba"], [5, 5], Vocab.base(False), 1)
+    assert res.vocab.tokens[256] == b"ac"
+
+
+def test_reuse_spends_no_budget():
+    # "baa" is in the base but rank-BPE cannot reach it from b, a, a; after "aa" is learned,
+    # merging (b, aa) gives bytes that already are a token: reused, no budget spent.
+    base = Vocab.base(False)
+    base.tokens += [b"baa"]
+    res = _check({b"cbaa": 4}, base, 2)
+    assert res.reused.tolist() == [False, True, False]
+    assert res.token.tolist() == [257, 256, 258]
+    assert res.vocab.tokens[256:] == [b"baa", b"aa", b"cbaa"]
+
+
+def test_segmentation_is_tiktokens():
+    v = Vocab.base()
+    words = [b"00123", b"    ", b"x == y", b"\r\n\r\n", b"...."]
+    flat, off = segment(words, v)
+    ranks = v.ranks()
+    for i, w in enumerate(words):
+        assert flat[off[i]:off[i + 1]].tolist() == rank_bpe(w, ranks)
+
+
+def test_counts_past_2_to_the_31():
+    big = 3_000_000_000
+    res, merges = _fast([b"ab", b"cd"], [big, big + 1], Vocab.base(False), 2)
+    assert merges[0][:2] == (ord("c"), ord("d")) and merges[0][3] == big + 1
+    assert merges[1][3] == big
+
+
+def test_stops_when_no_pairs_left():
+    res, _ = _fast([b"ab"], [1], Vocab.base(False), 5)
+    assert res.new_tokens == 1
+
+
+def test_zero_merges():
+    res, merges = _fast([b"abc"], [1], Vocab.base(), 0)
+    assert merges == [] and len(res.vocab.tokens) == 1417
+
+
+small_words = st.dictionaries(
+    st.lists(st.sampled_from(b"abc ."), min_size=1, max_size=10).map(bytes),
+    st.integers(1, 50),
+    min_size=1,
+    max_size=20,
+)
+
+
+extra_tokens = st.lists(st.lists(st.sampled_from(b"abc ."), min_size=2, max_size=4).map(bytes), max_size=5, unique=True)
+
+
+@given(small_words, st.integers(0, 40), extra_tokens)
+def test_fuzz_equals_reference(word_counts, n, extra):
+    # extra base tokens that rank-BPE may not reach, so that merges can produce existing bytes
+    base = Vocab.base(False)
+    base.tokens += extra
+    _check(word_counts, base, n)
+
+
+def test_fixture_equals_reference():
+    df = pl.read_parquet(FIXTURES / "sample.parquet")
+    wc = count_words(df["text"].head(120))
+    words = dict(zip(wc["word"].to_list(), wc["count"].to_list()))
+    res = _check(words, Vocab.base(), 1200)
+    assert res.new_tokens == 1200

@@ -1,0 +1,1 @@
+INSERT INTO inputs VALUES ($path, $kind, $phase, $size_bytes, $docs, $text_bytes);

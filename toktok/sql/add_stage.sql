@@ -1,0 +1,1 @@
+INSERT INTO stages VALUES ($stage, $seconds);

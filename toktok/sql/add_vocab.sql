@@ -1,0 +1,1 @@
+INSERT INTO vocab SELECT id, token, kind, phase FROM batch;

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from .errors import ToktokError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Exact, fast byte-level BPE training.")
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Exact, fast byte-level BPE training.")
 err = Console(stderr=True)
 out = Console()
 

@@ -214,44 +214,115 @@ def _grow(arr, need):
     return out
 
 
-# --- the loop ----------------------------------------------------------------------------------
+# --- pair table: one row per pair, so a probe touches one cache line ---------------------------
+
+_KEY, _CNT, _HEAD, _LEN, _CAP, _STAMP = 0, 1, 2, 3, 4, 5
+_NCOL = 6
 
 
 @njit(cache=True)
-def _learn(tok, nxt, prv, cnt, tdata, tstart, tlen, n_tokens, n_merges, progress_every):
+def _tslot(T, key):
+    """Row of ``key`` in the pair table, or the empty row where it would go."""
+    mask = np.uint64(T.shape[0] - 1)
+    i = _mix(key) & mask
+    while True:
+        k = T[i, _KEY]
+        if k == key or k == _EMPTY:
+            return np.int64(i)
+        i = (i + np.uint64(1)) & mask
+
+
+@njit(cache=True)
+def _new_table(cap):
+    T = np.zeros((cap, _NCOL), np.int64)
+    T[:, _KEY] = _EMPTY
+    T[:, _STAMP] = -1
+    return T
+
+
+@njit(cache=True)
+def _rebuild(T, need):
+    """A table with room for ``need`` more pairs. Pairs with no count are dropped: a zero count
+    means no live occurrence, so their lists hold only stale positions. Returns the table, the
+    rows in use, and how many list entries were dropped."""
+    live = 0
+    dropped = 0
+    for i in range(T.shape[0]):
+        if T[i, _KEY] != _EMPTY:
+            if T[i, _CNT] != 0:
+                live += 1
+            else:
+                dropped += T[i, _LEN]
+    cap = 1024
+    while cap < 2 * (live + need):
+        cap *= 2
+    N = _new_table(cap)
+    for i in range(T.shape[0]):
+        if T[i, _KEY] != _EMPTY and T[i, _CNT] != 0:
+            s = _tslot(N, T[i, _KEY])
+            for c in range(_NCOL):
+                N[s, c] = T[i, c]
+    return N, live, dropped
+
+
+@njit(cache=True)
+def _append(T, s, p, pool, pool_end):
+    """Append position p to the occurrence list of row s; lists double in the pool when full."""
+    n = T[s, _LEN]
+    if n == T[s, _CAP]:
+        cap = max(4, 2 * n)
+        pool = _grow(pool, pool_end + cap)
+        h = T[s, _HEAD]
+        for i in range(n):
+            pool[pool_end + i] = pool[h + i]
+        T[s, _HEAD] = pool_end
+        T[s, _CAP] = cap
+        pool_end += cap
+    pool[T[s, _HEAD] + n] = p
+    T[s, _LEN] = n + 1
+    return pool, pool_end
+
+
+@njit(cache=True)
+def _compact(T, pool, live):
+    """Copy every live list to the front of a new pool."""
+    out = np.empty(max(2 * live, 1 << 16), np.int32)
+    o = 0
+    for i in range(T.shape[0]):
+        if T[i, _KEY] != _EMPTY and T[i, _LEN] > 0:
+            h = T[i, _HEAD]
+            for k in range(T[i, _LEN]):
+                out[o + k] = pool[h + k]
+            T[i, _HEAD] = o
+            T[i, _CAP] = T[i, _LEN]
+            o += T[i, _LEN]
+        elif T[i, _KEY] != _EMPTY:
+            T[i, _CAP] = 0
+    return out, o
+
+
+# --- the loop ----------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def _learn(tok, nxt, prv, cnt, tdata, tstart, tlen, n_tokens, n_merges, stats):
     """Greedy BPE over flat positions. Returns merges and the grown token tables.
 
     ``tok``/``nxt``/``prv``/``cnt`` describe every position (token id, next and previous position
-    in the same word or -1, the word's count); they are rewritten in place.
+    in the same word or -1, the word's count); they are rewritten in place. Each pair keeps the
+    list of positions where it was created, so a round reads only the chosen pair's positions.
+    ``stats[0]`` is the number of new tokens so far (read by another thread for progress).
     """
     n_pos = tok.shape[0]
     max_tokens = tstart.shape[0]
 
-    # 1. occurrence list per token, ascending positions (counting sort)
-    occ_len = np.zeros(max_tokens, np.int64)
-    for p in range(n_pos):
-        occ_len[tok[p]] += 1
-    occ_start = np.zeros(max_tokens, np.int64)
-    acc = 0
-    for t in range(n_tokens):
-        occ_start[t] = acc
-        acc += occ_len[t]
-    pool = np.empty(max(n_pos * 2, 16), np.int32)
-    fill = occ_start.copy()
-    for p in range(n_pos):
-        t = tok[p]
-        pool[fill[t]] = p
-        fill[t] += 1
-    pool_end = acc
-
-    # 2. token bytes lookup, to reuse a token whose bytes a merge produces again
+    # 1. token bytes lookup, to reuse a token whose bytes a merge produces again
     cap = 16
     while cap < 2 * max_tokens:
         cap *= 2
     bkeys = np.full(cap, _EMPTY, np.int64)
     bids = np.zeros(cap, np.int32)
     for t in range(n_tokens):
-        # hash of bytes(t) + b"" : use t and an empty-length sentinel via the one-token form
         h = np.uint64(0xCBF29CE484222325)
         s = tstart[t]
         for i in range(tlen[t]):
@@ -259,31 +330,50 @@ def _learn(tok, nxt, prv, cnt, tdata, tstart, tlen, n_tokens, n_merges, progress
             h *= np.uint64(0x100000001B3)
         _put_token(bkeys, bids, np.int64(h >> np.uint64(1)), t)
 
-    # 3. initial pair counts and heap
-    cap = 1024
-    while cap < 4 * n_pos:
-        cap *= 2
-    pkeys = np.full(cap, _EMPTY, np.int64)
-    pcnt = np.zeros(cap, np.int64)
-    n_pairs = 0
+    # 2. pair counts and each pair's positions, ascending (counting sort by row)
+    T = _new_table(1024)
+    n_used = 0
+    row = np.full(n_pos, -1, np.int64)
     for p in range(n_pos):
         q = nxt[p]
         if q >= 0:
-            s = _slot(pkeys, _pkey(tok[p], tok[q]))
-            if pkeys[s] == _EMPTY:
-                pkeys[s] = _pkey(tok[p], tok[q])
-                n_pairs += 1
-            pcnt[s] += cnt[p]
-    hcap = max(n_pairs * 2, 16)
+            if 2 * (n_used + 1) > T.shape[0]:
+                T, n_used, _ = _rebuild(T, T.shape[0])
+            key = _pkey(tok[p], tok[q])
+            s = _tslot(T, key)
+            if T[s, _KEY] == _EMPTY:
+                T[s, _KEY] = key
+                n_used += 1
+            T[s, _CNT] += cnt[p]
+            T[s, _LEN] += 1
+    acc = 0
+    for i in range(T.shape[0]):
+        if T[i, _KEY] != _EMPTY:
+            T[i, _HEAD] = acc
+            T[i, _CAP] = T[i, _LEN]
+            acc += T[i, _LEN]
+            T[i, _LEN] = 0
+    pool = np.empty(max(2 * acc, 1 << 16), np.int32)
+    pool_end = acc
+    pool_live = acc  # entries in lists (live or stale); the rest of the pool is garbage
+    for p in range(n_pos):
+        q = nxt[p]
+        if q >= 0:
+            s = _tslot(T, _pkey(tok[p], tok[q]))
+            pool[T[s, _HEAD] + T[s, _LEN]] = p
+            T[s, _LEN] += 1
+
+    # 3. the heap holds every pair with a positive count
+    hcap = max(n_used * 2, 16)
     hc = np.empty(hcap, np.int64)
     ha = np.empty(hcap, np.int32)
     hb = np.empty(hcap, np.int32)
     hn = 0
-    for s in range(pkeys.shape[0]):
-        if pkeys[s] != _EMPTY and pcnt[s] > 0:
-            hc[hn] = pcnt[s]
-            ha[hn] = np.int32(pkeys[s] >> 32)
-            hb[hn] = np.int32(pkeys[s] & 0xFFFFFFFF)
+    for s in range(T.shape[0]):
+        if T[s, _KEY] != _EMPTY and T[s, _CNT] > 0:
+            hc[hn] = T[s, _CNT]
+            ha[hn] = np.int32(T[s, _KEY] >> 32)
+            hb[hn] = np.int32(T[s, _KEY] & 0xFFFFFFFF)
             hn += 1
     for i in range(hn // 2 - 1, -1, -1):
         _sift_down(hc, ha, hb, hn, i, tdata, tstart, tlen)
@@ -297,8 +387,7 @@ def _learn(tok, nxt, prv, cnt, tdata, tstart, tlen, n_tokens, n_merges, progress
     n_rec = 0
     n_new = 0
     tdata_end = tstart[n_tokens - 1] + tlen[n_tokens - 1] if n_tokens > 0 else 0
-    newpos = np.empty(16, np.int32)
-    inc = np.empty(16, np.int64)
+    touched = np.empty(16, np.int64)
 
     while n_new < n_merges and hn > 0:
         # 4. pop the best pair; stale entries (count moved since the push) are skipped or re-pushed
@@ -311,8 +400,8 @@ def _learn(tok, nxt, prv, cnt, tdata, tstart, tlen, n_tokens, n_merges, progress
             ha[0] = ha[hn]
             hb[0] = hb[hn]
             _sift_down(hc, ha, hb, hn, 0, tdata, tstart, tlen)
-        s = _slot(pkeys, _pkey(a, b))
-        cur = pcnt[s] if pkeys[s] != _EMPTY else 0
+        s0 = _tslot(T, _pkey(a, b))
+        cur = T[s0, _CNT] if T[s0, _KEY] != _EMPTY else 0
         if cur != c:
             if 0 < cur < c:
                 hc[hn] = cur
@@ -340,124 +429,87 @@ def _learn(tok, nxt, prv, cnt, tdata, tstart, tlen, n_tokens, n_merges, progress
             tdata_end += la + lb
             _put_token(bkeys, bids, h, t)
 
-        # 6. scan the shorter occurrence list; merge left to right, update pair counts by deltas
-        scan_right = a != b and occ_len[b] < occ_len[a]
-        lst = b if scan_right else a
-        ls = occ_start[lst]
-        ln = occ_len[lst]
-        if pkeys.shape[0] < 4 * (n_pairs + 2 * ln):
-            newcap = pkeys.shape[0] * 2
-            while newcap < 4 * (n_pairs + 2 * ln):
-                newcap *= 2
-            pkeys, pcnt = _rehash(pkeys, pcnt, newcap)
-        newpos = _grow(newpos, ln)
-        inc = _grow(inc, 2 * ln)
-        m = 0
-        n_inc = 0
-        w = 0
-        for k in range(ln):
-            pos = pool[ls + k]
-            if tok[pos] != lst:
-                continue
-            if scan_right:
-                p = prv[pos]
-                q = pos
-                hit = p >= 0 and tok[p] == a
-            else:
-                p = pos
-                q = nxt[pos]
-                hit = q >= 0 and tok[q] == b
-            if hit:
-                wc = cnt[p]
-                x = prv[p]
-                y = nxt[q]
-                if x >= 0:
-                    tx = tok[x]
-                    s = _slot(pkeys, _pkey(tx, a))
-                    pcnt[s] -= wc
-                    key = _pkey(tx, t)
-                    s = _slot(pkeys, key)
-                    if pkeys[s] == _EMPTY:
-                        pkeys[s] = key
-                        n_pairs += 1
-                    pcnt[s] += wc
-                    inc[n_inc] = key
-                    n_inc += 1
-                if y >= 0:
-                    ty = tok[y]
-                    s = _slot(pkeys, _pkey(b, ty))
-                    pcnt[s] -= wc
-                    key = _pkey(t, ty)
-                    s = _slot(pkeys, key)
-                    if pkeys[s] == _EMPTY:
-                        pkeys[s] = key
-                        n_pairs += 1
-                    pcnt[s] += wc
-                    inc[n_inc] = key
-                    n_inc += 1
-                s = _slot(pkeys, _pkey(a, b))
-                pcnt[s] -= wc
-                tok[p] = t
-                tok[q] = -1
-                nxt[p] = y
-                if y >= 0:
-                    prv[y] = p
-                newpos[m] = p
-                m += 1
-            if tok[pos] == lst:
-                pool[ls + w] = pos
-                w += 1
-        occ_len[lst] = w
+        # 6. room for the new pairs first, so that rows stay put during the round
+        ln = T[s0, _LEN]
+        if 2 * (n_used + 2 * ln) > T.shape[0]:
+            T, n_used, dropped = _rebuild(T, 2 * ln)
+            pool_live -= dropped
+            s0 = _tslot(T, _pkey(a, b))
+        head = T[s0, _HEAD]
+        if a == b:
+            # overlapping runs (a a a) must be merged left to right
+            pool[head : head + ln].sort()
+        touched = _grow(touched, 2 * ln)
+        n_touched = 0
 
-        # 7. occurrences of the merged token: a fresh block, merged with the old one on reuse
-        old_n = occ_len[t] if reused else 0
-        pool = _grow(pool, pool_end + old_n + m)
-        if reused:
-            i = 0
-            j = 0
-            o = pool_end
-            os_ = occ_start[t]
-            while i < old_n or j < m:
-                if j >= m or (i < old_n and pool[os_ + i] < newpos[j]):
-                    pool[o] = pool[os_ + i]
-                    i += 1
-                else:
-                    pool[o] = newpos[j]
-                    j += 1
-                o += 1
-        else:
-            pool[pool_end : pool_end + m] = newpos[:m]
-        occ_start[t] = pool_end
-        occ_len[t] = old_n + m
-        pool_end += old_n + m
+        # 7. merge at every live position of the pair; update pair counts by deltas
+        for k in range(ln):
+            p = pool[head + k]
+            if tok[p] != a:
+                continue
+            q = nxt[p]
+            if q < 0 or tok[q] != b:
+                continue
+            wc = cnt[p]
+            x = prv[p]
+            y = nxt[q]
+            if x >= 0:
+                tx = tok[x]
+                s = _tslot(T, _pkey(tx, a))
+                T[s, _CNT] -= wc
+                key = _pkey(tx, t)
+                s = _tslot(T, key)
+                if T[s, _KEY] == _EMPTY:
+                    T[s, _KEY] = key
+                    n_used += 1
+                T[s, _CNT] += wc
+                pool, pool_end = _append(T, s, x, pool, pool_end)
+                pool_live += 1
+                if T[s, _STAMP] != n_rec:
+                    T[s, _STAMP] = n_rec
+                    touched[n_touched] = s
+                    n_touched += 1
+            if y >= 0:
+                ty = tok[y]
+                s = _tslot(T, _pkey(b, ty))
+                T[s, _CNT] -= wc
+                key = _pkey(t, ty)
+                s = _tslot(T, key)
+                if T[s, _KEY] == _EMPTY:
+                    T[s, _KEY] = key
+                    n_used += 1
+                T[s, _CNT] += wc
+                pool, pool_end = _append(T, s, p, pool, pool_end)
+                pool_live += 1
+                if T[s, _STAMP] != n_rec:
+                    T[s, _STAMP] = n_rec
+                    touched[n_touched] = s
+                    n_touched += 1
+            T[s0, _CNT] -= wc
+            tok[p] = t
+            tok[q] = -1
+            nxt[p] = y
+            if y >= 0:
+                prv[y] = p
+        # the merged pair is gone everywhere; its list is garbage now
+        pool_live -= T[s0, _LEN]
+        T[s0, _LEN] = 0
+        T[s0, _CAP] = 0
 
         # 8. push the pairs whose counts grew (decreases stay lazy in the heap)
-        if n_inc > 0:
-            keys = np.unique(inc[:n_inc])
-            hc = _grow(hc, hn + keys.shape[0])
-            ha = _grow(ha, hn + keys.shape[0])
-            hb = _grow(hb, hn + keys.shape[0])
-            for key in keys:
-                s = _slot(pkeys, key)
-                if pcnt[s] > 0:
-                    hc[hn] = pcnt[s]
-                    ha[hn] = np.int32(key >> 32)
-                    hb[hn] = np.int32(key & 0xFFFFFFFF)
-                    hn += 1
-                    _sift_up(hc, ha, hb, hn - 1, tdata, tstart, tlen)
-
-        # 9. compact the occurrence pool when most of it is garbage
-        if pool_end > 4 * n_pos + 1024:
-            newpool = np.empty(max(n_pos * 2, 16), np.int32)
-            o = 0
-            for tt in range(n_tokens):
-                st = occ_start[tt]
-                occ_start[tt] = o
-                for i in range(occ_len[tt]):
-                    newpool[o] = pool[st + i]
-                    o += 1
-            pool = newpool
-            pool_end = o
+        hc = _grow(hc, hn + n_touched)
+        ha = _grow(ha, hn + n_touched)
+        hb = _grow(hb, hn + n_touched)
+        for i in range(n_touched):
+            s = touched[i]
+            if T[s, _CNT] > 0:
+                hc[hn] = T[s, _CNT]
+                ha[hn] = np.int32(T[s, _KEY] >> 32)
+                hb[hn] = np.int32(T[s, _KEY] & 0xFFFFFFFF)
+                hn += 1
+                _sift_up(hc, ha, hb, hn - 1, tdata, tstart, tlen)
+        if pool_end > 3 * pool_live + (1 << 22):
+            pool, pool_end = _compact(T, pool, pool_live)
 
         r_left = _grow(r_left, n_rec + 1)
         r_right = _grow(r_right, n_rec + 1)
@@ -470,6 +522,7 @@ def _learn(tok, nxt, prv, cnt, tdata, tstart, tlen, n_tokens, n_merges, progress
         r_cnt[n_rec] = c
         r_reused[n_rec] = reused
         n_rec += 1
+        stats[0] = n_new
 
     return (
         r_left[:n_rec].copy(), r_right[:n_rec].copy(), r_tok[:n_rec].copy(), r_cnt[:n_rec].copy(),
@@ -558,8 +611,9 @@ def learn_merges(
     tdata = np.concatenate([tdata, np.zeros(max(1024, tdata.shape[0]), np.uint8)])
 
     # 4. the loop
+    stats = np.zeros(8, np.int64)
     left, right, token, count, reused, tbytes, n_tokens = _learn(
-        tok, nxt, prv, cnt, tdata, tstart, tlen, n0, n_merges, 0
+        tok, nxt, prv, cnt, tdata, tstart, tlen, n0, n_merges, stats
     )
     new_tokens = [bytes(tbytes[tstart[i] : tstart[i] + tlen[i]]) for i in range(n0, n_tokens)]
     out = Vocab(list(vocab.tokens) + new_tokens, list(vocab.specials))

@@ -99,7 +99,7 @@ class RunStore:
 
     def phase_words(self, phase: str) -> tuple[list[bytes], np.ndarray]:
         """Words of a phase (sorted by bytes) and their 64-bit counts."""
-        t = self.run("phase_words", {"phase": phase}).fetch_arrow_table()
+        t = self.con.sql(sql("phase_words"), params={"phase": phase}).to_arrow_table()
         return t.column("word").to_pylist(), t.column("count").to_numpy().astype(np.int64)
 
     def add_merges(self, phase: str, table: pa.Table) -> None:

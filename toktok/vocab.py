@@ -88,4 +88,19 @@ class Vocab:
                 raise VocabError(f"special token {s!r} is given twice")
             if s.encode() in seen:
                 raise VocabError(f"special token {s!r} collides with vocabulary token id {seen[s.encode()]}")
+            # HF's ByteLevel decoder maps these characters back to raw bytes, so such a special
+            # token would not decode to itself.
+            odd = [c for c in s if 0xA1 <= ord(c) <= 0x143 and ord(c) != 0xAD]
+            if odd:
+                raise VocabError(
+                    f"special token {s!r} holds {odd[0]!r} (U+{ord(odd[0]):04X}), which HF's byte-level "
+                    "decoder cannot round-trip; use ASCII or characters above U+0143"
+                )
             sp_seen.add(s)
+        for s in self.specials:
+            for o in self.specials:
+                if s != o and o.startswith(s):
+                    raise VocabError(
+                        f"special token {s!r} is a prefix of {o!r}; tiktoken and HF would cut "
+                        "text differently, so give tokens where none starts another"
+                    )

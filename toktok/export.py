@@ -1,0 +1,403 @@
+"""Write a vocabulary as tiktoken and Hugging Face files that give identical ids, and load them back.
+
+The two formats encode differently: tiktoken merges the adjacent pair whose *concatenation* has the
+lowest rank, while Hugging Face BPE walks an ordered merge list. ``write_hf`` lists every split of
+every token as a merge, ordered by (rank of the token, rank of left part, rank of right part), and sets
+``ignore_merges`` so a whole pre-token found in the vocabulary is taken as is, like tiktoken does.
+Example: ``write_tiktoken(vocab, "out/tokenizer.tiktoken"); write_hf(vocab, "out")``.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .errors import OutputError, VocabError
+from .vocab import PATTERN, Vocab
+
+if TYPE_CHECKING:  # heavy imports stay lazy: the CLI must start fast
+    import tiktoken
+    import tokenizers
+
+TIKTOKEN_FILE = "tokenizer.tiktoken"
+HF_FILE = "tokenizer.json"
+HF_CONFIG_FILE = "tokenizer_config.json"
+HF_SPECIAL_MAP_FILE = "special_tokens_map.json"
+
+#: What transformers writes for "no limit" (``int(1e30)``); keeps long-input warnings away.
+MODEL_MAX_LENGTH = 1000000000000000019884624838656
+
+EOS_TOKEN = "<|endoftext|>"
+
+
+# ---------------------------------------------------------------------------------------------
+# GPT-2 byte <-> unicode mapping
+# ---------------------------------------------------------------------------------------------
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible byte -> printable character table, e.g. ``bytes_to_unicode()[32] == "Ġ"``."""
+    bs = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
+
+
+_BYTE_TO_CHAR = bytes_to_unicode()
+# Decoding bytes as latin-1 maps byte b to chr(b), so one str.translate does the whole token.
+_LATIN1_TO_BYTELEVEL = {b: c for b, c in _BYTE_TO_CHAR.items()}
+_BYTELEVEL_TO_LATIN1 = {ord(c): b for b, c in _BYTE_TO_CHAR.items()}
+
+
+def token_to_bytelevel(token: bytes) -> str:
+    """The Hugging Face ByteLevel spelling of token bytes, e.g. ``token_to_bytelevel(b" a") == "Ġa"``."""
+    return token.decode("latin-1").translate(_LATIN1_TO_BYTELEVEL)
+
+
+def bytelevel_to_token(text: str) -> bytes:
+    """Inverse of ``token_to_bytelevel``; raises VocabError on a character outside the table."""
+    try:
+        return text.translate(_BYTELEVEL_TO_LATIN1).encode("latin-1")
+    except UnicodeEncodeError as e:
+        raise VocabError(f"byte-level token {text!r} has character {text[e.start]!r} outside the byte table") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+# ---------------------------------------------------------------------------------------------
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary name beside ``path`` and rename it over ``path``.
+
+    Readers never see a half-written file; the temporary is removed on failure.
+    """
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise OutputError(f"{path}: cannot write ({e.strerror or e}); check the folder exists and is writable") from None
+
+
+def _checked(vocab: Vocab) -> Vocab:
+    # tiktoken panics on a missing single byte and HF silently drops duplicates: refuse both up front.
+    vocab.check()
+    return vocab
+
+
+def tiktoken_text(vocab: Vocab) -> bytes:
+    """The ``.tiktoken`` file content: ``base64(token) rank`` per line, ranks 0..N-1.
+
+    Example: ``tiktoken_text(Vocab.base(hardcoded=False)).splitlines()[65] == b"QQ== 65"``.
+    """
+    return b"".join(base64.b64encode(t) + b" %d\n" % i for i, t in enumerate(vocab.tokens))
+
+
+def write_tiktoken(vocab: Vocab, path: str | os.PathLike) -> Path:
+    """Write ``vocab`` ranks as a standard tiktoken file at ``path`` (special tokens are not stored).
+
+    Returns the path. Example: ``write_tiktoken(Vocab.base(), "out/tokenizer.tiktoken")``.
+    """
+    path = Path(path)
+    _write_atomic(path, tiktoken_text(_checked(vocab)))
+    return path
+
+
+def all_split_merges(tokens: list[bytes]) -> list[tuple[int, int]]:
+    """Every (left id, right id) whose concatenation is a token, ordered by (token, left, right) rank.
+
+    Costs one pair of dict lookups per split point, i.e. O(sum of token lengths).
+    Example: ``all_split_merges([b"a", b"b", b"ab"]) == [(0, 1)]``.
+    """
+    get = {t: i for i, t in enumerate(tokens)}.get
+    out: list[tuple[int, int]] = []
+    for tok in tokens:  # id order = rank order of the merged token
+        splits = [
+            (left, right)
+            for k in range(1, len(tok))
+            if (left := get(tok[:k])) is not None and (right := get(tok[k:])) is not None
+        ]
+        if len(splits) > 1:
+            # Distinct split points give distinct left parts, so sorting by left rank is total.
+            splits.sort()
+        out += splits
+    return out
+
+
+def _added_token(content: str, id_: int) -> dict:
+    return {
+        "id": id_,
+        "content": content,
+        "single_word": False,
+        "lstrip": False,
+        "rstrip": False,
+        "normalized": False,
+        "special": True,
+    }
+
+
+# json's own string quoting (C-accelerated), as json.dumps(..., ensure_ascii=False) uses it.
+_quote = json.encoder.encode_basestring
+
+
+def hf_tokenizer_json(vocab: Vocab) -> bytes:
+    """The ``tokenizer.json`` content for ``vocab`` (see the module docstring for the recipe).
+
+    Deterministic: the same vocabulary always gives the same bytes.
+    Example: ``json.loads(hf_tokenizer_json(Vocab.base()))["model"]["type"] == "BPE"``.
+    """
+    # Phase 1: the small parts, laid out by json with a fixed key order.
+    n = len(vocab.tokens)
+    skeleton = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [_added_token(s, n + k) for k, s in enumerate(vocab.specials)],
+        "normalizer": None,
+        "pre_tokenizer": {
+            "type": "Sequence",
+            "pretokenizers": [
+                # Non-possessive pattern on purpose: Oniguruma reads `{1,3}+` as a repetition.
+                {"type": "Split", "pattern": {"Regex": PATTERN}, "behavior": "Isolated", "invert": False},
+                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+            ],
+        },
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": True,
+            "vocab": "@VOCAB@",
+            "merges": "@MERGES@",
+        },
+    }
+    head = json.dumps(skeleton, ensure_ascii=False, indent=2)
+
+    # Phase 2: vocab and merges, one entry per line; json's indent mode is pure Python and far
+    # too slow for a million merges, so these lines are assembled by hand (strings still escaped by json).
+    names = [_quote(token_to_bytelevel(t)) for t in vocab.tokens]
+    vocab_body = ",\n".join(f"      {s}: {i}" for i, s in enumerate(names))
+    merges_body = ",\n".join(f"      [{names[a]}, {names[b]}]" for a, b in all_split_merges(vocab.tokens))
+    vocab_text = "{\n" + vocab_body + "\n    }" if names else "{}"
+    merges_text = "[\n" + merges_body + "\n    ]" if merges_body else "[]"
+
+    # Phase 3: splice. A special token could spell a placeholder too, but those sit in
+    # added_tokens, earlier in the document: the last occurrences are always the model's.
+    before, _, after = head.rpartition('"@MERGES@"')
+    before_v, _, between = before.rpartition('"@VOCAB@"')
+    text = before_v + vocab_text + between + merges_text + after
+    return (text + "\n").encode("utf-8")
+
+
+def hf_config_files(vocab: Vocab) -> tuple[bytes, bytes]:
+    """The ``tokenizer_config.json`` and ``special_tokens_map.json`` contents for ``vocab``.
+
+    Example: ``json.loads(hf_config_files(v)[0])["tokenizer_class"] == "PreTrainedTokenizerFast"``.
+    """
+    n = len(vocab.tokens)
+    decoder = {}
+    for k, s in enumerate(vocab.specials):
+        entry = _added_token(s, n + k)
+        del entry["id"]
+        decoder[str(n + k)] = entry
+    config: dict = {"added_tokens_decoder": decoder}
+    special_map: dict = {}
+    if vocab.specials:
+        config["additional_special_tokens"] = list(vocab.specials)
+        special_map["additional_special_tokens"] = list(vocab.specials)
+    if EOS_TOKEN in vocab.specials:
+        config["eos_token"] = EOS_TOKEN
+        special_map["eos_token"] = EOS_TOKEN
+    config.update(
+        {
+            "clean_up_tokenization_spaces": False,
+            "model_max_length": MODEL_MAX_LENGTH,
+            "tokenizer_class": "PreTrainedTokenizerFast",
+        }
+    )
+    dump = lambda o: (json.dumps(o, ensure_ascii=False, indent=2) + "\n").encode("utf-8")  # noqa: E731
+    return dump(config), dump(special_map)
+
+
+def write_hf(vocab: Vocab, out_dir: str | os.PathLike) -> Path:
+    """Write ``tokenizer.json``, ``tokenizer_config.json`` and ``special_tokens_map.json`` into ``out_dir``.
+
+    The folder loads with ``tokenizers.Tokenizer.from_file`` and
+    ``transformers.PreTrainedTokenizerFast.from_pretrained`` and gives tiktoken's ids.
+    Returns the folder. Example: ``write_hf(Vocab.base(), "out/demo")``.
+    """
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OutputError(f"{out}: cannot create folder ({e.strerror or e})") from None
+    vocab = _checked(vocab)
+    config, special_map = hf_config_files(vocab)
+    _write_atomic(out / HF_FILE, hf_tokenizer_json(vocab))
+    _write_atomic(out / HF_CONFIG_FILE, config)
+    _write_atomic(out / HF_SPECIAL_MAP_FILE, special_map)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------------------------
+
+
+def read_tiktoken(path: str | os.PathLike) -> list[bytes]:
+    """Token bytes by rank from a ``.tiktoken`` file; lines may be in any order, ranks must be 0..N-1.
+
+    Blank lines are skipped (as tiktoken does). Raises VocabError naming the file and line on a
+    malformed line, an empty token, a repeated rank or token, or a missing rank.
+    Example: ``read_tiktoken("out/demo/tokenizer.tiktoken")[65] == b"A"``.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise VocabError(f"{path}: cannot read ({e.strerror or e})") from None
+
+    by_rank: dict[int, bytes] = {}
+    rank_line: dict[int, int] = {}
+    token_line: dict[bytes, int] = {}
+    for lineno, raw in enumerate(data.splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        where = f"{path}:{lineno}"
+        parts = line.split()
+        if len(parts) != 2:
+            raise VocabError(f"{where}: expected 'base64 rank', got {raw[:60]!r}")
+        b64, rank_text = parts
+        try:
+            token = base64.b64decode(b64, validate=True)
+        except (binascii.Error, ValueError):
+            raise VocabError(f"{where}: {b64[:60]!r} is not valid base64") from None
+        if not rank_text.isdigit():
+            raise VocabError(f"{where}: rank {rank_text[:20]!r} is not a non-negative integer")
+        rank = int(rank_text)
+        if not token:
+            raise VocabError(f"{where}: token of rank {rank} is empty")
+        if rank in by_rank:
+            raise VocabError(f"{where}: rank {rank} already given on line {rank_line[rank]}")
+        if token in token_line:
+            raise VocabError(f"{where}: token {token!r} already given on line {token_line[token]}")
+        by_rank[rank] = token
+        rank_line[rank] = lineno
+        token_line[token] = lineno
+
+    if not by_rank:
+        raise VocabError(f"{path}: no tokens; expected lines of 'base64 rank'")
+    n = len(by_rank)
+    if max(by_rank) != n - 1:
+        missing = next(r for r in range(n) if r not in by_rank)
+        above = min(r for r in by_rank if r > missing)
+        raise VocabError(
+            f"{path}:{rank_line[above]}: rank {missing} is missing (this line has rank {above}); "
+            f"ranks must be 0..N-1"
+        )
+    return [by_rank[r] for r in range(n)]
+
+
+def _folder_and_tiktoken(path: Path) -> tuple[Path, Path]:
+    if path.is_dir():
+        return path, path / TIKTOKEN_FILE
+    return path.parent, path
+
+
+def read_hf_specials(tokenizer_json: str | os.PathLike) -> dict[str, int]:
+    """``{content: id}`` of the special ``added_tokens`` in a tokenizer.json; {} if the file is absent.
+
+    Example: ``read_hf_specials("out/demo/tokenizer.json") == {"<|endoftext|>": 2000}``.
+    """
+    p = Path(tokenizer_json)
+    if not p.exists():
+        return {}
+    try:
+        doc = json.loads(p.read_bytes())
+        return {a["content"]: int(a["id"]) for a in doc.get("added_tokens") or [] if a.get("special", True)}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
+        raise VocabError(f"{p}: cannot read added_tokens ({e})") from None
+
+
+def load_encoding(
+    path: str | os.PathLike, special_tokens: dict[str, int] | None = None
+) -> "tiktoken.Encoding":
+    """A ``tiktoken.Encoding`` for a folder holding ``tokenizer.tiktoken`` or for a ``.tiktoken`` file.
+
+    Special tokens come from ``special_tokens`` if given, else from ``tokenizer.json``'s
+    ``added_tokens`` in the same folder (none if that file is absent).
+    Example: ``load_encoding("out/demo").encode("hi<|endoftext|>", allowed_special="all")``.
+    """
+    return _load_encoding_and_tokens(path, special_tokens)[0]
+
+
+def _load_encoding_and_tokens(
+    path: str | os.PathLike, special_tokens: dict[str, int] | None = None
+) -> tuple["tiktoken.Encoding", list[bytes]]:
+    """``load_encoding`` plus the token bytes by rank (tiktoken keeps its table private)."""
+    import tiktoken
+
+    folder, tt_path = _folder_and_tiktoken(Path(path))
+    tokens = read_tiktoken(tt_path)
+    specials = dict(special_tokens) if special_tokens is not None else read_hf_specials(folder / HF_FILE)
+    n = len(tokens)
+    for s, i in specials.items():
+        if i < n:
+            raise VocabError(f"{folder / HF_FILE}: special token {s!r} has id {i}, inside the {n} ranks")
+    name = folder.name if tt_path.name == TIKTOKEN_FILE else tt_path.stem
+    try:
+        enc = tiktoken.Encoding(
+            name=name or "toktok",
+            pat_str=PATTERN,
+            mergeable_ranks={t: i for i, t in enumerate(tokens)},
+            special_tokens=specials,
+        )
+        return enc, tokens
+    except (ValueError, AssertionError) as e:
+        raise VocabError(f"{tt_path}: tiktoken refuses the vocabulary ({e})") from None
+
+
+def load_hf(path: str | os.PathLike) -> "tokenizers.Tokenizer":
+    """A ``tokenizers.Tokenizer`` from a folder holding ``tokenizer.json`` or from the file itself.
+
+    Example: ``load_hf("out/demo").encode("hello", add_special_tokens=False).ids``.
+    """
+    import tokenizers
+
+    p = Path(path)
+    if p.is_dir():
+        p = p / HF_FILE
+    if not p.is_file():
+        raise VocabError(f"{p}: no such file; expected a Hugging Face tokenizer.json")
+    try:
+        return tokenizers.Tokenizer.from_file(str(p))
+    except Exception as e:  # tokenizers raises a bare Exception on any parse problem
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise VocabError(f"{p}: Hugging Face tokenizers cannot load it ({msg})") from None

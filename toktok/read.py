@@ -1,0 +1,673 @@
+"""The read stage: turns corpus sources into batches of documents.
+
+Owns: resolving sources (files, directories, ``**`` globs expanded here so they work quoted),
+the supported formats (``.parquet``, ``.jsonl``, ``.jsonl.zst``, ``.txt``), UTF-8 validation and
+the ``bad_utf8`` policy, and cutting big ``.txt`` files at pre-tokenizer-safe points.
+Reads: the source files, streamed: memory is a few times ``batch_bytes`` (or the largest
+document), not the file size. Writes: nothing; it yields :class:`Batch` objects whose ``texts``
+is a Polars ``String`` Series, and records per-file counts in ``Corpus.stats``.
+
+Example::
+
+    corpus = read_corpus(["data/**/*.parquet", "notes.txt"])
+    for batch in corpus.batches():
+        ...  # batch.texts is a pl.Series of str
+    corpus.stats["notes.txt"]  # {"docs": 1, "bytes": 40960, "skipped": 0}
+
+Errors are :class:`~toktok.errors.InputError` (bad or missing input) and
+:class:`~toktok.errors.ConfigError` (bad option), each one line naming the file and the
+row/line/byte offset.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import regex
+
+from .errors import ConfigError, InputError
+
+#: File kinds by name suffix (checked in this order, so ``.jsonl.zst`` wins over ``.zst``).
+SUFFIXES = ((".jsonl.zst", "jsonl.zst"), (".parquet", "parquet"), (".jsonl", "jsonl"),
+            (".txt", "txt"))
+BAD_UTF8_POLICIES = ("error", "replace", "skip")
+_SUPPORTED = ".parquet, .jsonl, .jsonl.zst or .txt"
+_UTF8_HINT = "fix the file or pass --bad-utf8 replace (or skip)"
+
+# A cut right after "\n" is a GPT-4 pre-tokenizer boundary when the next character is not
+# whitespace: no alternative of toktok.vocab.PATTERN matches "\n" followed by non-space (the only
+# newline-ending alternatives end at the newline run), and the one lookahead, \s+(?!\S), never
+# competes because \s*[\r\n]+ is tried first. "\s" is the regex module's (Unicode White_Space,
+# as in PATTERN); \x1c-\x1f are excluded too because Python's str.isspace() counts them, so the
+# cut stays safe for either notion of whitespace. (?r) searches backwards: the last point wins.
+_SPLIT_RE = regex.compile(r"(?r)\n(?=[^\s\x1c-\x1f])")
+# The same rule on UTF-8 bytes, so big files are cut before decoding (a str of non-Latin-1 text
+# costs 2-4 bytes per character): not followed by a whitespace character (the ASCII ones, then
+# U+0085 U+00A0 U+1680 U+2000-200A U+2028 U+2029 U+202F U+205F U+3000; tests check this list
+# against the regex module), and followed by one complete character, so a sequence cut by the
+# end of the buffer is never taken for non-whitespace.
+_SPLIT_RE_BYTES = regex.compile(
+    rb"(?r)\n"
+    rb"(?![\t\n\x0b\x0c\r\x1c-\x1f ]|\xc2[\x85\xa0]|\xe1\x9a\x80|\xe2\x80[\x80-\x8a\xa8\xa9\xaf]"
+    rb"|\xe2\x81\x9f|\xe3\x80\x80)"
+    rb"(?=[\x00-\x7f]|[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3})"
+)
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+@dataclass
+class SourceFile:
+    """One input file: ``SourceFile("data/a.parquet", "parquet", 1234)``; size is bytes on disk."""
+
+    path: str
+    kind: str  # "parquet" | "jsonl" | "jsonl.zst" | "txt"
+    size: int
+
+
+@dataclass
+class Batch:
+    """Documents of one file, in file order: ``Batch("a.jsonl", 0, pl.Series(["hi", "yo"]))``.
+
+    ``first_row`` is the 0-based position of the batch's first record in its file: the Parquet
+    row, the JSONL line (line number - 1), or 0 for ``.txt`` (every chunk belongs to the file's
+    single document). Skipped records (nulls, ``bad_utf8="skip"``) leave no entry in ``texts``,
+    so ``texts[i]`` is record ``first_row + i`` only when nothing was skipped.
+    """
+
+    path: str
+    first_row: int
+    texts: pl.Series  # dtype pl.String
+
+
+def kind_of(path: str) -> str | None:
+    """The kind of a file name, None if unsupported: ``kind_of("a.JSONL.zst") == "jsonl.zst"``."""
+    low = path.lower()
+    for suffix, kind in SUFFIXES:
+        if low.endswith(suffix):
+            return kind
+    return None
+
+
+def _has_magic(s: str) -> bool:
+    return any(c in s for c in "*?[")
+
+
+def _walk(root: str) -> list[str]:
+    """Supported files under ``root``, recursively; hidden files and folders are skipped (as in
+    shell globs) so a ``.git`` or editor swap folder never becomes training data."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        found += [os.path.join(dirpath, f) for f in filenames
+                  if not f.startswith(".") and kind_of(f)]
+    return found
+
+
+def resolve_sources(sources: list[str]) -> list[SourceFile]:
+    """Expand files, directories (recursive) and globs (``**`` = any depth) into files.
+
+    Files are deduplicated (by real path) and sorted by path, so runs are reproducible.
+    Example: ``resolve_sources(["data/**/*.parquet"])`` -> ``[SourceFile("data/a.parquet", ...)]``.
+    Raises InputError for a missing path, an unsupported file, a directory without supported
+    files, or a glob matching none.
+    """
+    if isinstance(sources, (str, os.PathLike)):
+        sources = [sources]
+    if not sources:
+        raise ConfigError("no corpus sources given; pass files, directories or globs such as "
+                          "'data/**/*.parquet'")
+    paths: list[str] = []
+    for src in map(os.fspath, sources):
+        expanded = os.path.expanduser(src)
+        if os.path.isdir(expanded):
+            found = _walk(expanded)
+            if not found:
+                raise InputError(f"{src}: directory has no {_SUPPORTED} files; point at the data "
+                                 "files or another folder")
+            paths += found
+        elif os.path.exists(expanded):
+            if not os.path.isfile(expanded):
+                raise InputError(f"{src}: not a regular file or directory; pass a data file")
+            if kind_of(expanded) is None:
+                raise InputError(f"{src}: unsupported file type; use {_SUPPORTED}")
+            paths.append(expanded)
+        elif _has_magic(src):
+            found = []
+            for m in glob.glob(expanded, recursive=True):
+                if os.path.isdir(m):
+                    found += _walk(m)
+                elif kind_of(m):
+                    found.append(m)
+            if not found:
+                raise InputError(f"{src}: pattern matches no {_SUPPORTED} files; check the "
+                                 "pattern (use ** for any depth)")
+            paths += found
+        else:
+            raise InputError(f"{src}: no such file or directory; check the path")
+
+    by_real: dict[str, str] = {}
+    for p in sorted(os.path.normpath(p) for p in paths):
+        by_real.setdefault(os.path.realpath(p), p)
+    out = []
+    for p in sorted(by_real.values()):
+        try:
+            size = os.stat(p).st_size
+        except OSError as e:
+            raise InputError(f"{p}: cannot stat ({e.strerror}); check permissions") from None
+        out.append(SourceFile(p, kind_of(p) or "", size))
+    return out
+
+
+def _split_point(text: str | bytes | bytearray, start: int = 0) -> int:
+    """Index into ``text`` of the last safe cut at or after ``start`` (0 if none): right after a
+    ``"\\n"`` followed by a non-whitespace character, which is always a GPT-4 pre-tokenizer
+    boundary, so ``findall(PATTERN, t[:i]) + findall(PATTERN, t[i:]) == findall(PATTERN, t)``.
+    UTF-8 bytes give the same cut as a byte index. Example: ``_split_point("a\\n b\\nc") == 5``.
+    """
+    rx = _SPLIT_RE if isinstance(text, str) else _SPLIT_RE_BYTES
+    m = rx.search(text, start)
+    return m.end() if m else 0
+
+
+def _utf8_complete(data: bytes) -> int:
+    """Length of the longest prefix of ``data`` that does not end inside a UTF-8 sequence."""
+    for back in range(1, min(4, len(data)) + 1):
+        b = data[-back]
+        if b < 0x80:
+            return len(data)
+        if b >= 0xC0:  # lead byte: is its sequence complete?
+            need = 2 if b < 0xE0 else 3 if b < 0xF0 else 4
+            return len(data) if back >= need else len(data) - back
+    return len(data)
+
+
+class Corpus:
+    """Resolved sources plus the read options; iterate with :meth:`batches`.
+
+    ``stats`` maps each path to ``{"docs", "bytes", "skipped"}`` (documents yielded, their UTF-8
+    bytes, documents dropped by ``bad_utf8="skip"``); it is filled during iteration and complete
+    after it. Example: ``sum(s["bytes"] for s in corpus.stats.values())``.
+    """
+
+    def __init__(self, files: list[SourceFile], text_column: str = "text",
+                 bad_utf8: str = "error"):
+        self.files = files
+        self.text_column = text_column
+        self.bad_utf8 = bad_utf8
+        self.stats: dict[str, dict[str, int]] = {}
+
+    def batches(self, batch_bytes: int = 32 << 20) -> Iterator[Batch]:
+        """Yield the documents of every file, file by file, in batches of about ``batch_bytes``.
+
+        A batch never mixes files; a single document bigger than ``batch_bytes`` is a batch of its
+        own, except ``.txt`` files, which are cut at pre-tokenizer-safe newlines.
+        Example: ``next(read_corpus(["a.txt"]).batches()).texts[0]``.
+        """
+        if not isinstance(batch_bytes, int) or batch_bytes < 1:
+            raise ConfigError(f"batch_bytes={batch_bytes!r}: must be a positive integer")
+        self.stats = {}
+        for f in self.files:
+            st = self.stats[f.path] = {"docs": 0, "bytes": 0, "skipped": 0}
+            reader = {"parquet": self._parquet, "jsonl": self._jsonl, "jsonl.zst": self._jsonl,
+                      "txt": self._txt}[f.kind]
+            # Readers yield (batch, UTF-8 bytes): they know the size cheaply, and Polars'
+            # str.len_bytes() on a multi-MB string costs several times its size in memory.
+            for batch, nbytes in reader(f, batch_bytes, st):
+                # A .txt file is one document however many chunks it is cut into.
+                st["docs"] = 1 if f.kind == "txt" else st["docs"] + len(batch.texts)
+                st["bytes"] += nbytes
+                yield batch
+
+    # ---- Parquet ----------------------------------------------------------------------------
+
+    def _parquet(self, f: SourceFile, batch_bytes: int, st: dict) -> Iterator[tuple[Batch, int]]:
+        col = self.text_column
+        pf = _open_parquet(f.path, col)
+        md = pf.metadata
+        # Rows per read from the footer's uncompressed column size, so a read is ~batch_bytes
+        # whatever the document length; the packer below merges or splits the rest.
+        leaves = [md.schema.column(j).path for j in range(md.num_columns)]
+        if col in leaves:
+            ci = leaves.index(col)
+            raw = sum(md.row_group(g).column(ci).total_uncompressed_size
+                      for g in range(md.num_row_groups))
+            avg = max(1, raw // max(1, md.num_rows))
+        else:
+            avg = 1024
+        per_read = max(1, min(1 << 20, batch_bytes // avg))
+        packer = _Packer(f.path, batch_bytes)
+        row = 0
+        try:
+            for rb in pf.iter_batches(batch_size=per_read, columns=[col], use_threads=False):
+                arr = rb.column(0)
+                n = len(arr)
+                text, rows = self._arrow_to_text(arr, f.path, row, st)
+                yield from packer.add(row, text, rows)
+                row += n
+        except (pa.ArrowException, OSError) as e:
+            raise InputError(f"{f.path}: cannot read Parquet near row {row} ({_one_line(e)}); the "
+                             "file is corrupt or truncated, re-export it") from None
+        yield from packer.flush()
+
+    def _arrow_to_text(self, arr: pa.Array, path: str, first_row: int,
+                       st: dict) -> tuple[pa.Array, np.ndarray | None]:
+        """Texts of one Arrow chunk as valid UTF-8 ``large_string`` without nulls (policy
+        applied), and the row offset of each kept text within the chunk (None: all kept)."""
+        t = arr.type
+        if pa.types.is_dictionary(t):
+            arr, t = arr.dictionary_decode(), t.value_type
+        out = None
+        try:
+            if pa.types.is_string(t) or pa.types.is_large_string(t) or _is_view(t, "string"):
+                out = arr.cast(pa.large_string())
+                # Parquet readers do not validate UTF-8, and Polars would panic on it later.
+                out.validate(full=True)
+            else:  # binary: _open_parquet rejected every other type
+                out = arr.cast(pa.large_binary()).cast(pa.large_string())  # validates UTF-8
+        except pa.ArrowInvalid:
+            out = None
+        if out is not None:
+            if not out.null_count:
+                return out, None
+            keep = out.is_valid()
+            return out.filter(keep), np.flatnonzero(keep.to_numpy(zero_copy_only=False))
+        # Slow path, only for chunks holding invalid UTF-8: find and treat the bad rows.
+        texts, rows = [], []
+        for i, v in enumerate(arr.cast(pa.large_binary()).to_pylist()):
+            if v is None:
+                continue
+            try:
+                texts.append(v.decode("utf-8"))
+            except UnicodeDecodeError as e:
+                if self.bad_utf8 == "error":
+                    raise InputError(f"{path}: row {first_row + i}: invalid UTF-8 at byte "
+                                     f"{e.start} of column '{self.text_column}'; "
+                                     f"{_UTF8_HINT}") from None
+                if self.bad_utf8 == "skip":
+                    st["skipped"] += 1
+                    continue
+                texts.append(v.decode("utf-8", "replace"))
+            rows.append(i)
+        return pa.array(texts, pa.large_string()), np.array(rows, dtype=np.int64)
+
+    # ---- JSONL ------------------------------------------------------------------------------
+
+    def _jsonl(self, f: SourceFile, batch_bytes: int, st: dict) -> Iterator[tuple[Batch, int]]:
+        col, policy, path = self.text_column, self.bad_utf8, f.path
+        texts: list[str] = []
+        first = pending = 0
+        lineno = 0
+        for lineno, offset, line in _lines(path, f.kind == "jsonl.zst"):
+            if lineno == 1 and line.startswith(b"\xef\xbb\xbf"):
+                line, offset = line[3:], offset + 3  # a UTF-8 BOM is not part of the JSON
+            if not line.strip():
+                continue
+            try:
+                s = line.decode("utf-8")
+            except UnicodeDecodeError as e:
+                if policy == "error":
+                    raise InputError(f"{path}:{lineno}: invalid UTF-8 at byte {offset + e.start} "
+                                     f"(column {e.start + 1}); {_UTF8_HINT}") from None
+                if policy == "skip":
+                    st["skipped"] += 1
+                    continue
+                s = line.decode("utf-8", "replace")
+            try:
+                obj = json.loads(s)
+            except ValueError as e:  # JSONDecodeError, or e.g. an integer over 4300 digits
+                why = f"{e.msg} at column {e.colno}" if isinstance(e, json.JSONDecodeError) \
+                    else _one_line(e)
+                raise InputError(f"{path}:{lineno}: invalid JSON ({why}); each line must be one "
+                                 "JSON object") from None
+            except RecursionError:
+                raise InputError(f"{path}:{lineno}: invalid JSON (nested too deeply); each line "
+                                 "must be one JSON object") from None
+            if not isinstance(obj, dict):
+                raise InputError(f"{path}:{lineno}: expected a JSON object, got "
+                                 f"{type(obj).__name__}; each line must be one JSON object")
+            try:
+                text = obj[col]
+            except KeyError:
+                keys = ", ".join(map(str, list(obj)[:10])) or "none"
+                raise InputError(f"{path}:{lineno}: no field '{col}' (fields: {keys}); pass "
+                                 "--text-column NAME") from None
+            if text is None:  # null texts are skipped, as in Parquet
+                continue
+            if not isinstance(text, str):
+                raise InputError(f"{path}:{lineno}: field '{col}' is {type(text).__name__}, not "
+                                 "a string; pass --text-column NAME for the text field")
+            # JSON may escape lone surrogates (\ud800), which are not encodable as UTF-8; only
+            # lines holding such an escape pay for the check.
+            if "\\u" in s and _LONE_SURROGATE.search(text):
+                if policy == "error":
+                    raise InputError(f"{path}:{lineno}: field '{col}' has a lone surrogate escape "
+                                     f"such as \\ud800 (not valid Unicode); {_UTF8_HINT}")
+                if policy == "skip":
+                    st["skipped"] += 1
+                    continue
+                text = _LONE_SURROGATE.sub("\ufffd", text)
+            if not texts:
+                first = lineno - 1
+            texts.append(text)
+            pending += len(line)  # raw line length: a cheap stand-in for the text's bytes
+            if pending >= batch_bytes:
+                yield _batch_of(path, first, texts)
+                texts, pending = [], 0
+        if texts:
+            yield _batch_of(path, first, texts)
+
+    # ---- txt --------------------------------------------------------------------------------
+
+    def _txt(self, f: SourceFile, batch_bytes: int, st: dict) -> Iterator[tuple[Batch, int]]:
+        path = f.path
+        if f.size <= batch_bytes:  # the common case: one read, one document, one batch
+            data, off = _read_all(path), 0
+            if data.startswith(b"\xef\xbb\xbf"):
+                data, off = data[3:], 3  # a UTF-8 BOM is not text
+            piece = self._txt_piece(data, path, off, st)
+            if piece is not None:
+                yield Batch(path, 0, piece[0]), piece[1]
+            return
+        if self.bad_utf8 == "skip" and _first_bad_utf8(path) is not None:
+            # Chunks are yielded as they are read, so "skip" (drop the whole document) has to
+            # know up front whether the file is clean.
+            st["skipped"] += 1
+            return
+        # Cut the raw bytes, then decode each piece: a "\n" byte always ends any UTF-8 sequence
+        # (valid or not), so pieces decode exactly as the whole file would.
+        buf = bytearray()
+        base = 0  # file offset of buf[0]
+        scan_from = 0  # buf[:scan_from] holds no split point
+        yielded = False
+        try:
+            fh = open(path, "rb")
+        except OSError as e:
+            raise InputError(f"{path}: cannot open ({e.strerror}); check permissions") from None
+        with fh:
+            while True:
+                n = len(buf)
+                # No name keeps the read chunk alive while a batch is out: memory ~ 3 batches.
+                buf += fh.read(batch_bytes)
+                if len(buf) == n:
+                    break
+                if base == 0 and buf[:3] == b"\xef\xbb\xbf":
+                    del buf[:3]  # a UTF-8 BOM is not text
+                    base = 3
+                # -4: a "\n" near the old end may have been waiting for its next character.
+                cut = _split_point(buf, max(0, scan_from - 4))
+                if not cut:  # one giant line so far: keep reading, and don't rescan this part
+                    scan_from = len(buf)
+                    continue
+                with memoryview(buf) as mv:
+                    piece = bytes(mv[:cut])  # the view must be released before the resize
+                del buf[:cut]
+                out = self._txt_piece(piece, path, base, st)
+                del piece  # the Series shares its buffer
+                if out is None:  # "skip" found bad bytes the up-front check did not see
+                    raise InputError(f"{path}: file changed while being read; rerun")
+                yield Batch(path, 0, out[0]), out[1]
+                yielded = True
+                base += cut
+                scan_from = 0
+        if buf or not yielded:
+            out = self._txt_piece(bytes(buf), path, base, st)
+            if out is None:
+                raise InputError(f"{path}: file changed while being read; rerun")
+            yield Batch(path, 0, out[0]), out[1]
+
+    def _txt_piece(self, data: bytes, path: str, base: int,
+                   st: dict) -> tuple[pl.Series, int] | None:
+        """One txt piece as (1-row String Series, UTF-8 bytes), or None under "skip" if invalid.
+
+        UTF-8 is validated by Arrow over the bytes, zero-copy: a Python str would cost up to 4
+        bytes per character, and the Series shares ``data``'s buffer.
+        """
+        offsets = pa.py_buffer(np.array([0, len(data)], dtype=np.int64))
+        raw = pa.Array.from_buffers(pa.large_binary(), 1, [None, offsets, pa.py_buffer(data)])
+        try:
+            return pl.Series("text", raw.cast(pa.large_string())), len(data)
+        except pa.ArrowInvalid:
+            pass
+        text = self._decode_txt(data, path, base, st)
+        if text is None:
+            return None
+        return pl.Series("text", [text], dtype=pl.String), len(text.encode())
+
+    def _decode_txt(self, data: bytes, path: str, base: int, st: dict) -> str | None:
+        """Decode under the bad_utf8 policy; None means "skip this document"."""
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            if self.bad_utf8 == "error":
+                raise InputError(f"{path}: invalid UTF-8 at byte {base + e.start}; "
+                                 f"{_UTF8_HINT}") from None
+            if self.bad_utf8 == "skip":  # only small files can get here (see _txt)
+                st["skipped"] += 1
+                return None
+            return data.decode("utf-8", "replace")
+
+
+class _Packer:
+    """Regroups Arrow text arrays into batches of about ``batch_bytes`` (zero-copy slices)."""
+
+    def __init__(self, path: str, batch_bytes: int):
+        self.path, self.limit = path, batch_bytes
+        self.parts: list[pa.Array] = []
+        self.size = 0
+        self.first = 0
+
+    def add(self, row: int, arr: pa.Array, rows: np.ndarray | None) -> Iterator[tuple[Batch, int]]:
+        """Take texts read from file row ``row`` on; ``rows[i]`` is text i's offset from it."""
+        if not len(arr):
+            return
+        nbytes = _text_bytes(arr)
+        if self.size + nbytes <= self.limit:
+            self._push(row + (int(rows[0]) if rows is not None else 0), arr, nbytes)
+            if self.size >= self.limit:
+                yield from self.flush()
+            return
+        # Too big to append whole: cut at document boundaries by cumulative byte length.
+        lens = pc.binary_length(arr).to_numpy(zero_copy_only=False).astype(np.int64)
+        cum = np.cumsum(lens)
+        start = 0
+        while start < len(arr):
+            room = self.limit - self.size
+            base = cum[start - 1] if start else 0
+            end = int(np.searchsorted(cum, base + room, side="right"))
+            if end <= start:
+                if self.parts:  # flush what we hold and retry with an empty batch
+                    yield from self.flush()
+                    continue
+                end = start + 1  # one document bigger than the limit: a batch of its own
+            piece = arr.slice(start, end - start)
+            first = row + (int(rows[start]) if rows is not None else start)
+            self._push(first, piece, int(cum[end - 1] - base))
+            if self.size >= self.limit or end < len(arr):
+                yield from self.flush()
+            start = end
+
+    def _push(self, row: int, arr: pa.Array, nbytes: int) -> None:
+        if not self.parts:
+            self.first = row
+        self.parts.append(arr)
+        self.size += nbytes
+
+    def flush(self) -> Iterator[tuple[Batch, int]]:
+        if self.parts:
+            s = pl.Series("text", pa.chunked_array(self.parts, pa.large_string()))
+            yield Batch(self.path, self.first, s.rechunk()), self.size
+        self.parts, self.size = [], 0
+
+
+def _batch_of(path: str, first: int, texts: list[str]) -> tuple[Batch, int]:
+    s = pl.Series("text", texts, dtype=pl.String)
+    return Batch(path, first, s), int(s.str.len_bytes().sum())
+
+
+def _text_bytes(arr: pa.Array) -> int:
+    """UTF-8 bytes of a large_string array without nulls: its value buffer span."""
+    if not len(arr):
+        return 0
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64, count=len(arr) + 1,
+                            offset=arr.offset * 8)
+    return int(offsets[-1] - offsets[0])
+
+
+def _is_view(t: pa.DataType, what: str) -> bool:
+    f = getattr(pa.types, f"is_{what}_view", None)
+    return bool(f and f(t))
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+def _open_parquet(path: str, col: str) -> pq.ParquetFile:
+    """Open a Parquet file and check its text column; InputError names the file and the fix."""
+    try:
+        # buffer_size streams pages instead of loading a whole column chunk (a row group can be
+        # the whole file), so memory stays ~batch_bytes.
+        pf = pq.ParquetFile(path, buffer_size=1 << 20)
+        schema = pf.schema_arrow
+    except (pa.ArrowException, OSError) as e:
+        raise InputError(f"{path}: not a readable Parquet file ({_one_line(e)}); the file is "
+                         "corrupt or truncated, re-export it") from None
+    if col not in schema.names:
+        cols = ", ".join(schema.names[:20]) + (", ..." if len(schema.names) > 20 else "")
+        raise InputError(f"{path}: no column '{col}' (columns: {cols}); pass --text-column NAME")
+    t = schema.field(col).type
+    vt = t.value_type if pa.types.is_dictionary(t) else t
+    ok = any(f(vt) for f in (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary,
+                             pa.types.is_large_binary)) or _is_view(vt, "string") \
+        or _is_view(vt, "binary")
+    if not ok:
+        raise InputError(f"{path}: column '{col}' has type {t}, not string; pass --text-column "
+                         "NAME for a text column")
+    return pf
+
+
+def _lines(path: str, zst: bool) -> Iterator[tuple[int, int, bytes]]:
+    """``(line number, byte offset, line without "\\n")`` of a (zstd) file, streamed.
+
+    Offsets are into the decompressed stream for ``.zst``. A truncated or corrupt zstd stream is
+    an InputError rather than silently shorter data.
+    """
+    lineno, offset = 0, 0
+    rest: list[bytes] = []
+    for chunk in _chunks(path, zst):
+        if b"\n" not in chunk:
+            rest.append(chunk)
+            continue
+        parts = chunk.split(b"\n")
+        if rest:
+            parts[0] = b"".join(rest) + parts[0]
+        rest = [parts.pop()]
+        for line in parts:
+            lineno += 1
+            yield lineno, offset, line
+            offset += len(line) + 1
+    tail = b"".join(rest)
+    if tail:
+        yield lineno + 1, offset, tail
+
+
+def _chunks(path: str, zst: bool, size: int = 1 << 20) -> Iterator[bytes]:
+    try:
+        fh = open(path, "rb")
+    except OSError as e:
+        raise InputError(f"{path}: cannot open ({e.strerror}); check permissions") from None
+    with fh:
+        if not zst:
+            while chunk := fh.read(size):
+                yield chunk
+            return
+        import zstandard
+
+        # A decompressobj per frame (not stream_reader) so a truncated last frame is detected.
+        dobj = zstandard.ZstdDecompressor().decompressobj()
+        fed = False  # has the current frame received input?
+        while True:
+            data = fh.read(size)
+            if not data:
+                break
+            while data:
+                try:
+                    out = dobj.decompress(data)
+                except zstandard.ZstdError as e:
+                    raise InputError(f"{path}: corrupt zstd data ({_one_line(e)}); re-compress "
+                                     "the file") from None
+                fed = True
+                if out:
+                    yield out
+                if dobj.eof:  # frame done; the next one starts in unused_data
+                    data = dobj.unused_data
+                    dobj = zstandard.ZstdDecompressor().decompressobj()
+                    fed = False
+                else:
+                    data = b""
+        if fed and not dobj.eof:
+            raise InputError(f"{path}: zstd stream is truncated (last frame incomplete); "
+                             "re-compress or re-download the file")
+
+
+def _read_all(path: str) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as e:
+        raise InputError(f"{path}: cannot read ({e.strerror}); check permissions") from None
+
+
+def _first_bad_utf8(path: str, size: int = 1 << 24) -> int | None:
+    """Byte offset of the first invalid UTF-8 sequence in a file, or None if it is clean."""
+    base, carry = 0, b""
+    try:
+        fh = open(path, "rb")
+    except OSError as e:
+        raise InputError(f"{path}: cannot open ({e.strerror}); check permissions") from None
+    with fh:
+        while True:
+            chunk = fh.read(size)
+            data = carry + chunk
+            n = len(data) if not chunk else _utf8_complete(data)
+            try:
+                data[:n].decode("utf-8")
+            except UnicodeDecodeError as e:
+                return base + e.start
+            base += n
+            carry = data[n:]
+            if not chunk:
+                return None
+
+
+def read_corpus(sources: list[str], text_column: str = "text",
+                bad_utf8: str = "error") -> Corpus:
+    """Resolve ``sources`` and return a :class:`Corpus` to iterate; nothing is read yet except
+    Parquet footers, so a missing column fails before any work.
+
+    ``text_column`` names the Parquet column / JSONL field; ``bad_utf8`` is "error" (InputError
+    naming file and byte offset), "replace" (U+FFFD) or "skip" (drop the document, counted in
+    ``stats[path]["skipped"]``). Example: ``read_corpus(["data/"], text_column="content")``.
+    """
+    if bad_utf8 not in BAD_UTF8_POLICIES:
+        raise ConfigError(f"bad_utf8={bad_utf8!r}: use one of {', '.join(BAD_UTF8_POLICIES)}")
+    if not isinstance(text_column, str) or not text_column:
+        raise ConfigError(f"text_column={text_column!r}: must be a non-empty column name")
+    files = resolve_sources(sources)
+    for f in files:
+        if f.kind == "parquet":
+            _open_parquet(f.path, text_column)
+    return Corpus(files, text_column, bad_utf8)
+
+
+__all__ = ["SourceFile", "Batch", "Corpus", "resolve_sources", "read_corpus", "kind_of"]
+

@@ -1,0 +1,223 @@
+"""Check that an output folder encodes identically with tiktoken and Hugging Face tokenizers.
+
+``verify(out_dir)`` loads ``tokenizer.tiktoken`` (with tiktoken) and ``tokenizer.json`` (with
+``tokenizers``), checks that both describe the same vocabulary, then encodes every text with both,
+compares ids, and checks that both decoders give the text back. The first disagreement raises
+``ParityError``. Example: ``verify("out/demo").tokens > 0``.
+"""
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from .errors import InputError, ParityError
+from .export import HF_FILE, _load_encoding_and_tokens, bytelevel_to_token, load_hf
+
+#: Texts in a batch handed to each encoder at once (tokenizers encodes a batch in parallel).
+BATCH = 256
+#: Longest random slice, in characters.
+MAX_SLICE = 300
+
+#: Built-in check texts: scripts, emoji, code, whitespace and digit runs, contractions, odd characters.
+DEFAULT_TEXTS: list[str] = [
+    # Latin with accents, other scripts
+    "Hello, world! Ça va? Déjà vu, naïve façade, Ångström, Øresund, Straße, İstanbul, ǅemal.",
+    "Привет, мир! Съешь же ещё этих мягких французских булок, да выпей чаю.",
+    "Γειά σου Κόσμε· ξεσκεπάζω την ψυχοφθόρα βδελυγμία.",
+    "مرحبا بالعالم! هذه جملة عربية مع أرقام ١٢٣٤٥ وتشكيل: كَتَبَ.",
+    "שלום עולם! עברית עם ניקוד: שָׁלוֹם.",
+    "नमस्ते दुनिया! हिन्दी में क्षत्रिय, ज्ञान, और १२३।",
+    "สวัสดีชาวโลก ภาษาไทยไม่มีช่องว่างระหว่างคำ",
+    "你好，世界！这是一个中文句子。日本語のテキスト、カタカナとひらがな。",
+    "안녕하세요 세계! 한국어 문장입니다. ㄱㄴㄷ",
+    "Tiếng Việt có dấu: Trường Đại học, người, ở đâu?",
+    # emoji: single, skin tones, ZWJ families, flags, keycaps
+    "Emoji 😀😃😄 👍🏽 👩‍👩‍👧‍👦 👨🏿‍💻 🏳️‍🌈 🇫🇷🇯🇵🇺🇸 1️⃣ #️⃣ ❤️‍🔥",
+    # code
+    'def f(x: int) -> int:\n    """Docstring."""\n    return x ** 2 if x >= 0 else -x  # comment\n',
+    "#include <stdio.h>\nint main(void) {\n\tprintf(\"%d\\n\", 42);\n\treturn 0;\n}\n",
+    "const add = (a, b) => a + b;\nlet s = `t${add(1, 2)}`; if (a !== b && c || d) { i++; j--; }\n",
+    '{"name": "toktok", "version": [0, 1, 0], "nested": {"k": null, "pi": 3.14159, "ok": true}}',
+    '<?xml version="1.0"?>\n<root attr="v"><child>text &amp; more</child><empty/></root>\n',
+    # whitespace runs and line ends
+    "a  b   c    d                                        e",
+    "tab\tsep\t\tvalues\t \t mixed \t\t  end",
+    "windows\r\nline\r\n\r\nends\r\n",
+    "para\n\n\nbreaks\n\n\n\n\n\n\n\n\n\nmany",
+    "   leading and trailing whitespace   ",
+    "\n\n  \t\n",
+    " ",
+    "\t",
+    # digits
+    "1234567 3.14159 1,000,000 0.0001 2024-01-31 12:34:56 +1 (555) 010-9999 1e-10 0x1F",
+    "12345678901234567890 and ⅓ ² ³ ¹ Ⅻ ١٢٣ ߁߂ ๑๒๓",
+    # contractions, both cases
+    "DON'T we'll I'M you're They've she'd it's IT'S WE'LL You'Re",
+    "'s 't 're 've 'm 'll 'd 'S 'T 'RE 'VE 'M 'LL 'D",
+    # odd characters: NBSP, zero-width, combining marks, controls
+    "non\u00a0breaking\u00a0space and narrow\u202fnbsp and ideographic\u3000space",
+    "zero\u200bwidth\u200cnon\u200djoiner\u2060word\ufeffjoiner",
+    "combining: e\u0301 a\u0308 n\u0303 o\u0302\u0323 Z\u0351\u0352\u0353\u0354 \u0301lead",
+    "controls \x00\x01\x1b[0m\x7f and line sep \u2028 para sep \u2029 nel \x85 end",
+    "mixed: naïve café 東京 Москва 🚀 x=1; y='two'\n\tz = [3, 4]",
+]
+
+
+def special_texts(specials: Iterable[str]) -> list[str]:
+    """Texts that put each special token inside, around and next to ordinary text.
+
+    Example: ``special_texts(["<|endoftext|>"])[0] == "a<|endoftext|>b"``.
+    """
+    out: list[str] = []
+    for s in sorted(specials):
+        out += [f"a{s}b", s, f"{s}{s}", f"Hello world{s}\n\n{s} next document", f" {s} ", f"1{s}23"]
+    return out
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """Result of a successful ``verify``: strings compared, ids compared per encoder, ``ok``.
+
+    Example: ``VerifyReport(strings=3, tokens=12).ok is True``.
+    """
+
+    strings: int
+    tokens: int
+    ok: bool = True
+
+
+def _short(text: str, limit: int = 80) -> str:
+    r = repr(text)
+    return r if len(r) <= limit else r[: limit - 3] + "..."
+
+
+def random_slices(texts: list[str], count: int, seed: int = 0, max_len: int = MAX_SLICE) -> list[str]:
+    """``count`` seeded random substrings of ``texts`` (code-point boundaries, 1..max_len characters).
+
+    Slices may cut a grapheme cluster, a ZWJ sequence or ``\\r\\n`` in two; that is the point.
+    Example: ``random_slices(["abcdef"], 2, seed=1)`` gives two substrings of ``"abcdef"``.
+    """
+    pool = [t for t in texts if t]
+    if not pool or count <= 0:
+        return []
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        t = rng.choice(pool)
+        start = rng.randrange(len(t))
+        out.append(t[start : start + rng.randint(1, max_len)])
+    return out
+
+
+def _batches(texts: Iterable[str], size: int) -> Iterator[list[str]]:
+    batch: list[str] = []
+    for t in texts:
+        batch.append(t)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _check_same_vocab(where: Path, enc, tokens: list[bytes], hf) -> None:
+    """Raise ParityError unless both files give every id the same bytes and the same specials."""
+    # Phase 1: ranks.
+    hf_vocab = hf.get_vocab(with_added_tokens=False)
+    if len(hf_vocab) != len(tokens):
+        raise ParityError(
+            f"{where}: tokenizer.tiktoken has {len(tokens)} ranks but tokenizer.json has "
+            f"{len(hf_vocab)} vocab entries; export both from the same vocabulary"
+        )
+    for name, i in hf_vocab.items():
+        tok = bytelevel_to_token(name)
+        tt = tokens[i] if 0 <= i < len(tokens) else None
+        if tt != tok:
+            raise ParityError(f"{where}: id {i} is {tok!r} in tokenizer.json but {tt!r} in tokenizer.tiktoken")
+    # Phase 2: specials, by content and id.
+    tt_specials = {s: enc.encode_single_token(s) for s in enc.special_tokens_set}
+    hf_specials = {a.content: i for i, a in hf.get_added_tokens_decoder().items()}
+    if tt_specials != hf_specials:
+        raise ParityError(f"{where}: special tokens differ: tiktoken {tt_specials} vs tokenizer.json {hf_specials}")
+
+
+def _hf_bytes(hf, i: int) -> bytes | str:
+    """Token bytes of an HF id for messages; specials stay as their text."""
+    name = hf.id_to_token(i)
+    if name is None or i in hf.get_added_tokens_decoder():
+        return name
+    return bytelevel_to_token(name)
+
+
+def _first_diff(a: list[int], b: list[int]) -> int:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+def verify(
+    out_dir: str | os.PathLike,
+    texts: Iterable[str] | None = None,
+    *,
+    slices: int = 0,
+    seed: int = 0,
+) -> VerifyReport:
+    """Encode ``DEFAULT_TEXTS``, texts around each special token, and ``texts`` with
+    tiktoken and HF tokenizers from ``out_dir``; raise ParityError at the first id or round-trip
+    difference. ``slices`` adds that many seeded random substrings of the texts.
+
+    tiktoken encodes with ``allowed_special="all"``, HF with ``add_special_tokens=False``; tiktoken's
+    ``decode_bytes`` must give ``text.encode()`` and HF's ``decode(ids, skip_special_tokens=False)``
+    must give ``text``. Example: ``verify("out/demo", ["hello world"], slices=200).ok``.
+    """
+    # Phase 1: load both and compare the vocabularies themselves.
+    where = Path(out_dir)
+    enc, tokens = _load_encoding_and_tokens(where)
+    hf = load_hf(where if where.is_dir() else where.parent / HF_FILE)
+    _check_same_vocab(where, enc, tokens, hf)
+    del tokens
+
+    # Phase 2: the texts to check.
+    # The built-in set always runs; given texts and their random slices come after it.
+    builtin = DEFAULT_TEXTS + special_texts(enc.special_tokens_set)
+    given = list(texts) if texts is not None else []
+    stream: Iterable[str] = [*builtin, *given]
+    if slices > 0:
+        stream = [*stream, *random_slices(given or builtin, slices, seed)]
+
+    # Phase 3: encode in batches and compare text by text, in order.
+    strings = tokens = 0
+    for batch in _batches(stream, BATCH):
+        for k, t in enumerate(batch):
+            if not isinstance(t, str):
+                raise InputError(f"text {strings + k}: expected str, got {type(t).__name__}")
+            try:
+                t.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise InputError(
+                    f"text {strings + k} {_short(t)}: not valid Unicode at character {e.start} "
+                    f"(lone surrogate); tokenizers need UTF-8 text"
+                ) from None
+        tt_all = enc.encode_batch(batch, allowed_special="all")
+        hf_all = [e.ids for e in hf.encode_batch(batch, add_special_tokens=False)]
+        hf_text = hf.decode_batch(hf_all, skip_special_tokens=False)
+        for t, a, b, back in zip(batch, tt_all, hf_all, hf_text):
+            if a != b:
+                i = _first_diff(a, b)
+                raise ParityError(
+                    f"{where}: ids differ on {_short(t)} at position {i}: tiktoken {a[i:i + 4]} "
+                    f"{[enc.decode_single_token_bytes(x) for x in a[i:i + 4]]} vs HF {b[i:i + 4]} "
+                    f"{[_hf_bytes(hf, x) for x in b[i:i + 4]]}"
+                )
+            raw = enc.decode_bytes(a)
+            if raw != t.encode("utf-8"):
+                raise ParityError(f"{where}: tiktoken decode does not round-trip {_short(t)}: got {_short(raw.decode('utf-8', 'replace'))}")
+            if back != t:
+                raise ParityError(f"{where}: HF decode does not round-trip {_short(t)}: got {_short(back)}")
+            strings += 1
+            tokens += len(a)
+    return VerifyReport(strings=strings, tokens=tokens)

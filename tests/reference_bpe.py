@@ -43,8 +43,9 @@ def _merge_word(word, a, b, t):
     return tuple(out)
 
 
-def train(word_counts: dict[bytes, int], tokens: list[bytes], n_merges: int):
-    """Returns (tokens after training, list of (left, right, token, count, reused))."""
+def train(word_counts: dict[bytes, int], tokens: list[bytes], n_merges: int, return_words: bool = False):
+    """Returns (tokens after training, list of (left, right, token, count, reused)) and, with
+    ``return_words``, each word's final token ids."""
     tokens = list(tokens)
     ranks = {t: i for i, t in enumerate(tokens)}
     words = [rank_bpe(w, ranks) for w in word_counts]
@@ -83,4 +84,6 @@ def train(word_counts: dict[bytes, int], tokens: list[bytes], n_merges: int):
                 pair_count[p] += counts[wi]
                 where[p].add(wi)
         merges.append((a, b, t, top, reused))
+    if return_words:
+        return tokens, merges, words
     return tokens, merges

@@ -109,3 +109,39 @@ def test_fixture_equals_reference():
     words = dict(zip(wc["word"].to_list(), wc["count"].to_list()))
     res = _check(words, Vocab.base(), 1200)
     assert res.new_tokens == 1200
+
+
+def _tiktoken_pieces(vocab: Vocab):
+    import tiktoken
+
+    from toktok.vocab import PATTERN
+
+    enc = tiktoken.Encoding("t", pat_str=PATTERN, mergeable_ranks=vocab.ranks(), special_tokens={})
+    return enc._encode_single_piece
+
+
+@given(
+    st.lists(st.lists(st.sampled_from(b"ab c0"), min_size=0, max_size=12).map(bytes), min_size=1, max_size=10),
+    st.lists(st.lists(st.sampled_from(b"ab c0"), min_size=2, max_size=5).map(bytes), max_size=12, unique=True),
+)
+def test_fuzz_segmentation_equals_tiktoken(words, extra):
+    # extra tokens in arbitrary order, with holes: exactly the layouts warm starts bring
+    base = Vocab.base(False)
+    base.tokens += extra
+    flat, off = segment(words, base)
+    encode = _tiktoken_pieces(base)
+    for i, w in enumerate(words):
+        assert flat[off[i]:off[i + 1]].tolist() == (encode(w) if w else [])
+
+
+def test_arrow_words_equal_list_words():
+    import pyarrow as pa
+
+    words = [b"hello", b" world", b"00123", b"x"]
+    counts = np.array([5, 4, 3, 2])
+    a = learn_merges(words, counts, Vocab.base(), 6)
+    b = learn_merges(pa.array(words, pa.binary()).slice(0), counts, Vocab.base(), 6)
+    assert a.vocab.tokens == b.vocab.tokens and a.word_tokens.tolist() == b.word_tokens.tolist()
+    # each word's final number of tokens is the reference's
+    _, _, ref_words = train(dict(zip(words, counts.tolist())), Vocab.base().tokens, 6, return_words=True)
+    assert a.word_tokens.tolist() == [len(w) for w in ref_words]

@@ -15,14 +15,15 @@ and a lazy max-heap. A round touches only the positions of the chosen pair.
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import tiktoken
+import pyarrow as pa
 from numba import njit
 
-from .vocab import PATTERN, Vocab
+from .vocab import Vocab
 
 _EMPTY = -1
 
@@ -43,6 +44,7 @@ class MergeResult:
     count: np.ndarray
     reused: np.ndarray
     requested: int
+    word_tokens: np.ndarray  # tokens per input word after the merges, in input order
 
     @property
     def new_tokens(self) -> int:
@@ -317,18 +319,7 @@ def _learn(tok, nxt, prv, cnt, tdata, tstart, tlen, n_tokens, n_merges, stats):
     max_tokens = tstart.shape[0]
 
     # 1. token bytes lookup, to reuse a token whose bytes a merge produces again
-    cap = 16
-    while cap < 2 * max_tokens:
-        cap *= 2
-    bkeys = np.full(cap, _EMPTY, np.int64)
-    bids = np.zeros(cap, np.int32)
-    for t in range(n_tokens):
-        h = np.uint64(0xCBF29CE484222325)
-        s = tstart[t]
-        for i in range(tlen[t]):
-            h ^= np.uint64(tdata[s + i])
-            h *= np.uint64(0x100000001B3)
-        _put_token(bkeys, bids, np.int64(h >> np.uint64(1)), t)
+    bkeys, bids = _token_table(tdata, tstart, tlen, n_tokens, max_tokens)
 
     # 2. pair counts and each pair's positions, ascending (counting sort by row)
     T = _new_table(1024)
@@ -533,44 +524,194 @@ def _learn(tok, nxt, prv, cnt, tdata, tstart, tlen, n_tokens, n_merges, stats):
 # --- segmentation and layout -------------------------------------------------------------------
 
 
-def _rank_bpe(vocab: Vocab) -> Callable[[bytes], list[int]]:
-    """tiktoken's rank-BPE of one piece (whole-piece lookup first) under ``vocab``."""
-    enc = tiktoken.Encoding("toktok-segment", pat_str=PATTERN, mergeable_ranks=vocab.ranks(), special_tokens={})
-    return enc._encode_single_piece
+@njit(cache=True)
+def _hash_range(data, s, n):
+    """FNV-1a of data[s:s+n]; equals ``_bytes_hash`` of two tokens whose bytes concatenate to it."""
+    h = np.uint64(0xCBF29CE484222325)
+    for i in range(n):
+        h ^= np.uint64(data[s + i])
+        h *= np.uint64(0x100000001B3)
+    return np.int64(h >> np.uint64(1))
+
+
+@njit(cache=True)
+def _token_table(tdata, tstart, tlen, n_tokens, max_tokens):
+    cap = 16
+    while cap < 2 * max_tokens:
+        cap *= 2
+    bkeys = np.full(cap, _EMPTY, np.int64)
+    bids = np.zeros(cap, np.int32)
+    for t in range(n_tokens):
+        _put_token(bkeys, bids, _hash_range(tdata, tstart[t], tlen[t]), t)
+    return bkeys, bids
+
+
+@njit(cache=True)
+def _lookup(bkeys, bids, tdata, tstart, tlen, data, s, n):
+    """Id of the token with bytes data[s:s+n], or -1."""
+    h = _hash_range(data, s, n)
+    mask = np.uint64(bkeys.shape[0] - 1)
+    i = _mix(h) & mask
+    while bkeys[i] != _EMPTY:
+        if bkeys[i] == h:
+            t = bids[i]
+            if tlen[t] == n:
+                st = tstart[t]
+                same = True
+                for k in range(n):
+                    if tdata[st + k] != data[s + k]:
+                        same = False
+                        break
+                if same:
+                    return t
+        i = (i + np.uint64(1)) & mask
+    return -1
+
+
+@njit(cache=True)
+def _segment(data, offsets, tdata, tstart, tlen, n_tokens):
+    """tiktoken's rank-BPE of every word: whole-word lookup, else merge the lowest-rank adjacent
+    pair (leftmost on ties) until no adjacent pair is a token. Returns flat ids and lengths."""
+    bkeys, bids = _token_table(tdata, tstart, tlen, n_tokens, n_tokens)
+    n_words = offsets.shape[0] - 1
+    out = np.empty(data.shape[0], np.int32)
+    lens = np.zeros(n_words, np.int64)
+    bounds = np.empty(16, np.int64)
+    rk = np.empty(16, np.int64)
+    big = np.int64(1) << 62
+    o = 0
+    for w in range(n_words):
+        s = offsets[w]
+        e = offsets[w + 1]
+        n = e - s
+        if n == 0:
+            continue
+        t = _lookup(bkeys, bids, tdata, tstart, tlen, data, s, n)
+        if t >= 0:
+            out[o] = t
+            o += 1
+            lens[w] = 1
+            continue
+        if bounds.shape[0] < n + 1:
+            bounds = np.empty(2 * (n + 1), np.int64)
+            rk = np.empty(2 * (n + 1), np.int64)
+        nb = n + 1
+        for i in range(nb):
+            bounds[i] = s + i
+        for i in range(nb - 2):
+            r = _lookup(bkeys, bids, tdata, tstart, tlen, data, bounds[i], bounds[i + 2] - bounds[i])
+            rk[i] = r if r >= 0 else big
+        while nb > 2:
+            best = big
+            bi = -1
+            for i in range(nb - 2):
+                if rk[i] < best:
+                    best = rk[i]
+                    bi = i
+            if bi < 0:
+                break
+            # drop the boundary between parts bi and bi+1
+            for i in range(bi + 1, nb - 1):
+                bounds[i] = bounds[i + 1]
+            for i in range(bi + 1, nb - 3):
+                rk[i] = rk[i + 1]
+            nb -= 1
+            if bi + 2 < nb:
+                r = _lookup(bkeys, bids, tdata, tstart, tlen, data, bounds[bi], bounds[bi + 2] - bounds[bi])
+                rk[bi] = r if r >= 0 else big
+            if bi > 0:
+                r = _lookup(bkeys, bids, tdata, tstart, tlen, data, bounds[bi - 1], bounds[bi + 1] - bounds[bi - 1])
+                rk[bi - 1] = r if r >= 0 else big
+        for i in range(nb - 1):
+            out[o] = _lookup(bkeys, bids, tdata, tstart, tlen, data, bounds[i], bounds[i + 1] - bounds[i])
+            o += 1
+        lens[w] = nb - 1
+    return out[:o].copy(), lens
+
+
+@njit(cache=True)
+def _alive_per_word(tok, starts, klens):
+    out = np.zeros(starts.shape[0], np.int64)
+    for w in range(starts.shape[0]):
+        c = 0
+        for p in range(starts[w], starts[w] + klens[w]):
+            if tok[p] >= 0:
+                c += 1
+        out[w] = c
+    return out
+
+
+Words = "list[bytes] | pa.BinaryArray | pa.ChunkedArray"
+
+
+def _flatten(words) -> tuple[np.ndarray, np.ndarray]:
+    """Words as one uint8 buffer plus int64 offsets (len+1); zero-copy for Arrow input."""
+    if isinstance(words, (pa.Array, pa.ChunkedArray)):
+        arr = words.combine_chunks() if isinstance(words, pa.ChunkedArray) else words
+        if arr.null_count:
+            raise ValueError("words must not be null")
+        if pa.types.is_binary(arr.type) or pa.types.is_string(arr.type):
+            off = np.frombuffer(arr.buffers()[1], np.int32)[arr.offset : arr.offset + len(arr) + 1]
+        elif pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type):
+            off = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset : arr.offset + len(arr) + 1]
+        else:
+            raise TypeError(f"words must be binary, not {arr.type}")
+        buf = arr.buffers()[2]
+        data = np.frombuffer(buf, np.uint8) if buf is not None else np.zeros(0, np.uint8)
+        off = off.astype(np.int64)
+        return data, off
+    words = list(words)
+    lens = np.fromiter((len(w) for w in words), np.int64, len(words))
+    off = np.zeros(len(words) + 1, np.int64)
+    np.cumsum(lens, out=off[1:])
+    return np.frombuffer(b"".join(words), np.uint8), off
+
+
+def _token_arrays(vocab: Vocab, extra: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Token bytes as (data, start, length) with room for ``extra`` more tokens."""
+    n0 = len(vocab.tokens)
+    tstart = np.zeros(n0 + extra, np.int64)
+    tlen = np.zeros(n0 + extra, np.int32)
+    base_lens = np.fromiter((len(t) for t in vocab.tokens), np.int32, n0)
+    tlen[:n0] = base_lens
+    if n0:
+        np.cumsum(base_lens[:-1], out=tstart[1:n0])
+    tdata = np.frombuffer(b"".join(vocab.tokens), np.uint8)
+    tdata = np.concatenate([tdata, np.zeros(max(1024, tdata.shape[0]), np.uint8)])
+    return tdata, tstart, tlen
 
 
 def _is_bytes_only(vocab: Vocab) -> bool:
     return len(vocab.tokens) == 256 and all(t == bytes([i]) for i, t in enumerate(vocab.tokens))
 
 
-def segment(words: list[bytes], vocab: Vocab) -> tuple[np.ndarray, np.ndarray]:
-    """Token ids of every word under ``vocab`` as one flat int32 array plus offsets (len+1).
-
-    Example: ``segment([b"00a"], Vocab.base())[0].tolist() == [256, 97]``.
+def segment(words, vocab: Vocab) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids of every word under ``vocab`` (tiktoken's rank-BPE) as one flat int32 array
+    plus offsets (len+1). Example: ``segment([b"00a"], Vocab.base())[0].tolist() == [256, 97]``.
     """
+    data, off = _flatten(words)
     if _is_bytes_only(vocab):
-        lens = np.fromiter((len(w) for w in words), np.int64, len(words))
-        flat = np.frombuffer(b"".join(words), np.uint8).astype(np.int32)
-    else:
-        encode = _rank_bpe(vocab)
-        parts = [encode(w) for w in words]
-        lens = np.fromiter((len(p) for p in parts), np.int64, len(parts))
-        flat = np.fromiter((t for p in parts for t in p), np.int32, int(lens.sum()))
-    offsets = np.zeros(len(words) + 1, np.int64)
+        flat = data[off[0] : off[-1]].astype(np.int32)
+        return flat, off - off[0]
+    tdata, tstart, tlen = _token_arrays(vocab, 0)
+    flat, lens = _segment(data, off, tdata, tstart, tlen, len(vocab.tokens))
+    offsets = np.zeros(lens.shape[0] + 1, np.int64)
     np.cumsum(lens, out=offsets[1:])
     return flat, offsets
 
 
 def learn_merges(
-    words: list[bytes],
+    words,
     counts: np.ndarray,
     vocab: Vocab,
     n_merges: int,
+    progress: Callable[[int], None] | None = None,
 ) -> MergeResult:
     """Learn up to ``n_merges`` new tokens on ``words`` (with 64-bit ``counts``) on top of ``vocab``.
 
-    Stops early when no adjacent pair is left (fewer new tokens than requested). Deterministic:
-    the result depends only on the multiset of (word, count) and the vocabulary.
+    ``words`` is a list of bytes or an Arrow binary array. Stops early when no adjacent pair is
+    left (fewer new tokens than requested). Deterministic: the result depends only on the multiset
+    of (word, count) and the vocabulary. ``progress(n)`` is called with the new tokens so far.
     Example: ``learn_merges([b"abab"], np.array([3]), Vocab.base(False), 1).vocab.tokens[256] == b"ab"``.
     """
     if n_merges < 0:
@@ -600,21 +741,31 @@ def learn_merges(
 
     # 3. token byte tables sized for the final vocabulary
     n0 = len(vocab.tokens)
-    max_tokens = n0 + n_merges
-    tstart = np.zeros(max_tokens, np.int64)
-    tlen = np.zeros(max_tokens, np.int32)
-    base_lens = np.fromiter((len(t) for t in vocab.tokens), np.int32, n0)
-    tlen[:n0] = base_lens
-    if n0:
-        np.cumsum(base_lens[:-1], out=tstart[1:n0])
-    tdata = np.frombuffer(b"".join(vocab.tokens), np.uint8).copy()
-    tdata = np.concatenate([tdata, np.zeros(max(1024, tdata.shape[0]), np.uint8)])
+    tdata, tstart, tlen = _token_arrays(vocab, n_merges)
 
-    # 4. the loop
+    # 4. the loop, in a thread (it releases the GIL) so that progress can be reported
     stats = np.zeros(8, np.int64)
-    left, right, token, count, reused, tbytes, n_tokens = _learn(
-        tok, nxt, prv, cnt, tdata, tstart, tlen, n0, n_merges, stats
-    )
+    box: dict = {}
+
+    def run():
+        try:
+            box["out"] = _learn(tok, nxt, prv, cnt, tdata, tstart, tlen, n0, n_merges, stats)
+        except BaseException as e:  # pragma: no cover - re-raised below
+            box["err"] = e
+
+    th = threading.Thread(target=run, name="toktok-merge", daemon=True)
+    th.start()
+    while th.is_alive():
+        th.join(0.1)
+        if progress is not None:
+            progress(int(stats[0]))
+    if "err" in box:
+        raise box["err"]
+    left, right, token, count, reused, tbytes, n_tokens = box["out"]
+
+    # 5. results: new tokens' bytes and each word's final number of tokens
     new_tokens = [bytes(tbytes[tstart[i] : tstart[i] + tlen[i]]) for i in range(n0, n_tokens)]
     out = Vocab(list(vocab.tokens) + new_tokens, list(vocab.specials))
-    return MergeResult(out, left, right, token, count, reused.astype(bool), n_merges)
+    word_tokens = lens.copy()
+    word_tokens[keep] = _alive_per_word(tok, starts, klens)
+    return MergeResult(out, left, right, token, count, reused.astype(bool), n_merges, word_tokens)

@@ -159,7 +159,6 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
         keep: list[str] = []
         seen_docs = 0
         total_bytes = sum(f.size for f in corpus.files)
-        done_bytes = 0
         for batch in corpus.batches():
             store.add_word_counts(count_words(batch.texts, specials=cfg.special_tokens, threads=cfg.threads))
             for doc in batch.texts.head(64).to_list():
@@ -168,8 +167,10 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
                     keep.append(doc[:4000])
                 elif (j := rng.randrange(seen_docs)) < 64:
                     keep[j] = doc[:4000]
-            done_bytes += int(batch.texts.str.len_bytes().sum() or 0)
-            report("count", min(done_bytes, total_bytes), total_bytes)
+            # progress in on-disk bytes of the files before this batch's (files come in order)
+            done_bytes = sum(f.size for f in corpus.files if f.path < batch.path)
+            report("count", done_bytes, total_bytes)
+        report("count", total_bytes, total_bytes)
         for f in corpus.files:
             st = corpus.stats.get(f.path, {})
             store.add_input(f.path, f.kind, PHASE, f.size, st.get("docs", 0), st.get("bytes", 0))
@@ -178,7 +179,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
         times["count"] = time.perf_counter() - t0
         docs = sum(s.get("docs", 0) for s in corpus.stats.values())
         text_bytes = sum(s.get("bytes", 0) for s in corpus.stats.values())
-        if not words:
+        if len(words) == 0:
             raise InputError(
                 f"{', '.join(cfg.sources)}: the corpus is empty (no text in {len(corpus.files)} file(s)); "
                 "check the sources and --text-column"
@@ -187,8 +188,9 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
         # 3. merges
         t0 = time.perf_counter()
         report("merge", 0, cfg.merges)
-        res = learn_merges(words, counts, base, cfg.merges)
+        res = learn_merges(words, counts, base, cfg.merges, progress=lambda n: report("merge", n, cfg.merges))
         report("merge", res.new_tokens, cfg.merges)
+        store.set_word_tokens(PHASE, words, res.word_tokens)
         times["merge"] = time.perf_counter() - t0
         if res.new_tokens < cfg.merges:
             warnings.append(

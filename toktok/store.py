@@ -97,10 +97,18 @@ class RunStore:
         self.run("fold_words", {"phase": phase})
         self.run("clear_word_parts")
 
-    def phase_words(self, phase: str) -> tuple[list[bytes], np.ndarray]:
-        """Words of a phase (sorted by bytes) and their 64-bit counts."""
+    def phase_words(self, phase: str) -> tuple[pa.Array, np.ndarray]:
+        """Words of a phase (sorted by bytes, as an Arrow binary array) and their 64-bit counts."""
         t = self.con.sql(sql("phase_words"), params={"phase": phase}).to_arrow_table()
-        return t.column("word").to_pylist(), t.column("count").to_numpy().astype(np.int64)
+        return t.column("word").combine_chunks(), t.column("count").to_numpy().astype(np.int64)
+
+    def set_word_tokens(self, phase: str, words: pa.Array, tokens: np.ndarray) -> None:
+        """Record how many tokens each word of a phase ends up as."""
+        self.con.register("batch", pa.table({"word": words, "tokens": pa.array(tokens, pa.int32())}))
+        try:
+            self.run("set_word_tokens", {"phase": phase})
+        finally:
+            self.con.unregister("batch")
 
     def add_merges(self, phase: str, table: pa.Table) -> None:
         self.con.register("batch", table)

@@ -1,0 +1,202 @@
+"""End to end through the CLI: files written, ids identical in tiktoken, HF and transformers,
+byte-identical reruns, and one clear line with exit code 2 for every bad input."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+import tiktoken
+from conftest import FIXTURES
+from typer.testing import CliRunner
+
+import toktok
+from toktok.cli import app
+from toktok.export import load_hf
+
+FILES = ["tokenizer.tiktoken", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"]
+SPECIALS = ["<|endoftext|>", "<|pad|>"]
+runner = CliRunner()
+
+
+def _train(out: Path, *extra: str, sources=(str(FIXTURES),), merges="300"):
+    args = ["train", *sources, "--out", str(out), "--merges", merges, "-q", *extra]
+    for s in SPECIALS:
+        args += ["--special-token", s]
+    return runner.invoke(app, args)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("run") / "tok"
+    r = _train(out)
+    assert r.exit_code == 0, r.output
+    return out
+
+
+def test_files_and_vocab_size(trained):
+    for f in FILES + ["run.duckdb"]:
+        assert (trained / f).is_file(), f
+    enc = toktok.load_encoding(trained)
+    assert isinstance(enc, tiktoken.Encoding)
+    assert enc.n_vocab == 256 + 1161 + 300 + len(SPECIALS)
+    assert enc.encode("<|endoftext|>", allowed_special="all") == [256 + 1161 + 300]
+    assert load_hf(trained).get_vocab_size() == enc.n_vocab
+
+
+def test_ids_identical_in_tiktoken_hf_and_transformers(trained):
+    from transformers import PreTrainedTokenizerFast
+
+    enc = toktok.load_encoding(trained)
+    hf = load_hf(trained)
+    tf = PreTrainedTokenizerFast.from_pretrained(str(trained))
+    texts = pl.read_parquet(FIXTURES / "sample.parquet")["text"].head(60).to_list()
+    texts += ["Hello<|endoftext|>world<|pad|>", "ΑΒΓ  мир\r\n\r\n  中文 12345 DON'T 😀👍🏽", "\t\tif (x >= 10) { return; }"]
+    for t in texts:
+        ids = enc.encode(t, allowed_special="all")
+        assert hf.encode(t, add_special_tokens=False).ids == ids
+        assert tf(t, add_special_tokens=False)["input_ids"] == ids
+        assert enc.decode(ids) == t and tf.decode(ids) == t
+
+
+def test_run_file_has_words_merges_and_provenance(trained):
+    con = duckdb.connect(str(trained / "run.duckdb"), read_only=True)
+    assert con.execute("select count(*) from merges where not reused").fetchone()[0] == 300
+    assert con.execute("select min(count) > 0, count(*) from words").fetchone()[0] is True
+    cfg = json.loads(con.execute("select value from meta where key = 'config'").fetchone()[0])
+    assert cfg["merges"] == 300 and cfg["special_tokens"] == SPECIALS
+    assert "duckdb" in json.loads(con.execute("select value from meta where key = 'versions'").fetchone()[0])
+    kinds = dict(con.execute("select kind, count(*) from vocab group by kind").fetchall())
+    assert kinds == {"byte": 256, "hardcoded": 1161, "merge": 300, "special": 2}
+    # merges are recorded with non-increasing counts only where no reuse/new pair intervenes;
+    # the first merge is the most frequent pair of the corpus
+    first = con.execute("select count from merges order by merge_index limit 1").fetchone()[0]
+    assert first == con.execute("select max(count) from merges").fetchone()[0]
+
+
+def test_rerun_is_byte_identical(trained, tmp_path):
+    r = _train(tmp_path / "again")
+    assert r.exit_code == 0, r.output
+    for f in FILES:
+        assert (tmp_path / "again" / f).read_bytes() == (trained / f).read_bytes(), f
+
+
+def test_zero_merges(tmp_path):
+    r = _train(tmp_path / "zero", merges="0")
+    assert r.exit_code == 0, r.output
+    assert toktok.load_encoding(tmp_path / "zero").n_vocab == 256 + 1161 + 2
+
+
+def test_more_merges_than_the_corpus_allows(tmp_path):
+    src = tmp_path / "tiny.txt"
+    src.write_text("abc abc")
+    r = _train(tmp_path / "o", sources=(str(src),), merges="50")
+    assert r.exit_code == 0, r.output
+    assert "allows only" in r.output
+    assert toktok.load_encoding(tmp_path / "o").n_vocab < 256 + 1161 + 50 + 2
+
+
+def test_verify_command(trained):
+    r = runner.invoke(app, ["verify", str(trained), str(FIXTURES / "notes.txt")])
+    assert r.exit_code == 0, r.output
+    assert "parity ok" in r.output
+
+
+GOLDEN = Path(__file__).parent / "golden" / "sample_1000.json"
+
+
+def test_golden_run(tmp_path):
+    """A fixed fixture run: its .tiktoken must not change unless the training definition does."""
+    out = tmp_path / "g"
+    r = runner.invoke(app, ["train", str(FIXTURES / "sample.parquet"), "--out", str(out), "--merges", "1000", "-q"])
+    assert r.exit_code == 0, r.output
+    data = (out / "tokenizer.tiktoken").read_bytes()
+    enc = toktok.load_encoding(out)
+    got = {
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "first_merges": [enc.decode_single_token_bytes(i).decode("utf-8", "replace") for i in range(1417, 1437)],
+        "n_vocab": enc.n_vocab,
+    }
+    if os.environ.get("TOKTOK_WRITE_GOLDEN"):  # pragma: no cover - only when the definition changes on purpose
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(json.dumps(got, indent=1, ensure_ascii=False) + "\n")
+    assert got == json.loads(GOLDEN.read_text())
+
+
+# --- bad input: one line, exit 2, nothing written ---------------------------------------------
+
+
+def _bad(tmp_path, args, needle, out=None):
+    out = out or tmp_path / "out"
+    r = runner.invoke(app, ["train", *args, "--out", str(out), "-q"])
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("toktok: error:"), r.output
+    assert needle in lines[0], lines[0]
+    assert "Traceback" not in r.output
+    assert not out.exists()
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.partial")]
+    return lines[0]
+
+
+def test_missing_file(tmp_path):
+    _bad(tmp_path, [str(tmp_path / "nope.parquet")], "nope.parquet")
+
+
+def test_no_text_column(tmp_path):
+    p = tmp_path / "t.parquet"
+    pl.DataFrame({"body": ["hello"]}).write_parquet(p)
+    line = _bad(tmp_path, [str(p)], "t.parquet")
+    assert "body" in line and "--text-column" in line
+
+
+def test_undecodable_bytes(tmp_path):
+    p = tmp_path / "bad.txt"
+    p.write_bytes(b"hello \xff world")
+    line = _bad(tmp_path, [str(p)], "bad.txt")
+    assert "6" in line  # the byte offset
+
+
+def test_empty_corpus(tmp_path):
+    p = tmp_path / "empty.parquet"
+    pl.DataFrame({"text": ["", ""]}).write_parquet(p)
+    _bad(tmp_path, [str(p)], "empty")
+
+
+@pytest.mark.parametrize("n", ["-5", "ten"])
+def test_bad_merges(tmp_path, n):
+    _bad(tmp_path, [str(FIXTURES / "notes.txt"), "--merges", n], "--merges")
+
+
+def test_special_token_twice(tmp_path):
+    _bad(tmp_path, [str(FIXTURES / "notes.txt"), "-s", "<|x|>", "-s", "<|x|>"], "<|x|>")
+
+
+def test_existing_output_is_kept_without_force(tmp_path, trained):
+    import shutil
+
+    out = tmp_path / "keep"
+    shutil.copytree(trained, out)
+    before = {f: (out / f).read_bytes() for f in FILES}
+    r = runner.invoke(app, ["train", str(FIXTURES / "notes.txt"), "--out", str(out), "-q"])
+    assert r.exit_code == 2 and "--force" in r.output
+    assert {f: (out / f).read_bytes() for f in FILES} == before
+    # a failing run with --force leaves the old tokenizer in place too
+    r = runner.invoke(app, ["train", str(tmp_path / "missing.txt"), "--out", str(out), "--force", "-q"])
+    assert r.exit_code == 2
+    assert {f: (out / f).read_bytes() for f in FILES} == before
+
+
+def test_cli_process_prints_one_line(tmp_path):
+    # the installed console script, as a user runs it: no traceback, exit code 2
+    exe = Path(sys.executable).parent / "toktok"
+    r = subprocess.run([str(exe), "train", str(tmp_path / "missing"), "--out", str(tmp_path / "o")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "missing" in r.stderr and "Traceback" not in r.stderr

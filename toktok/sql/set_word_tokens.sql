@@ -1,0 +1,1 @@
+UPDATE words SET tokens = batch.tokens FROM batch WHERE words.word = batch.word AND words.phase = $phase;

@@ -18,9 +18,10 @@ ATOMS = [
 
 
 def _same(texts, specials=()):
-    fast = dict(count_words(texts, specials=specials).iter_rows())
     ref = dict(count_words_reference(texts, specials=specials))
-    assert fast == ref
+    for engine in ("scan", "polars"):
+        fast = dict(count_words(texts, specials=specials, engine=engine).iter_rows())
+        assert fast == ref, engine
 
 
 @pytest.mark.parametrize(
@@ -61,13 +62,15 @@ def test_specials_never_counted():
     assert wc == {b"a": 1, b"b": 1, b"  ": 1}
 
 
-def test_counts_are_int64_and_parallel_slices_agree():
-    texts = ["the cat  sat\n"] * 500 + ["другой  текст 123"] * 300
-    one = count_words(texts, threads=1).sort("word")
-    many = count_words(texts, threads=4).sort("word")
-    assert one.schema["count"] == pl.Int64
+@pytest.mark.parametrize("engine", ["scan", "polars"])
+def test_counts_are_int64_and_parallel_slices_agree(engine):
+    texts = ["the cat  sat\n"] * 500 + ["другой  текст 123"] * 300 + ["x" * 5000, "y" * 7, "z" * 8]
+    one = count_words(texts, threads=1, engine=engine).sort("word")
+    many = count_words(texts, threads=4, engine=engine).sort("word")
+    assert one.schema["count"] == pl.Int64 and one.schema["word"] == pl.Binary
     assert one.equals(many)
-    assert dict(one.iter_rows())[b" cat"] == 500
+    got = dict(one.iter_rows())
+    assert got[b" cat"] == 500 and got[b"x" * 5000] == 1 and got[b"y" * 7] == 1 and got[b"z" * 8] == 1
 
 
 def test_fixture_equals_reference():

@@ -23,9 +23,9 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
+from ._kernels import _EMPTY, _grow, _hash_range, _mix
 from .vocab import Vocab
 
-_EMPTY = -1
 
 
 @dataclass
@@ -52,17 +52,6 @@ class MergeResult:
 
 
 # --- hash tables -----------------------------------------------------------------------------
-
-
-@njit(cache=True, inline="always")
-def _mix(key):
-    x = np.uint64(key)
-    x ^= x >> np.uint64(33)
-    x *= np.uint64(0xFF51AFD7ED558CCD)
-    x ^= x >> np.uint64(33)
-    x *= np.uint64(0xC4CEB9FE1A85EC53)
-    x ^= x >> np.uint64(33)
-    return x
 
 
 @njit(cache=True)
@@ -204,18 +193,6 @@ def _sift_down(hc, ha, hb, n, i, tdata, tstart, tlen):
             break
 
 
-@njit(cache=True)
-def _grow(arr, need):
-    if need <= arr.shape[0]:
-        return arr
-    cap = arr.shape[0] * 2
-    while cap < need:
-        cap *= 2
-    out = np.empty(cap, arr.dtype)
-    out[: arr.shape[0]] = arr
-    return out
-
-
 # --- pair table: one row per pair, so a probe touches one cache line ---------------------------
 
 _KEY, _CNT, _HEAD, _LEN, _CAP, _STAMP = 0, 1, 2, 3, 4, 5
@@ -303,28 +280,47 @@ def _compact(T, pool, live):
     return out, o
 
 
-# --- the loop ----------------------------------------------------------------------------------
-
-
-@njit(cache=True, nogil=True)
-def _learn(tok, nxt, prv, cnt, tdata, tstart, tlen, n_tokens, n_merges, stats):
-    """Greedy BPE over flat positions. Returns merges and the grown token tables.
-
-    ``tok``/``nxt``/``prv``/``cnt`` describe every position (token id, next and previous position
-    in the same word or -1, the word's count); they are rewritten in place. Each pair keeps the
-    list of positions where it was created, so a round reads only the chosen pair's positions.
-    ``stats[0]`` is the number of new tokens so far (read by another thread for progress).
-    """
+@njit(cache=True)
+def _initial_pairs(tok, nxt, cnt, n_tokens):
+    """Pair table and pool for the starting positions. Small vocabularies (bytes, hardcoded)
+    count in a dense n×n array first, so the hash table sees each distinct pair once."""
     n_pos = tok.shape[0]
-    max_tokens = tstart.shape[0]
-
-    # 1. token bytes lookup, to reuse a token whose bytes a merge produces again
-    bkeys, bids = _token_table(tdata, tstart, tlen, n_tokens, max_tokens)
-
-    # 2. pair counts and each pair's positions, ascending (counting sort by row)
     T = _new_table(1024)
     n_used = 0
-    row = np.full(n_pos, -1, np.int64)
+    if n_tokens <= 2048:
+        nn = n_tokens * n_tokens
+        dcnt = np.zeros(nn, np.int64)
+        dlen = np.zeros(nn, np.int64)
+        for p in range(n_pos):
+            q = nxt[p]
+            if q >= 0:
+                d = tok[p] * n_tokens + tok[q]
+                dcnt[d] += cnt[p]
+                dlen[d] += 1
+        acc = 0
+        for d in range(nn):
+            if dlen[d] > 0:
+                if 2 * (n_used + 1) > T.shape[0]:
+                    T, n_used, _ = _rebuild(T, T.shape[0])
+                key = _pkey(d // n_tokens, d % n_tokens)
+                s = _tslot(T, key)
+                T[s, _KEY] = key
+                T[s, _CNT] = dcnt[d]
+                T[s, _HEAD] = acc
+                T[s, _CAP] = dlen[d]
+                T[s, _LEN] = dlen[d]
+                n_used += 1
+                ln = dlen[d]
+                dlen[d] = acc  # from here on: where the next position of pair d goes
+                acc += ln
+        pool = np.empty(max(2 * acc, 1 << 16), np.int32)
+        for p in range(n_pos):
+            q = nxt[p]
+            if q >= 0:
+                d = tok[p] * n_tokens + tok[q]
+                pool[dlen[d]] = p
+                dlen[d] += 1
+        return T, n_used, pool, acc
     for p in range(n_pos):
         q = nxt[p]
         if q >= 0:
@@ -345,14 +341,36 @@ def _learn(tok, nxt, prv, cnt, tdata, tstart, tlen, n_tokens, n_merges, stats):
             acc += T[i, _LEN]
             T[i, _LEN] = 0
     pool = np.empty(max(2 * acc, 1 << 16), np.int32)
-    pool_end = acc
-    pool_live = acc  # entries in lists (live or stale); the rest of the pool is garbage
     for p in range(n_pos):
         q = nxt[p]
         if q >= 0:
             s = _tslot(T, _pkey(tok[p], tok[q]))
             pool[T[s, _HEAD] + T[s, _LEN]] = p
             T[s, _LEN] += 1
+    return T, n_used, pool, acc
+
+
+# --- the loop ----------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def _learn(tok, nxt, prv, cnt, tdata, tstart, tlen, n_tokens, n_merges, stats):
+    """Greedy BPE over flat positions. Returns merges and the grown token tables.
+
+    ``tok``/``nxt``/``prv``/``cnt`` describe every position (token id, next and previous position
+    in the same word or -1, the word's count); they are rewritten in place. Each pair keeps the
+    list of positions where it was created, so a round reads only the chosen pair's positions.
+    ``stats[0]`` is the number of new tokens so far (read by another thread for progress).
+    """
+    n_pos = tok.shape[0]
+    max_tokens = tstart.shape[0]
+
+    # 1. token bytes lookup, to reuse a token whose bytes a merge produces again
+    bkeys, bids = _token_table(tdata, tstart, tlen, n_tokens, max_tokens)
+
+    # 2. pair counts and each pair's positions, ascending (counting sort by pair)
+    T, n_used, pool, pool_end = _initial_pairs(tok, nxt, cnt, n_tokens)
+    pool_live = pool_end  # entries in lists (live or stale); the rest of the pool is garbage
 
     # 3. the heap holds every pair with a positive count
     hcap = max(n_used * 2, 16)
@@ -379,6 +397,12 @@ def _learn(tok, nxt, prv, cnt, tdata, tstart, tlen, n_tokens, n_merges, stats):
     n_new = 0
     tdata_end = tstart[n_tokens - 1] + tlen[n_tokens - 1] if n_tokens > 0 else 0
     touched = np.empty(16, np.int64)
+    l_stamp = np.full(max_tokens, -1, np.int64)
+    r_stamp = np.full(max_tokens, -1, np.int64)
+    l_dec = np.zeros(max_tokens, np.int64)
+    l_inc = np.zeros(max_tokens, np.int64)
+    r_dec = np.zeros(max_tokens, np.int64)
+    r_inc = np.zeros(max_tokens, np.int64)
 
     while n_new < n_merges and hn > 0:
         # 4. pop the best pair; stale entries (count moved since the push) are skipped or re-pushed
@@ -433,7 +457,9 @@ def _learn(tok, nxt, prv, cnt, tdata, tstart, tlen, n_tokens, n_merges, stats):
         touched = _grow(touched, 2 * ln)
         n_touched = 0
 
-        # 7. merge at every live position of the pair; update pair counts by deltas
+        # 7. merge at every live position of the pair; update pair counts by deltas. Within a
+        #    round the pairs touched depend only on the neighbour's token, so their rows are
+        #    looked up once per neighbour token (rows do not move during a round).
         for k in range(ln):
             p = pool[head + k]
             if tok[p] != a:
@@ -446,13 +472,17 @@ def _learn(tok, nxt, prv, cnt, tdata, tstart, tlen, n_tokens, n_merges, stats):
             y = nxt[q]
             if x >= 0:
                 tx = tok[x]
-                s = _tslot(T, _pkey(tx, a))
-                T[s, _CNT] -= wc
-                key = _pkey(tx, t)
-                s = _tslot(T, key)
-                if T[s, _KEY] == _EMPTY:
-                    T[s, _KEY] = key
-                    n_used += 1
+                if l_stamp[tx] != n_rec:
+                    l_stamp[tx] = n_rec
+                    l_dec[tx] = _tslot(T, _pkey(tx, a))
+                    key = _pkey(tx, t)
+                    s = _tslot(T, key)
+                    if T[s, _KEY] == _EMPTY:
+                        T[s, _KEY] = key
+                        n_used += 1
+                    l_inc[tx] = s
+                T[l_dec[tx], _CNT] -= wc
+                s = l_inc[tx]
                 T[s, _CNT] += wc
                 pool, pool_end = _append(T, s, x, pool, pool_end)
                 pool_live += 1
@@ -462,13 +492,17 @@ def _learn(tok, nxt, prv, cnt, tdata, tstart, tlen, n_tokens, n_merges, stats):
                     n_touched += 1
             if y >= 0:
                 ty = tok[y]
-                s = _tslot(T, _pkey(b, ty))
-                T[s, _CNT] -= wc
-                key = _pkey(t, ty)
-                s = _tslot(T, key)
-                if T[s, _KEY] == _EMPTY:
-                    T[s, _KEY] = key
-                    n_used += 1
+                if r_stamp[ty] != n_rec:
+                    r_stamp[ty] = n_rec
+                    r_dec[ty] = _tslot(T, _pkey(b, ty))
+                    key = _pkey(t, ty)
+                    s = _tslot(T, key)
+                    if T[s, _KEY] == _EMPTY:
+                        T[s, _KEY] = key
+                        n_used += 1
+                    r_inc[ty] = s
+                T[r_dec[ty], _CNT] -= wc
+                s = r_inc[ty]
                 T[s, _CNT] += wc
                 pool, pool_end = _append(T, s, p, pool, pool_end)
                 pool_live += 1
@@ -522,16 +556,6 @@ def _learn(tok, nxt, prv, cnt, tdata, tstart, tlen, n_tokens, n_merges, stats):
 
 
 # --- segmentation and layout -------------------------------------------------------------------
-
-
-@njit(cache=True)
-def _hash_range(data, s, n):
-    """FNV-1a of data[s:s+n]; equals ``_bytes_hash`` of two tokens whose bytes concatenate to it."""
-    h = np.uint64(0xCBF29CE484222325)
-    for i in range(n):
-        h ^= np.uint64(data[s + i])
-        h *= np.uint64(0x100000001B3)
-    return np.int64(h >> np.uint64(1))
 
 
 @njit(cache=True)

@@ -11,9 +11,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-import polars as pl
-import regex
+import threading
 
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import regex
+from numba import njit
+
+from ._kernels import _EMPTY, _grow, _hash_range, _mix
 from .vocab import PATTERN
 
 _CONTRACTION = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)"
@@ -89,11 +95,286 @@ def _match_counts(texts: pl.Series) -> pl.DataFrame:
     )
 
 
-def count_words(texts: pl.Series | Iterable[str], specials: Sequence[str] = (), threads: int = 0) -> pl.DataFrame:
+# --- the compiled scanner: PATTERN matched by hand on UTF-8 bytes ------------------------------
+#
+# The pattern is simple enough to match without a regex engine: a character class table (letter,
+# number, whitespace, as Polars' Rust regex classifies them) and one branch per alternative, in
+# the pattern's order. Pieces are counted in a hash table keyed by their bytes. It is held equal to
+# the `regex` package by the same tests as the Polars path.
+
+_L, _N, _W = 1, 2, 4
+
+
+@njit(cache=True)
+def _utf8_encode_all(cps):
+    out = np.empty(cps.shape[0] * 4, np.uint8)
+    off = np.zeros(cps.shape[0] + 1, np.int32)
+    o = 0
+    for i in range(cps.shape[0]):
+        c = cps[i]
+        if c < 0x80:
+            out[o] = c
+            o += 1
+        elif c < 0x800:
+            out[o] = 0xC0 | (c >> 6)
+            out[o + 1] = 0x80 | (c & 0x3F)
+            o += 2
+        elif c < 0x10000:
+            out[o] = 0xE0 | (c >> 12)
+            out[o + 1] = 0x80 | ((c >> 6) & 0x3F)
+            out[o + 2] = 0x80 | (c & 0x3F)
+            o += 3
+        else:
+            out[o] = 0xF0 | (c >> 18)
+            out[o + 1] = 0x80 | ((c >> 12) & 0x3F)
+            out[o + 2] = 0x80 | ((c >> 6) & 0x3F)
+            out[o + 3] = 0x80 | (c & 0x3F)
+            o += 4
+        off[i + 1] = o
+    return out[:o], off
+
+
+_TABLES: tuple[np.ndarray, np.ndarray] | None = None
+
+
+def _class_tables() -> tuple[np.ndarray, np.ndarray]:
+    """Per code point: class flags (letter, number, whitespace) and, for the letters of the
+    contractions, the ASCII letter they fold to under (?i). Asked of Polars' own regex engine so
+    that both paths classify every character the same way."""
+    global _TABLES
+    if _TABLES is None:
+        cps = np.concatenate([np.arange(0, 0xD800), np.arange(0xE000, 0x110000)]).astype(np.int64)
+        data, off = _utf8_encode_all(cps)
+        arr = pa.StringArray.from_buffers(len(cps), pa.py_buffer(off), pa.py_buffer(data))
+        s = pl.Series("c", arr)
+        flags = np.zeros(0x110000, np.uint8)
+        for bit, pat in ((_L, r"^\p{L}$"), (_N, r"^\p{N}$"), (_W, r"^\s$")):
+            flags[cps[s.str.contains(pat).to_numpy()]] |= bit
+        fold = np.zeros(0x110000, np.uint8)
+        for ch in "strevmld":
+            fold[cps[s.str.contains(f"(?i)^{ch}$").to_numpy()]] = ord(ch)
+        _TABLES = (flags, fold)
+    return _TABLES
+
+
+@njit(cache=True, inline="always")
+def _decode(data, i, e):
+    """Code point at byte i and its length (input is valid UTF-8)."""
+    b0 = np.int64(data[i])
+    if b0 < 0x80:
+        return b0, 1
+    if b0 < 0xE0:
+        return ((b0 & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F), 2
+    if b0 < 0xF0:
+        return ((b0 & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6) | (np.int64(data[i + 2]) & 0x3F), 3
+    return (((b0 & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12)
+            | ((np.int64(data[i + 2]) & 0x3F) << 6) | (np.int64(data[i + 3]) & 0x3F)), 4
+
+
+@njit(cache=True, inline="always")
+def _other(f):
+    return f & (_L | _N | _W) == 0
+
+
+@njit(cache=True)
+def _piece_end(data, i, e, flags, fold):
+    """End (exclusive) of PATTERN's match starting at byte i of a document ending at e."""
+    c, n = _decode(data, i, e)
+    f = flags[c]
+    j = i + n
+    # 1. (?i:'s|'t|'re|'ve|'m|'ll|'d)
+    if c == 39 and j < e:
+        c2, n2 = _decode(data, j, e)
+        l2 = fold[c2]
+        if l2 == 115 or l2 == 116 or l2 == 109 or l2 == 100:  # s t m d
+            return j + n2
+        if j + n2 < e and (l2 == 114 or l2 == 118 or l2 == 108):  # re ve ll
+            c3, n3 = _decode(data, j + n2, e)
+            l3 = fold[c3]
+            if (l2 == 108 and l3 == 108) or (l2 != 108 and l3 == 101):
+                return j + n2 + n3
+    # 2. [^\r\n\p{L}\p{N}]?\p{L}+
+    k = -1
+    if f & _L:
+        k = j
+    elif f & _N == 0 and c != 10 and c != 13 and j < e:
+        c2, n2 = _decode(data, j, e)
+        if flags[c2] & _L:
+            k = j + n2
+    if k >= 0:
+        while k < e:
+            c2, n2 = _decode(data, k, e)
+            if flags[c2] & _L == 0:
+                break
+            k += n2
+        return k
+    # 3. \p{N}{1,3}
+    if f & _N:
+        k = j
+        for _ in range(2):
+            if k >= e:
+                break
+            c2, n2 = _decode(data, k, e)
+            if flags[c2] & _N == 0:
+                break
+            k += n2
+        return k
+    # 4.  ?[^\s\p{L}\p{N}]+[\r\n]*
+    k = -1
+    if _other(f):
+        k = j
+    elif c == 32 and j < e:
+        c2, n2 = _decode(data, j, e)
+        if _other(flags[c2]):
+            k = j + n2
+    if k >= 0:
+        while k < e:
+            c2, n2 = _decode(data, k, e)
+            if not _other(flags[c2]):
+                break
+            k += n2
+        while k < e and (data[k] == 10 or data[k] == 13):
+            k += 1
+        return k
+    # 5. \s*[\r\n]+ : c is whitespace; the match ends after the run's last newline, if any
+    k = i
+    last_nl = -1
+    last_start = i
+    chars = 0
+    while k < e:
+        c2, n2 = _decode(data, k, e)
+        if flags[c2] & _W == 0:
+            break
+        if c2 == 10 or c2 == 13:
+            last_nl = k + 1
+        last_start = k
+        chars += 1
+        k += n2
+    if last_nl >= 0:
+        return last_nl
+    # 6. \s+(?!\S) and 7. \s+ : a run at the end is whole; before non-space it leaves its last
+    #    char to the next piece, unless it is one char long
+    if k >= e or chars == 1:
+        return k
+    return last_start
+
+
+@njit(cache=True)
+def _wtable(cap):
+    # one row per word: key, count, arena offset, length (a probe touches one cache line)
+    T = np.zeros((cap, 4), np.int64)
+    T[:, 0] = _EMPTY
+    return T
+
+
+_LONG = np.int64(1) << 61
+
+
+@njit(cache=True, inline="always")
+def _word_key(data, i, n):
+    """Words of up to 7 bytes are their own key (bytes + length, exact); longer ones a hash
+    with bit 61 set, so the two kinds never collide and only long words need a byte compare."""
+    if n <= 7:
+        k = np.int64(n) << 56
+        for x in range(n):
+            k |= np.int64(data[i + x]) << (8 * x)
+        return k
+    return (_hash_range(data, i, n) >> 2) | _LONG
+
+
+@njit(cache=True, nogil=True)
+def _scan_count(data, offsets, lo, hi, flags, fold):
+    """Count PATTERN's pieces of documents lo..hi-1. Returns unique words (bytes + offsets) and counts."""
+    cap = 1 << 16
+    T = _wtable(cap)
+    arena = np.empty(1 << 16, np.uint8)  # bytes of the long words only
+    a_end = 0
+    used = 0
+    short_bytes = 0
+    for d in range(lo, hi):
+        i = offsets[d]
+        e = offsets[d + 1]
+        while i < e:
+            j = _piece_end(data, i, e, flags, fold)
+            n = j - i
+            key = _word_key(data, i, n)
+            mask = np.uint64(cap - 1)
+            s = _mix(key) & mask
+            while True:
+                k = T[s, 0]
+                if k == key:
+                    if n <= 7:
+                        break
+                    st = T[s, 2]
+                    same = T[s, 3] == n
+                    if same:
+                        for x in range(n):
+                            if arena[st + x] != data[i + x]:
+                                same = False
+                                break
+                    if same:
+                        break
+                elif k == _EMPTY:
+                    T[s, 0] = key
+                    T[s, 3] = n
+                    if n > 7:
+                        arena = _grow(arena, a_end + n)
+                        arena[a_end : a_end + n] = data[i:j]
+                        T[s, 2] = a_end
+                        a_end += n
+                    else:
+                        short_bytes += n
+                    used += 1
+                    break
+                s = (s + np.uint64(1)) & mask
+            T[s, 1] += 1
+            if 2 * used > cap:
+                cap *= 2
+                N = _wtable(cap)
+                m2 = np.uint64(cap - 1)
+                for x in range(T.shape[0]):
+                    if T[x, 0] != _EMPTY:
+                        t = _mix(T[x, 0]) & m2
+                        while N[t, 0] != _EMPTY:
+                            t = (t + np.uint64(1)) & m2
+                        for c in range(4):
+                            N[t, c] = T[x, c]
+                T = N
+            i = j
+    out_off = np.zeros(used + 1, np.int64)
+    out_cnt = np.empty(used, np.int64)
+    out_data = np.empty(a_end + short_bytes, np.uint8)
+    o = 0
+    w = 0
+    for s in range(T.shape[0]):
+        key = T[s, 0]
+        if key != _EMPTY:
+            n = T[s, 3]
+            if n <= 7:
+                for x in range(n):
+                    out_data[o + x] = (key >> (8 * x)) & 0xFF
+            else:
+                st = T[s, 2]
+                out_data[o : o + n] = arena[st : st + n]
+            o += n
+            out_cnt[w] = T[s, 1]
+            w += 1
+            out_off[w] = o
+    return out_data, out_off, out_cnt
+
+
+_EMPTY_COUNTS = {"word": pl.Binary, "count": pl.Int64}
+
+
+def count_words(
+    texts: pl.Series | Iterable[str], specials: Sequence[str] = (), threads: int = 0, engine: str = "scan"
+) -> pl.DataFrame:
     """Word counts of PATTERN's pieces over documents, identical to ``regex.findall`` + Counter.
 
     Returns columns ``word`` (Binary) and ``count`` (Int64), one row per distinct word, in no
-    particular order. Special tokens are cut out first and never counted.
+    particular order. Special tokens are cut out first and never counted. ``engine`` is "scan"
+    (the compiled scanner, one thread per slice of documents) or "polars" (the look-around-free
+    emulation inside Polars); both give the same counts. ``threads=0`` uses every core.
     Example: ``count_words(["a a"]).sort("word").rows() == [(b" a", 1), (b"a", 1)]``.
     """
     # 1. documents as one Series, special tokens cut out
@@ -101,11 +382,57 @@ def count_words(texts: pl.Series | Iterable[str], specials: Sequence[str] = (), 
         texts = pl.Series("text", list(texts), dtype=pl.String)
     texts = _cut_specials(texts.drop_nulls(), specials)
     if texts.len() == 0:
-        return pl.DataFrame({"word": [], "count": []}, schema={"word": pl.Binary, "count": pl.Int64})
+        return pl.DataFrame({"word": [], "count": []}, schema=_EMPTY_COUNTS)
+    n = threads or pl.thread_pool_size()
+    if engine == "scan":
+        return _count_scan(texts, n)
+    if engine != "polars":
+        raise ValueError(f"unknown engine {engine!r}")
+    return _count_polars(texts, n)
 
+
+def _count_scan(texts: pl.Series, n: int) -> pl.DataFrame:
+    """The compiled scanner over slices of the documents, one thread each (it releases the GIL)."""
+    flags, fold = _class_tables()
+    arr = texts.to_arrow()
+    arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+    if not pa.types.is_large_string(arr.type):
+        arr = arr.cast(pa.large_string())
+    off = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset : arr.offset + len(arr) + 1]
+    buf = arr.buffers()[2]
+    data = np.frombuffer(buf, np.uint8) if buf is not None else np.zeros(1, np.uint8)
+    # slices of about equal bytes
+    k = max(1, min(n, len(arr)))
+    cuts = np.searchsorted(off, np.linspace(off[0], off[-1], k + 1)).tolist()
+    cuts[0], cuts[-1] = 0, len(arr)
+    parts: list = [None] * k
+
+    def work(i: int) -> None:
+        parts[i] = _scan_count(data, off, cuts[i], cuts[i + 1], flags, fold)
+
+    workers = [threading.Thread(target=work, args=(i,)) for i in range(1, k)]
+    for w in workers:
+        w.start()
+    work(0)
+    for w in workers:
+        w.join()
+    frames = []
+    for words, woff, cnt in parts:
+        if cnt.shape[0] == 0:
+            continue
+        col = pa.LargeBinaryArray.from_buffers(pa.large_binary(), cnt.shape[0], [None, pa.py_buffer(woff), pa.py_buffer(words)])
+        frames.append(pl.DataFrame({"word": pl.Series("word", col).cast(pl.Binary), "count": cnt}))
+    if not frames:
+        return pl.DataFrame({"word": [], "count": []}, schema=_EMPTY_COUNTS)
+    if len(frames) == 1:
+        return frames[0]
+    return pl.concat(frames).group_by("word").agg(pl.col("count").sum())
+
+
+def _count_polars(texts: pl.Series, n: int) -> pl.DataFrame:
+    """COMPOUND_PATTERN in Polars, then the unique compounds split by the reference."""
     # 2. match and count in Polars; slices run in parallel because one string column is
     #    matched on one thread
-    n = threads or pl.thread_pool_size()
     if n > 1 and texts.len() >= 2 * n:
         step = -(-texts.len() // n)
         frames = [texts.slice(i, step).rename("word").to_frame().lazy() for i in range(0, texts.len(), step)]

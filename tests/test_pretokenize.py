@@ -88,3 +88,17 @@ def test_shared_corpus_equals_reference():
     for f in files:
         texts = pl.read_parquet(f, columns=["text"])["text"]
         _same(texts)
+
+
+@pytest.mark.parametrize("engine", ["scan", "polars"])
+def test_counter_across_batches_equals_one_pass(engine):
+    from toktok.pretokenize import WordCounter
+
+    df = pl.read_parquet(FIXTURES / "sample.parquet")["text"]
+    c = WordCounter(specials=["<|endoftext|>"], threads=2, engine=engine)
+    for i in range(0, df.len(), 37):  # uneven batches, some smaller than the thread count
+        c.add(df.slice(i, 37))
+    c.add(["tail<|endoftext|>  ", "x" * 100])
+    got = dict(c.result().iter_rows())
+    ref = count_words_reference(df.to_list() + ["tail<|endoftext|>  ", "x" * 100], specials=["<|endoftext|>"])
+    assert got == dict(ref)

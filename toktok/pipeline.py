@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import os
 import platform
+import queue
 import random
 import shutil
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 
 from . import __version__
@@ -27,7 +30,7 @@ from .config import TrainConfig, parse_size
 from .errors import InputError, OutputError
 from .export import write_hf, write_tiktoken
 from .merge import MergeResult, learn_merges
-from .pretokenize import count_words
+from .pretokenize import WordCounter
 from .read import read_corpus
 from .store import RunStore
 from .verify import verify
@@ -86,6 +89,42 @@ def _prepare_out(out: Path, force: bool) -> Path:
     except OSError as e:
         raise OutputError(f"{out}: cannot write here ({e.strerror}); pass a writable --out") from None
     return staging
+
+
+def _prefetch(items: Iterator, depth: int = 1) -> Iterator:
+    """Iterate ``items`` in a background thread, ``depth`` items ahead (reading overlaps counting;
+    pyarrow and the scanner release the GIL). Errors are raised here, in the caller's thread."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    done = object()
+    stop = threading.Event()
+
+    def run() -> None:
+        try:
+            for item in items:
+                if stop.is_set():
+                    return
+                q.put(item)
+            q.put(done)
+        except BaseException as e:  # handed to the consumer
+            q.put(e)
+
+    th = threading.Thread(target=run, name="toktok-read", daemon=True)
+    th.start()
+    try:
+        while True:
+            item = q.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        while th.is_alive():  # unblock a producer waiting on a full queue
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                th.join(0.05)
 
 
 def _publish(staging: Path, out: Path) -> None:
@@ -152,15 +191,16 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
         store.put_meta("pattern", PATTERN)
         store.put_meta("started", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
 
-        # 2. read, pre-tokenize and count batch by batch into the DuckDB word table; keep a
+        # 2. read (in a background thread, one batch ahead), pre-tokenize and count; keep a
         #    seeded sample of documents for the parity check
         t0 = time.perf_counter()
         rng = random.Random(cfg.seed)
         keep: list[str] = []
         seen_docs = 0
         total_bytes = sum(f.size for f in corpus.files)
-        for batch in corpus.batches():
-            store.add_word_counts(count_words(batch.texts, specials=cfg.special_tokens, threads=cfg.threads))
+        counter = WordCounter(specials=cfg.special_tokens, threads=cfg.threads)
+        for batch in _prefetch(corpus.batches()):
+            counter.add(batch.texts)
             for doc in batch.texts.head(64).to_list():
                 seen_docs += 1
                 if len(keep) < 64:
@@ -170,12 +210,14 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
             # progress in on-disk bytes of the files before this batch's (files come in order)
             done_bytes = sum(f.size for f in corpus.files if f.path < batch.path)
             report("count", done_bytes, total_bytes)
+        table = counter.result().sort("word")
+        del counter
         report("count", total_bytes, total_bytes)
         for f in corpus.files:
             st = corpus.stats.get(f.path, {})
             store.add_input(f.path, f.kind, PHASE, f.size, st.get("docs", 0), st.get("bytes", 0))
-        store.fold_words(PHASE)
-        words, counts = store.phase_words(PHASE)
+        words = table["word"].to_arrow()
+        counts = table["count"].to_numpy()
         times["count"] = time.perf_counter() - t0
         docs = sum(s.get("docs", 0) for s in corpus.stats.values())
         text_bytes = sum(s.get("bytes", 0) for s in corpus.stats.values())
@@ -190,7 +232,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
         report("merge", 0, cfg.merges)
         res = learn_merges(words, counts, base, cfg.merges, progress=lambda n: report("merge", n, cfg.merges))
         report("merge", res.new_tokens, cfg.merges)
-        store.set_word_tokens(PHASE, words, res.word_tokens)
+        store.put_words(PHASE, table.with_columns(tokens=pl.Series(res.word_tokens, dtype=pl.Int32)))
         times["merge"] = time.perf_counter() - t0
         if res.new_tokens < cfg.merges:
             warnings.append(

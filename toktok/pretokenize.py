@@ -282,15 +282,88 @@ def _word_key(data, i, n):
     return (_hash_range(data, i, n) >> 2) | _LONG
 
 
+@njit(cache=True, inline="always")
+def _insert(T, arena, st, key, data, i, n, add):
+    """Add ``add`` to the count of word data[i:i+n] (key from ``_word_key``). ``st`` holds
+    [rows used, arena bytes used, bytes of short words]. Returns the (maybe grown) table and arena."""
+    cap = T.shape[0]
+    mask = np.uint64(cap - 1)
+    s = _mix(key) & mask
+    while True:
+        k = T[s, 0]
+        if k == key:
+            if n <= 7:
+                break
+            o = T[s, 2]
+            same = T[s, 3] == n
+            if same:
+                for x in range(n):
+                    if arena[o + x] != data[i + x]:
+                        same = False
+                        break
+            if same:
+                break
+        elif k == _EMPTY:
+            T[s, 0] = key
+            T[s, 3] = n
+            if n > 7:
+                arena = _grow(arena, st[1] + n)
+                arena[st[1] : st[1] + n] = data[i : i + n]
+                T[s, 2] = st[1]
+                st[1] += n
+            else:
+                st[2] += n
+            st[0] += 1
+            break
+        s = (s + np.uint64(1)) & mask
+    T[s, 1] += add
+    if 2 * st[0] > cap:
+        T = _regrow(T)
+    return T, arena
+
+
+@njit(cache=True)
+def _regrow(T):
+    cap = T.shape[0] * 2
+    N = _wtable(cap)
+    m2 = np.uint64(cap - 1)
+    for x in range(T.shape[0]):
+        if T[x, 0] != _EMPTY:
+            t = _mix(T[x, 0]) & m2
+            while N[t, 0] != _EMPTY:
+                t = (t + np.uint64(1)) & m2
+            for c in range(4):
+                N[t, c] = T[x, c]
+    return N
+
+
+@njit(cache=True, inline="always")
+def _find(T, arena, key, data, i, n):
+    """Row of word data[i:i+n] in T, or -(empty row + 1) where it would go."""
+    mask = np.uint64(T.shape[0] - 1)
+    s = _mix(key) & mask
+    while True:
+        k = T[s, 0]
+        if k == key:
+            if n <= 7:
+                return np.int64(s)
+            if T[s, 3] == n:
+                o = T[s, 2]
+                same = True
+                for x in range(n):
+                    if arena[o + x] != data[i + x]:
+                        same = False
+                        break
+                if same:
+                    return np.int64(s)
+        elif k == _EMPTY:
+            return -np.int64(s) - 1
+        s = (s + np.uint64(1)) & mask
+
+
 @njit(cache=True, nogil=True)
-def _scan_count(data, offsets, lo, hi, flags, fold):
-    """Count PATTERN's pieces of documents lo..hi-1. Returns unique words (bytes + offsets) and counts."""
-    cap = 1 << 16
-    T = _wtable(cap)
-    arena = np.empty(1 << 16, np.uint8)  # bytes of the long words only
-    a_end = 0
-    used = 0
-    short_bytes = 0
+def _scan_into(data, offsets, lo, hi, flags, fold, T, arena, st):
+    """Count PATTERN's pieces of documents lo..hi-1 into the table T."""
     for d in range(lo, hi):
         i = offsets[d]
         e = offsets[d + 1]
@@ -298,52 +371,35 @@ def _scan_count(data, offsets, lo, hi, flags, fold):
             j = _piece_end(data, i, e, flags, fold)
             n = j - i
             key = _word_key(data, i, n)
-            mask = np.uint64(cap - 1)
-            s = _mix(key) & mask
-            while True:
-                k = T[s, 0]
-                if k == key:
-                    if n <= 7:
-                        break
-                    st = T[s, 2]
-                    same = T[s, 3] == n
-                    if same:
-                        for x in range(n):
-                            if arena[st + x] != data[i + x]:
-                                same = False
-                                break
-                    if same:
-                        break
-                elif k == _EMPTY:
-                    T[s, 0] = key
-                    T[s, 3] = n
-                    if n > 7:
-                        arena = _grow(arena, a_end + n)
-                        arena[a_end : a_end + n] = data[i:j]
-                        T[s, 2] = a_end
-                        a_end += n
-                    else:
-                        short_bytes += n
-                    used += 1
-                    break
-                s = (s + np.uint64(1)) & mask
-            T[s, 1] += 1
-            if 2 * used > cap:
-                cap *= 2
-                N = _wtable(cap)
-                m2 = np.uint64(cap - 1)
-                for x in range(T.shape[0]):
-                    if T[x, 0] != _EMPTY:
-                        t = _mix(T[x, 0]) & m2
-                        while N[t, 0] != _EMPTY:
-                            t = (t + np.uint64(1)) & m2
-                        for c in range(4):
-                            N[t, c] = T[x, c]
-                T = N
+            s = _find(T, arena, key, data, i, n)
+            if s >= 0:
+                T[s, 1] += 1
+            else:
+                # a new word: the only place where the table or the arena may grow
+                T, arena = _insert(T, arena, st, key, data, i, n, 1)
             i = j
+    return T, arena
+
+
+@njit(cache=True)
+def _merge_into(T, arena, st, T2, arena2):
+    """Add every word of table T2 into T."""
+    for s in range(T2.shape[0]):
+        if T2[s, 0] != _EMPTY:
+            n = T2[s, 3]
+            if n <= 7:
+                T, arena = _insert(T, arena, st, T2[s, 0], arena2, 0, n, T2[s, 1])
+            else:
+                T, arena = _insert(T, arena, st, T2[s, 0], arena2, T2[s, 2], n, T2[s, 1])
+    return T, arena
+
+
+@njit(cache=True)
+def _export(T, arena, st):
+    used = st[0]
     out_off = np.zeros(used + 1, np.int64)
     out_cnt = np.empty(used, np.int64)
-    out_data = np.empty(a_end + short_bytes, np.uint8)
+    out_data = np.empty(st[1] + st[2], np.uint8)
     o = 0
     w = 0
     for s in range(T.shape[0]):
@@ -354,8 +410,8 @@ def _scan_count(data, offsets, lo, hi, flags, fold):
                 for x in range(n):
                     out_data[o + x] = (key >> (8 * x)) & 0xFF
             else:
-                st = T[s, 2]
-                out_data[o : o + n] = arena[st : st + n]
+                a = T[s, 2]
+                out_data[o : o + n] = arena[a : a + n]
             o += n
             out_cnt[w] = T[s, 1]
             w += 1
@@ -366,6 +422,81 @@ def _scan_count(data, offsets, lo, hi, flags, fold):
 _EMPTY_COUNTS = {"word": pl.Binary, "count": pl.Int64}
 
 
+class WordCounter:
+    """Counts PATTERN's pieces over many batches of documents; ``result()`` gives the table.
+
+    The compiled engine ("scan") keeps one hash table per thread across batches (each batch is cut
+    into slices of about equal bytes, one per thread; the scanner releases the GIL) and merges
+    them once at the end, so memory grows with the number of distinct words, not with the corpus.
+    The "polars" engine runs the look-around-free emulation inside Polars. Both are exact.
+    Example: ``c = WordCounter(); c.add(["a a"]); dict(c.result().iter_rows())[b" a"] == 1``.
+    """
+
+    def __init__(self, specials: Sequence[str] = (), threads: int = 0, engine: str = "scan"):
+        if engine not in ("scan", "polars"):
+            raise ValueError(f"unknown engine {engine!r}")
+        self.specials = list(specials)
+        self.threads = threads or pl.thread_pool_size()
+        self.engine = engine
+        self._frames: list[pl.DataFrame] = []
+        self._tables: list[list] = []
+
+    def add(self, texts: pl.Series | Iterable[str]) -> None:
+        if not isinstance(texts, pl.Series):
+            texts = pl.Series("text", list(texts), dtype=pl.String)
+        texts = _cut_specials(texts.drop_nulls(), self.specials)
+        if texts.len() == 0:
+            return
+        if self.engine == "polars":
+            self._frames.append(_count_polars(texts, self.threads))
+            if len(self._frames) > 8:  # keep the partial tables few
+                self._frames = [pl.concat(self._frames).group_by("word").agg(pl.col("count").sum())]
+            return
+        self._scan(texts)
+
+    def _scan(self, texts: pl.Series) -> None:
+        flags, fold = _class_tables()
+        arr = texts.to_arrow()
+        arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+        if not pa.types.is_large_string(arr.type):
+            arr = arr.cast(pa.large_string())
+        off = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset : arr.offset + len(arr) + 1]
+        buf = arr.buffers()[2]
+        data = np.frombuffer(buf, np.uint8) if buf is not None else np.zeros(1, np.uint8)
+        k = max(1, min(self.threads, len(arr)))
+        while len(self._tables) < k:
+            self._tables.append([_wtable(1 << 16), np.empty(1 << 16, np.uint8), np.zeros(3, np.int64)])
+        cuts = np.searchsorted(off, np.linspace(off[0], off[-1], k + 1)).tolist()
+        cuts[0], cuts[-1] = 0, len(arr)
+
+        def work(i: int) -> None:
+            tb = self._tables[i]
+            tb[0], tb[1] = _scan_into(data, off, cuts[i], cuts[i + 1], flags, fold, tb[0], tb[1], tb[2])
+
+        workers = [threading.Thread(target=work, args=(i,)) for i in range(1, k)]
+        for w in workers:
+            w.start()
+        work(0)
+        for w in workers:
+            w.join()
+
+    def result(self) -> pl.DataFrame:
+        """One row per distinct word: ``word`` (Binary), ``count`` (Int64)."""
+        if self.engine == "polars":
+            if not self._frames:
+                return pl.DataFrame({"word": [], "count": []}, schema=_EMPTY_COUNTS)
+            return pl.concat(self._frames).group_by("word").agg(pl.col("count").sum())
+        if not self._tables:
+            return pl.DataFrame({"word": [], "count": []}, schema=_EMPTY_COUNTS)
+        T, arena, st = self._tables[0]
+        for T2, arena2, _ in self._tables[1:]:
+            T, arena = _merge_into(T, arena, st, T2, arena2)
+        self._tables = [[T, arena, st]]
+        words, woff, cnt = _export(T, arena, st)
+        col = pa.LargeBinaryArray.from_buffers(pa.large_binary(), cnt.shape[0], [None, pa.py_buffer(woff), pa.py_buffer(words)])
+        return pl.DataFrame({"word": pl.Series("word", col).cast(pl.Binary), "count": cnt})
+
+
 def count_words(
     texts: pl.Series | Iterable[str], specials: Sequence[str] = (), threads: int = 0, engine: str = "scan"
 ) -> pl.DataFrame:
@@ -373,60 +504,12 @@ def count_words(
 
     Returns columns ``word`` (Binary) and ``count`` (Int64), one row per distinct word, in no
     particular order. Special tokens are cut out first and never counted. ``engine`` is "scan"
-    (the compiled scanner, one thread per slice of documents) or "polars" (the look-around-free
-    emulation inside Polars); both give the same counts. ``threads=0`` uses every core.
+    (the compiled scanner) or "polars" (the emulation inside Polars); ``threads=0`` uses every core.
     Example: ``count_words(["a a"]).sort("word").rows() == [(b" a", 1), (b"a", 1)]``.
     """
-    # 1. documents as one Series, special tokens cut out
-    if not isinstance(texts, pl.Series):
-        texts = pl.Series("text", list(texts), dtype=pl.String)
-    texts = _cut_specials(texts.drop_nulls(), specials)
-    if texts.len() == 0:
-        return pl.DataFrame({"word": [], "count": []}, schema=_EMPTY_COUNTS)
-    n = threads or pl.thread_pool_size()
-    if engine == "scan":
-        return _count_scan(texts, n)
-    if engine != "polars":
-        raise ValueError(f"unknown engine {engine!r}")
-    return _count_polars(texts, n)
-
-
-def _count_scan(texts: pl.Series, n: int) -> pl.DataFrame:
-    """The compiled scanner over slices of the documents, one thread each (it releases the GIL)."""
-    flags, fold = _class_tables()
-    arr = texts.to_arrow()
-    arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
-    if not pa.types.is_large_string(arr.type):
-        arr = arr.cast(pa.large_string())
-    off = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset : arr.offset + len(arr) + 1]
-    buf = arr.buffers()[2]
-    data = np.frombuffer(buf, np.uint8) if buf is not None else np.zeros(1, np.uint8)
-    # slices of about equal bytes
-    k = max(1, min(n, len(arr)))
-    cuts = np.searchsorted(off, np.linspace(off[0], off[-1], k + 1)).tolist()
-    cuts[0], cuts[-1] = 0, len(arr)
-    parts: list = [None] * k
-
-    def work(i: int) -> None:
-        parts[i] = _scan_count(data, off, cuts[i], cuts[i + 1], flags, fold)
-
-    workers = [threading.Thread(target=work, args=(i,)) for i in range(1, k)]
-    for w in workers:
-        w.start()
-    work(0)
-    for w in workers:
-        w.join()
-    frames = []
-    for words, woff, cnt in parts:
-        if cnt.shape[0] == 0:
-            continue
-        col = pa.LargeBinaryArray.from_buffers(pa.large_binary(), cnt.shape[0], [None, pa.py_buffer(woff), pa.py_buffer(words)])
-        frames.append(pl.DataFrame({"word": pl.Series("word", col).cast(pl.Binary), "count": cnt}))
-    if not frames:
-        return pl.DataFrame({"word": [], "count": []}, schema=_EMPTY_COUNTS)
-    if len(frames) == 1:
-        return frames[0]
-    return pl.concat(frames).group_by("word").agg(pl.col("count").sum())
+    counter = WordCounter(specials, threads, engine)
+    counter.add(texts)
+    return counter.result()
 
 
 def _count_polars(texts: pl.Series, n: int) -> pl.DataFrame:

@@ -84,29 +84,12 @@ class RunStore:
     def add_input(self, path: str, kind: str, phase: str, size_bytes: int, docs: int, text_bytes: int) -> None:
         self.run("add_input", dict(path=path, kind=kind, phase=phase, size_bytes=size_bytes, docs=docs, text_bytes=text_bytes))
 
-    def add_word_counts(self, table) -> None:
-        """Append one batch's (word, count) rows; summed later by ``fold_words``."""
+    def put_words(self, phase: str, table) -> None:
+        """Store a phase's word table (``word``, ``count`` and ``tokens`` after training)."""
         batch = table.to_arrow() if hasattr(table, "to_arrow") else table
         self.con.register("batch", batch)
         try:
-            self.run("add_word_parts")
-        finally:
-            self.con.unregister("batch")
-
-    def fold_words(self, phase: str) -> None:
-        self.run("fold_words", {"phase": phase})
-        self.run("clear_word_parts")
-
-    def phase_words(self, phase: str) -> tuple[pa.Array, np.ndarray]:
-        """Words of a phase (sorted by bytes, as an Arrow binary array) and their 64-bit counts."""
-        t = self.con.sql(sql("phase_words"), params={"phase": phase}).to_arrow_table()
-        return t.column("word").combine_chunks(), t.column("count").to_numpy().astype(np.int64)
-
-    def set_word_tokens(self, phase: str, words: pa.Array, tokens: np.ndarray) -> None:
-        """Record how many tokens each word of a phase ends up as."""
-        self.con.register("batch", pa.table({"word": words, "tokens": pa.array(tokens, pa.int32())}))
-        try:
-            self.run("set_word_tokens", {"phase": phase})
+            self.run("put_words", {"phase": phase})
         finally:
             self.con.unregister("batch")
 

@@ -3,7 +3,6 @@ CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
 CREATE TABLE IF NOT EXISTS inputs (
     path VARCHAR, kind VARCHAR, phase VARCHAR, size_bytes BIGINT, docs BIGINT, text_bytes BIGINT
 );
-CREATE TABLE IF NOT EXISTS word_parts (word BLOB, count BIGINT);
 CREATE TABLE IF NOT EXISTS words (word BLOB, count BIGINT, phase VARCHAR, tokens INTEGER);
 CREATE TABLE IF NOT EXISTS merges (
     merge_index INTEGER, left_id INTEGER, right_id INTEGER, token_id INTEGER,

@@ -1,0 +1,446 @@
+#!/usr/bin/env python
+"""Benchmark: toktok vs Hugging Face ``tokenizers`` vs ``rustbpe`` on the same Parquet files.
+
+    python bench/run.py [--data GLOB...] [--vocab 32768] [--only toktok,hf,rustbpe,count]
+                        [--threads N] [--json OUT]
+
+Every trainer runs in its own subprocess (``bench/run.py --worker NAME ...``) so that one
+trainer's allocator state, thread pools and page-cache habits never leak into another's figures.
+The parent measures wall time and samples the RSS of the worker's whole process tree every 50 ms;
+the worker reports what only it can see (toktok's stage times, vocabulary size, the tokens) in a
+JSON file. All three trainers learn a byte-level BPE with the GPT-4 pre-tokenizer pattern
+(``toktok.vocab.PATTERN``) up to the same vocabulary size: 256 byte tokens + ``vocab - 256``
+merges, no special tokens. See bench/README.md for how to read the output.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import glob
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_DATA = str(REPO.parent / "shared" / "corpus" / "*.parquet")
+TEXT_COLUMN = "text"
+TRAINERS = ("toktok", "hf", "rustbpe")
+JOBS = TRAINERS + ("count",)
+SAMPLE_SECONDS = 0.05
+# Documents per Arrow batch when feeding HF and rustbpe. Small enough that reading never holds
+# more than a few MB of text; the trainers buffer internally anyway (rustbpe: 8192 texts).
+READ_BATCH_ROWS = 1024
+
+
+# --- workers: each runs in a fresh process and writes one JSON result ------------------------
+
+
+def iter_texts(files: list[str]):
+    """The documents of ``files``, one str at a time, read in Arrow batches.
+
+    HF and rustbpe both get exactly this generator, so Parquet decoding is inside their wall
+    time as it is inside toktok's (toktok reads the files itself).
+    """
+    import pyarrow.parquet as pq
+
+    for path in files:
+        pf = pq.ParquetFile(path)
+        for batch in pf.iter_batches(batch_size=READ_BATCH_ROWS, columns=[TEXT_COLUMN]):
+            for text in batch.column(0).to_pylist():
+                if text is not None:
+                    yield text
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte -> printable char table, which HF's ByteLevel uses for token strings."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+def work_toktok(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
+    from toktok.pipeline import TrainConfig, train
+
+    out = Path(scratch) / "toktok-out"
+    # Same semantics as `toktok train DATA --out TMP --merges (vocab-256) --no-hardcoded --force -q`:
+    # starting from the 256 bytes only, so the vocabulary size matches the peers'.
+    cfg = TrainConfig(sources=files, out=str(out), merges=vocab - 256, hardcoded=False, force=True,
+                      threads=threads)
+    t0 = time.perf_counter()
+    s = train(cfg)
+    train_s = time.perf_counter() - t0
+    tokens = []
+    with open(out / "tokenizer.tiktoken") as fh:
+        for line in fh:
+            if line.strip():
+                tokens.append(base64.b64decode(line.split()[0]).hex())
+    return {
+        "vocab_size": s.vocab_size, "merges": s.merges_learned, "train_s": train_s,
+        "stages_s": s.seconds, "words": s.words, "docs": s.docs, "text_bytes": s.text_bytes,
+        "warnings": s.warnings, "tokens": tokens,
+    }
+
+
+def work_hf(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
+    import tokenizers
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
+
+    from toktok.vocab import PATTERN
+
+    tok = Tokenizer(models.BPE())
+    # The GPT-4 split, then bytes -> printable chars with no regex of ByteLevel's own: the same
+    # recipe toktok's export writes into tokenizer.json.
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(PATTERN), "isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    trainer = trainers.BpeTrainer(vocab_size=vocab, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), special_tokens=[])
+    t0 = time.perf_counter()
+    tok.train_from_iterator(iter_texts(files), trainer=trainer)
+    train_s = time.perf_counter() - t0
+    to_byte = {c: b for b, c in _bytes_to_unicode().items()}
+    tokens = [bytes(to_byte[c] for c in s).hex() for s in tok.get_vocab()]
+    return {"vocab_size": tok.get_vocab_size(), "merges": tok.get_vocab_size() - 256, "train_s": train_s,
+            "version": tokenizers.__version__, "tokens": tokens}
+
+
+def work_rustbpe(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
+    try:
+        import rustbpe
+    except ImportError as e:
+        # Exit code 3 tells the parent "not available" rather than "crashed".
+        print(f"rustbpe cannot be imported: {e}", file=sys.stderr)
+        sys.exit(3)
+    from importlib.metadata import version
+
+    from toktok.vocab import PATTERN
+
+    tok = rustbpe.Tokenizer()
+    # rustbpe's default pattern is a variant (possessive quantifiers, \s*[\r\n] instead of
+    # \s*[\r\n]+); pass PATTERN so all three split text identically.
+    t0 = time.perf_counter()
+    tok.train_from_iterator(iter_texts(files), vocab, pattern=PATTERN)
+    train_s = time.perf_counter() - t0
+    tokens = [bytes(b).hex() for b, _ in tok.get_mergeable_ranks()]
+    return {"vocab_size": tok.vocab_size, "merges": tok.vocab_size - 256, "train_s": train_s,
+            "version": version("rustbpe"), "pattern_used": tok.get_pattern(), "tokens": tokens}
+
+
+def work_count(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
+    """toktok's counting alone (``count_words`` per read batch), timed without the reading."""
+    import polars as pl
+
+    from toktok.pretokenize import count_words
+    from toktok.read import read_corpus
+
+    secs, nbytes, rows = 0.0, 0, 0
+    for batch in read_corpus(files, text_column=TEXT_COLUMN).batches():
+        t0 = time.perf_counter()
+        df = count_words(batch.texts, threads=threads)
+        secs += time.perf_counter() - t0
+        nbytes += int(batch.texts.str.len_bytes().sum() or 0)
+        rows += df.height
+    return {"threads": threads or pl.thread_pool_size(), "polars_threads": pl.thread_pool_size(),
+            "count_s": secs, "text_bytes": nbytes, "mb_per_s": nbytes / 1e6 / secs if secs else None,
+            "batch_word_rows": rows}
+
+
+def work_warmup(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
+    """Tiny toktok run so Numba's on-disk cache exists before the timed run (a fresh checkout
+    would otherwise charge the one-time JIT compile to toktok's merge time)."""
+    from toktok.pipeline import TrainConfig, train
+
+    src = Path(scratch) / "warmup.txt"
+    src.write_text("The quick brown fox jumps over the lazy dog, 1234 times!\n  isn't it?\n" * 200)
+    train(TrainConfig(sources=[str(src)], out=str(Path(scratch) / "warmup-out"), merges=100,
+                      hardcoded=False, force=True))
+    shutil.rmtree(Path(scratch) / "warmup-out", ignore_errors=True)
+    return {}
+
+
+WORKERS = {"toktok": work_toktok, "hf": work_hf, "rustbpe": work_rustbpe, "count": work_count,
+           "warmup": work_warmup}
+
+
+def worker_main(a: argparse.Namespace) -> None:
+    res = WORKERS[a.worker](a.data, a.vocab, a.threads, a.scratch)
+    Path(a.result).write_text(json.dumps(res))
+
+
+# --- parent: run workers, sample memory, report ------------------------------------------------
+
+
+def tree_rss(root) -> int:
+    """RSS of ``root`` plus all its descendants, in bytes (processes may vanish mid-walk)."""
+    import psutil
+
+    total = 0
+    try:
+        procs = [root] + root.children(recursive=True)
+    except psutil.Error:
+        return 0
+    for p in procs:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def run_worker(job: str, files: list[str], vocab: int, threads: int, scratch: str,
+               env_extra: dict[str, str]) -> dict:
+    """Run one worker; returns its result plus wall_s, peak_rss (sampled) and maxrss (kernel)."""
+    import psutil
+
+    result = Path(scratch) / f"{job}.json"
+    log = Path(scratch) / f"{job}.log"
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", job.split(":")[0],
+           "--result", str(result), "--scratch", scratch, "--vocab", str(vocab),
+           "--threads", str(threads), "--data", *files]
+    env = {**os.environ, **env_extra}
+    with open(log, "wb") as fh:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+        root = psutil.Process(proc.pid)
+        peak = 0
+        # os.wait4 instead of Popen.poll: it also returns the child's rusage, whose ru_maxrss is
+        # the kernel's exact peak of the largest single process, a check on the 50 ms sampling.
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            peak = max(peak, tree_rss(root))
+            time.sleep(SAMPLE_SECONDS)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    out: dict = {"wall_s": wall, "peak_rss": peak, "maxrss": usage.ru_maxrss * 1024,
+                 "exit_code": proc.returncode}
+    if proc.returncode == 0 and result.exists():
+        out.update(json.loads(result.read_text()))
+        out["status"] = "ok"
+    else:
+        text = log.read_text(errors="replace")
+        out["status"] = "unavailable" if proc.returncode == 3 else "failed"
+        out["error"] = "\n".join(text.splitlines()[-40:])
+    return out
+
+
+def data_stats(files: list[str]) -> dict:
+    """UTF-8 bytes and rows of the text column, and bytes on disk."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    text_bytes = rows = 0
+    for path in files:
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=4096, columns=[TEXT_COLUMN]):
+            col = batch.column(0)
+            text_bytes += int(pc.sum(pc.binary_length(col)).as_py() or 0)
+            rows += len(col) - col.null_count
+    return {"files": files, "text_bytes": text_bytes, "rows": rows,
+            "disk_bytes": sum(os.path.getsize(f) for f in files)}
+
+
+def thread_env(n: int) -> dict[str, str]:
+    """Env that caps every thread pool the three trainers use (Polars, Numba, DuckDB reads
+    --threads itself; HF tokenizers and rustbpe use rayon's global pool)."""
+    if n <= 0:
+        return {}
+    v = str(n)
+    return {"POLARS_MAX_THREADS": v, "NUMBA_NUM_THREADS": v, "RAYON_NUM_THREADS": v,
+            "RAYON_RS_NUM_CPUS": v, "OMP_NUM_THREADS": v}
+
+
+def _fmt(x, spec: str) -> str:
+    return "—" if x is None else format(x, spec)
+
+
+def report(fig: dict) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    # Not a terminal (make, a log file): rich would wrap at 80 columns and break the table.
+    con = Console() if sys.stdout.isatty() else Console(width=120)
+    m, d, res = fig["machine"], fig["data"], fig["results"]
+    con.print(f"machine: {m['cores']} cores ({m['physical_cores']} physical), {m['mem_gb']:.0f} GB RAM, "
+              f"load average at start {m['load_start']:.2f}; python {m['python']}")
+    con.print(f"data: {len(d['files'])} file(s), {d['text_bytes'] / 1e6:,.1f} MB of text "
+              f"({d['rows']:,} documents, {d['disk_bytes'] / 1e6:,.1f} MB on disk); vocab {fig['vocab']:,}; "
+              f"threads {fig['threads'] or 'all'}")
+
+    t = Table(title="BPE training: same data, same pattern, same vocabulary size")
+    for col in ("trainer", "vocab", "wall s", "count s", "merge s", "merges/s", "peak RSS MB", "MB/s"):
+        t.add_column(col, justify="left" if col == "trainer" else "right")
+    for name in TRAINERS:
+        r = res.get(name)
+        if r is None:
+            continue
+        if r["status"] != "ok":
+            t.add_row(name, r["status"], *["—"] * 6)
+            continue
+        st = r.get("stages_s", {})
+        merge_s = st.get("merge")
+        t.add_row(
+            name, f"{r['vocab_size']:,}", f"{r['wall_s']:.1f}", _fmt(st.get("count"), ".1f"), _fmt(merge_s, ".1f"),
+            _fmt(r["merges"] / merge_s if merge_s else None, ",.0f"), f"{r['peak_rss'] / 1e6:,.0f}",
+            f"{d['text_bytes'] / 1e6 / r['wall_s']:.2f}",
+        )
+    con.print(t)
+
+    tk = res.get("toktok", {})
+    if tk.get("status") == "ok":
+        st = tk["stages_s"]
+        other = tk["wall_s"] - tk["train_s"]
+        con.print("toktok wall = " + " + ".join(f"{k} {v:.1f}s" for k, v in st.items())
+                  + f" + process start/imports {other:.1f}s (export and verify are extra work the peers skip)")
+        for w in tk.get("warnings", []):
+            con.print(f"[yellow]toktok warning:[/] {escape(w)}")
+    for name, r in fig["ratios"].items():
+        con.print(f"toktok / {name}: wall {r['wall']:.2f}x, peak RSS {r['peak_rss']:.2f}x")
+    for name, v in fig["overlap"].items():
+        con.print(f"tokens in common, {name}: {v['common']:,} of {v['size']:,} ({v['fraction']:.1%})")
+    sizes = {r["vocab_size"] for r in res.values() if r.get("status") == "ok" and "vocab_size" in r}
+    if len(sizes) > 1:
+        con.print(f"[yellow]note:[/] vocabulary sizes differ: {sorted(sizes)}")
+    c = fig.get("counting")
+    if c:
+        parts = [f"{r['threads']} thread(s) {r['mb_per_s']:.1f} MB/s" for r in c.values() if r.get("status") == "ok"]
+        ok = [r for r in c.values() if r.get("status") == "ok"]
+        speedup = f" (speed-up {ok[1]['mb_per_s'] / ok[0]['mb_per_s']:.2f}x)" if len(ok) == 2 else ""
+        con.print("toktok counting (count_words only, reading excluded): " + ", ".join(parts) + speedup)
+    for name, r in list(res.items()) + list((c or {}).items()):
+        if r.get("status") == "unavailable":
+            con.print(f"[yellow]{name}: not run[/]: {escape(r['error'].strip())}")
+        elif r.get("status") == "failed":
+            # escape: tracebacks hold [brackets] that rich would take for markup and drop
+            con.print(f"[red]{name} failed[/] (exit {r['exit_code']}):\n{escape(r['error'])}")
+        elif r.get("maxrss", 0) > 1.15 * r.get("peak_rss", 0):
+            # A spike shorter than the sampling period; the kernel figure is the true peak.
+            con.print(f"[yellow]note:[/] {name}: kernel peak RSS {r['maxrss'] / 1e6:,.0f} MB exceeds the sampled "
+                      f"{r['peak_rss'] / 1e6:,.0f} MB (short spike between samples)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="Train toktok, HF tokenizers and rustbpe on the same data and compare.")
+    ap.add_argument("--data", nargs="+", default=[DEFAULT_DATA], metavar="GLOB",
+                    help=f"Parquet files or globs with a '{TEXT_COLUMN}' column (default: {DEFAULT_DATA})")
+    ap.add_argument("--vocab", type=int, default=32768, help="vocabulary size, 256 bytes included (default 32768)")
+    ap.add_argument("--only", default=",".join(JOBS),
+                    help=f"comma-separated subset of {','.join(JOBS)} (count = toktok's 1-thread vs all-core counting)")
+    ap.add_argument("--threads", type=int, default=0, help="cap every trainer's threads (0 = all cores)")
+    ap.add_argument("--json", metavar="OUT", help="also write the figures to this JSON file")
+    ap.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
+    ap.add_argument("--result", help=argparse.SUPPRESS)
+    ap.add_argument("--scratch", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+
+    if a.worker:
+        worker_main(a)
+        return
+
+    only = [x.strip() for x in a.only.split(",") if x.strip()]
+    if bad := [x for x in only if x not in JOBS]:
+        ap.error(f"--only: unknown {', '.join(bad)}; choose from {', '.join(JOBS)}")
+    if a.vocab <= 256:
+        ap.error("--vocab must be more than 256 (the byte tokens)")
+    try:
+        import psutil
+    except ImportError:
+        sys.exit("bench: psutil is missing; run `make bench` or `pip install -e '.[bench]'`")
+    files: list[str] = []
+    for pattern in a.data:
+        hits = sorted(glob.glob(os.path.expanduser(pattern), recursive=True))
+        if not hits:
+            sys.exit(f"bench: {pattern}: no such file; pass --data GLOB pointing at Parquet files")
+        files += [str(Path(h).resolve()) for h in hits]
+    files = list(dict.fromkeys(files))
+
+    fig: dict = {
+        "machine": {
+            "cores": os.cpu_count(), "physical_cores": psutil.cpu_count(logical=False),
+            "mem_gb": psutil.virtual_memory().total / 2**30, "load_start": os.getloadavg()[0],
+            "python": platform.python_version(), "platform": platform.platform(),
+        },
+        "vocab": a.vocab, "threads": a.threads, "data": data_stats(files),
+        "results": {}, "ratios": {}, "overlap": {},
+    }
+    if fig["machine"]["load_start"] > 0.5:
+        print(f"bench: warning: load average is {fig['machine']['load_start']:.2f}; something else is "
+              "running and the timings will be noisy", file=sys.stderr)
+    env = thread_env(a.threads)
+    scratch = tempfile.mkdtemp(prefix="toktok-bench-")
+    try:
+        if "toktok" in only:
+            print("bench: warming Numba's cache (untimed) ...", file=sys.stderr)
+            w = run_worker("warmup", files, a.vocab, a.threads, scratch, env)
+            if w["status"] != "ok":
+                print(f"bench: warm-up failed, toktok's merge time will include JIT compiling:\n{w['error']}",
+                      file=sys.stderr)
+        for name in TRAINERS:
+            if name not in only:
+                continue
+            if name == "rustbpe" and importlib.util.find_spec("rustbpe") is None:
+                fig["results"][name] = {"status": "unavailable", "error": "rustbpe is not installed "
+                                        "(pip install rustbpe, or make bench)"}
+                continue
+            print(f"bench: training {name} ...", file=sys.stderr)
+            fig["results"][name] = run_worker(name, files, a.vocab, a.threads, scratch, env)
+        if "count" in only:
+            fig["counting"] = {}
+            all_n = a.threads or os.cpu_count() or 1
+            for n in dict.fromkeys([1, all_n]):
+                print(f"bench: toktok counting with {n} thread(s) ...", file=sys.stderr)
+                # POLARS_MAX_THREADS, not just threads=1: count_words' own slicing is only one of
+                # the places Polars runs in parallel (extract_all, group_by use its pool too).
+                fig["counting"][f"threads_{n}"] = run_worker(f"count:{n}", files, a.vocab, n, scratch,
+                                                             {**env, **thread_env(n)})
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    res = fig["results"]
+    tk = res.get("toktok", {})
+    for name in ("rustbpe", "hf"):
+        r = res.get(name, {})
+        if tk.get("status") == "ok" and r.get("status") == "ok":
+            fig["ratios"][name] = {"wall": tk["wall_s"] / r["wall_s"], "peak_rss": tk["peak_rss"] / r["peak_rss"]}
+    # Shared tokens: a cheap sanity check that the trainers were set up alike (a wrong pattern or
+    # alphabet shows up as a low overlap); exact equality is not expected (tie-breaking differs).
+    ok = {n: set(r["tokens"]) for n, r in res.items() if r.get("status") == "ok"}
+    for x, y in (("toktok", "hf"), ("toktok", "rustbpe"), ("hf", "rustbpe")):
+        if x in ok and y in ok:
+            common = len(ok[x] & ok[y])
+            size = max(len(ok[x]), len(ok[y]))
+            fig["overlap"][f"{x} & {y}"] = {"common": common, "size": size, "fraction": common / size}
+    for r in res.values():
+        r.pop("tokens", None)
+
+    report(fig)
+    if a.json:
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.json).write_text(json.dumps(fig, indent=2) + "\n")
+        print(f"bench: wrote {a.json}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception:
+        traceback.print_exc()
+        sys.exit(1)

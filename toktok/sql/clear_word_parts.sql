@@ -1,1 +1,0 @@
-DELETE FROM word_parts;

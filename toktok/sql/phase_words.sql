@@ -1,1 +1,0 @@
-SELECT word, count FROM words WHERE phase = $phase ORDER BY word;

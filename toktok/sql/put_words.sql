@@ -1,0 +1,1 @@
+INSERT INTO words SELECT word, count, $phase AS phase, tokens FROM batch;

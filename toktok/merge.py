@@ -195,8 +195,12 @@ def _sift_down(hc, ha, hb, n, i, tdata, tstart, tlen):
 
 # --- pair table: one row per pair, so a probe touches one cache line ---------------------------
 
-_KEY, _CNT, _HEAD, _LEN, _CAP, _STAMP = 0, 1, 2, 3, 4, 5
-_NCOL = 6
+_KEY, _CNT, _HEAD, _LEN, _CAP = 0, 1, 2, 3, 4
+_NCOL = 5
+
+# columns of the position array: token id, next and previous position in the word (-1 at the
+# ends), word index; one row per position keeps a merge's neighbours in one or two cache lines
+_TOK, _NXT, _PRV, _WID = 0, 1, 2, 3
 
 
 @njit(cache=True)
@@ -215,7 +219,6 @@ def _tslot(T, key):
 def _new_table(cap):
     T = np.zeros((cap, _NCOL), np.int64)
     T[:, _KEY] = _EMPTY
-    T[:, _STAMP] = -1
     return T
 
 
@@ -245,12 +248,14 @@ def _rebuild(T, need):
 
 
 @njit(cache=True)
-def _append(T, s, p, pool, pool_end):
-    """Append position p to the occurrence list of row s; lists double in the pool when full."""
+def _append(T, s, p, pool, pool_end, pool_live):
+    """Append position p to the list of row s when it is full: the list moves to a block twice
+    its size at the end of the pool (the old block becomes garbage)."""
     n = T[s, _LEN]
     if n == T[s, _CAP]:
         cap = max(4, 2 * n)
-        pool = _grow(pool, pool_end + cap)
+        if pool_end + cap > pool.shape[0]:
+            pool, pool_end = _make_room(T, pool, pool_end, pool_live, cap)
         h = T[s, _HEAD]
         for i in range(n):
             pool[pool_end + i] = pool[h + i]
@@ -263,28 +268,33 @@ def _append(T, s, p, pool, pool_end):
 
 
 @njit(cache=True)
-def _compact(T, pool, live):
-    """Copy every live list to the front of a new pool."""
-    out = np.empty(max(2 * live, 1 << 16), np.int32)
-    o = 0
-    for i in range(T.shape[0]):
-        if T[i, _KEY] != _EMPTY and T[i, _LEN] > 0:
-            h = T[i, _HEAD]
-            for k in range(T[i, _LEN]):
-                out[o + k] = pool[h + k]
-            T[i, _HEAD] = o
-            T[i, _CAP] = T[i, _LEN]
-            o += T[i, _LEN]
-        elif T[i, _KEY] != _EMPTY:
-            T[i, _CAP] = 0
-    return out, o
+def _make_room(T, pool, pool_end, live, need):
+    """Room for ``need`` more entries: compact the lists into a new pool when at least a third
+    of the pool is garbage, else grow it by half. Keeps the pool within ~2x its live entries."""
+    if 3 * (pool_end - live) >= pool_end:
+        out = np.empty(live + (live >> 1) + need + (1 << 16), np.int32)
+        o = 0
+        for i in range(T.shape[0]):
+            if T[i, _KEY] != _EMPTY and T[i, _LEN] > 0:
+                h = T[i, _HEAD]
+                for k in range(T[i, _LEN]):
+                    out[o + k] = pool[h + k]
+                T[i, _HEAD] = o
+                T[i, _CAP] = T[i, _LEN]
+                o += T[i, _LEN]
+            elif T[i, _KEY] != _EMPTY:
+                T[i, _CAP] = 0
+        return out, o
+    out = np.empty(max(pool.shape[0] + (pool.shape[0] >> 1), pool_end + need + (1 << 16)), np.int32)
+    out[:pool_end] = pool[:pool_end]
+    return out, pool_end
 
 
 @njit(cache=True)
-def _initial_pairs(tok, nxt, cnt, n_tokens):
+def _initial_pairs(P, wcount, n_tokens):
     """Pair table and pool for the starting positions. Small vocabularies (bytes, hardcoded)
     count in a dense n×n array first, so the hash table sees each distinct pair once."""
-    n_pos = tok.shape[0]
+    n_pos = P.shape[0]
     T = _new_table(1024)
     n_used = 0
     if n_tokens <= 2048:
@@ -292,10 +302,10 @@ def _initial_pairs(tok, nxt, cnt, n_tokens):
         dcnt = np.zeros(nn, np.int64)
         dlen = np.zeros(nn, np.int64)
         for p in range(n_pos):
-            q = nxt[p]
+            q = P[p, _NXT]
             if q >= 0:
-                d = tok[p] * n_tokens + tok[q]
-                dcnt[d] += cnt[p]
+                d = P[p, _TOK] * n_tokens + P[q, _TOK]
+                dcnt[d] += wcount[P[p, _WID]]
                 dlen[d] += 1
         acc = 0
         for d in range(nn):
@@ -313,25 +323,25 @@ def _initial_pairs(tok, nxt, cnt, n_tokens):
                 ln = dlen[d]
                 dlen[d] = acc  # from here on: where the next position of pair d goes
                 acc += ln
-        pool = np.empty(max(2 * acc, 1 << 16), np.int32)
+        pool = np.empty(acc + (acc >> 2) + (1 << 16), np.int32)
         for p in range(n_pos):
-            q = nxt[p]
+            q = P[p, _NXT]
             if q >= 0:
-                d = tok[p] * n_tokens + tok[q]
+                d = P[p, _TOK] * n_tokens + P[q, _TOK]
                 pool[dlen[d]] = p
                 dlen[d] += 1
         return T, n_used, pool, acc
     for p in range(n_pos):
-        q = nxt[p]
+        q = P[p, _NXT]
         if q >= 0:
             if 2 * (n_used + 1) > T.shape[0]:
                 T, n_used, _ = _rebuild(T, T.shape[0])
-            key = _pkey(tok[p], tok[q])
+            key = _pkey(P[p, _TOK], P[q, _TOK])
             s = _tslot(T, key)
             if T[s, _KEY] == _EMPTY:
                 T[s, _KEY] = key
                 n_used += 1
-            T[s, _CNT] += cnt[p]
+            T[s, _CNT] += wcount[P[p, _WID]]
             T[s, _LEN] += 1
     acc = 0
     for i in range(T.shape[0]):
@@ -340,11 +350,11 @@ def _initial_pairs(tok, nxt, cnt, n_tokens):
             T[i, _CAP] = T[i, _LEN]
             acc += T[i, _LEN]
             T[i, _LEN] = 0
-    pool = np.empty(max(2 * acc, 1 << 16), np.int32)
+    pool = np.empty(acc + (acc >> 2) + (1 << 16), np.int32)
     for p in range(n_pos):
-        q = nxt[p]
+        q = P[p, _NXT]
         if q >= 0:
-            s = _tslot(T, _pkey(tok[p], tok[q]))
+            s = _tslot(T, _pkey(P[p, _TOK], P[q, _TOK]))
             pool[T[s, _HEAD] + T[s, _LEN]] = p
             T[s, _LEN] += 1
     return T, n_used, pool, acc
@@ -354,22 +364,22 @@ def _initial_pairs(tok, nxt, cnt, n_tokens):
 
 
 @njit(cache=True, nogil=True)
-def _learn(tok, nxt, prv, cnt, tdata, tstart, tlen, n_tokens, n_merges, stats):
+def _learn(P, wcount, tdata, tstart, tlen, n_tokens, n_merges, stats):
     """Greedy BPE over flat positions. Returns merges and the grown token tables.
 
-    ``tok``/``nxt``/``prv``/``cnt`` describe every position (token id, next and previous position
-    in the same word or -1, the word's count); they are rewritten in place. Each pair keeps the
+    ``P`` has one row per position (token id, next and previous position in the same word or -1,
+    word index into ``wcount``); it is rewritten in place. Each pair keeps the
     list of positions where it was created, so a round reads only the chosen pair's positions.
-    ``stats[0]`` is the number of new tokens so far (read by another thread for progress).
+    ``stats`` reports progress to another thread: [new tokens, largest pair table, largest pool,
+    largest heap, heap pops].
     """
-    n_pos = tok.shape[0]
     max_tokens = tstart.shape[0]
 
     # 1. token bytes lookup, to reuse a token whose bytes a merge produces again
     bkeys, bids = _token_table(tdata, tstart, tlen, n_tokens, max_tokens)
 
     # 2. pair counts and each pair's positions, ascending (counting sort by pair)
-    T, n_used, pool, pool_end = _initial_pairs(tok, nxt, cnt, n_tokens)
+    T, n_used, pool, pool_end = _initial_pairs(P, wcount, n_tokens)
     pool_live = pool_end  # entries in lists (live or stale); the rest of the pool is garbage
 
     # 3. the heap holds every pair with a positive count
@@ -406,6 +416,7 @@ def _learn(tok, nxt, prv, cnt, tdata, tstart, tlen, n_tokens, n_merges, stats):
 
     while n_new < n_merges and hn > 0:
         # 4. pop the best pair; stale entries (count moved since the push) are skipped or re-pushed
+        stats[4] += 1
         c = hc[0]
         a = ha[0]
         b = hb[0]
@@ -459,19 +470,20 @@ def _learn(tok, nxt, prv, cnt, tdata, tstart, tlen, n_tokens, n_merges, stats):
 
         # 7. merge at every live position of the pair; update pair counts by deltas. Within a
         #    round the pairs touched depend only on the neighbour's token, so their rows are
-        #    looked up once per neighbour token (rows do not move during a round).
+        #    looked up once per neighbour token (rows do not move during a round); the first
+        #    sighting of a neighbour token is also when its new pair joins the push list.
         for k in range(ln):
-            p = pool[head + k]
-            if tok[p] != a:
+            p = pool[T[s0, _HEAD] + k]  # re-read: a compaction may move the list
+            if P[p, _TOK] != a:
                 continue
-            q = nxt[p]
-            if q < 0 or tok[q] != b:
+            q = P[p, _NXT]
+            if q < 0 or P[q, _TOK] != b:
                 continue
-            wc = cnt[p]
-            x = prv[p]
-            y = nxt[q]
+            wc = wcount[P[p, _WID]]
+            x = P[p, _PRV]
+            y = P[q, _NXT]
             if x >= 0:
-                tx = tok[x]
+                tx = P[x, _TOK]
                 if l_stamp[tx] != n_rec:
                     l_stamp[tx] = n_rec
                     l_dec[tx] = _tslot(T, _pkey(tx, a))
@@ -481,17 +493,19 @@ def _learn(tok, nxt, prv, cnt, tdata, tstart, tlen, n_tokens, n_merges, stats):
                         T[s, _KEY] = key
                         n_used += 1
                     l_inc[tx] = s
+                    touched[n_touched] = s
+                    n_touched += 1
                 T[l_dec[tx], _CNT] -= wc
                 s = l_inc[tx]
                 T[s, _CNT] += wc
-                pool, pool_end = _append(T, s, x, pool, pool_end)
+                if T[s, _LEN] < T[s, _CAP]:
+                    pool[T[s, _HEAD] + T[s, _LEN]] = x
+                    T[s, _LEN] += 1
+                else:
+                    pool, pool_end = _append(T, s, x, pool, pool_end, pool_live)
                 pool_live += 1
-                if T[s, _STAMP] != n_rec:
-                    T[s, _STAMP] = n_rec
-                    touched[n_touched] = s
-                    n_touched += 1
             if y >= 0:
-                ty = tok[y]
+                ty = P[y, _TOK]
                 if r_stamp[ty] != n_rec:
                     r_stamp[ty] = n_rec
                     r_dec[ty] = _tslot(T, _pkey(b, ty))
@@ -501,21 +515,23 @@ def _learn(tok, nxt, prv, cnt, tdata, tstart, tlen, n_tokens, n_merges, stats):
                         T[s, _KEY] = key
                         n_used += 1
                     r_inc[ty] = s
+                    touched[n_touched] = s
+                    n_touched += 1
                 T[r_dec[ty], _CNT] -= wc
                 s = r_inc[ty]
                 T[s, _CNT] += wc
-                pool, pool_end = _append(T, s, p, pool, pool_end)
+                if T[s, _LEN] < T[s, _CAP]:
+                    pool[T[s, _HEAD] + T[s, _LEN]] = p
+                    T[s, _LEN] += 1
+                else:
+                    pool, pool_end = _append(T, s, p, pool, pool_end, pool_live)
                 pool_live += 1
-                if T[s, _STAMP] != n_rec:
-                    T[s, _STAMP] = n_rec
-                    touched[n_touched] = s
-                    n_touched += 1
             T[s0, _CNT] -= wc
-            tok[p] = t
-            tok[q] = -1
-            nxt[p] = y
+            P[p, _TOK] = t
+            P[q, _TOK] = -1
+            P[p, _NXT] = y
             if y >= 0:
-                prv[y] = p
+                P[y, _PRV] = p
         # the merged pair is gone everywhere; its list is garbage now
         pool_live -= T[s0, _LEN]
         T[s0, _LEN] = 0
@@ -533,8 +549,6 @@ def _learn(tok, nxt, prv, cnt, tdata, tstart, tlen, n_tokens, n_merges, stats):
                 hb[hn] = np.int32(T[s, _KEY] & 0xFFFFFFFF)
                 hn += 1
                 _sift_up(hc, ha, hb, hn - 1, tdata, tstart, tlen)
-        if pool_end > 3 * pool_live + (1 << 22):
-            pool, pool_end = _compact(T, pool, pool_live)
 
         r_left = _grow(r_left, n_rec + 1)
         r_right = _grow(r_right, n_rec + 1)
@@ -548,6 +562,9 @@ def _learn(tok, nxt, prv, cnt, tdata, tstart, tlen, n_tokens, n_merges, stats):
         r_reused[n_rec] = reused
         n_rec += 1
         stats[0] = n_new
+        stats[1] = max(stats[1], T.shape[0])
+        stats[2] = max(stats[2], pool.shape[0])
+        stats[3] = max(stats[3], hc.shape[0])
 
     return (
         r_left[:n_rec].copy(), r_right[:n_rec].copy(), r_tok[:n_rec].copy(), r_cnt[:n_rec].copy(),
@@ -654,14 +671,39 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens):
 
 
 @njit(cache=True)
-def _alive_per_word(tok, starts, klens):
-    out = np.zeros(starts.shape[0], np.int64)
-    for w in range(starts.shape[0]):
-        c = 0
-        for p in range(starts[w], starts[w] + klens[w]):
-            if tok[p] >= 0:
-                c += 1
-        out[w] = c
+def _layout(flat, lens):
+    """Positions of every word with two or more tokens (one-token words never change), linked
+    within their word; returns the position array and each position's word index."""
+    n_pos = 0
+    for w in range(lens.shape[0]):
+        if lens[w] >= 2:
+            n_pos += lens[w]
+    P = np.empty((n_pos, 4), np.int32)
+    o = 0
+    src = 0
+    for w in range(lens.shape[0]):
+        n = lens[w]
+        if n >= 2:
+            for k in range(n):
+                P[o + k, _TOK] = flat[src + k]
+                P[o + k, _NXT] = o + k + 1 if k + 1 < n else -1
+                P[o + k, _PRV] = o + k - 1 if k > 0 else -1
+                P[o + k, _WID] = w
+            o += n
+        src += n
+    return P
+
+
+@njit(cache=True)
+def _tokens_per_word(P, lens):
+    """Each word's number of tokens after the loop (dead positions hold token -1)."""
+    out = lens.copy()
+    for w in range(lens.shape[0]):
+        if lens[w] >= 2:
+            out[w] = 0
+    for p in range(P.shape[0]):
+        if P[p, _TOK] >= 0:
+            out[P[p, _WID]] += 1
     return out
 
 
@@ -724,6 +766,9 @@ def segment(words, vocab: Vocab) -> tuple[np.ndarray, np.ndarray]:
     return flat, offsets
 
 
+_last_stats = np.zeros(8, np.int64)  # the last run's loop statistics, for benchmarks
+
+
 def learn_merges(
     words,
     counts: np.ndarray,
@@ -743,37 +788,23 @@ def learn_merges(
     counts = np.asarray(counts, dtype=np.int64)
     vocab.check()
 
-    # 1. segment under the starting vocabulary; one-token words never change, drop them
+    # 1. segment under the starting vocabulary, then lay the positions out
     flat, offsets = segment(words, vocab)
     lens = np.diff(offsets)
-    keep = lens >= 2
-    keep_pos = np.repeat(keep, lens)
-    tok = flat[keep_pos]
-    klens = lens[keep]
-    n_pos = tok.shape[0]
+    P = _layout(flat, lens)
+    del flat, offsets
 
-    # 2. links inside each word; a word's count repeated on each of its positions
-    starts = np.zeros(klens.shape[0], np.int64)
-    if klens.shape[0]:
-        np.cumsum(klens[:-1], out=starts[1:])
-    ends = starts + klens - 1
-    nxt = np.arange(1, n_pos + 1, dtype=np.int32)
-    prv = np.arange(-1, n_pos - 1, dtype=np.int32)
-    nxt[ends] = -1
-    prv[starts] = -1
-    cnt = np.repeat(counts[keep], klens)
-
-    # 3. token byte tables sized for the final vocabulary
+    # 2. token byte tables sized for the final vocabulary
     n0 = len(vocab.tokens)
     tdata, tstart, tlen = _token_arrays(vocab, n_merges)
 
-    # 4. the loop, in a thread (it releases the GIL) so that progress can be reported
+    # 3. the loop, in a thread (it releases the GIL) so that progress can be reported
     stats = np.zeros(8, np.int64)
     box: dict = {}
 
     def run():
         try:
-            box["out"] = _learn(tok, nxt, prv, cnt, tdata, tstart, tlen, n0, n_merges, stats)
+            box["out"] = _learn(P, counts, tdata, tstart, tlen, n0, n_merges, stats)
         except BaseException as e:  # pragma: no cover - re-raised below
             box["err"] = e
 
@@ -786,10 +817,10 @@ def learn_merges(
     if "err" in box:
         raise box["err"]
     left, right, token, count, reused, tbytes, n_tokens = box["out"]
+    _last_stats[:] = stats
 
-    # 5. results: new tokens' bytes and each word's final number of tokens
+    # 4. results: new tokens' bytes and each word's final number of tokens
     new_tokens = [bytes(tbytes[tstart[i] : tstart[i] + tlen[i]]) for i in range(n0, n_tokens)]
     out = Vocab(list(vocab.tokens) + new_tokens, list(vocab.specials))
-    word_tokens = lens.copy()
-    word_tokens[keep] = _alive_per_word(tok, starts, klens)
+    word_tokens = _tokens_per_word(P, lens)
     return MergeResult(out, left, right, token, count, reused.astype(bool), n_merges, word_tokens)

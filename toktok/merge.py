@@ -148,49 +148,68 @@ def _bytes_less(x, y, tdata, tstart, tlen):
     return lx < ly
 
 
-@njit(cache=True)
-def _before(hc, ha, hb, i, j, tdata, tstart, tlen):
-    """True when heap entry i must be popped before entry j."""
-    if hc[i] != hc[j]:
-        return hc[i] > hc[j]
-    if ha[i] != ha[j]:
-        return _bytes_less(ha[i], ha[j], tdata, tstart, tlen)
-    return _bytes_less(hb[i], hb[j], tdata, tstart, tlen)
+@njit(cache=True, inline="always")
+def _before(H, i, j, tdata, tstart, tlen):
+    """True when heap entry i must be popped before entry j. Rows are (count, pair key): one
+    cache line per comparison."""
+    if H[i, 0] != H[j, 0]:
+        return H[i, 0] > H[j, 0]
+    ai = np.int32(H[i, 1] >> 32)
+    aj = np.int32(H[j, 1] >> 32)
+    if ai != aj:
+        return _bytes_less(ai, aj, tdata, tstart, tlen)
+    return _bytes_less(np.int32(H[i, 1] & 0xFFFFFFFF), np.int32(H[j, 1] & 0xFFFFFFFF), tdata, tstart, tlen)
+
+
+@njit(cache=True, inline="always")
+def _swap(H, i, j):
+    c = H[i, 0]
+    k = H[i, 1]
+    H[i, 0] = H[j, 0]
+    H[i, 1] = H[j, 1]
+    H[j, 0] = c
+    H[j, 1] = k
 
 
 @njit(cache=True)
-def _swap(hc, ha, hb, i, j):
-    hc[i], hc[j] = hc[j], hc[i]
-    ha[i], ha[j] = ha[j], ha[i]
-    hb[i], hb[j] = hb[j], hb[i]
-
-
-@njit(cache=True)
-def _sift_up(hc, ha, hb, i, tdata, tstart, tlen):
+def _sift_up(H, i, tdata, tstart, tlen):
     while i > 0:
         parent = (i - 1) >> 1
-        if _before(hc, ha, hb, i, parent, tdata, tstart, tlen):
-            _swap(hc, ha, hb, i, parent)
+        if _before(H, i, parent, tdata, tstart, tlen):
+            _swap(H, i, parent)
             i = parent
         else:
             break
 
 
 @njit(cache=True)
-def _sift_down(hc, ha, hb, n, i, tdata, tstart, tlen):
+def _sift_down(H, n, i, tdata, tstart, tlen):
     while True:
         left = 2 * i + 1
         if left >= n:
             break
         best = left
         right = left + 1
-        if right < n and _before(hc, ha, hb, right, left, tdata, tstart, tlen):
+        if right < n and _before(H, right, left, tdata, tstart, tlen):
             best = right
-        if _before(hc, ha, hb, best, i, tdata, tstart, tlen):
-            _swap(hc, ha, hb, i, best)
+        if _before(H, best, i, tdata, tstart, tlen):
+            _swap(H, i, best)
             i = best
         else:
             break
+
+
+@njit(cache=True)
+def _push(H, hn, count, key, tdata, tstart, tlen):
+    """Push (count, key); returns the (maybe grown) heap."""
+    if hn >= H.shape[0]:
+        N = np.empty((2 * H.shape[0], 2), np.int64)
+        N[:hn] = H[:hn]
+        H = N
+    H[hn, 0] = count
+    H[hn, 1] = key
+    _sift_up(H, hn, tdata, tstart, tlen)
+    return H
 
 
 # --- pair table: one row per pair, so a probe touches one cache line ---------------------------
@@ -383,19 +402,15 @@ def _learn(P, wcount, tdata, tstart, tlen, n_tokens, n_merges, stats):
     pool_live = pool_end  # entries in lists (live or stale); the rest of the pool is garbage
 
     # 3. the heap holds every pair with a positive count
-    hcap = max(n_used * 2, 16)
-    hc = np.empty(hcap, np.int64)
-    ha = np.empty(hcap, np.int32)
-    hb = np.empty(hcap, np.int32)
+    H = np.empty((max(n_used * 2, 16), 2), np.int64)
     hn = 0
     for s in range(T.shape[0]):
         if T[s, _KEY] != _EMPTY and T[s, _CNT] > 0:
-            hc[hn] = T[s, _CNT]
-            ha[hn] = np.int32(T[s, _KEY] >> 32)
-            hb[hn] = np.int32(T[s, _KEY] & 0xFFFFFFFF)
+            H[hn, 0] = T[s, _CNT]
+            H[hn, 1] = T[s, _KEY]
             hn += 1
     for i in range(hn // 2 - 1, -1, -1):
-        _sift_down(hc, ha, hb, hn, i, tdata, tstart, tlen)
+        _sift_down(H, hn, i, tdata, tstart, tlen)
 
     rec_cap = max(n_merges * 2, 16)
     r_left = np.empty(rec_cap, np.int32)
@@ -417,24 +432,20 @@ def _learn(P, wcount, tdata, tstart, tlen, n_tokens, n_merges, stats):
     while n_new < n_merges and hn > 0:
         # 4. pop the best pair; stale entries (count moved since the push) are skipped or re-pushed
         stats[4] += 1
-        c = hc[0]
-        a = ha[0]
-        b = hb[0]
+        c = H[0, 0]
+        a = np.int32(H[0, 1] >> 32)
+        b = np.int32(H[0, 1] & 0xFFFFFFFF)
         hn -= 1
         if hn > 0:
-            hc[0] = hc[hn]
-            ha[0] = ha[hn]
-            hb[0] = hb[hn]
-            _sift_down(hc, ha, hb, hn, 0, tdata, tstart, tlen)
+            H[0, 0] = H[hn, 0]
+            H[0, 1] = H[hn, 1]
+            _sift_down(H, hn, 0, tdata, tstart, tlen)
         s0 = _tslot(T, _pkey(a, b))
         cur = T[s0, _CNT] if T[s0, _KEY] != _EMPTY else 0
         if cur != c:
             if 0 < cur < c:
-                hc[hn] = cur
-                ha[hn] = a
-                hb[hn] = b
+                H = _push(H, hn, cur, _pkey(a, b), tdata, tstart, tlen)
                 hn += 1
-                _sift_up(hc, ha, hb, hn - 1, tdata, tstart, tlen)
             continue
 
         # 5. the merged token: an existing one with the same bytes, or a new id
@@ -538,17 +549,11 @@ def _learn(P, wcount, tdata, tstart, tlen, n_tokens, n_merges, stats):
         T[s0, _CAP] = 0
 
         # 8. push the pairs whose counts grew (decreases stay lazy in the heap)
-        hc = _grow(hc, hn + n_touched)
-        ha = _grow(ha, hn + n_touched)
-        hb = _grow(hb, hn + n_touched)
         for i in range(n_touched):
             s = touched[i]
             if T[s, _CNT] > 0:
-                hc[hn] = T[s, _CNT]
-                ha[hn] = np.int32(T[s, _KEY] >> 32)
-                hb[hn] = np.int32(T[s, _KEY] & 0xFFFFFFFF)
+                H = _push(H, hn, T[s, _CNT], T[s, _KEY], tdata, tstart, tlen)
                 hn += 1
-                _sift_up(hc, ha, hb, hn - 1, tdata, tstart, tlen)
 
         r_left = _grow(r_left, n_rec + 1)
         r_right = _grow(r_right, n_rec + 1)
@@ -564,7 +569,7 @@ def _learn(P, wcount, tdata, tstart, tlen, n_tokens, n_merges, stats):
         stats[0] = n_new
         stats[1] = max(stats[1], T.shape[0])
         stats[2] = max(stats[2], pool.shape[0])
-        stats[3] = max(stats[3], hc.shape[0])
+        stats[3] = max(stats[3], H.shape[0])
 
     return (
         r_left[:n_rec].copy(), r_right[:n_rec].copy(), r_tok[:n_rec].copy(), r_cnt[:n_rec].copy(),

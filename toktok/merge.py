@@ -619,6 +619,15 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens):
     """tiktoken's rank-BPE of every word: whole-word lookup, else merge the lowest-rank adjacent
     pair (leftmost on ties) until no adjacent pair is a token. Returns flat ids and lengths."""
     bkeys, bids = _token_table(tdata, tstart, tlen, n_tokens, n_tokens)
+    # ranks of the two-byte tokens, so that the first round of every word needs no hashing
+    # and most words (no adjacent byte pair is a token) finish at once
+    byte_id = np.empty(256, np.int32)
+    for b in range(256):
+        byte_id[b] = _lookup(bkeys, bids, tdata, tstart, tlen, np.array([b], np.uint8), 0, 1)
+    pair2 = np.full(65536, -1, np.int64)
+    for t in range(n_tokens):
+        if tlen[t] == 2:
+            pair2[np.int64(tdata[tstart[t]]) * 256 + tdata[tstart[t] + 1]] = t
     n_words = offsets.shape[0] - 1
     out = np.empty(data.shape[0], np.int32)
     lens = np.zeros(n_words, np.int64)
@@ -644,9 +653,18 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens):
         nb = n + 1
         for i in range(nb):
             bounds[i] = s + i
+        any_pair = False
         for i in range(nb - 2):
-            r = _lookup(bkeys, bids, tdata, tstart, tlen, data, bounds[i], bounds[i + 2] - bounds[i])
+            r = pair2[np.int64(data[s + i]) * 256 + data[s + i + 1]]
             rk[i] = r if r >= 0 else big
+            any_pair = any_pair or r >= 0
+        if not any_pair:
+            # single bytes: id = the byte's rank
+            for i in range(n):
+                out[o + i] = byte_id[data[s + i]]
+            o += n
+            lens[w] = n
+            continue
         while nb > 2:
             best = big
             bi = -1

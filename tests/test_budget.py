@@ -1,0 +1,45 @@
+"""The budget split, the refusal of budgets that cannot work, and the word-table cap."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from toktok.budget import MIN_WORK, cap_words, merge_bytes, plan_budget
+from toktok.config import parse_size
+from toktok.errors import ConfigError
+
+
+def test_plan_parts_fit_the_budget():
+    p = plan_budget(parse_size("2GB"), baseline=300 << 20)
+    assert p.baseline + p.sample_bytes * 2 + p.duckdb_bytes + p.batch_bytes < p.budget
+    assert p.baseline + p.work_bytes + p.duckdb_bytes + p.batch_bytes < p.budget
+    assert p.sample_bytes > 300 << 20
+
+
+def test_too_small_budget_names_one_that_works():
+    with pytest.raises(ConfigError) as e:
+        plan_budget(parse_size("300MB"), baseline=300 << 20)
+    msg = str(e.value)
+    assert "smallest budget that works is" in msg
+    smallest = msg.rsplit("is ", 1)[1]
+    value = float(smallest.split()[0]) * (1 << 30 if "GB" in smallest else 1 << 20)
+    plan_budget(int(value) + 1, baseline=300 << 20)  # the named budget is accepted
+    assert int(value) >= (300 << 20) + MIN_WORK
+
+
+def test_cap_drops_the_rarest_words_first():
+    lens = np.array([5, 5, 5, 5, 1])
+    counts = np.array([10, 1, 7, 3, 100])
+    full = merge_bytes(lens)
+    assert cap_words(lens, counts, full).tolist() == [0, 1, 2, 3, 4]
+    limit = merge_bytes(lens[[0, 2, 4]])
+    kept = cap_words(lens, counts, limit)
+    assert kept.tolist() == [0, 2, 4]
+    assert cap_words(lens, counts, limit - 1).tolist() == [0, 4]
+
+
+def test_sizes_are_parsed_in_human_units():
+    assert parse_size("512MB") == 512 * 1000**2 and parse_size("8GB") == 8 * 1000**3
+    assert parse_size("2GiB") == 2 << 30 and parse_size(1024) == 1024
+    with pytest.raises(ConfigError):
+        parse_size("lots")

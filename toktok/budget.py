@@ -1,0 +1,104 @@
+"""Budget: how a run's memory budget is split between its stages, and the checks that hold it.
+
+Owns the numbers. Reads the budget the user declared and what the process already holds (its
+RSS after imports); writes a ``BudgetPlan`` that the pipeline follows: bytes of sampled text,
+working memory for the word tables and the merge loop, DuckDB's memory limit, the read batch
+size. A budget that cannot work is refused up front with the smallest budget that would.
+Example: ``plan_budget(2 << 30, baseline=300 << 20).sample_bytes > 0``.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from .errors import ConfigError
+
+#: Below this much working memory (after what the process holds) no useful run fits.
+MIN_WORK = 96 << 20
+#: Headroom kept free for allocator slack and short-lived copies.
+HEADROOM = 0.08
+
+# Bytes the merge loop needs per position (token of a word with two or more tokens) and per
+# word: the position array (16), its pair lists (~9 with growth), pair table and heap rows
+# (~22), the segmentation's temporaries (~8), plus the word's count and offsets.
+MERGE_BYTES_PER_POSITION = 56
+MERGE_BYTES_PER_WORD = 24
+
+
+def human(n: int) -> str:
+    """``1536 << 20`` → ``'1.5 GB'`` (binary units, as RSS is reported)."""
+    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def current_rss() -> int:
+    """Resident memory of this process in bytes."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:  # pragma: no cover - not Linux
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+@dataclass(frozen=True)
+class BudgetPlan:
+    """The split of one budget. ``work_bytes`` bounds the word tables and the merge loop."""
+
+    budget: int
+    baseline: int
+    sample_bytes: int
+    work_bytes: int
+    duckdb_bytes: int
+    batch_bytes: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def plan_budget(budget: int, baseline: int | None = None) -> BudgetPlan:
+    """Split ``budget`` bytes; raises ConfigError naming the smallest budget that would work.
+
+    Of what is left after the baseline and the headroom: 22% sampled text (its trimming briefly
+    doubles it), 58% word tables and merge loop, 8% DuckDB, 4% read batches.
+    """
+    base = current_rss() if baseline is None else baseline
+    avail = int(budget * (1 - HEADROOM)) - base
+    if avail < MIN_WORK:
+        need = math.ceil((base + MIN_WORK) / (1 - HEADROOM) / (64 << 20)) * (64 << 20)
+        raise ConfigError(
+            f"--budget {human(budget)} is too small: toktok itself holds {human(base)} and needs "
+            f"{human(MIN_WORK)} to work; the smallest budget that works is {human(need)}"
+        )
+    return BudgetPlan(
+        budget=budget,
+        baseline=base,
+        sample_bytes=int(avail * 0.22),
+        work_bytes=int(avail * 0.58),
+        duckdb_bytes=max(int(avail * 0.08), 16 << 20),
+        batch_bytes=int(min(32 << 20, max(1 << 20, avail * 0.04))),
+    )
+
+
+def merge_bytes(word_lengths: np.ndarray) -> int:
+    """Estimated merge-loop memory for words of these byte lengths (a word's bytes bound its positions)."""
+    pos = int(word_lengths[word_lengths >= 2].sum())
+    return pos * MERGE_BYTES_PER_POSITION + len(word_lengths) * MERGE_BYTES_PER_WORD
+
+
+def cap_words(word_lengths: np.ndarray, counts: np.ndarray, limit: int) -> np.ndarray:
+    """Indices of the words to keep so that ``merge_bytes`` of them fits ``limit``: the most
+    frequent first (ties: shorter first, then by index), i.e. the rarest words are dropped."""
+    if merge_bytes(word_lengths) <= limit:
+        return np.arange(len(word_lengths))
+    order = np.lexsort((np.arange(len(counts)), word_lengths, -counts))
+    lens = word_lengths[order]
+    cost = np.where(lens >= 2, lens, 0) * MERGE_BYTES_PER_POSITION + MERGE_BYTES_PER_WORD
+    n = int(np.searchsorted(np.cumsum(cost), limit, side="right"))
+    return np.sort(order[:n])

@@ -20,3 +20,73 @@ settings.load_profile("toktok")
 @pytest.fixture(scope="session")
 def fixtures() -> Path:
     return FIXTURES
+
+
+# --- runs for the insight, eval and notebook tests (tests/test_insight.py, test_eval.py, test_notebooks.py)
+
+
+@pytest.fixture(scope="session")
+def insight_data(tmp_path_factory) -> dict:
+    """sample.parquet split by row: even rows to train on (all, general = en + code, multi), odd
+    rows held out (columns text, source, lang)."""
+    import polars as pl
+
+    d = tmp_path_factory.mktemp("insight_data")
+    df = pl.read_parquet(FIXTURES / "sample.parquet").with_row_index("i")
+    train = df.filter(pl.col("i") % 2 == 0).drop("i")
+    train.write_parquet(d / "train.parquet")
+    train.filter(pl.col("source") != "multi").write_parquet(d / "general.parquet")
+    train.filter(pl.col("source") == "multi").write_parquet(d / "multi.parquet")
+    df.filter(pl.col("i") % 2 == 1).drop("i").write_parquet(d / "heldout.parquet")
+    return {k: d / f"{k}.parquet" for k in ("train", "general", "multi", "heldout")}
+
+
+@pytest.fixture(scope="session")
+def insight_run(tmp_path_factory, insight_data) -> Path:
+    """A 300-merge run on the training half of the fixtures (+ notes.txt, extra.jsonl) with its
+    insight tables filled as the pipeline does: views, compression curve by lang on the held-out
+    half, word gains."""
+    import duckdb
+    import polars as pl
+    from typer.testing import CliRunner
+
+    from toktok.cli import app
+    from toktok.insight import add_views, compression_curve, word_gains
+
+    out = tmp_path_factory.mktemp("insight") / "run"
+    r = CliRunner().invoke(app, ["train", str(insight_data["train"]), str(FIXTURES / "notes.txt"),
+                                 str(FIXTURES / "extra.jsonl"), "--out", str(out), "--merges", "300", "-q",
+                                 "--special-token", "<|endoftext|>"])
+    assert r.exit_code == 0, r.output
+    con = duckdb.connect(str(out / "run.duckdb"))
+    try:
+        add_views(con)
+        compression_curve(con, pl.read_parquet(insight_data["heldout"]), by="lang", every=25)
+        word_gains(con)
+    finally:
+        con.close()
+    return out
+
+
+@pytest.fixture(scope="session")
+def phase_pair(tmp_path_factory, insight_data) -> dict[str, Path]:
+    """Two tokenizers with the same total budget spent differently: "general" puts all 300 merges on
+    English + code, "multi" splits them 150 general + 150 on the multilingual half. Trained as two
+    phases; falls back to one phase per data mix where phases are not available."""
+    from toktok import config as cfgmod
+    from toktok.pipeline import train
+
+    d = tmp_path_factory.mktemp("phases")
+    budgets = {"general": (300, 0), "multi": (150, 150)}
+    out = {}
+    for name, (g, m) in budgets.items():
+        if hasattr(cfgmod, "PhaseConfig"):
+            P, S = cfgmod.PhaseConfig, cfgmod.SourceConfig
+            cfg = cfgmod.TrainConfig(out=str(d / name), special_tokens=["<|endoftext|>"], phases=[
+                P("general", g, [S(str(insight_data["general"]))]), P("multi", m, [S(str(insight_data["multi"]))])])
+        else:  # pragma: no cover - before multi-phase training
+            src = [insight_data["general"]] if m == 0 else [insight_data["multi"]]
+            cfg = cfgmod.TrainConfig([str(s) for s in src], str(d / name), merges=300, special_tokens=["<|endoftext|>"])
+        train(cfg)
+        out[name] = d / name
+    return out

@@ -2,6 +2,8 @@
 
 ``toktok train SOURCE... --out DIR --merges N`` trains and writes a tokenizer;
 ``toktok verify DIR [SOURCE...]`` checks tiktoken/HF id parity of a written tokenizer.
+``toktok train --config run.yaml`` runs a config (phases, warm start);
+``toktok convert SRC DST`` converts a tokenizer.json to a .tiktoken and back.
 """
 from __future__ import annotations
 
@@ -30,36 +32,46 @@ def _fail(e: BaseException, debug: bool) -> None:
 
 @app.command()
 def train(
-    sources: List[str] = typer.Argument(..., help="Files, folders (recursive) or globs (** recursive): .parquet, .jsonl, .jsonl.zst, .txt"),
-    out_dir: str = typer.Option(..., "--out", "-o", help="Output folder for the tokenizer and run.duckdb"),
-    merges: str = typer.Option("30000", "--merges", "-n", help="Number of merges to learn (new tokens)"),
+    sources: List[str] = typer.Argument(None, help="Files, folders (recursive) or globs (** recursive): .parquet, .jsonl, .jsonl.zst, .txt"),
+    config: Optional[str] = typer.Option(None, "--config", "-c", help="YAML config file (phases, warm start, ...); flags given here override it"),
+    out_dir: Optional[str] = typer.Option(None, "--out", "-o", help="Output folder for the tokenizer and run.duckdb"),
+    merges: Optional[str] = typer.Option(None, "--merges", "-n", help="Number of merges to learn (new tokens); default 30000"),
     special_token: List[str] = typer.Option([], "--special-token", "-s", help="Special token, repeatable, in id order"),
-    text_column: str = typer.Option("text", "--text-column", help="Parquet column / JSONL field with the text"),
-    bad_utf8: str = typer.Option("error", "--bad-utf8", help="Undecodable UTF-8: error, replace or skip"),
-    no_hardcoded: bool = typer.Option(False, "--no-hardcoded", help="Start from the 256 bytes only"),
+    text_column: Optional[str] = typer.Option(None, "--text-column", help="Parquet column / JSONL field with the text (default text)"),
+    bad_utf8: Optional[str] = typer.Option(None, "--bad-utf8", help="Undecodable UTF-8: error (default), replace or skip"),
+    hardcoded: Optional[bool] = typer.Option(None, "--hardcoded/--no-hardcoded", help="Add the hardcoded tokens (default: yes from scratch, no on a warm start)"),
+    warm_start: Optional[str] = typer.Option(None, "--warm-start", help="Start from this .tiktoken or tokenizer.json, keeping every id"),
+    budget: Optional[str] = typer.Option(None, "--budget", help="Text to read per phase, e.g. 200MB (default: everything)"),
     force: bool = typer.Option(False, "--force", help="Replace an existing output folder"),
-    memory_limit: str = typer.Option("2GB", "--memory-limit", help="DuckDB memory limit (spills to disk beyond it)"),
-    threads: int = typer.Option(0, "--threads", help="Threads for counting (0 = all cores)"),
-    seed: int = typer.Option(0, "--seed", help="Seed for sampling the parity check"),
+    memory_limit: Optional[str] = typer.Option(None, "--memory-limit", help="DuckDB memory limit (spills to disk beyond it); default 2GB"),
+    threads: Optional[int] = typer.Option(None, "--threads", help="Threads for counting (0 = all cores)"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed for sampling the parity check"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars"),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks"),
 ) -> None:
     """Train a byte-level BPE tokenizer and write .tiktoken + tokenizer.json with identical ids."""
     try:
-        from .config import TrainConfig
+        from .config import build_config
         from .errors import ConfigError
         from .pipeline import train as run_train
 
-        try:
-            n = int(merges)
-        except ValueError:
-            raise ConfigError(f"--merges {merges!r} is not a whole number") from None
-        cfg = TrainConfig(
-            sources=list(sources), out=out_dir, merges=n, special_tokens=list(special_token),
-            text_column=text_column, bad_utf8=bad_utf8, hardcoded=not no_hardcoded, force=force,
-            memory_limit=memory_limit, threads=threads, seed=seed,
-        )
-        if quiet or not err.is_terminal:
+        given: dict = {"out": out_dir, "text_column": text_column, "bad_utf8": bad_utf8, "hardcoded": hardcoded,
+                       "warm_start": warm_start, "budget": budget, "memory_limit": memory_limit,
+                       "threads": threads, "seed": seed, "special_tokens": list(special_token) or None}
+        if merges is not None:
+            try:
+                given["merges"] = int(merges)
+            except ValueError:
+                raise ConfigError(f"--merges {merges!r} is not a whole number") from None
+        given = {k: v for k, v in given.items() if v is not None}
+        if force:
+            given["force"] = True
+        if budget is not None:
+            from .config import parse_size
+
+            parse_size(budget)
+        cfg = build_config(config, list(sources or []), given)
+        if quiet or cfg.verbose is False or not err.is_terminal:
             summary = run_train(cfg)
         else:
             with Progress(
@@ -73,7 +85,7 @@ def train(
                         tasks[stage] = bar.add_task(stage, total=total, rate="")
                     t = bar.tasks[tasks[stage]]
                     el = t.elapsed or 0
-                    rate = (f"{done / el / 1e6:.1f} MB/s" if stage == "count" else f"{done / el:,.0f}/s") if el > 0 else ""
+                    rate = (f"{done / el / 1e6:.1f} MB/s" if stage.startswith("count") else f"{done / el:,.0f}/s") if el > 0 else ""
                     bar.update(tasks[stage], completed=done, total=total, rate=rate)
 
                 summary = run_train(cfg, progress=progress)
@@ -87,13 +99,38 @@ def train(
     for w in summary.warnings:
         err.print(f"[yellow]toktok: warning:[/] {w}", highlight=False)
     t = Table(title=f"toktok: wrote {summary.out}", show_header=False, box=None)
-    t.add_row("vocabulary", f"{summary.vocab_size:,} tokens")
+    t.add_row("vocabulary", f"{summary.vocab_size:,} tokens" + (f" ({summary.tiktoken.name})" if summary.tiktoken and summary.tiktoken.name != "tokenizer.tiktoken" else ""))
+    if summary.warm_start:
+        ws = summary.warm_start
+        t.add_row("warm start", f"{ws['file']}: {ws['ids']:,} ids kept ({len(ws['specials'])} special tokens)")
     t.add_row("merges", f"{summary.merges_learned:,} learned of {summary.merges_requested:,}"
               + (f" ({summary.reused_merges} reused existing tokens)" if summary.reused_merges else ""))
+    if len(summary.phases) > 1:
+        for ph in summary.phases:
+            t.add_row(f"  {ph.name}", f"{ph.merges_learned:,} of {ph.merges_requested:,} merges (ids from {ph.first_id:,}), "
+                      f"{ph.docs:,} documents, {ph.text_bytes / 1e6:,.1f} MB, {ph.words:,} unique words")
     t.add_row("corpus", f"{summary.docs:,} documents, {summary.text_bytes / 1e6:,.1f} MB, {summary.words:,} unique words")
     t.add_row("time", ", ".join(f"{k} {v:.2f}s" for k, v in summary.seconds.items()))
     t.add_row("parity", f"ok: tiktoken == HF tokenizers on {summary.parity_strings:,} strings")
     out.print(t)
+
+
+@app.command("convert")
+def convert_cmd(
+    src: str = typer.Argument(..., help="A tokenizer.json (byte-level BPE) or a .tiktoken file (or a folder holding one)"),
+    dst: str = typer.Argument(..., help="tokenizer.json -> a .tiktoken path (or folder); .tiktoken -> a folder for the Hugging Face files"),
+    debug: bool = typer.Option(False, "--debug"),
+) -> None:
+    """Convert a tokenizer.json to a .tiktoken (+ special tokens list) or back, keeping every id."""
+    try:
+        from .warmstart import convert
+
+        written = convert(src, dst)
+    except ToktokError as e:
+        _fail(e, debug)
+        return
+    for p in written:
+        out.print(f"toktok: wrote {p}", highlight=False)
 
 
 @app.command("verify")
@@ -120,6 +157,95 @@ def verify_cmd(
         _fail(e, debug)
         return
     out.print(f"toktok: parity ok: {rep.strings:,} strings, {rep.tokens:,} tokens, tiktoken == HF tokenizers")
+
+
+@app.command("sql")
+def sql_cmd(
+    run: str = typer.Argument(..., help="A toktok output folder or its run.duckdb"),
+    query: str = typer.Argument(..., help="SQL, a .sql file, a ready query's name (sql/NAME.sql) or a table/view name"),
+    csv: bool = typer.Option(False, "--csv", help="Print CSV (all rows) instead of a table"),
+    parquet: Optional[str] = typer.Option(None, "--parquet", help="Write the result (all rows) to this Parquet file"),
+    limit: int = typer.Option(40, "--limit", help="Rows shown in the terminal table"),
+    debug: bool = typer.Option(False, "--debug"),
+) -> None:
+    """Run SQL on a run file (read-only) and print the result; tables and views are in the README."""
+    try:
+        from .insight import query as run_query
+        from .report import arrow_table, write_csv, write_parquet
+
+        table = run_query(run, query)
+        if parquet:
+            write_parquet(table, parquet)
+        if csv:
+            write_csv(table, sys.stdout)
+        elif not parquet:
+            out.print(arrow_table(table, limit=limit))
+        else:
+            err.print(f"toktok: wrote {table.num_rows:,} rows to {parquet}")
+    except ToktokError as e:
+        _fail(e, debug)
+
+
+@app.command("eval", context_settings={"ignore_unknown_options": True})
+def eval_cmd(
+    items: List[str] = typer.Argument(..., metavar="TOKENIZER... --data SOURCE...",
+                                      help="Tokenizers (toktok output folders, .tiktoken files, tokenizer.json files), then --data and Parquet/JSONL/text files, folders or globs"),
+    by: Optional[str] = typer.Option(None, "--by", help="Also compare per value of this column (e.g. lang, source); 'file' = per data file"),
+    text_column: str = typer.Option("text", "--text-column", help="Parquet column / JSONL field with the text"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (for machines) instead of a table"),
+    debug: bool = typer.Option(False, "--debug"),
+) -> None:
+    """Compare tokenizers on text: bytes per token, tokens per word, vocabulary utilization."""
+    try:
+        import json
+
+        from .errors import ConfigError
+        from .evaluate import WORD_UNIT, evaluate
+        from .report import eval_table
+
+        toks, data, target = [], [], None
+        for it in items:
+            if it in ("--data", "-d"):
+                target = data
+            elif it.startswith("--data="):
+                target = data
+                data.append(it.split("=", 1)[1])
+            elif it.startswith("-") and len(it) > 1:
+                raise ConfigError(f"{it}: no such option of toktok eval (see toktok eval --help)")
+            else:
+                (toks if target is None else data).append(it)
+        if not data:
+            raise ConfigError("no data given; put --data and the files to evaluate on after the tokenizers")
+        rows = evaluate(toks, data, by=by, text_column=text_column)
+        if as_json:
+            print(json.dumps({"words": WORD_UNIT, "by": by, "data": data, "tokenizers": toks, "rows": rows},
+                             indent=1, ensure_ascii=False))
+        else:
+            out.print(eval_table(rows, WORD_UNIT))
+    except ToktokError as e:
+        _fail(e, debug)
+
+
+@app.command("show")
+def show_cmd(
+    run: str = typer.Argument(..., help="A toktok output folder or its run.duckdb"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the summary"),
+    debug: bool = typer.Option(False, "--debug"),
+) -> None:
+    """One-screen summary of a run: config, inputs, sample, phases, vocab, parity, timings."""
+    try:
+        import json
+
+        from .insight import describe
+        from .report import run_summary
+
+        d = describe(run)
+        if as_json:
+            print(json.dumps(d, indent=1, ensure_ascii=False, default=str))
+        else:
+            out.print(run_summary(d))
+    except ToktokError as e:
+        _fail(e, debug)
 
 
 def main() -> None:  # pragma: no cover

@@ -1,12 +1,38 @@
-"""Run configuration: what to train on, how many merges, where to write, within what memory.
+"""Run configuration: what to train on, in which phases, from which base, where to write.
 
-Owns validation of user-facing options; every problem is a ``ConfigError`` naming the option.
+Owns validation of user-facing options and the YAML config file (``toktok train --config
+run.yaml``); every problem is a ``ConfigError`` naming the option, or the file and the key's
+location (``run.yaml: phases[1].sources[0]: unknown key 'paht'``).
+
+The config file takes toktoktok's schema unchanged plus toktok's own keys::
+
+    output: out/tok/tok.tiktoken     # the .tiktoken file; the other outputs go beside it
+    working_set_mb: 2048             # DuckDB memory limit (MiB)
+    threads: 0                       # 0 = all cores
+    verbose: true                    # false = no progress bars
+    special_tokens: ["<|endoftext|>"]
+    warm_start: {file: base.tiktoken}   # or a tokenizer.json
+    phases:
+      - name: general
+        merges: 1000
+        sources:
+          - path: data/                  # file, folder or glob
+          - file: notes.txt              # one file
+            weight: 2                    # toktok: share of the budget
+            text_column: body            # toktok: Parquet column / JSONL field
+        budget: 50MB                     # toktok: text to read in this phase
+    # toktok's own top-level keys: seed, text_column, budget, hardcoded, bad_utf8
+
+Relative paths are taken as they are, i.e. against the current directory.
 Example: ``parse_size("512MB") == 512 * 1000**2``.
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
 
 from .errors import ConfigError
 
@@ -16,6 +42,11 @@ _UNITS = {
     "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4,
     "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
 }
+
+#: File names toktok writes beside the .tiktoken file; ``output`` may not take one of them.
+RESERVED_NAMES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "run.duckdb")
+DEFAULT_TIKTOKEN_NAME = "tokenizer.tiktoken"
+MAIN_PHASE = "main"
 
 
 def parse_size(text: str | int) -> int:
@@ -29,29 +60,82 @@ def parse_size(text: str | int) -> int:
 
 
 @dataclass
-class TrainConfig:
-    """Everything ``toktok train`` needs. Example: ``TrainConfig(["data/"], "out/x", merges=1000)``."""
+class SourceConfig:
+    """One source of a phase: a file, folder or glob (``kind`` "path"), or one file (``kind`` "file").
 
-    sources: list[str]
-    out: str
+    ``weight`` is the source's share of the phase's budget (default 1); ``text_column`` overrides
+    the run's. Example: ``SourceConfig("data/", weight=2)``.
+    """
+
+    path: str
+    weight: float | None = None
+    text_column: str | None = None
+    kind: str = "path"
+
+
+@dataclass
+class PhaseConfig:
+    """One training phase: its sources and how many new tokens it learns.
+
+    ``budget`` (bytes of text, human units) overrides the run's. Example:
+    ``PhaseConfig("code", 500, [SourceConfig("code/")])``.
+    """
+
+    name: str
+    merges: int
+    sources: list[SourceConfig]
+    budget: str | int | None = None
+
+
+@dataclass
+class TrainConfig:
+    """Everything ``toktok train`` needs. Example: ``TrainConfig(["data/"], "out/x", merges=1000)``.
+
+    A run without ``phases`` is one phase named "main" over ``sources`` with ``merges``.
+    ``hardcoded`` None means: the hardcoded tokens from scratch, none on a warm start.
+    ``out`` is the output folder; the .tiktoken file in it is named ``tiktoken_name``.
+    """
+
+    sources: list[str] = field(default_factory=list)
+    out: str = ""
     merges: int = 30000
     special_tokens: list[str] = field(default_factory=list)
     text_column: str = "text"
     bad_utf8: str = "error"
-    hardcoded: bool = True
+    hardcoded: bool | None = None
     force: bool = False
     memory_limit: str = "2GB"
     threads: int = 0
     seed: int = 0
     verify_slices: int = 200
+    phases: list[PhaseConfig] = field(default_factory=list)
+    warm_start: str | None = None
+    tiktoken_name: str = DEFAULT_TIKTOKEN_NAME
+    budget: str | int | None = None
+    verbose: bool | None = None
+    config_file: str | None = None
+
+    def phase_list(self) -> list[PhaseConfig]:
+        """The phases to run, in order (the single "main" phase when none are configured)."""
+        if self.phases:
+            return self.phases
+        return [PhaseConfig(MAIN_PHASE, self.merges, [SourceConfig(s) for s in self.sources])]
+
+    def use_hardcoded(self) -> bool:
+        """Whether the hardcoded tokens are added: yes from scratch, no on a warm start, unless set."""
+        return self.hardcoded if self.hardcoded is not None else self.warm_start is None
 
     def validate(self) -> None:
-        if not self.sources:
+        if not self.phases and not self.sources:
             raise ConfigError("no sources given; pass files, folders or globs to train on")
+        if self.phases and self.sources:
+            raise ConfigError("sources given both in the config's phases and on the command line; use one")
         if isinstance(self.merges, bool) or not isinstance(self.merges, int):
             raise ConfigError(f"--merges {self.merges!r} is not a whole number")
         if self.merges < 0:
             raise ConfigError(f"--merges {self.merges} is negative; pass 0 or more")
+        if not self.out:
+            raise ConfigError("no output given; pass --out DIR (or output: in the config)")
         if self.bad_utf8 not in ("error", "replace", "skip"):
             raise ConfigError(f"--bad-utf8 {self.bad_utf8!r}: use error, replace or skip")
         seen = set()
@@ -62,6 +146,319 @@ class TrainConfig:
                 raise ConfigError(f"--special-token {s!r} is given twice")
             seen.add(s)
         parse_size(self.memory_limit)
+        _check_tiktoken_name(self.tiktoken_name, "--out")
+        names = set()
+        for k, ph in enumerate(self.phase_list()):
+            where = f"phases[{k}]"
+            if not ph.name or not isinstance(ph.name, str):
+                raise ConfigError(f"{where}.name: give the phase a name")
+            if ph.name in names:
+                raise ConfigError(f"{where}.name: phase {ph.name!r} is named twice; names must differ")
+            names.add(ph.name)
+            if isinstance(ph.merges, bool) or not isinstance(ph.merges, int) or ph.merges < 0:
+                raise ConfigError(f"{where}.merges: {ph.merges!r} is not a whole number >= 0")
+            if not ph.sources:
+                raise ConfigError(f"{where}.sources: the phase has no sources")
+            budget = self.phase_budget(ph)
+            for j, src in enumerate(ph.sources):
+                if src.weight is not None and budget is None:
+                    raise ConfigError(
+                        f"{where}.sources[{j}].weight: weights share a budget; set budget "
+                        "(at the top or in the phase), e.g. budget: 100MB"
+                    )
+        if self.budget is not None and parse_size(self.budget) <= 0:
+            raise ConfigError(f"budget {self.budget!r} must be more than 0 bytes")
+
+    def phase_budget(self, phase: PhaseConfig) -> int | None:
+        """Bytes of text to read in ``phase`` (its own budget, else the run's), None = everything."""
+        b = phase.budget if phase.budget is not None else self.budget
+        return None if b is None else parse_size(b)
+
+    def tiktoken_path(self) -> Path:
+        return Path(self.out) / self.tiktoken_name
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def _check_tiktoken_name(name: str, where: str) -> None:
+    if not name or "/" in name or os.sep in name or name in (".", ".."):
+        raise ConfigError(f"{where}: {name!r} is not a file name for the .tiktoken file")
+    if name in RESERVED_NAMES:
+        raise ConfigError(f"{where}: {name!r} is a file toktok writes beside the .tiktoken file; name it e.g. tok.tiktoken")
+
+
+# ---------------------------------------------------------------------------------------------
+# The YAML config file
+# ---------------------------------------------------------------------------------------------
+
+_TOP_KEYS = {
+    # toktoktok's
+    "output", "working_set_mb", "threads", "verbose", "special_tokens", "warm_start", "phases",
+    # toktok's own
+    "seed", "text_column", "budget", "hardcoded", "bad_utf8",
+}
+_PHASE_KEYS = {"name", "merges", "sources", "budget"}
+_SOURCE_KEYS = {"path", "file", "weight", "text_column"}
+_WARM_KEYS = {"file"}
+
+
+class _Doc:
+    """Typed access to one mapping of the config, naming ``file: location`` in every error."""
+
+    def __init__(self, file: str, where: str, value: Any, allowed: set[str]):
+        self.file = file
+        self.where = where
+        if not isinstance(value, dict):
+            raise self.error(f"expected a mapping of keys, got {_kind(value)}")
+        for k in value:
+            if not isinstance(k, str):
+                raise self.error(f"key {k!r} is not a name")
+            if k not in allowed:
+                raise self.error(f"unknown key {k!r} (known: {', '.join(sorted(allowed))})")
+        self.value = value
+
+    def error(self, msg: str, key: str | None = None) -> ConfigError:
+        loc = self.where + (("." if self.where else "") + key if key else "")
+        return ConfigError(f"{self.file}: {loc}: {msg}" if loc else f"{self.file}: {msg}")
+
+    def has(self, key: str) -> bool:
+        return key in self.value and self.value[key] is not None
+
+    def raw(self, key: str) -> Any:
+        return self.value.get(key)
+
+    def str(self, key: str) -> str | None:
+        v = self.value.get(key)
+        if v is None:
+            return None
+        if not isinstance(v, str) or not v:
+            raise self.error(f"expected a non-empty string, got {_kind(v)}", key)
+        return v
+
+    def int(self, key: str, minimum: int = 0) -> int | None:
+        v = self.value.get(key)
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise self.error(f"expected a whole number, got {_kind(v)}", key)
+        if v < minimum:
+            raise self.error(f"{v} is less than {minimum}", key)
+        return v
+
+    def number(self, key: str) -> float | None:
+        v = self.value.get(key)
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 or v != v or v == float("inf"):
+            raise self.error(f"expected a number > 0, got {_kind(v)}", key)
+        return float(v)
+
+    def bool(self, key: str) -> bool | None:
+        v = self.value.get(key)
+        if v is None:
+            return None
+        if not isinstance(v, bool):
+            raise self.error(f"expected true or false, got {_kind(v)}", key)
+        return v
+
+    def size(self, key: str) -> str | int | None:
+        v = self.value.get(key)
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (str, int)):
+            raise self.error(f"expected a size such as 100MB, got {_kind(v)}", key)
+        try:
+            n = parse_size(v)
+        except ConfigError:
+            raise self.error(f"size {v!r} is not understood; use e.g. 512MB, 8GB or 2GiB", key) from None
+        if n <= 0:
+            raise self.error(f"size {v!r} must be more than 0 bytes", key)
+        return v
+
+    def list(self, key: str) -> list | None:
+        v = self.value.get(key)
+        if v is None:
+            return None
+        if not isinstance(v, list):
+            raise self.error(f"expected a list, got {_kind(v)}", key)
+        return v
+
+
+def _kind(v: Any) -> str:
+    if v is None:
+        return "nothing"
+    if isinstance(v, (dict, list)):
+        return "a mapping" if isinstance(v, dict) else "a list"
+    return f"{type(v).__name__} {v!r}"
+
+
+def _yaml_load(path: Path) -> Any:
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader, node, deep=False):
+        seen: set = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is given twice", key_node.start_mark)
+            seen.add(key)
+        return loader.construct_mapping(node, deep=deep)
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file; check the path") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read the config ({getattr(e, 'strerror', None) or e})") from None
+    try:
+        return yaml.load(text, Loader=Loader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{where}: not valid YAML ({problem})") from None
+
+
+def load_config(path: str | os.PathLike) -> TrainConfig:
+    """A ``TrainConfig`` from a YAML config file (schema in the module docstring).
+
+    Unknown keys and wrong types are ``ConfigError``s naming the key's location. The result has
+    ``out`` = the folder of ``output`` and ``tiktoken_name`` = its file name.
+    Example: ``load_config("examples/phases.yaml").phase_list()[0].name == "english"``.
+    """
+    p = Path(path)
+    name = str(path)
+    doc = _yaml_load(p)
+    if doc is None:
+        raise ConfigError(f"{name}: the config is empty; it needs at least output and phases")
+    top = _Doc(name, "", doc, _TOP_KEYS)
+    cfg = TrainConfig(config_file=name)
+
+    output = top.str("output")
+    if output is not None:
+        cfg.out, cfg.tiktoken_name = _split_output(output, top)
+    if (mb := top.number("working_set_mb")) is not None:
+        cfg.memory_limit = f"{int(mb)}MiB"
+        if int(mb) < 1:
+            raise top.error(f"{mb} is less than 1 MiB", "working_set_mb")
+    if (v := top.int("threads")) is not None:
+        cfg.threads = v
+    cfg.verbose = top.bool("verbose")
+    if (v := top.int("seed")) is not None:
+        cfg.seed = v
+    if (v := top.str("text_column")) is not None:
+        cfg.text_column = v
+    if (v := top.str("bad_utf8")) is not None:
+        if v not in ("error", "replace", "skip"):
+            raise top.error(f"{v!r}: use error, replace or skip", "bad_utf8")
+        cfg.bad_utf8 = v
+    cfg.budget = top.size("budget")
+    cfg.hardcoded = top.bool("hardcoded")
+
+    specials = top.list("special_tokens") or []
+    for k, s in enumerate(specials):
+        if not isinstance(s, str) or not s:
+            raise top.error(f"expected the token's text, got {_kind(s)}", f"special_tokens[{k}]")
+        if s in specials[:k]:
+            raise top.error(f"{s!r} is given twice", f"special_tokens[{k}]")
+    cfg.special_tokens = list(specials)
+
+    if top.has("warm_start"):
+        ws = _Doc(name, "warm_start", top.raw("warm_start"), _WARM_KEYS)
+        file = ws.str("file")
+        if file is None:
+            raise ws.error("needs file: the .tiktoken or tokenizer.json to start from")
+        cfg.warm_start = file
+
+    phases = top.list("phases")
+    if not phases:
+        raise top.error("needs at least one phase (name, merges, sources)", "phases")
+    names: dict[str, int] = {}
+    for k, raw in enumerate(phases):
+        ph = _Doc(name, f"phases[{k}]", raw, _PHASE_KEYS)
+        pname = ph.str("name") or f"phase{k + 1}"
+        if pname in names:
+            raise ph.error(f"phase {pname!r} is also phases[{names[pname]}]; names must differ", "name")
+        names[pname] = k
+        merges = ph.int("merges")
+        if merges is None:
+            raise ph.error("needs merges: the number of new tokens this phase learns")
+        srcs = ph.list("sources")
+        if not srcs:
+            raise ph.error("needs sources: a list of path: or file: entries")
+        sources = [_source(name, f"phases[{k}].sources[{j}]", s) for j, s in enumerate(srcs)]
+        cfg.phases.append(PhaseConfig(pname, merges, sources, ph.size("budget")))
+    return cfg
+
+
+def _split_output(output: str, doc: _Doc) -> tuple[str, str]:
+    """``output`` (the .tiktoken path) as (folder, file name); the folder must be a folder of its own."""
+    if output.endswith(("/", os.sep)) or os.path.isdir(output):
+        raise doc.error(f"{output!r} is a folder; give the path of the .tiktoken file, e.g. out/tok/tok.tiktoken", "output")
+    p = Path(output)
+    folder = p.parent
+    here = Path.cwd().resolve()
+    if folder.resolve() == here or folder.resolve() in here.parents:
+        raise doc.error(
+            f"{output!r} would make {str(folder) if str(folder) != '.' else 'the current folder'} the output "
+            "folder; toktok writes (and with --force replaces) a folder of its own, e.g. out/tok/tok.tiktoken",
+            "output",
+        )
+    try:
+        _check_tiktoken_name(p.name, "output")
+    except ConfigError as e:
+        raise doc.error(str(e).split(": ", 1)[1], "output") from None
+    return str(folder), p.name
+
+
+def _source(file: str, where: str, raw: Any) -> SourceConfig:
+    if isinstance(raw, str) and raw:
+        return SourceConfig(raw)
+    src = _Doc(file, where, raw, _SOURCE_KEYS)
+    path, one = src.str("path"), src.str("file")
+    if (path is None) == (one is None):
+        raise src.error("give exactly one of path: (file, folder or glob) or file:")
+    if one is not None and os.path.isdir(one):
+        raise src.error(f"{one!r} is a folder; use path: for folders and globs", "file")
+    return SourceConfig(path or one, src.number("weight"), src.str("text_column"), "path" if path else "file")
+
+
+def build_config(config: str | None, sources: list[str], overrides: dict[str, Any]) -> TrainConfig:
+    """The run's ``TrainConfig``: the config file (if any), then command-line values on top.
+
+    ``overrides`` holds only the options given on the command line (``out``, ``merges``,
+    ``special_tokens``, ``text_column``, ``bad_utf8``, ``hardcoded``, ``force``, ``memory_limit``,
+    ``threads``, ``seed``, ``warm_start``, ``budget``, ``verbose``). ``--out`` replaces the
+    output folder (the .tiktoken keeps the config's file name); ``--merges`` sets the merges of a
+    one-phase config. Example: ``build_config(None, ["data/"], {"out": "o", "merges": 10})``.
+    """
+    if config is None:
+        cfg = TrainConfig(sources=list(sources))
+    else:
+        if sources:
+            raise ConfigError("sources given both in --config and on the command line; put them in the config's phases")
+        cfg = load_config(config)
+    ov = dict(overrides)
+    if "merges" in ov:
+        n = ov.pop("merges")
+        if config is not None:
+            if len(cfg.phases) != 1:
+                raise ConfigError(f"--merges: {config} has {len(cfg.phases)} phases; set merges per phase in the config")
+            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                raise ConfigError(f"--merges {n!r} is not a whole number >= 0")
+            cfg.phases[0].merges = n
+        else:
+            cfg.merges = n
+    for key, value in ov.items():
+        if not hasattr(cfg, key):
+            raise ConfigError(f"unknown option {key!r}")
+        setattr(cfg, key, value)
+    if config is not None and not cfg.out:
+        raise ConfigError(f"{config}: output: missing; give the path of the .tiktoken file (or pass --out)")
+    return cfg

@@ -30,3 +30,7 @@ class OutputError(ToktokError):
 
 class ParityError(ToktokError):
     """tiktoken and Hugging Face tokenizers disagree on an id, or a decode does not round-trip."""
+
+
+class QueryError(ToktokError):
+    """A query on a run file failed: names the query (file) and gives DuckDB's message."""

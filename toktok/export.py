@@ -26,6 +26,8 @@ TIKTOKEN_FILE = "tokenizer.tiktoken"
 HF_FILE = "tokenizer.json"
 HF_CONFIG_FILE = "tokenizer_config.json"
 HF_SPECIAL_MAP_FILE = "special_tokens_map.json"
+#: Suffix of the special-token list beside a .tiktoken file (``toktok convert`` writes it).
+SPECIALS_SUFFIX = ".special_tokens.json"
 
 #: What transformers writes for "no limit" (``int(1e30)``); keeps long-input warnings away.
 MODEL_MAX_LENGTH = 1000000000000000019884624838656
@@ -110,11 +112,13 @@ def tiktoken_text(vocab: Vocab) -> bytes:
 
     Example: ``tiktoken_text(Vocab.base(hardcoded=False)).splitlines()[65] == b"QQ== 65"``.
     """
-    return b"".join(base64.b64encode(t) + b" %d\n" % i for i, t in enumerate(vocab.tokens))
+    pinned = vocab.pinned
+    return b"".join(base64.b64encode(t) + b" %d\n" % i for i, t in enumerate(vocab.tokens) if i not in pinned)
 
 
 def write_tiktoken(vocab: Vocab, path: str | os.PathLike) -> Path:
-    """Write ``vocab`` ranks as a standard tiktoken file at ``path`` (special tokens are not stored).
+    """Write ``vocab`` ranks as a standard tiktoken file at ``path`` (special tokens are not stored;
+    the ids of pinned specials are left out of the ranks).
 
     Returns the path. Example: ``write_tiktoken(Vocab.base(), "out/tokenizer.tiktoken")``.
     """
@@ -123,15 +127,19 @@ def write_tiktoken(vocab: Vocab, path: str | os.PathLike) -> Path:
     return path
 
 
-def all_split_merges(tokens: list[bytes]) -> list[tuple[int, int]]:
+def all_split_merges(tokens: list[bytes], skip: "set[int] | dict[int, str] | None" = None) -> list[tuple[int, int]]:
     """Every (left id, right id) whose concatenation is a token, ordered by (token, left, right) rank.
 
+    Ids in ``skip`` (pinned special tokens' placeholders) are neither split nor parts.
     Costs one pair of dict lookups per split point, i.e. O(sum of token lengths).
     Example: ``all_split_merges([b"a", b"b", b"ab"]) == [(0, 1)]``.
     """
-    get = {t: i for i, t in enumerate(tokens)}.get
+    skip = skip or ()
+    get = {t: i for i, t in enumerate(tokens) if i not in skip}.get
     out: list[tuple[int, int]] = []
-    for tok in tokens:  # id order = rank order of the merged token
+    for n_id, tok in enumerate(tokens):  # id order = rank order of the merged token
+        if n_id in skip:
+            continue
         splits = [
             (left, right)
             for k in range(1, len(tok))
@@ -167,12 +175,11 @@ def hf_tokenizer_json(vocab: Vocab) -> bytes:
     Example: ``json.loads(hf_tokenizer_json(Vocab.base()))["model"]["type"] == "BPE"``.
     """
     # Phase 1: the small parts, laid out by json with a fixed key order.
-    n = len(vocab.tokens)
     skeleton = {
         "version": "1.0",
         "truncation": None,
         "padding": None,
-        "added_tokens": [_added_token(s, n + k) for k, s in enumerate(vocab.specials)],
+        "added_tokens": [_added_token(s, i) for s, i in vocab.special_ids().items()],
         "normalizer": None,
         "pre_tokenizer": {
             "type": "Sequence",
@@ -201,9 +208,11 @@ def hf_tokenizer_json(vocab: Vocab) -> bytes:
 
     # Phase 2: vocab and merges, one entry per line; json's indent mode is pure Python and far
     # too slow for a million merges, so these lines are assembled by hand (strings still escaped by json).
-    names = [_quote(token_to_bytelevel(t)) for t in vocab.tokens]
+    # A pinned special sits in the model's vocab under its own text (as HF's BpeTrainer puts
+    # its specials), so that HF keeps its id; no merge makes or uses it.
+    names = [_quote(vocab.pinned[i] if i in vocab.pinned else token_to_bytelevel(t)) for i, t in enumerate(vocab.tokens)]
     vocab_body = ",\n".join(f"      {s}: {i}" for i, s in enumerate(names))
-    merges_body = ",\n".join(f"      [{names[a]}, {names[b]}]" for a, b in all_split_merges(vocab.tokens))
+    merges_body = ",\n".join(f"      [{names[a]}, {names[b]}]" for a, b in all_split_merges(vocab.tokens, vocab.pinned))
     vocab_text = "{\n" + vocab_body + "\n    }" if names else "{}"
     merges_text = "[\n" + merges_body + "\n    ]" if merges_body else "[]"
 
@@ -220,18 +229,18 @@ def hf_config_files(vocab: Vocab) -> tuple[bytes, bytes]:
 
     Example: ``json.loads(hf_config_files(v)[0])["tokenizer_class"] == "PreTrainedTokenizerFast"``.
     """
-    n = len(vocab.tokens)
     decoder = {}
-    for k, s in enumerate(vocab.specials):
-        entry = _added_token(s, n + k)
+    for s, i in vocab.special_ids().items():
+        entry = _added_token(s, i)
         del entry["id"]
-        decoder[str(n + k)] = entry
+        decoder[str(i)] = entry
     config: dict = {"added_tokens_decoder": decoder}
     special_map: dict = {}
-    if vocab.specials:
-        config["additional_special_tokens"] = list(vocab.specials)
-        special_map["additional_special_tokens"] = list(vocab.specials)
-    if EOS_TOKEN in vocab.specials:
+    specials = vocab.all_specials()
+    if specials:
+        config["additional_special_tokens"] = specials
+        special_map["additional_special_tokens"] = specials
+    if EOS_TOKEN in specials:
         config["eos_token"] = EOS_TOKEN
         special_map["eos_token"] = EOS_TOKEN
     config.update(
@@ -270,12 +279,11 @@ def write_hf(vocab: Vocab, out_dir: str | os.PathLike) -> Path:
 # ---------------------------------------------------------------------------------------------
 
 
-def read_tiktoken(path: str | os.PathLike) -> list[bytes]:
-    """Token bytes by rank from a ``.tiktoken`` file; lines may be in any order, ranks must be 0..N-1.
+def read_tiktoken_ranks(path: str | os.PathLike) -> tuple[dict[int, bytes], dict[int, int]]:
+    """``({rank: token bytes}, {rank: line number})`` of a ``.tiktoken`` file; ranks may have gaps.
 
     Blank lines are skipped (as tiktoken does). Raises VocabError naming the file and line on a
-    malformed line, an empty token, a repeated rank or token, or a missing rank.
-    Example: ``read_tiktoken("out/demo/tokenizer.tiktoken")[65] == b"A"``.
+    malformed line, an empty token, or a repeated rank or token.
     """
     path = Path(path)
     try:
@@ -314,20 +322,91 @@ def read_tiktoken(path: str | os.PathLike) -> list[bytes]:
 
     if not by_rank:
         raise VocabError(f"{path}: no tokens; expected lines of 'base64 rank'")
-    n = len(by_rank)
-    if max(by_rank) != n - 1:
-        missing = next(r for r in range(n) if r not in by_rank)
+    return by_rank, rank_line
+
+
+def tokens_by_id(
+    path: str | os.PathLike, by_rank: dict[int, bytes], rank_line: dict[int, int], specials: dict[str, int]
+) -> list[bytes | None]:
+    """Token bytes by id, ``None`` at the ids of special tokens inside the rank range.
+
+    Every id up to the largest rank must be a rank or a special; a special must not take a
+    rank's id. Raises VocabError naming the file and line otherwise.
+    """
+    path = Path(path)
+    n = max(by_rank) + 1
+    special_at = {i: s for s, i in specials.items()}
+    for s, i in specials.items():
+        if i in by_rank:
+            raise VocabError(
+                f"{path}:{rank_line[i]}: special token {s!r} has id {i}, inside the {n} ranks where "
+                f"that id is the token {by_rank[i]!r}; give it an id no rank has"
+            )
+    if len(by_rank) + sum(1 for i in special_at if i < n) != n:
+        missing = next(r for r in range(n) if r not in by_rank and r not in special_at)
         above = min(r for r in by_rank if r > missing)
         raise VocabError(
             f"{path}:{rank_line[above]}: rank {missing} is missing (this line has rank {above}); "
-            f"ranks must be 0..N-1"
+            f"ranks must be 0..N-1 except the ids of special tokens"
         )
-    return [by_rank[r] for r in range(n)]
+    return [by_rank.get(i) for i in range(n)]
+
+
+def read_tiktoken(path: str | os.PathLike) -> list[bytes]:
+    """Token bytes by rank from a ``.tiktoken`` file; lines may be in any order, ranks must be 0..N-1.
+
+    Blank lines are skipped (as tiktoken does). Raises VocabError naming the file and line on a
+    malformed line, an empty token, a repeated rank or token, or a missing rank.
+    Example: ``read_tiktoken("out/demo/tokenizer.tiktoken")[65] == b"A"``.
+    """
+    by_rank, rank_line = read_tiktoken_ranks(path)
+    return tokens_by_id(path, by_rank, rank_line, {})  # type: ignore[return-value]
+
+
+def special_tokens_file(tiktoken_path: str | os.PathLike) -> Path:
+    """The special-token list beside a ``.tiktoken`` file: ``x.tiktoken`` -> ``x.special_tokens.json``
+    (a JSON object ``{token: id}``), as ``toktok convert`` writes it."""
+    p = Path(tiktoken_path)
+    return p.with_name(p.stem + SPECIALS_SUFFIX)
+
+
+def read_special_tokens_file(path: str | os.PathLike) -> dict[str, int]:
+    """``{token: id}`` from a special-token list (see ``special_tokens_file``)."""
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_bytes())
+    except OSError as e:
+        raise VocabError(f"{p}: cannot read ({e.strerror or e})") from None
+    except ValueError as e:
+        raise VocabError(f"{p}: not valid JSON ({e})") from None
+    if not isinstance(doc, dict) or not all(
+        isinstance(k, str) and k and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in doc.items()
+    ):
+        raise VocabError(f'{p}: expected a JSON object of special tokens and their ids, e.g. {{"<|endoftext|>": 1000}}')
+    if len(set(doc.values())) != len(doc):
+        raise VocabError(f"{p}: two special tokens share an id")
+    return dict(doc)
+
+
+def find_tiktoken(folder: str | os.PathLike) -> Path:
+    """The ``.tiktoken`` file of an output folder: ``tokenizer.tiktoken``, else the only ``*.tiktoken``.
+
+    Raises VocabError when there is none or several.
+    """
+    folder = Path(folder)
+    if (folder / TIKTOKEN_FILE).is_file():
+        return folder / TIKTOKEN_FILE
+    found = sorted(p for p in folder.glob("*.tiktoken") if p.is_file())
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise VocabError(f"{folder}: no .tiktoken file here; pass a toktok output folder or a .tiktoken file")
+    raise VocabError(f"{folder}: several .tiktoken files ({', '.join(p.name for p in found)}); pass one of them")
 
 
 def _folder_and_tiktoken(path: Path) -> tuple[Path, Path]:
     if path.is_dir():
-        return path, path / TIKTOKEN_FILE
+        return path, find_tiktoken(path)
     return path.parent, path
 
 
@@ -346,13 +425,24 @@ def read_hf_specials(tokenizer_json: str | os.PathLike) -> dict[str, int]:
         raise VocabError(f"{p}: cannot read added_tokens ({e})") from None
 
 
+def specials_beside(tt_path: Path) -> dict[str, int]:
+    """Special tokens for a ``.tiktoken`` file: its ``.special_tokens.json`` list if present, else
+    the ``added_tokens`` of a ``tokenizer.json`` in the same folder, else none."""
+    side = special_tokens_file(tt_path)
+    if side.is_file():
+        return read_special_tokens_file(side)
+    return read_hf_specials(tt_path.parent / HF_FILE)
+
+
 def load_encoding(
     path: str | os.PathLike, special_tokens: dict[str, int] | None = None
 ) -> "tiktoken.Encoding":
-    """A ``tiktoken.Encoding`` for a folder holding ``tokenizer.tiktoken`` or for a ``.tiktoken`` file.
+    """A ``tiktoken.Encoding`` for an output folder (its ``.tiktoken`` file: ``tokenizer.tiktoken``
+    or the only ``*.tiktoken``) or for a ``.tiktoken`` file.
 
-    Special tokens come from ``special_tokens`` if given, else from ``tokenizer.json``'s
-    ``added_tokens`` in the same folder (none if that file is absent).
+    Special tokens come from ``special_tokens`` if given, else from the file's
+    ``.special_tokens.json`` list, else from ``tokenizer.json``'s ``added_tokens`` in the same
+    folder (none if neither is there).
     Example: ``load_encoding("out/demo").encode("hi<|endoftext|>", allowed_special="all")``.
     """
     return _load_encoding_and_tokens(path, special_tokens)[0]
@@ -360,23 +450,21 @@ def load_encoding(
 
 def _load_encoding_and_tokens(
     path: str | os.PathLike, special_tokens: dict[str, int] | None = None
-) -> tuple["tiktoken.Encoding", list[bytes]]:
-    """``load_encoding`` plus the token bytes by rank (tiktoken keeps its table private)."""
+) -> tuple["tiktoken.Encoding", list[bytes | None]]:
+    """``load_encoding`` plus the token bytes by id (tiktoken keeps its table private); ids of
+    special tokens inside the rank range hold ``None``."""
     import tiktoken
 
     folder, tt_path = _folder_and_tiktoken(Path(path))
-    tokens = read_tiktoken(tt_path)
-    specials = dict(special_tokens) if special_tokens is not None else read_hf_specials(folder / HF_FILE)
-    n = len(tokens)
-    for s, i in specials.items():
-        if i < n:
-            raise VocabError(f"{folder / HF_FILE}: special token {s!r} has id {i}, inside the {n} ranks")
+    by_rank, rank_line = read_tiktoken_ranks(tt_path)
+    specials = dict(special_tokens) if special_tokens is not None else specials_beside(tt_path)
+    tokens = tokens_by_id(tt_path, by_rank, rank_line, specials)
     name = folder.name if tt_path.name == TIKTOKEN_FILE else tt_path.stem
     try:
         enc = tiktoken.Encoding(
             name=name or "toktok",
             pat_str=PATTERN,
-            mergeable_ranks={t: i for i, t in enumerate(tokens)},
+            mergeable_ranks={t: i for i, t in by_rank.items()},
             special_tokens=specials,
         )
         return enc, tokens

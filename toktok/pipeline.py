@@ -1,10 +1,13 @@
-"""The pipeline: read → pre-tokenize + count → merge → export → verify, one run end to end.
+"""The pipeline: read → pre-tokenize + count → merge (per phase) → export → verify, one run end to end.
 
 The only module besides the CLI that imports several stages. Reads the sources of a
-``TrainConfig``; writes into ``--out`` the tokenizer files (``tokenizer.tiktoken``,
+``TrainConfig``; writes into the output folder the tokenizer files (the ``.tiktoken`` file,
 ``tokenizer.json``, ``tokenizer_config.json``, ``special_tokens_map.json``) and ``run.duckdb``.
-Everything is built in a staging folder beside ``--out`` and renamed into place only after the
-parity check passed, so a failed run never leaves a half-written tokenizer.
+Phases run in order and share one merge history: phase k counts its own sources, segments those
+words with the vocabulary after phase k-1 and learns its own number of merges. The starting
+vocabulary is the bytes (+ hardcoded tokens) or a warm-start base whose ids are all kept.
+Everything is built in a staging folder beside the output folder and renamed into place only
+after the parity check passed, so a failed run never leaves a half-written tokenizer.
 Example: ``train(TrainConfig(["data_fixtures/"], "out/demo", merges=500))``.
 """
 from __future__ import annotations
@@ -26,20 +29,34 @@ import polars as pl
 import pyarrow as pa
 
 from . import __version__
-from .config import TrainConfig, parse_size
+from .config import PhaseConfig, SourceConfig, TrainConfig, parse_size
 from .errors import InputError, OutputError
 from .export import write_hf, write_tiktoken
 from .merge import MergeResult, learn_merges
 from .pretokenize import WordCounter
-from .read import read_corpus
+from .read import Corpus, read_corpus
 from .store import RunStore
 from .verify import verify
-from .vocab import PATTERN, Vocab
-
-PHASE = "main"
+from .vocab import PATTERN, Vocab, hardcoded_tokens
+from .warmstart import Base, add_tokens, load_base
 
 #: How a run reports progress: ``progress(stage, done, total)``; total may be None.
 Progress = Callable[[str, int, "int | None"], None]
+
+
+@dataclass
+class PhaseSummary:
+    """What one phase read and learned."""
+
+    name: str
+    merges_requested: int
+    merges_learned: int
+    reused_merges: int
+    words: int
+    docs: int
+    text_bytes: int
+    first_id: int  # id of the phase's first new token
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -57,6 +74,9 @@ class TrainSummary:
     seconds: dict[str, float] = field(default_factory=dict)
     parity_strings: int = 0
     warnings: list[str] = field(default_factory=list)
+    phases: list[PhaseSummary] = field(default_factory=list)
+    warm_start: dict | None = None
+    tiktoken: Path | None = None
 
 
 def _versions() -> dict[str, str]:
@@ -77,8 +97,15 @@ def _prepare_out(out: Path, force: bool) -> Path:
     """Check the output folder and make a fresh staging folder beside it."""
     if out.exists() and not out.is_dir():
         raise OutputError(f"{out}: exists and is not a folder; pass another --out")
-    if out.exists() and any(out.iterdir()) and not force:
-        raise OutputError(f"{out}: exists and is not empty; pass --force to replace it")
+    if out.exists() and any(out.iterdir()):
+        if not force:
+            raise OutputError(f"{out}: exists and is not empty; pass --force to replace it")
+        # --force replaces the folder as a whole: only ever a toktok output folder
+        here = Path.cwd().resolve()
+        if out.resolve() == here or out.resolve() in here.parents:
+            raise OutputError(f"{out}: is the current folder or holds it; toktok will not replace it, pick an output folder of its own")
+        if not (out / "run.duckdb").is_file():
+            raise OutputError(f"{out}: is not a toktok output folder (no run.duckdb); --force replaces only those, so pick another folder")
     parent = out.resolve().parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -148,21 +175,111 @@ def _merge_table(res: MergeResult, start: int) -> pa.Table:
     })
 
 
-def _vocab_table(vocab: Vocab, n_base: int, hardcoded: bool) -> pa.Table:
-    kinds = []
-    for i in range(len(vocab.tokens)):
-        if i < 256:
-            kinds.append("byte")
-        elif i < n_base:
-            kinds.append("hardcoded" if hardcoded else "base")
-        else:
-            kinds.append("merge")
-    ids = list(range(len(vocab.tokens))) + [len(vocab.tokens) + k for k in range(len(vocab.specials))]
+def _vocab_table(vocab: Vocab, kinds: list[str], phases: list[str | None]) -> pa.Table:
+    n = len(vocab.tokens)
+    ids = list(range(n)) + [n + k for k in range(len(vocab.specials))]
     toks = list(vocab.tokens) + [s.encode() for s in vocab.specials]
-    kinds += ["special"] * len(vocab.specials)
-    phases = [PHASE if k == "merge" else None for k in kinds]
+    kinds = kinds + ["special"] * len(vocab.specials)
+    phases = phases + [None] * len(vocab.specials)
     return pa.table({"id": pa.array(ids, pa.int32()), "token": pa.array(toks, pa.binary()),
                      "kind": pa.array(kinds), "phase": pa.array(phases, pa.string())})
+
+
+@dataclass
+class _Source:
+    """One source of a phase, resolved: its corpus and its share of the phase's budget (bytes)."""
+
+    spec: SourceConfig
+    corpus: Corpus
+    share: int | None
+
+
+def _resolve_phase(cfg: TrainConfig, phase: PhaseConfig) -> list[_Source]:
+    """Resolve every source of ``phase`` (fails on a bad path before any work) and share its budget."""
+    out = []
+    for src in phase.sources:
+        corpus = read_corpus([src.path], text_column=src.text_column or cfg.text_column, bad_utf8=cfg.bad_utf8)
+        out.append(_Source(src, corpus, None))
+    budget = cfg.phase_budget(phase)
+    if budget is not None:
+        total_w = sum(s.spec.weight or 1.0 for s in out)
+        for s in out:
+            s.share = int(budget * (s.spec.weight or 1.0) / total_w)
+    return out
+
+
+def _file_shares(src: _Source) -> list[int]:
+    """A budgeted source's share spread over its files by their size on disk, so that a sample
+    takes the start of every file rather than all of the first ones."""
+    sizes = [max(f.size, 1) for f in src.corpus.files]
+    total = sum(sizes)
+    return [int(src.share * z / total) for z in sizes]
+
+
+def _phase_batches(sources: list[_Source], used: dict[str, dict[str, int]]) -> Iterator[tuple[pl.Series, int]]:
+    """The documents of a phase, batch by batch, with the progress in bytes before the batch. An
+    unbudgeted source is read whole; a budgeted one takes, from each file, the first documents (in
+    file order) until that file's share of text bytes is reached (the document that crosses it is
+    kept whole). ``used[path]`` gets the documents and text bytes taken."""
+    done = 0
+    for src in sources:
+        c = src.corpus
+        if src.share is None:
+            for batch in c.batches():
+                yield batch.texts, done + sum(f.size for f in c.files if f.path < batch.path)
+            done += sum(f.size for f in c.files)
+            for path, st in c.stats.items():
+                u = used.setdefault(path, {"docs": 0, "bytes": 0})
+                u["docs"] += st.get("docs", 0)
+                u["bytes"] += st.get("bytes", 0)
+            continue
+        for f, share in zip(c.files, _file_shares(src)):
+            u = used.setdefault(f.path, {"docs": 0, "bytes": 0})
+            if share <= 0:
+                continue
+            taken = 0
+            one = Corpus([f], c.text_column, c.bad_utf8)
+            # small batches, so that a file's share is not overshot by much (a .txt file is
+            # read in chunks cut where the pre-tokenizer cuts anyway)
+            batches = one.batches(batch_bytes=int(min(32 << 20, max(1 << 12, share // 8))))
+            for batch in batches:
+                lens = batch.texts.str.len_bytes().fill_null(0).to_numpy()
+                before = taken + np.concatenate([[0], np.cumsum(lens)[:-1]])
+                k = int((before < share).sum())
+                if k:
+                    yield batch.texts.head(k), done
+                    got = int(lens[:k].sum())
+                    taken += got
+                    done += got
+                    if f.kind == "txt":  # a .txt file is one document however it is cut
+                        u["docs"] = 1
+                    else:
+                        u["docs"] += k
+                    u["bytes"] += got
+                if taken >= share:
+                    break
+            batches.close()
+
+
+def _phase_total(sources: list[_Source]) -> int:
+    return sum(
+        sum(f.size for f in s.corpus.files) if s.share is None else s.share for s in sources
+    )
+
+
+def _start_vocab(cfg: TrainConfig) -> tuple[Vocab, list[str], Base | None]:
+    """The starting vocabulary and each id's kind: the bytes (+ hardcoded tokens), or a warm-start
+    base (+ hardcoded tokens only when asked) whose ids are all kept."""
+    if cfg.warm_start is None:
+        vocab = Vocab.base(hardcoded=cfg.use_hardcoded())
+        kinds = ["byte"] * 256 + ["hardcoded"] * (len(vocab.tokens) - 256)
+        return vocab, kinds, None
+    base = load_base(cfg.warm_start)
+    vocab = Vocab(list(base.vocab.tokens), [], dict(base.vocab.pinned))
+    kinds = ["special" if i in vocab.pinned else "byte" if len(t) == 1 else "base" for i, t in enumerate(vocab.tokens)]
+    if cfg.use_hardcoded():
+        kinds += ["hardcoded"] * len(add_tokens(vocab, hardcoded_tokens()))
+    return vocab, kinds, base
 
 
 def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
@@ -174,14 +291,21 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
     cfg.validate()
     report = progress or (lambda stage, done, total: None)
     out = Path(cfg.out)
-    times: dict[str, float] = {}
+    phases = cfg.phase_list()
+    many = len(phases) > 1
+    times: dict[str, float] = {"count": 0.0, "merge": 0.0}
     warnings: list[str] = []
 
-    # 1. inputs and output: fail on bad paths before any work
-    corpus = read_corpus(cfg.sources, text_column=cfg.text_column, bad_utf8=cfg.bad_utf8)
-    base = Vocab.base(hardcoded=cfg.hardcoded)
-    base.specials = list(cfg.special_tokens)
-    base.check()
+    # 1. inputs, base and output: fail on bad paths and vocabularies before any work
+    plans = [_resolve_phase(cfg, ph) for ph in phases]
+    vocab, kinds, base = _start_vocab(cfg)
+    if base is not None:
+        warnings += base.warnings
+    pinned_names = set(vocab.pinned.values())
+    vocab.specials = [s for s in cfg.special_tokens if s not in pinned_names]
+    vocab.check()
+    all_specials = vocab.all_specials()
+    phase_of: list[str | None] = [None] * len(vocab.tokens)
     staging = _prepare_out(out, cfg.force)
     try:
         store = RunStore.create(staging / "run.duckdb", memory_limit=cfg.memory_limit, threads=cfg.threads)
@@ -190,64 +314,97 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
         store.put_meta("seed", str(cfg.seed))
         store.put_meta("pattern", PATTERN)
         store.put_meta("started", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        if base is not None:
+            store.put_meta("warm_start", {**base.summary(), "hardcoded_added": kinds.count("hardcoded")})
 
-        # 2. read (in a background thread, one batch ahead), pre-tokenize and count; keep a
-        #    seeded sample of documents for the parity check
-        t0 = time.perf_counter()
         rng = random.Random(cfg.seed)
         keep: list[str] = []
         seen_docs = 0
-        total_bytes = sum(f.size for f in corpus.files)
-        counter = WordCounter(specials=cfg.special_tokens, threads=cfg.threads)
-        for batch in _prefetch(corpus.batches()):
-            counter.add(batch.texts)
-            for doc in batch.texts.head(64).to_list():
-                seen_docs += 1
-                if len(keep) < 64:
-                    keep.append(doc[:4000])
-                elif (j := rng.randrange(seen_docs)) < 64:
-                    keep[j] = doc[:4000]
-            # progress in on-disk bytes of the files before this batch's (files come in order)
-            done_bytes = sum(f.size for f in corpus.files if f.path < batch.path)
-            report("count", done_bytes, total_bytes)
-        table = counter.result().sort("word")
-        del counter
-        report("count", total_bytes, total_bytes)
-        for f in corpus.files:
-            st = corpus.stats.get(f.path, {})
-            store.add_input(f.path, f.kind, PHASE, f.size, st.get("docs", 0), st.get("bytes", 0))
-        words = table["word"].to_arrow()
-        counts = table["count"].to_numpy()
-        times["count"] = time.perf_counter() - t0
-        docs = sum(s.get("docs", 0) for s in corpus.stats.values())
-        text_bytes = sum(s.get("bytes", 0) for s in corpus.stats.values())
-        if len(words) == 0:
-            raise InputError(
-                f"{', '.join(cfg.sources)}: the corpus is empty (no text in {len(corpus.files)} file(s)); "
-                "check the sources and --text-column"
-            )
+        summaries: list[PhaseSummary] = []
+        merge_index = 0
+        for phase, sources in zip(phases, plans):
+            tag = f" {phase.name}" if many else ""
+            where = f"phase {phase.name!r}: " if many else ""
 
-        # 3. merges
-        t0 = time.perf_counter()
-        report("merge", 0, cfg.merges)
-        res = learn_merges(words, counts, base, cfg.merges, progress=lambda n: report("merge", n, cfg.merges))
-        report("merge", res.new_tokens, cfg.merges)
-        store.put_words(PHASE, table.with_columns(tokens=pl.Series(res.word_tokens, dtype=pl.Int32)))
-        times["merge"] = time.perf_counter() - t0
-        if res.new_tokens < cfg.merges:
-            warnings.append(
-                f"the corpus allows only {res.new_tokens} merges of the {cfg.merges} asked for "
-                "(no adjacent pair left); the vocabulary is smaller"
-            )
-        vocab = res.vocab
-        vocab.specials = list(cfg.special_tokens)
+            # 2. read (in a background thread, one batch ahead), pre-tokenize and count; keep a
+            #    seeded sample of documents for the parity check
+            t0 = time.perf_counter()
+            used: dict[str, dict[str, int]] = {}
+            total = _phase_total(sources)
+            counter = WordCounter(specials=all_specials, threads=cfg.threads)
+            for texts, done in _prefetch(_phase_batches(sources, used)):
+                report("count" + tag, done, total)
+                counter.add(texts)
+                for doc in texts.head(64).to_list():
+                    if doc is None:
+                        continue
+                    seen_docs += 1
+                    if len(keep) < 64:
+                        keep.append(doc[:4000])
+                    elif (j := rng.randrange(seen_docs)) < 64:
+                        keep[j] = doc[:4000]
+            table = counter.result().sort("word")
+            del counter
+            report("count" + tag, total, total)
+            for src in sources:
+                for f in src.corpus.files:
+                    st = used.get(f.path, {"docs": 0, "bytes": 0})
+                    store.add_input(f.path, f.kind, phase.name, f.size, st["docs"], st["bytes"])
+            words = table["word"].to_arrow()
+            counts = table["count"].to_numpy()
+            t_count = time.perf_counter() - t0
+            docs = sum(u["docs"] for u in used.values())
+            text_bytes = sum(u["bytes"] for u in used.values())
+            if len(words) == 0:
+                paths = ", ".join(s.spec.path for s in sources)
+                n_files = sum(len(s.corpus.files) for s in sources)
+                raise InputError(
+                    f"{where}{paths}: the corpus is empty (no text in {n_files} file(s)); "
+                    "check the sources and --text-column"
+                )
+
+            # 3. merges on top of the vocabulary so far
+            t0 = time.perf_counter()
+            n = phase.merges
+            report("merge" + tag, 0, n)
+            start = Vocab(vocab.tokens, [], vocab.pinned)
+            res = learn_merges(words, counts, start, n, progress=lambda k: report("merge" + tag, k, n))
+            report("merge" + tag, res.new_tokens, n)
+            store.put_words(phase.name, table.with_columns(tokens=pl.Series(res.word_tokens, dtype=pl.Int32)))
+            t_merge = time.perf_counter() - t0
+            if res.new_tokens < n:
+                warnings.append(
+                    f"{where}the corpus allows only {res.new_tokens} merges of the {n} asked for "
+                    "(no adjacent pair left); the vocabulary is smaller"
+                )
+            first_id = len(vocab.tokens)
+            store.add_merges(phase.name, _merge_table(res, merge_index))
+            merge_index += len(res.left)
+            vocab = Vocab(res.vocab.tokens, vocab.specials, vocab.pinned)
+            kinds += ["merge"] * (len(vocab.tokens) - first_id)
+            phase_of += [phase.name] * (len(vocab.tokens) - first_id)
+            times["count"] += t_count
+            times["merge"] += t_merge
+            summaries.append(PhaseSummary(
+                phase.name, n, res.new_tokens, int(res.reused.sum()), len(words), docs, text_bytes,
+                first_id, {"count": t_count, "merge": t_merge},
+            ))
+            del table, words, counts, res
+
         vocab.check()
-        store.add_merges(PHASE, _merge_table(res, 0))
-        store.add_vocab(_vocab_table(vocab, len(base.tokens), cfg.hardcoded))
+        store.add_vocab(_vocab_table(vocab, kinds, phase_of))
+        store.put_meta("phases", [
+            {"name": s.name, "merges_requested": s.merges_requested, "merges_learned": s.merges_learned,
+             "reused_merges": s.reused_merges, "words": s.words, "docs": s.docs, "text_bytes": s.text_bytes,
+             "first_id": s.first_id, "budget": cfg.phase_budget(ph), "seconds": sum(s.seconds.values()),
+             "seconds_count": s.seconds["count"], "seconds_merge": s.seconds["merge"],
+             "sources": [{"path": src.spec.path, "weight": src.spec.weight, "share": src.share} for src in plan]}
+            for s, ph, plan in zip(summaries, phases, plans)
+        ])
 
         # 4. export
         t0 = time.perf_counter()
-        write_tiktoken(vocab, staging / "tokenizer.tiktoken")
+        write_tiktoken(vocab, staging / cfg.tiktoken_name)
         write_hf(vocab, staging)
         times["export"] = time.perf_counter() - t0
 
@@ -268,10 +425,13 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return TrainSummary(
-        out=out, vocab_size=vocab.size, merges_requested=cfg.merges, merges_learned=res.new_tokens,
-        reused_merges=int(res.reused.sum()), words=len(words), docs=docs, text_bytes=text_bytes,
-        seconds=times, parity_strings=rep.strings, warnings=warnings,
+        out=out, vocab_size=vocab.size, merges_requested=sum(s.merges_requested for s in summaries),
+        merges_learned=sum(s.merges_learned for s in summaries),
+        reused_merges=sum(s.reused_merges for s in summaries), words=sum(s.words for s in summaries),
+        docs=sum(s.docs for s in summaries), text_bytes=sum(s.text_bytes for s in summaries),
+        seconds=times, parity_strings=rep.strings, warnings=warnings, phases=summaries,
+        warm_start=base.summary() if base is not None else None, tiktoken=out / cfg.tiktoken_name,
     )
 
 
-__all__ = ["train", "TrainSummary", "TrainConfig", "parse_size"]
+__all__ = ["train", "TrainSummary", "PhaseSummary", "TrainConfig", "parse_size"]

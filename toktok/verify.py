@@ -132,13 +132,19 @@ def _check_same_vocab(where: Path, enc, tokens: list[bytes], hf) -> None:
             f"{where}: tokenizer.tiktoken has {len(tokens)} ranks but tokenizer.json has "
             f"{len(hf_vocab)} vocab entries; export both from the same vocabulary"
         )
+    tt_specials = {s: enc.encode_single_token(s) for s in enc.special_tokens_set}
+    special_at = {i: s for s, i in tt_specials.items()}
     for name, i in hf_vocab.items():
+        if 0 <= i < len(tokens) and tokens[i] is None:
+            # a special token inside the rank range: HF keeps it in the model under its text
+            if special_at.get(i) != name:
+                raise ParityError(f"{where}: id {i} is {name!r} in tokenizer.json but the special {special_at.get(i)!r} in tiktoken")
+            continue
         tok = bytelevel_to_token(name)
         tt = tokens[i] if 0 <= i < len(tokens) else None
         if tt != tok:
             raise ParityError(f"{where}: id {i} is {tok!r} in tokenizer.json but {tt!r} in tokenizer.tiktoken")
     # Phase 2: specials, by content and id.
-    tt_specials = {s: enc.encode_single_token(s) for s in enc.special_tokens_set}
     hf_specials = {a.content: i for i, a in hf.get_added_tokens_decoder().items()}
     if tt_specials != hf_specials:
         raise ParityError(f"{where}: special tokens differ: tiktoken {tt_specials} vs tokenizer.json {hf_specials}")

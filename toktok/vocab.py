@@ -39,14 +39,19 @@ def hardcoded_tokens() -> list[bytes]:
 
 @dataclass
 class Vocab:
-    """Token bytes by id (= rank), plus special tokens with ids after the last rank.
+    """Token bytes by id (= rank), plus special tokens.
 
     ``tokens[i]`` is the byte string of id ``i``; ``specials`` are strings whose ids are
-    ``len(tokens) + k``. Example: ``Vocab.base(hardcoded=False).size == 256``.
+    ``len(tokens) + k``. ``pinned`` maps ids inside the range to special tokens that keep those
+    ids (carried over from a warm start, e.g. a tokenizer.json whose specials sit at ids 0..k-1):
+    ``tokens[id]`` then holds the special's UTF-8 bytes as a placeholder, which no merge can make
+    or use because specials are cut out of the text before counting and encoding; the placeholder
+    is never written as a rank. Example: ``Vocab.base(hardcoded=False).size == 256``.
     """
 
     tokens: list[bytes]
     specials: list[str] = field(default_factory=list)
+    pinned: dict[int, str] = field(default_factory=dict)
 
     @classmethod
     def base(cls, hardcoded: bool = True) -> "Vocab":
@@ -61,12 +66,21 @@ class Vocab:
         return len(self.tokens) + len(self.specials)
 
     def ranks(self) -> dict[bytes, int]:
-        """``{token bytes: id}`` as tiktoken wants its mergeable ranks."""
-        return {t: i for i, t in enumerate(self.tokens)}
+        """``{token bytes: id}`` as tiktoken wants its mergeable ranks (pinned specials left out)."""
+        if not self.pinned:
+            return {t: i for i, t in enumerate(self.tokens)}
+        return {t: i for i, t in enumerate(self.tokens) if i not in self.pinned}
 
     def special_ids(self) -> dict[str, int]:
+        """``{special: id}`` of every special token: the pinned ones and those after the last rank."""
         n = len(self.tokens)
-        return {s: n + k for k, s in enumerate(self.specials)}
+        out = {s: i for i, s in sorted(self.pinned.items())}
+        out.update({s: n + k for k, s in enumerate(self.specials)})
+        return out
+
+    def all_specials(self) -> list[str]:
+        """Every special token, in id order."""
+        return list(self.special_ids())
 
     def check(self) -> None:
         """Raise VocabError unless tokens are unique, non-empty and every single byte is present."""
@@ -77,10 +91,17 @@ class Vocab:
             if t in seen:
                 raise VocabError(f"token id {i} duplicates id {seen[t]} ({t!r})")
             seen[t] = i
+        for i, s in self.pinned.items():
+            if not 0 <= i < len(self.tokens) or self.tokens[i] != s.encode():
+                raise VocabError(f"special token {s!r} is pinned at id {i}, which does not hold its placeholder")
+            if len(self.tokens[i]) == 1:
+                raise VocabError(f"special token {s!r} at id {i} is a single byte; the 256 bytes must be ordinary tokens")
         missing = [b for b in range(256) if bytes([b]) not in seen]
         if missing:
             raise VocabError(f"{len(missing)} single-byte tokens are missing (first: byte {missing[0]})")
-        sp_seen: set[str] = set()
+        if len(set(self.pinned.values())) != len(self.pinned):
+            raise VocabError("a special token is pinned at two ids")
+        sp_seen: set[str] = set(self.pinned.values())
         for s in self.specials:
             if not s:
                 raise VocabError("a special token is empty")
@@ -88,6 +109,9 @@ class Vocab:
                 raise VocabError(f"special token {s!r} is given twice")
             if s.encode() in seen:
                 raise VocabError(f"special token {s!r} collides with vocabulary token id {seen[s.encode()]}")
+            sp_seen.add(s)
+        everything = [*self.pinned.values(), *self.specials]
+        for s in everything:
             # HF's ByteLevel decoder maps these characters back to raw bytes, so such a special
             # token would not decode to itself.
             odd = [c for c in s if 0xA1 <= ord(c) <= 0x143 and ord(c) != 0xAD]
@@ -96,9 +120,8 @@ class Vocab:
                     f"special token {s!r} holds {odd[0]!r} (U+{ord(odd[0]):04X}), which HF's byte-level "
                     "decoder cannot round-trip; use ASCII or characters above U+0143"
                 )
-            sp_seen.add(s)
-        for s in self.specials:
-            for o in self.specials:
+        for s in everything:
+            for o in everything:
                 if s != o and o.startswith(s):
                     raise VocabError(
                         f"special token {s!r} is a prefix of {o!r}; tiktoken and HF would cut "

@@ -1,0 +1,293 @@
+"""Config files: toktoktok's YAML schema plus toktok's keys, errors that name the key's location,
+command-line overrides, and the example configs running unchanged on the bundled sample."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+from conftest import FIXTURES, ROOT
+from typer.testing import CliRunner
+
+import toktok
+from toktok.cli import app
+from toktok.config import PhaseConfig, SourceConfig, TrainConfig, build_config, load_config
+from toktok.errors import ConfigError, VocabError
+from toktok.export import find_tiktoken, load_hf
+from toktok.verify import verify
+
+runner = CliRunner()
+EXAMPLES = ROOT / "examples"
+
+
+@pytest.fixture
+def in_tmp(tmp_path, monkeypatch) -> Path:
+    """A fresh current folder holding ``data_fixtures`` (a link), as the repository root does."""
+    (tmp_path / "data_fixtures").symlink_to(FIXTURES, target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _write(tmp_path: Path, text: str, name: str = "run.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def _one_line_error(r, needle: str) -> str:
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("toktok: error:"), r.output
+    assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+# --- the schema ---------------------------------------------------------------------------------
+
+FULL = """\
+output: out/t/tok.tiktoken
+working_set_mb: 512
+threads: 2
+verbose: false
+special_tokens: ["<|endoftext|>", "<|pad|>"]
+warm_start:
+  file: base.tiktoken
+seed: 3
+text_column: body
+budget: 1.5MB
+hardcoded: true
+bad_utf8: replace
+phases:
+  - name: one
+    merges: 10
+    sources:
+      - path: data/
+      - file: notes.txt
+        weight: 2
+        text_column: content
+  - merges: 0
+    budget: 2KiB
+    sources:
+      - data/*.parquet
+"""
+
+
+def test_full_schema(in_tmp):
+    cfg = load_config(_write(in_tmp, FULL))
+    assert cfg.out == "out/t" and cfg.tiktoken_name == "tok.tiktoken"
+    assert cfg.memory_limit == "512MiB" and cfg.threads == 2 and cfg.verbose is False
+    assert cfg.special_tokens == ["<|endoftext|>", "<|pad|>"] and cfg.warm_start == "base.tiktoken"
+    assert cfg.seed == 3 and cfg.text_column == "body" and cfg.budget == "1.5MB" and cfg.hardcoded is True
+    assert cfg.bad_utf8 == "replace"
+    assert cfg.phases == [
+        PhaseConfig("one", 10, [SourceConfig("data/"), SourceConfig("notes.txt", 2.0, "content", "file")]),
+        PhaseConfig("phase2", 0, [SourceConfig("data/*.parquet")], "2KiB"),
+    ]
+    assert cfg.phase_budget(cfg.phases[0]) == 1_500_000 and cfg.phase_budget(cfg.phases[1]) == 2048
+    cfg.validate()
+
+
+def test_defaults_and_hardcoded_rule(in_tmp):
+    cfg = load_config(_write(in_tmp, "output: o/x.tiktoken\nphases: [{name: a, merges: 1, sources: [{path: d}]}]\n"))
+    assert cfg.hardcoded is None and cfg.use_hardcoded() is True  # from scratch
+    cfg.warm_start = "b.tiktoken"
+    assert cfg.use_hardcoded() is False  # not on a warm start unless asked
+    assert cfg.seed == 0 and cfg.text_column == "text" and cfg.memory_limit == "2GB" and cfg.verbose is None
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("output: o/x.tiktoken\nphases: [{name: a, merges: 1, sources: [{path: d}]}]\nfoo: 1\n",
+         "run.yaml: unknown key 'foo'"),
+        ("output: o/x.tiktoken\nphases:\n - {name: a, merges: 1, sources: [{path: d}]}\n"
+         " - {name: b, merges: 1, sources: [{paht: d}]}\n",
+         "run.yaml: phases[1].sources[0]: unknown key 'paht'"),
+        ("output: o/x.tiktoken\nphases: [{name: a, merge: 1, sources: [{path: d}]}]\n",
+         "run.yaml: phases[0]: unknown key 'merge'"),
+        ("output: o/x.tiktoken\nwarm_start: {path: b}\nphases: [{name: a, merges: 1, sources: [{path: d}]}]\n",
+         "run.yaml: warm_start: unknown key 'path'"),
+        ("output: o/x.tiktoken\nwarm_start: {}\nphases: [{name: a, merges: 1, sources: [{path: d}]}]\n",
+         "run.yaml: warm_start: needs file"),
+        ("output: o/x.tiktoken\nphases: [{name: a, merges: ten, sources: [{path: d}]}]\n",
+         "run.yaml: phases[0].merges: expected a whole number, got str 'ten'"),
+        ("output: o/x.tiktoken\nphases: [{name: a, merges: -1, sources: [{path: d}]}]\n",
+         "run.yaml: phases[0].merges: -1 is less than 0"),
+        ("output: o/x.tiktoken\nphases: [{name: a, sources: [{path: d}]}]\n",
+         "run.yaml: phases[0]: needs merges"),
+        ("output: o/x.tiktoken\nphases: [{name: a, merges: 1}]\n", "run.yaml: phases[0]: needs sources"),
+        ("output: o/x.tiktoken\nphases: []\n", "run.yaml: phases: needs at least one phase"),
+        ("output: o/x.tiktoken\n", "run.yaml: phases: needs at least one phase"),
+        ("output: o/x.tiktoken\nphases: [{name: a, merges: 1, sources: [{path: d, file: e}]}]\n",
+         "run.yaml: phases[0].sources[0]: give exactly one of path: (file, folder or glob) or file:"),
+        ("output: o/x.tiktoken\nphases: [{name: a, merges: 1, sources: [{weight: 2}]}]\n",
+         "run.yaml: phases[0].sources[0]: give exactly one of"),
+        ("output: o/x.tiktoken\nphases: [{name: a, merges: 1, sources: [{path: d, weight: 0}]}]\n",
+         "run.yaml: phases[0].sources[0].weight: expected a number > 0"),
+        ("output: o/x.tiktoken\nphases: [{name: a, merges: 1, sources: [{path: d, weight: 2}]}]\n",
+         "phases[0].sources[0].weight: weights share a budget"),
+        ("output: o/x.tiktoken\nphases:\n - {name: a, merges: 1, sources: [d]}\n - {name: a, merges: 1, sources: [d]}\n",
+         "run.yaml: phases[1].name: phase 'a' is also phases[0]"),
+        ("output: o/x.tiktoken\nbudget: lots\nphases: [{name: a, merges: 1, sources: [d]}]\n",
+         "run.yaml: budget: size 'lots' is not understood"),
+        ("output: o/x.tiktoken\nspecial_tokens: [a, a]\nphases: [{name: a, merges: 1, sources: [d]}]\n",
+         "run.yaml: special_tokens[1]: 'a' is given twice"),
+        ("output: o/x.tiktoken\nspecial_tokens: '<|x|>'\nphases: [{name: a, merges: 1, sources: [d]}]\n",
+         "run.yaml: special_tokens: expected a list"),
+        ("output: o/x.tiktoken\nverbose: 3\nphases: [{name: a, merges: 1, sources: [d]}]\n",
+         "run.yaml: verbose: expected true or false"),
+        ("output: o/x.tiktoken\nthreads: -2\nphases: [{name: a, merges: 1, sources: [d]}]\n",
+         "run.yaml: threads: -2 is less than 0"),
+        ("output: o/x.tiktoken\nphases: [{name: a, merges: 1, sources: [d]}]\nthreads: 1\nthreads: 2\n",
+         "run.yaml:4:1: not valid YAML (key 'threads' is given twice)"),
+        ("output: o/x.tiktoken\nphases: [{name: a, merges: 1, sources: [d]\n", "run.yaml:3:1: not valid YAML"),
+        ("- just\n- a list\n", "run.yaml: expected a mapping of keys, got a list"),
+        ("", "run.yaml: the config is empty"),
+        ("output: tok.tiktoken\nphases: [{name: a, merges: 1, sources: [d]}]\n",
+         "run.yaml: output: 'tok.tiktoken' would make the current folder the output folder"),
+        ("output: o/tokenizer.json\nphases: [{name: a, merges: 1, sources: [d]}]\n",
+         "run.yaml: output: 'tokenizer.json' is a file toktok writes beside the .tiktoken file"),
+        ("output: o/\nphases: [{name: a, merges: 1, sources: [d]}]\n", "run.yaml: output: 'o/' is a folder"),
+    ],
+)
+def test_schema_errors_name_the_location(in_tmp, text, needle):
+    with pytest.raises(ConfigError) as e:
+        cfg = load_config(_write(in_tmp, text))
+        cfg.validate()
+    assert needle in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_missing_config_file(in_tmp):
+    with pytest.raises(ConfigError, match="nope.yaml: no such config file"):
+        load_config("nope.yaml")
+
+
+def test_cli_config_error_is_one_line_exit_2(in_tmp):
+    cfg = _write(in_tmp, "output: o/x.tiktoken\nphases: [{name: a, merges: 1, sources: [{paht: d}]}]\n")
+    r = runner.invoke(app, ["train", "--config", str(cfg), "-q"])
+    _one_line_error(r, "run.yaml: phases[0].sources[0]: unknown key 'paht'")
+    assert not (in_tmp / "o").exists()
+
+
+# --- paths and overrides ------------------------------------------------------------------------
+
+
+def test_relative_paths_resolve_against_the_current_folder(in_tmp):
+    # the config lives in a subfolder, its paths are read from the current folder (as toktoktok does)
+    (in_tmp / "conf").mkdir()
+    (in_tmp / "text").mkdir()
+    (in_tmp / "text" / "a.txt").write_text("hello hello world world world")
+    cfg = _write(in_tmp / "conf", "output: out/rel/rel.tiktoken\nphases: [{name: a, merges: 3, sources: [{file: text/a.txt}]}]\n")
+    r = runner.invoke(app, ["train", "--config", str(cfg), "-q"])
+    assert r.exit_code == 0, r.output
+    assert (in_tmp / "out" / "rel" / "rel.tiktoken").is_file()
+    assert not (in_tmp / "conf" / "out").exists()
+
+
+def test_command_line_overrides(in_tmp):
+    cfg_path = _write(in_tmp, "output: o/x.tiktoken\nseed: 1\nthreads: 1\nspecial_tokens: [a]\n"
+                              "phases: [{name: a, merges: 5, sources: [d]}]\n")
+    cfg = build_config(str(cfg_path), [], {"out": "elsewhere", "merges": 9, "seed": 4, "special_tokens": ["<|b|>"]})
+    assert cfg.out == "elsewhere" and cfg.tiktoken_name == "x.tiktoken"  # the file keeps its name
+    assert cfg.phases[0].merges == 9 and cfg.seed == 4 and cfg.threads == 1 and cfg.special_tokens == ["<|b|>"]
+    with pytest.raises(ConfigError, match="sources given both"):
+        build_config(str(cfg_path), ["data/"], {})
+    two = _write(in_tmp, "output: o/x.tiktoken\nphases: [{name: a, merges: 5, sources: [d]}, {name: b, merges: 5, sources: [d]}]\n", "two.yaml")
+    with pytest.raises(ConfigError, match="--merges: .*two.yaml has 2 phases"):
+        build_config(str(two), [], {"merges": 3})
+    no_out = _write(in_tmp, "phases: [{name: a, merges: 5, sources: [d]}]\n", "noout.yaml")
+    with pytest.raises(ConfigError, match="output: missing"):
+        build_config(str(no_out), [], {})
+    assert build_config(str(no_out), [], {"out": "o2"}).out == "o2"
+
+
+def test_cli_out_overrides_the_config(in_tmp):
+    cfg = _write(in_tmp, "output: o/x.tiktoken\nphases: [{name: a, merges: 20, sources: [{file: data_fixtures/notes.txt}]}]\n")
+    r = runner.invoke(app, ["train", "--config", str(cfg), "--out", "other", "--merges", "7", "-q"])
+    assert r.exit_code == 0, r.output
+    assert not (in_tmp / "o").exists()
+    assert (in_tmp / "other" / "x.tiktoken").is_file()
+    con = duckdb.connect(str(in_tmp / "other" / "run.duckdb"), read_only=True)
+    assert con.execute("select count(*), min(phase), max(phase) from merges").fetchone() == (7, "a", "a")
+    stored = json.loads(con.execute("select value from meta where key = 'config'").fetchone()[0])
+    assert stored["config_file"] == str(cfg) and stored["phases"][0]["merges"] == 7
+
+
+def test_force_replaces_only_toktok_folders(in_tmp):
+    (in_tmp / "mine").mkdir()
+    (in_tmp / "mine" / "precious.txt").write_text("keep me")
+    r = runner.invoke(app, ["train", "data_fixtures/notes.txt", "--out", "mine", "--merges", "1", "--force", "-q"])
+    _one_line_error(r, "not a toktok output folder")
+    assert (in_tmp / "mine" / "precious.txt").read_text() == "keep me"
+    r = runner.invoke(app, ["train", "data_fixtures/notes.txt", "--out", ".", "--merges", "1", "--force", "-q"])
+    _one_line_error(r, "is the current folder")
+
+
+# --- folders whose .tiktoken has another name ---------------------------------------------------
+
+
+def test_load_encoding_and_verify_find_the_named_tiktoken(in_tmp):
+    cfg = _write(in_tmp, "output: o/named.tiktoken\nspecial_tokens: ['<|endoftext|>']\n"
+                          "phases: [{name: a, merges: 30, sources: [{file: data_fixtures/notes.txt}]}]\n")
+    r = runner.invoke(app, ["train", "--config", str(cfg), "-q"])
+    assert r.exit_code == 0, r.output
+    out = in_tmp / "o"
+    assert sorted(p.name for p in out.iterdir()) == [
+        "named.tiktoken", "run.duckdb", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json"]
+    assert find_tiktoken(out) == out / "named.tiktoken"
+    enc = toktok.load_encoding(out)
+    assert enc.n_vocab == 256 + 1161 + 30 + 1 == load_hf(out).get_vocab_size()
+    assert verify(out, ["some text <|endoftext|> more"]).ok
+    r = runner.invoke(app, ["verify", str(out)])
+    assert r.exit_code == 0, r.output
+    shutil.copy(out / "named.tiktoken", out / "second.tiktoken")
+    with pytest.raises(VocabError, match="several .tiktoken files"):
+        toktok.load_encoding(out)
+
+
+# --- the examples run unchanged -----------------------------------------------------------------
+
+EXAMPLE_FILES = sorted(p.name for p in EXAMPLES.glob("*.yaml"))
+
+
+def test_examples_exist():
+    assert {"scratch.yaml", "phases.yaml", "warm_start_gpt2_layout.yaml", "warm_start_hf.yaml", "budget.yaml"} <= set(EXAMPLE_FILES)
+
+
+@pytest.mark.parametrize("name", EXAMPLE_FILES)
+def test_example_runs_unchanged(in_tmp, name):
+    path = EXAMPLES / name
+    cfg = load_config(path)
+    r = runner.invoke(app, ["train", "--config", str(path), "-q"])
+    assert r.exit_code == 0, r.output
+    out = in_tmp / cfg.out
+    assert (out / cfg.tiktoken_name).is_file() and (out / "tokenizer.json").is_file()
+    con = duckdb.connect(str(out / "run.duckdb"), read_only=True)
+    learned = dict(con.execute("select phase, count(*) from merges where not reused group by phase").fetchall())
+    assert learned == {ph.name: ph.merges for ph in cfg.phases if ph.merges}
+    enc = toktok.load_encoding(out)
+    assert set(cfg.special_tokens) <= enc.special_tokens_set
+
+
+def test_toktoktok_examples_use_only_toktoktok_keys():
+    """scratch, phases and the warm starts are plain toktoktok configs (no toktok-only key)."""
+    import yaml
+
+    ours = {"seed", "text_column", "budget", "hardcoded", "bad_utf8", "weight"}
+    for name in ["scratch.yaml", "phases.yaml", "warm_start_gpt2_layout.yaml", "warm_start_hf.yaml"]:
+        doc = yaml.safe_load((EXAMPLES / name).read_text())
+        keys = set(doc) | {k for ph in doc["phases"] for k in ph} | {
+            k for ph in doc["phases"] for s in ph["sources"] for k in s}
+        assert not keys & ours, (name, keys & ours)
+
+
+def test_config_dataclass_round_trips_to_json():
+    cfg = TrainConfig(["a"], "o", merges=3)
+    d = cfg.to_dict()
+    assert json.loads(json.dumps(d))["merges"] == 3 and d["phases"] == [] and d["tiktoken_name"] == "tokenizer.tiktoken"
+    assert cfg.phase_list() == [PhaseConfig("main", 3, [SourceConfig("a")])]
+    assert os.fspath(cfg.tiktoken_path()) == os.path.join("o", "tokenizer.tiktoken")

@@ -1,0 +1,293 @@
+"""The run file's insight views and tables, the ready queries in sql/, `toktok sql` and `toktok show`.
+
+The fixture run (conftest.insight_run) is made like the pipeline makes one, with its views, the
+compression curve on a held-out half of the fixtures (by lang) and the word gains.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+import tiktoken
+from conftest import ROOT
+from typer.testing import CliRunner
+
+import toktok
+from toktok.cli import app
+from toktok.errors import ConfigError, QueryError, ToktokError
+from toktok.insight import TABLES, VIEWS, add_views, compression_curve, describe, query, word_gains
+from toktok.vocab import PATTERN
+
+READY = sorted((ROOT / "sql").glob("*.sql"))
+runner = CliRunner()
+
+
+def _con(run: Path) -> duckdb.DuckDBPyConnection:
+    return duckdb.connect(str(run / "run.duckdb"), read_only=True)
+
+
+def _rows(con, q, params=None) -> list[tuple]:
+    return con.execute(q, params or {}).fetchall()
+
+
+def test_ready_queries_exist():
+    names = {p.stem for p in READY}
+    assert {"top_merges", "count_decay", "longest_tokens", "tokens_by_script", "tokens_by_language",
+            "phase_gains", "undertrained_tokens", "compression_by_language"} <= names
+
+
+@pytest.mark.parametrize("path", READY, ids=[p.stem for p in READY])
+def test_every_ready_query_runs_on_a_fixture_run(insight_run, path):
+    con = _con(insight_run)
+    rows = con.execute(path.read_text()).fetchall()
+    assert rows, f"{path.name} returned no rows on the fixture run"
+    # and through the CLI, by name and by file
+    for arg in (path.stem, str(path)):
+        r = runner.invoke(app, ["sql", str(insight_run), arg, "--csv"])
+        assert r.exit_code == 0, r.output
+        assert len(r.output.splitlines()) >= 2
+
+
+def test_stock_duckdb_reads_everything_without_toktok(insight_run):
+    """A fresh interpreter with only duckdb imported reads every view, table and ready query."""
+    script = f"""
+import json, sys, duckdb
+con = duckdb.connect({str(insight_run / "run.duckdb")!r}, read_only=True)
+out = {{}}
+for name in {list(VIEWS + TABLES)!r}:
+    out[name] = con.execute(f"select count(*) from {{name}}").fetchall()[0][0]
+for path in {[str(p) for p in READY]!r}:
+    out[path] = len(con.execute(open(path).read()).fetchall())
+assert not [m for m in sys.modules if m.split(".")[0] == "toktok"]
+print(json.dumps(out))
+"""
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd="/")
+    assert r.returncode == 0, r.stderr
+    counts = json.loads(r.stdout)
+    assert all(v > 0 for v in counts.values()), counts
+
+
+def test_views_agree_with_the_tables(insight_run):
+    con = _con(insight_run)
+    enc = toktok.load_encoding(insight_run)
+    n_merges = _rows(con, "select count(*) from merges")[0][0]
+    assert n_merges == 300
+    # merges_text: one row per merge, rank = token id, text and length of the token
+    rows = _rows(con, "select merge_index, rank, token, text, bytes, chars, left_id, right_id, left_text, right_text "
+                      "from merges_text order by merge_index")
+    assert len(rows) == n_merges
+    for mi, rank, token, text, nbytes, chars, left, right, ltext, rtext in rows:
+        assert enc.decode_single_token_bytes(rank) == bytes(token)
+        assert nbytes == len(token)
+        assert bytes(token) == enc.decode_single_token_bytes(left) + enc.decode_single_token_bytes(right)
+        try:
+            assert text == bytes(token).decode() and chars == len(text)
+        except UnicodeDecodeError:
+            assert text is None and chars is None
+    # words_text: text where valid UTF-8, bytes, bytes/token
+    w = _rows(con, "select word, text, bytes, tokens, bytes_per_token from words_text order by count desc limit 200")
+    for word, text, nbytes, tokens, bpt in w:
+        assert text == bytes(word).decode() and nbytes == len(word) and bpt == pytest.approx(nbytes / tokens)
+    # vocab_text: parts add up to the vocabulary
+    parts = dict(_rows(con, "select part, count(*) from vocab_text group by part"))
+    assert parts == {"byte": 256, "hardcoded": 1161, "main": 300, "special": 1}
+    # runs: one row that matches the run
+    (run,) = con.execute("select * from runs").fetchall()
+    cols = [d[0] for d in con.description]
+    r = dict(zip(cols, run))
+    assert r["merges_requested"] == 300 and r["merges_learned"] == 300 and r["merges_reused"] == 0
+    assert r["vocab_size"] == enc.n_vocab and r["specials"] == 1 and r["parity_ok"] is True
+    assert r["files"] == 3 and r["words"] == _rows(con, "select count(*) from words")[0][0]
+    # phases and sources
+    (ph,) = con.execute("select phase, merges, first_id, last_id, files, vocab_share from phases").fetchall()
+    assert ph[:5] == ("main", 300, 1417, 1716, 3)
+    assert ph[5] == pytest.approx(300 / (enc.n_vocab - 1))
+    shares = _rows(con, "select sum(share_of_run), sum(text_bytes) from sources")[0]
+    assert shares[0] == pytest.approx(1.0)
+    assert shares[1] == _rows(con, "select sum(text_bytes) from inputs")[0][0]
+
+
+def test_compression_curve_is_exact(insight_run, insight_data):
+    """Each point equals encoding the held-out texts with the tokenizer cut after k merges."""
+    con = _con(insight_run)
+    held = pl.read_parquet(insight_data["heldout"])
+    texts = held["text"].to_list()
+    curve = con.execute("select merges, vocab_size, subset, docs, bytes, tokens, bytes_per_token from compression "
+                        "order by merges, subset").fetchall()
+    assert sorted({r[0] for r in curve}) == list(range(0, 301, 25))
+    ranks = toktok.load_encoding(insight_run)._mergeable_ranks
+    by_rank = sorted(ranks, key=ranks.get)
+    for k in (0, 100, 300):
+        enc = tiktoken.Encoding(f"k{k}", pat_str=PATTERN, mergeable_ranks={t: i for i, t in enumerate(by_rank[:1417 + k])},
+                                special_tokens={})
+        want = sum(len(enc.encode_ordinary(t)) for t in texts)
+        (row,) = [r for r in curve if r[0] == k and r[2] == "all"]
+        assert row[1] == 1417 + k and row[3] == len(texts) and row[5] == want
+        assert row[4] == sum(len(t.encode()) for t in texts) and row[6] == pytest.approx(row[4] / want)
+        # the languages partition the sample
+        per = [r for r in curve if r[0] == k and r[2] != "all"]
+        assert {r[2] for r in per} == set(held["lang"].unique())
+        assert sum(r[5] for r in per) == want and sum(r[3] for r in per) == len(texts)
+    # merges compress: the last point beats the first, overall and for English
+    first, last = {r[2]: r[6] for r in curve if r[0] == 0}, {r[2]: r[6] for r in curve if r[0] == 300}
+    assert last["all"] > first["all"] * 1.2 and last["en"] > first["en"] * 1.3
+    # token usage of the final tokenizer adds up to its tokens, per subset too
+    uses = dict(_rows(con, "select subset, sum(uses) from token_usage group by subset"))
+    tokens = {r[2]: r[5] for r in curve if r[0] == 300}
+    assert uses == tokens
+    meta = json.loads(_rows(con, "select value from meta where key = 'compression'")[0][0])
+    assert meta["docs"] == len(texts) and meta["by"] == "lang" and meta["points"] == 13
+
+
+def test_compression_curve_inputs(insight_run, insight_data):
+    held = pl.read_parquet(insight_data["heldout"]).head(30)
+    # a list with labels == a table with a column; write=False leaves the file alone
+    a = compression_curve(insight_run, held, by="source", checkpoints=4, write=False)
+    b = compression_curve(insight_run, held["text"].to_list(), by=held["source"].to_list(), checkpoints=4, write=False)
+    assert a.equals(b)
+    assert sorted(a["merges"].unique().to_list()) == [0, 75, 150, 225, 300]
+    plain = compression_curve(insight_run, held["text"], every=300, write=False)
+    assert plain["subset"].to_list() == ["all", "all"]
+    empty = compression_curve(insight_run, [], every=100, write=False)
+    assert empty["tokens"].to_list() == [0, 0, 0, 0]
+    with pytest.raises(ConfigError, match="nope"):
+        compression_curve(insight_run, held, by="nope", write=False)
+    with pytest.raises(ConfigError, match="one label per text"):
+        compression_curve(insight_run, ["a", "b"], by=["x"], write=False)
+    with pytest.raises(ConfigError, match="names a column"):
+        compression_curve(insight_run, ["a"], by="lang", write=False)
+    # the stored table was not touched
+    assert _rows(_con(insight_run), "select count(distinct merges) from compression")[0][0] == 13
+
+
+def test_word_gains(insight_run):
+    con = _con(insight_run)
+    rows = _rows(con, "select word, count, tokens_before, tokens_after from word_gains")
+    assert len(rows) == _rows(con, "select count(*) from words")[0][0]  # fewer than the default top
+    assert all(after <= before for _, _, before, after in rows)
+    best = _rows(con, (ROOT / "sql" / "phase_gains.sql").read_text())
+    assert best[0][1] == " the"  # the word that saved the most tokens in an English-heavy corpus
+    small = word_gains(insight_run, top=10, write=False)
+    assert small.height == 10 and small["count"].is_sorted(descending=True)
+
+
+def test_phases_in_a_multi_phase_run(phase_pair, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(phase_pair["multi"], run)
+    add_views(run)
+    word_gains(run, top=500)
+    con = _con(run)
+    phases = _rows(con, "select phase, merges, first_merge, last_merge from phases order by first_merge")
+    if len(phases) == 2:  # multi-phase training available
+        assert phases == [("general", 150, 0, 149), ("multi", 150, 150, 299)]
+        assert dict(_rows(con, "select part, count(*) from vocab_text where kind = 'merge' group by part")) == {
+            "general": 150, "multi": 150}
+        gains = _rows(con, "select phase, count(*) from word_gains group by phase order by phase")
+        assert gains == [("general", 500), ("multi", 500)]
+    assert _rows(con, (ROOT / "sql" / "top_merges.sql").read_text())
+
+
+def test_views_are_added_on_the_fly_for_older_runs(insight_run, tmp_path):
+    """A run file without the views (made before them) is still queryable; the file is not changed."""
+    run = tmp_path / "old"
+    shutil.copytree(insight_run, run)
+    con = duckdb.connect(str(run / "run.duckdb"))
+    for v in VIEWS:
+        con.execute(f"drop view {v}")
+    for t in TABLES:
+        con.execute(f"drop table {t}")
+    con.close()
+    t = query(run, "select count(*) as n from merges_text")
+    assert t.to_pylist() == [{"n": 300}]
+    assert describe(run)["sample"] is None
+    con = _con(run)
+    assert not {v for (v,) in _rows(con, "select table_name from information_schema.tables")} & set(VIEWS + TABLES)
+    # add_views persists them; twice is fine
+    con.close()
+    add_views(run)
+    add_views(run)
+    assert _rows(_con(run), "select count(*) from merges_text")[0][0] == 300
+
+
+def test_query_resolution(insight_run, tmp_path):
+    assert query(insight_run, "merges").num_rows == 300  # a table name
+    assert query(insight_run, "top_merges").num_rows == 15  # a ready query by name
+    f = tmp_path / "q.sql"
+    f.write_text("-- a comment\nselect 1 as one;\n")
+    assert query(insight_run, str(f)).to_pylist() == [{"one": 1}]
+    with pytest.raises(QueryError, match=r"q2\.sql: .*nope"):
+        bad = tmp_path / "q2.sql"
+        bad.write_text("select * from nope")
+        query(insight_run, str(bad))
+    with pytest.raises(QueryError, match="missing.sql: no such query file"):
+        query(insight_run, "missing.sql")
+    with pytest.raises(ToktokError, match="no run file"):
+        query(tmp_path / "nowhere", "merges")
+
+
+# --- the CLI: toktok sql, toktok show ------------------------------------------------------------
+
+
+def _one_error_line(r, *needles):
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("toktok: error:"), r.output
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+def test_sql_command(insight_run, tmp_path):
+    r = runner.invoke(app, ["sql", str(insight_run), "select merge_index, shown from merges_text order by 1 limit 3"])
+    assert r.exit_code == 0, r.output
+    assert "merge_index" in r.output and "3 rows" in r.output
+    r = runner.invoke(app, ["sql", str(insight_run / "run.duckdb"), "longest_tokens", "--limit", "5"])
+    assert r.exit_code == 0 and "30 rows (5 shown" in r.output
+    r = runner.invoke(app, ["sql", str(insight_run), "runs"])  # one wide row: shown as column / value
+    assert r.exit_code == 0 and "merges_learned" in r.output and "parity_ok" in r.output
+    r = runner.invoke(app, ["sql", str(insight_run), "select rank, shown, count from merges_text order by rank", "--csv"])
+    assert r.exit_code == 0
+    rows = list(csv.reader(io.StringIO(r.output)))
+    assert rows[0] == ["rank", "shown", "count"] and len(rows) == 301
+    assert rows[1] == ["1417", query(insight_run, "select shown from merges_text where rank = 1417").to_pylist()[0]["shown"],
+                       str(query(insight_run, "select count from merges where token_id = 1417").to_pylist()[0]["count"])]
+    out = tmp_path / "t.parquet"
+    r = runner.invoke(app, ["sql", str(insight_run), "tokens_by_script", "--parquet", str(out)])
+    assert r.exit_code == 0, r.output
+    assert pq.read_table(out).num_rows == query(insight_run, "tokens_by_script").num_rows
+
+
+def test_sql_command_errors(insight_run, tmp_path):
+    bad = tmp_path / "broken.sql"
+    bad.write_text("select nope from merges")
+    _one_error_line(runner.invoke(app, ["sql", str(insight_run), str(bad)]), "broken.sql:", "nope")
+    _one_error_line(runner.invoke(app, ["sql", str(insight_run), "selec 1"]), "query:", "syntax error")
+    _one_error_line(runner.invoke(app, ["sql", str(insight_run), "delete from merges"]), "query:")
+    _one_error_line(runner.invoke(app, ["sql", str(tmp_path / "none"), "merges"]), "none", "no run file")
+    garbage = tmp_path / "g" / "run.duckdb"
+    garbage.parent.mkdir()
+    garbage.write_bytes(b"not a database")
+    _one_error_line(runner.invoke(app, ["sql", str(garbage), "merges"]), "run.duckdb")
+
+
+def test_show_command(insight_run, tmp_path):
+    r = runner.invoke(app, ["show", str(insight_run)])
+    assert r.exit_code == 0, r.output
+    for needle in ("config", "merges 300", "inputs", "train.parquet", "sample", "held out 265 docs", "by lang",
+                   "phases", "main: 300 merges", "vocab", "1,161 hardcoded", "parity", "ok: tiktoken == HF",
+                   "time", "merge"):
+        assert needle in r.output, needle
+    assert len(r.output.splitlines()) <= 30  # one screen
+    r = runner.invoke(app, ["show", str(insight_run), "--json"])
+    d = json.loads(r.output)
+    assert d["vocab"] == {"byte": 256, "hardcoded": 1161, "merge": 300, "special": 1}
+    assert d["parity"]["ok"] is True and d["sample"]["docs"] == 265 and d["phases"][0]["merges"] == 300
+    _one_error_line(runner.invoke(app, ["show", str(tmp_path)]), "no run file")

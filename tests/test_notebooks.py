@@ -1,0 +1,78 @@
+"""The notebooks in notebooks/ run top to bottom, headless, on runs made from data_fixtures/, draw
+their plots, and are stored without outputs."""
+from __future__ import annotations
+
+import nbformat
+from conftest import ROOT
+from nbclient import NotebookClient
+
+NOTEBOOKS = ROOT / "notebooks"
+
+
+def _execute(name: str, env: dict[str, str], monkeypatch) -> nbformat.NotebookNode:
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)  # the kernel inherits the environment
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    NotebookClient(nb, timeout=180, kernel_name="python3",
+                   resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    return nb
+
+
+def _images(nb) -> int:
+    return sum("image/png" in o.get("data", {}) for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+
+
+def _text(nb) -> str:
+    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+
+
+def test_notebooks_are_stored_without_outputs():
+    found = sorted(NOTEBOOKS.glob("*.ipynb"))
+    assert {p.name for p in found} >= {"run_insight.ipynb", "compare_tokenizers.ipynb"}
+    for p in found:
+        nb = nbformat.read(p, as_version=4)
+        nbformat.validate(nb)
+        for c in nb.cells:
+            if c.cell_type == "code":
+                assert c.outputs == [] and c.execution_count is None, f"{p.name}: strip the outputs before committing"
+
+
+def test_run_insight_notebook(insight_run, monkeypatch):
+    nb = _execute("run_insight.ipynb", {"TOKTOK_RUN": str(insight_run), "TOKTOK_SQL": str(ROOT / "sql")}, monkeypatch)
+    # count decay, compression curve + per-language bars, token lengths, vocabulary share
+    assert _images(nb) >= 5
+    text = _text(nb)
+    assert str(insight_run) in text and "merges_learned  300" in text
+    assert "no compression table" not in text  # drawn from the run's own held-out curve
+
+
+def test_run_insight_notebook_without_views(insight_run, tmp_path, monkeypatch):
+    """An older run (no views, no compression table) still plots: views for the session only,
+    the curve computed on the fixture sample."""
+    import shutil
+
+    import duckdb
+
+    from toktok.insight import TABLES, VIEWS
+
+    run = tmp_path / "old"
+    shutil.copytree(insight_run, run)
+    con = duckdb.connect(str(run / "run.duckdb"))
+    for v in VIEWS:
+        con.execute(f"drop view {v}")
+    for t in TABLES:
+        con.execute(f"drop table {t}")
+    con.close()
+    nb = _execute("run_insight.ipynb", {"TOKTOK_RUN": str(run), "TOKTOK_SQL": str(ROOT / "sql"),
+                                        "TOKTOK_DATA": str(ROOT / "data_fixtures" / "sample.parquet")}, monkeypatch)
+    assert _images(nb) >= 5
+    assert "no compression table" in _text(nb)
+
+
+def test_compare_tokenizers_notebook(phase_pair, insight_data, monkeypatch):
+    nb = _execute("compare_tokenizers.ipynb", {
+        "TOKTOK_TOKENIZERS": f"{phase_pair['general']} {phase_pair['multi']}",
+        "TOKTOK_DATA": str(insight_data["heldout"]), "TOKTOK_BY": "lang"}, monkeypatch)
+    assert _images(nb) >= 3
+    assert "2 tokenizers on 265 documents" in _text(nb)

@@ -1,0 +1,280 @@
+"""Compare tokenizers on text: bytes per token, tokens per word and vocabulary utilization.
+
+Reads tokenizers (toktok output folders, ``.tiktoken`` files, Hugging Face ``tokenizer.json``
+files or folders holding one) and data (``.parquet``, ``.jsonl``, ``.jsonl.zst``, ``.txt``, folders
+and globs as for ``toktok train``); writes nothing. The one public verb is ``evaluate``; the CLI's
+``toktok eval`` prints its rows as a table or JSON.
+
+Words are the GPT-4 pre-tokenizer's pieces (the pattern toktok trains with), counted on the data
+once, so tokens per word compares tokenizers on the same denominator whatever their own
+pre-tokenizer is. Texts are encoded as a user would: tiktoken with ``allowed_special="all"``,
+Hugging Face with ``add_special_tokens=False``.
+Example: ``evaluate(["out/a", "out/b/tokenizer.json"], ["data/test.parquet"], by="lang")``.
+"""
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import ConfigError, InputError, VocabError
+
+#: What "word" means in tokens_per_word.
+WORD_UNIT = "GPT-4 pre-tokenizer pieces"
+#: The subset name of all documents together.
+ALL = "all"
+#: ``--by file`` groups by source file when the data has no column of that name.
+BY_FILE = "file"
+_BATCH_BYTES = 8 << 20
+
+
+@dataclass
+class _Tokenizer:
+    name: str
+    path: str
+    kind: str  # "tiktoken" | "hf"
+    vocab_size: int
+    encode: Callable[[list[str]], list[list[int]]]
+
+
+def _load(spec: str, threads: int) -> _Tokenizer:
+    from .export import HF_FILE, TIKTOKEN_FILE, load_encoding, load_hf
+
+    p = Path(spec)
+    if p.is_dir():
+        if (p / TIKTOKEN_FILE).is_file() or any(p.glob("*.tiktoken")):
+            pass  # load_encoding finds the folder's .tiktoken file
+        elif (p / HF_FILE).is_file():
+            p = p / HF_FILE
+        else:
+            raise VocabError(f"{spec}: folder has neither a .tiktoken file nor {HF_FILE}; pass a toktok output folder")
+    elif not p.is_file():
+        raise VocabError(f"{spec}: no such tokenizer; pass a toktok output folder, a .tiktoken file or a tokenizer.json")
+    if p.suffix == ".json":
+        hf = load_hf(p)
+        fast = getattr(hf, "encode_batch_fast", None) or hf.encode_batch
+        return _Tokenizer(
+            name="", path=str(spec), kind="hf", vocab_size=hf.get_vocab_size(with_added_tokens=True),
+            encode=lambda texts: [e.ids for e in fast(texts, add_special_tokens=False)],
+        )
+    enc = load_encoding(p)  # specials from tokenizer.json beside it, if any
+    return _Tokenizer(
+        name="", path=str(spec), kind="tiktoken", vocab_size=enc.n_vocab,
+        encode=lambda texts: enc.encode_batch(texts, allowed_special="all", num_threads=threads),
+    )
+
+
+def _names(specs: Sequence[str]) -> list[str]:
+    """Short display names: the folder name (or file stem), the given path where those collide."""
+    short = []
+    for s in specs:
+        p = Path(s)
+        name = p.name if p.is_dir() else (p.parent.name if p.stem in ("tokenizer", "") else p.stem)
+        short.append(name or str(s))
+    two = [str(Path(Path(s).parent.name) / Path(s).name) for s in specs]
+    return [n if short.count(n) == 1 else t if two.count(t) == 1 else str(s) for n, t, s in zip(short, two, specs)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Data
+# ---------------------------------------------------------------------------------------------
+
+
+def _read_data(data: Sequence[str], text_column: str, by: str | None) -> tuple[list[str], list[str] | None]:
+    """All documents of ``data`` and, with ``by``, each one's group (column value or file)."""
+    from .read import resolve_sources
+
+    docs: list[str] = []
+    groups: list[str] | None = [] if by else None
+    for f in resolve_sources(list(data)):
+        if f.kind == "parquet":
+            texts, labels = _parquet(f.path, text_column, by)
+        elif f.kind == "txt":
+            if by and by != BY_FILE:
+                raise InputError(f"{f.path}: a .txt file has no column {by!r}; use --by {BY_FILE} or Parquet/JSONL data")
+            texts, labels = [_decode(Path(f.path).read_bytes(), f.path)], None
+        else:
+            texts, labels = _jsonl(f.path, f.kind, text_column, by)
+        docs += texts
+        if groups is not None:
+            groups += labels if labels is not None else [f.path] * len(texts)
+    if not docs:
+        raise InputError(f"{', '.join(data)}: no documents to evaluate on; check the data and --text-column")
+    return docs, groups
+
+
+def _decode(b: bytes, where: str) -> str:
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{where}: byte offset {e.start}: not valid UTF-8; fix the file") from None
+
+
+def _parquet(path: str, text_column: str, by: str | None) -> tuple[list[str], list[str] | None]:
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+        names = pf.schema_arrow.names
+    except Exception as e:  # pyarrow raises several types on a damaged file
+        raise InputError(f"{path}: cannot read Parquet ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+    if text_column not in names:
+        raise InputError(f"{path}: no column {text_column!r} (columns: {', '.join(names)}); pass --text-column")
+    by_col = by if by and by in names else None
+    if by and not by_col and by != BY_FILE:
+        raise InputError(f"{path}: no column {by!r} to group by (columns: {', '.join(names)}); use --by {BY_FILE} to group by file")
+    table = pf.read(columns=[text_column] + ([by_col] if by_col else []))
+    texts = table.column(text_column).to_pylist()
+    labels = table.column(by_col).to_pylist() if by_col else None
+    keep = [i for i, t in enumerate(texts) if t is not None]
+    texts = [texts[i] if isinstance(texts[i], str) else _decode(texts[i], f"{path}: row {i}") for i in keep]
+    labels = [_label(labels[i]) for i in keep] if labels is not None else None
+    return texts, labels
+
+
+def _jsonl(path: str, kind: str, text_column: str, by: str | None) -> tuple[list[str], list[str] | None]:
+    raw = Path(path).read_bytes()
+    if kind == "jsonl.zst":
+        import zstandard
+
+        try:
+            raw = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw)).read()
+        except zstandard.ZstdError as e:
+            raise InputError(f"{path}: cannot decompress ({e})") from None
+    texts: list[str] = []
+    labels: list[str] | None = [] if by and by != BY_FILE else None
+    for lineno, line in enumerate(raw.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError as e:
+            raise InputError(f"{path}:{lineno}: not valid JSON ({e})") from None
+        if not isinstance(rec, dict):
+            raise InputError(f"{path}:{lineno}: expected a JSON object with field {text_column!r}")
+        t = rec.get(text_column)
+        if t is None:
+            continue
+        if not isinstance(t, str):
+            raise InputError(f"{path}:{lineno}: field {text_column!r} is not a string")
+        texts.append(t)
+        if labels is not None:
+            labels.append(_label(rec.get(by)))
+    if labels is not None and texts and all(lb == "null" for lb in labels):
+        raise InputError(f"{path}: no record has field {by!r} to group by; use --by {BY_FILE} to group by file")
+    return texts, labels
+
+
+def _label(v) -> str:
+    return "null" if v is None else str(v)
+
+
+# ---------------------------------------------------------------------------------------------
+# The comparison
+# ---------------------------------------------------------------------------------------------
+
+
+def _batches(nbytes: np.ndarray):
+    """(start, end) document ranges of about _BATCH_BYTES each."""
+    start, acc = 0, 0
+    for i, b in enumerate(nbytes.tolist()):
+        acc += b
+        if acc >= _BATCH_BYTES:
+            yield start, i + 1
+            start, acc = i + 1, 0
+    if start < len(nbytes):
+        yield start, len(nbytes)
+
+
+def evaluate(
+    tokenizers: Sequence[str],
+    data: Sequence[str],
+    by: str | None = None,
+    *,
+    text_column: str = "text",
+    threads: int = 0,
+) -> list[dict]:
+    """Compare ``tokenizers`` on ``data``: one row per (subset, tokenizer).
+
+    Subsets are 'all' and, with ``by``, each value of that column (``by="file"`` groups by source
+    file when no column has that name). Each row has ``subset``, ``tokenizer`` (short name),
+    ``path``, ``kind`` ('tiktoken' or 'hf'), ``docs``, ``bytes`` (UTF-8), ``chars``, ``words``
+    (GPT-4 pre-tokenizer pieces, see WORD_UNIT), ``tokens``, ``bytes_per_token``,
+    ``chars_per_token``, ``tokens_per_word``, ``vocab_size``, ``vocab_used`` (distinct ids
+    produced) and ``vocab_utilization`` (= vocab_used / vocab_size). Rows come subset by subset
+    ('all' first, then sorted), tokenizers in the given order.
+    Raises VocabError for a tokenizer that cannot be loaded and InputError for bad data.
+    Example: ``evaluate(["out/small", "out/big"], ["data_fixtures/sample.parquet"], by="lang")``.
+    """
+    from .pretokenize import count_words
+
+    if not tokenizers:
+        raise ConfigError("no tokenizers given; pass toktok output folders, .tiktoken files or tokenizer.json files")
+    if not data:
+        raise ConfigError("no data given; pass --data with Parquet, JSONL or text files")
+    threads = threads or os.cpu_count() or 1
+    toks = [_load(str(t), threads) for t in tokenizers]
+    for t, name in zip(toks, _names([str(t) for t in tokenizers])):
+        t.name = name
+    docs, groups = _read_data(data, text_column, by)
+
+    names = [ALL] + (sorted(set(groups)) if groups is not None else [])
+    members = [np.arange(len(docs))]
+    if groups is not None:
+        gidx = {g: i for i, g in enumerate(names)}
+        g = np.array([gidx[x] for x in groups])
+        members += [np.nonzero(g == i)[0] for i in range(1, len(names))]
+    enc_bytes = [d.encode("utf-8") for d in docs]
+    nbytes = np.array([len(b) for b in enc_bytes], dtype=np.int64)
+    nchars = np.array([len(d) for d in docs], dtype=np.int64)
+    del enc_bytes
+    # words per subset: pieces of disjoint groups add up, so 'all' is their sum
+    if groups is None:
+        words = [int(count_words(docs)["count"].sum())]
+    else:
+        per = [int(count_words([docs[i] for i in m])["count"].sum()) for m in members[1:]]
+        words = [sum(per)] + per
+
+    doc_group = np.zeros(len(docs), dtype=np.int64)
+    for i in range(1, len(names)):
+        doc_group[members[i]] = i
+    rows_by_tok = []
+    for tok in toks:
+        ntok = np.zeros(len(docs), dtype=np.int64)
+        used = np.zeros((len(names), tok.vocab_size), dtype=bool)
+        for start, end in _batches(nbytes):
+            ids = tok.encode(docs[start:end])
+            lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+            flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lens.sum()))
+            ntok[start:end] = lens
+            if flat.size and flat.max() >= used.shape[1]:  # an id beyond the reported size: grow
+                used = np.pad(used, ((0, 0), (0, int(flat.max()) + 1 - used.shape[1])))
+            used[0, flat] = True
+            if groups is not None:
+                used[np.repeat(doc_group[start:end], lens), flat] = True
+        rows_by_tok.append((tok, ntok, used))
+
+    rows = []
+    for s, name in enumerate(names):
+        m = members[s]
+        b, c, w = int(nbytes[m].sum()), int(nchars[m].sum()), words[s]
+        for tok, ntok, used in rows_by_tok:
+            n = int(ntok[m].sum())
+            u = int(used[s].sum())
+            rows.append({
+                "subset": name, "by": by, "tokenizer": tok.name, "path": tok.path, "kind": tok.kind,
+                "docs": len(m), "bytes": b, "chars": c, "words": w, "tokens": n,
+                "bytes_per_token": b / n if n else None, "chars_per_token": c / n if n else None,
+                "tokens_per_word": n / w if w else None,
+                "vocab_size": tok.vocab_size, "vocab_used": u, "vocab_utilization": u / tok.vocab_size if tok.vocab_size else None,
+            })
+    return rows
+
+
+__all__ = ["evaluate", "WORD_UNIT", "ALL", "BY_FILE"]

@@ -1,0 +1,483 @@
+"""Look inside a run: SQL views over ``run.duckdb``, the compression curve, token usage, phase gains.
+
+Reads a run's stored tables (``meta``, ``inputs``, ``words``, ``merges``, ``vocab``, ``stages``);
+writes only derived things into the same file: the views of ``toktok/sql/insight_views.sql``
+(``vocab_text``, ``merges_text``, ``words_text``, ``sources``, ``phases``, ``runs``,
+``vocab_usage``) and the tables ``compression``, ``token_usage`` and ``word_gains``. Views are
+stored in the file, so the stock ``duckdb`` package sees them without importing toktok.
+
+A run is given as an output folder, its ``run.duckdb``, or an open DuckDB connection (the
+pipeline passes its own before closing the file). Example::
+
+    add_views("out/demo")                                   # views in the file
+    compression_curve("out/demo", texts, by=langs)          # bytes/token after every k merges
+    word_gains("out/demo")                                  # words that gained from each phase
+    query("out/demo", "select * from phases")               # a pyarrow Table
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Union
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from .errors import ConfigError, QueryError, ToktokError
+from .store import RunStore, _statements, sql
+from .vocab import PATTERN
+
+RunLike = Union[str, os.PathLike, duckdb.DuckDBPyConnection]
+
+#: The views ``add_views`` creates and the tables it creates empty when missing.
+VIEWS = ("vocab_text", "merges_text", "words_text", "sources", "phases", "runs", "vocab_usage")
+TABLES = ("compression", "token_usage", "word_gains")
+#: The subset name of the whole held-out sample in ``compression`` and ``token_usage``.
+ALL = "all"
+#: Folders searched for ready queries by name (``toktok sql RUN top_merges``): ./sql, then the
+#: project's own sql/ when toktok runs from a source checkout.
+READY_DIRS = (Path("sql"), Path(__file__).resolve().parent.parent / "sql")
+
+
+# ---------------------------------------------------------------------------------------------
+# Opening a run
+# ---------------------------------------------------------------------------------------------
+
+
+def run_path(run: str | os.PathLike) -> Path:
+    """The ``run.duckdb`` of an output folder (or the file itself); ToktokError if there is none."""
+    p = Path(run)
+    if p.is_dir():
+        p = p / "run.duckdb"
+    if not p.is_file():
+        raise ToktokError(f"{p}: no run file here; pass a toktok output folder or its run.duckdb")
+    return p
+
+
+@contextmanager
+def _connect(run: RunLike, read_only: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+    if isinstance(run, duckdb.DuckDBPyConnection):
+        yield run
+        return
+    p = run_path(run)
+    try:
+        store = RunStore.open(p, read_only=read_only)
+    except duckdb.Error as e:
+        raise ToktokError(f"{p}: cannot open the run file ({_first_line(e)})") from None
+    try:
+        yield store.con
+    finally:
+        store.con.close()
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def _names(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+
+
+def add_views(con: RunLike, temp: bool = False) -> None:
+    """Create the insight views (and the empty ``compression``/``token_usage``/``word_gains``
+    tables when missing) in a run file. Idempotent.
+
+    ``temp=True`` makes them temporary (this connection only), which works on a read-only
+    connection: ``toktok sql`` and ``toktok show`` use it for runs made before the views existed.
+    Example: ``add_views(store.con)`` before ``store.close()``.
+    """
+    with _connect(con, read_only=temp) as c:
+        have = _names(c)
+        for stmt in _statements(sql("insight_tables")):
+            name = re.search(r"CREATE TABLE IF NOT EXISTS (\w+)", stmt).group(1)
+            if name in have:
+                continue
+            c.execute(stmt.replace("CREATE TABLE", "CREATE TEMP TABLE", 1) if temp else stmt)
+        for stmt in _statements(sql("insight_views")):
+            c.execute(stmt.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMP VIEW", 1) if temp else stmt)
+
+
+def _ensure_views(con: duckdb.DuckDBPyConnection) -> None:
+    if not set(VIEWS + TABLES) <= _names(con):
+        add_views(con, temp=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The vocabulary as tiktoken encodings of rank prefixes
+# ---------------------------------------------------------------------------------------------
+
+
+class _Prefixes:
+    """The run's tokens by id and, per merge count k, the vocabulary size after k merges.
+
+    Ranks are ids and merges add ids at the end, so the first ``size(k)`` tokens are a valid
+    tiktoken vocabulary: the tokenizer as it was after k merges.
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection):
+        rows = con.execute("SELECT id, token, kind FROM vocab ORDER BY id").fetchall()
+        ranked = [r for r in rows if r[2] != "special"]
+        if not ranked:
+            raise ToktokError("the run file has no vocabulary (the run did not finish training)")
+        n = ranked[-1][0] + 1  # specials after the last rank are not ranks
+        inside = rows[:n]
+        if [r[0] for r in inside] != list(range(n)):
+            raise ToktokError("the run file's vocabulary ids are not 0..N-1; the run file is damaged")
+        # special tokens pinned inside the id range (from a warm start) hold no rank
+        self.tokens: list[bytes | None] = [None if r[2] == "special" else bytes(r[1]) for r in inside]
+        ids = np.array([r[0] for r in con.execute(
+            "SELECT token_id FROM merges ORDER BY merge_index").fetchall()], dtype=np.int64)
+        new = int(con.execute("SELECT count(*) FROM merges WHERE NOT reused").fetchall()[0][0])
+        self.n_merges = len(ids)
+        base = n - new
+        # sizes[k] = id range after the first k merges (reused merges add no token)
+        grown = np.maximum.accumulate(ids + 1) if len(ids) else ids
+        self.sizes = np.concatenate([[base], np.maximum(base, grown)]).astype(np.int64)
+        self._cache: dict[int, object] = {}
+
+    def size(self, k: int) -> int:
+        return int(self.sizes[k])
+
+    def encoding(self, k: int):
+        import tiktoken
+
+        n = self.size(k)
+        if n not in self._cache:
+            self._cache.clear()
+            self._cache[n] = tiktoken.Encoding(
+                name=f"toktok-{n}", pat_str=PATTERN,
+                mergeable_ranks={t: i for i, t in enumerate(self.tokens[:n]) if t is not None}, special_tokens={},
+            )
+        return self._cache[n]
+
+
+def _texts_and_groups(texts, by, text_column: str) -> tuple[list[str], list[str] | None]:
+    """Documents and their group labels from a list/Series of str, or a table and its columns.
+
+    Null documents are dropped; a group named like the overall subset ('all') becomes 'all_'.
+    """
+    import polars as pl
+
+    groups = None
+    if isinstance(texts, (pa.Table, pl.DataFrame)) or hasattr(texts, "columns"):
+        df = (pl.from_arrow(texts) if isinstance(texts, pa.Table)
+              else texts if isinstance(texts, pl.DataFrame) else pl.from_pandas(texts))
+        for col, what in ((text_column, "text column"), (by if isinstance(by, str) else None, "by column")):
+            if col is not None and col not in df.columns:
+                raise ConfigError(f"the texts have no {what} {col!r} (columns: {', '.join(df.columns)})")
+        docs = df[text_column].to_list()
+        if isinstance(by, str):
+            groups = df[by].to_list()
+    else:
+        docs = texts.to_list() if hasattr(texts, "to_list") else list(texts)
+        if isinstance(by, str):
+            raise ConfigError(f"by={by!r} names a column, but the texts are a plain list; "
+                              "pass a table or one label per text")
+    if by is not None and not isinstance(by, str):
+        groups = by.to_list() if hasattr(by, "to_list") else list(by)
+        if len(groups) != len(docs):
+            raise ConfigError(f"by has {len(groups)} labels for {len(docs)} texts; give one label per text")
+    keep = [i for i, d in enumerate(docs) if d is not None]
+    if len(keep) < len(docs):
+        docs = [docs[i] for i in keep]
+        groups = None if groups is None else [groups[i] for i in keep]
+    if groups is not None:
+        groups = [(str(g) if g is not None else "null") for g in groups]
+        groups = [g + "_" if g == ALL else g for g in groups]
+    return docs, groups
+
+
+def _subsets(groups: list[str] | None, n: int) -> tuple[list[str], np.ndarray]:
+    """Subset names ('all' first, then the groups sorted) and each document's subset index (0 = no groups)."""
+    if groups is None:
+        return [ALL], np.zeros(n, dtype=np.int64)
+    names = sorted(set(groups))
+    index = {g: i + 1 for i, g in enumerate(names)}
+    return [ALL] + names, np.array([index[g] for g in groups], dtype=np.int64)
+
+
+def _checkpoints(n_merges: int, every: int | None, checkpoints: int) -> list[int]:
+    if every is None:
+        every = max(1, -(-n_merges // max(1, checkpoints)))
+    if every <= 0:
+        raise ConfigError(f"every={every}: the curve needs a positive number of merges between points")
+    ks = list(range(0, n_merges, every)) + [n_merges]
+    return sorted(set(ks))
+
+
+def _sums(values: np.ndarray, gidx: np.ndarray, n_subsets: int) -> np.ndarray:
+    """Per subset: [total, group 1, group 2, ...] sums of ``values``."""
+    out = np.zeros(n_subsets, dtype=np.int64)
+    out[0] = int(values.sum())
+    if n_subsets > 1:
+        out[1:] = np.bincount(gidx - 1, weights=values, minlength=n_subsets - 1)[: n_subsets - 1].astype(np.int64)
+    return out
+
+
+def compression_curve(
+    run: RunLike,
+    texts,
+    by=None,
+    every: int | None = None,
+    *,
+    checkpoints: int = 20,
+    text_column: str = "text",
+    threads: int = 0,
+    write: bool = True,
+):
+    """Bytes per token of held-out ``texts`` after every ``every`` merges, overall and per group.
+
+    ``texts``: a list (or Series) of str, or a table (polars/pandas DataFrame, pyarrow Table) with
+    ``text_column``. ``by``: None, one label per text (e.g. languages), or a column of the table.
+    ``every``: merges between points (default: about ``checkpoints`` points); 0 merges and the
+    last merge are always included. Each point encodes the texts with tiktoken and the vocabulary
+    cut after k merges (ids are ranks, so a prefix of the ids is the tokenizer as it was then);
+    special tokens in the texts are encoded as ordinary text.
+
+    With ``write`` the rows replace the ``compression`` table (``merges``, ``vocab_size``,
+    ``subset`` = 'all' or the group, ``docs``, ``bytes``, ``tokens``, ``bytes_per_token``), the
+    final tokenizer's per-token counts replace ``token_usage`` (``id``, ``subset``, ``uses``), and
+    meta('compression') records the sample. Returns the rows as a polars DataFrame.
+    Example: ``compression_curve("out/demo", df, by="lang", every=100)``.
+    """
+    import polars as pl
+
+    docs, groups = _texts_and_groups(texts, by, text_column)
+    threads = threads or os.cpu_count() or 1
+    subsets, gidx = _subsets(groups, len(docs))
+    with _connect(run, read_only=not write) as con:
+        pre = _Prefixes(con)
+        ks = _checkpoints(pre.n_merges, every, checkpoints)
+        nbytes = pl.Series(docs, dtype=pl.String).str.len_bytes().to_numpy().astype(np.int64) if docs else np.zeros(0, np.int64)
+        ndocs = _sums(np.ones(len(docs), np.int64), gidx, len(subsets))
+        sbytes = _sums(nbytes, gidx, len(subsets))
+        rows = []
+        usage = None
+        for k in ks:
+            enc = pre.encoding(k)
+            ids = enc.encode_ordinary_batch(docs, num_threads=threads) if docs else []
+            lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+            stoks = _sums(lens, gidx, len(subsets))
+            for s, name in enumerate(subsets):
+                rows.append((k, pre.size(k), name, int(ndocs[s]), int(sbytes[s]), int(stoks[s]),
+                             float(sbytes[s] / stoks[s]) if stoks[s] else None))
+            if k == ks[-1]:
+                usage = _usage(ids, lens, gidx, subsets, pre.size(k))
+        frame = pl.DataFrame(rows, schema={"merges": pl.Int32, "vocab_size": pl.Int32, "subset": pl.String,
+                                           "docs": pl.Int64, "bytes": pl.Int64, "tokens": pl.Int64,
+                                           "bytes_per_token": pl.Float64}, orient="row")
+        if write:
+            add_views(con)
+            info = {"docs": len(docs), "bytes": int(sbytes[0]), "subsets": len(subsets) - 1,
+                    "by": by if isinstance(by, str) else (None if by is None else "labels"),
+                    "points": len(ks), "every": ks[1] - ks[0] if len(ks) > 1 else 0}
+            _replace(con, {"compression": frame.to_arrow(), "token_usage": usage},
+                     meta={"compression": json.dumps(info, sort_keys=True)})
+    return frame
+
+
+def _usage(ids: list[list[int]], lens: np.ndarray, gidx: np.ndarray, subsets: list[str], n: int) -> pa.Table:
+    flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lens.sum()))
+    cols: dict[str, list] = {"id": [], "subset": [], "uses": []}
+    parts = [(0, flat)]
+    if len(subsets) > 1:
+        g = np.repeat(gidx, lens)
+        order = np.argsort(g, kind="stable")
+        bounds = np.searchsorted(g[order], np.arange(1, len(subsets) + 1))
+        parts += [(s, flat[order[bounds[s - 1]:bounds[s]]]) for s in range(1, len(subsets))]
+    for s, arr in parts:
+        c = np.bincount(arr, minlength=n)
+        used = np.nonzero(c)[0]
+        cols["id"].append(used.astype(np.int32))
+        cols["uses"].append(c[used].astype(np.int64))
+        cols["subset"].append(np.full(len(used), subsets[s], dtype=object))
+    return pa.table({
+        "id": pa.array(np.concatenate(cols["id"]) if cols["id"] else [], pa.int32()),
+        "subset": pa.array(np.concatenate(cols["subset"]).tolist() if cols["subset"] else [], pa.string()),
+        "uses": pa.array(np.concatenate(cols["uses"]) if cols["uses"] else [], pa.int64()),
+    })
+
+
+def _replace(con: duckdb.DuckDBPyConnection, tables: dict[str, pa.Table], meta: dict[str, str]) -> None:
+    """Replace the rows of derived tables (and meta keys) in one transaction."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for name, table in tables.items():
+            con.execute(f"DELETE FROM {name}")
+            con.register("_toktok_rows", table)
+            try:
+                cols = ", ".join(table.column_names)
+                con.execute(f"INSERT INTO {name} ({cols}) SELECT {cols} FROM _toktok_rows")
+            finally:
+                con.unregister("_toktok_rows")
+        for k, v in meta.items():
+            con.execute(sql("put_meta"), {"key": k, "value": v})
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def word_gains(run: RunLike, top: int = 50_000, *, threads: int = 0, write: bool = True):
+    """For each phase, its ``top`` most frequent words in tokens before and after its merges.
+
+    "Before" is the vocabulary the phase started from, "after" the one it ended with (both as
+    tiktoken prefixes of the final ids). With ``write`` the rows replace the ``word_gains``
+    table (``phase``, ``word``, ``count``, ``tokens_before``, ``tokens_after``); the ready query
+    ``sql/phase_gains.sql`` ranks them by tokens saved (count x tokens gained). Words that are not
+    valid UTF-8 on their own are left out. Returns a polars DataFrame.
+    Example: ``word_gains("out/demo", top=10_000)``.
+    """
+    import polars as pl
+
+    threads = threads or os.cpu_count() or 1
+    schema = {"phase": pl.String, "word": pl.Binary, "count": pl.Int64, "tokens_before": pl.Int32, "tokens_after": pl.Int32}
+    frames = []
+    with _connect(run, read_only=not write) as con:
+        pre = _Prefixes(con)
+        phases = con.execute(
+            "SELECT phase, min(merge_index), max(merge_index) FROM merges GROUP BY phase ORDER BY 2").fetchall()
+        for phase, k0, k1 in phases:
+            rows = con.execute(
+                "SELECT word, count FROM words WHERE phase = $p ORDER BY count DESC, word LIMIT $n",
+                {"p": phase, "n": int(top)}).fetchall()
+            words, texts, counts = [], [], []
+            for w, c in rows:
+                try:
+                    texts.append(bytes(w).decode("utf-8"))
+                except UnicodeDecodeError:
+                    continue
+                words.append(bytes(w))
+                counts.append(c)
+            before = [len(x) for x in pre.encoding(k0).encode_ordinary_batch(texts, num_threads=threads)]
+            after = [len(x) for x in pre.encoding(k1 + 1).encode_ordinary_batch(texts, num_threads=threads)]
+            frames.append(pl.DataFrame({"phase": [phase] * len(words), "word": words, "count": counts,
+                                        "tokens_before": before, "tokens_after": after}, schema=schema))
+        frame = pl.concat(frames) if frames else pl.DataFrame(schema=schema)
+        if write:
+            add_views(con)
+            _replace(con, {"word_gains": frame.to_arrow()}, meta={})
+    return frame
+
+
+# ---------------------------------------------------------------------------------------------
+# Queries and the one-screen summary
+# ---------------------------------------------------------------------------------------------
+
+
+def ready_queries() -> dict[str, Path]:
+    """The ready queries by name (``sql/*.sql`` in the current folder or the source checkout)."""
+    found: dict[str, Path] = {}
+    for d in READY_DIRS:
+        if d.is_dir():
+            for p in sorted(d.glob("*.sql")):
+                found.setdefault(p.stem, p)
+    return found
+
+
+def resolve_query(query_or_file: str) -> tuple[str, str]:
+    """(label, SQL text) of a query: a .sql file, a ready query's name, a table/view name, or SQL."""
+    q = query_or_file.strip()
+    p = Path(os.path.expanduser(q))
+    if q and "\n" not in q and len(q) < 4096 and p.is_file():
+        try:
+            return str(p), p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise QueryError(f"{p}: cannot read the query file ({e})") from None
+    if re.fullmatch(r"[\w.-]+\.sql", q) or (q.endswith(".sql") and " " not in q):
+        raise QueryError(f"{q}: no such query file")
+    if re.fullmatch(r"[A-Za-z_][\w-]*", q):
+        ready = ready_queries()
+        if q in ready:
+            return str(ready[q]), ready[q].read_text(encoding="utf-8")
+        if re.fullmatch(r"[A-Za-z_]\w*", q):
+            return q, f"SELECT * FROM {q}"
+    if not q:
+        raise QueryError("the query is empty; give SQL, a .sql file, a ready query name or a table name")
+    return "query", q
+
+
+def query(run: RunLike, query_or_file: str) -> pa.Table:
+    """Run SQL on a run file (read-only) and return the result as a pyarrow Table.
+
+    ``query_or_file``: SQL text, a ``.sql`` file, the name of a ready query in ``sql/`` (e.g.
+    ``top_merges``) or a table/view name. The insight views are available even on runs made
+    before they existed (as temporary views). A failing query raises QueryError naming the query
+    (file) with DuckDB's message. Example: ``query("out/demo", "sql/longest_tokens.sql")``.
+    """
+    label, text = resolve_query(query_or_file)
+    with _connect(run, read_only=True) as con:
+        _ensure_views(con)
+        try:
+            rel = con.sql(text)
+            if rel is None:
+                raise QueryError(f"{label}: the query returns no rows (it is not a SELECT)")
+            return _arrow(rel)
+        except duckdb.Error as e:
+            raise QueryError(f"{label}: {_first_line(e)}") from None
+
+
+def _arrow(rel) -> pa.Table:
+    """A DuckDB relation as a pyarrow Table (the method's name differs across DuckDB versions)."""
+    for name in ("to_arrow_table", "fetch_arrow_table", "arrow"):
+        f = getattr(rel, name, None)
+        if f is not None:
+            out = f()
+            return out.read_all() if isinstance(out, pa.RecordBatchReader) else out
+    raise AttributeError("this duckdb has no Arrow export")  # pragma: no cover
+
+
+def describe(run: RunLike) -> dict:
+    """Everything ``toktok show`` prints, as plain data: config, inputs, held-out sample,
+    phases, vocabulary by kind, parity, stage timings, warnings and versions.
+
+    Example: ``describe("out/demo")["vocab"]["merge"] == 2000``.
+    """
+    with _connect(run, read_only=True) as con:
+        _ensure_views(con)
+        meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+
+        def js(key, default=None):
+            try:
+                return json.loads(meta[key]) if key in meta else default
+            except ValueError:
+                return meta[key]
+
+        def rows(q: str) -> list[dict]:
+            res = con.execute(q)
+            cols = [d[0] for d in res.description]
+            return [dict(zip(cols, r)) for r in res.fetchall()]
+
+        curve = rows("SELECT * FROM compression WHERE subset = 'all' ORDER BY merges")
+        return {
+            "run": str(run) if not isinstance(run, duckdb.DuckDBPyConnection) else None,
+            "config": js("config", {}),
+            "versions": js("versions", {}),
+            "started": meta.get("started"),
+            "finished": meta.get("finished"),
+            "inputs": rows("SELECT path, kind, phase, size_bytes, docs, text_bytes FROM inputs ORDER BY phase, path"),
+            "sample": {
+                **(js("compression") or {}),
+                "bytes_per_token_start": curve[0]["bytes_per_token"] if curve else None,
+                "bytes_per_token_end": curve[-1]["bytes_per_token"] if curve else None,
+                "subsets": rows("SELECT subset, docs, bytes, bytes_per_token FROM compression "
+                                "WHERE merges = (SELECT max(merges) FROM compression) AND subset <> 'all' "
+                                "ORDER BY bytes_per_token"),
+            } if curve else None,
+            "phases": rows("SELECT * FROM phases ORDER BY first_merge NULLS LAST, phase"),
+            "vocab": dict(con.execute("SELECT kind, count(*) FROM vocab GROUP BY kind ORDER BY min(id)").fetchall()),
+            "vocab_size": con.execute("SELECT count(*) FROM vocab").fetchall()[0][0],
+            "words": rows("SELECT count(*) AS unique_words, sum(count) AS total FROM words")[0],
+            "parity": js("parity"),
+            "stages": dict(con.execute("SELECT stage, seconds FROM stages").fetchall()),
+            "warnings": js("warnings", []),
+        }
+
+
+__all__ = ["add_views", "compression_curve", "word_gains", "query", "describe", "ready_queries",
+           "resolve_query", "run_path", "VIEWS", "TABLES", "ALL"]

@@ -1,0 +1,227 @@
+"""Terminal renderings for ``toktok sql``, ``toktok eval`` and ``toktok show`` (Rich objects).
+
+Pure functions from data (a pyarrow Table, ``evaluate`` rows, a ``describe`` dict) to Rich
+renderables; the CLI prints them. Example: ``Console().print(eval_table(rows))``.
+"""
+from __future__ import annotations
+
+import decimal
+import json
+import math
+import os
+
+import pyarrow as pa
+from rich import box
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+
+def _cell(v) -> str:
+    if v is None:
+        return "∅"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        if math.isnan(v) or math.isinf(v):
+            return str(v)
+        if v == int(v) and abs(v) < 1e15:
+            return f"{int(v):,}"
+        return f"{v:,.4g}" if abs(v) >= 1e-3 else f"{v:.3e}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, decimal.Decimal):
+        return f"{int(v):,}" if v == v.to_integral_value() else f"{float(v):,.4g}"
+    if isinstance(v, (bytes, bytearray)):
+        try:
+            return repr(bytes(v).decode("utf-8"))
+        except UnicodeDecodeError:
+            return repr(bytes(v))
+    if isinstance(v, str):
+        return repr(v)[1:-1] if any(c in v for c in "\n\r\t") or v != v.strip() else v
+    if isinstance(v, list):  # strings quoted, whitespace escapes visible, backslashes as they are
+        return "[" + ", ".join(f'"{_ws(x)}"' if isinstance(x, str) else _cell(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return json.dumps(v, ensure_ascii=False, default=str)
+    return str(v)
+
+
+def _ws(s: str) -> str:
+    return s.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+
+
+def arrow_table(table: pa.Table, limit: int = 40, title: str | None = None) -> Group:
+    """A Rich table of the first ``limit`` rows; numbers right-aligned, strings shown with escapes."""
+    if table.num_rows == 1 and table.num_columns > 6:  # one wide row (e.g. the runs view): column / value
+        t = Table(title=title, title_justify="left", header_style="bold")
+        t.add_column("column", style="bold")
+        t.add_column("value", overflow="fold")
+        for k, v in table.to_pylist()[0].items():
+            t.add_row(k, _cell(v))
+        return Group(t)
+    t = Table(title=title, title_justify="left", header_style="bold", show_lines=False)
+    for f in table.schema:
+        numeric = pa.types.is_integer(f.type) or pa.types.is_floating(f.type) or pa.types.is_decimal(f.type)
+        t.add_column(f.name, justify="right" if numeric else "left", overflow="fold")
+    for row in table.slice(0, limit).to_pylist():
+        t.add_row(*(_cell(v) for v in row.values()))
+    shown = min(limit, table.num_rows)
+    note = f"{table.num_rows:,} row{'s' if table.num_rows != 1 else ''}" + (
+        f" ({shown:,} shown; --limit N, --csv or --parquet FILE for all)" if shown < table.num_rows else "")
+    return Group(t, Text(note, style="dim"))
+
+
+def eval_table(rows: list[dict], word_unit: str) -> Table:
+    """``toktok eval``'s table: per subset and tokenizer, bytes/token (and the difference to the
+    first tokenizer), tokens/word and vocabulary utilization; the best bytes/token in bold."""
+    t = Table(header_style="bold", title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
+    for name, just in (("subset", "left"), ("tokenizer", "left"), ("docs", "right"), ("text", "right"),
+                       ("bytes/tok", "right"), ("vs first", "right"), ("tok/word", "right"),
+                       ("vocab", "right")):
+        t.add_column(name, justify=just, overflow="fold", no_wrap=just == "right",
+                     min_width=len(name) if name == "tokenizer" else None)
+    by_subset: dict[str, list[dict]] = {}
+    for r in rows:
+        by_subset.setdefault(r["subset"], []).append(r)
+    shown = {k: k for k in by_subset}
+    if rows and rows[0].get("by") == "file":  # file paths: their names, where those are unique
+        names = [os.path.basename(k) for k in by_subset]
+        if len(set(names)) == len(names):
+            shown = dict(zip(by_subset, names))
+    for subset, rs in by_subset.items():
+        best = max((r["bytes_per_token"] or 0) for r in rs)
+        first = rs[0]["bytes_per_token"]
+        for k, r in enumerate(rs):
+            bpt = r["bytes_per_token"]
+            vs = "" if k == 0 or not first or bpt is None else f"{(bpt / first - 1) * 100:+.1f}%"
+            t.add_row(
+                shown[subset] if k == 0 else "", r["tokenizer"], f"{r['docs']:,}", _size(r["bytes"]),
+                Text(f"{bpt:.3f}" if bpt else "–", style="bold" if len(rs) > 1 and bpt == best else ""),
+                vs, f"{r['tokens_per_word']:.3f}" if r["tokens_per_word"] else "–",
+                f"{r['vocab_utilization'] * 100:.1f}%" if r["vocab_utilization"] is not None else "–",
+            )
+        t.add_section()
+    t.caption = (f"words = {word_unit}; bytes are UTF-8; bold = most bytes per token (best compression); "
+                 "vocab = share of the vocabulary produced at least once")
+    t.caption_justify = "left"
+    return t
+
+
+def _size(n) -> str:
+    if n is None:
+        return "–"
+    for unit, f in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= f:
+            return f"{n / f:,.1f} {unit}"
+    return f"{n:,} B"
+
+
+def run_summary(d: dict) -> Group:
+    """``toktok show``: one screen about a run from ``insight.describe``."""
+    cfg = d.get("config") or {}
+    head = Table(show_header=False, box=None, pad_edge=False, title=f"toktok run {d.get('run') or ''}",
+                 title_justify="left", title_style="bold")
+    head.add_column(style="bold cyan", no_wrap=True)
+    head.add_column(overflow="fold")
+    head.add_row("when", f"{d.get('started') or '?'} → {d.get('finished') or 'unfinished'}"
+                 + (f"  (toktok {d['versions'].get('toktok')})" if d.get("versions") else ""))
+    phases_cfg = [p for p in cfg.get("phases") or [] if isinstance(p, dict)]
+    if phases_cfg:
+        opts = ["phases " + ", ".join(f"{p.get('name')} {p.get('merges', '?'):,}" if isinstance(p.get("merges"), int)
+                                      else str(p.get("name")) for p in phases_cfg) + " merges"]
+    else:
+        opts = [f"merges {cfg['merges']:,}" if isinstance(cfg.get("merges"), int) else "merges ?"]
+    if cfg.get("special_tokens"):
+        opts.append("specials " + " ".join(cfg["special_tokens"]))
+    if cfg.get("warm_start"):
+        opts.append(f"warm start {cfg['warm_start']}")
+    if cfg.get("budget"):
+        opts.append(f"budget {cfg['budget']}")
+    opts += [f"seed {cfg.get('seed', '?')}", f"memory {cfg.get('memory_limit', '?')}"]
+    if cfg.get("config_file"):
+        opts.append(f"from {cfg['config_file']}")
+    head.add_row("config", ", ".join(opts))
+    if phases_cfg:
+        srcs = "; ".join(f"{p.get('name')}: " + " ".join(str(s.get("path")) if isinstance(s, dict) else str(s)
+                                                          for s in p.get("sources") or []) for p in phases_cfg)
+    else:
+        srcs = " ".join(cfg.get("sources") or [])
+    head.add_row("sources", srcs or "–")
+    inputs = d.get("inputs") or []
+    head.add_row("inputs", f"{len(inputs)} file(s), {sum(i['docs'] or 0 for i in inputs):,} documents, "
+                 f"{_size(sum(i['text_bytes'] or 0 for i in inputs))} of text")
+    for i in inputs[:6]:
+        head.add_row("", f"{i['path']}  [dim]{i['kind']}, {i['phase']}[/], {i['docs']:,} docs, {_size(i['text_bytes'])}")
+    if len(inputs) > 6:
+        head.add_row("", f"… {len(inputs) - 6} more (toktok sql RUN sources)")
+    w = d.get("words") or {}
+    head.add_row("words", f"{w.get('unique_words') or 0:,} unique, {w.get('total') or 0:,} in all")
+    s = d.get("sample")
+    if s:
+        line = (f"held out {s.get('docs', 0):,} docs, {_size(s.get('bytes'))}: bytes/token "
+                f"{s['bytes_per_token_start']:.3f} → {s['bytes_per_token_end']:.3f} over the merges")
+        head.add_row("sample", line)
+        subs = s.get("subsets") or []
+        if subs:
+            worst, best = subs[:3], subs[-3:]
+            head.add_row("", f"by {s.get('by') or 'group'} ({len(subs)}): lowest "
+                         + ", ".join(f"{x['subset']} {x['bytes_per_token']:.2f}" for x in worst)
+                         + "; highest " + ", ".join(f"{x['subset']} {x['bytes_per_token']:.2f}" for x in reversed(best)))
+    else:
+        head.add_row("sample", "no held-out sample encoded (no compression table)")
+    for k, r in enumerate(d.get("phases") or []):
+        parts = [f"{r['merges']:,} merges" + (f" ({r['reused']:,} reused)" if r["reused"] else "")]
+        if r["first_id"] is not None:
+            parts.append(f"ids {r['first_id']}–{r['last_id']}")
+        if r["max_count"] is not None:
+            parts.append(f"pair count {r['max_count']:,} → {r['last_count']:,}")
+        parts.append(f"{r['files'] or 0} file(s), {_size(r['text_bytes'])}, {r['words'] or 0:,} unique words")
+        parts.append(f"{(r['vocab_share'] or 0) * 100:.1f}% of the vocab")
+        head.add_row("phases" if k == 0 else "", f"[bold]{r['phase']}[/]: " + ", ".join(parts))
+    vocab = d.get("vocab") or {}
+    head.add_row("vocab", f"{d.get('vocab_size', 0):,} tokens: " + ", ".join(f"{v:,} {k}" for k, v in vocab.items()))
+    p = d.get("parity")
+    if isinstance(p, dict):
+        head.add_row("parity", f"ok: tiktoken == HF tokenizers on {p.get('strings', 0):,} strings, {p.get('tokens', 0):,} tokens"
+                     if p.get("ok") else f"[red]failed[/]: {p}")
+    else:
+        head.add_row("parity", "[yellow]not recorded[/] (the run did not finish)")
+    st = d.get("stages") or {}
+    if st:
+        head.add_row("time", ", ".join(f"{k} {v:.2f}s" for k, v in st.items()) + f"  (total {sum(st.values()):.2f}s)")
+    for warn in d.get("warnings") or []:
+        head.add_row("[yellow]warning[/]", str(warn))
+
+    return Group(head)
+
+
+def _plain(v):
+    """A CSV cell: text as is, bytes as UTF-8 (escaped where invalid), lists/dicts as JSON."""
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v).decode("utf-8", "backslashreplace")
+    if isinstance(v, (list, dict)):
+        return json.dumps(v, ensure_ascii=False, default=str)
+    return "" if v is None else v
+
+
+def write_csv(table: pa.Table, stream) -> None:
+    """All rows of ``table`` as CSV (header first) to a text stream."""
+    import csv
+
+    w = csv.writer(stream, lineterminator="\n")
+    w.writerow(table.column_names)
+    for batch in table.to_batches(4096):
+        for row in batch.to_pylist():
+            w.writerow([_plain(v) for v in row.values()])
+
+
+def write_parquet(table: pa.Table, path: str) -> None:
+    """``table`` as a Parquet file; OutputError if it cannot be written."""
+    import pyarrow.parquet as pq
+
+    from .errors import OutputError
+
+    try:
+        pq.write_table(table, path)
+    except (OSError, pa.ArrowException) as e:
+        raise OutputError(f"{path}: cannot write Parquet ({e})") from None

@@ -1,0 +1,14 @@
+-- Tables filled by toktok.insight (empty until compression_curve / word_gains ran on the run).
+-- compression: bytes per token on a held-out sample with the vocabulary cut after `merges`
+-- merges (subset 'all' plus one row per group, e.g. per language).
+CREATE TABLE IF NOT EXISTS compression (
+    merges INTEGER, vocab_size INTEGER, subset VARCHAR, docs BIGINT, bytes BIGINT, tokens BIGINT,
+    bytes_per_token DOUBLE
+);
+-- token_usage: how often the final tokenizer produced each token id on the held-out sample
+-- (only ids used at least once), per subset.
+CREATE TABLE IF NOT EXISTS token_usage (id INTEGER, subset VARCHAR, uses BIGINT);
+-- word_gains: a phase's most frequent words, in tokens before and after the phase's merges.
+CREATE TABLE IF NOT EXISTS word_gains (
+    phase VARCHAR, word BLOB, count BIGINT, tokens_before INTEGER, tokens_after INTEGER
+);

@@ -1,0 +1,337 @@
+"""Warm start and conversion: read a vocabulary to train on top of, keeping every id.
+
+Owns reading a base vocabulary from a ``.tiktoken`` file (ranks in any layout, e.g. GPT-2's,
+whose 256 bytes are not at ids 0..255; special tokens from its ``.special_tokens.json`` list or
+a ``tokenizer.json`` beside it) or from a Hugging Face ``tokenizer.json`` with a byte-level BPE
+model (ids kept as they are, its special tokens carried over at their ids), and ``toktok
+convert`` between the two. A base is refused, with the reason, when it is not byte-level BPE,
+when its merge order disagrees with its id order (toktok and tiktoken rank tokens by id), or when
+an id is neither a token nor a special token (toktok keeps ids, so it cannot leave a hole).
+
+Special tokens at ids inside the range stay there as ``Vocab.pinned`` (see ``toktok.vocab``).
+Example: ``load_base("gpt2.tiktoken").vocab.tokens[0] == b"!"``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import ConfigError, OutputError, VocabError
+from .export import (
+    HF_CONFIG_FILE,
+    HF_FILE,
+    HF_SPECIAL_MAP_FILE,
+    TIKTOKEN_FILE,
+    _write_atomic,
+    bytelevel_to_token,
+    find_tiktoken,
+    read_tiktoken_ranks,
+    special_tokens_file,
+    specials_beside,
+    write_hf,
+    write_tiktoken,
+)
+from .vocab import PATTERN, Vocab
+
+
+@dataclass
+class Base:
+    """A warm-start vocabulary: ``vocab.tokens[i]`` is id ``i`` (pinned specials' placeholders
+    included), ``vocab.pinned`` its special tokens at their ids; ``kind`` is "tiktoken" or
+    "tokenizer.json"; ``warnings`` say what of the base is not carried over (e.g. its pattern)."""
+
+    vocab: Vocab
+    path: Path
+    kind: str
+    warnings: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        return {
+            "file": str(self.path), "kind": self.kind, "ids": len(self.vocab.tokens),
+            "ranks": len(self.vocab.tokens) - len(self.vocab.pinned),
+            "specials": {s: i for i, s in sorted(self.vocab.pinned.items())},
+        }
+
+
+def load_base(path: str | os.PathLike) -> Base:
+    """The base vocabulary in ``path``: a ``.tiktoken`` file, a ``tokenizer.json``, or a folder
+    holding one (its ``.tiktoken`` first). Raises VocabError with the reason when it is refused."""
+    p = Path(path)
+    if p.is_dir():
+        try:
+            return read_tiktoken_base(find_tiktoken(p))
+        except VocabError:
+            if (p / HF_FILE).is_file():
+                return read_hf_base(p / HF_FILE)
+            raise
+    if not p.exists():
+        raise ConfigError(f"{p}: no such warm-start file; give a .tiktoken file or a tokenizer.json")
+    if p.suffix == ".json":
+        return read_hf_base(p)
+    return read_tiktoken_base(p)
+
+
+def _assemble(path: Path, by_id: dict[int, bytes], specials: dict[str, int], what: str) -> Vocab:
+    """tokens by id from ranks and specials; every id 0..max must be one or the other."""
+    n = max([*by_id, *specials.values()]) + 1
+    special_at = {i: s for s, i in specials.items()}
+    if len(special_at) != len(specials):
+        raise VocabError(f"{path}: two special tokens share an id")
+    for i, s in special_at.items():
+        if i in by_id:
+            raise VocabError(f"{path}: special token {s!r} has id {i}, which is also the {what} {by_id[i]!r}")
+    holes = [i for i in range(n) if i not in by_id and i not in special_at]
+    if holes:
+        raise VocabError(
+            f"{path}: id {holes[0]} is neither a {what} nor a special token ({len(holes)} such ids); toktok "
+            "keeps every id and gives new tokens the ids after the largest, so the ids must be 0..N-1"
+        )
+    index = {t: i for i, t in by_id.items()}
+    for i, s in special_at.items():
+        if s.encode() in index:
+            raise VocabError(
+                f"{path}: special token {s!r} (id {i}) has the same bytes as the {what} of id "
+                f"{index[s.encode()]}; a text could not tell them apart"
+            )
+    tokens = [by_id[i] if i in by_id else special_at[i].encode() for i in range(n)]
+    vocab = Vocab(tokens, [], dict(special_at))
+    try:
+        vocab.check()
+    except VocabError as e:
+        hint = ""
+        if "single-byte" in str(e):
+            hint = ("; a byte-level vocabulary needs all 256 (train HF's BpeTrainer with "
+                    "initial_alphabet=pre_tokenizers.ByteLevel.alphabet())")
+        raise VocabError(f"{path}: {e}{hint}") from None
+    return vocab
+
+
+def read_tiktoken_base(path: str | os.PathLike, specials: dict[str, int] | None = None) -> Base:
+    """A base from a ``.tiktoken`` file: ids = ranks, in whatever layout; special tokens from
+    ``specials``, else the file's ``.special_tokens.json`` list, else a ``tokenizer.json`` beside it.
+    """
+    p = Path(path)
+    by_rank, _ = read_tiktoken_ranks(p)
+    sp = dict(specials) if specials is not None else specials_beside(p)
+    return Base(_assemble(p, by_rank, sp, "rank"), p, "tiktoken")
+
+
+def _find_types(node, out: list[dict]) -> list[dict]:
+    """Every component of a pre-tokenizer / decoder / normalizer tree, depth first."""
+    if isinstance(node, dict):
+        if "type" in node:
+            out.append(node)
+        for v in node.values():
+            _find_types(v, out)
+    elif isinstance(node, list):
+        for v in node:
+            _find_types(v, out)
+    return out
+
+
+def _merge_pair(m, k: int, path: Path) -> tuple[str, str]:
+    if isinstance(m, str):
+        parts = m.split(" ")
+        if len(parts) == 2 and parts[0] and parts[1]:
+            return parts[0], parts[1]
+    elif isinstance(m, list) and len(m) == 2 and all(isinstance(x, str) for x in m):
+        return m[0], m[1]
+    raise VocabError(f"{path}: merge {k} is {m!r}; expected 'left right' or [left, right]")
+
+
+def read_hf_base(path: str | os.PathLike) -> Base:
+    """A base from a Hugging Face ``tokenizer.json`` with a byte-level BPE model, ids kept.
+
+    Its special ``added_tokens`` are carried over at their ids (inside the range, as HF's
+    BpeTrainer puts them at 0..k-1, or after it). Refused with the reason: a model that is not
+    BPE, a tokenizer that is not byte-level (no ByteLevel pre-tokenizer, a token outside the
+    byte-level alphabet, a missing single byte, a subword prefix or suffix), a merge order that
+    disagrees with the id order, a token no merge makes, a non-special added token, an id hole.
+    """
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_bytes())
+    except OSError as e:
+        raise VocabError(f"{p}: cannot read ({e.strerror or e})") from None
+    except ValueError as e:
+        raise VocabError(f"{p}: not valid JSON ({e})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
+        raise VocabError(f"{p}: no model; expected a Hugging Face tokenizer.json")
+    model = doc["model"]
+    mtype = model.get("type", "BPE" if "merges" in model else None)
+    if mtype != "BPE":
+        raise VocabError(f"{p}: the model is {mtype or 'of no known type'}, not BPE; toktok warm-starts from byte-level BPE only")
+    pre = _find_types(doc.get("pre_tokenizer"), [])
+    if not any(c.get("type") == "ByteLevel" for c in pre):
+        raise VocabError(
+            f"{p}: not byte-level: the pre-tokenizer has no ByteLevel step "
+            f"({', '.join(c.get('type', '?') for c in pre) or 'none'}); toktok warm-starts from byte-level BPE only"
+        )
+    for key in ("continuing_subword_prefix", "end_of_word_suffix"):
+        if model.get(key):
+            raise VocabError(f"{p}: the model has {key} {model[key]!r}; byte-level BPE as tiktoken runs it has none")
+    vocab = model.get("vocab")
+    if not isinstance(vocab, dict) or not vocab:
+        raise VocabError(f"{p}: the model has no vocab")
+
+    # 1. special tokens, at their ids
+    specials: dict[str, int] = {}
+    for a in doc.get("added_tokens") or []:
+        content, i = a.get("content"), a.get("id")
+        if not isinstance(content, str) or not isinstance(i, int):
+            raise VocabError(f"{p}: added token {a!r} has no content or id")
+        if not a.get("special", False):
+            raise VocabError(
+                f"{p}: added token {content!r} (id {i}) is not special; tiktoken has nothing like "
+                "a non-special added token, so mark it special or remove it"
+            )
+        for flag in ("lstrip", "rstrip", "single_word"):
+            if a.get(flag):
+                raise VocabError(f"{p}: special token {content!r} (id {i}) has {flag} set; tiktoken's specials match the text exactly")
+        if content in vocab and vocab[content] != i:
+            raise VocabError(f"{p}: special token {content!r} has id {i} in added_tokens but {vocab[content]} in the vocab")
+        specials[content] = i
+
+    # 2. the model's tokens, by id
+    by_id: dict[int, bytes] = {}
+    for name, i in vocab.items():
+        if not isinstance(i, int) or isinstance(i, bool) or i < 0:
+            raise VocabError(f"{p}: token {name!r} has id {i!r}; ids must be whole numbers >= 0")
+        if specials.get(name) == i:
+            continue
+        if i in by_id:
+            raise VocabError(f"{p}: id {i} is given to two tokens")
+        try:
+            by_id[i] = bytelevel_to_token(name)
+        except VocabError:
+            raise VocabError(
+                f"{p}: not byte-level: token {name!r} (id {i}) is not spelled in the byte-level alphabet"
+            ) from None
+    tokens_vocab = _assemble(p, by_id, specials, "token")
+
+    # 3. merges: each must make a token, in id order (HF applies merges by their order,
+    #    tiktoken by the merged token's id)
+    ids = {t: i for i, t in by_id.items()}
+    made: set[int] = set()
+    prev = -1
+    for k, m in enumerate(model.get("merges") or []):
+        a, b = _merge_pair(m, k, p)
+        try:
+            ta, tb = bytelevel_to_token(a), bytelevel_to_token(b)
+        except VocabError:
+            raise VocabError(f"{p}: not byte-level: merge {k} ({a!r}, {b!r}) is not spelled in the byte-level alphabet") from None
+        if ta not in ids or tb not in ids:
+            raise VocabError(f"{p}: merge {k} ({a!r}, {b!r}) uses a token that is not in the vocab")
+        t = ids.get(ta + tb)
+        if t is None:
+            raise VocabError(f"{p}: merge {k} ({a!r}, {b!r}) makes a token that is not in the vocab")
+        if t < prev:
+            raise VocabError(
+                f"{p}: the merge order disagrees with the id order: merge {k} ({a!r}, {b!r}) makes id {t} "
+                f"after an earlier merge made id {prev}; tiktoken ranks tokens by id, so toktok can keep "
+                "these ids only if the merges come in id order"
+            )
+        prev = t
+        made.add(t)
+    for i, t in by_id.items():
+        if len(t) > 1 and i not in made:
+            raise VocabError(
+                f"{p}: token {t!r} (id {i}) is made by no merge; tiktoken would reach it from its "
+                "parts and Hugging Face would not, so the ids would encode differently"
+            )
+
+    base = Base(tokens_vocab, p, "tokenizer.json")
+    # 4. what is not carried over
+    for c in pre:
+        if c.get("type") == "Split":
+            pat = (c.get("pattern") or {}).get("Regex") or (c.get("pattern") or {}).get("String")
+            if pat != PATTERN:
+                base.warnings.append(f"{p.name}: its Split pattern is not toktok's; the new tokenizer keeps every id but splits text with the GPT-4 pattern")
+        if c.get("type") == "ByteLevel" and c.get("use_regex", True):
+            base.warnings.append(f"{p.name}: it splits text with GPT-2's ByteLevel pattern; the new tokenizer keeps every id but splits text with the GPT-4 pattern")
+        if c.get("type") == "ByteLevel" and c.get("add_prefix_space"):
+            base.warnings.append(f"{p.name}: its add_prefix_space is not kept")
+    if doc.get("post_processor"):
+        base.warnings.append(f"{p.name}: its post-processor ({doc['post_processor'].get('type', '?')}) is not kept")
+    if doc.get("normalizer"):
+        base.warnings.append(f"{p.name}: its normalizer ({doc['normalizer'].get('type', '?')}) is not kept")
+    return base
+
+
+def add_tokens(vocab: Vocab, tokens: list[bytes]) -> list[int]:
+    """Append the ``tokens`` not already in ``vocab`` (ids after the largest); returns their ids."""
+    have = set(vocab.tokens)
+    out = []
+    for t in tokens:
+        if t not in have:
+            have.add(t)
+            out.append(len(vocab.tokens))
+            vocab.tokens.append(t)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# toktok convert
+# ---------------------------------------------------------------------------------------------
+
+
+def convert(src: str | os.PathLike, dst: str | os.PathLike) -> list[Path]:
+    """Convert between a ``tokenizer.json`` and a ``.tiktoken`` file, ids kept; returns the files written.
+
+    * ``tokenizer.json`` (or a folder holding one) -> ``DST`` (a ``.tiktoken`` path, or a folder
+      that gets ``tokenizer.tiktoken``): the ranks, plus ``<name>.special_tokens.json``
+      (``{token: id}``) when the source has special tokens.
+    * ``.tiktoken`` (special tokens from its list or a tokenizer.json beside it) -> ``DST`` folder
+      (or a path ending in ``tokenizer.json``): ``tokenizer.json``, ``tokenizer_config.json``,
+      ``special_tokens_map.json``, checked for id parity with tiktoken first.
+    Example: ``convert("hf/tokenizer.json", "out/base.tiktoken")``.
+    """
+    s, d = Path(src), Path(dst)
+    if s.is_dir():
+        if (s / HF_FILE).is_file():
+            s = s / HF_FILE
+        else:
+            s = find_tiktoken(s)
+    if not s.exists():
+        raise ConfigError(f"{s}: no such file; give a tokenizer.json or a .tiktoken file")
+    if s.suffix == ".json":
+        base = read_hf_base(s)
+        tt = d if d.suffix == ".tiktoken" else d / TIKTOKEN_FILE
+        if tt.exists() and tt.is_dir():
+            raise ConfigError(f"{tt}: is a folder; give the path of the .tiktoken file to write")
+        try:
+            tt.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise OutputError(f"{tt.parent}: cannot create folder ({e.strerror or e})") from None
+        written = [write_tiktoken(base.vocab, tt)]
+        side = special_tokens_file(tt)
+        if base.vocab.pinned:
+            data = json.dumps({s_: i for i, s_ in sorted(base.vocab.pinned.items())}, ensure_ascii=False, indent=1)
+            _write_atomic(side, (data + "\n").encode("utf-8"))
+            written.append(side)
+        return written
+    base = read_tiktoken_base(s)
+    folder = d.parent if d.name == HF_FILE else d
+    if d.suffix == ".json" and d.name != HF_FILE:
+        raise ConfigError(f"{d}: the Hugging Face files are written into a folder; give a folder (or .../tokenizer.json)")
+    from .verify import verify
+
+    with tempfile.TemporaryDirectory(prefix=".toktok-convert-") as tmp:
+        write_tiktoken(base.vocab, Path(tmp) / TIKTOKEN_FILE)
+        write_hf(base.vocab, tmp)
+        verify(tmp)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise OutputError(f"{folder}: cannot create folder ({e.strerror or e})") from None
+        out = []
+        for name in (HF_FILE, HF_CONFIG_FILE, HF_SPECIAL_MAP_FILE):
+            _write_atomic(folder / name, (Path(tmp) / name).read_bytes())
+            out.append(folder / name)
+    return out
+
+
+__all__ = ["Base", "load_base", "read_tiktoken_base", "read_hf_base", "add_tokens", "convert"]

@@ -112,7 +112,7 @@ def main() -> None:
 
         con = duckdb.connect(str(out / "run.duckdb"), read_only=True)
         rows = con.execute(
-            "select regexp_extract(path, '([a-z]+)-[0-9]+\\.parquet$', 1) as src, sum(text_bytes), sum(sampled_bytes) "
+            "select regexp_extract(path, '([a-z]+)-[0-9]+\\.parquet$', 1) as src, sum(bytes_seen), sum(text_bytes) "
             "from inputs group by all order by 1"
         ).fetchall()
         seen = sum(r[1] for r in rows)

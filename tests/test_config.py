@@ -78,7 +78,7 @@ phases:
 def test_full_schema(in_tmp):
     cfg = load_config(_write(in_tmp, FULL))
     assert cfg.out == "out/t" and cfg.tiktoken_name == "tok.tiktoken"
-    assert cfg.memory_limit == "512MiB" and cfg.threads == 2 and cfg.verbose is False
+    assert cfg.threads == 2 and cfg.verbose is False  # budget: wins over working_set_mb
     assert cfg.special_tokens == ["<|endoftext|>", "<|pad|>"] and cfg.warm_start == "base.tiktoken"
     assert cfg.seed == 3 and cfg.text_column == "body" and cfg.budget == "1.5MB" and cfg.hardcoded is True
     assert cfg.bad_utf8 == "replace"
@@ -88,6 +88,11 @@ def test_full_schema(in_tmp):
     ]
     assert cfg.phase_budget(cfg.phases[0]) == 1_500_000 and cfg.phase_budget(cfg.phases[1]) == 2048
     cfg.validate()
+
+
+def test_working_set_is_the_memory_budget(in_tmp):
+    cfg = load_config(_write(in_tmp, "output: o/x.tiktoken\nworking_set_mb: 768\nphases: [{name: a, merges: 1, sources: [d]}]\n"))
+    assert cfg.budget == "768MiB"
 
 
 def test_defaults_and_hardcoded_rule(in_tmp):

@@ -172,25 +172,28 @@ def test_a_bad_source_in_a_later_phase_fails_before_any_work(tmp_path):
 
 
 def test_budget_is_shared_by_weights(tmp_path):
+    """A phase's text budget is a seeded reservoir sample, shared by the sources' weights."""
+    from toktok.sample import Reservoir
+
     sample, extra = str(FIXTURES / "sample.parquet"), str(FIXTURES / "extra.jsonl")
-    cfg = TrainConfig(out=str(tmp_path / "o"), budget="60KB", verify_slices=10, phases=[
-        PhaseConfig("mix", 50, [SourceConfig(sample, weight=2), SourceConfig(extra, weight=1)]),
+    cfg = TrainConfig(out=str(tmp_path / "o"), verify_slices=10, seed=4, phases=[
+        PhaseConfig("mix", 50, [SourceConfig(sample, weight=2), SourceConfig(extra, weight=1)], budget="60KB"),
         PhaseConfig("notes", 20, [SourceConfig(str(FIXTURES / "notes.txt"))], budget="10KB"),
     ])
     s = train(cfg)
     con = duckdb.connect(str(tmp_path / "o" / "run.duckdb"), read_only=True)
-    taken = {p: (ph, b) for p, ph, b in con.execute("select path, phase, text_bytes from inputs").fetchall()}
-    max_doc = 8192  # the fixtures' longest document
-    assert 40_000 <= taken[sample][1] < 40_000 + max_doc
-    assert 20_000 <= taken[extra][1] < 20_000 + max_doc
-    assert 10_000 <= taken[str(FIXTURES / "notes.txt")][1] < 10_000 + max_doc  # .txt cut where the split allows
+    taken = {p: (ph, b, seen) for p, ph, b, seen in
+             con.execute("select path, phase, text_bytes, bytes_seen from inputs").fetchall()}
+    max_doc = 8192  # the fixtures' longest document: the reservoir stops before one that does not fit
+    assert 40_000 - max_doc <= taken[sample][1] <= 40_000 < taken[sample][2]
+    assert 20_000 - max_doc <= taken[extra][1] <= 20_000 < taken[extra][2]
+    assert 0 < taken[str(FIXTURES / "notes.txt")][1] <= 10_000
     # the words of a phase are exactly the text it took: pieces partition the text
     per_phase = dict(con.execute("select phase, sum(octet_length(word) * count) from words group by phase").fetchall())
     assert per_phase["mix"] == taken[sample][1] + taken[extra][1]
-    assert per_phase["notes"] == taken[str(FIXTURES / "notes.txt")][1]
     assert [p.merges_learned for p in s.phases] == [50, 20]
-    # the documents taken are the first of the file, in order: the same words as counting them directly
-    docs = pl.read_parquet(sample)["text"].to_list()
-    lens = np.cumsum([len(d.encode()) for d in docs])
-    k = int((np.concatenate([[0], lens[:-1]]) < 40_000).sum())
-    assert int(lens[k - 1]) == taken[sample][1]
+    # the documents taken are the reservoir's: the same sample as one taken directly
+    docs = pl.read_parquet(sample)["text"]
+    r = Reservoir(40_000, seed=4)
+    r.offer(sample, 0, docs)
+    assert int(r.finish()["bytes"].sum()) == taken[sample][1]

@@ -41,7 +41,7 @@ def train(
     bad_utf8: Optional[str] = typer.Option(None, "--bad-utf8", help="Undecodable UTF-8: error (default), replace or skip"),
     hardcoded: Optional[bool] = typer.Option(None, "--hardcoded/--no-hardcoded", help="Add the hardcoded tokens (default: yes from scratch, no on a warm start)"),
     warm_start: Optional[str] = typer.Option(None, "--warm-start", help="Start from this .tiktoken or tokenizer.json, keeping every id"),
-    budget: Optional[str] = typer.Option(None, "--budget", help="Text to read per phase, e.g. 200MB (default: everything)"),
+    budget: Optional[str] = typer.Option(None, "--budget", help="Memory budget of the whole run, e.g. 512MB or 8GB: larger corpora are sampled to fit"),
     force: bool = typer.Option(False, "--force", help="Replace an existing output folder"),
     memory_limit: Optional[str] = typer.Option(None, "--memory-limit", help="DuckDB memory limit (spills to disk beyond it); default 2GB"),
     threads: Optional[int] = typer.Option(None, "--threads", help="Threads for counting (0 = all cores)"),

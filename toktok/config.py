@@ -7,7 +7,7 @@ location (``run.yaml: phases[1].sources[0]: unknown key 'paht'``).
 The config file takes toktoktok's schema unchanged plus toktok's own keys::
 
     output: out/tok/tok.tiktoken     # the .tiktoken file; the other outputs go beside it
-    working_set_mb: 2048             # DuckDB memory limit (MiB)
+    working_set_mb: 2048             # memory budget of the whole run (MiB), as `budget: 2GiB`
     threads: 0                       # 0 = all cores
     verbose: true                    # false = no progress bars
     special_tokens: ["<|endoftext|>"]
@@ -344,9 +344,10 @@ def load_config(path: str | os.PathLike) -> TrainConfig:
     if output is not None:
         cfg.out, cfg.tiktoken_name = _split_output(output, top)
     if (mb := top.number("working_set_mb")) is not None:
-        cfg.memory_limit = f"{int(mb)}MiB"
+        # toktoktok's working set is the process's memory budget (a `budget:` key wins)
         if int(mb) < 1:
             raise top.error(f"{mb} is less than 1 MiB", "working_set_mb")
+        cfg.budget = f"{int(mb)}MiB"
     if (v := top.int("threads")) is not None:
         cfg.threads = v
     cfg.verbose = top.bool("verbose")
@@ -358,7 +359,8 @@ def load_config(path: str | os.PathLike) -> TrainConfig:
         if v not in ("error", "replace", "skip"):
             raise top.error(f"{v!r}: use error, replace or skip", "bad_utf8")
         cfg.bad_utf8 = v
-    cfg.budget = top.size("budget")
+    if (b := top.size("budget")) is not None:
+        cfg.budget = b
     cfg.hardcoded = top.bool("hardcoded")
 
     specials = top.list("special_tokens") or []

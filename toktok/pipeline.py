@@ -33,7 +33,9 @@ from .config import PhaseConfig, SourceConfig, TrainConfig, parse_size
 from .errors import InputError, OutputError
 from .export import write_hf, write_tiktoken
 from .merge import MergeResult, learn_merges
+from .budget import BudgetPlan, cap_words, plan_budget
 from .pretokenize import WordCounter
+from .sample import Reservoir
 from .read import Corpus, read_corpus
 from .store import RunStore
 from .verify import verify
@@ -195,76 +197,96 @@ class _Source:
 
 
 def _resolve_phase(cfg: TrainConfig, phase: PhaseConfig) -> list[_Source]:
-    """Resolve every source of ``phase`` (fails on a bad path before any work) and share its budget."""
+    """Resolve every source of ``phase``; fails on a bad path before any work."""
     out = []
     for src in phase.sources:
         corpus = read_corpus([src.path], text_column=src.text_column or cfg.text_column, bad_utf8=cfg.bad_utf8)
         out.append(_Source(src, corpus, None))
-    budget = cfg.phase_budget(phase)
-    if budget is not None:
-        total_w = sum(s.spec.weight or 1.0 for s in out)
-        for s in out:
-            s.share = int(budget * (s.spec.weight or 1.0) / total_w)
     return out
 
 
-def _file_shares(src: _Source) -> list[int]:
-    """A budgeted source's share spread over its files by their size on disk, so that a sample
-    takes the start of every file rather than all of the first ones."""
-    sizes = [max(f.size, 1) for f in src.corpus.files]
-    total = sum(sizes)
-    return [int(src.share * z / total) for z in sizes]
-
-
-def _phase_batches(sources: list[_Source], used: dict[str, dict[str, int]]) -> Iterator[tuple[pl.Series, int]]:
-    """The documents of a phase, batch by batch, with the progress in bytes before the batch. An
-    unbudgeted source is read whole; a budgeted one takes, from each file, the first documents (in
-    file order) until that file's share of text bytes is reached (the document that crosses it is
-    kept whole). ``used[path]`` gets the documents and text bytes taken."""
+def _phase_batches(
+    sources: list[_Source], used: dict[str, dict[str, int]], capacity: int | None, seed: int,
+    batch_bytes: int, report: Progress, tag: str, times: dict[str, float],
+) -> Iterator[tuple[pl.Series, int, str]]:
+    """The documents a phase counts, batch by batch, with the progress in bytes before the batch
+    and the batch's source path. Without a ``capacity`` every document is read. With one, every
+    file is streamed once into a seeded reservoir (one per source when sources have weights,
+    sharing the capacity by weight) and only the sample is yielded: representative, the same for
+    the same seed, and documents above the reservoir's threshold are never copied or counted.
+    ``used[path]`` gets the documents and text bytes seen and counted."""
+    total = sum(sum(f.size for f in s.corpus.files) for s in sources)
     done = 0
-    for src in sources:
-        c = src.corpus
-        if src.share is None:
-            for batch in c.batches():
-                yield batch.texts, done + sum(f.size for f in c.files if f.path < batch.path)
+    if capacity is None:
+        for src in sources:
+            c = src.corpus
+            for batch in c.batches(batch_bytes):
+                yield batch.texts, done + sum(f.size for f in c.files if f.path < batch.path), batch.path
             done += sum(f.size for f in c.files)
             for path, st in c.stats.items():
-                u = used.setdefault(path, {"docs": 0, "bytes": 0})
+                u = used.setdefault(path, dict.fromkeys(("docs", "bytes", "docs_seen", "bytes_seen"), 0))
                 u["docs"] += st.get("docs", 0)
                 u["bytes"] += st.get("bytes", 0)
-            continue
-        for f, share in zip(c.files, _file_shares(src)):
-            u = used.setdefault(f.path, {"docs": 0, "bytes": 0})
-            if share <= 0:
-                continue
-            taken = 0
-            one = Corpus([f], c.text_column, c.bad_utf8)
-            # small batches, so that a file's share is not overshot by much (a .txt file is
-            # read in chunks cut where the pre-tokenizer cuts anyway)
-            batches = one.batches(batch_bytes=int(min(32 << 20, max(1 << 12, share // 8))))
-            for batch in batches:
-                lens = batch.texts.str.len_bytes().fill_null(0).to_numpy()
-                before = taken + np.concatenate([[0], np.cumsum(lens)[:-1]])
-                k = int((before < share).sum())
-                if k:
-                    yield batch.texts.head(k), done
-                    got = int(lens[:k].sum())
-                    taken += got
-                    done += got
-                    if f.kind == "txt":  # a .txt file is one document however it is cut
-                        u["docs"] = 1
-                    else:
-                        u["docs"] += k
-                    u["bytes"] += got
-                if taken >= share:
-                    break
-            batches.close()
+                u["docs_seen"] += st.get("docs", 0)
+                u["bytes_seen"] += st.get("bytes", 0)
+        return
+
+    # 1. sample: one pass over every file into the reservoir(s)
+    t0 = time.perf_counter()
+    weighted = any(s.spec.weight is not None for s in sources)
+    if weighted:
+        wsum = sum(s.spec.weight or 1.0 for s in sources)
+        pools = [Reservoir(int(capacity * (s.spec.weight or 1.0) / wsum), seed) for s in sources]
+    else:
+        shared = Reservoir(capacity, seed)
+        pools = [shared] * len(sources)
+    for src, res in zip(sources, pools):
+        for f in src.corpus.files:
+            row = 0  # documents are identified by (path, index in the file), whatever the batching
+            # a text file is one document: sample it in pieces (cut where the pre-tokenizer cuts)
+            # small enough that the sample can take some of them
+            step = min(batch_bytes, max(1 << 12, capacity // 64)) if f.kind == "txt" else batch_bytes
+            for batch in Corpus([f], src.corpus.text_column, src.corpus.bad_utf8).batches(step):
+                res.offer(f.path, row, batch.texts)
+                row += batch.texts.len()
+            done += f.size
+            report("sample" + tag, done, total)
+    times["sample"] = times.get("sample", 0.0) + time.perf_counter() - t0
+
+    # 2. the sample, reservoir by reservoir
+    counted = 0
+    for res in {id(r): r for r in pools}.values():  # each reservoir once, in source order
+        df = res.finish()
+        for path, st in res.stats.items():
+            u = used.setdefault(path, dict.fromkeys(("docs", "bytes", "docs_seen", "bytes_seen"), 0))
+            u["docs"], u["bytes"] = st.docs_kept, st.bytes_kept
+            u["docs_seen"], u["bytes_seen"] = st.docs_seen, st.bytes_seen
+        # in (source, row) order so that the parity sample below sees documents of every source
+        df = df.sort("source", "row")
+        for part in df.partition_by("source", maintain_order=True):
+            path = str(part["source"][0])
+            texts = part["text"]
+            step = max(1, int(texts.len() * batch_bytes / max(int(part["bytes"].sum()), 1)))
+            for i in range(0, texts.len(), step):
+                chunk = texts.slice(i, step)
+                yield chunk, counted, path
+                counted += int(part["bytes"].slice(i, step).sum())
+        del df
 
 
 def _phase_total(sources: list[_Source]) -> int:
-    return sum(
-        sum(f.size for f in s.corpus.files) if s.share is None else s.share for s in sources
-    )
+    return sum(sum(f.size for f in s.corpus.files) for s in sources)
+
+
+def _phase_capacity(cfg: TrainConfig, phase: PhaseConfig, plan: BudgetPlan | None) -> int | None:
+    """Bytes of text a phase may sample: what the memory budget allows, and at most the phase's
+    own ``budget`` (text bytes) when it has one; None = read everything."""
+    caps = []
+    if plan is not None:
+        caps.append(plan.sample_bytes)
+    if phase.budget is not None:
+        caps.append(parse_size(phase.budget))
+    return min(caps) if caps else None
 
 
 def _start_vocab(cfg: TrainConfig) -> tuple[Vocab, list[str], Base | None]:
@@ -296,7 +318,11 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
     times: dict[str, float] = {"count": 0.0, "merge": 0.0}
     warnings: list[str] = []
 
-    # 1. inputs, base and output: fail on bad paths and vocabularies before any work
+    # 1. budget, inputs, base and output: fail on a budget that cannot work, bad paths and
+    #    vocabularies before any work
+    plan = plan_budget(parse_size(cfg.budget)) if cfg.budget is not None else None
+    batch_bytes = plan.batch_bytes if plan is not None else 32 << 20
+    memory_limit = f"{plan.duckdb_bytes >> 20}MiB" if plan is not None else cfg.memory_limit
     plans = [_resolve_phase(cfg, ph) for ph in phases]
     vocab, kinds, base = _start_vocab(cfg)
     if base is not None:
@@ -308,7 +334,9 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
     phase_of: list[str | None] = [None] * len(vocab.tokens)
     staging = _prepare_out(out, cfg.force)
     try:
-        store = RunStore.create(staging / "run.duckdb", memory_limit=cfg.memory_limit, threads=cfg.threads)
+        store = RunStore.create(staging / "run.duckdb", memory_limit=memory_limit, threads=cfg.threads)
+        if plan is not None:
+            store.put_meta("budget", plan.to_dict())
         store.put_meta("config", cfg.to_dict())
         store.put_meta("versions", _versions())
         store.put_meta("seed", str(cfg.seed))
@@ -319,6 +347,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
 
         rng = random.Random(cfg.seed)
         keep: list[str] = []
+        keep_from: list[str] = []
         seen_docs = 0
         summaries: list[PhaseSummary] = []
         merge_index = 0
@@ -330,9 +359,11 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
             #    seeded sample of documents for the parity check
             t0 = time.perf_counter()
             used: dict[str, dict[str, int]] = {}
+            capacity = _phase_capacity(cfg, phase, plan)
             total = _phase_total(sources)
             counter = WordCounter(specials=all_specials, threads=cfg.threads)
-            for texts, done in _prefetch(_phase_batches(sources, used)):
+            batches = _phase_batches(sources, used, capacity, cfg.seed, batch_bytes, report, tag, times)
+            for texts, done, path in _prefetch(batches):
                 report("count" + tag, done, total)
                 counter.add(texts)
                 for doc in texts.head(64).to_list():
@@ -341,15 +372,30 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
                     seen_docs += 1
                     if len(keep) < 64:
                         keep.append(doc[:4000])
+                        keep_from.append(path)
                     elif (j := rng.randrange(seen_docs)) < 64:
                         keep[j] = doc[:4000]
+                        keep_from[j] = path
             table = counter.result().sort("word")
             del counter
             report("count" + tag, total, total)
             for src in sources:
                 for f in src.corpus.files:
-                    st = used.get(f.path, {"docs": 0, "bytes": 0})
-                    store.add_input(f.path, f.kind, phase.name, f.size, st["docs"], st["bytes"])
+                    st = used.get(f.path, dict.fromkeys(("docs", "bytes", "docs_seen", "bytes_seen"), 0))
+                    store.add_input(f.path, f.kind, phase.name, f.size, st["docs"], st["bytes"],
+                                    st["docs_seen"], st["bytes_seen"])
+            if plan is not None:
+                # the merge loop's arrays must fit the budget: drop the rarest words if not
+                lengths = table["word"].bin.size().to_numpy()
+                kept = cap_words(lengths, table["count"].to_numpy(), plan.work_bytes)
+                if len(kept) < table.height:
+                    dropped = table.height - len(kept)
+                    lost = 1 - table["count"].gather(kept).sum() / max(table["count"].sum(), 1)
+                    table = table[kept]
+                    warnings.append(
+                        f"{where}the budget holds {len(kept):,} of {len(kept) + dropped:,} distinct words: "
+                        f"dropped the {dropped:,} rarest ({lost:.2%} of word occurrences)"
+                    )
             words = table["word"].to_arrow()
             counts = table["count"].to_numpy()
             t_count = time.perf_counter() - t0
@@ -398,8 +444,8 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
              "reused_merges": s.reused_merges, "words": s.words, "docs": s.docs, "text_bytes": s.text_bytes,
              "first_id": s.first_id, "budget": cfg.phase_budget(ph), "seconds": sum(s.seconds.values()),
              "seconds_count": s.seconds["count"], "seconds_merge": s.seconds["merge"],
-             "sources": [{"path": src.spec.path, "weight": src.spec.weight, "share": src.share} for src in plan]}
-            for s, ph, plan in zip(summaries, phases, plans)
+             "sources": [{"path": src.spec.path, "weight": src.spec.weight} for src in srcs]}
+            for s, ph, srcs in zip(summaries, phases, plans)
         ])
 
         # 4. export

@@ -81,8 +81,11 @@ class RunStore:
         row = self.run("get_meta", {"key": key}).fetchone()
         return row[0] if row else None
 
-    def add_input(self, path: str, kind: str, phase: str, size_bytes: int, docs: int, text_bytes: int) -> None:
-        self.run("add_input", dict(path=path, kind=kind, phase=phase, size_bytes=size_bytes, docs=docs, text_bytes=text_bytes))
+    def add_input(self, path: str, kind: str, phase: str, size_bytes: int, docs: int, text_bytes: int,
+                  docs_seen: int, bytes_seen: int) -> None:
+        """One input file of a phase: documents and text bytes counted (the sample), and seen."""
+        self.run("add_input", dict(path=path, kind=kind, phase=phase, size_bytes=size_bytes, docs=docs,
+                                   text_bytes=text_bytes, docs_seen=docs_seen, bytes_seen=bytes_seen))
 
     def put_words(self, phase: str, table) -> None:
         """Store a phase's word table (``word``, ``count`` and ``tokens`` after training)."""

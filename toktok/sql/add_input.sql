@@ -1,1 +1,1 @@
-INSERT INTO inputs VALUES ($path, $kind, $phase, $size_bytes, $docs, $text_bytes);
+INSERT INTO inputs VALUES ($path, $kind, $phase, $size_bytes, $docs, $text_bytes, $docs_seen, $bytes_seen);

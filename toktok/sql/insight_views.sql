@@ -28,9 +28,11 @@ SELECT word, text, COALESCE(text, CAST(word AS VARCHAR)) AS shown, octet_length(
        octet_length(word) / NULLIF(tokens, 0) AS bytes_per_token
 FROM (SELECT *, TRY(decode(word)) AS text FROM words);
 
--- Input files: bytes seen (text_bytes) and their share of their phase and of the run.
+-- Input files: text bytes seen and counted (the sample, under a budget), the sampled fraction, and
+-- the counted bytes' share of their phase and of the run.
 CREATE OR REPLACE VIEW sources AS
-SELECT path, kind, phase, size_bytes, docs, text_bytes,
+SELECT path, kind, phase, size_bytes, docs_seen, bytes_seen, docs, text_bytes,
+       text_bytes / NULLIF(bytes_seen, 0) AS sampled_fraction,
        text_bytes / NULLIF(sum(text_bytes) OVER (PARTITION BY phase), 0) AS share_of_phase,
        text_bytes / NULLIF(sum(text_bytes) OVER (), 0) AS share_of_run
 FROM inputs;

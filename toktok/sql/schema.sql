@@ -1,7 +1,8 @@
 -- The run file's tables. Schema version lives in meta('schema_version').
 CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
 CREATE TABLE IF NOT EXISTS inputs (
-    path VARCHAR, kind VARCHAR, phase VARCHAR, size_bytes BIGINT, docs BIGINT, text_bytes BIGINT
+    path VARCHAR, kind VARCHAR, phase VARCHAR, size_bytes BIGINT, docs BIGINT, text_bytes BIGINT,
+    docs_seen BIGINT, bytes_seen BIGINT
 );
 CREATE TABLE IF NOT EXISTS words (word BLOB, count BIGINT, phase VARCHAR, tokens INTEGER);
 CREATE TABLE IF NOT EXISTS merges (

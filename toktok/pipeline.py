@@ -31,6 +31,7 @@ import pyarrow as pa
 from . import __version__
 from .config import PhaseConfig, SourceConfig, TrainConfig, parse_size
 from .errors import InputError, OutputError
+from .insight import add_views, compression_curve, word_gains
 from .export import write_hf, write_tiktoken
 from .merge import MergeResult, learn_merges
 from .budget import BudgetPlan, cap_words, plan_budget
@@ -458,6 +459,14 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
         t0 = time.perf_counter()
         rep = verify(staging, keep, slices=cfg.verify_slices, seed=cfg.seed)
         times["verify"] = time.perf_counter() - t0
+        # 6. what the run file offers for inspection: views, the compression curve and token
+        #    usage on the parity sample (documents of the input, labelled by file), word gains
+        t0 = time.perf_counter()
+        add_views(store.con)
+        if keep:
+            compression_curve(store.con, keep, by=[Path(p).name for p in keep_from], threads=cfg.threads)
+        word_gains(store.con)
+        times["insight"] = time.perf_counter() - t0
         for k, v in times.items():
             store.add_stage(k, v)
         store.put_meta("parity", {"ok": True, "strings": rep.strings, "tokens": rep.tokens})
@@ -465,7 +474,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
         store.put_meta("finished", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         store.close()
 
-        # 6. publish atomically
+        # 7. publish atomically
         _publish(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -30,7 +30,7 @@ def test_capacity_and_prefix_property():
     df = r.finish()
     assert 0 < df["bytes"].sum() <= 100_000 and r.full
     # every kept document hashes below every dropped one
-    kept = set(zip(df["source"].cast(pl.String), df["row"]))
+    kept = set(zip(df["source"].cast(pl.String), (df["row"] // (1 << 20)).to_list()))  # no document is cut
     for src in ("a", "b"):
         h = doc_hashes(src, 0, DOCS.height, 1)
         for row in range(DOCS.height):
@@ -76,6 +76,24 @@ def test_source_shares_follow_the_corpus():
     for src in sizes:
         assert abs(r.stats[src].bytes_kept / kept - total[src] / corpus) < 0.01
         assert r.stats[src].bytes_seen == total[src]
+
+
+def test_long_documents_are_sampled_in_safe_pieces():
+    doc = "".join(f"line {i} of a long document\n" for i in range(4000))  # ~110 KB
+    r = Reservoir(40_000, seed=1, unit=4096)
+    r.offer("long.txt", 0, pl.Series([doc]))
+    df = r.finish()
+    assert 1 < df.height and df["bytes"].sum() <= 40_000
+    # every piece starts where the pre-tokenizer cuts the whole document
+    from toktok.pretokenize import split_words
+
+    bounds, at = set(), 0
+    for w in split_words(doc):
+        bounds.add(at)
+        at += len(w)
+    for piece in df["text"].to_list():
+        start = doc.find(piece)
+        assert start in bounds and split_words(piece) == split_words(doc[start:start + len(piece)])
 
 
 def test_batches_cover_the_sample():

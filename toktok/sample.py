@@ -15,6 +15,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
+import regex
+
+# A safe cut: right after "\n" when non-whitespace follows, always a pre-tokenizer boundary.
+_CUT = regex.compile(r"\n(?=\S)")
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -22,7 +27,7 @@ _MAX = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 def _splitmix(x: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):
         x = x + np.uint64(0x9E3779B97F4A7C15)
         x = (x ^ (x >> np.uint64(30))) * _M1
         x = (x ^ (x >> np.uint64(27))) * _M2
@@ -38,10 +43,23 @@ def _source_salt(source: str, seed: int) -> np.uint64:
 
 
 def doc_hashes(source: str, first_row: int, n: int, seed: int) -> np.ndarray:
-    """The seeded hash of documents ``first_row .. first_row+n-1`` of ``source`` (uint64)."""
-    rows = np.arange(first_row, first_row + n, dtype=np.uint64)
+    """The seeded hash of (whole) documents ``first_row .. first_row+n-1`` of ``source`` (uint64)."""
+    ids = np.arange(first_row, first_row + n, dtype=np.int64) << 20
     with np.errstate(over="ignore"):
-        return _splitmix(rows * np.uint64(0x9E3779B97F4A7C15) ^ _source_salt(source, seed))
+        return _splitmix(ids.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) ^ _source_salt(source, seed))
+
+
+def _cut(text: str, unit: int) -> list[str]:
+    """``text`` in pieces of about ``unit`` characters or more, cut only at safe points."""
+    out, start = [], 0
+    while len(text) - start > unit:
+        m = _CUT.search(text, start + unit)
+        if not m:
+            break
+        out.append(text[start : m.end()])
+        start = m.end()
+    out.append(text[start:])
+    return out
 
 
 @dataclass
@@ -63,6 +81,7 @@ class Reservoir:
 
     capacity: int
     seed: int = 0
+    unit: int = 16384  # documents longer than this are sampled in pieces of about this size
     threshold: np.uint64 = _MAX  # documents hashing at or above it can never be in the sample
     bytes: int = 0
     stats: dict[str, SourceStats] = field(default_factory=dict)
@@ -74,20 +93,36 @@ class Reservoir:
         return self.threshold != _MAX
 
     def offer(self, source: str, first_row: int, texts: pl.Series) -> None:
-        """Consider documents ``first_row ..`` of ``source``; nulls count as empty."""
+        """Consider documents ``first_row ..`` of ``source``; nulls count as empty. A document
+        longer than ``unit`` is offered as pieces cut where the pre-tokenizer cuts anyway, so that
+        a few huge documents do not decide a source's share of the sample."""
         n = texts.len()
         st = self.stats.setdefault(source, SourceStats())
         lens = texts.str.len_bytes().fill_null(0).to_numpy().astype(np.int64)
         st.docs_seen += n
         st.bytes_seen += int(lens.sum())
-        h = doc_hashes(source, first_row, n, self.seed)
+        # identity of a piece: (row, piece index) packed in 64 bits
+        ids = (np.arange(first_row, first_row + n, dtype=np.int64) << 20)
+        long = np.flatnonzero(lens > self.unit)
+        if len(long):
+            short = np.flatnonzero(lens <= self.unit)
+            p_text, p_id = [], []
+            for i in long.tolist():
+                for k, piece in enumerate(_cut(texts[i], self.unit)):
+                    p_text.append(piece)
+                    p_id.append(int(ids[i]) + k)
+            texts = pl.concat([texts.gather(short), pl.Series(texts.name, p_text, dtype=pl.String)])
+            ids = np.concatenate([ids[short], np.array(p_id, np.int64)])
+            lens = texts.str.len_bytes().fill_null(0).to_numpy().astype(np.int64)
+        h = _splitmix(ids.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) ^ _source_salt(source, self.seed))
         keep = h < self.threshold
         if not keep.any():
             return
+        # copy the kept texts out: a filtered string view would keep the whole batch alive
+        kept = pa.array(texts.filter(pl.Series(keep)).to_arrow()).cast(pa.large_string())
         part = pl.DataFrame({
             "hash": h[keep], "source": pl.Series([source] * int(keep.sum()), dtype=pl.Categorical),
-            "row": np.arange(first_row, first_row + n, dtype=np.int64)[keep], "bytes": lens[keep],
-            "text": texts.filter(pl.Series(keep)),
+            "row": ids[keep], "bytes": lens[keep], "text": pl.Series("text", kept),
         })
         self._parts.append(part)
         self.bytes += int(lens[keep].sum())

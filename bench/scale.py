@@ -103,6 +103,9 @@ def main() -> None:
 
         out = tmp / "out"
         exe = str(Path(sys.executable).parent / "toktok")
+        # fill Numba's cache first: compiling takes memory and time a normal run does not spend
+        subprocess.run([exe, "train", str(ROOT / "data_fixtures" / "notes.txt"), "--out", str(tmp / "warm"),
+                        "--merges", "50", "--force", "-q"], check=True, capture_output=True)
         cmd = [exe, "train", str(corpus_dir), "--out", str(out), "--merges", str(args.merges),
                "--budget", args.budget, "--seed", str(args.seed), "--force", "-q"]
         code, wall, peak, tail = watch(cmd)

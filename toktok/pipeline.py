@@ -360,6 +360,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
             #    seeded sample of documents for the parity check
             t0 = time.perf_counter()
             used: dict[str, dict[str, int]] = {}
+            sampled_before = times.get("sample", 0.0)
             capacity = _phase_capacity(cfg, phase, plan)
             total = _phase_total(sources)
             counter = WordCounter(specials=all_specials, threads=cfg.threads)
@@ -399,7 +400,8 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
                     )
             words = table["word"].to_arrow()
             counts = table["count"].to_numpy()
-            t_count = time.perf_counter() - t0
+            # counting time without the sampling pass (reported as its own stage)
+            t_count = time.perf_counter() - t0 - (times.get("sample", 0.0) - sampled_before)
             docs = sum(u["docs"] for u in used.values())
             text_bytes = sum(u["bytes"] for u in used.values())
             if len(words) == 0:

@@ -49,6 +49,14 @@ def doc_hashes(source: str, first_row: int, n: int, seed: int) -> np.ndarray:
         return _splitmix(ids.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) ^ _source_salt(source, seed))
 
 
+def _compact(texts: pl.Series) -> pa.Array:
+    """The texts in new, tight buffers (Polars' string views share the buffers they came from)."""
+    arr = texts.to_arrow()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    return arr.cast(pa.large_string())
+
+
 def _cut(text: str, unit: int) -> list[str]:
     """``text`` in pieces of about ``unit`` characters or more, cut only at safe points."""
     out, start = [], 0
@@ -119,7 +127,7 @@ class Reservoir:
         if not keep.any():
             return
         # copy the kept texts out: a filtered string view would keep the whole batch alive
-        kept = pa.array(texts.filter(pl.Series(keep)).to_arrow()).cast(pa.large_string())
+        kept = _compact(texts.filter(pl.Series(keep)))
         part = pl.DataFrame({
             "hash": h[keep], "source": pl.Series([source] * int(keep.sum()), dtype=pl.Categorical),
             "row": ids[keep], "bytes": lens[keep], "text": pl.Series("text", kept),
@@ -154,6 +162,8 @@ class Reservoir:
         if fits < df.height:
             self.threshold = min(self.threshold, np.uint64(df["hash"][fits]))
             df = df.head(fits)
+        # copy the texts into fresh buffers: string views would keep every dropped text alive
+        df = df.with_columns(pl.Series("text", _compact(df["text"])))
         self._parts = [df]
         self.bytes = int(df["bytes"].sum())
 

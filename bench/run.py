@@ -59,19 +59,6 @@ def iter_texts(files: list[str]):
                     yield text
 
 
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte -> printable char table, which HF's ByteLevel uses for token strings."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, map(chr, cs)))
-
-
 def work_toktok(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
     from toktok.pipeline import TrainConfig, train
 
@@ -113,7 +100,9 @@ def work_hf(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
     t0 = time.perf_counter()
     tok.train_from_iterator(iter_texts(files), trainer=trainer)
     train_s = time.perf_counter() - t0
-    to_byte = {c: b for b, c in _bytes_to_unicode().items()}
+    from toktok.export import bytes_to_unicode
+
+    to_byte = {c: b for b, c in bytes_to_unicode().items()}
     tokens = [bytes(to_byte[c] for c in s).hex() for s in tok.get_vocab()]
     return {"vocab_size": tok.get_vocab_size(), "merges": tok.get_vocab_size() - 256, "train_s": train_s,
             "version": tokenizers.__version__, "tokens": tokens}

@@ -1,4 +1,5 @@
-"""The Polars pre-tokenizer must give exactly the `regex` package's word counts."""
+"""Both counting engines (the compiled scanner and the Polars emulation) must give exactly the
+`regex` package's word counts."""
 from __future__ import annotations
 
 import polars as pl
@@ -7,7 +8,7 @@ from conftest import FIXTURES, FUZZ
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toktok.pretokenize import count_words, count_words_reference, split_words
+from toktok.pretokenize import WordCounter, count_words, count_words_reference, split_words
 
 # Pieces chosen to hit every alternative of the pattern and every boundary between them.
 ATOMS = [
@@ -17,11 +18,29 @@ ATOMS = [
 ]
 
 
+# A document that makes a batch's text longer than 64 bytes, so the scanner reads it 8 bytes at
+# a time (shorter text is read byte by byte): both ways are checked.
+PAD = "pad " * 20
+
+
+def _scan_counts(texts, specials=(), threads=1, swar=True):
+    c = WordCounter(specials, threads)
+    c._no_swar = not swar
+    c.add(texts)
+    return dict(c.result().iter_rows())
+
+
 def _same(texts, specials=()):
+    texts = list(texts)
     ref = dict(count_words_reference(texts, specials=specials))
     for engine in ("scan", "polars"):
         fast = dict(count_words(texts, specials=specials, engine=engine).iter_rows())
         assert fast == ref, engine
+    # the byte-table scanner (used were Polars' ASCII classes to differ from the 8-byte tests)
+    assert _scan_counts(texts, specials, swar=False) == ref
+    padded = dict(count_words_reference(texts + [PAD], specials=specials))
+    for swar in (True, False):
+        assert _scan_counts(texts + [PAD], specials, swar=swar) == padded, swar
 
 
 @pytest.mark.parametrize(
@@ -92,8 +111,6 @@ def test_shared_corpus_equals_reference():
 
 @pytest.mark.parametrize("engine", ["scan", "polars"])
 def test_counter_across_batches_equals_one_pass(engine):
-    from toktok.pretokenize import WordCounter
-
     df = pl.read_parquet(FIXTURES / "sample.parquet")["text"]
     c = WordCounter(specials=["<|endoftext|>"], threads=2, engine=engine)
     for i in range(0, df.len(), 37):  # uneven batches, some smaller than the thread count
@@ -102,3 +119,180 @@ def test_counter_across_batches_equals_one_pass(engine):
     got = dict(c.result().iter_rows())
     ref = count_words_reference(df.to_list() + ["tail<|endoftext|>  ", "x" * 100], specials=["<|endoftext|>"])
     assert got == dict(ref)
+
+
+# --- the compiled scanner's edges -----------------------------------------------------------
+
+# Long runs of each kind of piece, to cross the 8-byte reads and the short/long word boundary.
+LONG_ATOMS = ATOMS + [
+    "abcdefg", "abcdefgh", "ABCDEFGHIJKL", "abcdefghijklm", "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+    "1234567890", "!!!!!!!!!", "--------------", "        ", "\t\t\t\t\t\t\t\t\t", "\n\n\n\n\n\n\n\n",
+    "ééééé", "жжжжжжжж", "中文中文中文", "😀😀😀", "a\u0301a\u0301a\u0301", "can't", "WE'LL",
+]
+
+
+@given(st.lists(st.lists(st.sampled_from(LONG_ATOMS), max_size=60).map("".join), min_size=1, max_size=5))
+def test_fuzz_long_runs(texts):
+    _same(texts)
+
+
+NON_ASCII = ["é", "ж", "中", "😀", "\u00a0", "\u3000", "٣", "\u0301", "¿"]
+
+
+@given(st.integers(0, 40), st.integers(0, 40), st.sampled_from(NON_ASCII))
+def test_non_ascii_at_every_offset(before, after, ch):
+    # a non-ASCII char at every position of (and around) runs of letters, digits, spaces and
+    # punctuation, so it falls at every offset of an 8-byte read
+    texts = [
+        "a" * before + ch + "b" * after,
+        " " * before + ch + " " * after + "x",
+        "!" * before + ch + "?" * after,
+        "7" * before + ch + "8" * after,
+        "x" + " " * before + ch + "y" * after,
+    ]
+    _same(texts)
+
+
+@pytest.mark.parametrize("n", [1, 6, 7, 8, 9, 12, 13, 63, 64, 65, 254, 255, 256, 70_000])
+def test_word_lengths(n):
+    # 7 bytes: the last word packed into its key; 8: the first kept in the arena; 12/13: inline
+    # in an Arrow view or not; 255: the arena's one-byte length runs out
+    words = ["a" * n, " " + "b" * (n - 1), "é" * (n // 2) + "c" * (n % 2), "1" * n, "!" * n, " " * n]
+    texts = [" ".join(words), "\n".join(words) + "\n", "x".join(words) * 2]
+    _same(texts)
+    got = count_words(["z" * n + " " + "z" * n]).rows()
+    assert sorted(got) == sorted([(b"z" * n, 1), (b" " + b"z" * n, 1)])
+
+
+def test_words_over_64k_and_padding_alignments():
+    import numpy as np
+
+    huge = "q" * 100_000
+    texts = [huge, huge + " " + huge, "a" + "  " * 40_000 + "b", "€" * 30_000]
+    _same(texts)
+    # documents placed at every alignment of the 8-byte reads
+    raw = "".join(texts).encode()
+    for shift in range(8):
+        buf = np.zeros(len(raw) + 16, np.uint8)
+        data = buf[shift : shift + len(raw)]
+        data[:] = np.frombuffer(raw, np.uint8)
+        off = np.cumsum([0] + [len(t.encode()) for t in texts]).astype(np.int64)
+        c = WordCounter(threads=1)
+        c._scan_arrays(data, off)
+        assert dict(c.result().iter_rows()) == dict(count_words_reference(texts)), shift
+
+
+def _word(i):
+    """The i-th of many distinct words (letters only, so each is one piece), 4 to 20 bytes."""
+    return "".join(chr(97 + i // 26**k % 26) for k in range(4)) + "é" * (i % 3) + "x" * (i % 11)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_table_growth_many_distinct_words(threads):
+    # far more distinct words (short and long) than the first table and arena hold
+    texts = [" ".join(_word(i) for i in range(j, 200_000, 7)) for j in range(7)]
+    texts.append("w1 w1 w1 " * 1000)
+    c = WordCounter(threads=threads)
+    for i in range(0, len(texts), 3):
+        c.add(texts[i : i + 3])
+    got = dict(c.result().iter_rows())
+    assert got == dict(count_words_reference(texts))
+    assert len(got) > 200_000 and got[b" w"] == 2999
+
+
+def test_result_is_cumulative():
+    c = WordCounter(threads=2)
+    c.add(["one two", "two three three"] * 10)
+    first = dict(c.result().iter_rows())
+    c.add(["three four"] * 5)
+    second = dict(c.result().iter_rows())
+    assert first == dict(count_words_reference(["one two", "two three three"] * 10))
+    assert second == dict(count_words_reference(["one two", "two three three"] * 10 + ["three four"] * 5))
+
+
+def test_export_without_views(monkeypatch):
+    import toktok.pretokenize as pt
+
+    texts = ["short words and some quite long words: internationalization " * 3, "x" * 5000]
+    monkeypatch.setattr(pt, "_VIEW_BYTES_MAX", 0)
+    df = count_words(texts, threads=2)
+    assert df.schema == {"word": pl.Binary, "count": pl.Int64}
+    assert dict(df.iter_rows()) == dict(count_words_reference(texts))
+
+
+def test_empty_inputs():
+    for texts in ([], [""], ["", ""], [None]):
+        c = WordCounter()
+        c.add(pl.Series(texts, dtype=pl.String))
+        df = c.result()
+        assert df.height == 0 and df.schema == {"word": pl.Binary, "count": pl.Int64}
+
+
+@pytest.mark.parametrize("engine", ["scan", "polars"])
+def test_memory_bytes(engine):
+    import toktok.pretokenize as pt
+
+    c = WordCounter(threads=2, engine=engine)
+    assert c.memory_bytes() == 0
+    c.add(["a few words, a few words"] * 100)
+    small = c.memory_bytes()
+    assert small > 0
+    c.add([" ".join(_word(i) for i in range(100_000))])
+    big = c.memory_bytes()
+    assert big > small
+    if engine == "scan":
+        # exactly what the tables and arenas hold, and no more than the text's 16-byte rows need
+        assert big == sum(t.T.nbytes + t.arena.nbytes + t.st.nbytes for t in c._tables)
+        assert big < 16 * 100_000 * 2 * 2 / 0.7 * 1.5
+        assert isinstance(c._tables[0], pt._Table)
+    c.result()
+    assert c.memory_bytes() > 0
+
+
+def test_ascii_classes_allow_8_byte_scanning():
+    from toktok.pretokenize import _swar_ok
+
+    assert _swar_ok()  # else the (slower) byte-table path would silently be used
+
+
+def test_class_table_cache(tmp_path, monkeypatch):
+    import numpy as np
+
+    import toktok.pretokenize as pt
+
+    fresh = pt._compute_class_tables()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(pt, "_TABLES", None)
+    path = pt._class_cache_path()
+    assert not path.exists()
+    flags, fold = pt._class_tables()  # computes and writes the cache
+    assert path.exists() and path.parent == tmp_path / "toktok"
+    assert np.array_equal(flags, fresh[0]) and np.array_equal(fold, fresh[1])
+    monkeypatch.setattr(pt, "_TABLES", None)
+    flags2, fold2 = pt._class_tables()  # read back from the cache
+    assert np.array_equal(flags2, fresh[0]) and np.array_equal(fold2, fresh[1])
+    # a damaged cache is recomputed and replaced
+    path.write_bytes(b"not an npz")
+    monkeypatch.setattr(pt, "_TABLES", None)
+    flags3, _ = pt._class_tables()
+    assert np.array_equal(flags3, fresh[0])
+    assert np.load(path)["flags"].shape == (0x110000,)
+    # a cache that cannot be written is skipped
+    blocked = tmp_path / "file"
+    blocked.write_text("x")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    monkeypatch.setattr(pt, "_TABLES", None)
+    flags4, _ = pt._class_tables()
+    assert np.array_equal(flags4, fresh[0])
+
+
+def test_class_tables_match_polars_per_char():
+    # spot checks of the tables against Polars' own regex, for chars the tests use
+    from toktok.pretokenize import _L, _N, _W, _class_tables
+
+    flags, fold = _class_tables()
+    chars = [c for a in ATOMS for c in a] + ["\u212a", "\u017f", "\u0130", "\u1680", "\u2029", "\u0085"]
+    s = pl.Series(chars)
+    for bit, pat in ((_L, r"^\p{L}$"), (_N, r"^\p{N}$"), (_W, r"^\s$")):
+        assert [bool(flags[ord(c)] & bit) for c in chars] == s.str.contains(pat).to_list()
+    assert fold[ord("\u017f")] == ord("s") and fold[ord("L")] == ord("l") and fold[ord("\u212a")] == 0

@@ -2,24 +2,32 @@
 
 Owns the GPT-4 (cl100k) split. Reads batches of documents (``pl.Series`` of str), writes a
 ``pl.DataFrame`` with columns ``word`` (Binary, UTF-8 bytes of one pre-token) and ``count``
-(Int64). The pattern's ``\\s+(?!\\S)`` needs look-ahead, which Polars' (Rust) regex engine lacks,
-so counting runs an exact look-around-free emulation (see ``COMPOUND_PATTERN``) inside Polars, on
-all cores, and the ``regex`` package stays the reference (``count_words_reference``).
+(Int64). Counting runs a compiled matcher of the pattern on UTF-8 bytes (the "scan" engine,
+default) with per-thread hash tables; the "polars" engine is an exact look-around-free emulation
+(see ``COMPOUND_PATTERN``: the pattern's ``\\s+(?!\\S)`` needs look-ahead, which Polars' (Rust)
+regex engine lacks) inside Polars. The ``regex`` package stays the reference
+(``count_words_reference``); both engines are tested equal to it.
 """
 from __future__ import annotations
 
+import hashlib
+import os
+import sys
+import tempfile
 from collections import Counter
 from collections.abc import Iterable, Sequence
-
-import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 import regex
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
-from ._kernels import _EMPTY, _grow, _hash_range, _mix
+from ._kernels import _EMPTY
 from .vocab import PATTERN
 
 _CONTRACTION = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)"
@@ -99,10 +107,18 @@ def _match_counts(texts: pl.Series) -> pl.DataFrame:
 #
 # The pattern is simple enough to match without a regex engine: a character class table (letter,
 # number, whitespace, as Polars' Rust regex classifies them) and one branch per alternative, in
-# the pattern's order. Pieces are counted in a hash table keyed by their bytes. It is held equal to
-# the `regex` package by the same tests as the Polars path.
+# the pattern's order. ASCII chars are classified by a 256-entry byte table, runs of ASCII letters
+# and punctuation are skipped 8 bytes at a time, and only bytes >= 0x80 are decoded. Pieces are
+# counted in a hash table keyed by their bytes. It is held equal to the `regex` package by the
+# same tests as the Polars path.
+#
+# The kernels are compiled with Numba's reference counting off (``_nrt=False``): they allocate
+# nothing, and the atomic increments and decrements of the arrays' reference counts that Numba
+# otherwise emits around inlined helpers cost more than the scanning itself (and contend between
+# threads that share the text).
 
-_L, _N, _W = 1, 2, 4
+_L, _N, _W = 1, 2, 4  # letter, number, whitespace: per code point, from Polars
+_HI, _NL, _SP, _AP = 8, 16, 32, 64  # per byte only: lead of a non-ASCII char, \r or \n, ' ', '
 
 
 @njit(cache=True)
@@ -135,26 +151,110 @@ def _utf8_encode_all(cps):
 
 
 _TABLES: tuple[np.ndarray, np.ndarray] | None = None
+_BYTE_CLASSES: np.ndarray | None = None
+_SWAR_OK: bool | None = None
+
+# What the class tables are made of; the cache file's name carries a digest of it and the Polars
+# version, so a change to either computes the tables afresh.
+_CLASS_PATTERNS = ((_L, r"^\p{L}$"), (_N, r"^\p{N}$"), (_W, r"^\s$"))
+_FOLDS = "strevmld"
+_CLASS_CHUNK = 1 << 16
+
+
+def _compute_class_tables() -> tuple[np.ndarray, np.ndarray]:
+    """The tables asked of Polars' regex engine, 64K code points at a time (a Series of all 1.1M
+    code points at once costs ~84 MB of transient memory)."""
+    flags = np.zeros(0x110000, np.uint8)
+    fold = np.zeros(0x110000, np.uint8)
+    for lo in range(0, 0x110000, _CLASS_CHUNK):
+        cps = np.arange(lo, min(lo + _CLASS_CHUNK, 0x110000), dtype=np.int64)
+        cps = cps[(cps < 0xD800) | (cps > 0xDFFF)]  # surrogates are not characters
+        data, off = _utf8_encode_all(cps)
+        s = pl.Series("c", pa.StringArray.from_buffers(len(cps), pa.py_buffer(off), pa.py_buffer(data)))
+        for bit, pat in _CLASS_PATTERNS:
+            flags[cps[s.str.contains(pat).to_numpy()]] |= bit
+        # the folds of the contraction letters are few: find them all, then which letter each is
+        foldable = s.str.contains(f"(?i)^[{_FOLDS}]$").to_numpy()
+        if foldable.any():
+            sub, sub_cps = s.filter(pl.Series(foldable)), cps[foldable]
+            for ch in _FOLDS:
+                fold[sub_cps[sub.str.contains(f"(?i)^{ch}$").to_numpy()]] = ord(ch)
+    return flags, fold
+
+
+def _class_cache_path() -> Path:
+    digest = hashlib.sha1(repr((_CLASS_PATTERNS, _FOLDS, 0x110000)).encode()).hexdigest()[:12]
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return root / "toktok" / f"classes-polars{pl.__version__}-{digest}.npz"
+
+
+def _tables_look_right(flags: np.ndarray, fold: np.ndarray) -> bool:
+    return (
+        flags.shape == fold.shape == (0x110000,) and flags.dtype == fold.dtype == np.uint8
+        and flags[ord("a")] == _L and flags[ord("7")] == _N and flags[ord(" ")] == _W
+        and flags[ord("!")] == 0 and flags[0x4E2D] == _L and fold[ord("S")] == ord("s")
+        and fold[0x17F] == ord("s") and fold[ord("x")] == 0 and int(flags.max()) <= 7
+    )
 
 
 def _class_tables() -> tuple[np.ndarray, np.ndarray]:
     """Per code point: class flags (letter, number, whitespace) and, for the letters of the
     contractions, the ASCII letter they fold to under (?i). Asked of Polars' own regex engine so
-    that both paths classify every character the same way."""
+    that both paths classify every character the same way; kept in a small cache file
+    (``~/.cache/toktok/``, keyed by the Polars version) because asking takes about a second.
+    A cache that cannot be read or written is skipped."""
     global _TABLES
     if _TABLES is None:
-        cps = np.concatenate([np.arange(0, 0xD800), np.arange(0xE000, 0x110000)]).astype(np.int64)
-        data, off = _utf8_encode_all(cps)
-        arr = pa.StringArray.from_buffers(len(cps), pa.py_buffer(off), pa.py_buffer(data))
-        s = pl.Series("c", arr)
-        flags = np.zeros(0x110000, np.uint8)
-        for bit, pat in ((_L, r"^\p{L}$"), (_N, r"^\p{N}$"), (_W, r"^\s$")):
-            flags[cps[s.str.contains(pat).to_numpy()]] |= bit
-        fold = np.zeros(0x110000, np.uint8)
-        for ch in "strevmld":
-            fold[cps[s.str.contains(f"(?i)^{ch}$").to_numpy()]] = ord(ch)
+        path = _class_cache_path()
+        try:
+            with np.load(path) as z:
+                flags, fold = z["flags"], z["fold"]
+            if not _tables_look_right(flags, fold):
+                raise ValueError("bad class cache")
+        except Exception:  # absent, unreadable or damaged: compute (and try to keep) them
+            flags, fold = _compute_class_tables()
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+                try:
+                    with os.fdopen(fd, "wb") as fh:
+                        np.savez_compressed(fh, flags=flags, fold=fold)
+                    os.replace(tmp, path)  # atomic: a reader never sees half a file
+                except BaseException:
+                    os.unlink(tmp)
+                    raise
+            except OSError:
+                pass
         _TABLES = (flags, fold)
     return _TABLES
+
+
+def _byte_classes() -> np.ndarray:
+    """Per byte: the flags of an ASCII char (from ``_class_tables``) plus \\r\\n, space and
+    apostrophe bits; bytes >= 0x80 are marked for a full decode."""
+    global _BYTE_CLASSES
+    if _BYTE_CLASSES is None:
+        flags, _ = _class_tables()
+        ac = np.full(256, _HI, np.uint8)
+        ac[:128] = flags[:128]
+        ac[10] |= _NL
+        ac[13] |= _NL
+        ac[32] |= _SP
+        ac[39] |= _AP
+        _BYTE_CLASSES = ac
+    return _BYTE_CLASSES
+
+
+def _swar_ok() -> bool:
+    """Whether Polars' classes of the ASCII chars are the ones the 8-byte scanning assumes."""
+    global _SWAR_OK
+    if _SWAR_OK is None:
+        flags, _ = _class_tables()
+        want = np.zeros(128, np.uint8)
+        for lo, hi, bit in ((65, 90, _L), (97, 122, _L), (48, 57, _N), (9, 13, _W), (32, 32, _W)):
+            want[lo : hi + 1] = bit
+        _SWAR_OK = bool((flags[:128] == want).all())
+    return _SWAR_OK
 
 
 @njit(cache=True, inline="always")
@@ -172,84 +272,148 @@ def _decode(data, i, e):
 
 
 @njit(cache=True, inline="always")
-def _other(f):
-    return f & (_L | _N | _W) == 0
+def _cls(data, k, e, ac, flags):
+    """Class bits of the char at byte k and its length; an ASCII char is one table look-up."""
+    a = np.int64(ac[data[k]])
+    if a & _HI:
+        c, n = _decode(data, k, e)
+        return np.int64(flags[c]), n
+    return a, 1
 
 
-@njit(cache=True)
-def _piece_end(data, i, e, flags, fold):
-    """End (exclusive) of PATTERN's match starting at byte i of a document ending at e."""
-    c, n = _decode(data, i, e)
-    f = flags[c]
-    j = i + n
-    # 1. (?i:'s|'t|'re|'ve|'m|'ll|'d)
-    if c == 39 and j < e:
-        c2, n2 = _decode(data, j, e)
-        l2 = fold[c2]
-        if l2 == 115 or l2 == 116 or l2 == 109 or l2 == 100:  # s t m d
-            return j + n2
-        if j + n2 < e and (l2 == 114 or l2 == 118 or l2 == 108):  # re ve ll
-            c3, n3 = _decode(data, j + n2, e)
-            l3 = fold[c3]
-            if (l2 == 108 and l3 == 108) or (l2 != 108 and l3 == 101):
-                return j + n2 + n3
-    # 2. [^\r\n\p{L}\p{N}]?\p{L}+
-    k = -1
-    if f & _L:
-        k = j
-    elif f & _N == 0 and c != 10 and c != 13 and j < e:
-        c2, n2 = _decode(data, j, e)
-        if flags[c2] & _L:
-            k = j + n2
-    if k >= 0:
-        while k < e:
-            c2, n2 = _decode(data, k, e)
-            if flags[c2] & _L == 0:
-                break
-            k += n2
-        return k
-    # 3. \p{N}{1,3}
-    if f & _N:
-        k = j
-        for _ in range(2):
+@intrinsic
+def _ctz(typingctx, x):
+    """Trailing zero bits of an unsigned integer (its width for 0)."""
+    if not isinstance(x, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 0))
+
+    return x(x), codegen
+
+
+@njit(cache=True, inline="always")
+def _ld8(d64, data, base, p):
+    """The 8 bytes at data[p:] as a little-endian uint64 (zeros past the end). ``d64`` is the
+    same buffer as uint64 words from byte ``base`` on (empty: read bytes one by one)."""
+    q = p - base
+    if q >= 0:
+        w = q >> 3
+        if w + 1 < d64.shape[0]:
+            r = np.uint64((q & 7) * 8)
+            return (d64[w] >> r) | ((d64[w + 1] << np.uint64(1)) << (np.uint64(63) - r))
+    x = np.uint64(0)
+    for t in range(min(8, data.shape[0] - p)):
+        x |= np.uint64(data[p + t]) << np.uint64(8 * t)
+    return x
+
+
+# Eight bytes at a time (SWAR): the high bit of each byte that is an ASCII letter [A-Za-z], an
+# ASCII "other" char (not letter, digit [0-9] or whitespace [\t\n\v\f\r ]). These sets are
+# checked against Polars' classes (``_swar_ok``); were they to differ, the byte table is used.
+_HIGHS = np.uint64(0x8080808080808080)
+_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
+
+
+@njit(cache=True, inline="always")
+def _between(y, lo, hi):
+    """High bit of each byte of y (bytes < 0x80) with lo <= byte <= hi."""
+    ones = np.uint64(0x0101010101010101)
+    return (y + ones * np.uint64(0x80 - lo)) & ~(y + ones * np.uint64(0x7F - hi)) & _HIGHS
+
+
+@njit(cache=True, inline="always")
+def _byte_is(y, b):
+    """High bit of each byte of y (bytes < 0x80) equal to b."""
+    z = y ^ (np.uint64(0x0101010101010101) * np.uint64(b))
+    return ~(((z & _LOW7) + _LOW7) | z) & _HIGHS
+
+
+@njit(cache=True, inline="always")
+def _letter_bits(w):
+    return _between((w | np.uint64(0x2020202020202020)) & _LOW7, 0x61, 0x7A) & ~w
+
+
+@njit(cache=True, inline="always")
+def _other_bits(w):
+    y = w & _LOW7
+    space = _byte_is(y, 0x20)
+    taken = _between((w | np.uint64(0x2020202020202020)) & _LOW7, 0x61, 0x7A) | _between(y, 0x30, 0x39)
+    return ~(taken | _between(y, 0x09, 0x0D) | space | w) & _HIGHS
+
+
+@njit(cache=True, inline="always")
+def _skip_letters(data, d64, base, k, e, ac, flags, swar):
+    """End of the run of letters from byte k (\\p{L}*)."""
+    while k < e:
+        if swar:
+            while True:
+                t = np.int64(_ctz(~_letter_bits(_ld8(d64, data, base, k)) & _HIGHS)) >> 3
+                k += t
+                if t < 8 or k >= e:
+                    break
             if k >= e:
-                break
-            c2, n2 = _decode(data, k, e)
-            if flags[c2] & _N == 0:
-                break
-            k += n2
-        return k
-    # 4.  ?[^\s\p{L}\p{N}]+[\r\n]*
-    k = -1
-    if _other(f):
-        k = j
-    elif c == 32 and j < e:
-        c2, n2 = _decode(data, j, e)
-        if _other(flags[c2]):
-            k = j + n2
-    if k >= 0:
-        while k < e:
-            c2, n2 = _decode(data, k, e)
-            if not _other(flags[c2]):
-                break
-            k += n2
-        while k < e and (data[k] == 10 or data[k] == 13):
+                return e
+        a = ac[data[k]]
+        if a & _L:
             k += 1
-        return k
-    # 5. \s*[\r\n]+ : c is whitespace; the match ends after the run's last newline, if any
+        elif a & _HI:
+            c, n = _decode(data, k, e)
+            if flags[c] & _L == 0:
+                break
+            k += n
+        else:
+            break
+    return k
+
+
+@njit(cache=True, inline="always")
+def _skip_other(data, d64, base, k, e, ac, flags, swar):
+    """End of ``[^\\s\\p{L}\\p{N}]*[\\r\\n]*`` from byte k."""
+    while k < e:
+        if swar:
+            while True:
+                t = np.int64(_ctz(~_other_bits(_ld8(d64, data, base, k)) & _HIGHS)) >> 3
+                k += t
+                if t < 8 or k >= e:
+                    break
+            if k >= e:
+                k = e
+                break
+        a = ac[data[k]]
+        if a & (_L | _N | _W | _HI) == 0:
+            k += 1
+        elif a & _HI:
+            c, n = _decode(data, k, e)
+            if flags[c] & (_L | _N | _W):
+                break
+            k += n
+        else:
+            break
+    while k < e and ac[data[k]] & _NL:
+        k += 1
+    return k
+
+
+@njit(cache=True, inline="always")
+def _space_end(data, i, e, ac, flags):
+    """PATTERN's match at a whitespace char i that joins nothing after it (alternatives 5-7).
+    Char by char: runs are mostly one or two chars, too short for 8 bytes at a time to pay."""
     k = i
     last_nl = -1
     last_start = i
     chars = 0
     while k < e:
-        c2, n2 = _decode(data, k, e)
-        if flags[c2] & _W == 0:
+        f, n = _cls(data, k, e, ac, flags)
+        if f & _W == 0:
             break
-        if c2 == 10 or c2 == 13:
+        if f & _NL:
             last_nl = k + 1
         last_start = k
         chars += 1
-        k += n2
+        k += n
+    # 5. \s*[\r\n]+ : the match ends after the run's last newline, if any
     if last_nl >= 0:
         return last_nl
     # 6. \s+(?!\S) and 7. \s+ : a run at the end is whole; before non-space it leaves its last
@@ -259,175 +423,440 @@ def _piece_end(data, i, e, flags, fold):
     return last_start
 
 
-@njit(cache=True)
-def _wtable(cap):
-    # one row per word: key, count, arena offset, length (a probe touches one cache line)
-    T = np.zeros((cap, 4), np.int64)
+@njit(cache=True, inline="always")
+def _contraction_end(data, j, e, fold):
+    """End of (?i:'s|'t|'re|'ve|'m|'ll|'d) whose apostrophe ends at byte j, or -1."""
+    if j >= e:
+        return -1
+    c2, n2 = _decode(data, j, e)
+    l2 = fold[c2]
+    if l2 == 115 or l2 == 116 or l2 == 109 or l2 == 100:  # s t m d
+        return j + n2
+    if j + n2 < e and (l2 == 114 or l2 == 118 or l2 == 108):  # re ve ll
+        c3, n3 = _decode(data, j + n2, e)
+        l3 = fold[c3]
+        if (l2 == 108 and l3 == 108) or (l2 != 108 and l3 == 101):
+            return j + n2 + n3
+    return -1
+
+
+@njit(cache=True, inline="always")
+def _piece_end(data, d64, base, i, e, ac, flags, fold, swar):
+    """End (exclusive) of PATTERN's match starting at byte i of a document ending at e."""
+    f, n = _cls(data, i, e, ac, flags)
+    j = i + n
+    # 2. [^\r\n\p{L}\p{N}]?\p{L}+ with nothing before the letters (1. needs an apostrophe)
+    if f & _L:
+        return _skip_letters(data, d64, base, j, e, ac, flags, swar)
+    # 3. \p{N}{1,3}
+    if f & _N:
+        for _ in range(2):
+            if j >= e:
+                break
+            f2, n2 = _cls(data, j, e, ac, flags)
+            if f2 & _N == 0:
+                break
+            j += n2
+        return j
+    # 1. (?i:'s|'t|'re|'ve|'m|'ll|'d)
+    if f & _AP:
+        k = _contraction_end(data, j, e, fold)
+        if k >= 0:
+            return k
+    if j >= e:  # one char left: it is the piece whichever alternative takes it
+        return j
+    f1, n1 = _cls(data, j, e, ac, flags)
+    # 2. [^\r\n\p{L}\p{N}]?\p{L}+ with one char before the letters
+    if f1 & _L and f & _NL == 0:
+        return _skip_letters(data, d64, base, j + n1, e, ac, flags, swar)
+    # 4.  ?[^\s\p{L}\p{N}]+[\r\n]*
+    if f & _W == 0:
+        return _skip_other(data, d64, base, j, e, ac, flags, swar)
+    if f & _SP and f1 & (_L | _N | _W) == 0:
+        return _skip_other(data, d64, base, j + n1, e, ac, flags, swar)
+    return _space_end(data, i, e, ac, flags)
+
+
+# --- counting tables ---------------------------------------------------------------------------
+#
+# One open-addressing table per thread, rows of two int64: key and count (16 bytes; linear
+# probing, at most 70% full). A word of up to 7 bytes is its own key: its bytes, little-endian,
+# and its length in bits 56-58, so it is compared exactly without touching anything else. A
+# longer word lives in the table's arena (a 1-byte length, or 255 and an 8-byte length, then the
+# bytes); its key is bit 62, 26 bits of its hash (bits 36-61) and its arena offset (bits 0-35),
+# so a probe compares bytes only when those hash bits agree. Kernels never allocate: when a table
+# or an arena is full they return, Python grows it (NumPy's large allocations get huge pages)
+# and calls again from where they stopped.
+
+_LONG = np.int64(1) << 62
+_OFF_BITS = 36
+_OFF_MASK = (np.int64(1) << _OFF_BITS) - 1
+_HEAD_MASK = ~_OFF_MASK
+_TAG_MASK = np.uint64((1 << 26) - 1)
+_MAX_LOAD = (7, 10)  # rows used <= cap * 7 // 10
+# st (per table): 0 rows used, 1 arena bytes used, 2 bytes of short words, 3/4 resume document
+# and byte, 5 arena bytes needed, 6 bytes of long words, 7 bytes of words longer than 12 (those
+# that an Arrow binary view does not hold inline)
+_ST = 8
+
+
+@njit(cache=True, inline="always")
+def _low(n):
+    """Mask of the low n bytes, n in 0..7."""
+    return (np.uint64(1) << np.uint64(8 * n)) - np.uint64(1)
+
+
+@njit(cache=True, inline="always")
+def _short_hash(key):
+    x = np.uint64(key)
+    x ^= x >> np.uint64(29)
+    x *= np.uint64(0x9E3779B97F4A7C15)
+    x ^= x >> np.uint64(32)
+    return x
+
+
+@njit(cache=True, inline="always")
+def _long_hash(d64, data, base, i, n):
+    h = np.uint64(n) * np.uint64(0x9E3779B97F4A7C15)
+    p = i
+    end = i + n
+    while p + 8 <= end:
+        h = (h ^ _ld8(d64, data, base, p)) * np.uint64(0xFF51AFD7ED558CCD)
+        h ^= h >> np.uint64(32)
+        p += 8
+    if p < end:
+        h = (h ^ (_ld8(d64, data, base, p) & _low(end - p))) * np.uint64(0xFF51AFD7ED558CCD)
+        h ^= h >> np.uint64(32)
+    h *= np.uint64(0xC4CEB9FE1A85EC53)
+    h ^= h >> np.uint64(29)
+    return h
+
+
+@njit(cache=True, inline="always")
+def _part(h, nparts):
+    """Which of ``nparts`` merged tables a word goes to (independent of table sizes)."""
+    return np.int64((h >> np.uint64(8)) & np.uint64(0xFFFF)) % nparts
+
+
+@njit(cache=True, inline="always")
+def _arena_word(arena, o):
+    """(start, length) of the word stored at arena offset o."""
+    n = np.int64(arena[o])
+    if n < 255:
+        return o + 1, n
+    n = 0
+    for t in range(8):
+        n |= np.int64(arena[o + 1 + t]) << (8 * t)
+    return o + 9, n
+
+
+@njit(cache=True, inline="always")
+def _bump_short(T, st, limit, mask, shift, key, h, n, cnt):
+    """Add cnt to short word ``key``; False (nothing done) when the table must grow first."""
+    s = np.int64(h >> shift)
+    while True:
+        k = T[s, 0]
+        if k == key:
+            T[s, 1] += cnt
+            return True
+        if k == _EMPTY:
+            if st[0] >= limit:
+                return False
+            T[s, 0] = key
+            T[s, 1] = cnt
+            st[0] += 1
+            st[2] += n
+            return True
+        s = (s + 1) & mask
+
+
+@njit(cache=True, inline="always")
+def _bump_long(T, arena, st, limit, mask, shift, d64, data, base, i, n, h, cnt):
+    """Add cnt to long word data[i:i+n] of hash h; False (nothing done) when the table or the
+    arena (``st[5]`` bytes needed) must grow first."""
+    head = _LONG | (np.int64((h >> np.uint64(8)) & _TAG_MASK) << _OFF_BITS)
+    s = np.int64(h >> shift)
+    while True:
+        k = T[s, 0]
+        if k == _EMPTY:
+            o = st[1]
+            w = o + 1 if n < 255 else o + 9
+            if st[0] >= limit or w + n > arena.shape[0]:
+                st[5] = w + n
+                return False
+            if n < 255:
+                arena[o] = n
+            else:
+                arena[o] = 255
+                for t in range(8):
+                    arena[o + 1 + t] = (n >> (8 * t)) & 0xFF
+            for x in range(n):
+                arena[w + x] = data[i + x]
+            st[1] = w + n
+            st[6] += n
+            if n > 12:
+                st[7] += n
+            T[s, 0] = head | o
+            T[s, 1] = cnt
+            st[0] += 1
+            return True
+        if k & _HEAD_MASK == head:
+            w, m = _arena_word(arena, k & _OFF_MASK)
+            if m == n:
+                same = True
+                for x in range(n):
+                    if arena[w + x] != data[i + x]:
+                        same = False
+                        break
+                if same:
+                    T[s, 1] += cnt
+                    return True
+        s = (s + 1) & mask
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _scan_into(data, d64, base, offsets, d, i, hi, ac, flags, fold, swar, T, arena, st, shift):
+    """Count PATTERN's pieces of documents d..hi-1 (document d from byte i on) into table T.
+    Returns 0 when done, 1 when T or the arena must grow (resume at document st[3], byte st[4]).
+
+    Software-pipelined by one piece: a piece's first table row is loaded as soon as its hash is
+    known, and the piece is counted after the next one has been scanned, so a cache miss on a
+    rare word overlaps with scanning instead of stalling it."""
+    mask = T.shape[0] - 1
+    limit = T.shape[0] * _MAX_LOAD[0] // _MAX_LOAD[1]
+    while d < hi:
+        e = offsets[d + 1]
+        pn = 0  # the pending piece: length (0: none), start, key (short words), hash, first row
+        pi = 0
+        pk = np.int64(0)
+        ph = np.uint64(0)
+        pt = np.int64(0)
+        while True:
+            n = 0
+            j = i
+            key = np.int64(0)
+            h = np.uint64(0)
+            t = np.int64(0)
+            if i < e:
+                j = _piece_end(data, d64, base, i, e, ac, flags, fold, swar)
+                n = j - i
+                if n <= 7:
+                    key = np.int64(_ld8(d64, data, base, i) & _low(n)) | (n << 56)
+                    h = _short_hash(key)
+                else:
+                    h = _long_hash(d64, data, base, i, n)
+                t = T[np.int64(h >> shift), 0]  # the early load: brings the row's line in
+            if pn:
+                if pn <= 7:
+                    if pt == pk:
+                        T[np.int64(ph >> shift), 1] += 1
+                        ok = True
+                    else:
+                        ok = _bump_short(T, st, limit, mask, shift, pk, ph, pn, 1)
+                else:
+                    ok = _bump_long(T, arena, st, limit, mask, shift, d64, data, base, pi, pn, ph, 1)
+                if not ok:
+                    st[3] = d
+                    st[4] = pi
+                    return 1
+            if n == 0:
+                break
+            pn, pi, pk, ph, pt = n, i, key, h, t
+            i = j
+        d += 1
+        if d < hi:
+            i = offsets[d]
+    return 0
+
+
+@njit(cache=True, inline="always")
+def _row_hash(k, arena, a64):
+    """The hash of the word of table key k (long words: from their bytes in the arena)."""
+    if k & _LONG:
+        w, n = _arena_word(arena, k & _OFF_MASK)
+        return _long_hash(a64, arena, 0, w, n)
+    return _short_hash(k)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _rehash(T, N, arena, a64, shift):
+    """Move every row of T into the empty, larger table N."""
+    mask = N.shape[0] - 1
+    for r in range(T.shape[0]):
+        k = T[r, 0]
+        if k == _EMPTY:
+            continue
+        s = np.int64(_row_hash(k, arena, a64) >> shift)
+        while N[s, 0] != _EMPTY:
+            s = (s + 1) & mask
+        N[s, 0] = k
+        N[s, 1] = T[r, 1]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _merge_part(S, sarena, sa64, r, p, nparts, T, arena, st, shift):
+    """Add the words of table S (from row r on) that belong to part p into T. Returns -1 when
+    done, else the row to resume at once T or its arena has grown."""
+    mask = T.shape[0] - 1
+    limit = T.shape[0] * _MAX_LOAD[0] // _MAX_LOAD[1]
+    while r < S.shape[0]:
+        k = S[r, 0]
+        if k != _EMPTY:
+            h = _row_hash(k, sarena, sa64)
+            if _part(h, nparts) == p:
+                if k & _LONG:
+                    w, n = _arena_word(sarena, k & _OFF_MASK)
+                    if not _bump_long(T, arena, st, limit, mask, shift, sa64, sarena, 0, w, n, h, S[r, 1]):
+                        return r
+                elif not _bump_short(T, st, limit, mask, shift, k, h, k >> 56, S[r, 1]):
+                    return r
+        r += 1
+    return -1
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _export(T, arena, out_data, out_off, out_cnt, w, o):
+    """Write T's words from row w / byte o of the output on (``out_off[w]`` already set)."""
+    for s in range(T.shape[0]):
+        k = T[s, 0]
+        if k == _EMPTY:
+            continue
+        if k & _LONG:
+            a, n = _arena_word(arena, k & _OFF_MASK)
+            for x in range(n):
+                out_data[o + x] = arena[a + x]
+        else:
+            n = k >> 56
+            for x in range(n):
+                out_data[o + x] = (k >> (8 * x)) & 0xFF
+        o += n
+        out_cnt[w] = T[s, 1]
+        w += 1
+        out_off[w] = o
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _export_views(T, arena, views, vdata, out_cnt, w, o):
+    """Write T's words as Arrow binary views (16 bytes each: length, then the word if it has at
+    most 12 bytes, else its first 4 bytes, buffer 0 and its offset in ``vdata``) from row w and
+    ``vdata`` byte o on."""
+    for s in range(T.shape[0]):
+        k = T[s, 0]
+        if k == _EMPTY:
+            continue
+        v = w * 16
+        for x in range(16):
+            views[v + x] = 0
+        if k & _LONG:
+            a, n = _arena_word(arena, k & _OFF_MASK)
+        else:
+            a = -1
+            n = k >> 56
+        for x in range(4):
+            views[v + x] = (n >> (8 * x)) & 0xFF
+        if a < 0:
+            for x in range(n):
+                views[v + 4 + x] = (k >> (8 * x)) & 0xFF
+        elif n <= 12:
+            for x in range(n):
+                views[v + 4 + x] = arena[a + x]
+        else:
+            for x in range(4):
+                views[v + 4 + x] = arena[a + x]
+                views[v + 12 + x] = (o >> (8 * x)) & 0xFF
+            for x in range(n):
+                vdata[o + x] = arena[a + x]
+            o += n
+        out_cnt[w] = T[s, 1]
+        w += 1
+
+
+class _Table:
+    """One counting table and its arena (see above); grows on the kernels' request."""
+
+    __slots__ = ("T", "arena", "st")
+
+    def __init__(self, cap: int = 1 << 16, arena: int = 1 << 16):
+        self.T = _new_rows(cap)
+        self.arena = np.empty(arena, np.uint8)
+        self.st = np.zeros(_ST, np.int64)
+
+    @property
+    def shift(self) -> np.uint64:
+        return np.uint64(65 - self.T.shape[0].bit_length())
+
+    @property
+    def words(self) -> int:
+        return int(self.st[0])
+
+    def nbytes(self) -> int:
+        return self.T.nbytes + self.arena.nbytes + self.st.nbytes
+
+    def a64(self) -> np.ndarray:
+        return self.arena.view(np.uint64) if sys.byteorder == "little" else _NO_WORDS
+
+    def grow(self) -> None:
+        """Make room for one more word (as the last kernel call asked)."""
+        cap = self.T.shape[0]
+        if self.st[0] >= cap * _MAX_LOAD[0] // _MAX_LOAD[1]:
+            N = _new_rows(2 * cap)
+            _rehash(self.T, N, self.arena, self.a64(), np.uint64(65 - N.shape[0].bit_length()))
+            self.T = N
+        need = int(self.st[5])
+        if need > self.arena.shape[0]:
+            if need >= 1 << _OFF_BITS:
+                raise MemoryError("toktok: more than 64 GB of distinct long words")
+            size = 2 * self.arena.shape[0]
+            while size < need:
+                size *= 2
+            a = np.empty(size, np.uint8)
+            a[: self.st[1]] = self.arena[: self.st[1]]
+            self.arena = a
+
+
+def _new_rows(cap: int) -> np.ndarray:
+    T = np.empty((cap, 2), np.int64)
     T[:, 0] = _EMPTY
     return T
 
 
-_LONG = np.int64(1) << 61
+_NO_WORDS = np.zeros(0, np.uint64)
 
 
-@njit(cache=True, inline="always")
-def _word_key(data, i, n):
-    """Words of up to 7 bytes are their own key (bytes + length, exact); longer ones a hash
-    with bit 61 set, so the two kinds never collide and only long words need a byte compare."""
-    if n <= 7:
-        k = np.int64(n) << 56
-        for x in range(n):
-            k |= np.int64(data[i + x]) << (8 * x)
-        return k
-    return (_hash_range(data, i, n) >> 2) | _LONG
+def _words64(data: np.ndarray) -> tuple[np.ndarray, int]:
+    """``data`` as aligned little-endian uint64 words from byte ``base`` on, for ``_ld8``."""
+    if sys.byteorder != "little" or data.shape[0] < 64:
+        return _NO_WORDS, 0
+    base = -data.ctypes.data % 8
+    return data[base : base + (data.shape[0] - base) // 8 * 8].view(np.uint64), base
 
 
-@njit(cache=True, inline="always")
-def _insert(T, arena, st, key, data, i, n, add):
-    """Add ``add`` to the count of word data[i:i+n] (key from ``_word_key``). ``st`` holds
-    [rows used, arena bytes used, bytes of short words]. Returns the (maybe grown) table and arena."""
-    cap = T.shape[0]
-    mask = np.uint64(cap - 1)
-    s = _mix(key) & mask
-    while True:
-        k = T[s, 0]
-        if k == key:
-            if n <= 7:
-                break
-            o = T[s, 2]
-            same = T[s, 3] == n
-            if same:
-                for x in range(n):
-                    if arena[o + x] != data[i + x]:
-                        same = False
-                        break
-            if same:
-                break
-        elif k == _EMPTY:
-            T[s, 0] = key
-            T[s, 3] = n
-            if n > 7:
-                arena = _grow(arena, st[1] + n)
-                arena[st[1] : st[1] + n] = data[i : i + n]
-                T[s, 2] = st[1]
-                st[1] += n
-            else:
-                st[2] += n
-            st[0] += 1
-            break
-        s = (s + np.uint64(1)) & mask
-    T[s, 1] += add
-    if 2 * st[0] > cap:
-        T = _regrow(T)
-    return T, arena
+def _in_threads(fn, n: int) -> None:
+    """fn(0..n-1), one thread each (the kernels release the GIL); errors are raised here."""
+    if n == 1:
+        fn(0)
+        return
+    with ThreadPoolExecutor(n - 1) as ex:
+        futs = [ex.submit(fn, i) for i in range(1, n)]
+        fn(0)
+        for f in futs:
+            f.result()
 
 
-@njit(cache=True)
-def _regrow(T):
-    cap = T.shape[0] * 2
-    N = _wtable(cap)
-    m2 = np.uint64(cap - 1)
-    for x in range(T.shape[0]):
-        if T[x, 0] != _EMPTY:
-            t = _mix(T[x, 0]) & m2
-            while N[t, 0] != _EMPTY:
-                t = (t + np.uint64(1)) & m2
-            for c in range(4):
-                N[t, c] = T[x, c]
-    return N
-
-
-@njit(cache=True, inline="always")
-def _find(T, arena, key, data, i, n):
-    """Row of word data[i:i+n] in T, or -(empty row + 1) where it would go."""
-    mask = np.uint64(T.shape[0] - 1)
-    s = _mix(key) & mask
-    while True:
-        k = T[s, 0]
-        if k == key:
-            if n <= 7:
-                return np.int64(s)
-            if T[s, 3] == n:
-                o = T[s, 2]
-                same = True
-                for x in range(n):
-                    if arena[o + x] != data[i + x]:
-                        same = False
-                        break
-                if same:
-                    return np.int64(s)
-        elif k == _EMPTY:
-            return -np.int64(s) - 1
-        s = (s + np.uint64(1)) & mask
-
-
-@njit(cache=True, nogil=True)
-def _scan_into(data, offsets, lo, hi, flags, fold, T, arena, st):
-    """Count PATTERN's pieces of documents lo..hi-1 into the table T."""
-    for d in range(lo, hi):
-        i = offsets[d]
-        e = offsets[d + 1]
-        while i < e:
-            j = _piece_end(data, i, e, flags, fold)
-            n = j - i
-            key = _word_key(data, i, n)
-            s = _find(T, arena, key, data, i, n)
-            if s >= 0:
-                T[s, 1] += 1
-            else:
-                # a new word: the only place where the table or the arena may grow
-                T, arena = _insert(T, arena, st, key, data, i, n, 1)
-            i = j
-    return T, arena
-
-
-@njit(cache=True)
-def _merge_into(T, arena, st, T2, arena2):
-    """Add every word of table T2 into T."""
-    for s in range(T2.shape[0]):
-        if T2[s, 0] != _EMPTY:
-            n = T2[s, 3]
-            if n <= 7:
-                T, arena = _insert(T, arena, st, T2[s, 0], arena2, 0, n, T2[s, 1])
-            else:
-                T, arena = _insert(T, arena, st, T2[s, 0], arena2, T2[s, 2], n, T2[s, 1])
-    return T, arena
-
-
-@njit(cache=True)
-def _export(T, arena, st):
-    used = st[0]
-    out_off = np.zeros(used + 1, np.int64)
-    out_cnt = np.empty(used, np.int64)
-    out_data = np.empty(st[1] + st[2], np.uint8)
-    o = 0
-    w = 0
-    for s in range(T.shape[0]):
-        key = T[s, 0]
-        if key != _EMPTY:
-            n = T[s, 3]
-            if n <= 7:
-                for x in range(n):
-                    out_data[o + x] = (key >> (8 * x)) & 0xFF
-            else:
-                a = T[s, 2]
-                out_data[o : o + n] = arena[a : a + n]
-            o += n
-            out_cnt[w] = T[s, 1]
-            w += 1
-            out_off[w] = o
-    return out_data, out_off, out_cnt
-
-
+_SLICE_BYTES = 8 << 20  # text converted and scanned at a time
+_VIEW_BYTES_MAX = (1 << 31) - 1  # a binary view's offset is an int32
 _EMPTY_COUNTS = {"word": pl.Binary, "count": pl.Int64}
 
 
 class WordCounter:
     """Counts PATTERN's pieces over many batches of documents; ``result()`` gives the table.
 
-    The compiled engine ("scan") keeps one hash table per thread across batches (each batch is cut
-    into slices of about equal bytes, one per thread; the scanner releases the GIL) and merges
-    them once at the end, so memory grows with the number of distinct words, not with the corpus.
+    The compiled engine ("scan") keeps one hash table per thread across batches (a batch is
+    converted to Arrow ~8 MB at a time and each slice is cut into chunks of about equal bytes that
+    the threads take in turn; the scanner releases the GIL) and merges them only in ``result()``
+    (in parallel: each thread builds the part of the merged table whose words hash to it), so
+    memory grows with the number of distinct words (about 16 bytes / 0.7 per word and thread,
+    plus the bytes of words longer than 7), not with the corpus; ``memory_bytes()`` tells it.
     The "polars" engine runs the look-around-free emulation inside Polars. Both are exact.
     Example: ``c = WordCounter(); c.add(["a a"]); dict(c.result().iter_rows())[b" a"] == 1``.
     """
@@ -439,7 +868,15 @@ class WordCounter:
         self.threads = threads or pl.thread_pool_size()
         self.engine = engine
         self._frames: list[pl.DataFrame] = []
-        self._tables: list[list] = []
+        self._tables: list[_Table] = []
+        self._no_swar = False  # tests: scan with the byte table only
+
+    def memory_bytes(self) -> int:
+        """Bytes held now by the counting tables and their arenas (the "polars" engine: its
+        partial count frames). Grows with the distinct words seen, not with the text."""
+        if self.engine == "polars":
+            return sum(int(f.estimated_size()) for f in self._frames)
+        return sum(t.nbytes() for t in self._tables)
 
     def add(self, texts: pl.Series | Iterable[str]) -> None:
         if not isinstance(texts, pl.Series):
@@ -455,30 +892,52 @@ class WordCounter:
         self._scan(texts)
 
     def _scan(self, texts: pl.Series) -> None:
+        # Slices of about _SLICE_BYTES, so the contiguous copy that Arrow's string layout needs
+        # stays small next to the batch itself.
+        ends = texts.str.len_bytes().cast(pl.Int64).cum_sum().to_numpy()
+        lo = 0
+        while lo < len(ends):
+            start = int(ends[lo - 1]) if lo else 0
+            hi = max(lo + 1, int(np.searchsorted(ends, start + _SLICE_BYTES, side="right")))
+            arr = texts.slice(lo, hi - lo).to_arrow()
+            arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+            if not pa.types.is_large_string(arr.type):
+                arr = arr.cast(pa.large_string())
+            off = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset : arr.offset + len(arr) + 1]
+            buf = arr.buffers()[2]
+            data = np.frombuffer(buf, np.uint8) if buf is not None else np.zeros(1, np.uint8)
+            self._scan_arrays(data, off)
+            del arr, off, data, buf
+            lo = hi
+
+    def _scan_arrays(self, data: np.ndarray, off: np.ndarray) -> None:
+        """Count the documents ``data[off[d]:off[d+1]]`` (valid UTF-8) across the threads."""
         flags, fold = _class_tables()
-        arr = texts.to_arrow()
-        arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
-        if not pa.types.is_large_string(arr.type):
-            arr = arr.cast(pa.large_string())
-        off = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset : arr.offset + len(arr) + 1]
-        buf = arr.buffers()[2]
-        data = np.frombuffer(buf, np.uint8) if buf is not None else np.zeros(1, np.uint8)
-        k = max(1, min(self.threads, len(arr)))
+        ac = _byte_classes()
+        swar = _swar_ok() and not self._no_swar
+        d64, base = _words64(data)
+        n = off.shape[0] - 1
+        k = max(1, min(self.threads, n))
         while len(self._tables) < k:
-            self._tables.append([_wtable(1 << 16), np.empty(1 << 16, np.uint8), np.zeros(3, np.int64)])
-        cuts = np.searchsorted(off, np.linspace(off[0], off[-1], k + 1)).tolist()
-        cuts[0], cuts[-1] = 0, len(arr)
+            self._tables.append(_Table())
+        # a few chunks of about equal bytes per thread, taken in turn, so that a thread that
+        # is slowed down (by other work on the machine, or harder text) does not hold up the rest
+        m = min(n, 4 * k) if k > 1 else 1
+        cuts = np.searchsorted(off, np.linspace(off[0], off[-1], m + 1)).tolist()
+        cuts[0], cuts[-1] = 0, n
+        chunks = iter(range(m))  # next() on it is atomic under the GIL
 
-        def work(i: int) -> None:
-            tb = self._tables[i]
-            tb[0], tb[1] = _scan_into(data, off, cuts[i], cuts[i + 1], flags, fold, tb[0], tb[1], tb[2])
+        def work(t: int) -> None:
+            tb = self._tables[t]
+            for c in chunks:
+                d, i, hi = cuts[c], int(off[cuts[c]]), cuts[c + 1]
+                while d < hi and _scan_into(
+                    data, d64, base, off, d, i, hi, ac, flags, fold, swar, tb.T, tb.arena, tb.st, tb.shift
+                ):
+                    d, i = int(tb.st[3]), int(tb.st[4])
+                    tb.grow()
 
-        workers = [threading.Thread(target=work, args=(i,)) for i in range(1, k)]
-        for w in workers:
-            w.start()
-        work(0)
-        for w in workers:
-            w.join()
+        _in_threads(work, k)
 
     def result(self) -> pl.DataFrame:
         """One row per distinct word: ``word`` (Binary), ``count`` (Int64)."""
@@ -488,13 +947,57 @@ class WordCounter:
             return pl.concat(self._frames).group_by("word").agg(pl.col("count").sum())
         if not self._tables:
             return pl.DataFrame({"word": [], "count": []}, schema=_EMPTY_COUNTS)
-        T, arena, st = self._tables[0]
-        for T2, arena2, _ in self._tables[1:]:
-            T, arena = _merge_into(T, arena, st, T2, arena2)
-        self._tables = [[T, arena, st]]
-        words, woff, cnt = _export(T, arena, st)
-        col = pa.LargeBinaryArray.from_buffers(pa.large_binary(), cnt.shape[0], [None, pa.py_buffer(woff), pa.py_buffer(words)])
-        return pl.DataFrame({"word": pl.Series("word", col).cast(pl.Binary), "count": cnt})
+        if len(self._tables) > 1:
+            self._tables = _merge_tables(self._tables)
+        parts = self._tables
+        w0 = np.cumsum([0] + [p.words for p in parts]).tolist()
+        out_cnt = np.empty(w0[-1], np.int64)
+        o0 = np.cumsum([0] + [int(p.st[7]) for p in parts]).tolist()
+        if o0[-1] <= _VIEW_BYTES_MAX:
+            # Arrow binary views, which Polars takes as they are (no copy)
+            views = np.empty(16 * w0[-1], np.uint8)
+            vdata = np.empty(max(8, o0[-1]), np.uint8)
+
+            def export(p: int) -> None:
+                _export_views(parts[p].T, parts[p].arena, views, vdata, out_cnt, w0[p], o0[p])
+
+            _in_threads(export, len(parts))
+            col = pa.Array.from_buffers(pa.binary_view(), w0[-1], [None, pa.py_buffer(views), pa.py_buffer(vdata)])
+            return pl.DataFrame({"word": pl.Series("word", col), "count": out_cnt})
+        # more long-word bytes than one view buffer can address: offsets, then Polars' copy
+        o0 = np.cumsum([0] + [int(p.st[2] + p.st[6]) for p in parts]).tolist()
+        out_data = np.empty(max(1, o0[-1]), np.uint8)
+        out_off = np.empty(w0[-1] + 1, np.int64)
+        out_off[0] = 0
+        _in_threads(lambda p: _export(parts[p].T, parts[p].arena, out_data, out_off, out_cnt, w0[p], o0[p]), len(parts))
+        col = pa.LargeBinaryArray.from_buffers(
+            pa.large_binary(), w0[-1], [None, pa.py_buffer(out_off), pa.py_buffer(out_data)]
+        )
+        return pl.DataFrame({"word": pl.Series("word", col).cast(pl.Binary), "count": out_cnt})
+
+
+def _merge_tables(tables: list[_Table]) -> list[_Table]:
+    """The words of all tables, summed: table p of the result holds those of part p."""
+    nparts = len(tables)
+    # Sized for every word being in one table only (at most twice what is needed when the
+    # tables share most words), so that no part has to grow while it is built.
+    guess = sum(t.words for t in tables) // nparts + 1
+    cap = 1 << 10
+    while cap * _MAX_LOAD[0] // _MAX_LOAD[1] < guess:
+        cap *= 2
+    arena = sum(int(t.st[1]) for t in tables) // nparts + 64
+    out = [_Table(cap, (arena + 7) // 8 * 8) for _ in range(nparts)]
+
+    def work(p: int) -> None:
+        tb = out[p]
+        for src in tables:
+            a64 = src.a64()
+            r = 0
+            while (r := _merge_part(src.T, src.arena, a64, r, p, nparts, tb.T, tb.arena, tb.st, tb.shift)) >= 0:
+                tb.grow()
+
+    _in_threads(work, nparts)
+    return out
 
 
 def count_words(

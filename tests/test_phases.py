@@ -197,3 +197,16 @@ def test_budget_is_shared_by_weights(tmp_path):
     r = Reservoir(40_000, seed=4)
     r.offer(sample, 0, docs)
     assert int(r.finish()["bytes"].sum()) == taken[sample][1]
+
+def test_sampled_runs_are_byte_identical_for_a_seed(tmp_path):
+    """The same seed gives the same sample, so the same tokenizer files; another seed may not."""
+    def run(out, seed):
+        cfg = TrainConfig(out=str(tmp_path / out), verify_slices=5, seed=seed, phases=[
+            PhaseConfig("mix", 60, [SourceConfig(str(FIXTURES / "sample.parquet")),
+                                    SourceConfig(str(FIXTURES / "extra.jsonl"))], budget="50KB")])
+        train(cfg)
+        return (tmp_path / out / "tokenizer.tiktoken").read_bytes(), (tmp_path / out / "tokenizer.json").read_bytes()
+
+    a = run("a", 11)
+    assert run("b", 11) == a
+    assert run("c", 12) != a

@@ -466,7 +466,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
         t0 = time.perf_counter()
         add_views(store.con)
         if keep:
-            compression_curve(store.con, keep, by=[Path(p).name for p in keep_from], threads=cfg.threads)
+            compression_curve(store.con, keep, by=[Path(p).name for p in keep_from], threads=cfg.threads, checkpoints=8)
         word_gains(store.con)
         times["insight"] = time.perf_counter() - t0
         for k, v in times.items():

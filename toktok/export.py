@@ -370,15 +370,21 @@ def special_tokens_file(tiktoken_path: str | os.PathLike) -> Path:
     return p.with_name(p.stem + SPECIALS_SUFFIX)
 
 
-def read_special_tokens_file(path: str | os.PathLike) -> dict[str, int]:
-    """``{token: id}`` from a special-token list (see ``special_tokens_file``)."""
+def read_json(path: str | os.PathLike):
+    """The parsed JSON of a vocabulary file; VocabError naming the file when unreadable or invalid."""
     p = Path(path)
     try:
-        doc = json.loads(p.read_bytes())
+        return json.loads(p.read_bytes())
     except OSError as e:
         raise VocabError(f"{p}: cannot read ({e.strerror or e})") from None
     except ValueError as e:
         raise VocabError(f"{p}: not valid JSON ({e})") from None
+
+
+def read_special_tokens_file(path: str | os.PathLike) -> dict[str, int]:
+    """``{token: id}`` from a special-token list (see ``special_tokens_file``)."""
+    p = Path(path)
+    doc = read_json(p)
     if not isinstance(doc, dict) or not all(
         isinstance(k, str) and k and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in doc.items()
     ):

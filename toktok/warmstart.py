@@ -28,6 +28,7 @@ from .export import (
     _write_atomic,
     bytelevel_to_token,
     find_tiktoken,
+    read_json,
     read_tiktoken_ranks,
     special_tokens_file,
     specials_beside,
@@ -152,12 +153,7 @@ def read_hf_base(path: str | os.PathLike) -> Base:
     disagrees with the id order, a token no merge makes, a non-special added token, an id hole.
     """
     p = Path(path)
-    try:
-        doc = json.loads(p.read_bytes())
-    except OSError as e:
-        raise VocabError(f"{p}: cannot read ({e.strerror or e})") from None
-    except ValueError as e:
-        raise VocabError(f"{p}: not valid JSON ({e})") from None
+    doc = read_json(p)
     if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
         raise VocabError(f"{p}: no model; expected a Hugging Face tokenizer.json")
     model = doc["model"]

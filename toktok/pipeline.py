@@ -14,13 +14,10 @@ from __future__ import annotations
 
 import os
 import platform
-import queue
-import random
 import shutil
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,15 +26,14 @@ import polars as pl
 import pyarrow as pa
 
 from . import __version__
-from .config import PhaseConfig, SourceConfig, TrainConfig, parse_size
+from .config import PhaseConfig, TrainConfig, parse_size
 from .errors import InputError, OutputError
 from .insight import add_views, compression_curve, word_gains
 from .export import write_hf, write_tiktoken
 from .merge import MergeResult, learn_merges
 from .budget import BudgetPlan, cap_words, plan_budget
-from .pretokenize import WordCounter
-from .sample import Reservoir
-from .read import Corpus, read_corpus
+from .engine import ParitySample, Source, count_phase
+from .read import read_corpus
 from .store import RunStore
 from .verify import verify
 from .vocab import PATTERN, Vocab, hardcoded_tokens
@@ -121,42 +117,6 @@ def _prepare_out(out: Path, force: bool) -> Path:
     return staging
 
 
-def _prefetch(items: Iterator, depth: int = 1) -> Iterator:
-    """Iterate ``items`` in a background thread, ``depth`` items ahead (reading overlaps counting;
-    pyarrow and the scanner release the GIL). Errors are raised here, in the caller's thread."""
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    done = object()
-    stop = threading.Event()
-
-    def run() -> None:
-        try:
-            for item in items:
-                if stop.is_set():
-                    return
-                q.put(item)
-            q.put(done)
-        except BaseException as e:  # handed to the consumer
-            q.put(e)
-
-    th = threading.Thread(target=run, name="toktok-read", daemon=True)
-    th.start()
-    try:
-        while True:
-            item = q.get()
-            if item is done:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        while th.is_alive():  # unblock a producer waiting on a full queue
-            try:
-                q.get_nowait()
-            except queue.Empty:
-                th.join(0.05)
-
-
 def _publish(staging: Path, out: Path) -> None:
     """Swap the finished staging folder into place; the old folder goes only after the swap."""
     old = None
@@ -188,95 +148,10 @@ def _vocab_table(vocab: Vocab, kinds: list[str], phases: list[str | None]) -> pa
                      "kind": pa.array(kinds), "phase": pa.array(phases, pa.string())})
 
 
-@dataclass
-class _Source:
-    """One source of a phase, resolved: its corpus and its share of the phase's budget (bytes)."""
-
-    spec: SourceConfig
-    corpus: Corpus
-    share: int | None
-
-
-def _resolve_phase(cfg: TrainConfig, phase: PhaseConfig) -> list[_Source]:
+def _resolve_phase(cfg: TrainConfig, phase: PhaseConfig) -> list[Source]:
     """Resolve every source of ``phase``; fails on a bad path before any work."""
-    out = []
-    for src in phase.sources:
-        corpus = read_corpus([src.path], text_column=src.text_column or cfg.text_column, bad_utf8=cfg.bad_utf8)
-        out.append(_Source(src, corpus, None))
-    return out
-
-
-def _phase_batches(
-    sources: list[_Source], used: dict[str, dict[str, int]], capacity: int | None, seed: int,
-    batch_bytes: int, report: Progress, tag: str, times: dict[str, float],
-) -> Iterator[tuple[pl.Series, int, str]]:
-    """The documents a phase counts, batch by batch, with the progress in bytes before the batch
-    and the batch's source path. Without a ``capacity`` every document is read. With one, every
-    file is streamed once into a seeded reservoir (one per source when sources have weights,
-    sharing the capacity by weight) and only the sample is yielded: representative, the same for
-    the same seed, and documents above the reservoir's threshold are never copied or counted.
-    ``used[path]`` gets the documents and text bytes seen and counted."""
-    total = sum(sum(f.size for f in s.corpus.files) for s in sources)
-    done = 0
-    if capacity is None:
-        for src in sources:
-            c = src.corpus
-            for batch in c.batches(batch_bytes):
-                yield batch.texts, done + sum(f.size for f in c.files if f.path < batch.path), batch.path
-            done += sum(f.size for f in c.files)
-            for path, st in c.stats.items():
-                u = used.setdefault(path, dict.fromkeys(("docs", "bytes", "docs_seen", "bytes_seen"), 0))
-                u["docs"] += st.get("docs", 0)
-                u["bytes"] += st.get("bytes", 0)
-                u["docs_seen"] += st.get("docs", 0)
-                u["bytes_seen"] += st.get("bytes", 0)
-        return
-
-    # 1. sample: one pass over every file into the reservoir(s)
-    t0 = time.perf_counter()
-    weighted = any(s.spec.weight is not None for s in sources)
-    if weighted:
-        wsum = sum(s.spec.weight or 1.0 for s in sources)
-        pools = [Reservoir(int(capacity * (s.spec.weight or 1.0) / wsum), seed) for s in sources]
-    else:
-        shared = Reservoir(capacity, seed)
-        pools = [shared] * len(sources)
-    for src, res in zip(sources, pools):
-        for f in src.corpus.files:
-            row = 0  # documents are identified by (path, index in the file), whatever the batching
-            # a text file is one document: sample it in pieces (cut where the pre-tokenizer cuts)
-            # small enough that the sample can take some of them
-            step = min(batch_bytes, max(1 << 12, capacity // 64)) if f.kind == "txt" else batch_bytes
-            for batch in Corpus([f], src.corpus.text_column, src.corpus.bad_utf8).batches(step):
-                res.offer(f.path, row, batch.texts)
-                row += batch.texts.len()
-            done += f.size
-            report("sample" + tag, done, total)
-    times["sample"] = times.get("sample", 0.0) + time.perf_counter() - t0
-
-    # 2. the sample, reservoir by reservoir
-    counted = 0
-    for res in {id(r): r for r in pools}.values():  # each reservoir once, in source order
-        df = res.finish()
-        for path, st in res.stats.items():
-            u = used.setdefault(path, dict.fromkeys(("docs", "bytes", "docs_seen", "bytes_seen"), 0))
-            u["docs"], u["bytes"] = st.docs_kept, st.bytes_kept
-            u["docs_seen"], u["bytes_seen"] = st.docs_seen, st.bytes_seen
-        # in (source, row) order so that the parity sample below sees documents of every source
-        df = df.sort("source", "row")
-        for part in df.partition_by("source", maintain_order=True):
-            path = str(part["source"][0])
-            texts = part["text"]
-            step = max(1, int(texts.len() * batch_bytes / max(int(part["bytes"].sum()), 1)))
-            for i in range(0, texts.len(), step):
-                chunk = texts.slice(i, step)
-                yield chunk, counted, path
-                counted += int(part["bytes"].slice(i, step).sum())
-        del df
-
-
-def _phase_total(sources: list[_Source]) -> int:
-    return sum(sum(f.size for f in s.corpus.files) for s in sources)
+    return [Source(read_corpus([src.path], text_column=src.text_column or cfg.text_column, bad_utf8=cfg.bad_utf8),
+                   src.weight) for src in phase.sources]
 
 
 def _phase_capacity(cfg: TrainConfig, phase: PhaseConfig, plan: BudgetPlan | None) -> int | None:
@@ -346,44 +221,22 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
         if base is not None:
             store.put_meta("warm_start", {**base.summary(), "hardcoded_added": kinds.count("hardcoded")})
 
-        rng = random.Random(cfg.seed)
-        keep: list[str] = []
-        keep_from: list[str] = []
-        seen_docs = 0
+        parity = ParitySample()
         summaries: list[PhaseSummary] = []
         merge_index = 0
         for phase, sources in zip(phases, plans):
             tag = f" {phase.name}" if many else ""
             where = f"phase {phase.name!r}: " if many else ""
 
-            # 2. read (in a background thread, one batch ahead), pre-tokenize and count; keep a
-            #    seeded sample of documents for the parity check
-            t0 = time.perf_counter()
-            used: dict[str, dict[str, int]] = {}
-            sampled_before = times.get("sample", 0.0)
+            # 2. read, sample (when the budget says so), pre-tokenize and count
             capacity = _phase_capacity(cfg, phase, plan)
-            total = _phase_total(sources)
-            counter = WordCounter(specials=all_specials, threads=cfg.threads)
-            batches = _phase_batches(sources, used, capacity, cfg.seed, batch_bytes, report, tag, times)
-            for texts, done, path in _prefetch(batches):
-                report("count" + tag, done, total)
-                counter.add(texts)
-                for doc in texts.head(64).to_list():
-                    if doc is None:
-                        continue
-                    seen_docs += 1
-                    if len(keep) < 64:
-                        keep.append(doc[:4000])
-                        keep_from.append(path)
-                    elif (j := rng.randrange(seen_docs)) < 64:
-                        keep[j] = doc[:4000]
-                        keep_from[j] = path
-            table = counter.result().sort("word")
-            del counter
-            report("count" + tag, total, total)
+            pc = count_phase(sources, seed=cfg.seed, capacity=capacity, batch_bytes=batch_bytes,
+                             specials=all_specials, threads=cfg.threads, report=report, tag=tag)
+            table, used = pc.words, pc.used
+            parity.merge_frame(pc.parity)
             for src in sources:
                 for f in src.corpus.files:
-                    st = used.get(f.path, dict.fromkeys(("docs", "bytes", "docs_seen", "bytes_seen"), 0))
+                    st = used[f.path]
                     store.add_input(f.path, f.kind, phase.name, f.size, st["docs"], st["bytes"],
                                     st["docs_seen"], st["bytes_seen"])
             if plan is not None:
@@ -400,12 +253,12 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
                     )
             words = table["word"].to_arrow()
             counts = table["count"].to_numpy()
-            # counting time without the sampling pass (reported as its own stage)
-            t_count = time.perf_counter() - t0 - (times.get("sample", 0.0) - sampled_before)
+            t_count = pc.seconds["count"]
+            times["sample"] = times.get("sample", 0.0) + pc.seconds.get("sample", 0.0)
             docs = sum(u["docs"] for u in used.values())
             text_bytes = sum(u["bytes"] for u in used.values())
             if len(words) == 0:
-                paths = ", ".join(s.spec.path for s in sources)
+                paths = ", ".join(s.path for s in phase.sources)
                 n_files = sum(len(s.corpus.files) for s in sources)
                 raise InputError(
                     f"{where}{paths}: the corpus is empty (no text in {n_files} file(s)); "
@@ -447,9 +300,12 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
              "reused_merges": s.reused_merges, "words": s.words, "docs": s.docs, "text_bytes": s.text_bytes,
              "first_id": s.first_id, "budget": cfg.phase_budget(ph), "seconds": sum(s.seconds.values()),
              "seconds_count": s.seconds["count"], "seconds_merge": s.seconds["merge"],
-             "sources": [{"path": src.spec.path, "weight": src.spec.weight} for src in srcs]}
-            for s, ph, srcs in zip(summaries, phases, plans)
+             "sources": [{"path": src.path, "weight": src.weight} for src in ph.sources]}
+            for s, ph in zip(summaries, phases)
         ])
+
+        keep = parity.df["text"].to_list()
+        keep_from = parity.df["source"].to_list()
 
         # 4. export
         t0 = time.perf_counter()

@@ -12,6 +12,7 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -26,7 +27,8 @@ def _fail(e: BaseException, debug: bool) -> None:
     if debug:
         raise e
     msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-    err.print(f"[bold red]toktok: error:[/] {msg}", highlight=False, markup=True, soft_wrap=True)
+    # escaped: a path or token such as "[pad]" is text, not Rich markup
+    err.print(f"[bold red]toktok: error:[/] {escape(msg)}", highlight=False, markup=True, soft_wrap=True)
     raise typer.Exit(getattr(e, "exit_code", 2))
 
 
@@ -42,14 +44,18 @@ def train(
     hardcoded: Optional[bool] = typer.Option(None, "--hardcoded/--no-hardcoded", help="Add the hardcoded tokens (default: yes from scratch, no on a warm start)"),
     warm_start: Optional[str] = typer.Option(None, "--warm-start", help="Start from this .tiktoken or tokenizer.json, keeping every id"),
     budget: Optional[str] = typer.Option(None, "--budget", help="Memory budget of the whole run, e.g. 512MB or 8GB: larger corpora are sampled to fit"),
-    force: bool = typer.Option(False, "--force", help="Replace an existing output folder"),
+    force: bool = typer.Option(False, "--force", help="Replace an existing output folder (or start an interrupted run over)"),
+    resume: bool = typer.Option(False, "--resume", help="Continue the interrupted run into --out from its last checkpoint (same options)"),
     memory_limit: Optional[str] = typer.Option(None, "--memory-limit", help="DuckDB memory limit (spills to disk beyond it); default 2GB"),
     threads: Optional[int] = typer.Option(None, "--threads", help="Threads for counting (0 = all cores)"),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed for sampling the parity check"),
+    engine: Optional[str] = typer.Option(None, "--engine", help="Where to read, sample and count: local (default) or ray (needs pip install 'toktok[ray]')"),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --engine ray: join this Ray cluster (default: start a private one on this machine)"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars"),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks"),
 ) -> None:
     """Train a byte-level BPE tokenizer and write .tiktoken + tokenizer.json with identical ids."""
+    cfg = None
     try:
         from .config import build_config
         from .errors import ConfigError
@@ -57,15 +63,19 @@ def train(
 
         given: dict = {"out": out_dir, "text_column": text_column, "bad_utf8": bad_utf8, "hardcoded": hardcoded,
                        "warm_start": warm_start, "budget": budget, "memory_limit": memory_limit,
-                       "threads": threads, "seed": seed, "special_tokens": list(special_token) or None}
+                       "threads": threads, "seed": seed, "special_tokens": list(special_token) or None,
+                       "engine": engine, "ray_address": ray_address}
         if merges is not None:
             try:
                 given["merges"] = int(merges)
             except ValueError:
-                raise ConfigError(f"--merges {merges!r} is not a whole number") from None
+                raise ConfigError(f"--merges {merges!r} is not a whole number; pass the number of new tokens, "
+                                  "e.g. --merges 30000") from None
         given = {k: v for k, v in given.items() if v is not None}
         if force:
             given["force"] = True
+        if resume:
+            given["resume"] = True
         if budget is not None:
             from .config import parse_size
 
@@ -93,21 +103,37 @@ def train(
         _fail(e, debug)
         return
     except KeyboardInterrupt:
-        err.print("toktok: interrupted; nothing was written")
+        err.print("toktok: interrupted; the output folder is unchanged (rerun with --resume to continue "
+                  "from the last checkpoint)")
         raise typer.Exit(130)
+    except Exception as e:
+        # Last resort for DuckDB running out of disk or memory outside the run store's own calls:
+        # one line naming the folder, like every other error. Anything else is a bug: traceback.
+        if not type(e).__module__.lstrip("_").startswith("duckdb") or cfg is None:
+            raise
+        from pathlib import Path
+
+        from .store import resource_error
+
+        te = resource_error(e, Path(cfg.out) / "run.duckdb", None, cfg.memory_limit)
+        if te is None:
+            raise
+        te.__cause__ = e
+        _fail(te, debug)
+        return
 
     for w in summary.warnings:
-        err.print(f"[yellow]toktok: warning:[/] {w}", highlight=False)
-    t = Table(title=f"toktok: wrote {summary.out}", show_header=False, box=None)
+        err.print(f"[yellow]toktok: warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
+    t = Table(title=f"toktok: wrote {escape(str(summary.out))}", show_header=False, box=None)
     t.add_row("vocabulary", f"{summary.vocab_size:,} tokens" + (f" ({summary.tiktoken.name})" if summary.tiktoken and summary.tiktoken.name != "tokenizer.tiktoken" else ""))
     if summary.warm_start:
         ws = summary.warm_start
-        t.add_row("warm start", f"{ws['file']}: {ws['ids']:,} ids kept ({len(ws['specials'])} special tokens)")
+        t.add_row("warm start", f"{escape(str(ws['file']))}: {ws['ids']:,} ids kept ({len(ws['specials'])} special tokens)")
     t.add_row("merges", f"{summary.merges_learned:,} learned of {summary.merges_requested:,}"
               + (f" ({summary.reused_merges} reused existing tokens)" if summary.reused_merges else ""))
     if len(summary.phases) > 1:
         for ph in summary.phases:
-            t.add_row(f"  {ph.name}", f"{ph.merges_learned:,} of {ph.merges_requested:,} merges (ids from {ph.first_id:,}), "
+            t.add_row(f"  {escape(ph.name)}", f"{ph.merges_learned:,} of {ph.merges_requested:,} merges (ids from {ph.first_id:,}), "
                       f"{ph.docs:,} documents, {ph.text_bytes / 1e6:,.1f} MB, {ph.words:,} unique words")
     t.add_row("corpus", f"{summary.docs:,} documents, {summary.text_bytes / 1e6:,.1f} MB, {summary.words:,} unique words")
     t.add_row("time", ", ".join(f"{k} {v:.2f}s" for k, v in summary.seconds.items()))
@@ -130,7 +156,7 @@ def convert_cmd(
         _fail(e, debug)
         return
     for p in written:
-        out.print(f"toktok: wrote {p}", highlight=False)
+        out.print(f"toktok: wrote {p}", highlight=False, markup=False)
 
 
 @app.command("verify")
@@ -181,7 +207,7 @@ def sql_cmd(
         elif not parquet:
             out.print(arrow_table(table, limit=limit))
         else:
-            err.print(f"toktok: wrote {table.num_rows:,} rows to {parquet}")
+            err.print(f"toktok: wrote {table.num_rows:,} rows to {parquet}", markup=False)
     except ToktokError as e:
         _fail(e, debug)
 

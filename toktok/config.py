@@ -21,7 +21,8 @@ The config file takes toktoktok's schema unchanged plus toktok's own keys::
             weight: 2                    # toktok: share of the budget
             text_column: body            # toktok: Parquet column / JSONL field
         budget: 50MB                     # toktok: text to read in this phase
-    # toktok's own top-level keys: seed, text_column, budget, hardcoded, bad_utf8
+    # toktok's own top-level keys: seed, text_column, budget, hardcoded, bad_utf8,
+    # engine (local/ray), ray_address
 
 Relative paths are taken as they are, i.e. against the current directory.
 Example: ``parse_size("512MB") == 512 * 1000**2``.
@@ -34,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, OutputError
 
 _UNITS = {
     "": 1, "b": 1,
@@ -47,6 +48,10 @@ _UNITS = {
 RESERVED_NAMES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "run.duckdb")
 DEFAULT_TIKTOKEN_NAME = "tokenizer.tiktoken"
 MAIN_PHASE = "main"
+#: Engines of the count stage (``--engine``): this machine, or a Ray cluster.
+ENGINES = ("local", "ray")
+#: The smallest DuckDB memory limit toktok accepts (the budget planner's floor too).
+MIN_MEMORY_LIMIT = 16 << 20
 
 
 def parse_size(text: str | int) -> int:
@@ -104,6 +109,7 @@ class TrainConfig:
     bad_utf8: str = "error"
     hardcoded: bool | None = None
     force: bool = False
+    resume: bool = False  # continue the interrupted run into the same output folder
     memory_limit: str = "2GB"
     threads: int = 0
     seed: int = 0
@@ -114,6 +120,8 @@ class TrainConfig:
     budget: str | int | None = None
     verbose: bool | None = None
     config_file: str | None = None
+    engine: str = "local"  # "local" or "ray" (toktok.engine_ray)
+    ray_address: str | None = None  # join this Ray cluster; None = start a private one
 
     def phase_list(self) -> list[PhaseConfig]:
         """The phases to run, in order (the single "main" phase when none are configured)."""
@@ -143,10 +151,15 @@ class TrainConfig:
             if not s:
                 raise ConfigError("--special-token is empty; give the token's text")
             if s in seen:
-                raise ConfigError(f"--special-token {s!r} is given twice")
+                raise ConfigError(f"--special-token {s!r} is given twice; give each special token once")
             seen.add(s)
-        parse_size(self.memory_limit)
+        if parse_size(self.memory_limit) < MIN_MEMORY_LIMIT:
+            raise ConfigError(
+                f"--memory-limit {self.memory_limit} is too small for DuckDB; pass at least 16MiB, e.g. "
+                "--memory-limit 256MB (DuckDB spills to disk beyond it)"
+            )
         _check_tiktoken_name(self.tiktoken_name, "--out")
+        _check_out_parent(self.out)
         names = set()
         for k, ph in enumerate(self.phase_list()):
             where = f"phases[{k}]"
@@ -166,6 +179,14 @@ class TrainConfig:
                         f"{where}.sources[{j}].weight: weights share a budget; set budget "
                         "(at the top or in the phase), e.g. budget: 100MB"
                     )
+        if self.engine not in ENGINES:
+            raise ConfigError(f"--engine {self.engine!r}: use local or ray")
+        if self.ray_address is not None and self.engine != "ray":
+            raise ConfigError(f"--ray-address {self.ray_address}: needs --engine ray (engine: ray in the config)")
+        if self.engine == "ray":
+            from .engine_ray import require_ray
+
+            require_ray()  # a ConfigError naming the install command, before any work
         if self.budget is not None and parse_size(self.budget) <= 0:
             raise ConfigError(f"budget {self.budget!r} must be more than 0 bytes")
 
@@ -179,6 +200,20 @@ class TrainConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def _check_out_parent(out: str) -> None:
+    """Fail before any work when the output folder cannot be made: a file where a parent folder
+    should be, or (for a user other than root) a nearest existing folder that is not writable."""
+    p = Path(out).absolute()
+    for anc in p.parents:
+        if not os.path.lexists(anc):
+            continue
+        if not anc.is_dir():
+            raise OutputError(f"{out}: cannot create the output folder, {anc} is a file; pass an --out in a folder")
+        if not os.access(anc, os.W_OK | os.X_OK):
+            raise OutputError(f"{out}: cannot write in {anc} (permission denied); pass a writable --out")
+        return
 
 
 def _check_tiktoken_name(name: str, where: str) -> None:
@@ -196,7 +231,7 @@ _TOP_KEYS = {
     # toktoktok's
     "output", "working_set_mb", "threads", "verbose", "special_tokens", "warm_start", "phases",
     # toktok's own
-    "seed", "text_column", "budget", "hardcoded", "bad_utf8",
+    "seed", "text_column", "budget", "hardcoded", "bad_utf8", "engine", "ray_address",
 }
 _PHASE_KEYS = {"name", "merges", "sources", "budget"}
 _SOURCE_KEYS = {"path", "file", "weight", "text_column"}
@@ -322,7 +357,7 @@ def _yaml_load(path: Path) -> Any:
         mark = getattr(e, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(f"{where}: not valid YAML ({problem})") from None
+        raise ConfigError(f"{where}: not valid YAML ({problem}); fix the file there") from None
 
 
 def load_config(path: str | os.PathLike) -> TrainConfig:
@@ -362,13 +397,18 @@ def load_config(path: str | os.PathLike) -> TrainConfig:
     if (b := top.size("budget")) is not None:
         cfg.budget = b
     cfg.hardcoded = top.bool("hardcoded")
+    if (v := top.str("engine")) is not None:
+        if v not in ENGINES:
+            raise top.error(f"{v!r}: use local or ray", "engine")
+        cfg.engine = v
+    cfg.ray_address = top.str("ray_address")
 
     specials = top.list("special_tokens") or []
     for k, s in enumerate(specials):
         if not isinstance(s, str) or not s:
             raise top.error(f"expected the token's text, got {_kind(s)}", f"special_tokens[{k}]")
         if s in specials[:k]:
-            raise top.error(f"{s!r} is given twice", f"special_tokens[{k}]")
+            raise top.error(f"{s!r} is given twice; list each special token once", f"special_tokens[{k}]")
     cfg.special_tokens = list(specials)
 
     if top.has("warm_start"):
@@ -436,9 +476,9 @@ def build_config(config: str | None, sources: list[str], overrides: dict[str, An
 
     ``overrides`` holds only the options given on the command line (``out``, ``merges``,
     ``special_tokens``, ``text_column``, ``bad_utf8``, ``hardcoded``, ``force``, ``memory_limit``,
-    ``threads``, ``seed``, ``warm_start``, ``budget``, ``verbose``). ``--out`` replaces the
-    output folder (the .tiktoken keeps the config's file name); ``--merges`` sets the merges of a
-    one-phase config. Example: ``build_config(None, ["data/"], {"out": "o", "merges": 10})``.
+    ``threads``, ``seed``, ``warm_start``, ``budget``, ``verbose``, ``engine``, ``ray_address``).
+    ``--out`` replaces the output folder (the .tiktoken keeps the config's file name);
+    ``--merges`` sets the merges of a one-phase config. Example: ``build_config(None, ["data/"], {"out": "o", "merges": 10})``.
     """
     if config is None:
         cfg = TrainConfig(sources=list(sources))

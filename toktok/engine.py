@@ -15,6 +15,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,7 +23,7 @@ import polars as pl
 
 from .pretokenize import WordCounter
 from .read import Corpus
-from .sample import Reservoir, doc_hashes
+from .sample import Reservoir, doc_hashes, roomy_heap
 
 #: How a stage reports progress: ``progress(stage, done, total)``; total may be None.
 Progress = Callable[[str, int, "int | None"], None]
@@ -146,89 +147,175 @@ def sample_pass(
     else:
         shared = Reservoir(capacity, seed)
         pools = [shared] * len(sources)
-    for src, res in zip(sources, pools):
-        for f in src.corpus.files:
-            row = 0  # documents are identified by (path, index in the file), whatever the batching
-            # a text file is one document: sample it in pieces (cut where the pre-tokenizer cuts)
-            # small enough that the sample can take some of them
-            step = min(batch_bytes, max(1 << 12, capacity // 64)) if f.kind == "txt" else batch_bytes
-            for batch in Corpus([f], src.corpus.text_column, src.corpus.bad_utf8).batches(step):
-                res.offer(f.path, row, batch.texts)
-                row += batch.texts.len()
-            done += f.size
-            report("sample" + tag, done, total)
+    # Files are read in parallel (Parquet decoding and UTF-8 checks release the GIL), each by one
+    # thread in file order, straight from Arrow: only the kept pieces are copied (sample.py). The
+    # sample does not depend on the order in which files finish.
+    jobs = [(src.corpus, f, res) for src, res in zip(sources, pools) for f in src.corpus.files]
+    workers = max(1, min(pl.thread_pool_size(), len(jobs)))
+    # reads of at most 4 MB: decoded text is cut and hashed while still in cache, and the workers
+    # together hold at most about one batch
+    per_worker = min(4 << 20, max(1 << 20, batch_bytes // workers))
+    first_error = [len(jobs)]  # index of the first file (in order) that failed
+    errors: dict[int, BaseException] = {}
+    lock = threading.Lock()
+    abort = threading.Event()
+
+    def run(i: int) -> None:
+        corpus, f, res = jobs[i]
+        # a text file is one document: sample it in pieces (cut where the pre-tokenizer cuts)
+        # small enough that the sample can take some of them; the chunk size is part of the
+        # pieces' identities, so it does not depend on the number of threads
+        step = min(batch_bytes, max(1 << 12, capacity // 64)) if f.kind == "txt" else per_worker
+        row = 0  # documents are identified by (path, index in the file), whatever the batching
+        try:
+            for texts in corpus.arrow_texts(f, step):
+                if abort.is_set() or first_error[0] < i:  # the error of an earlier file wins
+                    return
+                res.offer(f.path, row, texts)
+                row += len(texts)
+        except BaseException as e:
+            with lock:
+                errors[i] = e
+                first_error[0] = min(first_error[0], i)
+
+    with roomy_heap():  # decoding Parquet pages without faulting fresh memory in for each
+        pool = ThreadPoolExecutor(workers, thread_name_prefix="toktok-sample")
+        try:
+            futures = {pool.submit(run, i): i for i in range(len(jobs))}
+            for fut in as_completed(futures):
+                fut.result()
+                done += jobs[futures[fut]][1].size
+                report("sample" + tag, done, total)
+        finally:
+            abort.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+    if errors:  # the same error as reading the files one after the other
+        raise errors[min(errors)]
     return pools
 
 
+@dataclass
+class CountState:
+    """How far counting a phase got, for ``--resume``. Full read: the counts of the first
+    ``files_done`` files (in phase order), saved at file boundaries. Sampled: the finished
+    ``sample`` (hash, source, row, bytes, text), saved once after the pass over the corpus."""
+
+    files_done: int = 0
+    words: pl.DataFrame | None = None
+    used: dict[str, dict[str, int]] = field(default_factory=dict)
+    parity: pl.DataFrame | None = None
+    sample: pl.DataFrame | None = None
+
+
+_FILE_DONE = "file done"
+
+
 def _batches(
-    sources: list[Source], used: dict[str, dict[str, int]], capacity: int | None, seed: int,
-    batch_bytes: int, report: Progress, tag: str, times: dict[str, float],
-) -> Iterator[tuple[pl.Series, np.ndarray, np.ndarray, int, str]]:
+    sources: list[Source], capacity: int | None, seed: int, batch_bytes: int, report: Progress, tag: str,
+    times: dict[str, float], state: CountState, save: Callable[[CountState], None] | None,
+) -> Iterator[tuple]:
     """The documents a phase counts, batch by batch: (texts, hashes, rows, bytes done before the
-    batch, source path). Without a ``capacity`` every document is read; with one, only the
-    reservoirs' sample is yielded. ``used[path]`` gets the documents and bytes seen and counted."""
+    batch, source path), and after each file of a full read (_FILE_DONE, file index, its stats).
+    Without a ``capacity`` every document is read (from file ``state.files_done`` on); with one,
+    only the reservoirs' sample (``state.sample`` when a resumed run has it)."""
     if capacity is None:
         done = 0
+        k = 0
         for src in sources:
-            c = src.corpus
-            for batch in c.batches(batch_bytes):
-                n = batch.texts.len()
-                rows = np.arange(batch.first_row, batch.first_row + n, dtype=np.int64) << 20
-                before = done + sum(f.size for f in c.files if f.path < batch.path)
-                yield batch.texts, doc_hashes(batch.path, batch.first_row, n, seed), rows, before, batch.path
-            done += src.size
-            for path, st in c.stats.items():
-                u = used.setdefault(path, empty_used())
-                u["docs"] += st.get("docs", 0)
-                u["bytes"] += st.get("bytes", 0)
-                u["docs_seen"] += st.get("docs", 0)
-                u["bytes_seen"] += st.get("bytes", 0)
+            for f in src.corpus.files:
+                if k < state.files_done:  # counted before the interruption
+                    done += f.size
+                    k += 1
+                    continue
+                c = Corpus([f], src.corpus.text_column, src.corpus.bad_utf8)
+                for batch in c.batches(batch_bytes):
+                    n = batch.texts.len()
+                    rows = np.arange(batch.first_row, batch.first_row + n, dtype=np.int64) << 20
+                    yield batch.texts, doc_hashes(batch.path, batch.first_row, n, seed), rows, done, batch.path
+                st = c.stats.get(f.path, {})
+                u = {"docs": st.get("docs", 0), "bytes": st.get("bytes", 0)}
+                yield _FILE_DONE, k, f.path, {**u, "docs_seen": u["docs"], "bytes_seen": u["bytes"]}
+                done += f.size
+                k += 1
         return
 
-    t0 = time.perf_counter()
-    pools = sample_pass(sources, capacity, seed, batch_bytes, report, tag)
-    times["sample"] = times.get("sample", 0.0) + time.perf_counter() - t0
+    sample = state.sample
+    if sample is None:
+        t0 = time.perf_counter()
+        pools = sample_pass(sources, capacity, seed, batch_bytes, report, tag)
+        times["sample"] = times.get("sample", 0.0) + time.perf_counter() - t0
+        frames = []
+        for res in {id(r): r for r in pools}.values():  # each reservoir once, in source order
+            frames.append(res.finish())
+            for path, st in res.stats.items():
+                state.used[path] = {"docs": st.docs_kept, "bytes": st.bytes_kept,
+                                    "docs_seen": st.docs_seen, "bytes_seen": st.bytes_seen}
+        sample = pl.concat(frames, how="vertical_relaxed").with_columns(pl.col("source").cast(pl.String))
+        del frames, pools
+        state.sample = sample
+        if save is not None:
+            save(state)
     counted = 0
-    for res in {id(r): r for r in pools}.values():  # each reservoir once, in source order
-        df = res.finish()
-        for path, st in res.stats.items():
-            u = used.setdefault(path, empty_used())
-            u["docs"], u["bytes"] = st.docs_kept, st.bytes_kept
-            u["docs_seen"], u["bytes_seen"] = st.docs_seen, st.bytes_seen
-        df = df.sort("source", "row")
-        for part in df.partition_by("source", maintain_order=True):
-            path = str(part["source"][0])
-            step = max(1, int(part.height * batch_bytes / max(int(part["bytes"].sum()), 1)))
-            for i in range(0, part.height, step):
-                chunk = part.slice(i, step)
-                yield chunk["text"], chunk["hash"].to_numpy(), chunk["row"].to_numpy(), counted, path
-                counted += int(chunk["bytes"].sum())
-        del df
+    # counts and the parity sample do not depend on the order: by source, then row
+    for part in sample.sort("source", "row").partition_by("source", maintain_order=True):
+        path = str(part["source"][0])
+        step = max(1, int(part.height * batch_bytes / max(int(part["bytes"].sum()), 1)))
+        for i in range(0, part.height, step):
+            chunk = part.slice(i, step)
+            yield chunk["text"], chunk["hash"].to_numpy(), chunk["row"].to_numpy(), counted, path
+            counted += int(chunk["bytes"].sum())
 
 
 def count_phase(
     sources: list[Source], *, seed: int = 0, capacity: int | None = None, batch_bytes: int = 32 << 20,
     specials: list[str] | None = None, threads: int | None = None, report: Progress | None = None,
-    tag: str = "",
+    tag: str = "", restored: CountState | None = None, save: Callable[[CountState], None] | None = None,
+    every: float = 30.0,
 ) -> PhaseCount:
     """Read (and, with a ``capacity`` in bytes of text, sample) a phase's sources and count their
     words with the GPT-4 pre-tokenizer, special tokens cut out.
 
+    ``save(state)`` is called with a :class:`CountState` at file boundaries at most every
+    ``every`` seconds (full read) or once after the sample pass (sampled); ``restored`` (a state
+    saved by an interrupted run) continues from there, with the same result.
     Example: ``count_phase([Source(read_corpus(["notes.txt"]))]).words["count"].sum() > 0``.
     """
     report = report or (lambda stage, done, total: None)
     times: dict[str, float] = {}
-    used: dict[str, dict[str, int]] = {}
+    state = restored or CountState()
+    used = {k: dict(v) for k, v in state.used.items()}
     total = sum(s.size for s in sources)
     t0 = time.perf_counter()
     counter = WordCounter(specials=specials or [], threads=threads)
     parity = ParitySample()
-    for texts, hashes, rows, done, path in prefetch(_batches(sources, used, capacity, seed, batch_bytes, report, tag, times)):
+    if state.parity is not None:
+        parity.merge_frame(state.parity)
+    t_saved = time.monotonic()
+    for item in prefetch(_batches(sources, capacity, seed, batch_bytes, report, tag, times, state, save)):
+        if item[0] is _FILE_DONE:
+            _, k, path, st = item
+            used[path] = st
+            if save is not None and time.monotonic() - t_saved >= every and k + 1 < sum(len(s.corpus.files) for s in sources):
+                # 1. checkpoint: everything counted in the files so far (a snapshot, not a delta)
+                words = counter.result()
+                if state.words is not None:
+                    words = _sum_counts(state.words, words)
+                counter = WordCounter(specials=specials or [], threads=threads)
+                state = CountState(k + 1, words, {p: dict(v) for p, v in used.items()}, parity.df)
+                save(state)
+                t_saved = time.monotonic()
+            continue
+        texts, hashes, rows, done, path = item
         report("count" + tag, done, total)
         counter.add(texts)
         parity.offer(hashes, path, rows, texts)
-    words = counter.result().sort("word")
+    words = counter.result()
     del counter
+    if state.words is not None:
+        words = _sum_counts(state.words, words)
+    words = words.sort("word")
+    if capacity is not None:
+        used = {k: dict(v) for k, v in state.used.items()}
     report("count" + tag, total, total)
     times["count"] = time.perf_counter() - t0 - times.get("sample", 0.0)
     for src in sources:
@@ -237,4 +324,9 @@ def count_phase(
     return PhaseCount(words, used, parity.df, times)
 
 
-__all__ = ["count_phase", "PhaseCount", "Source", "ParitySample", "sample_pass", "prefetch", "PARITY_DOCS"]
+def _sum_counts(a: pl.DataFrame, b: pl.DataFrame) -> pl.DataFrame:
+    """Two word tables added up (word, count)."""
+    return pl.concat([a.select("word", "count"), b.select("word", "count")]).group_by("word").agg(pl.col("count").sum())
+
+
+__all__ = ["count_phase", "CountState", "PhaseCount", "Source", "ParitySample", "sample_pass", "prefetch", "PARITY_DOCS"]

@@ -28,6 +28,11 @@ class OutputError(ToktokError):
     """The output folder cannot be written, or exists without --force."""
 
 
+class ResourceError(ToktokError):
+    """The machine ran short: DuckDB's temp folder or the run file's disk is full, or DuckDB ran out
+    of memory under its limit. Names the folder and says what to free or raise."""
+
+
 class ParityError(ToktokError):
     """tiktoken and Hugging Face tokenizers disagree on an id, or a decode does not round-trip."""
 

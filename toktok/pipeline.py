@@ -12,6 +12,7 @@ Example: ``train(TrainConfig(["data_fixtures/"], "out/demo", merges=500))``.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import shutil
@@ -19,6 +20,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -27,12 +29,12 @@ import pyarrow as pa
 
 from . import __version__
 from .config import PhaseConfig, TrainConfig, parse_size
-from .errors import InputError, OutputError
+from .errors import ConfigError, InputError, OutputError, ParityError, ToktokError
 from .insight import add_views, compression_curve, word_gains
 from .export import write_hf, write_tiktoken
 from .merge import MergeResult, learn_merges
 from .budget import BudgetPlan, cap_words, plan_budget
-from .engine import ParitySample, Source, count_phase
+from .engine import CountState, ParitySample, Source, count_phase
 from .read import read_corpus
 from .store import RunStore
 from .verify import verify
@@ -92,8 +94,14 @@ def _versions() -> dict[str, str]:
     }
 
 
-def _prepare_out(out: Path, force: bool) -> Path:
-    """Check the output folder and make a fresh staging folder beside it."""
+def _staging_of(out: Path) -> Path:
+    """Where a run into ``out`` is built (and where ``--resume`` finds an interrupted one)."""
+    return out.resolve().parent / f".{out.name}.partial"
+
+
+def _prepare_out(out: Path, force: bool, resume: bool = False) -> tuple[Path, bool]:
+    """Check the output folder; return the staging folder beside it and whether it holds an
+    interrupted run to continue. An interrupted run is never thrown away without ``--force``."""
     if out.exists() and not out.is_dir():
         raise OutputError(f"{out}: exists and is not a folder; pass another --out")
     if out.exists() and any(out.iterdir()):
@@ -105,16 +113,75 @@ def _prepare_out(out: Path, force: bool) -> Path:
             raise OutputError(f"{out}: is the current folder or holds it; toktok will not replace it, pick an output folder of its own")
         if not (out / "run.duckdb").is_file():
             raise OutputError(f"{out}: is not a toktok output folder (no run.duckdb); --force replaces only those, so pick another folder")
-    parent = out.resolve().parent
+    staging = _staging_of(out)
+    if resume:
+        if not (staging / "run.duckdb").is_file():
+            raise OutputError(f"{out}: no interrupted run to resume (no {staging}/run.duckdb); run without --resume")
+        return staging, True
+    if staging.exists():
+        _lock(staging).close()  # refuses while another run is writing it
+        if not force and (staging / "run.duckdb").exists():
+            raise OutputError(f"{out}: an interrupted run was found in {staging}; pass --resume to continue it "
+                              "or --force to start over")
+        shutil.rmtree(staging, ignore_errors=True)
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-        staging = parent / f".{out.name}.partial-{os.getpid()}"
-        if staging.exists():
-            shutil.rmtree(staging)
+        staging.parent.mkdir(parents=True, exist_ok=True)
         staging.mkdir()
     except OSError as e:
         raise OutputError(f"{out}: cannot write here ({e.strerror}); pass a writable --out") from None
-    return staging
+    return staging, False
+
+
+def _lock(staging: Path):
+    """Hold an exclusive lock on the staging folder for this process's lifetime (released by the
+    OS when the process dies, even by kill -9), so that two runs never write one folder."""
+    import fcntl
+
+    f = open(staging / ".lock", "a")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.close()
+        raise OutputError(f"{staging}: another toktok run is writing this output; wait for it or pick another --out") from None
+    return f
+
+
+#: Seconds between checkpoints of the merge loop (``TOKTOK_CHECKPOINT_SECONDS`` overrides it).
+CHECKPOINT_SECONDS = 2.0
+#: Identity of a run: a ``--resume`` must be given the same values.
+_IDENTITY = ("sources", "merges", "special_tokens", "text_column", "bad_utf8", "hardcoded", "seed",
+             "phases", "warm_start", "tiktoken_name", "budget")
+
+
+class _Checkpoints:
+    """Counts checkpoints, and for fault-injection tests kills the process (SIGKILL, as kill -9)
+    right after the N-th one when ``TOKTOK_FAULT=checkpoint:N``."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        fault = os.environ.get("TOKTOK_FAULT", "")
+        self.kill_at = int(fault.split(":", 1)[1]) if fault.startswith("checkpoint:") else None
+        self.every = float(os.environ.get("TOKTOK_CHECKPOINT_SECONDS", CHECKPOINT_SECONDS))
+
+    def done(self) -> None:
+        self.n += 1
+        if self.kill_at is not None and self.n >= self.kill_at:
+            import signal
+
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _fingerprint(sources: list[Source]) -> list[list]:
+    """The files a phase reads as (path, size, modification time): a resumed phase must find them unchanged."""
+    out = []
+    for src in sources:
+        for f in src.corpus.files:
+            try:
+                mtime = os.stat(f.path).st_mtime_ns
+            except OSError:
+                mtime = None
+            out.append([f.path, f.size, mtime])
+    return out
 
 
 def _publish(staging: Path, out: Path) -> None:
@@ -126,16 +193,6 @@ def _publish(staging: Path, out: Path) -> None:
     staging.rename(out)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
-
-
-def _merge_table(res: MergeResult, start: int) -> pa.Table:
-    toks = res.vocab.tokens
-    return pa.table({
-        "merge_index": pa.array(np.arange(start, start + len(res.left), dtype=np.int32)),
-        "left_id": pa.array(res.left), "right_id": pa.array(res.right), "token_id": pa.array(res.token),
-        "token": pa.array([toks[t] for t in res.token.tolist()], pa.binary()),
-        "count": pa.array(res.count), "reused": pa.array(res.reused),
-    })
 
 
 def _vocab_table(vocab: Vocab, kinds: list[str], phases: list[str | None]) -> pa.Table:
@@ -180,6 +237,44 @@ def _start_vocab(cfg: TrainConfig) -> tuple[Vocab, list[str], Base | None]:
     return vocab, kinds, base
 
 
+def _check_same_run(store: RunStore, cfg: TrainConfig, staging: Path) -> None:
+    """``--resume`` continues only the run it was given: same sources, merges, seed, budget, ..."""
+    import json
+
+    now = json.loads(json.dumps({k: cfg.to_dict().get(k) for k in _IDENTITY}, default=str))
+    stored = store.get_meta("identity")
+    if stored is None:  # killed before its first write: nothing to continue, nothing to compare
+        store.put_meta("identity", now)
+        return
+    old = json.loads(stored)
+    for k in _IDENTITY:
+        if old.get(k) != now.get(k):
+            raise ConfigError(f"--resume: {k} was {old.get(k)!r} in the interrupted run and is {now.get(k)!r} now; "
+                              "pass the same options (or start over with --force)")
+
+
+def _count_state(store: RunStore, phase: str, fp: list) -> CountState | None:
+    """The counting checkpoint an interrupted run left for ``phase`` (None if none, or if its
+    files changed since: then the phase is counted again from its first file)."""
+    st = store.get_count_state(phase)
+    if st is None or st["used"].get("fingerprint") != fp:
+        return None
+    words = pl.from_arrow(st["words"]) if st["words"] is not None else None
+    sample = pl.from_arrow(st["sample"]) if st["sample"] is not None else None
+    parity = pl.from_arrow(st["parity"]) if st["parity"].num_rows else None
+    return CountState(st["files_done"], words, st["used"]["state"], parity, sample)
+
+
+def _check_replay(prior: pa.Table, res: MergeResult, where: str) -> None:
+    """The merges recomputed on --resume must begin with the ones the interrupted run checkpointed."""
+    k = prior.num_rows
+    mine = [res.left[:k], res.right[:k], res.token[:k], res.count[:k], res.reused[:k]]
+    theirs = [prior[c].to_numpy(zero_copy_only=False) for c in ("left_id", "right_id", "token_id", "count", "reused")]
+    if len(res.left) < k or not all(np.array_equal(a, b.astype(a.dtype)) for a, b in zip(mine, theirs)):
+        raise ParityError(f"{where}--resume: the merges learned again differ from the {k:,} the interrupted run "
+                          "checkpointed (the inputs or toktok changed); start over with --force")
+
+
 def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
     """Train a tokenizer as ``cfg`` says and publish it in ``cfg.out``; raises ToktokError on bad input.
 
@@ -208,89 +303,194 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
     vocab.check()
     all_specials = vocab.all_specials()
     phase_of: list[str | None] = [None] * len(vocab.tokens)
-    staging = _prepare_out(out, cfg.force)
+    staging, resuming = _prepare_out(out, cfg.force, getattr(cfg, "resume", False))
+    lock = _lock(staging)
+    marks = _Checkpoints()
+    kept = resuming  # whether a failure leaves the staging folder for --resume
+    fingerprints = [_fingerprint(srcs) for srcs in plans]
     try:
         store = RunStore.create(staging / "run.duckdb", memory_limit=memory_limit, threads=cfg.threads)
+        if resuming:
+            _check_same_run(store, cfg, staging)
+            store.drop_outputs()
+        else:
+            store.put_meta("identity", {k: cfg.to_dict().get(k) for k in _IDENTITY})
         if plan is not None:
             store.put_meta("budget", plan.to_dict())
         store.put_meta("config", cfg.to_dict())
         store.put_meta("versions", _versions())
         store.put_meta("seed", str(cfg.seed))
         store.put_meta("pattern", PATTERN)
-        store.put_meta("started", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        if not resuming:
+            store.put_meta("started", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        else:
+            store.put_meta("resumed", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         if base is not None:
             store.put_meta("warm_start", {**base.summary(), "hardcoded_added": kinds.count("hardcoded")})
 
         parity = ParitySample()
         summaries: list[PhaseSummary] = []
         merge_index = 0
-        for phase, sources in zip(phases, plans):
+        for phase, sources, fp in zip(phases, plans, fingerprints):
             tag = f" {phase.name}" if many else ""
             where = f"phase {phase.name!r}: " if many else ""
+            cp = store.get_checkpoint(phase.name) if resuming else None
+            if cp is not None and cp["fingerprint"] != fp:
+                changed = next((f[0] for f, g in zip(fp + [[None]], cp["fingerprint"] + [[None]]) if f != g), "?")
+                raise ConfigError(f"{where}{changed}: changed since the interrupted run read it; "
+                                  "restore it, or start over with --force instead of --resume")
 
-            # 2. read, sample (when the budget says so), pre-tokenize and count
-            capacity = _phase_capacity(cfg, phase, plan)
-            pc = count_phase(sources, seed=cfg.seed, capacity=capacity, batch_bytes=batch_bytes,
-                             specials=all_specials, threads=cfg.threads, report=report, tag=tag)
-            table, used = pc.words, pc.used
-            parity.merge_frame(pc.parity)
-            for src in sources:
-                for f in src.corpus.files:
-                    st = used[f.path]
-                    store.add_input(f.path, f.kind, phase.name, f.size, st["docs"], st["bytes"],
-                                    st["docs_seen"], st["bytes_seen"])
-            if plan is not None:
-                # the merge loop's arrays must fit the budget: drop the rarest words if not
-                lengths = table["word"].bin.size().to_numpy()
-                kept = cap_words(lengths, table["count"].to_numpy(), plan.work_bytes)
-                if len(kept) < table.height:
-                    dropped = table.height - len(kept)
-                    lost = 1 - table["count"].gather(kept).sum() / max(table["count"].sum(), 1)
-                    table = table[kept]
-                    warnings.append(
-                        f"{where}the budget holds {len(kept):,} of {len(kept) + dropped:,} distinct words: "
-                        f"dropped the {dropped:,} rarest ({lost:.2%} of word occurrences)"
+            if cp is not None and cp["stage"] == "merged":
+                # 2'. a phase the interrupted run finished: its merges and parity sample from the run file
+                first_id = len(vocab.tokens)
+                m = store.merges_of(phase.name)
+                new = [t for t, r in zip(m["token"].to_pylist(), m["reused"].to_pylist()) if not r]
+                vocab = Vocab(list(vocab.tokens) + new, vocab.specials, vocab.pinned)
+                kinds += ["merge"] * len(new)
+                phase_of += [phase.name] * len(new)
+                merge_index += m.num_rows
+                parity.merge_frame(pl.from_arrow(store.parity_of(phase.name)))
+                sm = cp["summary"]
+                summaries.append(PhaseSummary(**sm))
+                warnings += cp["warnings"]
+                for k in ("count", "merge"):
+                    times[k] += sm["seconds"][k]
+                continue
+
+            phase_warnings: list[str] = []
+            if cp is not None and cp["stage"] == "counted":
+                # 2'. a phase the interrupted run counted: its word table from the run file
+                table = pl.from_arrow(store.words_of(phase.name))
+                parity.merge_frame(pl.from_arrow(store.parity_of(phase.name)))
+                phase_warnings = cp["warnings"]
+                t_count, docs, text_bytes = cp["seconds_count"], cp["docs"], cp["text_bytes"]
+            else:
+                # 2. read, sample (when the budget says so), pre-tokenize and count
+                restored = None
+                if resuming:
+                    restored = _count_state(store, phase.name, fp)
+                    store.drop_phase(phase.name)
+                capacity = _phase_capacity(cfg, phase, plan)
+
+                def save(state: CountState, phase=phase, fp=fp) -> None:
+                    nonlocal kept
+                    kept = True
+                    store.put_count_state(
+                        phase.name, state.files_done, {"state": state.used, "fingerprint": fp},
+                        words=state.words if state.sample is None else None,
+                        parity=state.parity, sample=state.sample)
+                    marks.done()
+
+                # counting checkpoints (local engine): at file boundaries every 15x the merge
+                # loop's interval (a snapshot of the counts so far), and the finished sample
+                count = partial(count_phase, restored=restored, save=save, every=marks.every * 15)
+                if cfg.engine == "ray":  # the same PhaseCount, counted on a Ray cluster
+                    from .engine_ray import count_phase as ray_count_phase
+
+                    count = partial(ray_count_phase, address=cfg.ray_address)
+                pc = count(sources, seed=cfg.seed, capacity=capacity, batch_bytes=batch_bytes,
+                           specials=all_specials, threads=cfg.threads, report=report, tag=tag)
+                table, used = pc.words, pc.used
+                if plan is not None:
+                    # the merge loop's arrays must fit the budget: drop the rarest words if not
+                    lengths = table["word"].bin.size().to_numpy()
+                    keep_rows = cap_words(lengths, table["count"].to_numpy(), plan.work_bytes)
+                    if len(keep_rows) < table.height:
+                        dropped = table.height - len(keep_rows)
+                        lost = 1 - table["count"].gather(keep_rows).sum() / max(table["count"].sum(), 1)
+                        table = table[keep_rows]
+                        phase_warnings.append(
+                            f"{where}the budget holds {len(keep_rows):,} of {len(keep_rows) + dropped:,} distinct "
+                            f"words: dropped the {dropped:,} rarest ({lost:.2%} of word occurrences)"
+                        )
+                t_count = pc.seconds["count"]
+                times["sample"] = times.get("sample", 0.0) + pc.seconds.get("sample", 0.0)
+                docs = sum(u["docs"] for u in used.values())
+                text_bytes = sum(u["bytes"] for u in used.values())
+                if table.height == 0:
+                    paths = ", ".join(s.path for s in phase.sources)
+                    n_files = sum(len(s.corpus.files) for s in sources)
+                    raise InputError(
+                        f"{where}{paths}: the corpus is empty (no text in {n_files} file(s)); "
+                        "check the sources and --text-column"
                     )
+                # checkpoint: the phase's words, inputs and parity sample, all or nothing
+                with store.transaction():
+                    store.drop_count_state(phase.name)
+                    store.put_words(phase.name, table.with_columns(tokens=pl.lit(None, dtype=pl.Int32)))
+                    store.put_parity(phase.name, pc.parity)
+                    for src in sources:
+                        for f in src.corpus.files:
+                            st = used[f.path]
+                            store.add_input(f.path, f.kind, phase.name, f.size, st["docs"], st["bytes"],
+                                            st["docs_seen"], st["bytes_seen"])
+                    store.set_checkpoint(phase.name, {
+                        "stage": "counted", "fingerprint": fp, "warnings": phase_warnings,
+                        "seconds_count": t_count, "docs": docs, "text_bytes": text_bytes})
+                kept = True
+                marks.done()
+                parity.merge_frame(pc.parity)
+                del pc
+            warnings += phase_warnings
             words = table["word"].to_arrow()
             counts = table["count"].to_numpy()
-            t_count = pc.seconds["count"]
-            times["sample"] = times.get("sample", 0.0) + pc.seconds.get("sample", 0.0)
-            docs = sum(u["docs"] for u in used.values())
-            text_bytes = sum(u["bytes"] for u in used.values())
-            if len(words) == 0:
-                paths = ", ".join(s.path for s in phase.sources)
-                n_files = sum(len(s.corpus.files) for s in sources)
-                raise InputError(
-                    f"{where}{paths}: the corpus is empty (no text in {n_files} file(s)); "
-                    "check the sources and --text-column"
-                )
 
-            # 3. merges on top of the vocabulary so far
+            # 3. merges on top of the vocabulary so far, checkpointed every few seconds; on
+            #    --resume the loop runs again from the word table and must agree with the checkpoint
             t0 = time.perf_counter()
             n = phase.merges
             report("merge" + tag, 0, n)
+            first_id = len(vocab.tokens)
+            prior = store.merges_of(phase.name) if cp is not None else None
+            store.drop_merges(phase.name)
+            toks = list(vocab.tokens)
+            at = [merge_index]
+
+            def checkpoint(left, right, token, count, reused, phase=phase, toks=toks, at=at):
+                rows = []
+                for lt, rt, t, r in zip(left.tolist(), right.tolist(), token.tolist(), reused.tolist()):
+                    if not r:
+                        toks.append(toks[lt] + toks[rt])
+                    rows.append(toks[t])
+                store.add_merges(phase.name, pa.table({
+                    "merge_index": pa.array(np.arange(at[0], at[0] + len(left), dtype=np.int32)),
+                    "left_id": pa.array(left), "right_id": pa.array(right), "token_id": pa.array(token),
+                    "token": pa.array(rows, pa.binary()), "count": pa.array(count),
+                    "reused": pa.array(np.asarray(reused, bool)),
+                }))
+                at[0] += len(left)
+                marks.done()
+
             start = Vocab(vocab.tokens, [], vocab.pinned)
-            res = learn_merges(words, counts, start, n, progress=lambda k: report("merge" + tag, k, n))
+            res = learn_merges(words, counts, start, n, progress=lambda k: report("merge" + tag, k, n),
+                               checkpoint=checkpoint, every=marks.every)
             report("merge" + tag, res.new_tokens, n)
-            store.put_words(phase.name, table.with_columns(tokens=pl.Series(res.word_tokens, dtype=pl.Int32)))
+            if prior is not None and prior.num_rows:
+                _check_replay(prior, res, where)
             t_merge = time.perf_counter() - t0
             if res.new_tokens < n:
-                warnings.append(
+                phase_warnings.append(
                     f"{where}the corpus allows only {res.new_tokens} merges of the {n} asked for "
                     "(no adjacent pair left); the vocabulary is smaller"
                 )
-            first_id = len(vocab.tokens)
-            store.add_merges(phase.name, _merge_table(res, merge_index))
+                warnings.append(phase_warnings[-1])
+            summary = PhaseSummary(
+                phase.name, n, res.new_tokens, int(res.reused.sum()), len(words), docs, text_bytes,
+                first_id, {"count": t_count, "merge": t_merge},
+            )
+            with store.transaction():
+                store.set_tokens(phase.name, pa.table({"word": words, "tokens": pa.array(res.word_tokens, pa.int32())}))
+                store.set_checkpoint(phase.name, {
+                    "stage": "merged", "fingerprint": fp, "warnings": phase_warnings,
+                    "summary": dataclasses.asdict(summary)})
+            marks.done()
             merge_index += len(res.left)
             vocab = Vocab(res.vocab.tokens, vocab.specials, vocab.pinned)
             kinds += ["merge"] * (len(vocab.tokens) - first_id)
             phase_of += [phase.name] * (len(vocab.tokens) - first_id)
             times["count"] += t_count
             times["merge"] += t_merge
-            summaries.append(PhaseSummary(
-                phase.name, n, res.new_tokens, int(res.reused.sum()), len(words), docs, text_bytes,
-                first_id, {"count": t_count, "merge": t_merge},
-            ))
+            summaries.append(summary)
             del table, words, counts, res
 
         vocab.check()
@@ -333,9 +533,18 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
         store.close()
 
         # 7. publish atomically
+        lock.close()
+        (staging / ".lock").unlink(missing_ok=True)
         _publish(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+    except BaseException as e:
+        lock.close()
+        # keep what a later --resume can continue from (a phase counted, or the interrupted run
+        # being resumed); a run that failed before its first checkpoint leaves nothing behind
+        if not kept:
+            shutil.rmtree(staging, ignore_errors=True)
+        elif isinstance(e, ToktokError) and e.args:
+            e.args = (f"{e.args[0]} (the progress so far is kept in {staging}: fix this and rerun with --resume)",
+                      *e.args[1:])
         raise
     return TrainSummary(
         out=out, vocab_size=vocab.size, merges_requested=sum(s.merges_requested for s in summaries),

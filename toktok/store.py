@@ -10,6 +10,8 @@ Example: ``RunStore.create("out/run.duckdb").put_meta("seed", "0")``.
 from __future__ import annotations
 
 import json
+import re
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
@@ -17,7 +19,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from .errors import OutputError, ToktokError
+from .errors import OutputError, ResourceError, ToktokError
 
 SCHEMA_VERSION = "1"
 
@@ -30,30 +32,57 @@ def sql(name: str) -> str:
 class RunStore:
     """A run's DuckDB file. Create with ``RunStore.create``; open an existing one with ``RunStore.open``."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path):
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, temp_dir: Path | None = None,
+                 memory_limit: str | None = None):
         self.con = con
         self.path = path
+        #: DuckDB's temp folder (where it spills beyond ``memory_limit``), named in errors.
+        self.temp_dir = Path(temp_dir) if temp_dir is not None else path.parent / (path.name + ".tmp")
+        self.memory_limit = memory_limit
 
     @classmethod
-    def create(cls, path: str | Path, memory_limit: str = "2GB", threads: int = 0) -> "RunStore":
+    def create(cls, path: str | Path, memory_limit: str = "2GB", threads: int = 0,
+               temp_dir: str | Path | None = None) -> "RunStore":
+        """A new run file at ``path``; DuckDB spills beyond ``memory_limit`` into ``temp_dir``
+        (default: ``run.duckdb.tmp`` beside the file). A full disk or too little memory is a
+        ``ResourceError`` naming the folder, not a DuckDB traceback."""
         path = Path(path)
-        tmp = path.parent / (path.name + ".tmp")
-        tmp.mkdir(parents=True, exist_ok=True)
+        tmp = Path(temp_dir) if temp_dir is not None else path.parent / (path.name + ".tmp")
+        try:
+            tmp.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise OutputError(f"{_shown(tmp)}: cannot create DuckDB's temp folder ({e.strerror or e}); "
+                              "check that the folder is writable and its disk has room") from None
         try:
             con = duckdb.connect(str(path))
         except duckdb.Error as e:
-            raise OutputError(f"{path}: cannot create the run file ({e})") from None
-        con.execute(f"SET memory_limit = '{_duck_size(memory_limit)}'")
-        # SET takes no parameters; the path is quoted as an SQL literal.
-        con.execute("SET temp_directory = '" + str(tmp).replace("'", "''") + "'")
-        con.execute("SET preserve_insertion_order = false")
-        if threads:
-            con.execute(f"SET threads = {int(threads)}")
-        for stmt in _statements(sql("schema")):
-            con.execute(stmt)
-        store = cls(con, path)
-        store.put_meta("schema_version", SCHEMA_VERSION)
+            raise OutputError(f"{_shown(path)}: cannot create the run file ({_first_line(e)}); "
+                              "check that the folder is writable and its disk has room") from None
+        store = cls(con, path, tmp, memory_limit)
+        with store.translating():
+            con.execute(f"SET memory_limit = '{_duck_size(memory_limit)}'")
+            # SET takes no parameters; the path is quoted as an SQL literal.
+            con.execute("SET temp_directory = '" + str(tmp).replace("'", "''") + "'")
+            con.execute("SET preserve_insertion_order = false")
+            if threads:
+                con.execute(f"SET threads = {int(threads)}")
+            for stmt in _statements(sql("schema")):
+                con.execute(stmt)
+            store.put_meta("schema_version", SCHEMA_VERSION)
         return store
+
+    @contextmanager
+    def translating(self):
+        """Turn DuckDB running out of disk (temp folder or run file) or of memory inside the block
+        into a ``ResourceError`` naming the folder and what to do; other errors pass unchanged.
+        Example: ``with store.translating(): store.con.execute(query)``."""
+        try:
+            yield
+        except duckdb.Error as e:
+            te = resource_error(e, self.path, self.temp_dir, self.memory_limit)
+            if te is None:
+                raise
+            raise te from e
 
     @classmethod
     def open(cls, path: str | Path, read_only: bool = True) -> "RunStore":
@@ -70,7 +99,8 @@ class RunStore:
         return store
 
     def run(self, name: str, params: dict | None = None):
-        return self.con.execute(sql(name), params or {})
+        with self.translating():
+            return self.con.execute(sql(name), params or {})
 
     def put_meta(self, key: str, value) -> None:
         if not isinstance(value, str):
@@ -113,10 +143,114 @@ class RunStore:
     def add_stage(self, stage: str, seconds: float) -> None:
         self.run("add_stage", {"stage": stage, "seconds": float(seconds)})
 
+    # --- checkpoints, for --resume ------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self):
+        """Everything in the block is committed together or not at all (a kill -9 inside it
+        leaves the file as it was before)."""
+        with self.translating():
+            self.con.execute("BEGIN TRANSACTION")
+            try:
+                yield
+            except BaseException:
+                self.con.execute("ROLLBACK")
+                raise
+            self.con.execute("COMMIT")
+
+    def _with_batch(self, name: str, table, params: dict) -> None:
+        batch = table.to_arrow() if hasattr(table, "to_arrow") else table
+        self.con.register("batch", batch)
+        try:
+            self.run(name, params)
+        finally:
+            self.con.unregister("batch")
+
+    def _script(self, name: str, params: dict | None = None) -> None:
+        with self.translating():
+            for stmt in _statements(sql(name)):
+                self.con.execute(stmt, {k: v for k, v in (params or {}).items() if "$" + k in stmt})
+
+    def set_checkpoint(self, phase: str, state: dict) -> None:
+        """Record how far ``phase`` got ({"stage": "counted" | "merged", ...})."""
+        self.put_meta(f"checkpoint:{phase}", state)
+
+    def get_checkpoint(self, phase: str) -> dict | None:
+        v = self.get_meta(f"checkpoint:{phase}")
+        return json.loads(v) if v is not None else None
+
+    def put_parity(self, phase: str, df) -> None:
+        self._with_batch("put_parity", df, {"phase": phase})
+
+    def _arrow(self, name: str, params: dict) -> pa.Table:
+        import warnings
+
+        with self.translating(), warnings.catch_warnings():
+            # DuckDB warns that DB-API results copy once into Arrow: fine for these tables, and
+            # con.sql() would refuse while an earlier statement's result is open
+            warnings.simplefilter("ignore", UserWarning)
+            return self.run(name, params).to_arrow_table()
+
+    def parity_of(self, phase: str) -> pa.Table:
+        return self._arrow("phase_parity", {"phase": phase})
+
+    def words_of(self, phase: str) -> pa.Table:
+        """A phase's word table (word, count), sorted by word."""
+        return self._arrow("phase_words", {"phase": phase})
+
+    def merges_of(self, phase: str) -> pa.Table:
+        """A phase's merges so far, in order."""
+        return self._arrow("phase_merges", {"phase": phase})
+
+    def set_tokens(self, phase: str, table) -> None:
+        """Fill ``words.tokens`` of ``phase`` from (word, tokens)."""
+        self._with_batch("set_tokens", table, {"phase": phase})
+
+    def put_count_state(self, phase: str, files_done: int, used: dict, words=None, parity=None, sample=None) -> None:
+        """Replace ``phase``'s counting checkpoint (one transaction): the counts of its first
+        ``files_done`` files, or its finished sample, with the per-file stats and parity sample."""
+        with self.transaction():
+            self._script("drop_count_state", {"phase": phase})
+            if words is not None:
+                self._with_batch("put_count_parts", words, {"phase": phase})
+            if sample is not None:
+                self._with_batch("put_sample", sample, {"phase": phase})
+            if parity is not None:
+                self.put_parity(phase, parity)
+            self.put_meta(f"count_state:{phase}", {"files_done": files_done, "used": used,
+                                                   "sampled": sample is not None})
+
+    def get_count_state(self, phase: str) -> dict | None:
+        """The counting checkpoint of ``phase``: its meta plus ``words``, ``sample`` and ``parity`` tables."""
+        v = self.get_meta(f"count_state:{phase}")
+        if v is None:
+            return None
+        st = json.loads(v)
+        st["words"] = None if st["sampled"] else self._arrow("phase_count_parts", {"phase": phase})
+        st["sample"] = self._arrow("phase_sample", {"phase": phase}) if st["sampled"] else None
+        st["parity"] = self.parity_of(phase)
+        return st
+
+    def drop_count_state(self, phase: str) -> None:
+        self._script("drop_count_state", {"phase": phase})
+        self.run("drop_meta", {"key": f"count_state:{phase}"})
+
+    def drop_phase(self, phase: str) -> None:
+        self._script("drop_phase", {"phase": phase})
+
+    def drop_merges(self, phase: str) -> None:
+        self.run("drop_merges", {"phase": phase})
+
+    def drop_outputs(self) -> None:
+        self._script("drop_outputs")
+
     def close(self) -> None:
-        self.con.execute("CHECKPOINT")
-        self.con.close()
-        tmp = self.path.parent / (self.path.name + ".tmp")
+        try:
+            with self.translating():
+                self.con.execute("CHECKPOINT")
+        finally:
+            self.con.close()
+        tmp = self.temp_dir
         if tmp.exists():
             import shutil
 
@@ -126,6 +260,71 @@ class RunStore:
 def _statements(text: str) -> list[str]:
     return [s.strip() for s in text.split(";") if s.strip() and not all(
         line.strip().startswith("--") or not line.strip() for line in s.splitlines())]
+
+
+#: Words in DuckDB's (and the OS's) messages when a write fails for lack of room.
+_DISK_FULL = ("no space left", "file too large", "disk full", "disk quota", "quota exceeded")
+#: The staging folder a run builds in (``toktok.pipeline``): ``.NAME.partial`` beside ``NAME``.
+_STAGING = re.compile(r"^\.(.+)\.partial(-\d+)?$")
+
+
+def _first_line(e: BaseException) -> str:
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    return lines[0] if lines else type(e).__name__
+
+
+def _shown(p: str | Path | None) -> str:
+    """A path as the user knows it: the run's hidden staging folder shown as the output folder it
+    becomes (``out/.tok.partial-12/run.duckdb`` -> ``out/tok/run.duckdb``)."""
+    if p is None:
+        return "?"
+    parts = [m.group(1) if (m := _STAGING.match(part)) else part for part in Path(p).parts]
+    return str(Path(*parts)) if parts else str(p)
+
+
+def resource_error(e: BaseException, run_file: str | Path | None = None, temp_dir: str | Path | None = None,
+                   memory_limit: str | None = None) -> ToktokError | None:
+    """The ``ToktokError`` for a DuckDB error that means the disk (temp folder or run file) is full
+    or the memory limit is too small, naming the folder and saying what to do; None for any other
+    error. Used by ``RunStore.translating`` and, as a last resort, by the CLI."""
+    if not isinstance(e, duckdb.Error):
+        return None
+    text = str(e)
+    low = text.lower()
+    # a failed write can also come as another kind of error, e.g. a COMMIT's TransactionException
+    if not isinstance(e, (duckdb.IOException, duckdb.OutOfMemoryException)) and not (
+            "could not write" in low or any(w in low for w in _DISK_FULL)):
+        return None
+    first = _first_line(e)
+    tmp = Path(temp_dir) if temp_dir is not None else (
+        Path(run_file).parent / (Path(run_file).name + ".tmp") if run_file is not None else None)
+    where_tmp = f"{_shown(tmp)} (DuckDB's temp folder)" if tmp is not None else "DuckDB's temp folder"
+    if isinstance(e, duckdb.OutOfMemoryException):
+        if "max_temp_directory_size" in low or "offload" in low:
+            # DuckDB's temp quota defaults to the free space of the temp folder's disk: this is "disk full"
+            return ResourceError(
+                f"{where_tmp}: full, DuckDB could not spill to it ({first}); free space on that disk, "
+                "or pass a larger --memory-limit so DuckDB spills less")
+        limit = f" of {memory_limit}" if memory_limit else ""
+        return ResourceError(
+            f"{_shown(run_file)}: DuckDB ran out of memory under its limit{limit} ({first}); "
+            "pass a larger --memory-limit (or --budget)")
+    # an IO error: which file, and why
+    m = re.search(r'"([^"]+)"', text)
+    file = Path(m.group(1)) if m else None
+    in_tmp = file is not None and tmp is not None and (file == tmp or tmp in file.parents)
+    reason = text.rsplit('": ', 1)[1].splitlines()[0].strip() if m and '": ' in text else first
+    full = any(w in low for w in _DISK_FULL)
+    if in_tmp:
+        what = where_tmp
+        todo = ("free space on that disk, or pass a larger --memory-limit so DuckDB spills less" if full
+                else "check that the folder is writable")
+    else:
+        what = _shown(file or run_file)
+        todo = ("free space on that disk, or pass an --out on a disk with room" if full
+                else "check that the output folder is writable and its disk has room")
+    return ResourceError(f"{what}: DuckDB cannot write {'there' if in_tmp else 'it'} "
+                         f"({'disk full: ' if full else ''}{reason}); {todo}")
 
 
 def _duck_size(s: str) -> str:

@@ -11,3 +11,9 @@ CREATE TABLE IF NOT EXISTS merges (
 );
 CREATE TABLE IF NOT EXISTS vocab (id INTEGER, token BLOB, kind VARCHAR, phase VARCHAR);
 CREATE TABLE IF NOT EXISTS stages (stage VARCHAR, seconds DOUBLE);
+-- The parity sample of each phase (documents with the smallest seeded hashes), kept for --resume.
+CREATE TABLE IF NOT EXISTS parity (phase VARCHAR, hash UBIGINT, source VARCHAR, row BIGINT, text VARCHAR);
+-- Checkpoints of a phase's counting, for --resume (emptied once the phase is counted): the counts
+-- of the files read so far, or the finished sample of a sampled phase.
+CREATE TABLE IF NOT EXISTS count_parts (phase VARCHAR, word BLOB, count BIGINT);
+CREATE TABLE IF NOT EXISTS samples (phase VARCHAR, hash UBIGINT, source VARCHAR, row BIGINT, bytes BIGINT, text VARCHAR);

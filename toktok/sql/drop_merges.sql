@@ -1,0 +1,1 @@
+DELETE FROM merges WHERE phase = $phase;

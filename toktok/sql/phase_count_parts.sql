@@ -1,0 +1,1 @@
+SELECT word, count FROM count_parts WHERE phase = $phase;

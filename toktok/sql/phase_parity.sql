@@ -1,0 +1,1 @@
+SELECT hash, source, row, text FROM parity WHERE phase = $phase ORDER BY hash, source, row;

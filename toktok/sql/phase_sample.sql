@@ -1,0 +1,1 @@
+SELECT hash, source, row, bytes, text FROM samples WHERE phase = $phase;

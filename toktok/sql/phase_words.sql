@@ -1,0 +1,1 @@
+SELECT word, count FROM words WHERE phase = $phase ORDER BY word;

@@ -9,7 +9,6 @@ import base64
 import functools
 import itertools
 import json
-import os
 import random
 from collections import Counter
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 import regex
 import tiktoken
 import tokenizers
+from conftest import FIXTURES, FUZZ  # FUZZ: TOKTOK_FUZZ, the hypothesis budget multiplier (10 in slow mode)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -38,8 +38,6 @@ from toktok.export import (
 )
 from toktok.vocab import PATTERN, Vocab
 
-#: Multiplier for hypothesis example counts; slow mode sets TOKTOK_FUZZ=10.
-FUZZ = int(os.environ.get("TOKTOK_FUZZ", "1"))
 
 SPECIALS = ["<|endoftext|>", "<|fim_prefix|>", "<|fim_suffix|>"]
 
@@ -231,6 +229,84 @@ def test_fuzz_parity(tiny_encoders, text):
 @given(text=st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=80))
 def test_fuzz_parity_plain_text(tiny_encoders, text):
     tiny_encoders.check(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# Fuzz on a vocabulary toktok itself trained from a fixture, with the Unicode that breaks
+# tokenizers: unusual whitespace, combining marks, ZWJ sequences, flags and tags, astral planes
+# ---------------------------------------------------------------------------------------------
+
+#: Every White_Space character, plus the zero-width and bidi controls that are not whitespace.
+WHITESPACE = [chr(c) for c in (0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B),
+                               0x2028, 0x2029, 0x202F, 0x205F, 0x3000)]
+INVISIBLE = ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u180e", "\u200e", "\u200f", "\u202a", "\u202e",
+             "\u2066", "\u2069", "\u00ad", "\u034f", "\ufe0f", "\ufe0e"]
+EMOJI = ["\U0001F468", "\U0001F469", "\U0001F467", "\U0001F466", "\U0001F9D1", "\u2764", "\U0001F525", "\U0001F3F3",
+         "\U0001F308", "\U0001F44D", "\U0001F91D", "\U0001F4BB", "\u2695", "\U0001F680", "\U0001F9AF"]
+SKIN = [chr(c) for c in range(0x1F3FB, 0x1F400)]
+REGIONAL = st.characters(min_codepoint=0x1F1E6, max_codepoint=0x1F1FF)
+COMBINING = st.characters(categories=("Mn", "Mc", "Me"))
+LETTER = st.one_of(st.characters(categories=("L",)), st.sampled_from(list("aeiouAEIOUnñyıİ")))
+
+_emoji = st.tuples(st.sampled_from(EMOJI), st.sampled_from(["", "", "\ufe0f", *SKIN])).map("".join)
+UNICODE_CLUSTERS = st.one_of(
+    # ZWJ sequences: 👩‍👩‍👧‍👦, 👨🏽‍💻, 🏳️‍🌈 and nonsense ones (a ZWJ between any two emoji)
+    st.lists(_emoji, min_size=2, max_size=5).map("\u200d".join),
+    # flags (two regional indicators) and tag sequences (🏴 + tag letters + cancel tag)
+    st.lists(REGIONAL, min_size=1, max_size=4).map("".join),
+    st.lists(st.characters(min_codepoint=0xE0061, max_codepoint=0xE007A), min_size=1, max_size=6)
+    .map(lambda t: "\U0001F3F4" + "".join(t) + "\U000E007F"),
+    # keycaps: 1️⃣ #️⃣
+    st.sampled_from(list("0123456789#*")).map(lambda c: c + "\ufe0f\u20e3"),
+    # a letter under a stack of combining marks (Zalgo), and marks with nothing to combine with
+    st.tuples(LETTER, st.lists(COMBINING, min_size=1, max_size=6).map("".join)).map("".join),
+    st.lists(COMBINING, min_size=1, max_size=3).map("".join),
+    # Hangul jamo (L V T, composed by the reader, not the file) and precomposed syllables
+    st.tuples(st.characters(min_codepoint=0x1100, max_codepoint=0x1112), st.characters(min_codepoint=0x1161, max_codepoint=0x1175),
+              st.characters(min_codepoint=0x11A8, max_codepoint=0x11C2)).map("".join),
+    # runs of unusual whitespace, with and without line ends and invisible characters
+    st.lists(st.sampled_from(WHITESPACE + INVISIBLE), min_size=1, max_size=8).map("".join),
+    # astral characters: letters (math alphanumerics, CJK ext. B, Gothic), symbols, private use
+    st.characters(min_codepoint=0x10000, exclude_categories=("Cs", "Cn")),
+    st.characters(min_codepoint=0x1D400, max_codepoint=0x1D7FF, exclude_categories=("Cn",)),
+    st.characters(min_codepoint=0x20000, max_codepoint=0x2A6DF),
+    st.characters(min_codepoint=0xF0000, max_codepoint=0x10FFFD),
+)
+
+
+@pytest.fixture(scope="module")
+def fixture_encoders(tmp_path_factory) -> Encoders:
+    """tiktoken / HF / transformers on a vocabulary trained by toktok's own counter and merge loop
+    on the multilingual fixture (1,000 merges over the bytes and the hardcoded tokens)."""
+    import polars as pl
+
+    from toktok.merge import learn_merges
+    from toktok.pretokenize import count_words
+
+    table = count_words(pl.read_parquet(FIXTURES / "sample.parquet")["text"], specials=SPECIALS).sort("word")
+    res = learn_merges(table["word"].to_arrow(), table["count"].to_numpy(), Vocab.base(), 1000)
+    assert res.new_tokens == 1000
+    return Encoders(export(Vocab(res.vocab.tokens, list(SPECIALS)), tmp_path_factory.mktemp("fixture_vocab")))
+
+
+_FIXTURE_WORDS = sorted(set(regex.findall(PATTERN, (FIXTURES / "notes.txt").read_text()[:20000])))
+FIXTURE_TEXT = st.lists(
+    st.one_of(UNICODE_CLUSTERS, st.sampled_from(_FIXTURE_WORDS), st.sampled_from(_ODD_CHARS), st.sampled_from(SPECIALS),
+              st.characters(exclude_categories=("Cs", "Cn"))),
+    max_size=30,
+).map("".join)
+
+
+@settings(max_examples=150 * FUZZ, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=FIXTURE_TEXT)
+def test_fuzz_parity_on_a_trained_fixture_vocabulary(fixture_encoders, text):
+    fixture_encoders.check(text)
+
+
+@settings(max_examples=100 * FUZZ, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=st.lists(UNICODE_CLUSTERS, min_size=1, max_size=12).map("".join))
+def test_fuzz_parity_unicode_clusters(fixture_encoders, text):
+    fixture_encoders.check(text)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 import regex
 import zstandard
+from conftest import FUZZ
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -398,7 +399,7 @@ SPLIT_ALPHABET = ["a", "Z", "é", "中", "7", "42", " ", "  ", "\t", "\n", "\r\n
                   "\u202f", "\u205f", "\U0001F600", "//"]
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400 * FUZZ, deadline=None)
 @given(st.lists(st.sampled_from(SPLIT_ALPHABET), max_size=40).map("".join))
 def test_split_point_is_a_pretokenizer_boundary(text):
     i = _split_point(text)

@@ -10,7 +10,9 @@ import duckdb
 import polars as pl
 import pytest
 import tiktoken
-from conftest import FIXTURES
+from conftest import FIXTURES, FUZZ
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from reference_bpe import train as reference_train
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from typer.testing import CliRunner
@@ -404,3 +406,84 @@ def test_convert_refusals(hf_base, tmp_path):
     assert r.exit_code == 2 and "merge order disagrees" in r.output
     r = runner.invoke(app, ["convert", str(tmp_path / "nope.json"), str(tmp_path / "x.tiktoken")])
     assert r.exit_code == 2 and "no such file" in r.output
+
+
+# --- fuzz: every base id is kept, whatever the base -------------------------------------------
+
+
+FUZZ_TEXT = NOTES[:4000]
+FUZZ_ALPHABET = b"etaoinsh .\n"
+
+
+@st.composite
+def _random_base(draw):
+    """A byte-level base in a random layout: the 256 bytes, tokens built by joining two earlier
+    ones (so every token has a merge, as a tokenizer.json needs), and special tokens inside the
+    id range (HF's layout) or after it. Returns (entries by id: bytes or special str, kind)."""
+    multi: list[bytes] = []
+    have = {bytes([b]) for b in range(256)}
+    for _ in range(draw(st.integers(0, 40))):
+        pool = [bytes([c]) for c in FUZZ_ALPHABET] + multi
+        t = draw(st.sampled_from(pool)) + draw(st.sampled_from(pool))
+        if t not in have:
+            have.add(t)
+            multi.append(t)
+    singles = [bytes([b]) for b in range(256)]
+    layout = draw(st.sampled_from(["bytes_first", "bytes_last", "shuffled_bytes", "shuffled"]))
+    if layout == "bytes_first":
+        entries = singles + multi
+    elif layout == "bytes_last":
+        entries = multi + singles[::-1]
+    elif layout == "shuffled_bytes":
+        entries = draw(st.permutations(singles)) + multi
+    else:
+        entries = draw(st.permutations(singles + multi))
+    entries = list(entries)
+    for k in range(draw(st.integers(0, 3))):
+        at = draw(st.integers(0, len(entries)))
+        entries.insert(at, f"<|s{k}|>")
+    return entries, draw(st.sampled_from(["tiktoken", "tokenizer.json"]))
+
+
+@settings(max_examples=8 * FUZZ, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(base=_random_base(), merges=st.integers(0, 30), hardcoded=st.booleans(), keep=st.booleans(), new_special=st.booleans())
+def test_fuzz_warm_start_keeps_every_base_id(tmp_path_factory, base, merges, hardcoded, keep, new_special):
+    from toktok.config import TrainConfig
+    from toktok.export import write_hf
+    from toktok.pipeline import train
+
+    entries, kind = base
+    d = tmp_path_factory.mktemp("fuzz_ws")
+    specials = {e: i for i, e in enumerate(entries) if isinstance(e, str)}
+    ranks = {i: e for i, e in enumerate(entries) if isinstance(e, bytes)}
+    if kind == "tiktoken":
+        src = d / "base.tiktoken"
+        src.write_bytes(b"".join(b"%s %d\n" % (__import__("base64").b64encode(t), i) for i, t in ranks.items()))
+        (d / "base.special_tokens.json").write_text(json.dumps(specials))
+    else:
+        tokens = [e.encode() if isinstance(e, str) else e for e in entries]
+        write_hf(Vocab(tokens, [], {i: s for s, i in specials.items()}), d)
+        src = d / "tokenizer.json"
+    corpus = d / "corpus.txt"
+    corpus.write_text(FUZZ_TEXT)
+    asked = ([next(iter(specials))] if keep and specials else []) + (["<|new|>"] if new_special else [])
+    out = d / "out"
+    train(TrainConfig([str(corpus)], str(out), merges=merges, warm_start=str(src), hardcoded=hardcoded,
+                      special_tokens=asked, verify_slices=5, verbose=False))
+
+    n_base = len(entries)
+    new_ranks = read_tiktoken_ranks(out / "tokenizer.tiktoken")[0]
+    assert all(new_ranks[i] == t for i, t in ranks.items())  # every rank, same id
+    grown = sorted(set(new_ranks) - set(ranks))
+    assert grown == list(range(n_base, n_base + len(grown)))  # new tokens right after the base
+    assert len(grown) <= merges + (len(hardcoded_tokens()) if hardcoded else 0)
+    enc = toktok.load_encoding(out)
+    for s, i in specials.items():
+        assert enc.encode_single_token(s) == i
+    if new_special:
+        assert enc.encode_single_token("<|new|>") == n_base + len(grown)
+    doc = json.loads((out / "tokenizer.json").read_text())
+    vocab = doc["model"]["vocab"]
+    assert all(vocab[token_to_bytelevel(t)] == i for i, t in ranks.items())
+    added = {a["content"]: a["id"] for a in doc["added_tokens"]}
+    assert all(added[s] == i for s, i in specials.items())

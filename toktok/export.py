@@ -279,6 +279,9 @@ def write_hf(vocab: Vocab, out_dir: str | os.PathLike) -> Path:
 # ---------------------------------------------------------------------------------------------
 
 
+_TIKTOKEN_FIX = "; each line must be 'base64(token) rank', fix or regenerate the file"
+
+
 def read_tiktoken_ranks(path: str | os.PathLike) -> tuple[dict[int, bytes], dict[int, int]]:
     """``({rank: token bytes}, {rank: line number})`` of a ``.tiktoken`` file; ranks may have gaps.
 
@@ -301,21 +304,23 @@ def read_tiktoken_ranks(path: str | os.PathLike) -> tuple[dict[int, bytes], dict
         where = f"{path}:{lineno}"
         parts = line.split()
         if len(parts) != 2:
-            raise VocabError(f"{where}: expected 'base64 rank', got {raw[:60]!r}")
+            raise VocabError(f"{where}: expected 'base64 rank', got {raw[:60].decode('latin-1')!r}" + _TIKTOKEN_FIX)
         b64, rank_text = parts
         try:
             token = base64.b64decode(b64, validate=True)
         except (binascii.Error, ValueError):
-            raise VocabError(f"{where}: {b64[:60]!r} is not valid base64") from None
+            raise VocabError(f"{where}: {b64[:60].decode('latin-1')!r} is not valid base64" + _TIKTOKEN_FIX) from None
         if not rank_text.isdigit():
-            raise VocabError(f"{where}: rank {rank_text[:20]!r} is not a non-negative integer")
+            raise VocabError(f"{where}: rank {rank_text[:20].decode('latin-1')!r} is not a non-negative integer" + _TIKTOKEN_FIX)
         rank = int(rank_text)
         if not token:
-            raise VocabError(f"{where}: token of rank {rank} is empty")
+            raise VocabError(f"{where}: token of rank {rank} is empty" + _TIKTOKEN_FIX)
         if rank in by_rank:
-            raise VocabError(f"{where}: rank {rank} already given on line {rank_line[rank]}")
+            raise VocabError(f"{where}: rank {rank} already given on line {rank_line[rank]}; "
+                             "each rank must appear once, fix or regenerate the file")
         if token in token_line:
-            raise VocabError(f"{where}: token {token!r} already given on line {token_line[token]}")
+            raise VocabError(f"{where}: token {token!r} already given on line {token_line[token]}; "
+                             "each token must appear once, fix or regenerate the file")
         by_rank[rank] = token
         rank_line[rank] = lineno
         token_line[token] = lineno
@@ -378,7 +383,8 @@ def read_json(path: str | os.PathLike):
     except OSError as e:
         raise VocabError(f"{p}: cannot read ({e.strerror or e})") from None
     except ValueError as e:
-        raise VocabError(f"{p}: not valid JSON ({e})") from None
+        raise VocabError(f"{p}: not valid JSON ({e}); fix the file or give another (a Hugging Face "
+                         "tokenizer.json, a .tiktoken)") from None
 
 
 def read_special_tokens_file(path: str | os.PathLike) -> dict[str, int]:

@@ -520,10 +520,11 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
         # 6. what the run file offers for inspection: views, the compression curve and token
         #    usage on the parity sample (documents of the input, labelled by file), word gains
         t0 = time.perf_counter()
-        add_views(store.con)
-        if keep:
-            compression_curve(store.con, keep, by=[Path(p).name for p in keep_from], threads=cfg.threads, checkpoints=8)
-        word_gains(store.con)
+        with store.translating():
+            add_views(store.con)
+            if keep:
+                compression_curve(store.con, keep, by=[Path(p).name for p in keep_from], threads=cfg.threads, checkpoints=8)
+            word_gains(store.con)
         times["insight"] = time.perf_counter() - t0
         for k, v in times.items():
             store.add_stage(k, v)

@@ -229,12 +229,25 @@ class Corpus:
 
     # ---- Parquet ----------------------------------------------------------------------------
 
-    def _parquet(self, f: SourceFile, batch_bytes: int, st: dict) -> Iterator[tuple[Batch, int]]:
-        col = self.text_column
-        pf = _open_parquet(f.path, col)
-        md = pf.metadata
-        # Rows per read from the footer's uncompressed column size, so a read is ~batch_bytes
-        # whatever the document length; the packer below merges or splits the rest.
+    def arrow_texts(self, f: SourceFile, batch_bytes: int = 32 << 20) -> Iterator[pa.Array]:
+        """The documents of file ``f`` as Arrow ``large_string`` arrays of valid UTF-8 without
+        nulls (``bad_utf8`` applied, same errors), in file order: what :meth:`batches` yields for
+        it, without the Polars conversion (Parquet: one array per read of about ``batch_bytes``;
+        other kinds: per batch). ``stats`` is not touched. The sample pass reads this way.
+        Example: ``sum(len(a) for a in corpus.arrow_texts(corpus.files[0]))``."""
+        if f.kind != "parquet":
+            for batch in Corpus([f], self.text_column, self.bad_utf8).batches(batch_bytes):
+                yield batch.texts.to_arrow()
+            return
+        pf = _open_parquet(f.path, self.text_column)
+        st = {"docs": 0, "bytes": 0, "skipped": 0}
+        for _row, text, _rows in self._parquet_reads(pf, f.path, self._per_read(pf, batch_bytes), st):
+            yield text
+
+    def _per_read(self, pf: pq.ParquetFile, batch_bytes: int) -> int:
+        """Rows per read from the footer's uncompressed column size, so a read is ~batch_bytes
+        whatever the document length."""
+        col, md = self.text_column, pf.metadata
         leaves = [md.schema.column(j).path for j in range(md.num_columns)]
         if col in leaves:
             ci = leaves.index(col)
@@ -243,20 +256,38 @@ class Corpus:
             avg = max(1, raw // max(1, md.num_rows))
         else:
             avg = 1024
-        per_read = max(1, min(1 << 20, batch_bytes // avg))
+        return max(1, min(1 << 20, batch_bytes // avg))
+
+    def _parquet(self, f: SourceFile, batch_bytes: int, st: dict) -> Iterator[tuple[Batch, int]]:
+        pf = _open_parquet(f.path, self.text_column)
+        # the packer merges or splits reads into batches of ~batch_bytes
         packer = _Packer(f.path, batch_bytes)
-        row = 0
-        try:
-            for rb in pf.iter_batches(batch_size=per_read, columns=[col], use_threads=False):
-                arr = rb.column(0)
-                n = len(arr)
-                text, rows = self._arrow_to_text(arr, f.path, row, st)
-                yield from packer.add(row, text, rows)
-                row += n
-        except (pa.ArrowException, OSError) as e:
-            raise InputError(f"{f.path}: cannot read Parquet near row {row} ({_one_line(e)}); the "
-                             "file is corrupt or truncated, re-export it") from None
+        for row, text, rows in self._parquet_reads(pf, f.path, self._per_read(pf, batch_bytes), st):
+            yield from packer.add(row, text, rows)
         yield from packer.flush()
+
+    def _parquet_reads(self, pf: pq.ParquetFile, path: str, per_read: int,
+                       st: dict) -> Iterator[tuple[int, pa.Array, np.ndarray | None]]:
+        """(first row, texts, kept rows) of each read of ``per_read`` rows, as ``_arrow_to_text``
+        returns them; no Polars conversion (the sample pass takes these directly)."""
+        col, md = self.text_column, pf.metadata
+        row = 0
+        # Row group by row group, so that a corrupt page is reported with the rows it holds.
+        for g in range(md.num_row_groups):
+            start, end = row, row + md.row_group(g).num_rows
+            try:
+                for rb in pf.iter_batches(batch_size=per_read, row_groups=[g], columns=[col],
+                                          use_threads=False):
+                    arr = rb.column(0)
+                    n = len(arr)
+                    text, rows = self._arrow_to_text(arr, path, row, st)
+                    yield row, text, rows
+                    row += n
+            except (pa.ArrowException, OSError) as e:
+                raise InputError(f"{path}: cannot read Parquet row group {g} (rows {start}-"
+                                 f"{end - 1}) ({_one_line(e)}); the file is corrupt or truncated, "
+                                 "re-export it") from None
+            row = end
 
     def _arrow_to_text(self, arr: pa.Array, path: str, first_row: int,
                        st: dict) -> tuple[pa.Array, np.ndarray | None]:
@@ -324,10 +355,18 @@ class Corpus:
             try:
                 obj = json.loads(s)
             except ValueError as e:  # JSONDecodeError, or e.g. an integer over 4300 digits
-                why = f"{e.msg} at column {e.colno}" if isinstance(e, json.JSONDecodeError) \
-                    else _one_line(e)
-                raise InputError(f"{path}:{lineno}: invalid JSON ({why}); each line must be one "
-                                 "JSON object") from None
+                if isinstance(e, json.JSONDecodeError):
+                    # json's messages may end in "at" ("Unterminated string starting at")
+                    why = f"{e.msg.removesuffix(' at')} at column {e.colno}"
+                else:
+                    why = _one_line(e)
+                # the last line of a plain file, cut before its newline: the file was truncated
+                cut = (f.kind == "jsonl" and offset + len(line) >= f.size
+                       and not line.endswith((b"\r", b"}", b"]")))
+                todo = ("the last line is cut off, so the file looks truncated; re-export or "
+                        "re-download it, or delete that line") if cut else \
+                    "each line must be one JSON object"
+                raise InputError(f"{path}:{lineno}: invalid JSON ({why}); {todo}") from None
             except RecursionError:
                 raise InputError(f"{path}:{lineno}: invalid JSON (nested too deeply); each line "
                                  "must be one JSON object") from None

@@ -108,7 +108,8 @@ class Vocab:
             if s in sp_seen:
                 raise VocabError(f"special token {s!r} is given twice")
             if s.encode() in seen:
-                raise VocabError(f"special token {s!r} collides with vocabulary token id {seen[s.encode()]}")
+                raise VocabError(f"special token {s!r} collides with vocabulary token id {seen[s.encode()]}; "
+                                 "pick a special token that is not an ordinary token, e.g. <|name|>")
             sp_seen.add(s)
         everything = [*self.pinned.values(), *self.specials]
         for s in everything:

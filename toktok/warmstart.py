@@ -105,7 +105,9 @@ def _assemble(path: Path, by_id: dict[int, bytes], specials: dict[str, int], wha
         hint = ""
         if "single-byte" in str(e):
             hint = ("; a byte-level vocabulary needs all 256 (train HF's BpeTrainer with "
-                    "initial_alphabet=pre_tokenizers.ByteLevel.alphabet())")
+                    "initial_alphabet=pre_tokenizers.ByteLevel.alphabet())") if what == "token" else \
+                ("; a byte-level vocabulary needs all 256 single bytes as ranks, so add the missing "
+                 "ones (e.g. after the largest id) or start from another base")
         raise VocabError(f"{path}: {e}{hint}") from None
     return vocab
 

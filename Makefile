@@ -13,7 +13,7 @@ install: $(BIN)/python
 	$(BIN)/pip install -q -e .
 
 dev: $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,ray]'
 
 demo: install
 	$(BIN)/toktok train data_fixtures/ --out out/demo --merges 2000 --special-token '<|endoftext|>' --force
@@ -21,8 +21,9 @@ demo: install
 test: dev
 	$(BIN)/python -m pytest
 
+# slow mode: the slow tests and the whole suite again, every hypothesis budget times 10
 test-slow: dev
-	$(BIN)/python -m pytest -m slow
+	TOKTOK_FUZZ=10 $(BIN)/python -m pytest -m "slow or not slow"
 
 bench: $(BIN)/python
 	$(BIN)/pip install -q -e '.[bench]'

@@ -1,0 +1,184 @@
+"""--engine ray (toktok/engine_ray.py) gives the local engine's output, byte for byte.
+
+One private Ray cluster for the module (2 CPUs, loopback only, no dashboard); each test trains on
+data_fixtures/ with the local engine and with Ray (same seed), without a budget and with text
+budgets small enough that the reservoirs are full, and compares the run files' word tables and
+inputs and the tokenizer files. Parquet files are cut into row-group ranges (UNIT_BYTES lowered)
+so that the range readers are exercised too. CI installs the ray extra (make test); elsewhere the
+module is skipped without Ray.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+from conftest import FIXTURES, ROOT
+
+if os.environ.get("CI"):
+    import ray  # CI installs toktok[ray]: a missing Ray fails there instead of skipping
+else:
+    ray = pytest.importorskip("ray")
+
+from toktok import engine_ray  # noqa: E402
+from toktok.config import PhaseConfig, SourceConfig, TrainConfig  # noqa: E402
+from toktok.errors import ConfigError  # noqa: E402
+from toktok.pipeline import train  # noqa: E402
+
+SPECIALS = ["<|endoftext|>"]
+OUTPUTS = ("tokenizer.tiktoken", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A private 2-CPU cluster; its address for processes that join it."""
+    if ray.is_initialized():
+        ray.shutdown()
+    ctx = engine_ray.start_local(2)
+    yield ctx.address_info["address"]
+    ray.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def small_units(monkeypatch):
+    # sample.parquet has 9 row groups: cut it into ranges of a few row groups each, and merge
+    # samples on the driver as soon as a quarter of the capacity came back, so that later tasks
+    # start from the merged sample's threshold
+    monkeypatch.setattr(engine_ray, "UNIT_BYTES", 64 << 10)
+    monkeypatch.setattr(engine_ray, "MERGE_MIN_BYTES", 0)
+
+
+def _train(out: Path, engine: str, **kw) -> Path:
+    train(TrainConfig(out=str(out), engine=engine, seed=7, special_tokens=SPECIALS, **kw))
+    return out
+
+
+def _table(out: Path, sql: str):
+    con = duckdb.connect(str(out / "run.duckdb"), read_only=True)
+    try:
+        return con.sql(sql).fetchall()
+    finally:
+        con.close()
+
+
+def _assert_same(local: Path, other: Path) -> None:
+    words = "select phase, word, count, tokens from words order by phase, word"
+    a, b = _table(local, words), _table(other, words)
+    assert len(a) > 1000 and a == b
+    inputs = "select path, phase, docs, text_bytes, docs_seen, bytes_seen from inputs order by phase, path"
+    assert _table(local, inputs) == _table(other, inputs)
+    merges = "select merge_index, token, count from merges order by merge_index"
+    assert _table(local, merges) == _table(other, merges)
+    for name in OUTPUTS:
+        assert (local / name).read_bytes() == (other / name).read_bytes(), name
+
+
+def _sampled(out: Path) -> list[tuple]:
+    """(path, docs, docs_seen) of the files the sample left documents of out."""
+    return _table(out, "select path, docs, docs_seen from inputs where docs < docs_seen order by path")
+
+
+@pytest.fixture(scope="module")
+def local_full(tmp_path_factory) -> Path:
+    return _train(tmp_path_factory.mktemp("local") / "full", "local", sources=[str(FIXTURES)], merges=300)
+
+
+def test_full_read_matches_local(cluster, local_full, tmp_path):
+    ray_out = _train(tmp_path / "ray", "ray", sources=[str(FIXTURES)], merges=300)
+    _assert_same(local_full, ray_out)
+    assert not _sampled(ray_out)
+
+
+def test_sampled_matches_local(cluster, tmp_path):
+    """A text budget well under the fixtures' ~700 KB: every file is sampled (notes.txt in pieces)."""
+    cfg = dict(phases=[PhaseConfig("main", 300, [SourceConfig(str(FIXTURES))], budget="150KB")])
+    local = _train(tmp_path / "local", "local", **cfg)
+    ray_out = _train(tmp_path / "ray", "ray", **cfg)
+    _assert_same(local, ray_out)
+    sampled = {Path(p).name for p, _, _ in _sampled(ray_out)}
+    assert {"sample.parquet", "extra.jsonl", "notes.txt"} <= sampled
+
+
+def test_weighted_phases_match_local(cluster, tmp_path):
+    """Weighted sources (one reservoir each) and a second phase with its own budget."""
+    sample, extra, notes = (str(FIXTURES / n) for n in ("sample.parquet", "extra.jsonl", "notes.txt"))
+    cfg = dict(phases=[
+        PhaseConfig("mix", 200, [SourceConfig(sample, weight=2), SourceConfig(extra, weight=1)], budget="60KB"),
+        PhaseConfig("notes", 50, [SourceConfig(notes)], budget="10KB"),
+    ])
+    local = _train(tmp_path / "local", "local", **cfg)
+    ray_out = _train(tmp_path / "ray", "ray", **cfg)
+    _assert_same(local, ray_out)
+    assert len(_sampled(ray_out)) == 3
+
+
+def test_cli_joins_a_cluster(cluster, local_full, tmp_path):
+    """`toktok train --engine ray --ray-address ADDR` from another process joins the cluster."""
+    out = tmp_path / "cli"
+    r = subprocess.run(
+        [sys.executable, "-m", "toktok.cli", "train", str(FIXTURES), "--out", str(out), "--merges", "300",
+         "--seed", "7", "--special-token", SPECIALS[0], "--engine", "ray", "--ray-address", cluster, "-q"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "token")},
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    for name in OUTPUTS:
+        assert (out / name).read_bytes() == (local_full / name).read_bytes(), name
+
+
+def test_units_number_rows_as_in_the_file(tmp_path):
+    """Row-group ranges start at their row in the file; files with nulls stay whole."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from toktok.engine import Source
+    from toktok.read import read_corpus
+
+    pq.write_table(pa.table({"text": [f"doc {i}" for i in range(100)]}), tmp_path / "a.parquet", row_group_size=30)
+    pq.write_table(pa.table({"text": ["x", None] * 50}), tmp_path / "b.parquet", row_group_size=30)
+    units = engine_ray.plan_units([Source(read_corpus([str(tmp_path)]))], False, unit_bytes=1)
+    assert [(Path(u.path).name, u.groups, u.first_row) for u in units] == [
+        ("a.parquet", (0,), 0), ("a.parquet", (1,), 30), ("a.parquet", (2,), 60), ("a.parquet", (3,), 90),
+        ("b.parquet", None, 0),
+    ]
+
+
+def test_without_ray_a_config_error_says_how_to_install(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as if not installed
+    cfg = TrainConfig(sources=[str(FIXTURES)], out=str(tmp_path / "o"), engine="ray")
+    with pytest.raises(ConfigError, match=r"pip install 'toktok\[ray\]'"):
+        cfg.validate()
+
+
+def test_engine_options_are_checked(tmp_path):
+    with pytest.raises(ConfigError, match="use local or ray"):
+        TrainConfig(sources=[str(FIXTURES)], out=str(tmp_path / "o"), engine="spark").validate()
+    with pytest.raises(ConfigError, match="needs --engine ray"):
+        TrainConfig(sources=[str(FIXTURES)], out=str(tmp_path / "o"), ray_address="127.0.0.1:1").validate()
+    cfg_file = tmp_path / "run.yaml"
+    cfg_file.write_text(f"output: {tmp_path}/o/t.tiktoken\nengine: ray\nray_address: 127.0.0.1:6379\n"
+                        f"phases:\n  - name: a\n    merges: 1\n    sources: [{FIXTURES}]\n")
+    from toktok.config import load_config
+
+    cfg = load_config(cfg_file)
+    assert (cfg.engine, cfg.ray_address) == ("ray", "127.0.0.1:6379")
+
+
+def test_unreachable_address_fails_fast():
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ConfigError, match="cannot join the Ray cluster"):
+        engine_ray.check_reachable(f"127.0.0.1:{port}")
+    engine_ray.check_reachable("auto")  # Ray resolves that one itself
+
+
+def test_local_engine_does_not_import_ray():
+    code = "import sys, toktok.cli, toktok.pipeline, toktok.engine; assert 'ray' not in sys.modules, 'ray imported'"
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr

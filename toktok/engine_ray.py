@@ -1,0 +1,592 @@
+"""Engine on a Ray cluster: the read → sample → pre-tokenize + count stages of one phase, spread
+over Ray tasks, with the same result as the local engine (:mod:`toktok.engine`).
+
+Owns how a phase is cut into work units and how their partial results are merged back. A unit is
+one file, or a range of row groups of a Parquet file whose text column has no nulls (its rows are
+then numbered exactly as in the whole file). Reads the phase's files on the workers (local paths:
+on a multi-node cluster every node must see them at the same path); returns a
+:class:`~toktok.engine.PhaseCount` equal to ``toktok.engine.count_phase``'s for the same sources,
+seed and capacity: the same word table (byte for byte), the same per-file ``used`` statistics and
+the same parity frame. Without a capacity each unit counts its documents and sends back an Arrow
+word table (summed by a tree of reduce tasks on the workers), its parity candidates and its file
+statistics. With one, each unit fills its own seeded :class:`~toktok.sample.Reservoir` (same
+seed, same capacity, text files read in the same pieces as ``engine.sample_pass``, starting from
+the threshold of the sample merged so far, which only drops pieces the final sample cannot
+hold), the driver merges them as they come into exactly the one-process sample
+(``Reservoir.merge``), and the sample is counted by tasks again. Tasks are sent a few per CPU at a
+time. The merge loop, the run file and the export stay on the driver.
+
+Ray is optional (``pip install 'toktok[ray]'``); nothing imports this module unless ``--engine
+ray`` is asked for, and it imports Ray only when called. Without an address a private cluster
+sized to the machine (``threads`` or all cores) is started on the loopback interface for the phase
+and stopped after it; with one (``--ray-address``) the driver joins that cluster. If Ray is
+already initialised in the process (tests, notebooks), that cluster is used as it is.
+Example: ``count_phase([Source(read_corpus(["data_fixtures/"]))], seed=0).words.height > 0``.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from .engine import ParitySample, PhaseCount, Progress, Source, empty_used
+from .errors import ConfigError, InputError, ResourceError, ToktokError
+from .read import Batch, Corpus, SourceFile, _one_line, _open_parquet, _Packer
+from .sample import Reservoir, SourceStats, doc_hashes
+
+#: What to tell a user whose Python has no Ray.
+INSTALL_HINT = "pip install 'toktok[ray]'"
+#: Uncompressed text per work unit when a Parquet file is split by row groups.
+UNIT_BYTES = 64 << 20
+#: Partial word tables summed per reduce task.
+FANIN = 8
+#: Sampled bytes gathered on the driver before they are merged into the sample (at least).
+MERGE_MIN_BYTES = 1 << 20
+
+_WORDS_SCHEMA = pa.schema([("word", pa.large_binary()), ("count", pa.int64())])
+
+
+def require_ray():
+    """The ``ray`` module, or a ConfigError that says how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(f"--engine ray needs Ray, which is not installed; run: {INSTALL_HINT}") from None
+    return ray
+
+
+# ---------------------------------------------------------------------------------------------
+# The cluster
+# ---------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _loopback():
+    """Ray on the loopback interface: Ray replaces 127.0.0.1 (and localhost) by the address other
+    machines would reach this one by, both for a head it starts and for an address it joins. A
+    private cluster needs no such address, and Ray's own switch for that (meant for laptops) is
+    this one. It is read when the head's processes start, so it is put back afterwards (a later
+    join elsewhere must not see it)."""
+    import ray._private.ray_constants as rc
+
+    env_key = rc.ENABLE_RAY_CLUSTERS_ENV_VAR
+    old_env, old_flag = os.environ.get(env_key), rc.ENABLE_RAY_CLUSTER
+    os.environ[env_key] = "0"
+    rc.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        rc.ENABLE_RAY_CLUSTER = old_flag
+        if old_env is None:
+            os.environ.pop(env_key, None)
+        else:
+            os.environ[env_key] = old_env
+
+
+def start_local(num_cpus: int | None = None, **kwargs):
+    """Start a private Ray cluster on this machine, listening on the loopback interface only, with
+    ``num_cpus`` workers (default: every core). Returns ``ray.init``'s context, whose
+    ``address_info["address"]`` other processes on this machine can join."""
+    ray = require_ray()
+    with _loopback():
+        return ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False,
+                        log_to_driver=False, logging_level=logging.WARNING, **kwargs)
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """(host, port) of a ``host:port`` cluster address; None for other forms (``auto``, ``ray://``)."""
+    if "://" in address or ":" not in address:
+        return None
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    return (host, int(port)) if port.isdigit() else None
+
+
+def _join_error(address: str, why: str) -> ConfigError:
+    auth = "" if os.environ.get("RAY_AUTH_MODE") else (
+        "; a cluster with token authentication also needs RAY_AUTH_MODE=token and its token")
+    return ConfigError(f"--ray-address {address}: cannot join the Ray cluster ({why}); check the "
+                       f"address (`ray status` on the head node prints it){auth}")
+
+
+def check_reachable(address: str) -> None:
+    """ConfigError at once if nothing listens at a ``host:port`` address (Ray itself retries an
+    unreachable address for many minutes); other forms (``auto``, ``ray://...``) pass."""
+    hp = _host_port(address)
+    if hp is None:
+        return
+    try:
+        socket.create_connection(hp, timeout=10).close()
+    except OSError as e:
+        raise _join_error(address, e.strerror or type(e).__name__) from None
+
+
+def _connect(address: str | None, threads: int | None) -> bool:
+    """Make sure the driver is connected to a cluster; True if this call connected it (and the
+    phase should disconnect, stopping a private cluster)."""
+    ray = require_ray()
+    if ray.is_initialized():
+        return False
+    if not address:
+        start_local(threads or None)
+        return True
+    check_reachable(address)
+    hp = _host_port(address)
+    local = hp is not None and (hp[0] == "localhost" or hp[0].startswith("127.") or hp[0] == "::1")
+    try:
+        with _loopback() if local else nullcontext():
+            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+    except (ConnectionError, ValueError, RuntimeError) as e:
+        raise _join_error(address, _one_line(e)) from None
+    return True
+
+
+def _cpus(ray) -> tuple[int, int]:
+    """(CPUs of the cluster, CPUs of its largest node)."""
+    total = int(ray.cluster_resources().get("CPU", 1)) or 1
+    per_node = [int(n.get("Resources", {}).get("CPU", 0)) for n in ray.nodes() if n.get("Alive")]
+    return total, max([c for c in per_node if c > 0] or [1])
+
+
+def _get(ray, refs):
+    """``ray.get`` with a task's ToktokError (bad input, ...) raised as itself, one line."""
+    try:
+        return ray.get(refs)
+    except ray.exceptions.RayTaskError as e:
+        cause = getattr(e, "cause", None)
+        if isinstance(cause, ToktokError):
+            raise cause from None
+        raise
+    except ray.exceptions.RayError as e:
+        raise ResourceError(f"the Ray cluster failed ({_one_line(e)}); check `ray status` and the "
+                            "workers' memory") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Work units (planned on the driver, run on the workers)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One task's share of a phase: a file, or row groups ``groups`` of a Parquet file whose first
+    row is row ``first_row`` of the file. ``group`` is the reservoir it samples into."""
+
+    path: str
+    kind: str
+    size: int  # bytes on disk (the whole file's; progress only)
+    text_column: str
+    bad_utf8: str
+    cwd: str  # the driver's folder: relative paths are taken against it
+    group: int = 0
+    groups: tuple[int, ...] | None = None
+    first_row: int = 0
+    share: float = 1.0  # the unit's share of the file, for progress
+
+
+def _row_ranges(f: SourceFile, corpus: Corpus, unit_bytes: int) -> list[tuple[tuple[int, ...], int, float]] | None:
+    """A Parquet file cut into ranges of row groups of about ``unit_bytes`` of text, as
+    (row groups, first row, share of the file); None if the file is one unit. Only files whose
+    text column has no nulls (per the footer's statistics) and that no ``bad_utf8="skip"`` can
+    shorten are cut: there a document's position among the texts read is its row in the file, in
+    a range as in the whole file, so identities (and the sample) do not change."""
+    if f.kind != "parquet" or corpus.bad_utf8 == "skip":
+        return None
+    md = _open_parquet(f.path, corpus.text_column).metadata
+    if md.num_row_groups < 2:
+        return None
+    leaves = [md.schema.column(j).path for j in range(md.num_columns)]
+    if corpus.text_column not in leaves:
+        return None
+    ci = leaves.index(corpus.text_column)
+    sizes = []
+    for g in range(md.num_row_groups):
+        col = md.row_group(g).column(ci)
+        st = col.statistics
+        if st is None or not st.has_null_count or st.null_count != 0:
+            return None
+        sizes.append(col.total_uncompressed_size)
+    total = max(sum(sizes), 1)
+    out, cur, cur_bytes, row, first = [], [], 0, 0, 0
+    for g, nbytes in enumerate(sizes):
+        if not cur:
+            first = row
+        cur.append(g)
+        cur_bytes += nbytes
+        row += md.row_group(g).num_rows
+        if cur_bytes >= unit_bytes:
+            out.append((tuple(cur), first, cur_bytes / total))
+            cur, cur_bytes = [], 0
+    if cur:
+        out.append((tuple(cur), first, cur_bytes / total))
+    return out if len(out) > 1 else None
+
+
+def plan_units(sources: list[Source], weighted: bool, unit_bytes: int = UNIT_BYTES) -> list[Unit]:
+    """The phase's files as work units, in source and file order."""
+    cwd = os.getcwd()
+    units = []
+    for si, src in enumerate(sources):
+        c = src.corpus
+        for f in c.files:
+            base = dict(path=f.path, kind=f.kind, size=f.size, text_column=c.text_column,
+                        bad_utf8=c.bad_utf8, cwd=cwd, group=si if weighted else 0)
+            ranges = _row_ranges(f, c, unit_bytes)
+            if ranges is None:
+                units.append(Unit(**base))
+            else:
+                units += [Unit(**base, groups=g, first_row=r, share=s) for g, r, s in ranges]
+    return units
+
+
+def _open_unit(unit: Unit) -> Corpus:
+    """The unit's file as a one-file Corpus, relative paths taken against the driver's folder."""
+    if not os.path.isabs(unit.path) and os.path.isdir(unit.cwd) and os.getcwd() != unit.cwd:
+        os.chdir(unit.cwd)
+    return Corpus([SourceFile(unit.path, unit.kind, unit.size)], unit.text_column, unit.bad_utf8)
+
+
+def _range_reads(corpus: Corpus, unit: Unit, batch_bytes: int,
+                 st: dict) -> Iterator[tuple[int, pa.Array, np.ndarray | None]]:
+    """``Corpus._parquet_reads`` over the unit's row groups only: (first row in the file, texts,
+    kept rows) of each read."""
+    col, path = unit.text_column, unit.path
+    pf = _open_parquet(path, col)
+    md = pf.metadata
+    per_read = corpus._per_read(pf, batch_bytes)
+    row = unit.first_row
+    for g in unit.groups or ():
+        start, end = row, row + md.row_group(g).num_rows
+        try:
+            for rb in pf.iter_batches(batch_size=per_read, row_groups=[g], columns=[col], use_threads=False):
+                arr = rb.column(0)
+                text, rows = corpus._arrow_to_text(arr, path, row, st)
+                yield row, text, rows
+                row += len(arr)
+        except (pa.ArrowException, OSError) as e:
+            raise InputError(f"{path}: cannot read Parquet row group {g} (rows {start}-{end - 1}) "
+                             f"({_one_line(e)}); the file is corrupt or truncated, re-export it") from None
+        row = end
+
+
+def _unit_batches(unit: Unit, batch_bytes: int, st: dict) -> Iterator[Batch]:
+    """The unit's documents in batches, numbered as ``Corpus.batches`` numbers them in the whole
+    file; ``st`` gets the docs/bytes/skipped counts."""
+    corpus = _open_unit(unit)
+    if unit.groups is None:
+        yield from corpus.batches(batch_bytes)
+        st.update(corpus.stats.get(unit.path, {}))
+        return
+    packer = _Packer(unit.path, batch_bytes)
+
+    def take(items):
+        for batch, nbytes in items:
+            st["docs"] += batch.texts.len()
+            st["bytes"] += nbytes
+            yield batch
+
+    for row, text, rows in _range_reads(corpus, unit, batch_bytes, st):
+        yield from take(packer.add(row, text, rows))
+    yield from take(packer.flush())
+
+
+def _unit_texts(unit: Unit, batch_bytes: int) -> Iterator[pa.Array]:
+    """The unit's documents as Arrow arrays, as ``engine.sample_pass`` reads a file
+    (``Corpus.arrow_texts``): text files in pieces of ``batch_bytes``."""
+    corpus = _open_unit(unit)
+    if unit.groups is None:
+        yield from corpus.arrow_texts(corpus.files[0], batch_bytes)
+        return
+    for _row, text, _rows in _range_reads(corpus, unit, batch_bytes, {"docs": 0, "bytes": 0, "skipped": 0}):
+        yield text
+
+
+def _words_arrow(df: pl.DataFrame) -> pa.Table:
+    return df.select("word", "count").to_arrow(compat_level=pl.CompatLevel.oldest()).cast(_WORDS_SCHEMA)
+
+
+def _parity_arrow(p: ParitySample) -> pa.Table:
+    return p.df.to_arrow(compat_level=pl.CompatLevel.oldest())
+
+
+def _count_unit(unit: Unit, specials: list[str], seed: int, batch_bytes: int, threads: int):
+    """Task: count every document of a unit -> (word table, parity candidates, file stats)."""
+    from .pretokenize import WordCounter
+
+    st = {"docs": 0, "bytes": 0, "skipped": 0}
+    counter = WordCounter(specials=specials, threads=threads)
+    parity = ParitySample()
+    for batch in _unit_batches(unit, batch_bytes, st):
+        n = batch.texts.len()
+        counter.add(batch.texts)
+        rows = np.arange(batch.first_row, batch.first_row + n, dtype=np.int64) << 20
+        parity.offer(doc_hashes(batch.path, batch.first_row, n, seed), batch.path, rows, batch.texts)
+    return _words_arrow(counter.result()), _parity_arrow(parity), st
+
+
+def _sample_unit(unit: Unit, res_capacity: int, capacity: int, seed: int, batch_bytes: int, threshold: int):
+    """Task: a unit's documents into its own reservoir, as ``engine.sample_pass`` offers them ->
+    (the kept pieces as Arrow, the reservoir's threshold, docs/bytes seen per file).
+
+    ``threshold`` is the merged sample's on the driver when the task was sent: the final threshold
+    can only be lower, so pieces hashing at or above it are dropped here at once (exact, and what
+    comes back shrinks to about the unit's share of the sample once the driver's is full)."""
+    res = Reservoir(res_capacity, seed)
+    res.threshold = np.uint64(threshold)
+    # a text file is one document sampled in pieces: the same pieces as sample_pass
+    step = min(batch_bytes, max(1 << 12, capacity // 64)) if unit.kind == "txt" else batch_bytes
+    row = unit.first_row  # documents are (path, index among the file's texts), as in sample_pass
+    for texts in _unit_texts(unit, step):
+        res.offer(unit.path, row, texts)
+        row += len(texts)
+    df = res.finish().with_columns(pl.col("source").cast(pl.String))
+    seen = {k: (s.docs_seen, s.bytes_seen) for k, s in res.stats.items()}
+    return df.to_arrow(compat_level=pl.CompatLevel.oldest()), int(res.threshold), seen
+
+
+def _count_sample(part: pa.Table, specials: list[str], threads: int):
+    """Task: count a slice of the merged sample (source, hash, row, text) -> (words, parity)."""
+    from .pretokenize import WordCounter
+
+    counter = WordCounter(specials=specials, threads=threads)
+    parity = ParitySample()
+    df = pl.from_arrow(part)
+    for p in df.partition_by("source", maintain_order=True):
+        counter.add(p["text"])
+        parity.offer(p["hash"].to_numpy(), str(p["source"][0]), p["row"].to_numpy(), p["text"])
+    return _words_arrow(counter.result()), _parity_arrow(parity)
+
+
+def _sum_words(*tables: pa.Table) -> pa.Table:
+    """Task: the sum of partial word tables."""
+    parts = [pl.from_arrow(t) for t in tables if t.num_rows]
+    if not parts:
+        return _WORDS_SCHEMA.empty_table()
+    df = pl.concat(parts).group_by("word").agg(pl.col("count").sum())
+    return _words_arrow(df)
+
+
+class _TreeSum:
+    """Sums word tables with a tree of reduce tasks (``FANIN`` tables each) as they come in, so
+    no task sums more than ``FANIN`` tables and the driver only ever fetches the final one."""
+
+    def __init__(self, remote_sum):
+        self.remote_sum = remote_sum
+        self.levels: list[list] = [[]]  # levels[h]: refs that are sums of FANIN**h unit tables
+
+    def add(self, ref, level: int = 0) -> None:
+        while len(self.levels) <= level:
+            self.levels.append([])
+        self.levels[level].append(ref)
+        if len(self.levels[level]) >= FANIN:
+            refs, self.levels[level] = self.levels[level], []
+            self.add(self.remote_sum.remote(*refs), level + 1)
+
+    def result(self, ray) -> pl.DataFrame:
+        pending = [r for level in self.levels for r in level]
+        while len(pending) > 1:
+            pending = [self.remote_sum.remote(*pending[i:i + FANIN]) for i in range(0, len(pending), FANIN)]
+        table = _get(ray, pending[0]) if pending else _WORDS_SCHEMA.empty_table()
+        return pl.from_arrow(table).sort("word")
+
+
+def _reservoir_of(results: list[tuple[pa.Table, int, dict]], capacity: int, seed: int) -> Reservoir:
+    """Workers' reservoirs rebuilt on the driver as one (their pieces, the lowest threshold, the
+    docs/bytes seen added up), ready for one ``Reservoir.merge``: merging them one by one gives
+    the same sample, but sorts the whole sample each time."""
+    res = Reservoir(capacity, seed)
+    for table, threshold, seen in results:
+        df = pl.from_arrow(table).with_columns(pl.col("source").cast(pl.Categorical))
+        if df.height:
+            res._parts.append(df)
+            res.bytes += int(df["bytes"].sum())
+        res.threshold = min(res.threshold, np.uint64(threshold))
+        for k, (d, nbytes) in seen.items():
+            st = res.stats.setdefault(k, SourceStats())
+            st.docs_seen += d
+            st.bytes_seen += nbytes
+    return res
+
+
+def _stream(ray, submit, n: int, inflight: int) -> Iterator[tuple[int, tuple]]:
+    """``submit(i)`` for i in 0..n-1, at most ``inflight`` tasks at a time, each submitted only
+    when there is room (so it sees the driver's state then); yields (i, the task's refs) as tasks
+    finish, waiting on the last ref of each."""
+    running: dict = {}
+    nxt = 0
+    while nxt < n or running:
+        while nxt < n and len(running) < inflight:
+            refs = submit(nxt)
+            running[refs[-1]] = (nxt, refs)
+            nxt += 1
+        ready, _ = ray.wait(list(running), num_returns=1)
+        yield running.pop(ready[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# The phase
+# ---------------------------------------------------------------------------------------------
+
+
+def count_phase(
+    sources: list[Source], *, seed: int = 0, capacity: int | None = None, batch_bytes: int = 32 << 20,
+    specials: list[str] | None = None, threads: int | None = None, report: Progress | None = None,
+    tag: str = "", address: str | None = None, unit_bytes: int | None = None,
+) -> PhaseCount:
+    """``toktok.engine.count_phase`` on a Ray cluster: same arguments, same result.
+
+    ``address`` joins an existing cluster (``ray.init(address=...)``); without one a private
+    cluster with ``threads`` (0/None = all cores) CPUs is started for the phase. ``unit_bytes``:
+    text per work unit when Parquet files are cut by row groups (default ``UNIT_BYTES``).
+    Example: ``count_phase([Source(read_corpus(["notes.txt"]))]).words["count"].sum() > 0``.
+    """
+    report = report or (lambda stage, done, total: None)
+    specials = list(specials or [])
+    unit_bytes = unit_bytes or UNIT_BYTES
+    ray = require_ray()
+    t0 = time.perf_counter()
+    connected = _connect(address, threads)
+    try:
+        if capacity is None:
+            pc = _count_all(ray, sources, seed, batch_bytes, specials, report, tag, unit_bytes)
+        else:
+            pc = _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, tag, unit_bytes)
+    finally:
+        if connected:
+            ray.shutdown()
+    for src in sources:
+        for f in src.corpus.files:
+            pc.used.setdefault(f.path, empty_used())
+    pc.seconds["count"] = time.perf_counter() - t0 - pc.seconds.get("sample", 0.0)
+    return pc
+
+
+def _threads_per_task(ray, n_tasks: int) -> int:
+    total, node = _cpus(ray)
+    return max(1, min(node, total // max(n_tasks, 1)))
+
+
+def _count_all(ray, sources, seed, batch_bytes, specials, report, tag, unit_bytes) -> PhaseCount:
+    total = sum(s.size for s in sources)
+    units = plan_units(sources, False, unit_bytes)
+    k = _threads_per_task(ray, len(units))
+    count_unit = ray.remote(num_cpus=k, num_returns=3)(_count_unit)
+    tree = _TreeSum(ray.remote(num_cpus=1)(_sum_words))
+    parity_all = ParitySample()
+    stats_of: list[dict | None] = [None] * len(units)
+    done = 0.0
+    report("count" + tag, 0, total)
+    inflight = 2 * max(1, _cpus(ray)[0] // k)
+    submit = lambda i: count_unit.remote(units[i], specials, seed, batch_bytes, k)  # noqa: E731
+    for i, (words, parity, stats) in _stream(ray, submit, len(units), inflight):
+        stats_of[i] = _get(ray, stats)
+        parity_all.merge_frame(pl.from_arrow(_get(ray, parity)))
+        tree.add(words)
+        done += units[i].size * units[i].share
+        report("count" + tag, int(done), total)
+    words = tree.result(ray)
+    # per file, as the local engine records each file's reading statistics
+    used: dict[str, dict[str, int]] = {}
+    pos = 0
+    for src in sources:
+        for f in src.corpus.files:
+            st = {"docs": 0, "bytes": 0}
+            while pos < len(units) and units[pos].path == f.path:
+                for key in st:
+                    st[key] += stats_of[pos].get(key, 0)
+                pos += 1
+            used[f.path] = {**st, "docs_seen": st["docs"], "bytes_seen": st["bytes"]}
+    report("count" + tag, total, total)
+    return PhaseCount(words, used, parity_all.df, {})
+
+
+def _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, tag, unit_bytes) -> PhaseCount:
+    t0 = time.perf_counter()
+    total = sum(s.size for s in sources)
+    weighted = any(s.weight is not None for s in sources)
+    if weighted:  # one reservoir per source, sharing the capacity by weight (as sample_pass)
+        wsum = sum(s.weight or 1.0 for s in sources)
+        caps = [int(capacity * (s.weight or 1.0) / wsum) for s in sources]
+    else:
+        caps = [capacity]
+    pools = [Reservoir(c, seed) for c in caps]
+    units = plan_units(sources, weighted, unit_bytes)
+    sample_unit = ray.remote(num_cpus=1, num_returns=3)(_sample_unit)
+    pending: list[list] = [[] for _ in caps]  # results not merged yet, per reservoir
+    pending_bytes = [0] * len(caps)
+
+    def flush(g: int) -> None:
+        if pending[g]:
+            pools[g].merge(_reservoir_of(pending[g], caps[g], seed))
+            pending[g], pending_bytes[g] = [], 0
+
+    def submit(i: int):
+        u = units[i]
+        return sample_unit.remote(u, caps[u.group], capacity, seed, batch_bytes, int(pools[u.group].threshold))
+
+    done = 0.0
+    report("sample" + tag, 0, total)
+    inflight = 2 * _cpus(ray)[0]
+    # merged as they come, a quarter of the capacity at a time: the driver holds the sample so
+    # far plus about that much
+    for i, (table, threshold, seen) in _stream(ray, submit, len(units), inflight):
+        u = units[i]
+        table, threshold, seen = _get(ray, [table, threshold, seen])
+        pending[u.group].append((table, threshold, seen))
+        pending_bytes[u.group] += table.nbytes
+        if pending_bytes[u.group] >= max(caps[u.group] // 4, MERGE_MIN_BYTES):
+            flush(u.group)
+        done += u.size * u.share
+        report("sample" + tag, int(done), total)
+    for g in range(len(caps)):
+        flush(g)
+    sample_seconds = time.perf_counter() - t0
+
+    # count the sample in slices, on the workers
+    used: dict[str, dict[str, int]] = {}
+    frames = []
+    for res in pools:  # in source order, as the local engine
+        df = res.finish()
+        for path, st in res.stats.items():
+            u = used.setdefault(path, empty_used())
+            u["docs"], u["bytes"] = st.docs_kept, st.bytes_kept
+            u["docs_seen"], u["bytes_seen"] = st.docs_seen, st.bytes_seen
+        frames.append(df.select(pl.col("source").cast(pl.String), "hash", "row", "bytes", "text"))
+        res._parts = []  # the frame above is the only copy left
+    sample = pl.concat(frames).sort("source", "row") if frames else pl.DataFrame()
+    del frames
+    total_cpus, _ = _cpus(ray)
+    sample_bytes = int(sample["bytes"].sum()) if sample.height else 0
+    piece = max(1 << 20, min(batch_bytes, sample_bytes // max(1, 2 * total_cpus) + 1))
+    count_sample = ray.remote(num_cpus=1, num_returns=2)(_count_sample)
+    tree = _TreeSum(ray.remote(num_cpus=1)(_sum_words))
+    parity_refs = []
+    start = 0
+    cum = sample["bytes"].cum_sum().to_numpy() if sample.height else np.zeros(0, np.int64)
+    while start < sample.height:
+        base = int(cum[start - 1]) if start else 0
+        end = max(start + 1, int(np.searchsorted(cum, base + piece, side="right")))
+        part = sample.slice(start, end - start).select("source", "hash", "row", "text")
+        words, parity = count_sample.remote(ray.put(part.to_arrow(compat_level=pl.CompatLevel.oldest())), specials, 1)
+        tree.add(words)
+        parity_refs.append(parity)
+        start = end
+    del sample
+    parity_all = ParitySample()
+    report("count" + tag, 0, sample_bytes)
+    for j, ref in enumerate(parity_refs):
+        parity_all.merge_frame(pl.from_arrow(_get(ray, ref)))
+        report("count" + tag, int(sample_bytes * (j + 1) / len(parity_refs)), sample_bytes)
+    words = tree.result(ray)
+    return PhaseCount(words, used, parity_all.df, {"sample": sample_seconds})
+
+
+__all__ = ["count_phase", "start_local", "require_ray", "plan_units", "Unit", "INSTALL_HINT"]

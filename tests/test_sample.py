@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
+import pytest
 from conftest import FIXTURES
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toktok.sample import Reservoir, doc_hashes
+from toktok.sample import _CUT, Reservoir, _buffers, _cut, _pieces, _source_salt, _space_at, _splitmix, as_large_string, doc_hashes
 
 DOCS = pl.read_parquet(FIXTURES / "sample.parquet")
 
@@ -101,3 +103,151 @@ def test_batches_cover_the_sample():
     n = r.finish().height
     got = list(r.batches(batch_bytes=20_000))
     assert sum(s.len() for s in got) == n and len(got) > 3
+
+
+# ---- the compiled piece cutter is `_cut` (the definition) on UTF-8 bytes -----------------------
+
+# whitespace of every kind (regex's \s and the \x1c-\x1f that only str.isspace() counts), newlines,
+# and characters of 1 to 4 UTF-8 bytes, so that cuts fall next to every kind of character
+_ALPHABET = ("\n" * 6 + " \t\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u200a\u2028\u2029\u202f\u205f\u3000"
+             "ab.é\u00ff\u0100ж\u20ac\u4e2d\U0001f600\U00010348\u2001\u200b\u1681")
+
+
+def _kernel_pieces(texts: list[str], unit: int) -> list[list[str]]:
+    arr = as_large_string(pl.Series(texts, dtype=pl.String))
+    offs, data = _buffers(arr)
+    lens = np.diff(offs)
+    room = len(texts) + int((lens // (unit + 1)).sum())
+    doc, k, s, e = (np.empty(room, np.int64) for _ in range(4))
+    m = _pieces(offs, data, unit, doc, k, s, e)
+    out: list[list[str]] = [[] for _ in texts]
+    raw = data.tobytes()
+    for d, kk, a, b in zip(doc[:m], k[:m], s[:m], e[:m]):
+        assert kk == len(out[d])
+        out[d].append(raw[a:b].decode())
+    return out
+
+
+def _reference_pieces(text: str, unit: int) -> list[str]:
+    return _cut(text, unit) if len(text.encode()) > unit else [text]
+
+
+@given(st.lists(st.text(_ALPHABET, max_size=300), min_size=1, max_size=6), st.integers(1, 40))
+def test_compiled_cut_equals_the_definition(texts, unit):
+    assert _kernel_pieces(texts, unit) == [_reference_pieces(t, unit) for t in texts]
+
+
+def test_compiled_cut_on_long_real_text():
+    texts = DOCS["text"].to_list()[:200]
+    for unit in (64, 1000, 4096):
+        assert _kernel_pieces(texts, unit) == [_reference_pieces(t, unit) for t in texts]
+
+
+def test_space_at_is_regex_whitespace():
+    """``_space_at`` decides a cut exactly as ``_CUT``'s (?=\\S) does: every code point whose
+    UTF-8 lead byte it looks at (U+0000-00BF, U+1000-3FFF), and every 61st of the others."""
+    points = [*range(0xC0), *range(0x1000, 0x4000), *range(0xC0, 0x110000, 61)]
+    for c in points:
+        if 0xD800 <= c < 0xE000:
+            continue
+        ch = chr(c)
+        b = np.frombuffer(ch.encode() + b"\0\0\0", np.uint8)
+        assert bool(_space_at(b, 0)) == (_CUT.match("\n" + ch) is None), hex(c)
+
+
+def _reference_sample(batches: list[tuple[str, int, list[str]]], capacity: int, seed: int, unit: int):
+    """The sample as the definition says, piece by piece in Python: every piece's (hash, source,
+    id, bytes, text), sorted by (hash, source, id), the longest prefix that fits ``capacity``."""
+    rows = []
+    for source, first, texts in batches:
+        salt = _source_salt(source, seed)
+        for i, t in enumerate(texts):
+            for k, piece in enumerate(_reference_pieces(t, unit)):
+                ident = ((first + i) << 20) + k
+                h = int(_splitmix(np.array([ident], np.uint64) * np.uint64(0x9E3779B97F4A7C15) ^ salt)[0])
+                rows.append((h, source, ident, len(piece.encode()), piece))
+    rows.sort(key=lambda r: r[:3])
+    out, total = [], 0
+    for r in rows:
+        if total + r[3] > capacity:
+            break
+        out.append(r)
+        total += r[3]
+    return out
+
+
+@given(st.lists(st.text(_ALPHABET, max_size=400), min_size=1, max_size=40), st.integers(1, 3000),
+       st.integers(4, 64), st.integers(1, 7))
+def test_offer_equals_the_reference_sample(texts, capacity, unit, step):
+    batches = [(src, i, texts[i:i + step]) for src in ("a.txt", "b") for i in range(0, len(texts), step)]
+    r = Reservoir(capacity, seed=9, unit=unit)
+    for src, first, part in batches:
+        r.offer(src, first, pl.Series(part, dtype=pl.String) if first % 2 else as_large_string(pa.array(part)))
+    df = r.finish()
+    got = list(zip(df["hash"].to_list(), df["source"].cast(pl.String).to_list(), df["row"].to_list(),
+                   df["bytes"].to_list(), df["text"].to_list()))
+    assert got == _reference_sample(batches, capacity, 9, unit)
+
+
+# ---- the sample pass: parallel over files, straight from Arrow, same sample and errors ---------
+
+def _sequential_sample(sources, capacity, seed, batch_bytes):
+    """The sample pass's definition: every file in order, documents numbered in the file, read by
+    ``Corpus.batches`` (text files in chunks of ``min(batch_bytes, max(4096, capacity // 64))``)."""
+    from toktok.read import Corpus
+
+    res = Reservoir(capacity, seed)
+    for src in sources:
+        for f in src.corpus.files:
+            step = min(batch_bytes, max(1 << 12, capacity // 64)) if f.kind == "txt" else batch_bytes
+            row = 0
+            for batch in Corpus([f], src.corpus.text_column, src.corpus.bad_utf8).batches(step):
+                res.offer(f.path, row, batch.texts)
+                row += batch.texts.len()
+    return res
+
+
+def _mixed_corpus(tmp_path, bad: dict[str, list[int]] | None = None):
+    import pyarrow.parquet as pq
+
+    bad = bad or {}
+    texts = DOCS["text"].to_list()
+    for name, rows in (("a", slice(0, 300)), ("b", slice(200, 531)), ("c", slice(0, 531, 2))):
+        vals = [t.encode() for t in texts[rows]]
+        vals[5] = None  # nulls are not documents
+        for r in bad.get(name, []):
+            vals[r] = b"bad \xff utf-8"
+        pq.write_table(pa.table({"text": pa.array(vals, pa.binary())}), tmp_path / f"{name}.parquet", row_group_size=37)
+    (tmp_path / "d.jsonl").write_text("".join(f'{{"text": {t!r}}}\n'.replace("'", '"') for t in ["x y z", "hello there"] * 50))
+    (tmp_path / "e.txt").write_text("".join(texts[:120]))
+
+
+@pytest.mark.parametrize("policy", ["error", "skip", "replace"])
+def test_sample_pass_equals_the_sequential_definition(tmp_path, policy):
+    from toktok.engine import Source, sample_pass
+    from toktok.read import read_corpus
+
+    _mixed_corpus(tmp_path, {} if policy == "error" else {"b": [3, 100], "c": [0]})
+    for capacity, batch in ((60_000, 1 << 20), (200_000, 50_000), (10**9, 1 << 16)):
+        sources = [Source(read_corpus([str(tmp_path)], bad_utf8=policy))]
+        got = sample_pass(sources, capacity, 3, batch, lambda *a: None)[0]
+        want = _sequential_sample(sources, capacity, 3, batch)
+        a, b = got.finish(), want.finish()
+        assert a.select("hash", "row", "bytes", "text").equals(b.select("hash", "row", "bytes", "text"))
+        assert a["source"].cast(pl.String).to_list() == b["source"].cast(pl.String).to_list()
+        assert {k: vars(v) for k, v in got.stats.items()} == {k: vars(v) for k, v in want.stats.items()}
+
+
+def test_sample_pass_fails_on_the_first_bad_file_in_order(tmp_path):
+    from toktok.engine import Source, sample_pass
+    from toktok.errors import InputError
+    from toktok.read import read_corpus
+
+    _mixed_corpus(tmp_path, {"b": [250], "c": [3]})  # b's bad row comes late, c's early
+    corpus = read_corpus([str(tmp_path)])
+    with pytest.raises(InputError) as seq:
+        list(corpus.batches(1 << 16))
+    for _ in range(3):
+        with pytest.raises(InputError) as par:
+            sample_pass([Source(read_corpus([str(tmp_path)]))], 50_000, 0, 1 << 16, lambda *a: None)
+        assert str(par.value) == str(seq.value) and "b.parquet" in str(par.value)

@@ -23,7 +23,8 @@ import polars as pl
 
 from .pretokenize import WordCounter
 from .read import Corpus
-from .sample import Reservoir, doc_hashes, roomy_heap
+from . import sample
+from .sample import Reservoir, SourceStats, doc_hashes, roomy_heap
 
 #: How a stage reports progress: ``progress(stage, done, total)``; total may be None.
 Progress = Callable[[str, int, "int | None"], None]
@@ -151,10 +152,12 @@ def sample_pass(
     # thread in file order, straight from Arrow: only the kept pieces are copied (sample.py). The
     # sample does not depend on the order in which files finish.
     jobs = [(src.corpus, f, res) for src, res in zip(sources, pools) for f in src.corpus.files]
+    for _, f, res in jobs:  # per-file statistics in file order, whichever file finishes first
+        res.stats.setdefault(f.path, SourceStats())
     workers = max(1, min(pl.thread_pool_size(), len(jobs)))
-    # reads of at most 4 MB: decoded text is cut and hashed while still in cache, and the workers
-    # together hold at most about one batch
-    per_worker = min(4 << 20, max(1 << 20, batch_bytes // workers))
+    # small reads (sample.READ_BYTES): decoded text is cut and hashed while still in cache, Arrow's
+    # builders do not grow, and the workers together hold less than one batch
+    per_worker = max(1 << 16, min(sample.READ_BYTES, batch_bytes // workers))
     first_error = [len(jobs)]  # index of the first file (in order) that failed
     errors: dict[int, BaseException] = {}
     lock = threading.Lock()
@@ -167,6 +170,8 @@ def sample_pass(
         # pieces' identities, so it does not depend on the number of threads
         step = min(batch_bytes, max(1 << 12, capacity // 64)) if f.kind == "txt" else per_worker
         row = 0  # documents are identified by (path, index in the file), whatever the batching
+        if abort.is_set() or first_error[0] < i:
+            return
         try:
             for texts in corpus.arrow_texts(f, step):
                 if abort.is_set() or first_error[0] < i:  # the error of an earlier file wins

@@ -6,20 +6,32 @@ identity is smallest, as many as fit in ``capacity`` bytes of text ("bottom-k by
 sample depends only on the seed and the set of documents, not on batch boundaries or order, so
 samples taken by parallel workers merge (``Reservoir.merge``) into exactly the one-process sample.
 A document above the current threshold is dropped before its text is copied or pre-tokenized.
+Documents longer than ``unit`` bytes are sampled in pieces (``_cut``, the definition; ``_pieces``
+does the same on the UTF-8 bytes of an Arrow batch, compiled), so the pass costs little more than
+decoding the input: the text is read once to find the cuts, hashes are vectorized, and only the
+kept pieces are copied out of the batch.
 Example: ``r = Reservoir(1 << 20, seed=0); r.offer("a.txt", 0, pl.Series(["hi"])); r.bytes == 2``.
 """
 from __future__ import annotations
 
+import ctypes
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import regex
+from numba import njit
 
 # A safe cut: right after "\n" when non-whitespace follows, always a pre-tokenizer boundary.
 _CUT = regex.compile(r"\n(?=\S)")
+
+#: Bytes of text per read in the sample pass (engine.sample_pass; does not change the sample).
+READ_BYTES = 1 << 20
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -70,6 +82,149 @@ def _cut(text: str, unit: int) -> list[str]:
     return out
 
 
+@njit(cache=True, inline="always")
+def _space_at(data, q):
+    """Whether the character at byte ``q`` of valid UTF-8 is whitespace for the regex module's
+    ``\\s`` (Unicode White_Space: \\t-\\r, space, U+0085 U+00A0 U+1680 U+2000-200A U+2028 U+2029
+    U+202F U+205F U+3000; tests check this against ``_CUT``)."""
+    b = data[q]
+    if b < 0x80:
+        return b == 0x20 or (b >= 0x09 and b <= 0x0D)
+    if b == 0xC2:
+        return data[q + 1] == 0x85 or data[q + 1] == 0xA0
+    if b == 0xE1:
+        return data[q + 1] == 0x9A and data[q + 2] == 0x80
+    if b == 0xE2:
+        b1, b2 = data[q + 1], data[q + 2]
+        if b1 == 0x80:
+            return b2 <= 0x8A or b2 == 0xA8 or b2 == 0xA9 or b2 == 0xAF
+        return b1 == 0x81 and b2 == 0x9F
+    if b == 0xE3:
+        return data[q + 1] == 0x80 and data[q + 2] == 0x80
+    return False
+
+
+@njit(cache=True, inline="always")
+def _lead_bytes(v):
+    """Characters starting in the UTF-8 bytes ``v``: bytes that are not 0x80-0xBF (-128..-65 as
+    int8). A slice and an int8 view so that LLVM vectorizes it (no index wraparound checks)."""
+    w = v.view(np.int8)
+    cnt = 0
+    for t in range(w.shape[0]):
+        cnt += w[t] > -65
+    return cnt
+
+
+@njit(cache=True, nogil=True)
+def _pieces(offs, data, unit, p_doc, p_k, p_start, p_end):
+    """``_cut`` on UTF-8 bytes for every document ``data[offs[i]:offs[i+1]]`` longer than ``unit``
+    bytes (the others are one piece): writes each piece's document, index and byte range, in
+    document order, and returns how many. Never touches the text of a short document; reads a
+    long one about once (``unit`` characters are skipped by counting lead bytes over runs as long
+    as the characters still to skip, then the next safe "\\n" is searched). Room needed: ``n + sum(len // (unit + 1))`` (every piece but the last holds
+    more than ``unit`` characters)."""
+    n = offs.shape[0] - 1
+    m = 0
+    for i in range(n):
+        s = offs[i]
+        e = offs[i + 1]
+        b = s
+        k = 0
+        if e - s > unit:
+            while True:
+                # p: the byte where character number `unit` after b starts (e: there is none)
+                p = b
+                need = unit
+                while need > 0 and p < e:
+                    j = min(p + need, e)  # `need` characters take at least `need` bytes
+                    need -= _lead_bytes(data[p:j])
+                    p = j
+                    while p < e and (data[p] & 0xC0) == 0x80:
+                        p += 1
+                if p >= e:  # at most `unit` characters left: the last piece
+                    break
+                cut = -1
+                v = data[p:e - 1]
+                for q in range(v.shape[0]):
+                    if v[q] == 10 and not _space_at(data, p + q + 1):
+                        cut = p + q + 1
+                        break
+                if cut < 0:
+                    break
+                p_doc[m] = i
+                p_k[m] = k
+                p_start[m] = b
+                p_end[m] = cut
+                m += 1
+                k += 1
+                b = cut
+        p_doc[m] = i
+        p_k[m] = k
+        p_start[m] = b
+        p_end[m] = e
+        m += 1
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _gather(data, starts, ends):
+    """The byte ranges ``data[starts[i]:ends[i]]`` packed: (offsets, bytes) of a large_string."""
+    n = starts.shape[0]
+    offs = np.empty(n + 1, np.int64)
+    offs[0] = 0
+    for i in range(n):
+        offs[i + 1] = offs[i] + (ends[i] - starts[i])
+    out = np.empty(offs[n], np.uint8)
+    for i in range(n):
+        out[offs[i]:offs[i + 1]] = data[starts[i]:ends[i]]
+    return offs, out
+
+
+def _buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, bytes) of a large_string array, zero-copy; offsets index into the bytes."""
+    bufs = arr.buffers()
+    offs = np.frombuffer(bufs[1], dtype=np.int64, count=len(arr) + 1, offset=arr.offset * 8)
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None and bufs[2].size else np.zeros(1, np.uint8)
+    return offs, data
+
+
+def as_large_string(texts: "pl.Series | pa.Array | pa.ChunkedArray") -> pa.Array:
+    """One ``large_string`` Arrow array of ``texts``, nulls as empty strings (zero-copy when it
+    already is one without nulls)."""
+    arr = texts.to_arrow() if isinstance(texts, pl.Series) else texts
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    if arr.type != pa.large_string():
+        arr = arr.cast(pa.large_string())
+    if arr.null_count:
+        arr = pc.fill_null(arr, "")
+    return arr
+
+
+@contextmanager
+def roomy_heap(mmap_below: int = 8 << 20, keep_top: int = 4 << 20) -> Iterator[None]:
+    """Inside: glibc serves allocations under ``mmap_below`` from its heap and keeps up to
+    ``keep_top`` bytes of free heap top. toktok otherwise gives freed memory straight back to the
+    system (``toktok/__init__.py``: Arrow's system pool, M_TRIM_THRESHOLD 0, which pins the mmap
+    threshold at 128 KiB), so every decoded Parquet page faults fresh pages in again: decoding is
+    2-2.5x slower. On exit the settings are restored and the free heap is given back
+    (``malloc_trim``), so RSS follows what is held again. A no-op without glibc."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        mallopt, trim = libc.mallopt, libc.malloc_trim
+    except (OSError, AttributeError):  # pragma: no cover - not glibc
+        yield
+        return
+    mallopt(-3, mmap_below)  # M_MMAP_THRESHOLD
+    mallopt(-1, keep_top)  # M_TRIM_THRESHOLD
+    try:
+        yield
+    finally:
+        mallopt(-1, 0)
+        mallopt(-3, 128 << 10)  # glibc's default, fixed as toktok/__init__.py leaves it
+        trim(0)
+
+
 @dataclass
 class SourceStats:
     docs_seen: int = 0
@@ -93,50 +248,64 @@ class Reservoir:
     threshold: np.uint64 = _MAX  # documents hashing at or above it can never be in the sample
     bytes: int = 0
     stats: dict[str, SourceStats] = field(default_factory=dict)
-    _parts: list[pl.DataFrame] = field(default_factory=list)
+    _parts: list = field(default_factory=list)  # frames, and batches not yet made frames
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def full(self) -> bool:
         """True once some document had to be left out (the sample is a strict subset)."""
         return self.threshold != _MAX
 
-    def offer(self, source: str, first_row: int, texts: pl.Series) -> None:
+    def offer(self, source: str, first_row: int, texts: "pl.Series | pa.Array") -> None:
         """Consider documents ``first_row ..`` of ``source``; nulls count as empty. A document
         longer than ``unit`` is offered as pieces cut where the pre-tokenizer cuts anyway, so that
-        a few huge documents do not decide a source's share of the sample."""
-        n = texts.len()
-        st = self.stats.setdefault(source, SourceStats())
-        lens = texts.str.len_bytes().fill_null(0).to_numpy().astype(np.int64)
-        st.docs_seen += n
-        st.bytes_seen += int(lens.sum())
-        # identity of a piece: (row, piece index) packed in 64 bits
-        ids = (np.arange(first_row, first_row + n, dtype=np.int64) << 20)
-        long = np.flatnonzero(lens > self.unit)
-        if len(long):
-            short = np.flatnonzero(lens <= self.unit)
-            p_text, p_id = [], []
-            for i in long.tolist():
-                for k, piece in enumerate(_cut(texts[i], self.unit)):
-                    p_text.append(piece)
-                    p_id.append(int(ids[i]) + k)
-            texts = pl.concat([texts.gather(short), pl.Series(texts.name, p_text, dtype=pl.String)])
-            ids = np.concatenate([ids[short], np.array(p_id, np.int64)])
-            lens = texts.str.len_bytes().fill_null(0).to_numpy().astype(np.int64)
+        a few huge documents do not decide a source's share of the sample. ``texts`` may be a
+        Polars String Series or an Arrow string array (read that way, nothing is converted and
+        only the kept pieces are copied). Safe to call from several threads at once."""
+        arr = as_large_string(texts)
+        offs, data = _buffers(arr)
+        n = len(arr)
+        lens = np.diff(offs)
+        rows = np.arange(first_row, first_row + n, dtype=np.int64) << 20
+        long = lens > self.unit
+        if long.any():
+            room = n + int((lens[long] // (self.unit + 1)).sum())
+            p_doc, p_k = np.empty(room, np.int64), np.empty(room, np.int64)
+            starts, ends = np.empty(room, np.int64), np.empty(room, np.int64)
+            m = _pieces(offs, data, self.unit, p_doc, p_k, starts, ends)
+            ids = rows[p_doc[:m]] + p_k[:m]  # identity of a piece: (row, piece index) in 64 bits
+            starts, ends = starts[:m], ends[:m]
+        else:
+            ids, starts, ends = rows, offs[:-1], offs[1:]
         h = _splitmix(ids.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) ^ _source_salt(source, self.seed))
-        keep = h < self.threshold
-        if not keep.any():
-            return
-        # copy the kept texts out: a filtered string view would keep the whole batch alive
-        kept = _compact(texts.filter(pl.Series(keep)))
-        part = pl.DataFrame({
-            "hash": h[keep], "source": pl.Series([source] * int(keep.sum()), dtype=pl.Categorical),
-            "row": ids[keep], "bytes": lens[keep], "text": pl.Series("text", kept),
-        })
-        self._parts.append(part)
-        self.bytes += int(lens[keep].sum())
-        # trim only when well over, so that the sort is amortised over many batches
-        if self.bytes > self.capacity + max(self.capacity // 4, 1 << 20):
-            self._trim()
+        keep = np.flatnonzero(h < self.threshold)
+        part = None
+        if len(keep):
+            # copy only the kept pieces out of the batch: nothing else of it is kept alive
+            k_offs, k_data = _gather(data, starts[keep], ends[keep])
+            kept = pa.Array.from_buffers(pa.large_string(), len(keep),
+                                         [None, pa.py_buffer(k_offs), pa.py_buffer(k_data)])
+            part = (source, h[keep], ids[keep], k_offs, kept)  # a frame only when trimmed (_frames)
+        with self._lock:
+            st = self.stats.setdefault(source, SourceStats())
+            st.docs_seen += n
+            st.bytes_seen += int(offs[-1] - offs[0])
+            if part is None:
+                return
+            self._parts.append(part)
+            self.bytes += int(k_offs[-1])
+            # trim only when well over, so that the sort is amortised over many batches
+            if self.bytes > self.capacity + max(self.capacity // 4, 1 << 20):
+                self._trim()
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_lock", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def merge(self, other: "Reservoir") -> None:
         """Fold in a reservoir taken with the same seed and capacity over other documents."""
@@ -151,11 +320,26 @@ class Reservoir:
         self.threshold = min(self.threshold, other.threshold)
         self._trim()
 
+    def _frames(self) -> list[pl.DataFrame]:
+        """``_parts`` as frames (hash, source, row, bytes, text): offered batches stay arrays until
+        a trim needs them, so that a batch keeping a few pieces costs no frame of its own."""
+        frames = [p for p in self._parts if isinstance(p, pl.DataFrame)]
+        raw = [p for p in self._parts if not isinstance(p, pl.DataFrame)]
+        if raw:
+            frames.append(pl.DataFrame({
+                "hash": np.concatenate([p[1] for p in raw]),
+                "source": pl.Series([p[0] for p in raw for _ in range(len(p[1]))], dtype=pl.Categorical),
+                "row": np.concatenate([p[2] for p in raw]),
+                "bytes": np.concatenate([np.diff(p[3]) for p in raw]),
+                "text": pl.Series("text", pa.chunked_array([p[4] for p in raw], pa.large_string())),
+            }))
+        return frames
+
     def _trim(self) -> None:
         """Keep the longest prefix, in hash order, that fits; everything after it is out for good."""
         if not self._parts:
             return
-        df = pl.concat(self._parts, how="vertical_relaxed").filter(pl.col("hash") < self.threshold)
+        df = pl.concat(self._frames(), how="vertical_relaxed").filter(pl.col("hash") < self.threshold)
         df = df.sort("hash", "source", "row")
         cum = df["bytes"].cum_sum()
         fits = int((cum <= self.capacity).sum())

@@ -103,6 +103,35 @@ def test_fuzz_equals_reference(word_counts, n, extra):
     _check(word_counts, base, n)
 
 
+# counts around the largest a position row holds (2**23 - 1 when the run has at most 510 token
+# ids), which are looked up in a side table, and past 2**32
+big_counts = st.sampled_from([1, 2, 2**23 - 2, 2**23 - 1, 2**23, 2**33 + 5])
+
+
+@given(st.dictionaries(st.lists(st.sampled_from(b"abc ."), min_size=1, max_size=10).map(bytes), big_counts,
+                       min_size=1, max_size=20), st.integers(0, 40), extra_tokens)
+def test_fuzz_large_counts_equal_reference(word_counts, n, extra):
+    base = Vocab.base(False)
+    base.tokens += extra
+    _check(word_counts, base, n)
+
+
+@given(small_words, st.integers(0, 40), extra_tokens)
+def test_fuzz_tight_tables_equal_reference(word_counts, n, extra):
+    # as above, with no spare room: the pool is grown and compacted often, and the heap holds
+    # only the few pairs with the largest counts, refilled whenever it runs empty
+    import toktok.merge as m
+
+    saved = m._PAIRS_PER_MERGE, m._POOL_SPARE, m._POOL_SLACK, m._HEAP_TARGET
+    m._PAIRS_PER_MERGE, m._POOL_SPARE, m._POOL_SLACK, m._HEAP_TARGET = 0, 0, 0, 2
+    try:
+        base = Vocab.base(False)
+        base.tokens += extra
+        _check(word_counts, base, n)
+    finally:
+        m._PAIRS_PER_MERGE, m._POOL_SPARE, m._POOL_SLACK, m._HEAP_TARGET = saved
+
+
 def test_fixture_equals_reference():
     df = pl.read_parquet(FIXTURES / "sample.parquet")
     wc = count_words(df["text"].head(120))
@@ -145,3 +174,71 @@ def test_arrow_words_equal_list_words():
     # each word's final number of tokens is the reference's
     _, _, ref_words = train(dict(zip(words, counts.tolist())), Vocab.base().tokens, 6, return_words=True)
     assert a.word_tokens.tolist() == [len(w) for w in ref_words]
+
+
+@pytest.mark.parametrize("every", [0, 0.001])
+def test_checkpoints_concatenate_to_the_result(every):
+    df = pl.read_parquet(FIXTURES / "sample.parquet")
+    wc = count_words(df["text"].head(120))
+    words, counts = wc["word"].to_list(), np.array(wc["count"].to_list(), dtype=np.int64)
+    calls, seen = [], []
+    res = learn_merges(words, counts, Vocab.base(), 400, progress=seen.append,
+                       checkpoint=lambda *a: calls.append(a), every=every)
+    for i, name in enumerate(("left", "right", "token", "count", "reused")):
+        got = np.concatenate([c[i] for c in calls])
+        want = getattr(res, name)
+        assert got.dtype == want.dtype and got.tolist() == want.tolist(), name
+    assert res.new_tokens == 400
+    if every == 0:
+        # deterministic: a checkpoint after every new token, then the (empty) rest
+        assert all(len(c[0]) > 0 for c in calls[:-1]) and len(calls) - 1 >= 400 and len(calls[-1][0]) == 0
+        assert seen == sorted(seen) and seen[-1] == 400
+    # without a checkpoint the result is the same
+    plain = learn_merges(words, counts, Vocab.base(), 400)
+    assert plain.token.tolist() == res.token.tolist() and plain.vocab.tokens == res.vocab.tokens
+
+
+def test_record_arrays_grow_when_reuses_fill_them(monkeypatch):
+    # many reused merges: the base holds every 2- and 3-byte string of the alphabet, so most merges
+    # reuse; with a tiny record capacity the loop must be resumed with larger arrays
+    import toktok.merge as m
+
+    base = Vocab.base(False)
+    alpha = b"abcd"
+    base.tokens += [bytes([x, y, z]) for x in alpha for y in alpha for z in alpha]
+    rng = np.random.default_rng(7)
+    words = {bytes(rng.choice(list(alpha), int(rng.integers(2, 9))).tolist()): int(rng.integers(1, 50)) for _ in range(80)}
+    want = _check(words, base, 30)
+    assert want.reused.sum() > 4
+    first = [True]
+
+    def tiny_first(cap, f=m._records):
+        small, first[0] = first[0], False
+        return f(2 if small else cap)
+
+    monkeypatch.setattr(m, "_records", tiny_first)
+    calls = []
+    got = learn_merges(list(words), np.array(list(words.values())), base, 30, checkpoint=lambda *a: calls.append(a), every=0)
+    assert got.token.tolist() == want.token.tolist() and got.reused.tolist() == want.reused.tolist()
+    assert np.concatenate([c[2] for c in calls]).tolist() == want.token.tolist()
+
+
+def test_tight_tables_change_nothing(monkeypatch):
+    # no spare room at the start: the loop must rebuild its pair table, compact its pool of
+    # position lists and grow it, refill its heap many times, and still learn exactly what it
+    # learns with room to spare (which test_fixture_equals_reference holds to the reference)
+    import toktok.merge as m
+
+    df = pl.read_parquet(FIXTURES / "sample.parquet")
+    wc = count_words(df["text"].head(400))
+    words, counts = wc["word"].to_list(), np.array(wc["count"].to_list(), dtype=np.int64)
+    roomy = learn_merges(words, counts, Vocab.base(False), 6000)
+    monkeypatch.setattr(m, "_PAIRS_PER_MERGE", 0)
+    monkeypatch.setattr(m, "_POOL_SPARE", 0)
+    monkeypatch.setattr(m, "_POOL_SLACK", 0)
+    monkeypatch.setattr(m, "_HEAP_TARGET", 16)
+    tight = learn_merges(words, counts, Vocab.base(False), 6000)
+    compactions, growths, rebuilds, refills = m._last_stats[8:12].tolist()
+    assert compactions > 0 and growths > 0 and rebuilds > 0 and refills > 0, m._last_stats
+    for name in ("left", "right", "token", "count", "reused", "word_tokens"):
+        assert getattr(tight, name).tolist() == getattr(roomy, name).tolist(), name

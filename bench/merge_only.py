@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parent.parent
 STATS = ("records", "table rows", "pool entries", "heap rows", "heap pops", "new tokens",
          "list entries read", "merges made", "pool compactions", "pool growths", "table rebuilds",
-         "heap refills")
+         "heap refills", "lists sorted")
 
 
 def build(path: str, data: str) -> None:

@@ -70,6 +70,7 @@ def watch(cmd: list[str], env: dict | None = None, timeout: float | None = None)
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     root = psutil.Process(p.pid)
     peak = 0
+    timeline: list[tuple[float, int]] = []
     stop = threading.Event()
 
     def sample() -> None:
@@ -77,7 +78,9 @@ def watch(cmd: list[str], env: dict | None = None, timeout: float | None = None)
         while not stop.is_set():
             try:
                 procs = [root] + root.children(recursive=True)
-                peak = max(peak, sum(q.memory_info().rss for q in procs if q.is_running()))
+                rss = sum(q.memory_info().rss for q in procs if q.is_running())
+                peak = max(peak, rss)
+                timeline.append((round(time.perf_counter() - t0, 2), rss))
             except psutil.Error:
                 pass
             stop.wait(0.05)
@@ -102,7 +105,8 @@ def watch(cmd: list[str], env: dict | None = None, timeout: float | None = None)
     stop.set()
     th.join()
     return {"exit": None if timed_out else p.returncode, "timed_out": timed_out,
-            "wall_s": time.perf_counter() - t0, "peak_rss": peak, "tail": (out or "")[-2000:]}
+            "wall_s": time.perf_counter() - t0, "peak_rss": peak, "tail": (out or "")[-2000:],
+            "timeline": timeline}
 
 
 def run_hf(corpus_dir: Path, vocab: int, timeout: float, scratch: Path) -> dict:
@@ -229,7 +233,9 @@ def main() -> None:
         kept = sum(r[2] for r in rows)
         stages = dict(con.execute("select stage, seconds from stages").fetchall())
         con.close()
+        t_peak = next(t for t, rss in run["timeline"] if rss == peak) if run["timeline"] else None
         figures = {
+            "peak_at_s": t_peak, "rss_timeline": run["timeline"][::10],
             "corpus_bytes": total, "disk_bytes": disk, "budget": budget, "peak_rss": peak,
             "peak_over_budget": peak / budget, "sampled_fraction": kept / seen if seen else None,
             "sample_bytes": kept, "wall_s": wall, "read_mb_s": total / wall / 1e6, "stages_s": stages,
@@ -237,7 +243,7 @@ def main() -> None:
         }
         print(f"corpus     {total / 1e9:.2f} GB of text ({total / budget:.1f}x the budget), {disk / 1e9:.2f} GB on disk")
         print(f"budget     {budget / 2**20:,.0f} MiB; peak RSS of the process tree {peak / 2**20:,.0f} MiB "
-              f"({peak / budget:.2f}x the budget)")
+              f"({peak / budget:.2f}x the budget), reached {t_peak:.1f}s into the run")
         print(f"sample     {kept / 1e6:,.0f} MB of {seen / 1e6:,.0f} MB ({figures['sampled_fraction']:.3%})")
         for src, s in figures["shares"].items():
             print(f"  {src:<8} corpus {s['corpus']:.2%}   sample {s['sample']:.2%}   "

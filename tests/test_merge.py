@@ -132,6 +132,31 @@ def test_fuzz_tight_tables_equal_reference(word_counts, n, extra):
         m._PAIRS_PER_MERGE, m._POOL_SPARE, m._POOL_SLACK, m._HEAP_TARGET = saved
 
 
+@given(small_words, st.integers(0, 40), extra_tokens)
+def test_fuzz_list_order_changes_nothing(word_counts, n, extra):
+    # the positions of a pair are merged in list order; the result must not depend on it (the
+    # loop sorts the lists of (a, a) pairs, whose overlapping runs go left to right)
+    import toktok.merge as m
+
+    m._REVERSE_LISTS = True
+    try:
+        base = Vocab.base(False)
+        base.tokens += extra
+        _check(word_counts, base, n)
+    finally:
+        m._REVERSE_LISTS = False
+
+
+def test_reversed_lists_equal_reference(monkeypatch):
+    import toktok.merge as m
+
+    monkeypatch.setattr(m, "_REVERSE_LISTS", True)
+    df = pl.read_parquet(FIXTURES / "sample.parquet")
+    wc = count_words(df["text"].head(60))
+    _check(dict(zip(wc["word"].to_list(), wc["count"].to_list())), Vocab.base(), 600)
+    assert m._last_stats[12] > 0  # lists sorted before merging overlapping runs
+
+
 def test_fixture_equals_reference():
     df = pl.read_parquet(FIXTURES / "sample.parquet")
     wc = count_words(df["text"].head(120))
@@ -199,8 +224,9 @@ def test_checkpoints_concatenate_to_the_result(every):
 
 
 def test_record_arrays_grow_when_reuses_fill_them(monkeypatch):
-    # many reused merges: the base holds every 2- and 3-byte string of the alphabet, so most merges
-    # reuse; with a tiny record capacity the loop must be resumed with larger arrays
+    # many reused merges: the base holds every 3-byte string of the alphabet but no 2-byte one,
+    # so rank-BPE reaches none of them and the merges that make them reuse them; with a tiny
+    # record capacity the loop must be resumed with larger arrays
     import toktok.merge as m
 
     base = Vocab.base(False)

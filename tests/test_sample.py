@@ -5,6 +5,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pytest
+import regex
 from conftest import FIXTURES
 from hypothesis import given
 from hypothesis import strategies as st
@@ -28,7 +29,7 @@ def _offer_all(r: Reservoir, step: int, sources=("a", "b")) -> Reservoir:
 
 
 def test_capacity_and_prefix_property():
-    r = _offer_all(Reservoir(100_000, seed=1), 50)
+    r = _offer_all(Reservoir(100_000, seed=1, unit=1 << 20), 50)  # whole documents
     df = r.finish()
     assert 0 < df["bytes"].sum() <= 100_000 and r.full
     # every kept document hashes below every dropped one
@@ -57,7 +58,8 @@ def test_merge_equals_one_process():
 def test_seed_changes_the_sample_and_small_corpus_is_kept_whole():
     assert _take(_offer_all(Reservoir(80_000, seed=1), 64)) != _take(_offer_all(Reservoir(80_000, seed=2), 64))
     r = _offer_all(Reservoir(10**9, seed=0), 64)
-    assert not r.full and len(_take(r)) == 2 * DOCS.height
+    assert not r.full and len({(s, row >> 20) for s, row in _take(r)}) == 2 * DOCS.height
+    assert r.finish()["bytes"].sum() == 2 * DOCS["text"].str.len_bytes().sum()
 
 
 def test_source_shares_follow_the_corpus():
@@ -96,6 +98,25 @@ def test_long_documents_are_sampled_in_safe_pieces():
     for piece in df["text"].to_list():
         start = doc.find(piece)
         assert start in bounds and split_words(piece) == split_words(doc[start:start + len(piece)])
+    # and every piece of the document, kept or not, splits as the document does there
+    pieces = _cut(doc, 4096)
+    assert "".join(pieces) == doc and len(pieces) > 20
+    assert [w for p in pieces for w in split_words(p)] == split_words(doc)
+
+
+# text where both safe cuts and all their near misses occur: newlines and spaces next to every kind
+# of whitespace, letters, digits, punctuation, apostrophes (contractions) and non-ASCII letters
+_SPLIT_ALPHABET = "\n\n  \t\r\xa0\u3000\x1c\x85abZ09'.,-éж\u4e2d"
+
+
+@given(st.text(_SPLIT_ALPHABET, max_size=200), st.integers(1, 12))
+def test_safe_cuts_split_as_the_pretokenizer(text, unit):
+    """findall of the pieces, one after the other, is findall of the whole text."""
+    from toktok.vocab import PATTERN
+
+    pieces = _cut(text, unit)
+    assert "".join(pieces) == text
+    assert [w for p in pieces for w in regex.findall(PATTERN, p)] == regex.findall(PATTERN, text)
 
 
 def test_batches_cover_the_sample():
@@ -117,7 +138,7 @@ def _kernel_pieces(texts: list[str], unit: int) -> list[list[str]]:
     arr = as_large_string(pl.Series(texts, dtype=pl.String))
     offs, data = _buffers(arr)
     lens = np.diff(offs)
-    room = len(texts) + int((lens // (unit + 1)).sum())
+    room = len(texts) + int((lens // unit).sum())
     doc, k, s, e = (np.empty(room, np.int64) for _ in range(4))
     m = _pieces(offs, data, unit, doc, k, s, e)
     out: list[list[str]] = [[] for _ in texts]

@@ -178,12 +178,16 @@ def sample_pass(
                     return
                 res.offer(f.path, row, texts)
                 row += len(texts)
+                read[0] += 1
+                if read[0] % sample.TIDY_EVERY == 0:
+                    tidy()
         except BaseException as e:
             with lock:
                 errors[i] = e
                 first_error[0] = min(first_error[0], i)
 
-    with roomy_heap():  # decoding Parquet pages without faulting fresh memory in for each
+    read = [0]
+    with roomy_heap() as tidy:  # decoding Parquet pages without faulting fresh memory in for each
         pool = ThreadPoolExecutor(workers, thread_name_prefix="toktok-sample")
         try:
             futures = {pool.submit(run, i): i for i in range(len(jobs))}

@@ -508,9 +508,10 @@ def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack):
 
 
 @njit(cache=True, nogil=True)
-def _setup(P, ek, ev, tb, tdata, tstart, tlen, n_tokens, expect, spare, slack, heap_target):
+def _setup(P, ek, ev, tb, tdata, tstart, tlen, n_tokens, expect, spare, slack, heap_target, reverse):
     """The loop's starting state: token bytes lookup, pair table with each pair's positions,
-    heap. Returns (bkeys, bids, T, L, pool, H, st) with the scalars in ``st`` (see ``_loop``)."""
+    heap. Returns (bkeys, bids, T, L, pool, H, st) with the scalars in ``st`` (see ``_loop``).
+    ``reverse`` (tests) reverses every list of positions."""
     max_tokens = tstart.shape[0]
 
     # 1. token bytes lookup, to reuse a token whose bytes a merge produces again
@@ -518,6 +519,16 @@ def _setup(P, ek, ev, tb, tdata, tstart, tlen, n_tokens, expect, spare, slack, h
 
     # 2. pair counts and each pair's positions, ascending (counting sort by pair)
     T, L, n_used, pool, pool_end = _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack)
+    if reverse:
+        # tests only: lists in descending order. Merging does not depend on the order, except
+        # that overlapping runs (a a a) go left to right, so the loop must sort those lists
+        for s in range(T.shape[0]):
+            h = L[s, _HEAD]
+            n = L[s, _LEN]
+            for k in range(n // 2):
+                x = pool[h + k]
+                pool[h + k] = pool[h + n - 1 - k]
+                pool[h + n - 1 - k] = x
 
     # 3. the heap holds the pairs with the largest counts (see ``_refill``)
     H, hn, floor = _refill(T, np.empty((1024, 2), np.int64), heap_target, tdata, tstart, tlen)
@@ -706,7 +717,7 @@ def _push_rows(H, hn, T, rows, n, floor, tdata, tstart, tlen):
 
 
 @njit(cache=True, nogil=True)
-def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, n_merges,
+def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, scratch, n_merges,
           heap_target, r_left, r_right, r_tok, r_cnt, r_reused, stats):
     """Greedy BPE over the position array ``P`` (see ``_TC``), from the state of ``_setup``.
 
@@ -719,10 +730,10 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, n_
     lists, heap size, token bytes end, tokens, new tokens, records, heap floor] and is updated.
     ``stats`` reports to another thread: [records, largest pair table, largest pool, largest
     heap, heap pops, new tokens, list entries read, merges made, pool compactions, pool growths,
-    table rebuilds, heap refills, lists sorted]. Returns the (maybe reallocated) tdata, T, L,
-    pool, H.
+    table rebuilds, heap refills, lists sorted]. ``scratch`` holds 8 rows of per-token state
+    kept from call to call (the first two all -1 at the start). Returns the (maybe reallocated)
+    tdata, T, L, pool, H.
     """
-    max_tokens = tstart.shape[0]
     n_used = st[0]
     pool_end = st[1]
     pool_live = st[2]
@@ -733,14 +744,16 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, n_
     n_rec = st[7]
     floor = st[8]
     rec_cap = r_left.shape[0]
-    l_stamp = np.full(max_tokens, -1, np.int64)
-    r_stamp = np.full(max_tokens, -1, np.int64)
-    l_sum = np.zeros(max_tokens, np.int64)
-    r_sum = np.zeros(max_tokens, np.int64)
-    l_seen = np.zeros(max_tokens, np.int64)
-    r_seen = np.zeros(max_tokens, np.int64)
-    l_tix = np.zeros(max_tokens, np.int64)
-    r_tix = np.zeros(max_tokens, np.int64)
+    # per token: round it was last seen left / right of the merged pair (rounds are numbered by
+    # record, so these stay valid across calls), its summed loss, the tokens seen, touched index
+    l_stamp = scratch[0]
+    r_stamp = scratch[1]
+    l_sum = scratch[2]
+    r_sum = scratch[3]
+    l_seen = scratch[4]
+    r_seen = scratch[5]
+    l_tix = scratch[6]
+    r_tix = scratch[7]
     trow = np.empty(1024, np.int64)
     tcnt = np.empty(1024, np.int64)
     tkey = np.empty(1024, np.int64)
@@ -1148,6 +1161,7 @@ def _segment_ids(words, vocab: Vocab) -> tuple[np.ndarray, np.ndarray]:
 
 
 _PAIRS_PER_MERGE = 16  # the pair table starts with room for this many new pairs per merge
+_REVERSE_LISTS = False  # tests: start from descending lists of positions (see _setup)
 _HEAP_TARGET = 1 << 13  # pairs the heap is (re)filled with, at least (see _refill)
 _POOL_SPARE = 4  # free pool entries at the start: this many 16ths of the lists ...
 _POOL_SLACK = 1 << 16  # ... plus this many
@@ -1173,7 +1187,7 @@ def learn_merges(
     of the merges recorded since its previous call, at most every ``every`` seconds while the loop
     runs and once at the end with the rest (maybe empty): its calls concatenate to the result's
     arrays. With ``every <= 0`` it is called after every new token (and the merges reused on the
-    way), deterministically: the loop then runs in the calling thread, a little slower.
+    way), deterministically: the loop then runs in the calling thread.
     Example: ``learn_merges([b"abab"], np.array([3]), Vocab.base(False), 1).vocab.tokens[256] == b"ab"``.
     """
     if n_merges < 0:
@@ -1225,15 +1239,17 @@ def learn_merges(
             # ~16 new pairs per merge on natural text; never more than the positions
             expect = min(_PAIRS_PER_MERGE * n_merges, P.shape[0])
             bkeys, bids, T, L, pool, H, st = _setup(P, ek, ev, tb, tdata, tstart, tlen, n0, expect,
-                                                    _POOL_SPARE, _POOL_SLACK, _HEAP_TARGET)
+                                                    _POOL_SPARE, _POOL_SLACK, _HEAP_TARGET, _REVERSE_LISTS)
             times["setup"] = time.perf_counter() - t1
             c2 = time.thread_time()
+            scratch = np.zeros((8, tstart.shape[0]), np.int64)
+            scratch[:2] = -1
             td = tdata
             while True:
                 rec = box["rec"]
                 target = min(n_merges, int(st[6]) + step)
                 td, T, L, pool, H = _loop(P, ek, ev, tb, td, tstart, tlen, bkeys, bids, T, L, pool, H, st,
-                                          target, _HEAP_TARGET, *rec, stats)
+                                          scratch, target, _HEAP_TARGET, *rec, stats)
                 if st[7] >= rec[0].shape[0]:
                     more = _records(2 * rec[0].shape[0])
                     for old, new in zip(rec, more):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -27,11 +27,18 @@ import pyarrow.compute as pc
 import regex
 from numba import njit
 
-# A safe cut: right after "\n" when non-whitespace follows, always a pre-tokenizer boundary.
-_CUT = regex.compile(r"\n(?=\S)")
+# Safe cuts, where the GPT-4 pre-tokenizer cuts anyway (findall of the two sides = findall of the
+# whole): right after "\n" when non-whitespace follows (no alternative of toktok.vocab.PATTERN
+# matches "\n" + non-space), and right before a space that follows non-whitespace (no token
+# continues from non-whitespace into a space, and the prefix does not end in whitespace, so the one
+# lookahead, \s+(?!\S), sees the same text on both sides). \s and \S are the regex module's.
+_CUT = regex.compile(r"\n(?=\S)|(?<=\S)(?= )")
 
 #: Bytes of text per read in the sample pass (engine.sample_pass; does not change the sample).
 READ_BYTES = 1 << 20
+#: Reads between two ``malloc_trim`` calls in the sample pass (``roomy_heap``'s free heap back to
+#: the system, so that the pass's RSS stays near what it holds).
+TIDY_EVERY = 16
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -61,16 +68,9 @@ def doc_hashes(source: str, first_row: int, n: int, seed: int) -> np.ndarray:
         return _splitmix(ids.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) ^ _source_salt(source, seed))
 
 
-def _compact(texts: pl.Series) -> pa.Array:
-    """The texts in new, tight buffers (Polars' string views share the buffers they came from)."""
-    arr = texts.to_arrow()
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    return arr.cast(pa.large_string())
-
-
 def _cut(text: str, unit: int) -> list[str]:
-    """``text`` in pieces of about ``unit`` characters or more, cut only at safe points."""
+    """``text`` in pieces of ``unit`` characters or a few more, cut only at safe points (``_CUT``):
+    each piece ends at the first safe cut at least ``unit`` characters after its start."""
     out, start = [], 0
     while len(text) - start > unit:
         m = _CUT.search(text, start + unit)
@@ -115,15 +115,26 @@ def _lead_bytes(v):
     return cnt
 
 
+@njit(cache=True, inline="always")
+def _space_before(data, q, start):
+    """Whether the character that ends right before byte ``q`` (> ``start``, a character start)
+    is whitespace, as ``_space_at``."""
+    t = q - 1
+    while t > start and (data[t] & 0xC0) == 0x80:
+        t -= 1
+    return _space_at(data, t)
+
+
 @njit(cache=True, nogil=True)
 def _pieces(offs, data, unit, p_doc, p_k, p_start, p_end):
     """``_cut`` on UTF-8 bytes for every document ``data[offs[i]:offs[i+1]]`` longer than ``unit``
     bytes (the others are one piece): writes each piece's document, index and byte range, in
     document order, and returns how many. Never touches the text of a short document; reads a
     long one about once (``unit`` characters are skipped by counting lead bytes over runs as long
-    as the characters still to skip, then the next safe "\\n" is searched). Room needed: ``n + sum(len // (unit + 1))`` (every piece but the last holds
-    more than ``unit`` characters)."""
+    as the characters still to skip, then the next safe cut is searched). Room needed:
+    ``n + sum(len // unit)`` (every piece but the last holds at least ``unit`` characters)."""
     n = offs.shape[0] - 1
+    room = p_doc.shape[0]
     m = 0
     for i in range(n):
         s = offs[i]
@@ -143,14 +154,21 @@ def _pieces(offs, data, unit, p_doc, p_k, p_start, p_end):
                         p += 1
                 if p >= e:  # at most `unit` characters left: the last piece
                     break
-                cut = -1
-                v = data[p:e - 1]
+                cut = -1  # the first safe cut from p on (_CUT): after "\n" + non-space, before
+                v = data[p:e]  # a space that follows non-space
                 for q in range(v.shape[0]):
-                    if v[q] == 10 and not _space_at(data, p + q + 1):
-                        cut = p + q + 1
+                    c = v[q]
+                    if c == 10:
+                        if p + q + 1 < e and not _space_at(data, p + q + 1):
+                            cut = p + q + 1
+                            break
+                    elif c == 32 and not _space_before(data, p + q, b):
+                        cut = p + q
                         break
                 if cut < 0:
                     break
+                if m + 1 >= room:  # cannot happen with the room above; never write past it
+                    return -1
                 p_doc[m] = i
                 p_k[m] = k
                 p_start[m] = b
@@ -158,12 +176,25 @@ def _pieces(offs, data, unit, p_doc, p_k, p_start, p_end):
                 m += 1
                 k += 1
                 b = cut
+        if m >= room:
+            return -1
         p_doc[m] = i
         p_k[m] = k
         p_start[m] = b
         p_end[m] = e
         m += 1
     return m
+
+
+@njit(cache=True, nogil=True)
+def _copy_ranges(data, starts, ends, out, pos):
+    """Copy the byte ranges ``data[starts[i]:ends[i]]`` one after the other into ``out`` from
+    ``pos`` on; returns where they end."""
+    for i in range(starts.shape[0]):
+        n = ends[i] - starts[i]
+        out[pos:pos + n] = data[starts[i]:ends[i]]
+        pos += n
+    return pos
 
 
 @njit(cache=True, nogil=True)
@@ -175,8 +206,7 @@ def _gather(data, starts, ends):
     for i in range(n):
         offs[i + 1] = offs[i] + (ends[i] - starts[i])
     out = np.empty(offs[n], np.uint8)
-    for i in range(n):
-        out[offs[i]:offs[i + 1]] = data[starts[i]:ends[i]]
+    _copy_ranges(data, starts, ends, out, 0)
     return offs, out
 
 
@@ -202,7 +232,7 @@ def as_large_string(texts: "pl.Series | pa.Array | pa.ChunkedArray") -> pa.Array
 
 
 @contextmanager
-def roomy_heap(mmap_below: int = 8 << 20, keep_top: int = 4 << 20) -> Iterator[None]:
+def roomy_heap(mmap_below: int = 8 << 20, keep_top: int = 4 << 20) -> Iterator[Callable[[], None]]:
     """Inside: glibc serves allocations under ``mmap_below`` from its heap and keeps up to
     ``keep_top`` bytes of free heap top. toktok otherwise gives freed memory straight back to the
     system (``toktok/__init__.py``: Arrow's system pool, M_TRIM_THRESHOLD 0, which pins the mmap
@@ -213,12 +243,12 @@ def roomy_heap(mmap_below: int = 8 << 20, keep_top: int = 4 << 20) -> Iterator[N
         libc = ctypes.CDLL("libc.so.6")
         mallopt, trim = libc.mallopt, libc.malloc_trim
     except (OSError, AttributeError):  # pragma: no cover - not glibc
-        yield
+        yield lambda: None
         return
     mallopt(-3, mmap_below)  # M_MMAP_THRESHOLD
     mallopt(-1, keep_top)  # M_TRIM_THRESHOLD
     try:
-        yield
+        yield lambda: trim(0)
     finally:
         mallopt(-1, 0)
         mallopt(-3, 128 << 10)  # glibc's default, fixed as toktok/__init__.py leaves it
@@ -244,7 +274,7 @@ class Reservoir:
 
     capacity: int
     seed: int = 0
-    unit: int = 16384  # documents longer than this are sampled in pieces of about this size
+    unit: int = 1024  # documents longer than this are sampled in pieces of about this size
     threshold: np.uint64 = _MAX  # documents hashing at or above it can never be in the sample
     bytes: int = 0
     stats: dict[str, SourceStats] = field(default_factory=dict)
@@ -269,10 +299,12 @@ class Reservoir:
         rows = np.arange(first_row, first_row + n, dtype=np.int64) << 20
         long = lens > self.unit
         if long.any():
-            room = n + int((lens[long] // (self.unit + 1)).sum())
+            room = n + int((lens[long] // self.unit).sum())
             p_doc, p_k = np.empty(room, np.int64), np.empty(room, np.int64)
             starts, ends = np.empty(room, np.int64), np.empty(room, np.int64)
             m = _pieces(offs, data, self.unit, p_doc, p_k, starts, ends)
+            if m < 0:  # pragma: no cover - the room is a proven bound
+                raise AssertionError("sample: piece table overflow")
             ids = rows[p_doc[:m]] + p_k[:m]  # identity of a piece: (row, piece index) in 64 bits
             starts, ends = starts[:m], ends[:m]
         else:
@@ -285,7 +317,7 @@ class Reservoir:
             k_offs, k_data = _gather(data, starts[keep], ends[keep])
             kept = pa.Array.from_buffers(pa.large_string(), len(keep),
                                          [None, pa.py_buffer(k_offs), pa.py_buffer(k_data)])
-            part = (source, h[keep], ids[keep], k_offs, kept)  # a frame only when trimmed (_frames)
+            part = (source, h[keep], ids[keep], np.diff(k_offs), kept)  # arrays until trimmed
         with self._lock:
             st = self.stats.setdefault(source, SourceStats())
             st.docs_seen += n
@@ -320,52 +352,72 @@ class Reservoir:
         self.threshold = min(self.threshold, other.threshold)
         self._trim()
 
-    def _frames(self) -> list[pl.DataFrame]:
-        """``_parts`` as frames (hash, source, row, bytes, text): offered batches stay arrays until
-        a trim needs them, so that a batch keeping a few pieces costs no frame of its own."""
-        frames = [p for p in self._parts if isinstance(p, pl.DataFrame)]
-        raw = [p for p in self._parts if not isinstance(p, pl.DataFrame)]
-        if raw:
-            frames.append(pl.DataFrame({
-                "hash": np.concatenate([p[1] for p in raw]),
-                "source": pl.Series([p[0] for p in raw for _ in range(len(p[1]))], dtype=pl.Categorical),
-                "row": np.concatenate([p[2] for p in raw]),
-                "bytes": np.concatenate([np.diff(p[3]) for p in raw]),
-                "text": pl.Series("text", pa.chunked_array([p[4] for p in raw], pa.large_string())),
-            }))
-        return frames
+    @staticmethod
+    def _columns(part) -> tuple:
+        """(sources, hashes, ids, bytes, texts) of a part: an offered batch's kept pieces (one
+        source name), a trimmed sample (a name per row), or a frame (hash, source, row, bytes,
+        text) such as ``toktok.engine_ray`` hands over."""
+        if isinstance(part, pl.DataFrame):
+            return (part["source"].cast(pl.String).to_numpy().astype(object), part["hash"].to_numpy(),
+                    part["row"].to_numpy(), part["bytes"].to_numpy().astype(np.int64),
+                    as_large_string(part["text"]))
+        src, h, ids, lens, texts = part
+        if isinstance(src, str):
+            src = np.full(len(h), src, dtype=object)
+        return src, h, ids, lens, texts
 
     def _trim(self) -> None:
-        """Keep the longest prefix, in hash order, that fits; everything after it is out for good."""
+        """Keep the longest prefix, in hash order, that fits; everything after it is out for good.
+        The kept texts are copied into one fresh buffer (in the parts' order; ``finish`` sorts),
+        so no dropped text stays alive; the rest is NumPy, no frame is built."""
         if not self._parts:
             return
-        df = pl.concat(self._frames(), how="vertical_relaxed").filter(pl.col("hash") < self.threshold)
-        df = df.sort("hash", "source", "row")
-        cum = df["bytes"].cum_sum()
-        fits = int((cum <= self.capacity).sum())
-        if fits < df.height:
-            self.threshold = min(self.threshold, np.uint64(df["hash"][fits]))
-            df = df.head(fits)
-        # copy the texts into fresh buffers: string views would keep every dropped text alive
-        df = df.with_columns(pl.Series("text", _compact(df["text"])))
-        self._parts = [df]
-        self.bytes = int(df["bytes"].sum())
+        cols = [self._columns(p) for p in self._parts]
+        src, h, ids, lens = (np.concatenate([c[j] for c in cols]) for j in range(4))
+        live = np.flatnonzero(h < self.threshold)
+        order = live[np.lexsort((ids[live], src[live], h[live]))]  # hash, then source, then row
+        fits = int(np.searchsorted(np.cumsum(lens[order]), self.capacity, side="right"))
+        if fits < len(order):
+            self.threshold = min(self.threshold, np.uint64(h[order[fits]]))
+        keep = np.zeros(len(h), bool)
+        keep[order[:fits]] = True
+        out = np.empty(int(lens[keep].sum()), np.uint8)
+        pos, at = 0, 0
+        for c in cols:
+            n = len(c[1])
+            k = keep[at:at + n]
+            if k.any():
+                offs, data = _buffers(c[4])
+                pos = _copy_ranges(data, offs[:-1][k], offs[1:][k], out, pos)
+            at += n
+        lens = lens[keep]
+        offs = np.zeros(len(lens) + 1, np.int64)
+        np.cumsum(lens, out=offs[1:])
+        texts = pa.Array.from_buffers(pa.large_string(), len(lens), [None, pa.py_buffer(offs), pa.py_buffer(out)])
+        self._parts = [(src[keep], h[keep], ids[keep], lens, texts)]
+        self.bytes = int(pos)
 
     def finish(self) -> pl.DataFrame:
         """The sample as one frame (hash, source, row, bytes, text), in hash order; fills ``stats``."""
         self._trim()
-        df = self._parts[0] if self._parts else pl.DataFrame(
-            {"hash": [], "source": [], "row": [], "bytes": [], "text": []},
-            schema={"hash": pl.UInt64, "source": pl.Categorical, "row": pl.Int64, "bytes": pl.Int64, "text": pl.String},
-        )
         for s in self.stats.values():
             s.docs_kept = s.bytes_kept = 0
-        if df.height:
-            per = df.group_by(pl.col("source").cast(pl.String)).agg(pl.len(), pl.col("bytes").sum())
-            for source, docs, nbytes in per.iter_rows():
-                self.stats[source].docs_kept = int(docs)
-                self.stats[source].bytes_kept = int(nbytes)
-        return df
+        if not self._parts or not len(self._parts[0][1]):
+            return pl.DataFrame(
+                {"hash": [], "source": [], "row": [], "bytes": [], "text": []},
+                schema={"hash": pl.UInt64, "source": pl.Categorical, "row": pl.Int64, "bytes": pl.Int64, "text": pl.String},
+            )
+        src, h, ids, lens, texts = self._parts[0]
+        order = np.lexsort((ids, src, h))
+        names, which = np.unique(src, return_inverse=True)
+        docs, nbytes = np.bincount(which), np.bincount(which, weights=lens)
+        for name, d, b in zip(names.tolist(), docs.tolist(), nbytes.tolist()):
+            st = self.stats.setdefault(name, SourceStats())
+            st.docs_kept, st.bytes_kept = int(d), int(b)
+        return pl.DataFrame({
+            "hash": h[order], "source": pl.Series(src[order], dtype=pl.String).cast(pl.Categorical),
+            "row": ids[order], "bytes": lens[order], "text": pl.Series("text", texts.take(pa.array(order))),
+        })
 
     def batches(self, batch_bytes: int = 32 << 20) -> Iterator[pl.Series]:
         """The sampled texts in batches of about ``batch_bytes``."""

@@ -198,6 +198,14 @@ def _copy_ranges(data, starts, ends, out, pos):
 
 
 @njit(cache=True, nogil=True)
+def _scatter_ranges(data, starts, ends, out, dest):
+    """Copy each byte range ``data[starts[i]:ends[i]]`` to ``out[dest[i]:]``."""
+    for i in range(starts.shape[0]):
+        n = ends[i] - starts[i]
+        out[dest[i]:dest[i] + n] = data[starts[i]:ends[i]]
+
+
+@njit(cache=True, nogil=True)
 def _gather(data, starts, ends):
     """The byte ranges ``data[starts[i]:ends[i]]`` packed: (offsets, bytes) of a large_string."""
     n = starts.shape[0]
@@ -379,23 +387,26 @@ class Reservoir:
         fits = int(np.searchsorted(np.cumsum(lens[order]), self.capacity, side="right"))
         if fits < len(order):
             self.threshold = min(self.threshold, np.uint64(h[order[fits]]))
-        keep = np.zeros(len(h), bool)
-        keep[order[:fits]] = True
-        out = np.empty(int(lens[keep].sum()), np.uint8)
-        pos, at = 0, 0
+        order = order[:fits]
+        # the kept texts, in hash order, into one fresh buffer: each part copies its own rows to
+        # their places (rank = position in hash order)
+        rank = np.full(len(h), -1, np.int64)
+        rank[order] = np.arange(fits)
+        offs = np.zeros(fits + 1, np.int64)
+        np.cumsum(lens[order], out=offs[1:])
+        out = np.empty(int(offs[-1]), np.uint8)
+        at = 0
         for c in cols:
             n = len(c[1])
-            k = keep[at:at + n]
+            r = rank[at:at + n]
+            k = r >= 0
             if k.any():
-                offs, data = _buffers(c[4])
-                pos = _copy_ranges(data, offs[:-1][k], offs[1:][k], out, pos)
+                p_offs, data = _buffers(c[4])
+                _scatter_ranges(data, p_offs[:-1][k], p_offs[1:][k], out, offs[r[k]])
             at += n
-        lens = lens[keep]
-        offs = np.zeros(len(lens) + 1, np.int64)
-        np.cumsum(lens, out=offs[1:])
-        texts = pa.Array.from_buffers(pa.large_string(), len(lens), [None, pa.py_buffer(offs), pa.py_buffer(out)])
-        self._parts = [(src[keep], h[keep], ids[keep], lens, texts)]
-        self.bytes = int(pos)
+        texts = pa.Array.from_buffers(pa.large_string(), fits, [None, pa.py_buffer(offs), pa.py_buffer(out)])
+        self._parts = [(src[order], h[order], ids[order], lens[order], texts)]
+        self.bytes = int(offs[-1])
 
     def finish(self) -> pl.DataFrame:
         """The sample as one frame (hash, source, row, bytes, text), in hash order; fills ``stats``."""
@@ -407,16 +418,15 @@ class Reservoir:
                 {"hash": [], "source": [], "row": [], "bytes": [], "text": []},
                 schema={"hash": pl.UInt64, "source": pl.Categorical, "row": pl.Int64, "bytes": pl.Int64, "text": pl.String},
             )
-        src, h, ids, lens, texts = self._parts[0]
-        order = np.lexsort((ids, src, h))
+        src, h, ids, lens, texts = self._parts[0]  # in hash order (_trim)
         names, which = np.unique(src, return_inverse=True)
         docs, nbytes = np.bincount(which), np.bincount(which, weights=lens)
         for name, d, b in zip(names.tolist(), docs.tolist(), nbytes.tolist()):
             st = self.stats.setdefault(name, SourceStats())
             st.docs_kept, st.bytes_kept = int(d), int(b)
         return pl.DataFrame({
-            "hash": h[order], "source": pl.Series(src[order], dtype=pl.String).cast(pl.Categorical),
-            "row": ids[order], "bytes": lens[order], "text": pl.Series("text", texts.take(pa.array(order))),
+            "hash": h, "source": pl.Series(src, dtype=pl.String).cast(pl.Categorical),
+            "row": ids, "bytes": lens, "text": pl.Series("text", texts),
         })
 
     def batches(self, batch_bytes: int = 32 << 20) -> Iterator[pl.Series]:

@@ -112,7 +112,9 @@ def test_weighted_phases_match_local(cluster, tmp_path):
     local = _train(tmp_path / "local", "local", **cfg)
     ray_out = _train(tmp_path / "ray", "ray", **cfg)
     _assert_same(local, ray_out)
-    assert len(_sampled(ray_out)) == 3
+    # the weighted phase sampled both its sources (which pieces of notes.txt the small phase keeps
+    # depends on the checkout's absolute path, part of every document's identity)
+    assert {Path(p).name for p, _, _ in _sampled(ray_out)} >= {"sample.parquet", "extra.jsonl"}
 
 
 def test_cli_joins_a_cluster(cluster, local_full, tmp_path):

@@ -272,3 +272,13 @@ def test_sample_pass_fails_on_the_first_bad_file_in_order(tmp_path):
         with pytest.raises(InputError) as par:
             sample_pass([Source(read_corpus([str(tmp_path)]))], 50_000, 0, 1 << 16, lambda *a: None)
         assert str(par.value) == str(seq.value) and "b.parquet" in str(par.value)
+
+
+def test_a_pickled_reservoir_goes_on_where_it_was():
+    import pickle
+
+    a = _offer_all(Reservoir(60_000, seed=2), 40, ("a",))
+    b = pickle.loads(pickle.dumps(a))
+    for r in (a, b):
+        _offer_all(r, 40, ("b",))
+    assert _take(a) == _take(b) == _take(_offer_all(Reservoir(60_000, seed=2), 40))

@@ -155,8 +155,8 @@ def sample_pass(
     for _, f, res in jobs:  # per-file statistics in file order, whichever file finishes first
         res.stats.setdefault(f.path, SourceStats())
     workers = max(1, min(pl.thread_pool_size(), len(jobs)))
-    # small reads (sample.READ_BYTES): decoded text is cut and hashed while still in cache, Arrow's
-    # builders do not grow, and the workers together hold less than one batch
+    # small reads (sample.READ_BYTES): decoded text is cut and hashed while still in cache, and
+    # the workers together hold less than one batch
     per_worker = max(1 << 16, min(sample.READ_BYTES, batch_bytes // workers))
     first_error = [len(jobs)]  # index of the first file (in order) that failed
     errors: dict[int, BaseException] = {}
@@ -178,15 +178,17 @@ def sample_pass(
                     return
                 res.offer(f.path, row, texts)
                 row += len(texts)
-                read[0] += 1
-                if read[0] % sample.TIDY_EVERY == 0:
+                read[0] += texts.nbytes
+                if read[0] >= tidy_every:  # give the free heap back now and then (roomy_heap)
+                    read[0] = 0
                     tidy()
         except BaseException as e:
             with lock:
                 errors[i] = e
                 first_error[0] = min(first_error[0], i)
 
-    read = [0]
+    read = [0]  # bytes read since the heap was last tidied: about two batches, the reads' share
+    tidy_every = 2 * batch_bytes
     with roomy_heap() as tidy:  # decoding Parquet pages without faulting fresh memory in for each
         pool = ThreadPoolExecutor(workers, thread_name_prefix="toktok-sample")
         try:

@@ -6,10 +6,11 @@ identity is smallest, as many as fit in ``capacity`` bytes of text ("bottom-k by
 sample depends only on the seed and the set of documents, not on batch boundaries or order, so
 samples taken by parallel workers merge (``Reservoir.merge``) into exactly the one-process sample.
 A document above the current threshold is dropped before its text is copied or pre-tokenized.
-Documents longer than ``unit`` bytes are sampled in pieces (``_cut``, the definition; ``_pieces``
-does the same on the UTF-8 bytes of an Arrow batch, compiled), so the pass costs little more than
-decoding the input: the text is read once to find the cuts, hashes are vectorized, and only the
-kept pieces are copied out of the batch.
+Documents longer than ``unit`` (1 KiB) are sampled in pieces cut only where the pre-tokenizer cuts
+anyway (``_cut`` is the definition; ``_pieces`` does the same, compiled, on the UTF-8 bytes of an
+Arrow batch), so that long documents do not make the sample lumpy. The pass costs little more than
+decoding the input: the text is read once to find the cuts, hashes are vectorized, only the kept
+pieces are copied out of the batch, and a trim compacts the kept ones in place (``_Store``).
 Example: ``r = Reservoir(1 << 20, seed=0); r.offer("a.txt", 0, pl.Series(["hi"])); r.bytes == 2``.
 """
 from __future__ import annotations
@@ -36,9 +37,6 @@ _CUT = regex.compile(r"\n(?=\S)|(?<=\S)(?= )")
 
 #: Bytes of text per read in the sample pass (engine.sample_pass; does not change the sample).
 READ_BYTES = 1 << 20
-#: Reads between two ``malloc_trim`` calls in the sample pass (``roomy_heap``'s free heap back to
-#: the system, so that the pass's RSS stays near what it holds).
-TIDY_EVERY = 16
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -198,24 +196,18 @@ def _copy_ranges(data, starts, ends, out, pos):
 
 
 @njit(cache=True, nogil=True)
-def _scatter_ranges(data, starts, ends, out, dest):
-    """Copy each byte range ``data[starts[i]:ends[i]]`` to ``out[dest[i]:]``."""
+def _compact_ranges(buf, starts, ends):
+    """Move the byte ranges ``buf[starts[i]:ends[i]]`` (increasing, disjoint) to the front of
+    ``buf``, one after the other, in place; returns where they end."""
+    pos = 0
     for i in range(starts.shape[0]):
-        n = ends[i] - starts[i]
-        out[dest[i]:dest[i] + n] = data[starts[i]:ends[i]]
-
-
-@njit(cache=True, nogil=True)
-def _gather(data, starts, ends):
-    """The byte ranges ``data[starts[i]:ends[i]]`` packed: (offsets, bytes) of a large_string."""
-    n = starts.shape[0]
-    offs = np.empty(n + 1, np.int64)
-    offs[0] = 0
-    for i in range(n):
-        offs[i + 1] = offs[i] + (ends[i] - starts[i])
-    out = np.empty(offs[n], np.uint8)
-    _copy_ranges(data, starts, ends, out, 0)
-    return offs, out
+        s = starts[i]
+        n = ends[i] - s
+        if s != pos:  # pos < s: a forward copy never overwrites bytes still to be read
+            for j in range(n):
+                buf[pos + j] = buf[s + j]
+        pos += n
+    return pos
 
 
 def _buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -245,8 +237,10 @@ def roomy_heap(mmap_below: int = 8 << 20, keep_top: int = 4 << 20) -> Iterator[C
     ``keep_top`` bytes of free heap top. toktok otherwise gives freed memory straight back to the
     system (``toktok/__init__.py``: Arrow's system pool, M_TRIM_THRESHOLD 0, which pins the mmap
     threshold at 128 KiB), so every decoded Parquet page faults fresh pages in again: decoding is
-    2-2.5x slower. On exit the settings are restored and the free heap is given back
-    (``malloc_trim``), so RSS follows what is held again. A no-op without glibc."""
+    2-2.5x slower. Yields ``tidy()``, which gives the free heap back now (``malloc_trim``): the
+    heap's free memory is RSS until then, so the caller calls it every so many bytes read. On exit
+    the settings are restored and the free heap is given back, so RSS follows what is held again.
+    A no-op without glibc."""
     try:
         libc = ctypes.CDLL("libc.so.6")
         mallopt, trim = libc.mallopt, libc.malloc_trim
@@ -261,6 +255,76 @@ def roomy_heap(mmap_below: int = 8 << 20, keep_top: int = 4 << 20) -> Iterator[C
         mallopt(-1, 0)
         mallopt(-3, 128 << 10)  # glibc's default, fixed as toktok/__init__.py leaves it
         trim(0)
+
+
+class _Store:
+    """The reservoir's pieces: their text back to back in one buffer, their source, hash, id and
+    length in arrays, all growing by doubling. A trim keeps some of them by moving them to the
+    front in place (``keep``), so the sample costs no second copy of itself and the heap sees a
+    few large allocations instead of many small long-lived ones (it does not fragment)."""
+
+    def __init__(self) -> None:
+        self.text = np.empty(0, np.uint8)
+        self.code = np.empty(0, np.int32)  # index into names
+        self.h = np.empty(0, np.uint64)
+        self.ids = np.empty(0, np.int64)
+        self.lens = np.empty(0, np.int64)
+        self.names: list[str] = []
+        self._code_of: dict[str, int] = {}
+        self.n = self.pos = 0
+
+    @staticmethod
+    def _room(arr: np.ndarray, used: int, need: int, least: int) -> np.ndarray:
+        if need <= len(arr):
+            return arr
+        out = np.empty(max(need, 2 * len(arr), least), arr.dtype)
+        out[:used] = arr[:used]
+        return out
+
+    def add(self, sources, data: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+            h: np.ndarray, ids: np.ndarray) -> int:
+        """Append pieces ``data[starts[i]:ends[i]]`` of ``sources`` (one name, or one per piece)
+        with their hashes and ids; returns their bytes."""
+        k, n = len(h), self.n
+        lens = ends - starts
+        nbytes = int(lens.sum())
+        self.text = self._room(self.text, self.pos, self.pos + nbytes, 1 << 20)
+        for name in ([sources] if isinstance(sources, str) else dict.fromkeys(sources)):
+            if name not in self._code_of:
+                self._code_of[name] = len(self.names)
+                self.names.append(name)
+        if isinstance(sources, str):
+            codes = self._code_of[sources]
+        else:
+            codes = np.array([self._code_of[x] for x in sources], np.int32)
+        for name in ("code", "h", "ids", "lens"):
+            setattr(self, name, self._room(getattr(self, name), n, n + k, 1 << 12))
+        self.pos = _copy_ranges(data, starts, ends, self.text, self.pos)
+        self.code[n:n + k], self.h[n:n + k], self.ids[n:n + k], self.lens[n:n + k] = codes, h, ids, lens
+        self.n += k
+        return nbytes
+
+    def sources(self) -> np.ndarray:
+        """Each piece's source name (object array)."""
+        return np.array(self.names, dtype=object)[self.code[:self.n]] if self.names else np.empty(0, object)
+
+    def keep(self, rows: np.ndarray) -> None:
+        """Keep only pieces ``rows`` (increasing), moved to the front in place."""
+        offs = np.zeros(self.n + 1, np.int64)
+        np.cumsum(self.lens[:self.n], out=offs[1:])
+        self.pos = _compact_ranges(self.text, offs[:-1][rows], offs[1:][rows])
+        k = len(rows)
+        for name in ("code", "h", "ids", "lens"):
+            arr = getattr(self, name)
+            arr[:k] = arr[rows]
+        self.n = k
+
+    def texts(self) -> pa.Array:
+        """The pieces' text as a large_string array (a view of the buffer)."""
+        offs = np.zeros(self.n + 1, np.int64)
+        np.cumsum(self.lens[:self.n], out=offs[1:])
+        return pa.Array.from_buffers(pa.large_string(), self.n,
+                                     [None, pa.py_buffer(offs), pa.py_buffer(self.text[:self.pos])])
 
 
 @dataclass
@@ -286,7 +350,8 @@ class Reservoir:
     threshold: np.uint64 = _MAX  # documents hashing at or above it can never be in the sample
     bytes: int = 0
     stats: dict[str, SourceStats] = field(default_factory=dict)
-    _parts: list = field(default_factory=list)  # frames, and batches not yet made frames
+    _parts: list = field(default_factory=list)  # frames or arrays handed in, not yet in _store
+    _store: _Store = field(default_factory=_Store, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
@@ -319,21 +384,14 @@ class Reservoir:
             ids, starts, ends = rows, offs[:-1], offs[1:]
         h = _splitmix(ids.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) ^ _source_salt(source, self.seed))
         keep = np.flatnonzero(h < self.threshold)
-        part = None
-        if len(keep):
-            # copy only the kept pieces out of the batch: nothing else of it is kept alive
-            k_offs, k_data = _gather(data, starts[keep], ends[keep])
-            kept = pa.Array.from_buffers(pa.large_string(), len(keep),
-                                         [None, pa.py_buffer(k_offs), pa.py_buffer(k_data)])
-            part = (source, h[keep], ids[keep], np.diff(k_offs), kept)  # arrays until trimmed
         with self._lock:
             st = self.stats.setdefault(source, SourceStats())
             st.docs_seen += n
             st.bytes_seen += int(offs[-1] - offs[0])
-            if part is None:
+            if not len(keep):
                 return
-            self._parts.append(part)
-            self.bytes += int(k_offs[-1])
+            # copy only the kept pieces out of the batch: nothing else of it is kept alive
+            self.bytes += self._store.add(source, data, starts[keep], ends[keep], h[keep], ids[keep])
             # trim only when well over, so that the sort is amortised over many batches
             if self.bytes > self.capacity + max(self.capacity // 4, 1 << 20):
                 self._trim()
@@ -356,78 +414,75 @@ class Reservoir:
             mine.docs_seen += s.docs_seen
             mine.bytes_seen += s.bytes_seen
         self._parts.extend(other._parts)
+        if other._store.n:
+            st = other._store
+            self._parts.append((st.sources(), st.h[:st.n].copy(), st.ids[:st.n].copy(),
+                                st.lens[:st.n].copy(), st.texts()))
         self.bytes += other.bytes
         self.threshold = min(self.threshold, other.threshold)
         self._trim()
 
     @staticmethod
     def _columns(part) -> tuple:
-        """(sources, hashes, ids, bytes, texts) of a part: an offered batch's kept pieces (one
-        source name), a trimmed sample (a name per row), or a frame (hash, source, row, bytes,
-        text) such as ``toktok.engine_ray`` hands over."""
+        """(sources, hashes, ids, bytes, texts) of a part handed in: arrays, or a frame (hash,
+        source, row, bytes, text) such as ``finish`` returns and ``toktok.engine_ray`` hands over."""
         if isinstance(part, pl.DataFrame):
             return (part["source"].cast(pl.String).to_numpy().astype(object), part["hash"].to_numpy(),
                     part["row"].to_numpy(), part["bytes"].to_numpy().astype(np.int64),
                     as_large_string(part["text"]))
-        src, h, ids, lens, texts = part
-        if isinstance(src, str):
-            src = np.full(len(h), src, dtype=object)
-        return src, h, ids, lens, texts
+        return part
 
     def _trim(self) -> None:
         """Keep the longest prefix, in hash order, that fits; everything after it is out for good.
-        The kept texts are copied into one fresh buffer (in the parts' order; ``finish`` sorts),
-        so no dropped text stays alive; the rest is NumPy, no frame is built."""
-        if not self._parts:
+        The kept pieces are moved to the front of the store in place (no copy of the sample)."""
+        st = self._store
+        for part in self._parts:
+            src, h, ids, lens, texts = self._columns(part)
+            offs, data = _buffers(texts)
+            st.add(src, data, offs[:-1], offs[1:], h, ids)
+        self._parts = []
+        if not st.n:
             return
-        cols = [self._columns(p) for p in self._parts]
-        src, h, ids, lens = (np.concatenate([c[j] for c in cols]) for j in range(4))
+        rank = np.argsort(np.argsort(np.array(st.names, dtype=object)))  # names in lexical order
+        n = st.n
+        h, ids, lens, src = st.h[:n], st.ids[:n], st.lens[:n], rank[st.code[:n]]
         live = np.flatnonzero(h < self.threshold)
         order = live[np.lexsort((ids[live], src[live], h[live]))]  # hash, then source, then row
         fits = int(np.searchsorted(np.cumsum(lens[order]), self.capacity, side="right"))
         if fits < len(order):
             self.threshold = min(self.threshold, np.uint64(h[order[fits]]))
-        order = order[:fits]
-        # the kept texts, in hash order, into one fresh buffer: each part copies its own rows to
-        # their places (rank = position in hash order)
-        rank = np.full(len(h), -1, np.int64)
-        rank[order] = np.arange(fits)
-        offs = np.zeros(fits + 1, np.int64)
-        np.cumsum(lens[order], out=offs[1:])
-        out = np.empty(int(offs[-1]), np.uint8)
-        at = 0
-        for c in cols:
-            n = len(c[1])
-            r = rank[at:at + n]
-            k = r >= 0
-            if k.any():
-                p_offs, data = _buffers(c[4])
-                _scatter_ranges(data, p_offs[:-1][k], p_offs[1:][k], out, offs[r[k]])
-            at += n
-        texts = pa.Array.from_buffers(pa.large_string(), fits, [None, pa.py_buffer(offs), pa.py_buffer(out)])
-        self._parts = [(src[order], h[order], ids[order], lens[order], texts)]
-        self.bytes = int(offs[-1])
+        st.keep(np.sort(order[:fits]))
+        self.bytes = st.pos
 
     def finish(self) -> pl.DataFrame:
-        """The sample as one frame (hash, source, row, bytes, text), in hash order; fills ``stats``."""
+        """The sample as one frame (hash, source, row, bytes, text), in hash order; fills ``stats``.
+        The frame then holds the sample (the store is emptied), so it is not held twice."""
         self._trim()
         for s in self.stats.values():
             s.docs_kept = s.bytes_kept = 0
-        if not self._parts or not len(self._parts[0][1]):
+        st = self._store
+        if not st.n:
             return pl.DataFrame(
                 {"hash": [], "source": [], "row": [], "bytes": [], "text": []},
                 schema={"hash": pl.UInt64, "source": pl.Categorical, "row": pl.Int64, "bytes": pl.Int64, "text": pl.String},
             )
-        src, h, ids, lens, texts = self._parts[0]  # in hash order (_trim)
-        names, which = np.unique(src, return_inverse=True)
-        docs, nbytes = np.bincount(which), np.bincount(which, weights=lens)
-        for name, d, b in zip(names.tolist(), docs.tolist(), nbytes.tolist()):
-            st = self.stats.setdefault(name, SourceStats())
-            st.docs_kept, st.bytes_kept = int(d), int(b)
-        return pl.DataFrame({
-            "hash": h, "source": pl.Series(src, dtype=pl.String).cast(pl.Categorical),
-            "row": ids, "bytes": lens, "text": pl.Series("text", texts),
+        n = st.n
+        docs = np.bincount(st.code[:n], minlength=len(st.names))
+        nbytes = np.bincount(st.code[:n], weights=st.lens[:n], minlength=len(st.names))
+        for name, d, b in zip(st.names, docs.tolist(), nbytes.tolist()):
+            if d:
+                kept = self.stats.setdefault(name, SourceStats())
+                kept.docs_kept, kept.bytes_kept = int(d), int(b)
+        src = st.sources()
+        rank = np.argsort(np.argsort(np.array(st.names, dtype=object)))
+        order = np.lexsort((st.ids[:n], rank[st.code[:n]], st.h[:n]))
+        texts = st.texts().take(pa.array(order))
+        df = pl.DataFrame({
+            "hash": st.h[order], "source": pl.Series(src[order], dtype=pl.String).cast(pl.Categorical),
+            "row": st.ids[order], "bytes": st.lens[order], "text": pl.Series("text", texts),
         })
+        self._store, self._parts = _Store(), [df]
+        return df
 
     def batches(self, batch_bytes: int = 32 << 20) -> Iterator[pl.Series]:
         """The sampled texts in batches of about ``batch_bytes``."""

@@ -43,3 +43,10 @@ def test_sizes_are_parsed_in_human_units():
     assert parse_size("2GiB") == 2 << 30 and parse_size(1024) == 1024
     with pytest.raises(ConfigError):
         parse_size("lots")
+
+
+def test_rss_noise_does_not_change_the_plan():
+    """Runs measure a few pages more or less of RSS at start: the plan (and so the sample) must not move."""
+    a = plan_budget(parse_size("512MB"), baseline=(300 << 20) + 4096)
+    b = plan_budget(parse_size("512MB"), baseline=(300 << 20) + 20480)
+    assert a == b

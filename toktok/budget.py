@@ -18,6 +18,8 @@ from .errors import ConfigError
 
 #: Below this much working memory (after what the process holds) no useful run fits.
 MIN_WORK = 96 << 20
+#: The measured baseline is rounded up to this step (determinism across runs).
+BASELINE_STEP = 32 << 20
 #: Headroom kept free for allocator slack and short-lived copies.
 HEADROOM = 0.08
 
@@ -68,7 +70,10 @@ def plan_budget(budget: int, baseline: int | None = None) -> BudgetPlan:
     Of what is left after the baseline and the headroom: 22% sampled text (its trimming briefly
     doubles it), 58% word tables and merge loop, 8% DuckDB, 4% read batches.
     """
+    # the measured RSS moves by a few pages from run to run: rounded up, so that the same budget
+    # always gives the same plan, hence the same sample and the same tokenizer for a seed
     base = current_rss() if baseline is None else baseline
+    base = -(-base // BASELINE_STEP) * BASELINE_STEP
     avail = int(budget * (1 - HEADROOM)) - base
     if avail < MIN_WORK:
         need = math.ceil((base + MIN_WORK) / (1 - HEADROOM) / (64 << 20)) * (64 << 20)

@@ -479,7 +479,8 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
                 first_id, {"count": t_count, "merge": t_merge},
             )
             with store.transaction():
-                store.set_tokens(phase.name, pa.table({"word": words, "tokens": pa.array(res.word_tokens, pa.int32())}))
+                store.set_tokens(phase.name, pa.table({"word": words, "count": pa.array(counts),
+                                                        "tokens": pa.array(res.word_tokens, pa.int32())}))
                 store.set_checkpoint(phase.name, {
                     "stage": "merged", "fingerprint": fp, "warnings": phase_warnings,
                     "summary": dataclasses.asdict(summary)})

@@ -10,6 +10,7 @@ Example: ``RunStore.create("out/run.duckdb").put_meta("seed", "0")``.
 from __future__ import annotations
 
 import json
+import os
 import re
 from contextlib import contextmanager
 from importlib import resources
@@ -164,7 +165,10 @@ class RunStore:
         try:
             self.run(name, params)
         finally:
-            self.con.unregister("batch")
+            try:
+                self.con.unregister("batch")
+            except duckdb.Error:  # an aborted transaction refuses it; the first error is the one to see
+                pass
 
     def _script(self, name: str, params: dict | None = None) -> None:
         with self.translating():
@@ -203,37 +207,60 @@ class RunStore:
         return self._arrow("phase_merges", {"phase": phase})
 
     def set_tokens(self, phase: str, table) -> None:
-        """Fill ``words.tokens`` of ``phase`` from (word, tokens)."""
-        self._with_batch("set_tokens", table, {"phase": phase})
+        """Replace ``phase``'s words by ``table`` (word, count, tokens): a delete and a streamed
+        insert, which fit DuckDB's smallest memory limit where an UPDATE joined on the words does not."""
+        self.run("drop_words", {"phase": phase})
+        self.put_words(phase, table)
+
+    def _sample_file(self, phase: str) -> Path:
+        import hashlib
+
+        return self.path.parent / f"sample-{hashlib.sha1(phase.encode()).hexdigest()[:12]}.parquet"
 
     def put_count_state(self, phase: str, files_done: int, used: dict, words=None, parity=None, sample=None) -> None:
-        """Replace ``phase``'s counting checkpoint (one transaction): the counts of its first
-        ``files_done`` files, or its finished sample, with the per-file stats and parity sample."""
+        """Replace ``phase``'s counting checkpoint: the counts of its first ``files_done`` files
+        (in the run file), or its finished sample (a Parquet file beside it, written by Arrow, so
+        that a sample of hundreds of MB never goes through DuckDB's memory limit), with the
+        per-file stats and parity sample. The meta row that makes it count is written last."""
+        if sample is not None:
+            import pyarrow.parquet as pq
+
+            path = self._sample_file(phase)
+            tmp = path.with_suffix(".tmp")
+            pq.write_table(sample.to_arrow() if hasattr(sample, "to_arrow") else sample, tmp)
+            os.replace(tmp, path)
         with self.transaction():
             self._script("drop_count_state", {"phase": phase})
             if words is not None:
                 self._with_batch("put_count_parts", words, {"phase": phase})
-            if sample is not None:
-                self._with_batch("put_sample", sample, {"phase": phase})
             if parity is not None:
                 self.put_parity(phase, parity)
             self.put_meta(f"count_state:{phase}", {"files_done": files_done, "used": used,
                                                    "sampled": sample is not None})
 
     def get_count_state(self, phase: str) -> dict | None:
-        """The counting checkpoint of ``phase``: its meta plus ``words``, ``sample`` and ``parity`` tables."""
+        """The counting checkpoint of ``phase``: its meta plus ``words`` (Arrow), ``sample`` (Arrow)
+        and ``parity`` (Arrow); None when there is none or its sample file is gone."""
         v = self.get_meta(f"count_state:{phase}")
         if v is None:
             return None
         st = json.loads(v)
         st["words"] = None if st["sampled"] else self._arrow("phase_count_parts", {"phase": phase})
-        st["sample"] = self._arrow("phase_sample", {"phase": phase}) if st["sampled"] else None
+        st["sample"] = None
+        if st["sampled"]:
+            import pyarrow.parquet as pq
+
+            try:
+                st["sample"] = pq.read_table(self._sample_file(phase))
+            except OSError:
+                return None
         st["parity"] = self.parity_of(phase)
         return st
 
     def drop_count_state(self, phase: str) -> None:
         self._script("drop_count_state", {"phase": phase})
         self.run("drop_meta", {"key": f"count_state:{phase}"})
+        self._sample_file(phase).unlink(missing_ok=True)
 
     def drop_phase(self, phase: str) -> None:
         self._script("drop_phase", {"phase": phase})

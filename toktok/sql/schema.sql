@@ -13,7 +13,7 @@ CREATE TABLE IF NOT EXISTS vocab (id INTEGER, token BLOB, kind VARCHAR, phase VA
 CREATE TABLE IF NOT EXISTS stages (stage VARCHAR, seconds DOUBLE);
 -- The parity sample of each phase (documents with the smallest seeded hashes), kept for --resume.
 CREATE TABLE IF NOT EXISTS parity (phase VARCHAR, hash UBIGINT, source VARCHAR, row BIGINT, text VARCHAR);
--- Checkpoints of a phase's counting, for --resume (emptied once the phase is counted): the counts
--- of the files read so far, or the finished sample of a sampled phase.
+-- Checkpoint of a full-read phase's counting, for --resume (emptied once the phase is counted):
+-- the counts of the files read so far. (A sampled phase's finished sample is a Parquet file beside
+-- the run file instead.)
 CREATE TABLE IF NOT EXISTS count_parts (phase VARCHAR, word BLOB, count BIGINT);
-CREATE TABLE IF NOT EXISTS samples (phase VARCHAR, hash UBIGINT, source VARCHAR, row BIGINT, bytes BIGINT, text VARCHAR);

@@ -1,0 +1,1 @@
+DELETE FROM words WHERE phase = $phase;

@@ -1,1 +1,0 @@
-SELECT hash, source, row, bytes, text FROM samples WHERE phase = $phase;

@@ -323,7 +323,7 @@ def _replace(con: duckdb.DuckDBPyConnection, tables: dict[str, pa.Table], meta: 
         raise
 
 
-def word_gains(run: RunLike, top: int = 50_000, *, threads: int = 0, write: bool = True):
+def word_gains(run: RunLike, top: int = 50_000, *, write: bool = True):
     """For each phase, its ``top`` most frequent words in tokens before and after its merges.
 
     "Before" is the vocabulary the phase started from, "after" the one it ended with (both as
@@ -335,7 +335,6 @@ def word_gains(run: RunLike, top: int = 50_000, *, threads: int = 0, write: bool
     """
     import polars as pl
 
-    threads = threads or os.cpu_count() or 1
     schema = {"phase": pl.String, "word": pl.Binary, "count": pl.Int64, "tokens_before": pl.Int32, "tokens_after": pl.Int32}
     frames = []
     with _connect(run, read_only=not write) as con:

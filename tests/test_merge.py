@@ -268,3 +268,24 @@ def test_tight_tables_change_nothing(monkeypatch):
     assert compactions > 0 and growths > 0 and rebuilds > 0 and refills > 0, m._last_stats
     for name in ("left", "right", "token", "count", "reused", "word_tokens"):
         assert getattr(tight, name).tolist() == getattr(roomy, name).tolist(), name
+
+
+def test_llvm_pages_given_back_change_nothing():
+    # release_llvm_pages drops LLVM's code pages from the process; kernels loaded before and
+    # after it must still run and agree with the reference.
+    import sys
+
+    from toktok._kernels import release_llvm_pages
+    from toktok.vocab import Vocab
+
+    words, counts = [b"hello", b" world", b" hello", b"abab"], np.array([5, 3, 2, 7])
+    before = learn_merges(words, counts, Vocab.base(hardcoded=False), 6)
+    n = release_llvm_pages()
+    if sys.platform.startswith("linux"):
+        assert n >= 1  # the library's read-only and code mappings
+    after = learn_merges(words, counts, Vocab.base(hardcoded=False), 6)
+    assert after.vocab.tokens == before.vocab.tokens
+    ref, _ = train(dict(zip(words, counts.tolist())), [bytes([i]) for i in range(256)], 6)
+    assert after.vocab.tokens == ref
+    c = count_words(["hello world hello"])
+    assert dict(c.iter_rows()) == {b"hello": 1, b" world": 1, b" hello": 1}

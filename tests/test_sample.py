@@ -282,3 +282,20 @@ def test_a_pickled_reservoir_goes_on_where_it_was():
     for r in (a, b):
         _offer_all(r, 40, ("b",))
     assert _take(a) == _take(b) == _take(_offer_all(Reservoir(60_000, seed=2), 40))
+
+
+def test_parity_sample_keeps_no_batch_alive():
+    # The parity sample keeps 64 documents; a Polars slice of a string column shares the whole
+    # column's buffers, so keeping one would keep every batch that gave a parity document alive
+    # (~190 MB of a 200 MB corpus when this was found). Here: one 20 MB batch read by Arrow.
+    from toktok.engine import ParitySample
+
+    before = pa.total_allocated_bytes()
+    texts = pl.from_arrow(pa.array([f"{i} " + "x" * 1000 for i in range(20_000)], pa.large_string()))
+    held = pa.total_allocated_bytes() - before
+    assert held > 15 << 20  # the batch lives in Arrow's memory, as a batch read from Parquet does
+    ps = ParitySample()
+    ps.offer(np.arange(20_000, dtype=np.uint64)[::-1].copy(), "f.parquet", np.arange(20_000), texts)
+    assert ps.df.height == 64 and ps.df["text"][0].startswith("19999 ")
+    del texts
+    assert pa.total_allocated_bytes() - before < 1 << 20

@@ -89,7 +89,9 @@ class ParitySample:
         part = pl.DataFrame({
             "hash": hashes[pick], "source": pl.Series([source] * len(pick), dtype=pl.String),
             "row": rows[pick].astype(np.int64),
-            "text": texts.gather(idx).fill_null("").str.slice(0, PARITY_CHARS),
+            # a fresh copy: a slice of a string column shares its buffers, so keeping it would
+            # keep every batch that gave a parity document alive (~190 MB on the bench corpus)
+            "text": pl.Series(texts.gather(idx).fill_null("").str.slice(0, PARITY_CHARS).to_list(), dtype=pl.String),
         })
         self.merge_frame(part)
 

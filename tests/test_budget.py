@@ -50,3 +50,26 @@ def test_rss_noise_does_not_change_the_plan():
     a = plan_budget(parse_size("512MB"), baseline=(300 << 20) + 4096)
     b = plan_budget(parse_size("512MB"), baseline=(300 << 20) + 20480)
     assert a == b
+
+
+def test_resident_library_pages_do_not_change_the_plan():
+    """How much of the libraries' code is resident at start depends on the page cache (what ran
+    before): any RSS below the floor plans the same, so a seed gives the same tokenizer."""
+    from toktok.budget import BASELINE_FLOOR
+
+    cold, warm = plan_budget(parse_size("512MB"), baseline=300 << 20), plan_budget(parse_size("512MB"), baseline=190 << 20)
+    assert cold == warm and cold.baseline == BASELINE_FLOOR
+    busy = plan_budget(parse_size("2GB"), baseline=900 << 20)  # a notebook holding more: planned from it
+    assert busy.baseline == 928 << 20
+    assert busy.sample_bytes < plan_budget(parse_size("2GB"), baseline=300 << 20).sample_bytes
+
+
+def test_cap_leaves_room_for_the_pair_table_of_the_merges_asked_for():
+    from toktok.budget import MERGE_BYTES_PER_MERGE
+
+    lens, counts = np.array([5, 5, 5]), np.array([3, 2, 1])
+    room = merge_bytes(lens)
+    assert cap_words(lens, counts, room, n_merges=0).tolist() == [0, 1, 2]
+    assert cap_words(lens, counts, room + MERGE_BYTES_PER_MERGE, n_merges=1).tolist() == [0, 1, 2]
+    assert cap_words(lens, counts, room + MERGE_BYTES_PER_MERGE - 1, n_merges=1).tolist() == [0, 1]
+    assert merge_bytes(lens, 10) == room + 10 * MERGE_BYTES_PER_MERGE

@@ -20,14 +20,25 @@ from .errors import ConfigError
 MIN_WORK = 96 << 20
 #: The measured baseline is rounded up to this step (determinism across runs).
 BASELINE_STEP = 32 << 20
+#: The smallest baseline assumed: what a toktok run holds with its libraries and kernels loaded
+#: (290-300 MiB of RSS after the imports on Linux x86-64, before LLVM's code pages are handed back;
+#: loading the kernels adds ~60 MiB). How much of the libraries' code is resident when measured
+#: depends on the page cache (a library read by an earlier process is mapped more widely), so a
+#: measured RSS below this is taken as this: the plan, hence the sample and the tokenizer, does not
+#: depend on what ran before. A process that holds more (a notebook) is planned from what it holds.
+BASELINE_FLOOR = 320 << 20
 #: Headroom kept free for allocator slack and short-lived copies.
 HEADROOM = 0.08
 
-# Bytes the merge loop needs per position (token of a word with two or more tokens) and per
-# word: the position array (16), its pair lists (~9 with growth), pair table and heap rows
-# (~22), the segmentation's temporaries (~8), plus the word's count and offsets.
-MERGE_BYTES_PER_POSITION = 56
-MERGE_BYTES_PER_WORD = 24
+# Bytes the merge loop needs, measured on the bench corpus (12.05 M positions, 1.12 M words,
+# 32,512 merges: +221 MiB): per position (token of a word with two or more tokens) the position
+# row (8), its entry in the pair lists with their spare room (~4.6) and the segmentation's token
+# (4, while the rows are laid out), with room to spare; per word its wall row, length, count and
+# offsets; per merge asked for, the pair table's rows (~16 new pairs per merge, table at most half
+# full, rounded up to a power of two: 24 B x 2 x 2 x 16).
+MERGE_BYTES_PER_POSITION = 24
+MERGE_BYTES_PER_WORD = 40
+MERGE_BYTES_PER_MERGE = 1536
 
 
 def human(n: int) -> str:
@@ -73,7 +84,7 @@ def plan_budget(budget: int, baseline: int | None = None) -> BudgetPlan:
     # the measured RSS moves by a few pages from run to run: rounded up, so that the same budget
     # always gives the same plan, hence the same sample and the same tokenizer for a seed
     base = current_rss() if baseline is None else baseline
-    base = -(-base // BASELINE_STEP) * BASELINE_STEP
+    base = max(BASELINE_FLOOR, -(-base // BASELINE_STEP) * BASELINE_STEP)
     avail = int(budget * (1 - HEADROOM)) - base
     if avail < MIN_WORK:
         need = math.ceil((base + MIN_WORK) / (1 - HEADROOM) / (64 << 20)) * (64 << 20)
@@ -86,22 +97,26 @@ def plan_budget(budget: int, baseline: int | None = None) -> BudgetPlan:
         baseline=base,
         sample_bytes=int(avail * 0.22),
         work_bytes=int(avail * 0.58),
-        duckdb_bytes=max(int(avail * 0.08), 16 << 20),
+        # DuckDB's floor: with 300 k words, 16 MiB ran out of memory now and then (2 threads)
+        duckdb_bytes=max(int(avail * 0.08), 32 << 20),
         batch_bytes=int(min(32 << 20, max(1 << 20, avail * 0.04))),
     )
 
 
-def merge_bytes(word_lengths: np.ndarray) -> int:
-    """Estimated merge-loop memory for words of these byte lengths (a word's bytes bound its positions)."""
+def merge_bytes(word_lengths: np.ndarray, n_merges: int = 0) -> int:
+    """Estimated merge-loop memory for words of these byte lengths (a word's bytes bound its
+    positions) and ``n_merges`` merges."""
     pos = int(word_lengths[word_lengths >= 2].sum())
-    return pos * MERGE_BYTES_PER_POSITION + len(word_lengths) * MERGE_BYTES_PER_WORD
+    return pos * MERGE_BYTES_PER_POSITION + len(word_lengths) * MERGE_BYTES_PER_WORD + n_merges * MERGE_BYTES_PER_MERGE
 
 
-def cap_words(word_lengths: np.ndarray, counts: np.ndarray, limit: int) -> np.ndarray:
-    """Indices of the words to keep so that ``merge_bytes`` of them fits ``limit``: the most
-    frequent first (ties: shorter first, then by index), i.e. the rarest words are dropped."""
-    if merge_bytes(word_lengths) <= limit:
+def cap_words(word_lengths: np.ndarray, counts: np.ndarray, limit: int, n_merges: int = 0) -> np.ndarray:
+    """Indices of the words to keep so that ``merge_bytes`` of them (and ``n_merges``) fits
+    ``limit``: the most frequent first (ties: shorter first, then by index), i.e. the rarest
+    words are dropped."""
+    if merge_bytes(word_lengths, n_merges) <= limit:
         return np.arange(len(word_lengths))
+    limit -= n_merges * MERGE_BYTES_PER_MERGE
     order = np.lexsort((np.arange(len(counts)), word_lengths, -counts))
     lens = word_lengths[order]
     cost = np.where(lens >= 2, lens, 0) * MERGE_BYTES_PER_POSITION + MERGE_BYTES_PER_WORD

@@ -292,6 +292,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
 
     # 1. budget, inputs, base and output: fail on a budget that cannot work, bad paths and
     #    vocabularies before any work
+    release_llvm_pages()  # see there: ~100 MB of RSS that the run never uses
     plan = plan_budget(parse_size(cfg.budget)) if cfg.budget is not None else None
     batch_bytes = plan.batch_bytes if plan is not None else 32 << 20
     memory_limit = f"{plan.duckdb_bytes >> 20}MiB" if plan is not None else cfg.memory_limit
@@ -329,7 +330,6 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
         if base is not None:
             store.put_meta("warm_start", {**base.summary(), "hardcoded_added": kinds.count("hardcoded")})
 
-        release_llvm_pages()  # see there: ~100 MB of RSS that the run never uses
         parity = ParitySample()
         summaries: list[PhaseSummary] = []
         merge_index = 0
@@ -396,7 +396,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
                 if plan is not None:
                     # the merge loop's arrays must fit the budget: drop the rarest words if not
                     lengths = table["word"].bin.size().to_numpy()
-                    keep_rows = cap_words(lengths, table["count"].to_numpy(), plan.work_bytes)
+                    keep_rows = cap_words(lengths, table["count"].to_numpy(), plan.work_bytes, phase.merges)
                     if len(keep_rows) < table.height:
                         dropped = table.height - len(keep_rows)
                         lost = 1 - table["count"].gather(keep_rows).sum() / max(table["count"].sum(), 1)

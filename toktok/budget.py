@@ -114,9 +114,9 @@ def cap_words(word_lengths: np.ndarray, counts: np.ndarray, limit: int, n_merges
     """Indices of the words to keep so that ``merge_bytes`` of them (and ``n_merges``) fits
     ``limit``: the most frequent first (ties: shorter first, then by index), i.e. the rarest
     words are dropped."""
-    if merge_bytes(word_lengths, n_merges) <= limit:
+    limit -= n_merges * MERGE_BYTES_PER_MERGE  # the pair table does not depend on the words kept
+    if merge_bytes(word_lengths) <= limit:
         return np.arange(len(word_lengths))
-    limit -= n_merges * MERGE_BYTES_PER_MERGE
     order = np.lexsort((np.arange(len(counts)), word_lengths, -counts))
     lens = word_lengths[order]
     cost = np.where(lens >= 2, lens, 0) * MERGE_BYTES_PER_POSITION + MERGE_BYTES_PER_WORD

@@ -12,23 +12,32 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from .errors import ToktokError
+from .report import literal, printable
 
+# Help texts are Rich markup (Typer's rich mode): a literal "[" is written "\\[" (tests check them all).
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Exact, fast byte-level BPE training.")
-err = Console(stderr=True)
-out = Console()
+# Nothing printed is Rich markup, emoji codes or a repr to highlight: paths, tokens and messages
+# such as "[/INST]" or ":fire:" are data. Styles come from Text objects.
+err = Console(stderr=True, markup=False, emoji=False, highlight=False)
+out = Console(markup=False, emoji=False, highlight=False)
+
+
+def _say(kind: str, style: str, msg: str) -> None:
+    """``toktok: error: ...`` / ``toktok: warning: ...`` on stderr, the message as it is
+    (control characters escaped)."""
+    err.print(Text.assemble((f"toktok: {kind}:", style), " ", printable(msg)), soft_wrap=True)
 
 
 def _fail(e: BaseException, debug: bool) -> None:
     if debug:
         raise e
     msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-    # escaped: a path or token such as "[pad]" is text, not Rich markup
-    err.print(f"[bold red]toktok: error:[/] {escape(msg)}", highlight=False, markup=True, soft_wrap=True)
+    _say("error", "bold red", msg)
     raise typer.Exit(getattr(e, "exit_code", 2))
 
 
@@ -49,7 +58,7 @@ def train(
     memory_limit: Optional[str] = typer.Option(None, "--memory-limit", help="DuckDB memory limit (spills to disk beyond it); default 2GB"),
     threads: Optional[int] = typer.Option(None, "--threads", help="Threads for counting (0 = all cores)"),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed for sampling the parity check"),
-    engine: Optional[str] = typer.Option(None, "--engine", help="Where to read, sample and count: local (default) or ray (needs pip install 'toktok[ray]')"),
+    engine: Optional[str] = typer.Option(None, "--engine", help="Where to read, sample and count: local (default) or ray (needs pip install 'toktok\\[ray]')"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --engine ray: join this Ray cluster (default: start a private one on this machine)"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars"),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks"),
@@ -85,7 +94,7 @@ def train(
             summary = run_train(cfg)
         else:
             with Progress(
-                TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
+                TextColumn("{task.description}", markup=False), BarColumn(), TaskProgressColumn(),
                 TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), console=err, transient=True,
             ) as bar:
                 tasks: dict[str, int] = {}
@@ -123,17 +132,17 @@ def train(
         return
 
     for w in summary.warnings:
-        err.print(f"[yellow]toktok: warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
-    t = Table(title=f"toktok: wrote {escape(str(summary.out))}", show_header=False, box=None)
-    t.add_row("vocabulary", f"{summary.vocab_size:,} tokens" + (f" ({summary.tiktoken.name})" if summary.tiktoken and summary.tiktoken.name != "tokenizer.tiktoken" else ""))
+        _say("warning", "yellow", w)
+    t = Table(title=literal(f"toktok: wrote {summary.out}"), show_header=False, box=None)
+    t.add_row("vocabulary", literal(f"{summary.vocab_size:,} tokens" + (f" ({summary.tiktoken.name})" if summary.tiktoken and summary.tiktoken.name != "tokenizer.tiktoken" else "")))
     if summary.warm_start:
         ws = summary.warm_start
-        t.add_row("warm start", f"{escape(str(ws['file']))}: {ws['ids']:,} ids kept ({len(ws['specials'])} special tokens)")
+        t.add_row("warm start", literal(f"{ws['file']}: {ws['ids']:,} ids kept ({len(ws['specials'])} special tokens)"))
     t.add_row("merges", f"{summary.merges_learned:,} learned of {summary.merges_requested:,}"
               + (f" ({summary.reused_merges} reused existing tokens)" if summary.reused_merges else ""))
     if len(summary.phases) > 1:
         for ph in summary.phases:
-            t.add_row(f"  {escape(ph.name)}", f"{ph.merges_learned:,} of {ph.merges_requested:,} merges (ids from {ph.first_id:,}), "
+            t.add_row(literal(f"  {ph.name}"), f"{ph.merges_learned:,} of {ph.merges_requested:,} merges (ids from {ph.first_id:,}), "
                       f"{ph.docs:,} documents, {ph.text_bytes / 1e6:,.1f} MB, {ph.words:,} unique words")
     t.add_row("corpus", f"{summary.docs:,} documents, {summary.text_bytes / 1e6:,.1f} MB, {summary.words:,} unique words")
     t.add_row("time", ", ".join(f"{k} {v:.2f}s" for k, v in summary.seconds.items()))
@@ -156,7 +165,7 @@ def convert_cmd(
         _fail(e, debug)
         return
     for p in written:
-        out.print(f"toktok: wrote {p}", highlight=False, markup=False)
+        out.print(literal(f"toktok: wrote {p}"))
 
 
 @app.command("verify")
@@ -207,7 +216,7 @@ def sql_cmd(
         elif not parquet:
             out.print(arrow_table(table, limit=limit))
         else:
-            err.print(f"toktok: wrote {table.num_rows:,} rows to {parquet}", markup=False)
+            err.print(literal(f"toktok: wrote {table.num_rows:,} rows to {parquet}"))
     except ToktokError as e:
         _fail(e, debug)
 

@@ -333,9 +333,14 @@ def test_txt_is_one_document_with_newlines_kept(tmp_path):
     chunks = texts(corpus, batch_bytes=2)  # the chunked path drops the BOM too
     assert chunks == ["line one\r\n", "line two\n\tthree\n\n"]
     assert corpus.stats[str(p)] == {"docs": 1, "bytes": 27, "skipped": 0}
-    empty = tmp_path / "empty.txt"
-    empty.write_bytes(b"")
-    assert texts(read_corpus([str(empty)])) == [""]  # still one (empty) document
+    # an empty file (or one of only a BOM) is no document, as an empty .jsonl has none
+    for name, data in (("empty.txt", b""), ("bom.txt", b"\xef\xbb\xbf")):
+        empty = tmp_path / name
+        empty.write_bytes(data)
+        for bb in (1, 2, 1 << 20):
+            corpus = read_corpus([str(empty)])
+            assert texts(corpus, batch_bytes=bb) == []
+            assert corpus.stats[str(empty)] == {"docs": 0, "bytes": 0, "skipped": 0}
 
 
 def test_txt_invalid_utf8_policies(tmp_path):

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 from typing import List, Optional
 
 import typer
@@ -31,6 +32,28 @@ def _say(kind: str, style: str, msg: str) -> None:
     """``toktok: error: ...`` / ``toktok: warning: ...`` on stderr, the message as it is
     (control characters escaped)."""
     err.print(Text.assemble((f"toktok: {kind}:", style), " ", printable(msg)), soft_wrap=True)
+
+
+@contextmanager
+def _warnings():
+    """Print each ToktokWarning raised inside as ``toktok: warning: ...`` (and collect it in the
+    list yielded); other warnings go on as usual."""
+    import warnings
+
+    from .errors import ToktokWarning
+
+    said: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ToktokWarning)
+        try:
+            yield said
+        finally:
+            for w in caught:
+                if issubclass(w.category, ToktokWarning):
+                    said.append(str(w.message))
+                    _say("warning", "yellow", str(w.message))
+                else:
+                    warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
 def _fail(e: BaseException, debug: bool) -> None:
@@ -185,7 +208,10 @@ def verify_cmd(
         texts = None
         if sources:
             texts = []
-            for batch in read_corpus(list(sources), text_column=text_column).batches():
+            corpus = read_corpus(list(sources), text_column=text_column)
+            for w in corpus.warnings:
+                _say("warning", "yellow", w)
+            for batch in corpus.batches():
                 texts.extend(batch.texts.to_list())
         rep = verify(folder, texts, slices=slices if texts else 0, seed=seed)
     except ToktokError as e:
@@ -208,6 +234,8 @@ def sql_cmd(
         from .insight import query as run_query
         from .report import arrow_table, write_csv, write_parquet
 
+        if parquet:
+            _not_a_run_file(run, parquet)
         table = run_query(run, query)
         if parquet:
             write_parquet(table, parquet)
@@ -219,6 +247,20 @@ def sql_cmd(
             err.print(literal(f"toktok: wrote {table.num_rows:,} rows to {parquet}"))
     except ToktokError as e:
         _fail(e, debug)
+
+
+def _not_a_run_file(run: str, target: str) -> None:
+    """``--parquet FILE`` may not overwrite the run file or another file of the run's folder."""
+    from pathlib import Path
+
+    from .errors import OutputError
+    from .insight import run_path
+
+    rp = run_path(run).resolve()
+    t = Path(target).expanduser().resolve()
+    if t == rp or (t.parent == rp.parent and t.exists()):
+        raise OutputError(f"--parquet {target}: would overwrite a file of the run in {rp.parent}; pass a path "
+                          "outside the run's folder (or a new file name)")
 
 
 @app.command("eval", context_settings={"ignore_unknown_options": True})
@@ -251,10 +293,11 @@ def eval_cmd(
                 (toks if target is None else data).append(it)
         if not data:
             raise ConfigError("no data given; put --data and the files to evaluate on after the tokenizers")
-        rows = evaluate(toks, data, by=by, text_column=text_column)
+        with _warnings() as said:
+            rows = evaluate(toks, data, by=by, text_column=text_column)
         if as_json:
-            print(json.dumps({"words": WORD_UNIT, "by": by, "data": data, "tokenizers": toks, "rows": rows},
-                             indent=1, ensure_ascii=False))
+            print(json.dumps({"words": WORD_UNIT, "by": by, "data": data, "tokenizers": toks, "rows": rows,
+                              "warnings": said}, indent=1, ensure_ascii=False))
         else:
             out.print(eval_table(rows, WORD_UNIT))
     except ToktokError as e:

@@ -130,14 +130,17 @@ def eval_table(rows: list[dict], word_unit: str) -> Table:
             bpt = r["bytes_per_token"]
             vs = "" if k == 0 or not first or bpt is None else f"{(bpt / first - 1) * 100:+.1f}%"
             _row(
-                t, shown[subset] if k == 0 else "", r["tokenizer"], f"{r['docs']:,}", _size(r["bytes"]),
+                t, shown[subset] if k == 0 else "",
+                Text.assemble(literal(r["tokenizer"]), (" (lossy)", "yellow")) if r.get("lossy_docs") else r["tokenizer"],
+                f"{r['docs']:,}", _size(r["bytes"]),
                 Text(f"{bpt:.3f}" if bpt else "–", style="bold" if len(rs) > 1 and bpt == best else ""),
                 vs, f"{r['tokens_per_word']:.3f}" if r["tokens_per_word"] else "–",
                 f"{r['vocab_utilization'] * 100:.1f}%" if r["vocab_utilization"] is not None else "–",
             )
         t.add_section()
     t.caption = (f"words = {word_unit}; bytes are UTF-8; bold = most bytes per token (best compression); "
-                 "vocab = share of the vocabulary produced at least once")
+                 "vocab = share of the vocabulary produced at least once"
+                 + ("; lossy = its tokens do not decode back to the text" if any(r.get("lossy_docs") for r in rows) else ""))
     t.caption_justify = "left"
     return t
 
@@ -258,6 +261,6 @@ def write_parquet(table: pa.Table, path: str) -> None:
     from .errors import OutputError
 
     try:
-        pq.write_table(table, path)
+        pq.write_table(table, os.path.expanduser(path))
     except (OSError, pa.ArrowException) as e:
         raise OutputError(f"{path}: cannot write Parquet ({e})") from None

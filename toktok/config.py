@@ -64,6 +64,24 @@ def parse_size(text: str | int) -> int:
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
+def machine_memory() -> int | None:
+    """Bytes of physical memory of this machine (None if the OS does not say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _check_memory_limit_max(text: str | int) -> None:
+    """Refuse a DuckDB memory limit beyond this machine's memory (DuckDB itself cannot even parse
+    one beyond 2^64 bytes); the default (2GB) is always accepted."""
+    ram = machine_memory()
+    if ram is None or parse_size(text) <= max(ram, parse_size(TrainConfig.memory_limit)):
+        return
+    raise ConfigError(f"--memory-limit {text} is more than this machine's memory ({ram / 2**30:.1f} GiB); pass "
+                      f"at most {ram >> 30}GiB, e.g. --memory-limit 2GB (DuckDB spills to disk beyond it)")
+
+
 @dataclass
 class SourceConfig:
     """One source of a phase: a file, folder or glob (``kind`` "path"), or one file (``kind`` "file").
@@ -158,6 +176,7 @@ class TrainConfig:
                 f"--memory-limit {self.memory_limit} is too small for DuckDB; pass at least 16MiB, e.g. "
                 "--memory-limit 256MB (DuckDB spills to disk beyond it)"
             )
+        _check_memory_limit_max(self.memory_limit)
         _check_tiktoken_name(self.tiktoken_name, "--out")
         _check_out_parent(self.out)
         names = set()
@@ -335,8 +354,13 @@ def _yaml_load(path: Path) -> Any:
         pass
 
     def mapping(loader, node, deep=False):
+        # A key given twice in one mapping is an error. Keys brought in by a merge key
+        # (``<<: *base``) are not: the mapping's own keys override them, as YAML says; the
+        # merged mappings are checked where they are defined.
         seen: set = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
             key = loader.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(

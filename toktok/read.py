@@ -130,7 +130,7 @@ class _Resolver:
         self.dangling: list[str] = []
         self.special: list[str] = []  # FIFOs, sockets, devices
         self.repeated: dict[str, None] = {}  # folders reached again through a link (ordered set)
-        self._real: set[str] = set()  # real paths of the files taken or left out
+        self._real: set[str] = set()  # real paths of the files left out
 
     def folders(self, root: str, seen: set) -> Iterator[tuple[str, list[os.DirEntry]]]:
         """(folder, its sorted entries) for ``root`` and every folder under it, each real folder
@@ -175,24 +175,26 @@ class _Resolver:
         return st.st_dev, st.st_ino
 
     def take(self, path: str, entry: os.DirEntry | None = None) -> None:
-        """Keep ``path`` if it is a regular file of a supported kind; else note why not."""
-        real = os.path.realpath(path)
-        if real in self._real:  # the same file through another link or match
-            return
-        self._real.add(real)
+        """Keep ``path`` if it is a regular file of a supported kind; else note why not (once
+        per real file: resolve_sources keeps one path per real file, the first by name)."""
         try:
             regular = entry.is_file() if entry is not None else _is_regular(path)
         except OSError:
             regular = False
+        if regular and kind_of(path) is not None:
+            self.files.append(path)
+            return
+        real = os.path.realpath(path)
+        if real in self._real:  # the same file through another link or match
+            return
+        self._real.add(real)
         if not regular:
             if not os.path.exists(path):  # a link to nothing (or a link loop)
                 self.dangling.append(path)
             elif not os.path.isdir(path):
                 self.special.append(path)
-        elif kind_of(path) is None:
-            self.unsupported.append(path)
         else:
-            self.files.append(path)
+            self.unsupported.append(path)
 
     def walk(self, root: str, seen: set) -> None:
         """Every file under folder ``root`` (recursively)."""
@@ -284,15 +286,20 @@ class _Resolver:
         """One line for what was skipped, one for the folders reached twice."""
         out = []
         if what := self.skipped():
-            todo = "toktok reads " + _SUPPORTED + " files"
+            todo = []
+            if self.unsupported:
+                todo.append(f"toktok reads {_SUPPORTED} files")
             if any(p.lower().endswith(".gz") for p in self.unsupported):
-                todo += "; decompress .gz files, or recompress them with zstd (.jsonl.zst)"
+                todo.append("decompress .gz files, or recompress them with zstd (.jsonl.zst)")
             if self.dangling:
-                todo += "; fix or remove the dangling links"
-            out.append(f"{self.src}: skipped {what}; {todo}")
+                todo.append("fix or remove the dangling links")
+            if self.special:
+                todo.append("only regular files are read")
+            out.append(f"{self.src}: skipped {what}; " + "; ".join(todo))
         if self.repeated:
             links = [f"{p} -> {os.readlink(p)}" if os.path.islink(p) else p for p in self.repeated]
-            out.append(f"{self.src}: {_n(len(links), 'symlinked folder')} lead to a folder read already "
+            out.append(f"{self.src}: {_n(len(links), 'symlinked folder')} "
+                       f"{'leads' if len(links) == 1 else 'lead'} to a folder read already "
                        f"(a loop, or a second link), not read again: {_examples(links)}")
         return out
 

@@ -353,19 +353,26 @@ def _yaml_load(path: Path) -> Any:
     class Loader(yaml.SafeLoader):
         pass
 
-    def mapping(loader, node, deep=False):
+    def check(loader, node, deep):
         # A key given twice in one mapping is an error. Keys brought in by a merge key
-        # (``<<: *base``) are not: the mapping's own keys override them, as YAML says; the
-        # merged mappings are checked where they are defined.
+        # (``<<: *base`` or ``<<: [*a, *b]``) are not: the mapping's own keys override them, as
+        # YAML says; each merged mapping is checked on its own.
         seen: set = set()
-        for key_node, _ in node.value:
+        for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
+                merged = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+                for m in merged:
+                    if isinstance(m, yaml.MappingNode):
+                        check(loader, m, deep)
                 continue
             key = loader.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"key {key!r} is given twice", key_node.start_mark)
             seen.add(key)
+
+    def mapping(loader, node, deep=False):
+        check(loader, node, deep)
         return loader.construct_mapping(node, deep=deep)
 
     Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)

@@ -45,15 +45,13 @@ def _warnings():
     said: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ToktokWarning)
-        try:
-            yield said
-        finally:
-            for w in caught:
-                if issubclass(w.category, ToktokWarning):
-                    said.append(str(w.message))
-                    _say("warning", "yellow", str(w.message))
-                else:
-                    warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+        yield said  # an error inside is the one line printed: its warnings are dropped
+    for w in caught:
+        if issubclass(w.category, ToktokWarning):
+            said.append(str(w.message))
+            _say("warning", "yellow", str(w.message))
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
 def _fail(e: BaseException, debug: bool) -> None:
@@ -209,14 +207,14 @@ def verify_cmd(
         if sources:
             texts = []
             corpus = read_corpus(list(sources), text_column=text_column)
-            for w in corpus.warnings:
-                _say("warning", "yellow", w)
             for batch in corpus.batches():
                 texts.extend(batch.texts.to_list())
         rep = verify(folder, texts, slices=slices if texts else 0, seed=seed)
     except ToktokError as e:
         _fail(e, debug)
         return
+    for w in corpus.warnings if sources else []:
+        _say("warning", "yellow", w)
     out.print(f"toktok: parity ok: {rep.strings:,} strings, {rep.tokens:,} tokens, tiktoken == HF tokenizers")
 
 

@@ -50,6 +50,8 @@ class _Tokenizer:
     #: the tokenizer cannot lose any (byte-level: every byte is a token)
     lost: Callable[[list[str]], list[int]] | None = None
     unk_id: int | None = None
+    #: ids and lost characters in one pass, for tokenizers that are not byte-level
+    encode_lost: Callable[[list[str]], tuple[list[list[int]], list[int]]] | None = None
 
 
 def _load(spec: str, threads: int) -> _Tokenizer:
@@ -68,13 +70,23 @@ def _load(spec: str, threads: int) -> _Tokenizer:
     if p.suffix == ".json":
         hf = load_hf(p)
         fast = getattr(hf, "encode_batch_fast", None) or hf.encode_batch
-        unk_id = _unk_id(hf)
-        return _Tokenizer(
+        doc = json.loads(hf.to_str())
+        unk_id = _unk_id(hf, doc.get("model") or {})
+        t = _Tokenizer(
             name="", path=str(spec), kind="hf", vocab_size=hf.get_vocab_size(with_added_tokens=True),
             encode=lambda texts: [e.ids for e in fast(texts, add_special_tokens=False)],
             decode=lambda ids: hf.decode_batch(ids, skip_special_tokens=False),
-            lost=lambda texts: _lost_chars(hf, texts, unk_id), unk_id=unk_id,
+            lost=lambda texts: _lost_chars(hf.encode_batch(texts, add_special_tokens=False), texts, unk_id),
+            unk_id=unk_id,
         )
+        if not _byte_level(doc):
+            # Most of its documents will not round-trip: encode once with offsets, which say
+            # what text each token stands for, rather than again for every lossy document.
+            def encode_lost(texts: list[str]) -> tuple[list[list[int]], list[int]]:
+                encs = hf.encode_batch(texts, add_special_tokens=False)
+                return [e.ids for e in encs], _lost_chars(encs, texts, unk_id)
+            t.encode_lost = encode_lost
+        return t
     enc = load_encoding(p)  # specials from tokenizer.json beside it, if any
     return _Tokenizer(
         name="", path=str(spec), kind="tiktoken", vocab_size=enc.n_vocab,
@@ -83,16 +95,24 @@ def _load(spec: str, threads: int) -> _Tokenizer:
     )
 
 
-def _unk_id(hf) -> int | None:
+def _unk_id(hf, model: dict) -> int | None:
     """The id of the model's unknown token (WordPiece, Unigram, BPE without byte fallback)."""
-    try:
-        model = json.loads(hf.to_str()).get("model", {})
-    except ValueError:
-        return None
     if isinstance(model.get("unk_id"), int):  # Unigram stores the id
         return model["unk_id"]
     unk = model.get("unk_token")
     return hf.token_to_id(unk) if isinstance(unk, str) else None
+
+
+def _byte_level(doc: dict) -> bool:
+    """Whether a tokenizer.json can encode any text without loss: byte-level (GPT-2 style) or
+    with byte fallback."""
+    def byte_level(part) -> bool:
+        if not isinstance(part, dict):
+            return False
+        return part.get("type") == "ByteLevel" or any(
+            byte_level(x) for x in (part.get("pretokenizers") or part.get("decoders") or []))
+    return bool((doc.get("model") or {}).get("byte_fallback")) or byte_level(doc.get("pre_tokenizer")) \
+        or byte_level(doc.get("decoder"))
 
 
 # Unicode White_Space: what a WordPiece-style pre-tokenizer may drop without losing text.
@@ -100,19 +120,23 @@ _WHITESPACE = np.array([*range(0x09, 0x0E), 0x20, 0x85, 0xA0, 0x1680, *range(0x2
                         0x2029, 0x202F, 0x205F, 0x3000], dtype=np.uint32)
 
 
-def _lost_chars(hf, texts: list[str], unk_id: int | None) -> list[int]:
+def _lost_chars(encodings, texts: list[str], unk_id: int | None) -> list[int]:
     """Per text, the characters that no known token stands for: inside an unknown token, or
-    covered by no token at all (whitespace aside: pre-tokenizers may drop it)."""
+    covered by no token at all (whitespace aside: pre-tokenizers may drop it). ``encodings``
+    are Hugging Face encodings of ``texts``, with their offsets (characters)."""
     out = []
-    for t, e in zip(texts, hf.encode_batch(texts, add_special_tokens=False)):
-        cps = np.frombuffer(t.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    for t, e in zip(texts, encodings):
+        n = len(t)
         ids = np.asarray(e.ids, dtype=np.int64)
-        spans = np.asarray(e.offsets, dtype=np.int64).reshape(-1, 2)[ids != (-1 if unk_id is None else unk_id)]
-        depth = np.zeros(len(cps) + 1, dtype=np.int64)  # how many known tokens cover each char
-        np.add.at(depth, np.minimum(spans[:, 0], len(cps)), 1)
-        np.add.at(depth, np.minimum(spans[:, 1], len(cps)), -1)
-        covered = np.cumsum(depth[:-1]) > 0
-        out.append(int((~covered & ~np.isin(cps, _WHITESPACE)).sum()))
+        spans = np.fromiter(itertools.chain.from_iterable(e.offsets), dtype=np.int64, count=2 * len(ids))
+        spans = np.minimum(spans.reshape(-1, 2)[ids != (-1 if unk_id is None else unk_id)], n)
+        # how many known tokens cover each character: +1 where a span starts, -1 where it ends
+        depth = np.bincount(spans[:, 0], minlength=n + 1) - np.bincount(spans[:, 1], minlength=n + 1)
+        bare = np.cumsum(depth[:n]) <= 0
+        if bare.any():
+            cps = np.frombuffer(t.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+            bare &= ~np.isin(cps, _WHITESPACE)
+        out.append(int(bare.sum()))
     return out
 
 
@@ -314,7 +338,11 @@ def evaluate(
         used = np.zeros((len(names), tok.vocab_size), dtype=bool)
         loss = _Loss(len(docs))
         for start, end in _batches(nbytes):
-            ids = tok.encode(docs[start:end])
+            if tok.encode_lost is not None:
+                ids, lost = tok.encode_lost(docs[start:end])
+                loss.lost[start:end] = lost
+            else:
+                ids = tok.encode(docs[start:end])
             lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
             flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lens.sum()))
             ntok[start:end] = lens
@@ -362,12 +390,15 @@ class _Loss:
             if hit.any():
                 doc = np.repeat(np.arange(end - start), lens)
                 self.unk[start:end] = np.bincount(doc[hit], minlength=end - start)
-        texts = tok.decode(ids)
-        bad = [i for i, (d, t) in enumerate(zip(docs[start:end], texts)) if d != t]
+        # a document with lost characters cannot decode back: only the others are decoded
+        self.bad[start:end] = self.lost[start:end] > 0
+        todo = np.flatnonzero(~self.bad[start:end]).tolist()
+        texts = tok.decode([ids[i] for i in todo])
+        bad = [i for i, t in zip(todo, texts) if docs[start + i] != t]
         if not bad:
             return
         self.bad[[start + i for i in bad]] = True
-        if tok.lost is not None:
+        if tok.lost is not None and tok.encode_lost is None:
             self.lost[[start + i for i in bad]] = tok.lost([docs[start + i] for i in bad])
 
     def warn(self, tok: _Tokenizer, nbytes: np.ndarray, nchars: np.ndarray) -> None:

@@ -276,6 +276,9 @@ def test_sql_command_errors(insight_run, tmp_path):
     garbage.parent.mkdir()
     garbage.write_bytes(b"not a database")
     _one_error_line(runner.invoke(app, ["sql", str(garbage), "merges"]), "run.duckdb")
+    other = tmp_path / "other.duckdb"  # a DuckDB file, but not a run's
+    duckdb.connect(str(other)).close()
+    _one_error_line(runner.invoke(app, ["sql", str(other), "select 1"]), "other.duckdb", "schema version None")
 
 
 def test_show_command(insight_run, tmp_path):

@@ -122,7 +122,7 @@ def train(
 
                 def progress(stage: str, done: int, total: Optional[int]) -> None:
                     if stage not in tasks:
-                        tasks[stage] = bar.add_task(stage, total=total, rate="")
+                        tasks[stage] = bar.add_task(printable(stage), total=total, rate="")
                     t = bar.tasks[tasks[stage]]
                     el = t.elapsed or 0
                     rate = (f"{done / el / 1e6:.1f} MB/s" if stage.startswith("count") else f"{done / el:,.0f}/s") if el > 0 else ""

@@ -90,7 +90,10 @@ def _sandbox(run: str | os.PathLike) -> Iterator[duckdb.DuckDBPyConnection]:
                 con.execute(code, {k: v for k, v in params.items() if f"${k}" in code})
             except duckdb.Error as e:
                 raise ToktokError(f"{p}: cannot open the run file ({_first_line(e)})") from None
-        version = con.execute(sql("get_meta"), {"key": "schema_version"}).fetchone()
+        try:
+            version = con.execute(sql("get_meta"), {"key": "schema_version"}).fetchone()
+        except duckdb.Error:  # a DuckDB file, but not a run's
+            version = None
         if not version or version[0] != SCHEMA_VERSION:
             raise ToktokError(f"{p}: run file schema version {version[0] if version else None!r}, this toktok "
                               f"reads {SCHEMA_VERSION!r}")

@@ -254,6 +254,42 @@ def _empty_documents_jsonl(d: Path):
     return [str(p)], [str(p), "empty"]
 
 
+def _text_column_twice(d: Path):
+    p = d / "dup.parquet"
+    pq.write_table(pa.Table.from_arrays([pa.array(["hello there"] * 3), pa.array(["x"] * 3)], names=["text", "text"]), p)
+    return [str(p)], [str(p), "2 columns are named 'text'"]
+
+
+def _gzip_given(d: Path):
+    import gzip
+
+    p = d / "data.jsonl.gz"
+    p.write_bytes(gzip.compress(b'{"text": "hello"}\n'))
+    return [str(p)], [str(p), "gzip-compressed"]
+
+
+def _dangling_given(d: Path):
+    p = d / "gone.jsonl"
+    p.symlink_to(d / "moved" / "gone.jsonl")
+    return [str(p)], [str(p), "dangling symlink", str(d / "moved" / "gone.jsonl")]
+
+
+def _fifo_given(d: Path):
+    p = d / "pipe.txt"
+    os.mkfifo(p)
+    return [str(p)], [str(p), "not a regular file"]
+
+
+def _folder_of_gz_only(d: Path):
+    import gzip
+
+    f = d / "shards"
+    f.mkdir()
+    for k in range(4):
+        (f / f"part-{k}.jsonl.gz").write_bytes(gzip.compress(b'{"text": "hello"}\n'))
+    return [str(f)], [str(f), "4 files of other types (4 .jsonl.gz: ", "part-0.jsonl.gz", "(1 more)"]
+
+
 def _opts(*opts: str, needles: list[str]):
     return lambda d: ([str(_good(d)), *opts], needles)
 
@@ -376,6 +412,23 @@ CATALOGUE = [
     Case("config-not-yaml", _cfg("verbose: yes: no\n" + PHASE, ["run.yaml:2:", "not valid YAML"]), "fix the file there"),
     # DuckDB's memory limit too small to work: refused before any work
     Case("memory-limit-too-small", _opts("--memory-limit", "1MB", needles=["--memory-limit 1MB"]), "pass at least 16MiB"),
+    # ... or beyond the machine (beyond 2^64 bytes DuckDB could not even parse it: a traceback)
+    Case("memory-limit-beyond-duckdb", _opts("--memory-limit", "99999999999999999999TB",
+                                             needles=["--memory-limit 99999999999999999999TB", "machine's memory"]),
+         "pass at most"),
+    Case("memory-limit-beyond-the-machine", _opts("--memory-limit", "4096TiB",
+                                                  needles=["--memory-limit 4096TiB", "machine's memory"]), "pass at most"),
+    # a Parquet file with its text column twice; gzip, a dangling link or a FIFO given directly
+    Case("parquet-text-column-twice", _text_column_twice, "rename the others"),
+    Case("jsonl-gz-given", _gzip_given, "recompress it with zstd"),
+    Case("dangling-symlink-given", _dangling_given, "fix the link"),
+    Case("fifo-given", _fifo_given, "pass a data file"),
+    Case("folder-of-gz-only", _folder_of_gz_only, "point at the data files"),
+    # data that looks like Rich markup or holds control characters is printed as it is (escaped)
+    Case("special-token-closing-tag-twice", _opts("-s", "[/INST]", "-s", "[/INST]", needles=["'[/INST]'", "twice"]),
+         "give each special token once"),
+    Case("special-token-ansi-escape-twice", _opts("-s", "\x1b[31m", "-s", "\x1b[31m", needles=["'\\x1b[31m'", "twice"]),
+         "give each special token once"),
 ]
 
 
@@ -390,6 +443,7 @@ def test_catalogue(case: Case, tmp_path, good_out):
     # no output folder before: none after, and no staging folder beside it
     r = _train(*args, "--out", out)
     _one_error_line(r, needles, case.hint)
+    assert "\x1b" not in r.output  # no raw escape reaches the terminal
     _check_untouched(outs, out, None)
     # a good output folder before, replaced only by a run that succeeds: untouched
     before = _place_good(good_out, out)

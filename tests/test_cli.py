@@ -11,6 +11,7 @@ from pathlib import Path
 
 import duckdb
 import polars as pl
+import pyarrow as pa
 import pytest
 import tiktoken
 from conftest import FIXTURES
@@ -247,3 +248,132 @@ def test_out_through_a_symlink_replaces_the_target_and_keeps_the_link(tmp_path):
     assert _train(dangling, merges="10").exit_code == 0
     assert dangling.is_symlink() and (real_parent / "later" / "tokenizer.tiktoken").is_file()
     assert sorted(os.listdir(real_parent)) == ["later", "tok"]
+
+
+# --- data is printed as it is: never Rich markup, control characters escaped (issue 13 item 6) ---
+
+TRICKY = ["[INST]", "[/INST]", "[bold]x[/bold]", "\x1b[31m", ":fire:", "[/]"]
+WIDE = {"COLUMNS": "400"}  # long tmp paths are not folded across lines
+
+
+@pytest.fixture(scope="module")
+def tricky_run(tmp_path_factory) -> dict:
+    """A run whose specials, words, paths and warnings look like Rich markup or hold escapes."""
+    d = tmp_path_factory.mktemp("tricky")
+    folder = d / "[red]data[" / "red]"  # .../[red]data[/red]
+    folder.mkdir(parents=True)
+    src = folder / "we[b]ird\x1b[2J.txt"  # a file name holding an ANSI "clear screen"
+    src.write_text("[INST] hello [/INST] [bold]x[/bold] \x1b[31mred\x1b[0m :fire: [/] [link=x]y[/link] \u202eevil\n" * 30)
+    (folder / "notes[i]\x1b[5m.md").write_text("not data")  # skipped: named in a warning
+    (d / "[b]out[").mkdir()
+    out = d / "[b]out[" / "b]"  # .../[b]out[/b]
+    args = ["train", str(folder), "--out", str(out), "--merges", "40", "-q"]
+    for t in TRICKY:
+        args += ["-s", t]
+    r = runner.invoke(app, args)
+    return {"out": out, "src": src, "folder": folder, "train": r}
+
+
+def _literal(r, *needles: str) -> str:
+    assert r.exit_code == 0, r.output
+    assert "Traceback" not in r.output
+    assert "\x1b" not in r.output and "\u202e" not in r.output  # escapes are shown, never sent raw
+    for n in needles:
+        assert n in r.output, (n, r.output)
+    return r.output
+
+
+def test_train_summary_and_warnings_print_data_literally(tricky_run):
+    out, folder = tricky_run["out"], tricky_run["folder"]
+    text = _literal(tricky_run["train"], f"toktok: wrote {out}", "toktok: warning: ", "notes[i]\\x1b[5m.md")
+    assert f"{folder}: skipped 1 file of other types (1 .md: " in " ".join(text.split())
+
+
+def test_show_prints_data_literally(tricky_run):
+    r = runner.invoke(app, ["show", str(tricky_run["out"])], env=WIDE)
+    text = " ".join(_literal(r).split())
+    assert "specials [INST] [/INST] [bold]x[/bold] \\x1b[31m :fire: [/]" in text
+    assert "we[b]ird\\x1b[2J.txt" in text and "notes[i]\\x1b[5m.md" in text
+    assert f"toktok run {tricky_run['out']}" in text
+
+
+def test_sql_prints_data_literally(tricky_run):
+    out = str(tricky_run["out"])
+    r = runner.invoke(app, ["sql", out, "select shown from vocab_text where kind = 'special' order by id"], env=WIDE)
+    text = _literal(r)
+    for t in TRICKY:
+        assert (t if t != "\x1b[31m" else "\\x1b[31m") in text, t
+    r = runner.invoke(app, ["sql", out, "select shown, count from words_text order by count desc, shown"], env=WIDE)
+    _literal(r, "│ [/  ", "│ ]y  ", "=x", "\\u202e")  # words: pre-tokenizer pieces of "[link=x]y[/link]"
+    # names and values of the query's own, a one-row wide table, and repeated column names
+    r = runner.invoke(app, ["sql", out, "select '[/]' as \"[bold]\", '\x1b[2J' as e, 1 as a, 2 as a"], env=WIDE)
+    _literal(r, "[bold]", "[/]", "\\x1b[2J")
+    r = runner.invoke(app, ["sql", out, "select 1 a, 2 b, 3 c, 4 d, 5 e, 6 f, '[/x]' as \"[i]g\", 8 h"], env=WIDE)
+    assert "[i]g" in _literal(r, "[/x]") and "│ h " in r.output
+
+
+def test_eval_prints_data_literally(tricky_run):
+    out, src = str(tricky_run["out"]), str(tricky_run["src"])
+    r = runner.invoke(app, ["eval", out, "--data", src, "--by", "file"], env=WIDE)
+    _literal(r, "b]", "we[b]ird\\x1b[2J.txt")
+
+
+def test_renderers_are_literal_on_a_console_that_reads_markup():
+    """A notebook's Console reads markup and emoji codes by default: the renderables hold Text."""
+    from rich.console import Console
+
+    from toktok.report import arrow_table, eval_table, printable, run_summary
+
+    con = Console(record=True, width=300, force_terminal=True)
+    con.print(arrow_table(pa.table({"[b]": ["[/INST]", ":fire:", "a\x1b[31mb"]})))
+    con.print(eval_table([{"subset": "[/x]", "by": None, "tokenizer": "[bold]t[/bold]", "docs": 1, "bytes": 3,
+                           "bytes_per_token": 1.5, "tokens_per_word": 1.0, "vocab_utilization": 0.5}], "w"))
+    con.print(run_summary({"run": "[/r]", "config": {"special_tokens": ["[/INST]"], "sources": ["[i]s"]},
+                           "warnings": ["[/w] :fire:"], "inputs": [{"path": "[/p]", "kind": "txt", "phase": "[/ph]",
+                                                                   "docs": 1, "text_bytes": 2}]}))
+    text = con.export_text()
+    for n in ("[b]", "[/INST]", ":fire:", "a\\x1b[31mb", "[/x]", "[bold]t[/bold]", "[/r]", "[i]s", "[/w] :fire:",
+              "[/p]", "[/ph]"):
+        assert n in text, n
+    assert "🔥" not in text
+    assert printable("a\x00\x1b\x7f\x9b\u202e\u2066\ud800\n\t\\é中") == "a\\x00\\x1b\\x7f\\x9b\\u202e\\u2066\\ud800\\n\\t\\é中"
+
+
+def test_help_texts_are_shown_as_written():
+    """Typer reads help texts as Rich markup: "[ray]" in "toktok[ray]" vanished. Every help text of
+    every command renders to itself ("\\[" is an escaped "[")."""
+    import typer
+    from rich.text import Text
+
+    def texts(cmd, path):
+        yield path, cmd.help or ""
+        for p in cmd.params:
+            yield f"{path} {p.name}", getattr(p, "help", None) or ""
+        for name, sub in getattr(cmd, "commands", {}).items():
+            yield from texts(sub, f"{path} {name}")
+
+    for where, h in texts(typer.main.get_command(app), "toktok"):
+        assert Text.from_markup(h).plain == h.replace("\\[", "["), where
+    r = runner.invoke(app, ["train", "--help"], env={"COLUMNS": "250"})
+    assert r.exit_code == 0 and "pip install 'toktok[ray]'" in r.output
+
+
+def test_a_fifo_in_the_sources_never_blocks_train_or_eval(tmp_path, trained):
+    """Through the console script, with a timeout: a FIFO in a folder (or matched by a glob) is
+    skipped with a warning, never opened."""
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "a.txt").write_text("hello world, hello there\n" * 20)
+    os.mkfifo(d / "b.txt")
+    (d / "c.jsonl").symlink_to(d / "nowhere.jsonl")
+    exe = Path(sys.executable).parent / "toktok"
+    for src in (str(d), str(d / "*.txt")):
+        out = tmp_path / f"o{len(src)}"
+        r = subprocess.run([str(exe), "train", src, "--out", str(out), "--merges", "5", "-q"],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        assert f"toktok: warning: {src}: skipped" in r.stderr and "b.txt" in r.stderr
+        assert ("dangling symlink" in r.stderr) == (src == str(d))
+    r = subprocess.run([str(exe), "eval", str(trained), "--data", str(d)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "toktok: warning: " in r.stderr and "b.txt" in r.stderr and "c.jsonl" in r.stderr

@@ -310,3 +310,61 @@ def test_config_dataclass_round_trips_to_json():
     assert json.loads(json.dumps(d))["merges"] == 3 and d["phases"] == [] and d["tiktoken_name"] == "tokenizer.tiktoken"
     assert cfg.phase_list() == [PhaseConfig("main", 3, [SourceConfig("a")])]
     assert os.fspath(cfg.tiktoken_path()) == os.path.join("o", "tokenizer.tiktoken")
+
+
+# --- YAML merge keys, the memory limit's upper bound (issue 13) ---------------------------------
+
+MERGE_KEYS = """\
+output: out/m/tok.tiktoken
+phases:
+  - &english
+    name: english
+    merges: 10
+    budget: 1MB
+    sources: &srcs
+      - path: data_fixtures/notes.txt
+        weight: 2
+  - <<: *english
+    name: code
+    merges: 5
+  - <<: [*english]
+    name: third
+    budget: 3MB
+    sources: *srcs
+"""
+
+
+def test_yaml_merge_keys(in_tmp):
+    cfg = load_config(_write(in_tmp, MERGE_KEYS))
+    assert [(p.name, p.merges, p.budget) for p in cfg.phases] == [
+        ("english", 10, "1MB"), ("code", 5, "1MB"), ("third", 10, "3MB")]  # own keys override merged ones
+    assert all(p.sources == [SourceConfig("data_fixtures/notes.txt", weight=2.0)] for p in cfg.phases)
+    r = runner.invoke(app, ["train", "--config", "run.yaml", "-q", "--memory-limit", "256MB"])
+    assert r.exit_code == 0, r.output
+    assert toktok.load_encoding(in_tmp / "out" / "m").n_vocab == 256 + 1161 + 25
+
+
+@pytest.mark.parametrize("text, where", [
+    # a key twice in a mapping that also merges one in; twice inside a merged mapping; plain
+    (MERGE_KEYS.replace("    name: code\n", "    name: code\n    name: again\n"), "run.yaml:12:5:"),
+    (MERGE_KEYS.replace("    merges: 10\n", "    merges: 10\n    merges: 11\n", 1), "run.yaml:6:5:"),
+    (MERGE_KEYS.replace("<<: [*english]", "<<: [{budget: 3KiB, budget: 4KiB}, *english]"), "run.yaml:13:25:"),
+])
+def test_duplicate_keys_are_still_refused_with_merge_keys(in_tmp, text, where):
+    with pytest.raises(ConfigError) as e:
+        load_config(_write(in_tmp, text))
+    assert f"/{where} not valid YAML (key " in str(e.value) and "is given twice" in str(e.value), str(e.value)
+
+
+def test_memory_limit_beyond_the_machine(in_tmp):
+    from toktok.config import machine_memory
+
+    ram = machine_memory()
+    assert ram and ram > 0
+    for big in ("99999999999999999999TB", "100000TB", f"{ram + (1 << 30)}"):
+        with pytest.raises(ConfigError) as e:
+            TrainConfig(["x"], "o", memory_limit=big).validate()
+        assert str(e.value).startswith(f"--memory-limit {big} is more than this machine's memory")
+        assert f"pass at most {ram >> 30}GiB" in str(e.value)
+    for ok in (f"{ram}", "2GB", "16MiB"):  # the machine's memory, the default and the smallest pass
+        TrainConfig(["x"], "o", memory_limit=ok).validate()

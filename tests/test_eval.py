@@ -111,3 +111,122 @@ def test_eval_bad_input(insight_run, tmp_path):
         evaluate([run], [data], text_column="text_col")
     with pytest.raises(VocabError):
         evaluate([str(FIXTURES / "notes.txt")], [data])
+
+
+# --- lossy tokenizers and empty files (issue 13) -------------------------------------------------
+
+
+def _wordpiece(path, lowercase: bool = False):
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
+
+    t = Tokenizer(models.WordPiece({"[UNK]": 0, "hello": 1, "world": 2, "the": 3}, unk_token="[UNK]"))
+    t.pre_tokenizer = pre_tokenizers.Whitespace()
+    t.decoder = decoders.WordPiece()
+    if lowercase:
+        t.normalizer = normalizers.Lowercase()
+    t.save(str(path))
+    return str(path)
+
+
+def _bpe_without_unk(path):
+    """A BPE with no unknown token and no byte fallback: it drops what it does not know."""
+    from tokenizers import Tokenizer, models
+
+    Tokenizer(models.BPE(vocab={"a": 0, "b": 1, "ab": 2, " ": 3}, merges=[("a", "b")])).save(str(path))
+    return str(path)
+
+
+def _trained_unigram(path):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    t = Tokenizer(models.Unigram())
+    t.pre_tokenizer = pre_tokenizers.Metaspace()
+    t.decoder = decoders.Metaspace()
+    t.train_from_iterator(["hello world, the cat sat on the mat"] * 20,
+                          trainers.UnigramTrainer(vocab_size=60, special_tokens=["<unk>"], unk_token="<unk>"))
+    t.save(str(path))
+    return str(path)
+
+
+def test_lossy_tokenizers_are_detected_with_the_share_of_text(insight_run, tmp_path):
+    from toktok.errors import ToktokWarning
+
+    data = tmp_path / "d.jsonl"
+    data.write_text("\n".join(json.dumps({"text": t}) for t in ["hello world", "hello wörld", "the 日本"]) + "\n")
+    (tmp_path / "wp").mkdir()
+    wp = _wordpiece(tmp_path / "wp" / "tokenizer.json")
+    with pytest.warns(ToktokWarning) as caught:
+        rows = evaluate([str(insight_run), wp], [str(data)])
+    ours, theirs = rows
+    # byte-level: nothing lost, no warning about it
+    assert (ours["lossy_docs"], ours["lost_chars"], ours["unk_tokens"]) == (0, 0, 0)
+    # by hand: "wörld" and "日本" become [UNK]: 7 of 28 characters, 2 of 3 documents
+    assert (theirs["lossy_docs"], theirs["lost_chars"], theirs["unk_tokens"]) == (2, 7, 2)
+    assert theirs["chars"] == 28 and theirs["tokens"] == 6
+    (w,) = [str(x.message) for x in caught]
+    assert w.startswith("wp: lossy tokenizer: 25.00% of the characters have no token of their own "
+                        "(2 unknown tokens stand for them), and 2 of 3 documents (") and "looks better" in w
+
+
+@pytest.mark.parametrize("make, text, lost, unk, why", [
+    (_bpe_without_unk, "ab abc", 1, 0, "they are dropped"),  # "c" is silently dropped
+    (lambda p: _wordpiece(p, lowercase=True), "Hello World the", 0, 0, "normalizer or decoder changes the text"),
+    (_trained_unigram, "Hello abc 日本", None, None, "unknown tokens stand for them"),
+])
+def test_every_kind_of_lossy_tokenizer_is_flagged(tmp_path, make, text, lost, unk, why):
+    from toktok.errors import ToktokWarning
+
+    data = tmp_path / "d.txt"
+    data.write_text(text)
+    tok = make(tmp_path / "tok.json")
+    with pytest.warns(ToktokWarning, match=why):
+        (row,) = evaluate([tok], [str(data)])
+    assert row["lossy_docs"] == 1
+    if lost is not None:
+        assert (row["lost_chars"], row["unk_tokens"]) == (lost, unk)
+    else:
+        assert row["lost_chars"] >= 3 and row["unk_tokens"] >= 1  # at least H, 日, 本 are unknown
+
+
+def test_eval_command_warns_about_lossy_tokenizers(insight_run, tmp_path):
+    data = tmp_path / "d.txt"
+    data.write_text("hello wörld")
+    wp = _wordpiece(tmp_path / "wp.json")
+    r = runner.invoke(app, ["eval", str(insight_run), wp, "--data", str(data)], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "toktok: warning: wp: lossy tokenizer: 45.45% of the characters" in r.output
+    assert "wp (lossy)" in r.output and "lossy = its tokens do not decode back" in r.output
+    assert "run (lossy)" not in r.output
+    r = runner.invoke(app, ["eval", str(insight_run), wp, "--data", str(data), "--json"])
+    doc = json.loads(r.stdout)
+    assert [x["lossy_docs"] for x in doc["rows"]] == [0, 1] and len(doc["warnings"]) == 1
+
+
+def test_empty_txt_is_no_document_like_an_empty_jsonl(insight_run, tmp_path):
+    empty_txt, bom_txt, empty_jsonl = tmp_path / "e.txt", tmp_path / "bom.txt", tmp_path / "e.jsonl"
+    empty_txt.write_bytes(b"")
+    bom_txt.write_bytes(b"\xef\xbb\xbf")
+    empty_jsonl.write_bytes(b"")
+    for p in (empty_txt, bom_txt, empty_jsonl):
+        _one_error_line(runner.invoke(app, ["eval", str(insight_run), "--data", str(p)]), str(p), "no documents")
+    notes = FIXTURES / "notes.txt"
+    rows = evaluate([str(insight_run)], [str(notes), str(empty_txt), str(bom_txt), str(empty_jsonl)], by="file")
+    assert rows[0]["docs"] == 1 and [r["subset"] for r in rows] == ["all", str(notes)]
+    # a BOM is not text, as in training
+    with_bom = tmp_path / "b.txt"
+    with_bom.write_bytes(b"\xef\xbb\xbf" + notes.read_bytes())
+    assert evaluate([str(insight_run)], [str(with_bom)])[0]["bytes"] == rows[0]["bytes"]
+
+
+def test_eval_parquet_column_given_twice(insight_run, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    p = tmp_path / "dup.parquet"
+    pq.write_table(pa.Table.from_arrays([pa.array(["a"]), pa.array(["b"]), pa.array(["en"]), pa.array(["fr"])],
+                                        names=["text", "text", "lang", "lang"]), p)
+    _one_error_line(runner.invoke(app, ["eval", str(insight_run), "--data", str(p)]), str(p), "2 columns are named 'text'")
+    q = tmp_path / "dup_by.parquet"
+    pq.write_table(pa.Table.from_arrays([pa.array(["a"]), pa.array(["en"]), pa.array(["fr"])],
+                                        names=["text", "lang", "lang"]), q)
+    _one_error_line(runner.invoke(app, ["eval", str(insight_run), "--data", str(q), "--by", "lang"]), "2 columns are named 'lang'")

@@ -276,6 +276,9 @@ def test_sql_command_errors(insight_run, tmp_path):
     garbage.parent.mkdir()
     garbage.write_bytes(b"not a database")
     _one_error_line(runner.invoke(app, ["sql", str(garbage), "merges"]), "run.duckdb")
+    other = tmp_path / "other.duckdb"  # a DuckDB file, but not a run's
+    duckdb.connect(str(other)).close()
+    _one_error_line(runner.invoke(app, ["sql", str(other), "select 1"]), "other.duckdb", "schema version None")
 
 
 def test_show_command(insight_run, tmp_path):
@@ -291,3 +294,70 @@ def test_show_command(insight_run, tmp_path):
     assert d["vocab"] == {"byte": 256, "hardcoded": 1161, "merge": 300, "special": 1}
     assert d["parity"]["ok"] is True and d["sample"]["docs"] == 265 and d["phases"][0]["merges"] == 300
     _one_error_line(runner.invoke(app, ["show", str(tmp_path)]), "no run file")
+
+
+def _files(folder: Path) -> dict[str, tuple[bytes, int]]:
+    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_sql_is_read_only_for_the_file_system(insight_run, tmp_path):
+    """`toktok sql` could COPY over the run's own files: now no query reads or writes any file but
+    the run file, and the lock cannot be lifted from inside the query."""
+    run = tmp_path / "run"
+    shutil.copytree(insight_run, run)
+    before = _files(run)
+    secret = tmp_path / "secret.csv"
+    secret.write_text("a,b\n1,2\n")
+    attempts = [
+        f"COPY (SELECT 1 AS x) TO '{run}/tokenizer.json'",
+        f"COPY merges TO '{run}/run.duckdb' (FORMAT parquet)",
+        f"COPY (SELECT 1) TO '{tmp_path}/new.csv'",
+        f"EXPORT DATABASE '{tmp_path}/dump'",
+        f"ATTACH '{tmp_path}/other.duckdb' AS o",
+        f"SELECT * FROM read_csv('{secret}')",
+        f"SELECT * FROM read_text('{secret}')",
+        f"SELECT * FROM glob('{tmp_path}/*')",
+        "SET enable_external_access = true",
+        "RESET lock_configuration",
+        "SET lock_configuration = false",
+        "INSTALL httpfs",
+        "DETACH run",
+        "DROP TABLE merges",
+        "INSERT INTO meta VALUES ('k', 'v')",
+    ]
+    for q in attempts:
+        r = runner.invoke(app, ["sql", str(run), q])
+        _one_error_line(r, "query:")
+        if ("COPY" in q or "read_" in q or "glob" in q or "ATTACH" in q or "EXPORT" in q) and "run.duckdb" not in q:
+            assert "toktok sql only reads the run file" in r.output and "--parquet FILE" in r.output, r.output
+        with pytest.raises(QueryError):
+            query(run, q)
+    assert _files(run) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run", "secret.csv"]
+    # reading the run still works, temp views included, and --parquet (written by toktok) too
+    r = runner.invoke(app, ["sql", str(run), "select count(*) as n from merges_text"])
+    assert r.exit_code == 0 and "300" in r.output
+    out = tmp_path / "m.parquet"
+    r = runner.invoke(app, ["sql", str(run), "select * from merges", "--parquet", str(out)])
+    assert r.exit_code == 0 and pq.read_table(out).num_rows == 300
+    # ... but not over a file of the run
+    for target in (run / "tokenizer.json", run / "run.duckdb"):
+        _one_error_line(runner.invoke(app, ["sql", str(run), "merges", "--parquet", str(target)]),
+                        f"--parquet {target}", "pass a path outside the run's folder")
+    assert _files(run) == before
+
+
+def test_sql_sandbox_leaves_other_connections_alone(insight_run, tmp_path):
+    """The lock lives in a private DuckDB: a connection of the caller's to the same file (DuckDB
+    shares one instance per file in a process) keeps its file access."""
+    csv_file = tmp_path / "x.csv"
+    csv_file.write_text("a\n1\n2\n")
+    mine = _con(insight_run)
+    try:
+        assert query(insight_run, "select count(*) as n from words").to_pylist()[0]["n"] > 0
+        assert mine.execute(f"select count(*) from read_csv('{csv_file}')").fetchone()[0] == 2
+        assert query(insight_run, "select count(*) as n from vocab").to_pylist()[0]["n"] == 256 + 1161 + 300 + 1
+        # an open connection given to query() is used as it is (the pipeline's own)
+        assert query(mine, f"select count(*) as n from read_csv('{csv_file}')").to_pylist()[0]["n"] == 2
+    finally:
+        mine.close()

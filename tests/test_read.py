@@ -153,6 +153,188 @@ def test_missing_path_unsupported_file_empty_dir_and_empty_glob(tmp_path):
         read_corpus([])
 
 
+# ---- symlinks, loops, FIFOs and what is skipped (issue 13 items 7, 8, 10) ---------------------
+
+def _resolve_in_subprocess(cwd: Path, sources: list[str], timeout: float = 60) -> dict:
+    """resolve_sources + reading every file in a child process, so that a hang (a glob that
+    never ends, an open() blocked on a FIFO) fails the test instead of stalling the suite."""
+    import subprocess
+    import sys
+
+    code = (
+        "import json, sys\n"
+        "from toktok.read import read_corpus\n"
+        "c = read_corpus(json.loads(sys.argv[1]))\n"
+        "texts = [t for b in c.batches() for t in b.texts.to_list()]\n"
+        "print(json.dumps({'files': [f.path for f in c.files], 'texts': texts, 'warnings': c.warnings}))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code, json.dumps(sources)], cwd=cwd, capture_output=True,
+                       text=True, timeout=timeout)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+@pytest.fixture
+def loops(tmp_path: Path) -> Path:
+    """d/ with a.txt, sub/b.txt, sub/deeper/c.jsonl; two links to "." and one to the parent
+    (sub/up -> ..) and a two-folder cycle (x/y -> ../z, z/x -> ../x)."""
+    d = tmp_path / "d"
+    (d / "sub" / "deeper").mkdir(parents=True)
+    (d / "a.txt").write_text("alpha")
+    (d / "sub" / "b.txt").write_text("beta")
+    write_jsonl(d / "sub" / "deeper" / "c.jsonl", [{"text": "gamma"}])
+    (d / "l1").symlink_to(".")
+    (d / "l2").symlink_to(".")
+    (d / "sub" / "up").symlink_to("..")
+    (d / "x").mkdir()
+    (d / "z").mkdir()
+    (d / "x" / "y").symlink_to("../z")
+    (d / "z" / "x").symlink_to("../x")
+    (d / "z" / "zeta.txt").write_text("zeta")
+    return tmp_path
+
+
+@pytest.mark.parametrize("source", ["d/**/*.txt", "d/**", "d", "d/", "**/*.txt", "d/*", "d/**/deeper/*"])
+def test_symlink_loops_end_and_each_real_file_is_read_once(loops, source):
+    """Two links to "." under a ** glob were 2^40 paths; now each real folder is listed once."""
+    got = _resolve_in_subprocess(loops, [source], timeout=60)
+    real = {os.path.realpath(loops / p) for p in got["files"]}
+    assert len(real) == len(got["files"])  # each real file once
+    want = {"alpha", "beta", "zeta"} | ({"gamma"} if not source.endswith(".txt") else set())
+    if source == "d/**/deeper/*":
+        want = {"gamma"}
+    assert sorted(got["texts"]) == sorted(want)
+    # paths are shown under the real folders' names where a real path exists
+    assert all("/l1/" not in p and "/l2/" not in p and "/up/" not in p for p in got["files"]), got["files"]
+    if source != "d/**/deeper/*":
+        loop_lines = [w for w in got["warnings"] if "symlinked folder" in w]
+        assert len(loop_lines) == 1 and loop_lines[0].startswith(f"{source}: ")
+        assert "d/l1 -> ." in loop_lines[0] and "not read again" in loop_lines[0]
+
+
+def test_folder_and_glob_follow_the_same_symlinks(tmp_path):
+    """The same data gives the same corpus as a folder or as a ** glob: symlinked folders (and
+    files) are followed by both, a folder linked twice is read once."""
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "far.txt").write_text("far away")
+    d = tmp_path / "data"
+    (d / "real").mkdir(parents=True)
+    (d / "real" / "r.txt").write_text("real")
+    (d / "latest").symlink_to("real")  # a second name for real/
+    (d / "ext").symlink_to(tmp_path / "outside")  # data kept elsewhere
+    (d / "one.txt").symlink_to(tmp_path / "outside" / "far.txt")  # a file link to the same file
+    results = [_resolve_in_subprocess(tmp_path, [src]) for src in ("data", "data/**/*.txt", "data/**")]
+    for got in results:
+        assert sorted(got["texts"]) == ["far away", "real"]
+    assert results[0]["files"] == ["data/ext/far.txt", "data/real/r.txt"]  # one path per file: the first by name
+    assert results[0]["files"] == results[1]["files"] == results[2]["files"]
+    for src, got in zip(("data", "data/**/*.txt", "data/**"), results):
+        assert got["warnings"] == [f"{src}: 1 symlinked folder leads to a folder read already (a loop, or a "
+                                   "second link), not read again: data/latest -> real"]
+
+
+def test_fifo_in_a_folder_or_matched_by_a_glob_is_skipped_never_opened(tmp_path):
+    d = tmp_path / "d"
+    (d / "sub").mkdir(parents=True)
+    (d / "ok.txt").write_text("fine")
+    os.mkfifo(d / "pipe.txt")
+    os.mkfifo(d / "sub" / "data.jsonl")
+    (d / "link.txt").symlink_to("pipe.txt")  # a link to a FIFO is no regular file either
+    for src in ("d", "d/*.txt", "d/**", "d/**/*.jsonl"):
+        if src == "d/**/*.jsonl":
+            with pytest.raises(AssertionError, match="matches no"):
+                _resolve_in_subprocess(tmp_path, [src])
+            continue
+        got = _resolve_in_subprocess(tmp_path, [src])
+        assert got["texts"] == ["fine"]
+        (w,) = got["warnings"]
+        assert w.startswith(f"{src}: skipped ") and "FIFO" in w and "(not regular files: " in w
+        # link.txt and pipe.txt are one FIFO, named once
+        assert ("d/pipe.txt" in w) != ("d/link.txt" in w) and "only regular files are read" in w
+        listed = w.split("(not regular files: ")[1]
+        assert listed.count("d/") == (2 if src != "d/*.txt" else 1) and "toktok reads" not in w
+    # given directly: one line, without opening it
+    for p in (d / "pipe.txt", d / "link.txt"):
+        with pytest.raises(InputError) as e:
+            resolve_sources([str(p)])
+        one_line_error(e, str(p), "not a regular file")
+    from toktok.read import open_regular
+
+    with pytest.raises(InputError) as e:
+        open_regular(str(d / "pipe.txt"))  # would block for ever in open() without O_NONBLOCK
+    one_line_error(e, "pipe.txt", "not a regular file")
+
+
+def test_dangling_links_and_other_files_are_reported(tmp_path):
+    import gzip
+
+    d = tmp_path / "d"
+    (d / "more").mkdir(parents=True)
+    (d / "ok.jsonl").write_text('{"text": "fine"}\n')
+    (d / "gone.txt").symlink_to("missing.txt")
+    (d / "more" / "self.txt").symlink_to("self.txt")  # a link loop on itself counts as dangling
+    for name in ("a.jsonl.gz", "b.jsonl.gz", "more/c.jsonl.gz"):
+        (d / name).write_bytes(gzip.compress(b'{"text": "zipped"}\n'))
+    (d / "README.md").write_text("# notes")
+    (d / "Makefile").write_text("all:")
+    (d / ".hidden.md").write_text("hidden files are skipped without a word")
+    skipped: list[str] = []
+    files = resolve_sources([str(d)], skipped=skipped)
+    assert [os.path.basename(f.path) for f in files] == ["ok.jsonl"]
+    (w,) = skipped
+    assert w.startswith(f"{d}: skipped 5 files of other types (3 .jsonl.gz, 1 .md, 1 without suffix: ")
+    assert "2 dangling symlinks (the target is missing: " in w and f"{d}/gone.txt" in w
+    assert "decompress .gz files, or recompress them with zstd" in w and "fix or remove the dangling links" in w
+    assert ".hidden" not in w and "\n" not in w
+    # the same through a glob
+    skipped = []
+    assert [f.path for f in resolve_sources([str(d / "**")], skipped=skipped)] == [f.path for f in files]
+    assert skipped[0].startswith(f"{d}/**: skipped 5 files of other types")
+    # given directly: one line each
+    with pytest.raises(InputError) as e:
+        resolve_sources([str(d / "a.jsonl.gz")])
+    one_line_error(e, "a.jsonl.gz", "gzip-compressed files are not read", "recompress it with zstd")
+    with pytest.raises(InputError) as e:
+        resolve_sources([str(d / "gone.txt")])
+    one_line_error(e, "gone.txt", "dangling symlink", "missing.txt", "fix the link")
+    # a folder of only such files: the error says what it has
+    with pytest.raises(InputError) as e:
+        resolve_sources([str(d / "more")])
+    one_line_error(e, "more", "no .parquet", "1 .jsonl.gz", "1 dangling symlink", "point at the data files")
+
+
+def test_hidden_folders_and_links_are_skipped_by_folders_and_globs(tmp_path):
+    d = tmp_path / "d"
+    (d / ".git").mkdir(parents=True)
+    (d / ".git" / "x.txt").write_text("hidden")
+    (d / ".mirror").symlink_to(".git")
+    (d / "v.txt").write_text("visible")
+    for src in (str(d), str(d / "**" / "*.txt"), str(d / "*")):
+        skipped: list[str] = []
+        assert [f.path for f in resolve_sources([src], skipped=skipped)] == [str(d / "v.txt")]
+        assert skipped == []
+    # asked for by name, a hidden folder is read
+    assert [f.path for f in resolve_sources([str(d / ".git")])] == [str(d / ".git" / "x.txt")]
+    assert [f.path for f in resolve_sources([str(d / ".*" / "*.txt")])] == [str(d / ".git" / "x.txt")]
+
+
+def test_parquet_text_column_given_twice(tmp_path):
+    p = tmp_path / "dup.parquet"
+    pq.write_table(pa.Table.from_arrays([pa.array(["a"]), pa.array(["b"]), pa.array([1])],
+                                        names=["text", "text", "id"]), p)
+    with pytest.raises(InputError) as e:
+        read_corpus([str(p)])
+    one_line_error(e, str(p), "2 columns are named 'text'", "rename the others")
+    # another column given twice does not matter when the text column is unique
+    q = tmp_path / "other.parquet"
+    pq.write_table(pa.Table.from_arrays([pa.array(["a", "b"]), pa.array([1, 2]), pa.array([3, 4])],
+                                        names=["text", "id", "id"]), q)
+    assert texts(read_corpus([str(q)])) == ["a", "b"]
+    with pytest.raises(InputError) as e:
+        read_corpus([str(q)], text_column="id")
+    one_line_error(e, "2 columns are named 'id'")
+
+
 def test_options_are_validated(tmp_path):
     p = write_jsonl(tmp_path / "a.jsonl", [{"text": "x"}])
     with pytest.raises(ConfigError, match="bad_utf8"):
@@ -333,9 +515,14 @@ def test_txt_is_one_document_with_newlines_kept(tmp_path):
     chunks = texts(corpus, batch_bytes=2)  # the chunked path drops the BOM too
     assert chunks == ["line one\r\n", "line two\n\tthree\n\n"]
     assert corpus.stats[str(p)] == {"docs": 1, "bytes": 27, "skipped": 0}
-    empty = tmp_path / "empty.txt"
-    empty.write_bytes(b"")
-    assert texts(read_corpus([str(empty)])) == [""]  # still one (empty) document
+    # an empty file (or one of only a BOM) is no document, as an empty .jsonl has none
+    for name, data in (("empty.txt", b""), ("bom.txt", b"\xef\xbb\xbf")):
+        empty = tmp_path / name
+        empty.write_bytes(data)
+        for bb in (1, 2, 1 << 20):
+            corpus = read_corpus([str(empty)])
+            assert texts(corpus, batch_bytes=bb) == []
+            assert corpus.stats[str(empty)] == {"docs": 0, "bytes": 0, "skipped": 0}
 
 
 def test_txt_invalid_utf8_policies(tmp_path):

@@ -8,16 +8,18 @@ the same, as toktoktok's CLI; ``toktok convert SRC DST`` converts a tokenizer.js
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 from typing import List, Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 from typer.core import TyperGroup
 
 from .errors import ToktokError
+from .report import literal, printable
 
 
 class _Commands(TyperGroup):
@@ -30,18 +32,46 @@ class _Commands(TyperGroup):
         return super().parse_args(ctx, args)
 
 
+# Help texts are Rich markup (Typer's rich mode): a literal "[" is written "\\[" (tests check them all).
 app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Exact, fast byte-level BPE training. `toktok -c run.yaml` is `toktok train --config run.yaml`.")
-err = Console(stderr=True)
-out = Console()
+# Nothing printed is Rich markup, emoji codes or a repr to highlight: paths, tokens and messages
+# such as "[/INST]" or ":fire:" are data. Styles come from Text objects.
+err = Console(stderr=True, markup=False, emoji=False, highlight=False)
+out = Console(markup=False, emoji=False, highlight=False)
+
+
+def _say(kind: str, style: str, msg: str) -> None:
+    """``toktok: error: ...`` / ``toktok: warning: ...`` on stderr, the message as it is
+    (control characters escaped)."""
+    err.print(Text.assemble((f"toktok: {kind}:", style), " ", printable(msg)), soft_wrap=True)
+
+
+@contextmanager
+def _warnings():
+    """Print each ToktokWarning raised inside as ``toktok: warning: ...`` (and collect it in the
+    list yielded); other warnings go on as usual."""
+    import warnings
+
+    from .errors import ToktokWarning
+
+    said: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ToktokWarning)
+        yield said  # an error inside is the one line printed: its warnings are dropped
+    for w in caught:
+        if issubclass(w.category, ToktokWarning):
+            said.append(str(w.message))
+            _say("warning", "yellow", str(w.message))
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
 def _fail(e: BaseException, debug: bool) -> None:
     if debug:
         raise e
     msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-    # escaped: a path or token such as "[pad]" is text, not Rich markup
-    err.print(f"[bold red]toktok: error:[/] {escape(msg)}", highlight=False, markup=True, soft_wrap=True)
+    _say("error", "bold red", msg)
     raise typer.Exit(getattr(e, "exit_code", 2))
 
 
@@ -62,7 +92,7 @@ def train(
     memory_limit: Optional[str] = typer.Option(None, "--memory-limit", help="DuckDB memory limit (spills to disk beyond it); default 2GB"),
     threads: Optional[int] = typer.Option(None, "--threads", help="Threads (0 or -1 = all cores; more than the cores is capped)"),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed for sampling the parity check"),
-    engine: Optional[str] = typer.Option(None, "--engine", help="Where to read, sample and count: local (default) or ray (needs pip install 'toktok[ray]')"),
+    engine: Optional[str] = typer.Option(None, "--engine", help="Where to read, sample and count: local (default) or ray (needs pip install 'toktok\\[ray]')"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --engine ray: join this Ray cluster (default: start a private one on this machine)"),
     bos_token: Optional[str] = typer.Option(None, "--bos-token", help="Special token that transformers uses as bos_token"),
     eos_token: Optional[str] = typer.Option(None, "--eos-token", help="Special token for eos_token (default: <|endoftext|> when it is special)"),
@@ -113,14 +143,14 @@ def train(
             summary = run_train(cfg, log=log)
         else:
             with Progress(
-                TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
+                TextColumn("{task.description}", markup=False), BarColumn(), TaskProgressColumn(),
                 TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), console=err, transient=True,
             ) as bar:
                 tasks: dict[str, int] = {}
 
                 def progress(stage: str, done: int, total: Optional[int]) -> None:
                     if stage not in tasks:
-                        tasks[stage] = bar.add_task(stage, total=total, rate="")
+                        tasks[stage] = bar.add_task(printable(stage), total=total, rate="")
                     t = bar.tasks[tasks[stage]]
                     el = t.elapsed or 0
                     rate = (f"{done / el / 1e6:.1f} MB/s" if stage.startswith("count") else f"{done / el:,.0f}/s") if el > 0 else ""
@@ -151,23 +181,23 @@ def train(
         return
 
     for w in summary.warnings:
-        err.print(f"[yellow]toktok: warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
+        _say("warning", "yellow", w)
     if summary.shared:
-        t = Table(title=f"toktok: wrote {escape(str(summary.tiktoken))}", show_header=False, box=None)
+        t = Table(title=literal(f"toktok: wrote {summary.tiktoken}"), show_header=False, box=None)
         t.add_row("vocabulary", f"{summary.vocab_size:,} tokens")
-        t.add_row("other files", f"{escape(str(summary.out))}/ (tokenizer.json, tokenizer_config.json, "
-                  "special_tokens_map.json, run.duckdb)")
+        t.add_row("other files", literal(f"{summary.out}/ (tokenizer.json, tokenizer_config.json, "
+                  "special_tokens_map.json, run.duckdb)"))
     else:
-        t = Table(title=f"toktok: wrote {escape(str(summary.out))}", show_header=False, box=None)
-        t.add_row("vocabulary", f"{summary.vocab_size:,} tokens" + (f" ({escape(summary.tiktoken.name)})" if summary.tiktoken and summary.tiktoken.name != "tokenizer.tiktoken" else ""))
+        t = Table(title=literal(f"toktok: wrote {summary.out}"), show_header=False, box=None)
+        t.add_row("vocabulary", literal(f"{summary.vocab_size:,} tokens" + (f" ({summary.tiktoken.name})" if summary.tiktoken and summary.tiktoken.name != "tokenizer.tiktoken" else "")))
     if summary.warm_start:
         ws = summary.warm_start
-        t.add_row("warm start", f"{escape(str(ws['file']))}: {ws['ids']:,} ids kept ({len(ws['specials'])} special tokens)")
+        t.add_row("warm start", literal(f"{ws['file']}: {ws['ids']:,} ids kept ({len(ws['specials'])} special tokens)"))
     t.add_row("merges", f"{summary.merges_learned:,} learned of {summary.merges_requested:,}"
               + (f" ({summary.reused_merges} reused existing tokens)" if summary.reused_merges else ""))
     if len(summary.phases) > 1:
         for ph in summary.phases:
-            t.add_row(f"  {escape(ph.name)}", f"{ph.merges_learned:,} of {ph.merges_requested:,} merges (ids from {ph.first_id:,}), "
+            t.add_row(literal(f"  {ph.name}"), f"{ph.merges_learned:,} of {ph.merges_requested:,} merges (ids from {ph.first_id:,}), "
                       f"{ph.docs:,} documents, {ph.text_bytes / 1e6:,.1f} MB, {ph.words:,} unique words")
     t.add_row("corpus", f"{summary.docs:,} documents, {summary.text_bytes / 1e6:,.1f} MB, {summary.words:,} unique words")
     t.add_row("time", ", ".join(f"{k} {v:.2f}s" for k, v in summary.seconds.items()))
@@ -190,7 +220,7 @@ def convert_cmd(
         _fail(e, debug)
         return
     for p in written:
-        out.print(f"toktok: wrote {p}", highlight=False, markup=False)
+        out.print(literal(f"toktok: wrote {p}"))
 
 
 @app.command("verify")
@@ -210,12 +240,15 @@ def verify_cmd(
         texts = None
         if sources:
             texts = []
-            for batch in read_corpus(list(sources), text_column=text_column).batches():
+            corpus = read_corpus(list(sources), text_column=text_column)
+            for batch in corpus.batches():
                 texts.extend(batch.texts.to_list())
         rep = verify(folder, texts, slices=slices if texts else 0, seed=seed)
     except ToktokError as e:
         _fail(e, debug)
         return
+    for w in corpus.warnings if sources else []:
+        _say("warning", "yellow", w)
     out.print(f"toktok: parity ok: {rep.strings:,} strings, {rep.tokens:,} tokens, tiktoken == HF tokenizers")
 
 
@@ -233,6 +266,8 @@ def sql_cmd(
         from .insight import query as run_query
         from .report import arrow_table, write_csv, write_parquet
 
+        if parquet:
+            _not_a_run_file(run, parquet)
         table = run_query(run, query)
         if parquet:
             write_parquet(table, parquet)
@@ -241,9 +276,23 @@ def sql_cmd(
         elif not parquet:
             out.print(arrow_table(table, limit=limit))
         else:
-            err.print(f"toktok: wrote {table.num_rows:,} rows to {parquet}", markup=False)
+            err.print(literal(f"toktok: wrote {table.num_rows:,} rows to {parquet}"))
     except ToktokError as e:
         _fail(e, debug)
+
+
+def _not_a_run_file(run: str, target: str) -> None:
+    """``--parquet FILE`` may not overwrite the run file or another file of the run's folder."""
+    from pathlib import Path
+
+    from .errors import OutputError
+    from .insight import run_path
+
+    rp = run_path(run).resolve()
+    t = Path(target).expanduser().resolve()
+    if t == rp or (t.parent == rp.parent and t.exists()):
+        raise OutputError(f"--parquet {target}: would overwrite a file of the run in {rp.parent}; pass a path "
+                          "outside the run's folder (or a new file name)")
 
 
 @app.command("eval", context_settings={"ignore_unknown_options": True})
@@ -276,10 +325,11 @@ def eval_cmd(
                 (toks if target is None else data).append(it)
         if not data:
             raise ConfigError("no data given; put --data and the files to evaluate on after the tokenizers")
-        rows = evaluate(toks, data, by=by, text_column=text_column)
+        with _warnings() as said:
+            rows = evaluate(toks, data, by=by, text_column=text_column)
         if as_json:
-            print(json.dumps({"words": WORD_UNIT, "by": by, "data": data, "tokenizers": toks, "rows": rows},
-                             indent=1, ensure_ascii=False))
+            print(json.dumps({"words": WORD_UNIT, "by": by, "data": data, "tokenizers": toks, "rows": rows,
+                              "warnings": said}, indent=1, ensure_ascii=False))
         else:
             out.print(eval_table(rows, WORD_UNIT))
     except ToktokError as e:

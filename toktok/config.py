@@ -118,6 +118,24 @@ def parse_size(text: str | int) -> int:
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
+def machine_memory() -> int | None:
+    """Bytes of physical memory of this machine (None if the OS does not say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _check_memory_limit_max(text: str | int) -> None:
+    """Refuse a DuckDB memory limit beyond this machine's memory (DuckDB itself cannot even parse
+    one beyond 2^64 bytes); the default (2GB) is always accepted."""
+    ram = machine_memory()
+    if ram is None or parse_size(text) <= max(ram, parse_size(TrainConfig.memory_limit)):
+        return
+    raise ConfigError(f"--memory-limit {text} is more than this machine's memory ({ram / 2**30:.1f} GiB); pass "
+                      f"at most {ram >> 30}GiB, e.g. --memory-limit 2GB (DuckDB spills to disk beyond it)")
+
+
 @dataclass
 class SourceConfig:
     """One source of a phase: a file, folder or glob (``kind`` "path"), or one file (``kind`` "file").
@@ -230,6 +248,7 @@ class TrainConfig:
                 f"--memory-limit {self.memory_limit} is too small for DuckDB; pass at least 16MiB, e.g. "
                 "--memory-limit 256MB (DuckDB spills to disk beyond it)"
             )
+        _check_memory_limit_max(self.memory_limit)
         _check_tiktoken_name(self.tiktoken_name, "--out")
         _check_out_parent(self.out)
         names = set()
@@ -455,14 +474,26 @@ def _yaml_load(path: Path) -> Any:
     class Loader(yaml.SafeLoader):
         pass
 
-    def mapping(loader, node, deep=False):
+    def check(loader, node, deep):
+        # A key given twice in one mapping is an error. Keys brought in by a merge key
+        # (``<<: *base`` or ``<<: [*a, *b]``) are not: the mapping's own keys override them, as
+        # YAML says; each merged mapping is checked on its own.
         seen: set = set()
-        for key_node, _ in node.value:
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                merged = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+                for m in merged:
+                    if isinstance(m, yaml.MappingNode):
+                        check(loader, m, deep)
+                continue
             key = loader.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"key {key!r} is given twice", key_node.start_mark)
             seen.add(key)
+
+    def mapping(loader, node, deep=False):
+        check(loader, node, deep)
         return loader.construct_mapping(node, deep=deep)
 
     Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)

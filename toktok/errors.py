@@ -39,3 +39,8 @@ class ParityError(ToktokError):
 
 class QueryError(ToktokError):
     """A query on a run file failed: names the query (file) and gives DuckDB's message."""
+
+
+class ToktokWarning(UserWarning):
+    """Something the user should know that does not stop the work (e.g. ``toktok eval`` on a
+    tokenizer that drops characters). The CLI prints each as ``toktok: warning: ...``."""

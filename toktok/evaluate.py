@@ -8,7 +8,10 @@ and globs as for ``toktok train``); writes nothing. The one public verb is ``eva
 Words are the GPT-4 pre-tokenizer's pieces (the pattern toktok trains with), counted on the data
 once, so tokens per word compares tokenizers on the same denominator whatever their own
 pre-tokenizer is. Texts are encoded as a user would: tiktoken with ``allowed_special="all"``,
-Hugging Face with ``add_special_tokens=False``.
+Hugging Face with ``add_special_tokens=False``. Every encoding is decoded again: a lossy tokenizer
+(no byte fallback: a WordPiece or Unigram ``tokenizer.json``, or one that maps unknown characters
+to ``[UNK]``) covers less text with its tokens and looks better than it is, so its rows say how
+much text it did not keep and a :class:`~toktok.errors.ToktokWarning` says so.
 Example: ``evaluate(["out/a", "out/b/tokenizer.json"], ["data/test.parquet"], by="lang")``.
 """
 from __future__ import annotations
@@ -17,13 +20,14 @@ import io
 import itertools
 import json
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .errors import ConfigError, InputError, VocabError
+from .errors import ConfigError, InputError, ToktokWarning, VocabError
 
 #: What "word" means in tokens_per_word.
 WORD_UNIT = "GPT-4 pre-tokenizer pieces"
@@ -41,6 +45,13 @@ class _Tokenizer:
     kind: str  # "tiktoken" | "hf"
     vocab_size: int
     encode: Callable[[list[str]], list[list[int]]]
+    decode: Callable[[list[list[int]]], list[str]]
+    #: characters of each text not represented by a known token (unknown or dropped); None:
+    #: the tokenizer cannot lose any (byte-level: every byte is a token)
+    lost: Callable[[list[str]], list[int]] | None = None
+    unk_id: int | None = None
+    #: ids and lost characters in one pass, for tokenizers that are not byte-level
+    encode_lost: Callable[[list[str]], tuple[list[list[int]], list[int]]] | None = None
 
 
 def _load(spec: str, threads: int) -> _Tokenizer:
@@ -59,15 +70,74 @@ def _load(spec: str, threads: int) -> _Tokenizer:
     if p.suffix == ".json":
         hf = load_hf(p)
         fast = getattr(hf, "encode_batch_fast", None) or hf.encode_batch
-        return _Tokenizer(
+        doc = json.loads(hf.to_str())
+        unk_id = _unk_id(hf, doc.get("model") or {})
+        t = _Tokenizer(
             name="", path=str(spec), kind="hf", vocab_size=hf.get_vocab_size(with_added_tokens=True),
             encode=lambda texts: [e.ids for e in fast(texts, add_special_tokens=False)],
+            decode=lambda ids: hf.decode_batch(ids, skip_special_tokens=False),
+            lost=lambda texts: _lost_chars(hf.encode_batch(texts, add_special_tokens=False), texts, unk_id),
+            unk_id=unk_id,
         )
+        if not _byte_level(doc):
+            # Most of its documents will not round-trip: encode once with offsets, which say
+            # what text each token stands for, rather than again for every lossy document.
+            def encode_lost(texts: list[str]) -> tuple[list[list[int]], list[int]]:
+                encs = hf.encode_batch(texts, add_special_tokens=False)
+                return [e.ids for e in encs], _lost_chars(encs, texts, unk_id)
+            t.encode_lost = encode_lost
+        return t
     enc = load_encoding(p)  # specials from tokenizer.json beside it, if any
     return _Tokenizer(
         name="", path=str(spec), kind="tiktoken", vocab_size=enc.n_vocab,
         encode=lambda texts: enc.encode_batch(texts, allowed_special="all", num_threads=threads),
+        decode=lambda ids: enc.decode_batch(ids, errors="replace", num_threads=threads),
     )
+
+
+def _unk_id(hf, model: dict) -> int | None:
+    """The id of the model's unknown token (WordPiece, Unigram, BPE without byte fallback)."""
+    if isinstance(model.get("unk_id"), int):  # Unigram stores the id
+        return model["unk_id"]
+    unk = model.get("unk_token")
+    return hf.token_to_id(unk) if isinstance(unk, str) else None
+
+
+def _byte_level(doc: dict) -> bool:
+    """Whether a tokenizer.json can encode any text without loss: byte-level (GPT-2 style) or
+    with byte fallback."""
+    def byte_level(part) -> bool:
+        if not isinstance(part, dict):
+            return False
+        return part.get("type") == "ByteLevel" or any(
+            byte_level(x) for x in (part.get("pretokenizers") or part.get("decoders") or []))
+    return bool((doc.get("model") or {}).get("byte_fallback")) or byte_level(doc.get("pre_tokenizer")) \
+        or byte_level(doc.get("decoder"))
+
+
+# Unicode White_Space: what a WordPiece-style pre-tokenizer may drop without losing text.
+_WHITESPACE = np.array([*range(0x09, 0x0E), 0x20, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x2028,
+                        0x2029, 0x202F, 0x205F, 0x3000], dtype=np.uint32)
+
+
+def _lost_chars(encodings, texts: list[str], unk_id: int | None) -> list[int]:
+    """Per text, the characters that no known token stands for: inside an unknown token, or
+    covered by no token at all (whitespace aside: pre-tokenizers may drop it). ``encodings``
+    are Hugging Face encodings of ``texts``, with their offsets (characters)."""
+    out = []
+    for t, e in zip(texts, encodings):
+        n = len(t)
+        ids = np.asarray(e.ids, dtype=np.int64)
+        spans = np.fromiter(itertools.chain.from_iterable(e.offsets), dtype=np.int64, count=2 * len(ids))
+        spans = np.minimum(spans.reshape(-1, 2)[ids != (-1 if unk_id is None else unk_id)], n)
+        # how many known tokens cover each character: +1 where a span starts, -1 where it ends
+        depth = np.bincount(spans[:, 0], minlength=n + 1) - np.bincount(spans[:, 1], minlength=n + 1)
+        bare = np.cumsum(depth[:n]) <= 0
+        if bare.any():
+            cps = np.frombuffer(t.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+            bare &= ~np.isin(cps, _WHITESPACE)
+        out.append(int(bare.sum()))
+    return out
 
 
 def _names(specs: Sequence[str]) -> list[str]:
@@ -92,13 +162,20 @@ def _read_data(data: Sequence[str], text_column: str, by: str | None) -> tuple[l
 
     docs: list[str] = []
     groups: list[str] | None = [] if by else None
-    for f in resolve_sources(list(data)):
+    skipped: list[str] = []
+    files = resolve_sources(list(data), skipped=skipped)
+    for w in skipped:
+        warnings.warn(w, ToktokWarning, stacklevel=3)
+    for f in files:
         if f.kind == "parquet":
             texts, labels = _parquet(f.path, text_column, by)
         elif f.kind == "txt":
             if by and by != BY_FILE:
                 raise InputError(f"{f.path}: a .txt file has no column {by!r}; use --by {BY_FILE} or Parquet/JSONL data")
-            texts, labels = [_decode(Path(f.path).read_bytes(), f.path)], None
+            # as in training: a UTF-8 BOM is not text, and an empty file is no document (like an
+            # empty .jsonl)
+            text = _decode(_read(f.path).removeprefix(b"\xef\xbb\xbf"), f.path)
+            texts, labels = ([text] if text else []), None
         else:
             texts, labels = _jsonl(f.path, f.kind, text_column, by)
         docs += texts
@@ -107,6 +184,13 @@ def _read_data(data: Sequence[str], text_column: str, by: str | None) -> tuple[l
     if not docs:
         raise InputError(f"{', '.join(data)}: no documents to evaluate on; check the data and --text-column")
     return docs, groups
+
+
+def _read(path: str) -> bytes:
+    from .read import open_regular
+
+    with open_regular(path) as fh:  # a FIFO is refused, not waited on
+        return fh.read()
 
 
 def _decode(b: bytes, where: str) -> str:
@@ -126,6 +210,10 @@ def _parquet(path: str, text_column: str, by: str | None) -> tuple[list[str], li
         raise InputError(f"{path}: cannot read Parquet ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
     if text_column not in names:
         raise InputError(f"{path}: no column {text_column!r} (columns: {', '.join(names)}); pass --text-column")
+    for col in (text_column, by):
+        if col and names.count(col) > 1:
+            raise InputError(f"{path}: {names.count(col)} columns are named {col!r}, so which one to read is ambiguous; "
+                             "rename the others when writing the file")
     by_col = by if by and by in names else None
     if by and not by_col and by != BY_FILE:
         raise InputError(f"{path}: no column {by!r} to group by (columns: {', '.join(names)}); use --by {BY_FILE} to group by file")
@@ -139,7 +227,7 @@ def _parquet(path: str, text_column: str, by: str | None) -> tuple[list[str], li
 
 
 def _jsonl(path: str, kind: str, text_column: str, by: str | None) -> tuple[list[str], list[str] | None]:
-    raw = Path(path).read_bytes()
+    raw = _read(path)
     if kind == "jsonl.zst":
         import zstandard
 
@@ -248,23 +336,30 @@ def evaluate(
     for tok in toks:
         ntok = np.zeros(len(docs), dtype=np.int64)
         used = np.zeros((len(names), tok.vocab_size), dtype=bool)
+        loss = _Loss(len(docs))
         for start, end in _batches(nbytes):
-            ids = tok.encode(docs[start:end])
+            if tok.encode_lost is not None:
+                ids, lost = tok.encode_lost(docs[start:end])
+                loss.lost[start:end] = lost
+            else:
+                ids = tok.encode(docs[start:end])
             lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
             flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lens.sum()))
             ntok[start:end] = lens
+            loss.check(tok, docs, start, end, ids, lens, flat)
             if flat.size and flat.max() >= used.shape[1]:  # an id beyond the reported size: grow
                 used = np.pad(used, ((0, 0), (0, int(flat.max()) + 1 - used.shape[1])))
             used[0, flat] = True
             if groups is not None:
                 used[np.repeat(doc_group[start:end], lens), flat] = True
-        rows_by_tok.append((tok, ntok, used))
+        rows_by_tok.append((tok, ntok, used, loss))
+        loss.warn(tok, nbytes, nchars)
 
     rows = []
     for s, name in enumerate(names):
         m = members[s]
         b, c, w = int(nbytes[m].sum()), int(nchars[m].sum()), words[s]
-        for tok, ntok, used in rows_by_tok:
+        for tok, ntok, used, loss in rows_by_tok:
             n = int(ntok[m].sum())
             u = int(used[s].sum())
             rows.append({
@@ -273,8 +368,54 @@ def evaluate(
                 "bytes_per_token": b / n if n else None, "chars_per_token": c / n if n else None,
                 "tokens_per_word": n / w if w else None,
                 "vocab_size": tok.vocab_size, "vocab_used": u, "vocab_utilization": u / tok.vocab_size if tok.vocab_size else None,
+                "lossy_docs": int(loss.bad[m].sum()), "lost_chars": int(loss.lost[m].sum()),
+                "unk_tokens": int(loss.unk[m].sum()),
             })
     return rows
+
+
+class _Loss:
+    """Per document: does decoding give the text back, how many characters no known token
+    stands for, how many unknown tokens."""
+
+    def __init__(self, n: int):
+        self.bad = np.zeros(n, dtype=bool)
+        self.lost = np.zeros(n, dtype=np.int64)
+        self.unk = np.zeros(n, dtype=np.int64)
+
+    def check(self, tok: _Tokenizer, docs: list[str], start: int, end: int, ids: list[list[int]],
+              lens: np.ndarray, flat: np.ndarray) -> None:
+        if tok.unk_id is not None and flat.size:
+            hit = flat == tok.unk_id
+            if hit.any():
+                doc = np.repeat(np.arange(end - start), lens)
+                self.unk[start:end] = np.bincount(doc[hit], minlength=end - start)
+        # a document with lost characters cannot decode back: only the others are decoded
+        self.bad[start:end] = self.lost[start:end] > 0
+        todo = np.flatnonzero(~self.bad[start:end]).tolist()
+        texts = tok.decode([ids[i] for i in todo])
+        bad = [i for i, t in zip(todo, texts) if docs[start + i] != t]
+        if not bad:
+            return
+        self.bad[[start + i for i in bad]] = True
+        if tok.lost is not None and tok.encode_lost is None:
+            self.lost[[start + i for i in bad]] = tok.lost([docs[start + i] for i in bad])
+
+    def warn(self, tok: _Tokenizer, nbytes: np.ndarray, nchars: np.ndarray) -> None:
+        """One ToktokWarning for a tokenizer that did not keep all of the text."""
+        k = int(self.bad.sum())
+        if not k:
+            return
+        n, lost, unk = len(self.bad), int(self.lost.sum()), int(self.unk.sum())
+        share = f"{k:,} of {n:,} documents ({nbytes[self.bad].sum() / max(1, nbytes.sum()):.1%} of the bytes)"
+        if lost:
+            what = (f"{lost / max(1, nchars.sum()):.2%} of the characters have no token of their own ("
+                    + (f"{unk:,} unknown tokens stand for them" if unk else "they are dropped") + "), and "
+                    + share + " do not decode back to their text; its bytes/token and tok/word count text "
+                    "it did not keep, so it looks better than it is")
+        else:
+            what = (share + " do not decode back to their text (its normalizer or decoder changes the text)")
+        warnings.warn(f"{tok.name}: lossy tokenizer: {what}", ToktokWarning, stacklevel=3)
 
 
 __all__ = ["evaluate", "WORD_UNIT", "ALL", "BY_FILE"]

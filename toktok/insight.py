@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from .errors import ConfigError, QueryError, ToktokError
-from .store import RunStore, _statements, sql
+from .store import SCHEMA_VERSION, RunStore, _statements, sql
 from .vocab import PATTERN
 
 RunLike = Union[str, os.PathLike, duckdb.DuckDBPyConnection]
@@ -79,6 +79,33 @@ def _connect(run: RunLike, read_only: bool) -> Iterator[duckdb.DuckDBPyConnectio
         yield store.con
     finally:
         store.con.close()
+
+
+@contextmanager
+def _sandbox(run: str | os.PathLike) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A private in-memory DuckDB where the run file is the read-only default database and no
+    other file can be read or written (``sql/sandbox.sql``). A private instance, because DuckDB
+    shares one instance (and its settings) among the connections to a file in a process."""
+    p = run_path(run)
+    con = duckdb.connect(":memory:")
+    try:
+        params = {"path": str(p), "temp": str(p.parent / (p.name + ".tmp"))}
+        for stmt in _statements(sql("sandbox")):
+            code = "\n".join(ln for ln in stmt.splitlines() if not ln.lstrip().startswith("--"))
+            try:
+                con.execute(code, {k: v for k, v in params.items() if f"${k}" in code})
+            except duckdb.Error as e:
+                raise ToktokError(f"{p}: cannot open the run file ({_first_line(e)})") from None
+        try:
+            version = con.execute(sql("get_meta"), {"key": "schema_version"}).fetchone()
+        except duckdb.Error:  # a DuckDB file, but not a run's
+            version = None
+        if not version or version[0] != SCHEMA_VERSION:
+            raise ToktokError(f"{p}: run file schema version {version[0] if version else None!r}, this toktok "
+                              f"reads {SCHEMA_VERSION!r}")
+        yield con
+    finally:
+        con.close()
 
 
 def _first_line(e: BaseException) -> str:
@@ -412,19 +439,25 @@ def resolve_query(query_or_file: str) -> tuple[str, str]:
 def query(run: RunLike, query_or_file: str) -> pa.Table:
     """Run SQL on a run file (read-only) and return the result as a pyarrow Table.
 
+    Read-only means the file system too: the query can neither write files (``COPY ... TO``) nor
+    read or attach others (DuckDB's ``enable_external_access`` is off and the settings are locked,
+    in a private in-memory DuckDB that attaches the run file). An open connection is used as it is.
     ``query_or_file``: SQL text, a ``.sql`` file, the name of a ready query in ``sql/`` (e.g.
     ``top_merges``) or a table/view name. The insight views are available even on runs made
     before they existed (as temporary views). A failing query raises QueryError naming the query
     (file) with DuckDB's message. Example: ``query("out/demo", "sql/longest_tokens.sql")``.
     """
     label, text = resolve_query(query_or_file)
-    with _connect(run, read_only=True) as con:
+    with (_connect(run, read_only=True) if isinstance(run, duckdb.DuckDBPyConnection) else _sandbox(run)) as con:
         _ensure_views(con)
         try:
             rel = con.sql(text)
             if rel is None:
                 raise QueryError(f"{label}: the query returns no rows (it is not a SELECT)")
             return _arrow(rel)
+        except duckdb.PermissionException as e:
+            raise QueryError(f"{label}: {_first_line(e)}; toktok sql only reads the run file: export a result "
+                             "with --csv or --parquet FILE") from None
         except duckdb.Error as e:
             raise QueryError(f"{label}: {_first_line(e)}") from None
 

@@ -388,6 +388,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = 
     batch_bytes = plan.batch_bytes if plan is not None else 32 << 20
     memory_limit = f"{plan.duckdb_bytes >> 20}MiB" if plan is not None else cfg.memory_limit
     plans = [_resolve_phase(cfg, ph) for ph in phases]
+    warnings += dict.fromkeys(w for srcs in plans for src in srcs for w in src.corpus.warnings)
     vocab, kinds, base = _start_vocab(cfg)
     if base is not None:
         warnings += base.warnings

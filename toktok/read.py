@@ -20,10 +20,11 @@ row/line/byte offset.
 """
 from __future__ import annotations
 
-import glob
+import fnmatch
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -101,24 +102,250 @@ def _has_magic(s: str) -> bool:
     return any(c in s for c in "*?[")
 
 
-def _walk(root: str) -> list[str]:
-    """Supported files under ``root``, recursively; hidden files and folders are skipped (as in
-    shell globs) so a ``.git`` or editor swap folder never becomes training data."""
-    found = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-        found += [os.path.join(dirpath, f) for f in filenames
-                  if not f.startswith(".") and kind_of(f)]
-    return found
+def _join(base: str, name: str) -> str:
+    return os.path.join(base, name) if base else name
 
 
-def resolve_sources(sources: list[str]) -> list[SourceFile]:
+def _is_regular(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+class _Resolver:
+    """Expands one source (a folder or a glob) into files, and keeps what it leaves out.
+
+    The rule for folders and ``**`` globs alike: symbolic links are followed (to files and to
+    folders), each real folder is listed once (so a link to ``.`` or to a parent ends instead of
+    looping, and two links to one folder read it once), names starting with "." are skipped (as
+    in shell globs), and only regular files are taken (a FIFO would block ``open`` for ever).
+    What is left out other than hidden names is reported by :meth:`warnings`.
+    """
+
+    def __init__(self, src: str):
+        self.src = src
+        self.files: list[str] = []
+        self.unsupported: list[str] = []
+        self.dangling: list[str] = []
+        self.special: list[str] = []  # FIFOs, sockets, devices
+        self.repeated: dict[str, None] = {}  # folders reached again through a link (ordered set)
+        self._real: set[str] = set()  # real paths of the files left out
+
+    def folders(self, root: str, seen: set) -> Iterator[tuple[str, list[os.DirEntry]]]:
+        """(folder, its sorted entries) for ``root`` and every folder under it, each real folder
+        once across ``seen`` (``(st_dev, st_ino)`` of the folders visited); ``root`` = "" is ".".
+        """
+        key = self._key(root or ".")
+        if key is None or key in seen:
+            return
+        seen.add(key)
+        stack = [root]
+        while stack:
+            d = stack.pop()
+            try:
+                with os.scandir(d or ".") as it:
+                    entries = sorted(it, key=lambda e: e.name)
+            except OSError as e:
+                raise InputError(f"{d or '.'}: cannot list the folder ({e.strerror}); check "
+                                 "permissions, or leave it out of the sources") from None
+            yield d, entries
+            subdirs = []
+            # real folders claim their identity before links to them, so a folder is shown
+            # under its own name rather than a link's
+            dirs = [e for e in entries if not e.name.startswith(".") and _entry_is_dir(e)]
+            for e in sorted(dirs, key=lambda e: e.is_symlink()):
+                path = _join(d, e.name)
+                key = self._key(path)
+                if key is None:
+                    continue
+                if key in seen:  # a link to a folder listed already (or to an ancestor: a loop)
+                    self.repeated[path] = None
+                    continue
+                seen.add(key)
+                subdirs.append(path)
+            stack.extend(sorted(subdirs, reverse=True))  # depth first, in name order
+
+    @staticmethod
+    def _key(path: str) -> tuple[int, int] | None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def take(self, path: str, entry: os.DirEntry | None = None) -> None:
+        """Keep ``path`` if it is a regular file of a supported kind; else note why not (once
+        per real file: resolve_sources keeps one path per real file, the first by name)."""
+        try:
+            regular = entry.is_file() if entry is not None else _is_regular(path)
+        except OSError:
+            regular = False
+        if regular and kind_of(path) is not None:
+            self.files.append(path)
+            return
+        real = os.path.realpath(path)
+        if real in self._real:  # the same file through another link or match
+            return
+        self._real.add(real)
+        if not regular:
+            if not os.path.exists(path):  # a link to nothing (or a link loop)
+                self.dangling.append(path)
+            elif not os.path.isdir(path):
+                self.special.append(path)
+        else:
+            self.unsupported.append(path)
+
+    def walk(self, root: str, seen: set) -> None:
+        """Every file under folder ``root`` (recursively)."""
+        for d, entries in self.folders(root, seen):
+            for e in entries:
+                if not e.name.startswith(".") and not _entry_is_dir(e):
+                    self.take(_join(d, e.name), e)
+
+    def glob(self, pattern: str) -> None:
+        """Files matching ``pattern`` (``**`` = any number of folders), and every file under
+        the folders it matches."""
+        parts = pattern.split(os.sep)
+        k = next(i for i, part in enumerate(parts) if _has_magic(part))
+        head = os.sep.join(parts[:k]) if k else ""
+        if k == 1 and parts[0] == "":
+            head = os.sep
+        if head and not os.path.isdir(head):
+            return
+        matches: list[str] = []
+        self._match(head, [q for q in parts[k:] if q], matches)
+        matches = sorted(dict.fromkeys(matches))
+        for m in matches:
+            if not os.path.isdir(m or ".") and not pattern.endswith(os.sep):  # "dir/*/": folders only
+                self.take(m)
+        # matched folders are read whole: real ones first, so that a link to one is the repeat
+        dirs = sorted((m for m in matches if os.path.isdir(m or ".")), key=os.path.islink)
+        seen: set = set()
+        top = self._key(head or ".")
+        if not any(not os.path.islink(m) and self._key(m or ".") == top for m in dirs):
+            seen.add(top)  # the pattern's first folder is being read: a link back to it is a loop
+        for m in dirs:
+            key = self._key(m or ".")
+            if key in seen:  # read already, as a part of another matched folder
+                if key == top and os.path.islink(m):
+                    self.repeated[m] = None
+                continue
+            self.walk(m, seen)
+
+    def _match(self, base: str, rest: list[str], out: list[str]) -> None:
+        if not rest:
+            out.append(base)
+            return
+        part, rest = rest[0], rest[1:]
+        if part == "**":  # this folder and every folder under it, each real one once
+            if not os.path.isdir(base or "."):
+                return
+            for d, _entries in self.folders(base, set()):
+                self._match(d, rest, out)
+            return
+        if not _has_magic(part):
+            path = _join(base, part)
+            if os.path.lexists(path):
+                self._match(path, rest, out)
+            return
+        rx = re.compile(fnmatch.translate(part))
+        hidden_ok = part.startswith(".")
+        try:
+            with os.scandir(base or ".") as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except NotADirectoryError:
+            return
+        except OSError as e:
+            raise InputError(f"{base or '.'}: cannot list the folder ({e.strerror}); check "
+                             "permissions, or leave it out of the sources") from None
+        for e in entries:
+            if (hidden_ok or not e.name.startswith(".")) and rx.match(e.name):
+                if not rest or _entry_is_dir(e):
+                    self._match(_join(base, e.name), rest, out)
+
+    def skipped(self) -> str:
+        """What was left out, as one clause (empty if nothing): counts and a few examples."""
+        parts = []
+        if self.unsupported:
+            by_ext: dict[str, int] = {}
+            for p in self.unsupported:
+                by_ext[_ext(p)] = by_ext.get(_ext(p), 0) + 1
+            kinds = ", ".join(f"{n} {x}" for x, n in sorted(by_ext.items(), key=lambda kv: (-kv[1], kv[0]))[:4])
+            parts.append(f"{_n(len(self.unsupported), 'file')} of other types ({kinds}: "
+                         f"{_examples(self.unsupported)})")
+        if self.dangling:
+            parts.append(f"{_n(len(self.dangling), 'dangling symlink')} (the target is missing: "
+                         f"{_examples(self.dangling)})")
+        if self.special:
+            parts.append(f"{_n(len(self.special), 'FIFO, socket or device', 'FIFOs, sockets or devices')} "
+                         f"(not regular files: {_examples(self.special)})")
+        return "; ".join(parts)
+
+    def warnings(self) -> list[str]:
+        """One line for what was skipped, one for the folders reached twice."""
+        out = []
+        if what := self.skipped():
+            todo = []
+            if self.unsupported:
+                todo.append(f"toktok reads {_SUPPORTED} files")
+            if any(p.lower().endswith(".gz") for p in self.unsupported):
+                todo.append("decompress .gz files, or recompress them with zstd (.jsonl.zst)")
+            if self.dangling:
+                todo.append("fix or remove the dangling links")
+            if self.special:
+                todo.append("only regular files are read")
+            out.append(f"{self.src}: skipped {what}; " + "; ".join(todo))
+        if self.repeated:
+            links = [f"{p} -> {os.readlink(p)}" if os.path.islink(p) else p for p in self.repeated]
+            out.append(f"{self.src}: {_n(len(links), 'symlinked folder')} "
+                       f"{'leads' if len(links) == 1 else 'lead'} to a folder read already "
+                       f"(a loop, or a second link), not read again: {_examples(links)}")
+        return out
+
+
+def _entry_is_dir(e: os.DirEntry) -> bool:
+    try:
+        return e.is_dir()  # follows a symlink
+    except OSError:
+        return False
+
+
+def _ext(path: str) -> str:
+    """The suffix shown for an unsupported file: ``.jsonl.gz``, ``.md``, or "no suffix"."""
+    name = os.path.basename(path).lower()
+    parts = name.split(".")[1:]
+    if not parts:
+        return "without suffix"
+    return "." + ".".join(parts[-2:]) if len(parts) >= 2 and len(parts[-1]) <= 4 else "." + parts[-1]
+
+
+def _n(n: int, one: str, many: str | None = None) -> str:
+    return f"{n:,} {one if n == 1 else many or one + 's'}"
+
+
+def _examples(paths: list[str], k: int = 3) -> str:
+    return ", ".join(paths[:k]) + (f", ... ({len(paths) - k:,} more)" if len(paths) > k else "")
+
+
+def _unsupported(src: str) -> str:
+    """The refusal of a file given directly whose kind toktok does not read."""
+    if src.lower().endswith(".gz"):
+        return (f"{src}: gzip-compressed files are not read; decompress it (gunzip), or recompress "
+                f"it with zstd (zstd -d ... | zstd > FILE.jsonl.zst); toktok reads {_SUPPORTED}")
+    return f"{src}: unsupported file type; use {_SUPPORTED}"
+
+
+def resolve_sources(sources: list[str], *, skipped: list[str] | None = None) -> list[SourceFile]:
     """Expand files, directories (recursive) and globs (``**`` = any depth) into files.
 
     Files are deduplicated (by real path) and sorted by path, so runs are reproducible.
+    Folders and ``**`` globs follow symlinks, list each real folder once and take regular files
+    only (see :class:`_Resolver`); what they leave out (files of other types, dangling links,
+    FIFOs, folders reached twice) is appended to ``skipped`` as warning lines.
     Example: ``resolve_sources(["data/**/*.parquet"])`` -> ``[SourceFile("data/a.parquet", ...)]``.
-    Raises InputError for a missing path, an unsupported file, a directory without supported
-    files, or a glob matching none.
+    Raises InputError for a missing path, an unsupported or irregular file, a directory without
+    supported files, or a glob matching none.
     """
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
@@ -129,30 +356,37 @@ def resolve_sources(sources: list[str]) -> list[SourceFile]:
     for src in map(os.fspath, sources):
         expanded = os.path.expanduser(src)
         if os.path.isdir(expanded):
-            found = _walk(expanded)
-            if not found:
-                raise InputError(f"{src}: directory has no {_SUPPORTED} files; point at the data "
-                                 "files or another folder")
-            paths += found
+            r = _Resolver(src)
+            r.walk(expanded, set())
+            if not r.files:
+                what = r.skipped()
+                raise InputError(f"{src}: directory has no {_SUPPORTED} files"
+                                 + (f" (it has {what})" if what else "")
+                                 + "; point at the data files or another folder")
         elif os.path.exists(expanded):
-            if not os.path.isfile(expanded):
-                raise InputError(f"{src}: not a regular file or directory; pass a data file")
+            if not _is_regular(expanded):
+                raise InputError(f"{src}: not a regular file or directory (a FIFO, socket or device); "
+                                 "pass a data file")
             if kind_of(expanded) is None:
-                raise InputError(f"{src}: unsupported file type; use {_SUPPORTED}")
+                raise InputError(_unsupported(src))
             paths.append(expanded)
+            continue
+        elif os.path.islink(expanded):
+            raise InputError(f"{src}: dangling symlink (its target {os.readlink(expanded)} does not "
+                             "exist); fix the link or pass the file it should point to")
         elif _has_magic(src):
-            found = []
-            for m in glob.glob(expanded, recursive=True):
-                if os.path.isdir(m):
-                    found += _walk(m)
-                elif kind_of(m):
-                    found.append(m)
-            if not found:
-                raise InputError(f"{src}: pattern matches no {_SUPPORTED} files; check the "
-                                 "pattern (use ** for any depth)")
-            paths += found
+            r = _Resolver(src)
+            r.glob(expanded)
+            if not r.files:
+                what = r.skipped()
+                raise InputError(f"{src}: pattern matches no {_SUPPORTED} files"
+                                 + (f" (it matches {what})" if what else "")
+                                 + "; check the pattern (use ** for any depth)")
         else:
             raise InputError(f"{src}: no such file or directory; check the path")
+        paths += r.files
+        if skipped is not None:
+            skipped += r.warnings()
 
     by_real: dict[str, str] = {}
     for p in sorted(os.path.normpath(p) for p in paths):
@@ -204,6 +438,9 @@ class Corpus:
         self.text_column = text_column
         self.bad_utf8 = bad_utf8
         self.stats: dict[str, dict[str, int]] = {}
+        #: What resolving the sources left out (files of other types, dangling links, FIFOs, folders
+        #: reached twice): warning lines for the run's summary.
+        self.warnings: list[str] = []
 
     def batches(self, batch_bytes: int = 32 << 20) -> Iterator[Batch]:
         """Yield the documents of every file, file by file, in batches of about ``batch_bytes``.
@@ -412,6 +649,8 @@ class Corpus:
             data, off = _read_all(path), 0
             if data.startswith(b"\xef\xbb\xbf"):
                 data, off = data[3:], 3  # a UTF-8 BOM is not text
+            if not data:  # an empty file is no document (as an empty .jsonl has none)
+                return
             piece = self._txt_piece(data, path, off, st)
             if piece is not None:
                 yield Batch(path, 0, piece[0]), piece[1]
@@ -426,11 +665,7 @@ class Corpus:
         buf = bytearray()
         base = 0  # file offset of buf[0]
         scan_from = 0  # buf[:scan_from] holds no split point
-        yielded = False
-        try:
-            fh = open(path, "rb")
-        except OSError as e:
-            raise InputError(f"{path}: cannot open ({e.strerror}); check permissions") from None
+        fh = open_regular(path)
         with fh:
             while True:
                 n = len(buf)
@@ -454,10 +689,9 @@ class Corpus:
                 if out is None:  # "skip" found bad bytes the up-front check did not see
                     raise InputError(f"{path}: file changed while being read; rerun")
                 yield Batch(path, 0, out[0]), out[1]
-                yielded = True
                 base += cut
                 scan_from = 0
-        if buf or not yielded:
+        if buf:  # (a file of only a BOM is no document, as an empty one)
             out = self._txt_piece(bytes(buf), path, base, st)
             if out is None:
                 raise InputError(f"{path}: file changed while being read; rerun")
@@ -583,6 +817,10 @@ def _open_parquet(path: str, col: str) -> pq.ParquetFile:
     if col not in schema.names:
         cols = ", ".join(schema.names[:20]) + (", ..." if len(schema.names) > 20 else "")
         raise InputError(f"{path}: no column '{col}' (columns: {cols}); pass --text-column NAME")
+    if (n := schema.names.count(col)) > 1:
+        raise InputError(f"{path}: {n} columns are named '{col}', so which one holds the text is "
+                         "ambiguous; rename the others when writing the file, or pass "
+                         "--text-column NAME for a column of another name")
     t = schema.field(col).type
     vt = t.value_type if pa.types.is_dictionary(t) else t
     ok = any(f(vt) for f in (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary,
@@ -620,10 +858,7 @@ def _lines(path: str, zst: bool) -> Iterator[tuple[int, int, bytes]]:
 
 
 def _chunks(path: str, zst: bool, size: int = 1 << 20) -> Iterator[bytes]:
-    try:
-        fh = open(path, "rb")
-    except OSError as e:
-        raise InputError(f"{path}: cannot open ({e.strerror}); check permissions") from None
+    fh = open_regular(path)
     with fh:
         if not zst:
             while chunk := fh.read(size):
@@ -658,21 +893,39 @@ def _chunks(path: str, zst: bool, size: int = 1 << 20) -> Iterator[bytes]:
                              "re-compress or re-download the file")
 
 
-def _read_all(path: str) -> bytes:
+def open_regular(path: str):
+    """``open(path, "rb")`` for a regular file only; InputError for anything else.
+
+    A FIFO opened for reading blocks until a writer comes (for ever), and a device may do
+    anything: the open is non-blocking and the opened file is checked before it is used.
+    Example: ``with open_regular("a.txt") as fh: fh.read()``.
+    """
     try:
-        with open(path, "rb") as fh:
-            return fh.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
-        raise InputError(f"{path}: cannot read ({e.strerror}); check permissions") from None
+        raise InputError(f"{path}: cannot open ({e.strerror}); check permissions") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError(f"{path}: not a regular file (a FIFO, socket or device); pass a data file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _read_all(path: str) -> bytes:
+    with open_regular(path) as fh:
+        try:
+            return fh.read()
+        except OSError as e:
+            raise InputError(f"{path}: cannot read ({e.strerror}); check permissions") from None
 
 
 def _first_bad_utf8(path: str, size: int = 1 << 24) -> int | None:
     """Byte offset of the first invalid UTF-8 sequence in a file, or None if it is clean."""
     base, carry = 0, b""
-    try:
-        fh = open(path, "rb")
-    except OSError as e:
-        raise InputError(f"{path}: cannot open ({e.strerror}); check permissions") from None
+    fh = open_regular(path)
     with fh:
         while True:
             chunk = fh.read(size)
@@ -695,18 +948,22 @@ def read_corpus(sources: list[str], text_column: str = "text",
 
     ``text_column`` names the Parquet column / JSONL field; ``bad_utf8`` is "error" (InputError
     naming file and byte offset), "replace" (U+FFFD) or "skip" (drop the document, counted in
-    ``stats[path]["skipped"]``). Example: ``read_corpus(["data/"], text_column="content")``.
+    ``stats[path]["skipped"]``); ``corpus.warnings`` says what the folders and globs left out.
+    Example: ``read_corpus(["data/"], text_column="content")``.
     """
     if bad_utf8 not in BAD_UTF8_POLICIES:
         raise ConfigError(f"bad_utf8={bad_utf8!r}: use one of {', '.join(BAD_UTF8_POLICIES)}")
     if not isinstance(text_column, str) or not text_column:
         raise ConfigError(f"text_column={text_column!r}: must be a non-empty column name")
-    files = resolve_sources(sources)
+    skipped: list[str] = []
+    files = resolve_sources(sources, skipped=skipped)
     for f in files:
         if f.kind == "parquet":
             _open_parquet(f.path, text_column)
-    return Corpus(files, text_column, bad_utf8)
+    corpus = Corpus(files, text_column, bad_utf8)
+    corpus.warnings = skipped
+    return corpus
 
 
-__all__ = ["SourceFile", "Batch", "Corpus", "resolve_sources", "read_corpus", "kind_of"]
+__all__ = ["SourceFile", "Batch", "Corpus", "resolve_sources", "read_corpus", "kind_of", "open_regular"]
 

@@ -2,6 +2,9 @@
 
 Pure functions from data (a pyarrow Table, ``evaluate`` rows, a ``describe`` dict) to Rich
 renderables; the CLI prints them. Example: ``Console().print(eval_table(rows))``.
+Data is never Rich markup: words, tokens, special tokens, paths and warnings such as ``[/INST]``
+or ``[bold]`` go into ``Text`` objects (printed as they are, whatever the console's settings),
+and control characters (ANSI escapes, bidi overrides, ...) are shown escaped (:func:`printable`).
 """
 from __future__ import annotations
 
@@ -9,12 +12,42 @@ import decimal
 import json
 import math
 import os
+import re
 
 import pyarrow as pa
 from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
+
+
+# What must not reach a terminal raw: C0 controls (ESC starts ANSI sequences), DEL, C1 controls
+# (U+009B is a one-character CSI), the bidi controls that reorder what is shown, the line and
+# paragraph separators, and lone surrogates (an undecodable file name; they cannot be printed).
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape_one(m: re.Match) -> str:
+    c = m.group()
+    return _NAMED.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+
+def printable(s) -> str:
+    """``str(s)`` with control characters shown as Python escapes, safe to print to a terminal;
+    everything else (backslashes, brackets, any script) as it is.
+    Example: ``printable("\\x1b[31mred") == "\\\\x1b[31mred"``."""
+    return _UNSAFE.sub(_escape_one, str(s))
+
+
+def literal(s, style: str = "") -> Text:
+    """A Rich ``Text`` of ``printable(s)``: never read as markup. Example: ``literal("[/INST]")``."""
+    return Text(printable(s), style=style)
+
+
+def _row(table: Table, *cells) -> None:
+    """``table.add_row`` with every str cell literal (Rich reads str cells as markup)."""
+    table.add_row(*(literal(c) if isinstance(c, str) else c for c in cells))
 
 
 def _cell(v) -> str:
@@ -38,37 +71,39 @@ def _cell(v) -> str:
         except UnicodeDecodeError:
             return repr(bytes(v))
     if isinstance(v, str):
-        return repr(v)[1:-1] if any(c in v for c in "\n\r\t") or v != v.strip() else v
-    if isinstance(v, list):  # strings quoted, whitespace escapes visible, backslashes as they are
-        return "[" + ", ".join(f'"{_ws(x)}"' if isinstance(x, str) else _cell(x) for x in v) + "]"
+        return repr(v)[1:-1] if any(c in v for c in "\n\r\t") or v != v.strip() else printable(v)
+    if isinstance(v, list):  # strings quoted, control escapes visible, backslashes as they are
+        return "[" + ", ".join(f'"{printable(x)}"' if isinstance(x, str) else _cell(x) for x in v) + "]"
     if isinstance(v, dict):
-        return json.dumps(v, ensure_ascii=False, default=str)
-    return str(v)
-
-
-def _ws(s: str) -> str:
-    return s.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+        return printable(json.dumps(v, ensure_ascii=False, default=str))
+    return printable(v)
 
 
 def arrow_table(table: pa.Table, limit: int = 40, title: str | None = None) -> Group:
     """A Rich table of the first ``limit`` rows; numbers right-aligned, strings shown with escapes."""
     if table.num_rows == 1 and table.num_columns > 6:  # one wide row (e.g. the runs view): column / value
-        t = Table(title=title, title_justify="left", header_style="bold")
+        t = Table(title=literal(title) if title else None, title_justify="left", header_style="bold")
         t.add_column("column", style="bold")
         t.add_column("value", overflow="fold")
-        for k, v in table.to_pylist()[0].items():
-            t.add_row(k, _cell(v))
+        for k, v in zip(table.column_names, _rows(table.slice(0, 1))[0]):
+            _row(t, k, _cell(v))
         return Group(t)
-    t = Table(title=title, title_justify="left", header_style="bold", show_lines=False)
+    t = Table(title=literal(title) if title else None, title_justify="left", header_style="bold", show_lines=False)
     for f in table.schema:
         numeric = pa.types.is_integer(f.type) or pa.types.is_floating(f.type) or pa.types.is_decimal(f.type)
-        t.add_column(f.name, justify="right" if numeric else "left", overflow="fold")
-    for row in table.slice(0, limit).to_pylist():
-        t.add_row(*(_cell(v) for v in row.values()))
+        t.add_column(literal(f.name), justify="right" if numeric else "left", overflow="fold")
+    for row in _rows(table.slice(0, limit)):
+        _row(t, *(_cell(v) for v in row))
     shown = min(limit, table.num_rows)
     note = f"{table.num_rows:,} row{'s' if table.num_rows != 1 else ''}" + (
         f" ({shown:,} shown; --limit N, --csv or --parquet FILE for all)" if shown < table.num_rows else "")
     return Group(t, Text(note, style="dim"))
+
+
+def _rows(table: pa.Table) -> list[tuple]:
+    """Rows as tuples, by position: a result may repeat a column name (``SELECT 1 AS a, 2 AS a``),
+    which ``to_pylist``'s dicts would collapse."""
+    return list(zip(*(c.to_pylist() for c in table.columns))) if table.num_columns else []
 
 
 def eval_table(rows: list[dict], word_unit: str) -> Table:
@@ -94,15 +129,18 @@ def eval_table(rows: list[dict], word_unit: str) -> Table:
         for k, r in enumerate(rs):
             bpt = r["bytes_per_token"]
             vs = "" if k == 0 or not first or bpt is None else f"{(bpt / first - 1) * 100:+.1f}%"
-            t.add_row(
-                shown[subset] if k == 0 else "", r["tokenizer"], f"{r['docs']:,}", _size(r["bytes"]),
+            _row(
+                t, shown[subset] if k == 0 else "",
+                Text.assemble(literal(r["tokenizer"]), (" (lossy)", "yellow")) if r.get("lossy_docs") else r["tokenizer"],
+                f"{r['docs']:,}", _size(r["bytes"]),
                 Text(f"{bpt:.3f}" if bpt else "–", style="bold" if len(rs) > 1 and bpt == best else ""),
                 vs, f"{r['tokens_per_word']:.3f}" if r["tokens_per_word"] else "–",
                 f"{r['vocab_utilization'] * 100:.1f}%" if r["vocab_utilization"] is not None else "–",
             )
         t.add_section()
     t.caption = (f"words = {word_unit}; bytes are UTF-8; bold = most bytes per token (best compression); "
-                 "vocab = share of the vocabulary produced at least once")
+                 "vocab = share of the vocabulary produced at least once"
+                 + ("; lossy = its tokens do not decode back to the text" if any(r.get("lossy_docs") for r in rows) else ""))
     t.caption_justify = "left"
     return t
 
@@ -119,12 +157,12 @@ def _size(n) -> str:
 def run_summary(d: dict) -> Group:
     """``toktok show``: one screen about a run from ``insight.describe``."""
     cfg = d.get("config") or {}
-    head = Table(show_header=False, box=None, pad_edge=False, title=f"toktok run {d.get('run') or ''}",
+    head = Table(show_header=False, box=None, pad_edge=False, title=literal(f"toktok run {d.get('run') or ''}"),
                  title_justify="left", title_style="bold")
     head.add_column(style="bold cyan", no_wrap=True)
     head.add_column(overflow="fold")
-    head.add_row("when", f"{d.get('started') or '?'} → {d.get('finished') or 'unfinished'}"
-                 + (f"  (toktok {d['versions'].get('toktok')})" if d.get("versions") else ""))
+    _row(head, "when", f"{d.get('started') or '?'} → {d.get('finished') or 'unfinished'}"
+         + (f"  (toktok {d['versions'].get('toktok')})" if d.get("versions") else ""))
     phases_cfg = [p for p in cfg.get("phases") or [] if isinstance(p, dict)]
     if phases_cfg:
         opts = ["phases " + ", ".join(f"{p.get('name')} {p.get('merges', '?'):,}" if isinstance(p.get("merges"), int)
@@ -140,35 +178,36 @@ def run_summary(d: dict) -> Group:
     opts += [f"seed {cfg.get('seed', '?')}", f"memory {cfg.get('memory_limit', '?')}"]
     if cfg.get("config_file"):
         opts.append(f"from {cfg['config_file']}")
-    head.add_row("config", ", ".join(opts))
+    _row(head, "config", ", ".join(opts))
     if phases_cfg:
         srcs = "; ".join(f"{p.get('name')}: " + " ".join(str(s.get("path")) if isinstance(s, dict) else str(s)
                                                           for s in p.get("sources") or []) for p in phases_cfg)
     else:
         srcs = " ".join(cfg.get("sources") or [])
-    head.add_row("sources", srcs or "–")
+    _row(head, "sources", srcs or "–")
     inputs = d.get("inputs") or []
-    head.add_row("inputs", f"{len(inputs)} file(s), {sum(i['docs'] or 0 for i in inputs):,} documents, "
-                 f"{_size(sum(i['text_bytes'] or 0 for i in inputs))} of text")
+    _row(head, "inputs", f"{len(inputs)} file(s), {sum(i['docs'] or 0 for i in inputs):,} documents, "
+         f"{_size(sum(i['text_bytes'] or 0 for i in inputs))} of text")
     for i in inputs[:6]:
-        head.add_row("", f"{i['path']}  [dim]{i['kind']}, {i['phase']}[/], {i['docs']:,} docs, {_size(i['text_bytes'])}")
+        _row(head, "", Text.assemble(literal(i["path"]), "  ", literal(f"{i['kind']}, {i['phase']}", "dim"),
+                                   f", {i['docs']:,} docs, {_size(i['text_bytes'])}"))
     if len(inputs) > 6:
-        head.add_row("", f"… {len(inputs) - 6} more (toktok sql RUN sources)")
+        _row(head, "", f"… {len(inputs) - 6} more (toktok sql RUN sources)")
     w = d.get("words") or {}
-    head.add_row("words", f"{w.get('unique_words') or 0:,} unique, {w.get('total') or 0:,} in all")
+    _row(head, "words", f"{w.get('unique_words') or 0:,} unique, {w.get('total') or 0:,} in all")
     s = d.get("sample")
     if s:
         line = (f"held out {s.get('docs', 0):,} docs, {_size(s.get('bytes'))}: bytes/token "
                 f"{s['bytes_per_token_start']:.3f} → {s['bytes_per_token_end']:.3f} over the merges")
-        head.add_row("sample", line)
+        _row(head, "sample", line)
         subs = s.get("subsets") or []
         if subs:
             worst, best = subs[:3], subs[-3:]
-            head.add_row("", f"by {s.get('by') or 'group'} ({len(subs)}): lowest "
-                         + ", ".join(f"{x['subset']} {x['bytes_per_token']:.2f}" for x in worst)
-                         + "; highest " + ", ".join(f"{x['subset']} {x['bytes_per_token']:.2f}" for x in reversed(best)))
+            _row(head, "", f"by {s.get('by') or 'group'} ({len(subs)}): lowest "
+                 + ", ".join(f"{x['subset']} {x['bytes_per_token']:.2f}" for x in worst)
+                 + "; highest " + ", ".join(f"{x['subset']} {x['bytes_per_token']:.2f}" for x in reversed(best)))
     else:
-        head.add_row("sample", "no held-out sample encoded (no compression table)")
+        _row(head, "sample", "no held-out sample encoded (no compression table)")
     for k, r in enumerate(d.get("phases") or []):
         parts = [f"{r['merges']:,} merges" + (f" ({r['reused']:,} reused)" if r["reused"] else "")]
         if r["first_id"] is not None:
@@ -177,20 +216,20 @@ def run_summary(d: dict) -> Group:
             parts.append(f"pair count {r['max_count']:,} → {r['last_count']:,}")
         parts.append(f"{r['files'] or 0} file(s), {_size(r['text_bytes'])}, {r['words'] or 0:,} unique words")
         parts.append(f"{(r['vocab_share'] or 0) * 100:.1f}% of the vocab")
-        head.add_row("phases" if k == 0 else "", f"[bold]{r['phase']}[/]: " + ", ".join(parts))
+        _row(head, "phases" if k == 0 else "", Text.assemble(literal(r["phase"], "bold"), literal(": " + ", ".join(parts))))
     vocab = d.get("vocab") or {}
-    head.add_row("vocab", f"{d.get('vocab_size', 0):,} tokens: " + ", ".join(f"{v:,} {k}" for k, v in vocab.items()))
+    _row(head, "vocab", f"{d.get('vocab_size', 0):,} tokens: " + ", ".join(f"{v:,} {k}" for k, v in vocab.items()))
     p = d.get("parity")
     if isinstance(p, dict):
-        head.add_row("parity", f"ok: tiktoken == HF tokenizers on {p.get('strings', 0):,} strings, {p.get('tokens', 0):,} tokens"
-                     if p.get("ok") else f"[red]failed[/]: {p}")
+        _row(head, "parity", f"ok: tiktoken == HF tokenizers on {p.get('strings', 0):,} strings, {p.get('tokens', 0):,} tokens"
+             if p.get("ok") else Text.assemble(("failed", "red"), literal(f": {p}")))
     else:
-        head.add_row("parity", "[yellow]not recorded[/] (the run did not finish)")
+        _row(head, "parity", Text.assemble(("not recorded", "yellow"), " (the run did not finish)"))
     st = d.get("stages") or {}
     if st:
-        head.add_row("time", ", ".join(f"{k} {v:.2f}s" for k, v in st.items()) + f"  (total {sum(st.values()):.2f}s)")
+        _row(head, "time", ", ".join(f"{k} {v:.2f}s" for k, v in st.items()) + f"  (total {sum(st.values()):.2f}s)")
     for warn in d.get("warnings") or []:
-        head.add_row("[yellow]warning[/]", str(warn))
+        head.add_row(Text("warning", "yellow"), literal(warn))
 
     return Group(head)
 
@@ -211,8 +250,8 @@ def write_csv(table: pa.Table, stream) -> None:
     w = csv.writer(stream, lineterminator="\n")
     w.writerow(table.column_names)
     for batch in table.to_batches(4096):
-        for row in batch.to_pylist():
-            w.writerow([_plain(v) for v in row.values()])
+        for row in _rows(pa.Table.from_batches([batch])):
+            w.writerow([_plain(v) for v in row])
 
 
 def write_parquet(table: pa.Table, path: str) -> None:
@@ -222,6 +261,6 @@ def write_parquet(table: pa.Table, path: str) -> None:
     from .errors import OutputError
 
     try:
-        pq.write_table(table, path)
+        pq.write_table(table, os.path.expanduser(path))
     except (OSError, pa.ArrowException) as e:
         raise OutputError(f"{path}: cannot write Parquet ({e})") from None

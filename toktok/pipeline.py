@@ -31,7 +31,7 @@ from . import __version__
 from .config import PhaseConfig, TrainConfig, parse_size
 from .errors import ConfigError, InputError, OutputError, ParityError, ToktokError
 from .insight import add_views, compression_curve, word_gains
-from .export import write_hf, write_tiktoken
+from .export import special_tokens_file, special_tokens_json, write_hf, write_tiktoken, _write_atomic
 from .merge import MergeResult, learn_merges
 from ._kernels import release_llvm_pages
 from .budget import BudgetPlan, cap_words, plan_budget
@@ -79,6 +79,7 @@ class TrainSummary:
     phases: list[PhaseSummary] = field(default_factory=list)
     warm_start: dict | None = None
     tiktoken: Path | None = None
+    specials: dict = field(default_factory=dict)
 
 
 def _versions() -> dict[str, str]:
@@ -238,6 +239,35 @@ def _start_vocab(cfg: TrainConfig) -> tuple[Vocab, list[str], Base | None]:
     return vocab, kinds, base
 
 
+def _run_specials(listed: list[str], vocab: Vocab, base: Base | None) -> tuple[list[str], list[str]]:
+    """The run's special tokens after the last rank, in id order, and those of the base that the
+    config does not list. Specials the base keeps at their ids (``pinned``) stay there. A base
+    whose specials follow toktoktok's convention counts as bare: as toktoktok does, the listed
+    specials come after the last new rank in list order; the base's unlisted ones follow them."""
+    pinned = set(vocab.pinned.values())
+    out = [s for s in listed if s not in pinned]
+    unlisted = [s for s in (base.vocab.specials if base is not None else []) if s not in out]
+    return out + unlisted, unlisted
+
+
+def _specials_rule(vocab: Vocab, base: Base | None, tiktoken_name: str) -> dict:
+    """Which rule placed the special ids, for the summary and meta('specials'): ``after_last_rank``
+    (toktoktok's convention: a plain list in this order loads them), ``declared`` (some are kept at
+    a base's ids inside the range, so the .tiktoken's ranks have gaps there and the ids are written
+    to NAME.special_tokens.json) or ``none``."""
+    ids = vocab.special_ids()
+    out: dict = {"rule": "none" if not ids else "declared" if vocab.pinned else "after_last_rank", "ids": ids}
+    if vocab.pinned:
+        out["declared_in"] = special_tokens_file(tiktoken_name).name
+        out["gaps"] = sorted(vocab.pinned)
+        out["reason"] = f"kept at the ids of the warm-start base {base.path.name if base else '?'}"
+    moved = {s: [i, ids[s]] for s, i in (base.vocab.special_ids().items() if base is not None and not base.vocab.pinned else [])
+             if ids.get(s) != i}
+    if moved:
+        out["moved"] = moved
+    return out
+
+
 def _check_same_run(store: RunStore, cfg: TrainConfig, staging: Path) -> None:
     """``--resume`` continues only the run it was given: same sources, merges, seed, budget, ..."""
     import json
@@ -300,8 +330,10 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
     vocab, kinds, base = _start_vocab(cfg)
     if base is not None:
         warnings += base.warnings
-    pinned_names = set(vocab.pinned.values())
-    vocab.specials = [s for s in cfg.special_tokens if s not in pinned_names]
+    vocab.specials, unlisted = _run_specials(cfg.special_tokens, vocab, base)
+    if unlisted and cfg.special_tokens:
+        warnings.append(f"the base's special tokens {', '.join(map(repr, unlisted))} are not in special_tokens; "
+                        "they follow the listed ones (list every special token, as toktoktok needs, to choose the order)")
     vocab.check()
     all_specials = vocab.all_specials()
     phase_of: list[str | None] = [None] * len(vocab.tokens)
@@ -515,9 +547,13 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
         keep = parity.df["text"].to_list()
         keep_from = parity.df["source"].to_list()
 
-        # 4. export
+        # 4. export; special ids away from toktoktok's convention are declared beside the .tiktoken
         t0 = time.perf_counter()
         write_tiktoken(vocab, staging / cfg.tiktoken_name)
+        specials = _specials_rule(vocab, base, cfg.tiktoken_name)
+        store.put_meta("specials", specials)
+        if vocab.pinned:
+            _write_atomic(special_tokens_file(staging / cfg.tiktoken_name), special_tokens_json(vocab))
         write_hf(vocab, staging)
         times["export"] = time.perf_counter() - t0
 
@@ -562,6 +598,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
         docs=sum(s.docs for s in summaries), text_bytes=sum(s.text_bytes for s in summaries),
         seconds=times, parity_strings=rep.strings, warnings=warnings, phases=summaries,
         warm_start=base.summary() if base is not None else None, tiktoken=out / cfg.tiktoken_name,
+        specials=specials,
     )
 
 

@@ -13,7 +13,6 @@ Example: ``load_base("gpt2.tiktoken").vocab.tokens[0] == b"!"``.
 """
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -29,9 +28,11 @@ from .export import (
     bytelevel_to_token,
     find_tiktoken,
     read_json,
+    follows_convention,
     read_tiktoken_ranks,
+    resolve_specials,
     special_tokens_file,
-    specials_beside,
+    special_tokens_json,
     write_hf,
     write_tiktoken,
 )
@@ -41,19 +42,26 @@ from .vocab import PATTERN, Vocab
 @dataclass
 class Base:
     """A warm-start vocabulary: ``vocab.tokens[i]`` is id ``i`` (pinned specials' placeholders
-    included), ``vocab.pinned`` its special tokens at their ids; ``kind`` is "tiktoken" or
-    "tokenizer.json"; ``warnings`` say what of the base is not carried over (e.g. its pattern)."""
+    included). Its special tokens are either ``vocab.pinned`` (kept at their ids: the base puts
+    them away from toktoktok's convention, e.g. inside its id range) or ``vocab.specials`` (the
+    base follows the convention, specials right after its last rank: it counts as bare, and they
+    are applied again after the new ranks). ``kind`` is "tiktoken" or "tokenizer.json";
+    ``specials_from`` names the file its specials came from; ``warnings`` say what of the base is
+    not carried over (e.g. its pattern)."""
 
     vocab: Vocab
     path: Path
     kind: str
     warnings: list[str] = field(default_factory=list)
+    specials_from: str | None = None
 
     def summary(self) -> dict:
         return {
             "file": str(self.path), "kind": self.kind, "ids": len(self.vocab.tokens),
             "ranks": len(self.vocab.tokens) - len(self.vocab.pinned),
             "specials": {s: i for i, s in sorted(self.vocab.pinned.items())},
+            "specials_after": self.vocab.special_ids() if not self.vocab.pinned else {},
+            "specials_from": self.specials_from,
         }
 
 
@@ -76,11 +84,16 @@ def load_base(path: str | os.PathLike) -> Base:
 
 
 def _assemble(path: Path, by_id: dict[int, bytes], specials: dict[str, int], what: str) -> Vocab:
-    """tokens by id from ranks and specials; every id 0..max must be one or the other."""
-    n = max([*by_id, *specials.values()]) + 1
+    """tokens by id from ranks and specials; every id 0..max must be one or the other. Specials
+    right after contiguous ranks (toktoktok's convention) become ``Vocab.specials``, in id
+    order; any other layout keeps every special at its id (``Vocab.pinned``)."""
     special_at = {i: s for s, i in specials.items()}
     if len(special_at) != len(specials):
         raise VocabError(f"{path}: two special tokens share an id")
+    if follows_convention(by_id, specials):
+        vocab = Vocab([by_id[i] for i in range(len(by_id))], [special_at[i] for i in sorted(special_at)], {})
+        return _checked_base(path, vocab, what)
+    n = max([*by_id, *specials.values()]) + 1
     for i, s in special_at.items():
         if i in by_id:
             raise VocabError(f"{path}: special token {s!r} has id {i}, which is also the {what} {by_id[i]!r}")
@@ -98,7 +111,10 @@ def _assemble(path: Path, by_id: dict[int, bytes], specials: dict[str, int], wha
                 f"{index[s.encode()]}; a text could not tell them apart"
             )
     tokens = [by_id[i] if i in by_id else special_at[i].encode() for i in range(n)]
-    vocab = Vocab(tokens, [], dict(special_at))
+    return _checked_base(path, Vocab(tokens, [], dict(special_at)), what)
+
+
+def _checked_base(path: Path, vocab: Vocab, what: str) -> Vocab:
     try:
         vocab.check()
     except VocabError as e:
@@ -112,14 +128,15 @@ def _assemble(path: Path, by_id: dict[int, bytes], specials: dict[str, int], wha
     return vocab
 
 
-def read_tiktoken_base(path: str | os.PathLike, specials: dict[str, int] | None = None) -> Base:
+def read_tiktoken_base(path: str | os.PathLike, specials=None) -> Base:
     """A base from a ``.tiktoken`` file: ids = ranks, in whatever layout; special tokens from
-    ``specials``, else the file's ``.special_tokens.json`` list, else a ``tokenizer.json`` beside it.
+    ``specials`` (``{token: id}``, a list, or a file: see ``export.resolve_specials``), else found
+    beside it (``NAME.special_tokens.json``, ``special_tokens.txt``, a ``tokenizer.json``).
     """
     p = Path(path)
     by_rank, _ = read_tiktoken_ranks(p)
-    sp = dict(specials) if specials is not None else specials_beside(p)
-    return Base(_assemble(p, by_rank, sp, "rank"), p, "tiktoken")
+    sp, where = resolve_specials(p, by_rank, specials)
+    return Base(_assemble(p, by_rank, sp, "rank"), p, "tiktoken", specials_from=where if sp else None)
 
 
 def _find_types(node, out: list[dict]) -> list[dict]:
@@ -241,7 +258,7 @@ def read_hf_base(path: str | os.PathLike) -> Base:
                 "parts and Hugging Face would not, so the ids would encode differently"
             )
 
-    base = Base(tokens_vocab, p, "tokenizer.json")
+    base = Base(tokens_vocab, p, "tokenizer.json", specials_from=str(p) if specials else None)
     # 4. what is not carried over
     for c in pre:
         if c.get("type") == "Split":
@@ -276,15 +293,29 @@ def add_tokens(vocab: Vocab, tokens: list[bytes]) -> list[int]:
 # ---------------------------------------------------------------------------------------------
 
 
-def convert(src: str | os.PathLike, dst: str | os.PathLike) -> list[Path]:
+def _refuse_existing(paths: list[Path], force: bool) -> None:
+    """``convert`` never replaces a file silently: one line naming the first that exists, unless ``force``."""
+    for p in paths:
+        if p.is_dir():
+            raise OutputError(f"{p}: is a folder; give another destination")
+        if p.exists() and not force:
+            raise OutputError(f"{p}: exists; pass --force to replace it (or give another destination)")
+
+
+def convert(src: str | os.PathLike, dst: str | os.PathLike, *, special_tokens=None, force: bool = False) -> list[Path]:
     """Convert between a ``tokenizer.json`` and a ``.tiktoken`` file, ids kept; returns the files written.
 
     * ``tokenizer.json`` (or a folder holding one) -> ``DST`` (a ``.tiktoken`` path, or a folder
       that gets ``tokenizer.tiktoken``): the ranks, plus ``<name>.special_tokens.json``
-      (``{token: id}``) when the source has special tokens.
-    * ``.tiktoken`` (special tokens from its list or a tokenizer.json beside it) -> ``DST`` folder
-      (or a path ending in ``tokenizer.json``): ``tokenizer.json``, ``tokenizer_config.json``,
-      ``special_tokens_map.json``, checked for id parity with tiktoken first.
+      (``{token: id}``) when the source has special tokens, whatever their layout.
+    * ``.tiktoken`` -> ``DST`` folder (or a path ending in ``tokenizer.json``): ``tokenizer.json``,
+      ``tokenizer_config.json``, ``special_tokens_map.json``, checked for id parity with tiktoken
+      first. Its special tokens: ``special_tokens`` (``{token: id}``, a list, or a file:
+      ``NAME.special_tokens.json`` or toktoktok's plain ``special_tokens.txt``), else found beside it
+      (see ``export.resolve_specials``).
+    An existing destination file is refused unless ``force``; each file is written under a
+    temporary name and renamed into place, so none is ever half-written.
+    ``.tiktoken`` -> ``tokenizer.json`` -> ``.tiktoken`` gives back the same bytes and special ids.
     Example: ``convert("hf/tokenizer.json", "out/base.tiktoken")``.
     """
     s, d = Path(src), Path(dst)
@@ -296,40 +327,46 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike) -> list[Path]:
     if not s.exists():
         raise ConfigError(f"{s}: no such file; give a tokenizer.json or a .tiktoken file")
     if s.suffix == ".json":
+        if special_tokens is not None:
+            raise ConfigError(f"{s}: a tokenizer.json holds its own special tokens; --special-tokens is for a .tiktoken source")
         base = read_hf_base(s)
         tt = d if d.suffix == ".tiktoken" else d / TIKTOKEN_FILE
-        if tt.exists() and tt.is_dir():
-            raise ConfigError(f"{tt}: is a folder; give the path of the .tiktoken file to write")
+        side = special_tokens_file(tt)
+        _refuse_existing([tt, side], force)
         try:
             tt.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise OutputError(f"{tt.parent}: cannot create folder ({e.strerror or e})") from None
         written = [write_tiktoken(base.vocab, tt)]
-        side = special_tokens_file(tt)
-        if base.vocab.pinned:
-            data = json.dumps({s_: i for i, s_ in sorted(base.vocab.pinned.items())}, ensure_ascii=False, indent=1)
-            _write_atomic(side, (data + "\n").encode("utf-8"))
+        if base.vocab.special_ids():
+            _write_atomic(side, special_tokens_json(base.vocab))
             written.append(side)
+        elif side.exists():  # --force: a list left from an earlier file would give this one specials
+            side.unlink()
         return written
-    base = read_tiktoken_base(s)
-    folder = d.parent if d.name == HF_FILE else d
     if d.suffix == ".json" and d.name != HF_FILE:
         raise ConfigError(f"{d}: the Hugging Face files are written into a folder; give a folder (or .../tokenizer.json)")
+    folder = d.parent if d.name == HF_FILE else d
+    if folder.exists() and not folder.is_dir():
+        raise OutputError(f"{folder}: exists and is not a folder; give a folder for the Hugging Face files")
+    targets = [folder / name for name in (HF_FILE, HF_CONFIG_FILE, HF_SPECIAL_MAP_FILE)]
+    _refuse_existing(targets, force)
+    base = read_tiktoken_base(s, special_tokens)
     from .verify import verify
 
     with tempfile.TemporaryDirectory(prefix=".toktok-convert-") as tmp:
         write_tiktoken(base.vocab, Path(tmp) / TIKTOKEN_FILE)
+        if base.vocab.pinned:
+            _write_atomic(special_tokens_file(Path(tmp) / TIKTOKEN_FILE), special_tokens_json(base.vocab))
         write_hf(base.vocab, tmp)
         verify(tmp)
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise OutputError(f"{folder}: cannot create folder ({e.strerror or e})") from None
-        out = []
-        for name in (HF_FILE, HF_CONFIG_FILE, HF_SPECIAL_MAP_FILE):
-            _write_atomic(folder / name, (Path(tmp) / name).read_bytes())
-            out.append(folder / name)
-    return out
+        for t in targets:
+            _write_atomic(t, (Path(tmp) / t.name).read_bytes())
+    return targets
 
 
 __all__ = ["Base", "load_base", "read_tiktoken_base", "read_hf_base", "add_tokens", "convert"]

@@ -232,7 +232,7 @@ def _start_vocab(cfg: TrainConfig) -> tuple[Vocab, list[str], Base | None]:
         kinds = ["byte"] * 256 + ["hardcoded"] * (len(vocab.tokens) - 256)
         return vocab, kinds, None
     base = load_base(cfg.warm_start)
-    vocab = Vocab(list(base.vocab.tokens), [], dict(base.vocab.pinned))
+    vocab = base.kept_vocab()
     kinds = ["special" if i in vocab.pinned else "byte" if len(t) == 1 else "base" for i, t in enumerate(vocab.tokens)]
     if cfg.use_hardcoded():
         kinds += ["hardcoded"] * len(add_tokens(vocab, hardcoded_tokens()))
@@ -246,7 +246,7 @@ def _run_specials(listed: list[str], vocab: Vocab, base: Base | None) -> tuple[l
     specials come after the last new rank in list order; the base's unlisted ones follow them."""
     pinned = set(vocab.pinned.values())
     out = [s for s in listed if s not in pinned]
-    unlisted = [s for s in (base.vocab.specials if base is not None else []) if s not in out]
+    unlisted = [s for s in (base.vocab.specials if base is not None and base.bare else []) if s not in out]
     return out + unlisted, unlisted
 
 
@@ -261,7 +261,7 @@ def _specials_rule(vocab: Vocab, base: Base | None, tiktoken_name: str) -> dict:
         out["declared_in"] = special_tokens_file(tiktoken_name).name
         out["gaps"] = sorted(vocab.pinned)
         out["reason"] = f"kept at the ids of the warm-start base {base.path.name if base else '?'}"
-    moved = {s: [i, ids[s]] for s, i in (base.vocab.special_ids().items() if base is not None and not base.vocab.pinned else [])
+    moved = {s: [i, ids[s]] for s, i in (base.vocab.special_ids().items() if base is not None and base.bare else [])
              if ids.get(s) != i}
     if moved:
         out["moved"] = moved

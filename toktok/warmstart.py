@@ -28,7 +28,6 @@ from .export import (
     bytelevel_to_token,
     find_tiktoken,
     read_json,
-    follows_convention,
     read_tiktoken_ranks,
     resolve_specials,
     special_tokens_file,
@@ -55,12 +54,29 @@ class Base:
     warnings: list[str] = field(default_factory=list)
     specials_from: str | None = None
 
+    @property
+    def bare(self) -> bool:
+        """Whether the base's specials (if any) follow toktoktok's convention, right after its
+        last rank: then they are applied again after the new ranks instead of keeping their ids."""
+        return not self.vocab.pinned
+
+    def kept_vocab(self) -> Vocab:
+        """The base as a starting vocabulary: its ranks, and its specials pinned at their ids when
+        it is not bare (those after its last rank too, so that new tokens come after them)."""
+        v = Vocab(list(self.vocab.tokens), [], dict(self.vocab.pinned))
+        if not self.bare:
+            for s in self.vocab.specials:
+                v.pinned[len(v.tokens)] = s
+                v.tokens.append(s.encode())
+        return v
+
     def summary(self) -> dict:
+        kept = self.kept_vocab()
         return {
-            "file": str(self.path), "kind": self.kind, "ids": len(self.vocab.tokens),
-            "ranks": len(self.vocab.tokens) - len(self.vocab.pinned),
-            "specials": {s: i for i, s in sorted(self.vocab.pinned.items())},
-            "specials_after": self.vocab.special_ids() if not self.vocab.pinned else {},
+            "file": str(self.path), "kind": self.kind, "ids": len(kept.tokens),
+            "ranks": len(kept.tokens) - len(kept.pinned),
+            "specials": {s: i for i, s in sorted(kept.pinned.items())},
+            "specials_after": self.vocab.special_ids() if self.bare else {},
             "specials_from": self.specials_from,
         }
 
@@ -84,15 +100,12 @@ def load_base(path: str | os.PathLike) -> Base:
 
 
 def _assemble(path: Path, by_id: dict[int, bytes], specials: dict[str, int], what: str) -> Vocab:
-    """tokens by id from ranks and specials; every id 0..max must be one or the other. Specials
-    right after contiguous ranks (toktoktok's convention) become ``Vocab.specials``, in id
-    order; any other layout keeps every special at its id (``Vocab.pinned``)."""
+    """tokens by id from ranks and specials; every id 0..max must be one or the other. Specials at
+    ids inside the ranks' range are ``Vocab.pinned`` there; those after the last rank are
+    ``Vocab.specials``, in id order (toktoktok's convention when nothing is pinned)."""
     special_at = {i: s for s, i in specials.items()}
     if len(special_at) != len(specials):
         raise VocabError(f"{path}: two special tokens share an id")
-    if follows_convention(by_id, specials):
-        vocab = Vocab([by_id[i] for i in range(len(by_id))], [special_at[i] for i in sorted(special_at)], {})
-        return _checked_base(path, vocab, what)
     n = max([*by_id, *specials.values()]) + 1
     for i, s in special_at.items():
         if i in by_id:
@@ -110,8 +123,11 @@ def _assemble(path: Path, by_id: dict[int, bytes], specials: dict[str, int], wha
                 f"{path}: special token {s!r} (id {i}) has the same bytes as the {what} of id "
                 f"{index[s.encode()]}; a text could not tell them apart"
             )
-    tokens = [by_id[i] if i in by_id else special_at[i].encode() for i in range(n)]
-    return _checked_base(path, Vocab(tokens, [], dict(special_at)), what)
+    last = max(by_id) + 1
+    tokens = [by_id[i] if i in by_id else special_at[i].encode() for i in range(last)]
+    pinned = {i: s for i, s in special_at.items() if i < last}
+    after = [special_at[i] for i in range(last, n)]
+    return _checked_base(path, Vocab(tokens, after, pinned), what)
 
 
 def _checked_base(path: Path, vocab: Vocab, what: str) -> Vocab:
@@ -344,7 +360,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, special_tokens=No
         elif side.exists():  # --force: a list left from an earlier file would give this one specials
             side.unlink()
         return written
-    if d.suffix == ".json" and d.name != HF_FILE:
+    if d.suffix == ".json" and d.name != HF_FILE and not d.is_dir():
         raise ConfigError(f"{d}: the Hugging Face files are written into a folder; give a folder (or .../tokenizer.json)")
     folder = d.parent if d.name == HF_FILE else d
     if folder.exists() and not folder.is_dir():

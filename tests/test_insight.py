@@ -27,7 +27,7 @@ from toktok.errors import ConfigError, QueryError, ToktokError
 from toktok.insight import TABLES, VIEWS, add_views, compression_curve, describe, query, word_gains
 from toktok.vocab import PATTERN
 
-READY = sorted((ROOT / "sql").glob("*.sql"))
+READY = sorted((ROOT / "toktok" / "sql" / "ready").glob("*.sql"))
 runner = CliRunner()
 
 
@@ -43,6 +43,9 @@ def test_ready_queries_exist():
     names = {p.stem for p in READY}
     assert {"top_merges", "count_decay", "longest_tokens", "tokens_by_script", "tokens_by_language",
             "phase_gains", "undertrained_tokens", "compression_by_language"} <= names
+    # one copy: they ship in the package, and sql/ at the top of the checkout points at it
+    assert (ROOT / "sql").is_symlink() and (ROOT / "sql").resolve() == (ROOT / "toktok" / "sql" / "ready").resolve()
+    assert sorted(p.name for p in (ROOT / "sql").glob("*.sql")) == [p.name for p in READY]
 
 
 @pytest.mark.parametrize("path", READY, ids=[p.stem for p in READY])
@@ -55,6 +58,19 @@ def test_every_ready_query_runs_on_a_fixture_run(insight_run, path):
         r = runner.invoke(app, ["sql", str(insight_run), arg, "--csv"])
         assert r.exit_code == 0, r.output
         assert len(r.output.splitlines()) >= 2
+
+
+def test_ready_queries_run_by_name_from_any_folder(insight_run, tmp_path, monkeypatch):
+    """The names resolve to the package's copies, not to a sql/ folder of the current directory;
+    a sql/NAME.sql of one's own there comes first."""
+    monkeypatch.chdir(tmp_path)
+    r = runner.invoke(app, ["sql", str(insight_run), "top_merges", "--csv"])
+    assert r.exit_code == 0, r.output
+    assert r.output.splitlines()[0].startswith("phase,merge_index,rank")
+    (tmp_path / "sql").mkdir()
+    (tmp_path / "sql" / "top_merges.sql").write_text("select 42 as mine")
+    r = runner.invoke(app, ["sql", str(insight_run), "top_merges", "--csv"])
+    assert r.exit_code == 0 and r.output.splitlines() == ["mine", "42"], r.output
 
 
 def test_stock_duckdb_reads_everything_without_toktok(insight_run):

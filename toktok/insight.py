@@ -39,9 +39,11 @@ VIEWS = ("vocab_text", "merges_text", "words_text", "sources", "phases", "runs",
 TABLES = ("compression", "token_usage", "word_gains")
 #: The subset name of the whole held-out sample in ``compression`` and ``token_usage``.
 ALL = "all"
-#: Folders searched for ready queries by name (``toktok sql RUN top_merges``): ./sql, then the
-#: project's own sql/ when toktok runs from a source checkout.
-READY_DIRS = (Path("sql"), Path(__file__).resolve().parent.parent / "sql")
+#: Where the ready queries ship: package data (``sql/`` at the top of a source checkout points here).
+READY_DIR = Path(__file__).resolve().parent / "sql" / "ready"
+#: Folders searched for ready queries by name (``toktok sql RUN top_merges``): ./sql (queries of
+#: one's own), then the ones toktok ships.
+READY_DIRS = (Path("sql"), READY_DIR)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -372,7 +374,8 @@ def word_gains(run: RunLike, top: int = 50_000, *, write: bool = True):
 
 
 def ready_queries() -> dict[str, Path]:
-    """The ready queries by name (``sql/*.sql`` in the current folder or the source checkout)."""
+    """The ready queries by name: ``sql/*.sql`` in the current folder, then toktok's own
+    (``toktok/sql/ready/``, installed with the package)."""
     found: dict[str, Path] = {}
     for d in READY_DIRS:
         if d.is_dir():
@@ -481,4 +484,4 @@ def describe(run: RunLike) -> dict:
 
 
 __all__ = ["add_views", "compression_curve", "word_gains", "query", "describe", "ready_queries",
-           "resolve_query", "run_path", "VIEWS", "TABLES", "ALL"]
+           "resolve_query", "run_path", "VIEWS", "TABLES", "ALL", "READY_DIR"]

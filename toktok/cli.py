@@ -131,7 +131,9 @@ def train(
         t.add_row("warm start", f"{escape(str(ws['file']))}: {ws['ids']:,} ids kept"
                   + (f" ({len(ws['specials'])} special tokens at their ids)" if ws["specials"] else ""))
     if summary.specials.get("ids"):
-        t.add_row("special ids", escape(_specials_line(summary.specials)))
+        from .report import specials_line
+
+        t.add_row("special ids", escape(specials_line(summary.specials)))
     t.add_row("merges", f"{summary.merges_learned:,} learned of {summary.merges_requested:,}"
               + (f" ({summary.reused_merges} reused existing tokens)" if summary.reused_merges else ""))
     if len(summary.phases) > 1:
@@ -142,23 +144,6 @@ def train(
     t.add_row("time", ", ".join(f"{k} {v:.2f}s" for k, v in summary.seconds.items()))
     t.add_row("parity", f"ok: tiktoken == HF tokenizers on {summary.parity_strings:,} strings")
     out.print(t)
-
-
-def _specials_line(sp: dict) -> str:
-    """Which rule placed the special ids (``pipeline._specials_rule``), in one line."""
-    ids = sp["ids"]
-    span = f"{min(ids.values()):,}" + (f"-{max(ids.values()):,}" if len(ids) > 1 else "")
-    if sp["rule"] == "after_last_rank":
-        line = f"{len(ids)} at {span}: after the last rank, in list order (toktoktok's convention)"
-    else:
-        gaps = sp["gaps"]
-        line = (f"{len(ids)} at {span}: {len(gaps)} {sp['reason']}, so the .tiktoken's ranks have gaps at "
-                f"{', '.join(map(str, gaps[:6]))}{' ...' if len(gaps) > 6 else ''}; ids declared in {sp['declared_in']}")
-    moved = sp.get("moved") or {}
-    if moved:
-        line += f"; the base had {len(moved)} of them at {', '.join(str(a) for a, _ in list(moved.values())[:4])}" + (
-            " ..." if len(moved) > 4 else "")
-    return line
 
 
 @app.command("convert")

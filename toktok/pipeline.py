@@ -293,7 +293,41 @@ def _count_state(store: RunStore, phase: str, fp: list) -> CountState | None:
     words = pl.from_arrow(st["words"]) if st["words"] is not None else None
     sample = pl.from_arrow(st["sample"]) if st["sample"] is not None else None
     parity = pl.from_arrow(st["parity"]) if st["parity"].num_rows else None
-    return CountState(st["files_done"], words, st["used"]["state"], parity, sample)
+    return CountState(st["files_done"], words, st["used"]["state"], parity, sample,
+                      held_out=_held_out_of(store, phase) if sample is not None else None)
+
+
+def _held_out_of(store: RunStore, phase: str) -> pl.DataFrame | None:
+    """The pieces a sampled phase's sample did not take, as the run file records them
+    (meta('held_out:PHASE'); None for a phase that read every document)."""
+    import json
+
+    v = store.get_meta(f"held_out:{phase}")
+    rows = json.loads(v) if v is not None else None
+    if rows is None:
+        return None
+    return pl.DataFrame(rows, schema={"hash": pl.UInt64, "source": pl.String, "row": pl.Int64, "text": pl.String})
+
+
+def _put_held_out(store: RunStore, phase: str, df: pl.DataFrame | None) -> None:
+    store.put_meta(f"held_out:{phase}", None if df is None else df.select("hash", "source", "row", "text").to_dicts())
+
+
+def _curve_texts(run_parity: pl.DataFrame, parity: dict[str, pl.DataFrame],
+                 held_out: dict[str, pl.DataFrame | None]) -> tuple[list[str], list[str], str, dict]:
+    """The documents of the run file's compression curve, their file names, and what they are:
+    each phase's pieces its sample did not take (``held_out``: text the run never trained on), or,
+    for a phase that read every document, its parity sample (``training`` text); ``mixed`` when
+    phases differ. Without any held-out piece: the run's parity sample, as before."""
+    kinds = {name: "held_out" if held_out.get(name) is not None and held_out[name].height else "training"
+             for name in parity}
+    if all(k == "training" for k in kinds.values()):
+        frames = [run_parity]
+    else:
+        frames = [held_out[name] if k == "held_out" else parity[name] for name, k in kinds.items()]
+    docs = pl.concat([f.select("source", "text") for f in frames]) if frames else pl.DataFrame({"source": [], "text": []})
+    text = next(iter(set(kinds.values()))) if len(set(kinds.values())) == 1 else "mixed"
+    return docs["text"].to_list(), [Path(p).name for p in docs["source"].to_list()], text, kinds
 
 
 def _check_replay(prior: pa.Table, res: MergeResult, where: str) -> None:
@@ -363,6 +397,9 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
             store.put_meta("warm_start", {**base.summary(), "hardcoded_added": kinds.count("hardcoded")})
 
         parity = ParitySample()
+        # per phase, for the compression curve: its parity sample and the pieces its sample did not take
+        phase_parity: dict[str, pl.DataFrame] = {}
+        phase_held_out: dict[str, pl.DataFrame | None] = {}
         summaries: list[PhaseSummary] = []
         merge_index = 0
         for phase, sources, fp in zip(phases, plans, fingerprints):
@@ -384,6 +421,8 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
                 phase_of += [phase.name] * len(new)
                 merge_index += m.num_rows
                 parity.merge_frame(pl.from_arrow(store.parity_of(phase.name)))
+                phase_parity[phase.name] = pl.from_arrow(store.parity_of(phase.name))
+                phase_held_out[phase.name] = _held_out_of(store, phase.name)
                 sm = cp["summary"]
                 summaries.append(PhaseSummary(**sm))
                 warnings += cp["warnings"]
@@ -396,6 +435,8 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
                 # 2'. a phase the interrupted run counted: its word table from the run file
                 table = pl.from_arrow(store.words_of(phase.name))
                 parity.merge_frame(pl.from_arrow(store.parity_of(phase.name)))
+                phase_parity[phase.name] = pl.from_arrow(store.parity_of(phase.name))
+                phase_held_out[phase.name] = _held_out_of(store, phase.name)
                 phase_warnings = cp["warnings"]
                 t_count, docs, text_bytes = cp["seconds_count"], cp["docs"], cp["text_bytes"]
             else:
@@ -409,6 +450,8 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
                 def save(state: CountState, phase=phase, fp=fp) -> None:
                     nonlocal kept
                     kept = True
+                    if state.sample is not None:  # before the count state that makes it count
+                        _put_held_out(store, phase.name, state.held_out)
                     store.put_count_state(
                         phase.name, state.files_done, {"state": state.used, "fingerprint": fp},
                         words=state.words if state.sample is None else None,
@@ -453,6 +496,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
                     store.drop_count_state(phase.name)
                     store.put_words(phase.name, table.with_columns(tokens=pl.lit(None, dtype=pl.Int32)))
                     store.put_parity(phase.name, pc.parity)
+                    _put_held_out(store, phase.name, pc.held_out)
                     for src in sources:
                         for f in src.corpus.files:
                             st = used[f.path]
@@ -464,6 +508,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
                 kept = True
                 marks.done()
                 parity.merge_frame(pc.parity)
+                phase_parity[phase.name], phase_held_out[phase.name] = pc.parity, pc.held_out
                 del pc
             warnings += phase_warnings
             # one copy of the word table during the merges (to_arrow copies the words): the merge
@@ -545,7 +590,6 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
         ])
 
         keep = parity.df["text"].to_list()
-        keep_from = parity.df["source"].to_list()
 
         # 4. export; special ids away from toktoktok's convention are declared beside the .tiktoken
         t0 = time.perf_counter()
@@ -562,12 +606,15 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
         rep = verify(staging, keep, slices=cfg.verify_slices, seed=cfg.seed)
         times["verify"] = time.perf_counter() - t0
         # 6. what the run file offers for inspection: views, the compression curve and token
-        #    usage on the parity sample (documents of the input, labelled by file), word gains
+        #    usage (on text the run did not train on where a budget left some out, else on the
+        #    parity sample of the input, labelled by file), word gains
         t0 = time.perf_counter()
         with store.translating():
             add_views(store.con)
-            if keep:
-                compression_curve(store.con, keep, by=[Path(p).name for p in keep_from], threads=cfg.threads, checkpoints=8)
+            curve, curve_from, curve_text, curve_kinds = _curve_texts(parity.df, phase_parity, phase_held_out)
+            if curve:
+                compression_curve(store.con, curve, by=curve_from, threads=cfg.threads, checkpoints=8,
+                                  text=curve_text, text_by_phase=curve_kinds)
             word_gains(store.con)
         times["insight"] = time.perf_counter() - t0
         for k, v in times.items():

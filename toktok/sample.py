@@ -361,8 +361,8 @@ class Reservoir:
     _parts: list = field(default_factory=list)  # frames or arrays handed in, not yet in _store
     _store: _Store = field(default_factory=_Store, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-    #: the LEFT_OUT pieces with the largest hashes offered so far (hash, source, row, text)
-    aside: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=_LEFT_OUT_SCHEMA), repr=False, compare=False)
+    #: the LEFT_OUT pieces with the largest hashes offered so far, largest first: (hash, source, row, text)
+    _aside: list = field(default_factory=list, repr=False, compare=False)
 
     @property
     def full(self) -> bool:
@@ -410,26 +410,33 @@ class Reservoir:
     def _set_aside(self, source: str, data: np.ndarray, starts: np.ndarray, ends: np.ndarray,
                    h: np.ndarray, ids: np.ndarray) -> None:
         """Keep the pieces among these whose hashes are among the LEFT_OUT largest so far (a copy
-        of their text, cut to LEFT_OUT_CHARS characters)."""
+        of their text, cut to LEFT_OUT_CHARS characters). Costs one max over the hashes once
+        LEFT_OUT pieces are held, as a later batch rarely holds a larger one."""
         if len(h) == 0:
             return
-        if self.aside.height >= LEFT_OUT:
-            pick = np.flatnonzero(h > np.uint64(self.aside["hash"][-1]))
-            if len(pick) > LEFT_OUT:
-                pick = pick[np.argsort(h[pick])[::-1][:LEFT_OUT]]
-        else:
-            pick = np.argsort(h)[::-1][:LEFT_OUT]
-        if len(pick) == 0:
+        full = len(self._aside) >= LEFT_OUT
+        cut = np.uint64(self._aside[-1][0]) if full else None
+        if full and h.max() <= cut:
             return
-        texts = [bytes(data[starts[i]:min(ends[i], starts[i] + 4 * LEFT_OUT_CHARS)]).decode("utf-8", "ignore")[:LEFT_OUT_CHARS]
-                 for i in pick.tolist()]
-        self._merge_aside(pl.DataFrame({"hash": h[pick], "source": [source] * len(pick), "row": ids[pick],
-                                        "text": texts}, schema=_LEFT_OUT_SCHEMA))
+        pick = np.flatnonzero(h > cut) if full else np.arange(len(h))
+        if len(pick) > LEFT_OUT:
+            pick = pick[np.argsort(h[pick], kind="stable")[::-1][:LEFT_OUT]]
+        self._add_aside([
+            (int(h[i]), source, int(ids[i]),
+             bytes(data[starts[i]:min(ends[i], starts[i] + 4 * LEFT_OUT_CHARS)]).decode("utf-8", "ignore")[:LEFT_OUT_CHARS])
+            for i in pick.tolist()])
 
-    def _merge_aside(self, part: pl.DataFrame) -> None:
-        self.aside = (pl.concat([self.aside, part.select(list(_LEFT_OUT_SCHEMA)).cast(_LEFT_OUT_SCHEMA)])
-                      .unique(["source", "row"], keep="first")
-                      .sort(["hash", "source", "row"], descending=[True, False, False]).head(LEFT_OUT))
+    def _add_aside(self, rows: list) -> None:
+        seen = {(r[1], r[2]) for r in self._aside}
+        rows = self._aside + [r for r in rows if (r[1], r[2]) not in seen]
+        rows.sort(key=lambda r: (-r[0], r[1], r[2]))
+        self._aside = rows[:LEFT_OUT]
+
+    @property
+    def aside(self) -> pl.DataFrame:
+        """The LEFT_OUT pieces with the largest hashes offered so far, kept or not (hash, source,
+        row, text), largest first."""
+        return pl.DataFrame(self._aside, schema=_LEFT_OUT_SCHEMA, orient="row")
 
     def left_out(self) -> pl.DataFrame:
         """Up to LEFT_OUT pieces the sample did not take (hash, source, row, text), those with the
@@ -446,8 +453,8 @@ class Reservoir:
         return self.aside.filter(pl.col("hash") > pl.lit(max(tops), dtype=pl.UInt64))
 
     def merge_left_out(self, other: pl.DataFrame) -> None:
-        """Fold in the pieces another reservoir (of other documents) set aside, e.g. a Ray task's."""
-        self._merge_aside(other)
+        """Fold in the pieces another reservoir (of other documents) set aside (its ``aside``), e.g. a Ray task's."""
+        self._add_aside(list(other.select(list(_LEFT_OUT_SCHEMA)).iter_rows()))
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -473,7 +480,7 @@ class Reservoir:
                                 st.lens[:st.n].copy(), st.texts()))
         self.bytes += other.bytes
         self.threshold = min(self.threshold, other.threshold)
-        self._merge_aside(other.aside)
+        self._add_aside(other._aside)
         self._trim()
 
     @staticmethod

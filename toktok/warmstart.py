@@ -1,12 +1,14 @@
 """Warm start and conversion: read a vocabulary to train on top of, keeping every id.
 
 Owns reading a base vocabulary from a ``.tiktoken`` file (ranks in any layout, e.g. GPT-2's,
-whose 256 bytes are not at ids 0..255; special tokens from its ``.special_tokens.json`` list or
-a ``tokenizer.json`` beside it) or from a Hugging Face ``tokenizer.json`` with a byte-level BPE
-model (ids kept as they are, its special tokens carried over at their ids), and ``toktok
-convert`` between the two. A base is refused, with the reason, when it is not byte-level BPE,
-when its merge order disagrees with its id order (toktok and tiktoken rank tokens by id), or when
-an id is neither a token nor a special token (toktok keeps ids, so it cannot leave a hole).
+whose 256 bytes are not at ids 0..255; special tokens as ``export.resolve_specials`` finds them)
+or from a Hugging Face ``tokenizer.json`` with a byte-level BPE model (ids kept as they are), and
+``toktok convert`` between the two. A base whose special tokens sit right after its last rank
+(toktoktok's convention) is bare: a run applies its specials again after the new ranks; specials
+anywhere else keep their ids (``Base.kept_vocab``). A base is refused, with the reason, when it
+is not byte-level BPE, when its merge order disagrees with its id order (toktok and tiktoken rank
+tokens by id), or when an id is neither a token nor a special token (toktok keeps ids, so it
+cannot leave a hole).
 
 Special tokens at ids inside the range stay there as ``Vocab.pinned`` (see ``toktok.vocab``).
 Example: ``load_base("gpt2.tiktoken").vocab.tokens[0] == b"!"``.

@@ -506,6 +506,60 @@ def test_force_never_replaces_a_folder_that_is_not_a_toktok_output(tmp_path):
     _check_untouched(outs, out, before)
 
 
+def _inside_source(kind: str, d: Path, out: Path) -> tuple[list[str], str]:
+    """Arguments whose input lies inside the output folder ``out`` (a toktok folder), and the path named."""
+    corpus = out / "my_corpus.txt"
+    corpus.write_text(GOOD_TEXT)
+    if kind == "file":
+        return [str(corpus)], str(corpus)
+    if kind == "folder":
+        (out / "data").mkdir()
+        shutil.copy(corpus, out / "data" / "more.txt")
+        return [str(d / "good.txt"), str(out / "data")], str(out / "data" / "more.txt")
+    if kind == "glob":
+        return [str(out / "*.txt")], str(corpus)
+    if kind == "symlink":  # the link is outside, its target inside
+        (d / "link.txt").symlink_to(corpus)
+        return [str(d / "link.txt")], str(d / "link.txt")
+    assert kind == "warm-start"
+    return [str(d / "good.txt"), "--warm-start", str(out / "tokenizer.tiktoken")], str(out / "tokenizer.tiktoken")
+
+
+@pytest.mark.parametrize("force", [True, False])
+@pytest.mark.parametrize("kind", ["file", "folder", "glob", "symlink", "warm-start"])
+def test_output_that_holds_an_input_is_never_replaced(tmp_path, good_out, kind, force):
+    """`toktok train tok/my_corpus.txt --out tok --force` once deleted the corpus: any input of the
+    run (file, folder, glob match, a link's target, warm-start base) inside what publishing replaces
+    is refused up front, with or without --force."""
+    d = tmp_path / "data"
+    d.mkdir()
+    _good(d)
+    outs = tmp_path / "outs"
+    outs.mkdir()
+    out = outs / "tok"
+    shutil.copytree(good_out, out, copy_function=shutil.copy2)
+    args, named = _inside_source(kind, d, out)
+    before = _snapshot(out)
+    r = _train(*args, "--out", out, "--merges", "5", *(["--force"] if force else []))
+    _one_error_line(r, [named, "of this run lies in", str(out)], "move it out, or write the output elsewhere")
+    _check_untouched(outs, out, before)
+
+
+@pytest.mark.parametrize("out", [".", "./", "..", "CWD"])
+def test_output_folder_is_the_current_folder(tmp_path, monkeypatch, out):
+    """`--out .` once trained fully, then failed renaming `.` and left `..partial` in the parent:
+    refused up front, for the current folder and any folder holding it."""
+    src = _good(tmp_path)
+    here = tmp_path / "work" / "empty"
+    here.mkdir(parents=True)
+    monkeypatch.chdir(here)
+    for force in ([], ["--force"]):
+        r = _train(src, "--out", str(here) if out == "CWD" else out, "--merges", "5", *force)
+        _one_error_line(r, ["is the current folder or holds it"], "pick one, e.g. --out out/tok")
+        assert os.listdir(here) == [] and os.listdir(tmp_path / "work") == ["empty"]
+        assert sorted(os.listdir(tmp_path)) == ["good.txt", "work"]
+
+
 # --- DuckDB's temp folder (and the run file's disk) full ------------------------------------------
 
 # DuckDB spills beyond its memory limit into a temp folder beside the run file, so a full disk
@@ -606,14 +660,14 @@ def test_duckdb_errors_outside_the_store_are_one_line_too(tmp_path, monkeypatch)
     src = _good(tmp_path)
     out = tmp_path / "outs" / "tok"
 
-    def boom(cfg, progress=None):
+    def boom(cfg, progress=None, log=None):
         raise duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate data of size 3.7 MiB (4.2 MiB/7.0 MiB used)")
 
     monkeypatch.setattr(toktok.pipeline, "train", boom)
     r = _train(src, "--out", out, "--memory-limit", "64MB")
     _one_error_line(r, [f"{out}/run.duckdb", "out of memory", "64MB"], "pass a larger --memory-limit")
 
-    def other(cfg, progress=None):
+    def other(cfg, progress=None, log=None):
         raise duckdb.CatalogException("Catalog Error: Table with name nope does not exist!")
 
     monkeypatch.setattr(toktok.pipeline, "train", other)

@@ -200,3 +200,50 @@ def test_cli_process_prints_one_line(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and "missing" in r.stderr and "Traceback" not in r.stderr
+
+
+# --- where --out goes: `~`, symlinks ------------------------------------------------------------
+
+
+def test_tilde_in_out_and_output_is_the_home_folder(tmp_path, monkeypatch):
+    """`~` in --out and output: is expanded as in sources (a literal ./~ folder once appeared)."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    src = str(FIXTURES / "notes.txt")
+    r = runner.invoke(app, ["train", src, "--out", "~/tok", "--merges", "5", "-q"])
+    assert r.exit_code == 0, r.output
+    assert (home / "tok" / "tokenizer.tiktoken").is_file()
+    cfg = work / "run.yaml"
+    cfg.write_text(f"output: ~/cfg/c.tiktoken\nphases: [{{name: a, merges: 5, sources: [{src}]}}]\n")
+    assert runner.invoke(app, ["-c", str(cfg), "-q"]).exit_code == 0
+    assert (home / "cfg" / "c.tiktoken").is_file() and (home / "cfg" / "run.duckdb").is_file()
+    # home holds other files: the .tiktoken alone there, the rest in NAME.toktok beside it
+    cfg.write_text(f"output: ~/h.tiktoken\nphases: [{{name: a, merges: 5, sources: [{src}]}}]\n")
+    assert runner.invoke(app, ["-c", str(cfg), "-q"]).exit_code == 0
+    assert sorted(os.listdir(home)) == ["cfg", "h.tiktoken", "h.toktok", "tok"]
+    assert sorted(os.listdir(work)) == ["run.yaml"]  # no literal ~ here
+
+
+def test_out_through_a_symlink_replaces_the_target_and_keeps_the_link(tmp_path):
+    """--force over a symlinked --out once left a `.NAME.old-PID` link behind: the link's target
+    folder is replaced, the link stays, nothing is left beside either."""
+    real_parent, link_parent = tmp_path / "disk", tmp_path / "here"
+    real_parent.mkdir()
+    link_parent.mkdir()
+    real, link = real_parent / "tok", link_parent / "tok"
+    assert _train(real, merges="20").exit_code == 0
+    link.symlink_to(real, target_is_directory=True)
+    r = _train(link, "--force", merges="30")
+    assert r.exit_code == 0, r.output
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert toktok.load_encoding(link).n_vocab == toktok.load_encoding(real).n_vocab == 256 + 1161 + 30 + 2
+    assert os.listdir(link_parent) == ["tok"] and os.listdir(real_parent) == ["tok"]
+    # a link to a folder not there yet: made, and the link now leads to it
+    dangling = link_parent / "later"
+    dangling.symlink_to(real_parent / "later", target_is_directory=True)
+    assert _train(dangling, merges="10").exit_code == 0
+    assert dangling.is_symlink() and (real_parent / "later" / "tokenizer.tiktoken").is_file()
+    assert sorted(os.listdir(real_parent)) == ["later", "tok"]

@@ -78,7 +78,7 @@ phases:
 def test_full_schema(in_tmp):
     cfg = load_config(_write(in_tmp, FULL))
     assert cfg.out == "out/t" and cfg.tiktoken_name == "tok.tiktoken"
-    assert cfg.threads == 2 and cfg.verbose is False  # budget: wins over working_set_mb
+    assert cfg.threads == 2 and cfg.verbose is False and cfg.working_set_mb == 512
     assert cfg.special_tokens == ["<|endoftext|>", "<|pad|>"] and cfg.warm_start == "base.tiktoken"
     assert cfg.seed == 3 and cfg.text_column == "body" and cfg.budget == "1.5MB" and cfg.hardcoded is True
     assert cfg.bad_utf8 == "replace"
@@ -90,9 +90,13 @@ def test_full_schema(in_tmp):
     cfg.validate()
 
 
-def test_working_set_is_the_memory_budget(in_tmp):
+def test_working_set_is_the_text_held_not_the_budget(in_tmp):
     cfg = load_config(_write(in_tmp, "output: o/x.tiktoken\nworking_set_mb: 768\nphases: [{name: a, merges: 1, sources: [d]}]\n"))
-    assert cfg.budget == "768MiB"
+    assert cfg.budget is None and cfg.working_set_mb == 768
+    assert cfg.working_set_text() == 768 * 2**20 // 4  # toktoktok's sizing: 4 bytes per character held
+    both = load_config(_write(in_tmp, "output: o/x.tiktoken\nworking_set_mb: 64\nbudget: 2GB\n"
+                                      "phases: [{name: a, merges: 1, sources: [d]}]\n", "both.yaml"))
+    assert both.budget == "2GB" and both.working_set_text() == 16 << 20
 
 
 def test_defaults_and_hardcoded_rule(in_tmp):
@@ -144,15 +148,19 @@ def test_defaults_and_hardcoded_rule(in_tmp):
          "run.yaml: special_tokens: expected a list"),
         ("output: o/x.tiktoken\nverbose: 3\nphases: [{name: a, merges: 1, sources: [d]}]\n",
          "run.yaml: verbose: expected true or false"),
-        ("output: o/x.tiktoken\nthreads: -2\nphases: [{name: a, merges: 1, sources: [d]}]\n",
-         "run.yaml: threads: -2 is less than 0"),
+        ("output: o/x.tiktoken\nthreads: 1.5\nphases: [{name: a, merges: 1, sources: [d]}]\n",
+         "run.yaml: threads: expected a whole number, got float 1.5"),
+        ("output: o/x.tiktoken\nworking_set_mb: 0\nphases: [{name: a, merges: 1, sources: [d]}]\n",
+         "run.yaml: working_set_mb: expected a number > 0"),
+        ("output: o/x.tiktoken\nroles: {eos: x}\nphases: [{name: a, merges: 1, sources: [d]}]\n",
+         "run.yaml: roles: unknown key 'eos' (known: bos_token, eos_token, pad_token, unk_token)"),
+        ("output: o/x.tiktoken\nroles: {pad_token: ''}\nphases: [{name: a, merges: 1, sources: [d]}]\n",
+         "run.yaml: roles.pad_token: expected a non-empty string"),
         ("output: o/x.tiktoken\nphases: [{name: a, merges: 1, sources: [d]}]\nthreads: 1\nthreads: 2\n",
          "run.yaml:4:1: not valid YAML (key 'threads' is given twice)"),
         ("output: o/x.tiktoken\nphases: [{name: a, merges: 1, sources: [d]\n", "run.yaml:3:1: not valid YAML"),
         ("- just\n- a list\n", "run.yaml: expected a mapping of keys, got a list"),
         ("", "run.yaml: the config is empty"),
-        ("output: tok.tiktoken\nphases: [{name: a, merges: 1, sources: [d]}]\n",
-         "run.yaml: output: 'tok.tiktoken' would make the current folder the output folder"),
         ("output: o/tokenizer.json\nphases: [{name: a, merges: 1, sources: [d]}]\n",
          "run.yaml: output: 'tokenizer.json' is a file toktok writes beside the .tiktoken file"),
         ("output: o/\nphases: [{name: a, merges: 1, sources: [d]}]\n", "run.yaml: output: 'o/' is a folder"),
@@ -288,7 +296,7 @@ def test_toktoktok_examples_use_only_toktoktok_keys():
     """scratch, phases and the warm starts are plain toktoktok configs (no toktok-only key)."""
     import yaml
 
-    ours = {"seed", "text_column", "budget", "hardcoded", "bad_utf8", "weight"}
+    ours = {"seed", "text_column", "budget", "hardcoded", "bad_utf8", "weight", "roles", "engine", "ray_address"}
     for name in ["scratch.yaml", "phases.yaml", "warm_start_gpt2_layout.yaml", "warm_start_hf.yaml"]:
         doc = yaml.safe_load((EXAMPLES / name).read_text())
         keys = set(doc) | {k for ph in doc["phases"] for k in ph} | {

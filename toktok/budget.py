@@ -75,8 +75,9 @@ class BudgetPlan:
         return asdict(self)
 
 
-def plan_budget(budget: int, baseline: int | None = None) -> BudgetPlan:
-    """Split ``budget`` bytes; raises ConfigError naming the smallest budget that would work.
+def plan_budget(budget: int, baseline: int | None = None, *, name: str = "--budget") -> BudgetPlan:
+    """Split ``budget`` bytes; raises ConfigError naming the smallest budget that would work (and
+    the option as ``name``: ``--budget`` or ``run.yaml: budget:``).
 
     Of what is left after the baseline and the headroom: 22% sampled text (its trimming briefly
     doubles it), 58% word tables and merge loop, 8% DuckDB, 4% read batches.
@@ -89,7 +90,7 @@ def plan_budget(budget: int, baseline: int | None = None) -> BudgetPlan:
     if avail < MIN_WORK:
         need = math.ceil((base + MIN_WORK) / (1 - HEADROOM) / (64 << 20)) * (64 << 20)
         raise ConfigError(
-            f"--budget {human(budget)} is too small: toktok itself holds {human(base)} and needs "
+            f"{name} {human(budget)} is too small: toktok itself holds {human(base)} and needs "
             f"{human(MIN_WORK)} to work; the smallest budget that works is {human(need)}"
         )
     return BudgetPlan(

@@ -2,8 +2,8 @@
 
 ``toktok train SOURCE... --out DIR --merges N`` trains and writes a tokenizer;
 ``toktok verify DIR [SOURCE...]`` checks tiktoken/HF id parity of a written tokenizer.
-``toktok train --config run.yaml`` runs a config (phases, warm start);
-``toktok convert SRC DST`` converts a tokenizer.json to a .tiktoken and back.
+``toktok train --config run.yaml`` runs a config (phases, warm start); ``toktok -c run.yaml`` is
+the same, as toktoktok's CLI; ``toktok convert SRC DST`` converts a tokenizer.json to a .tiktoken and back.
 """
 from __future__ import annotations
 
@@ -15,10 +15,23 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from typer.core import TyperGroup
 
 from .errors import ToktokError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Exact, fast byte-level BPE training.")
+
+class _Commands(TyperGroup):
+    """toktoktok's whole CLI is ``toktoktok -c config.yaml``: ``toktok -c FILE ...`` runs
+    ``toktok train -c FILE ...``."""
+
+    def parse_args(self, ctx, args):
+        if args and (args[0] in ("-c", "--config") or args[0].startswith(("--config=", "-c"))):
+            args = ["train", *args]
+        return super().parse_args(ctx, args)
+
+
+app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Exact, fast byte-level BPE training. `toktok -c run.yaml` is `toktok train --config run.yaml`.")
 err = Console(stderr=True)
 out = Console()
 
@@ -47,11 +60,16 @@ def train(
     force: bool = typer.Option(False, "--force", help="Replace an existing output folder (or start an interrupted run over)"),
     resume: bool = typer.Option(False, "--resume", help="Continue the interrupted run into --out from its last checkpoint (same options)"),
     memory_limit: Optional[str] = typer.Option(None, "--memory-limit", help="DuckDB memory limit (spills to disk beyond it); default 2GB"),
-    threads: Optional[int] = typer.Option(None, "--threads", help="Threads for counting (0 = all cores)"),
+    threads: Optional[int] = typer.Option(None, "--threads", help="Threads (0 or -1 = all cores; more than the cores is capped)"),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed for sampling the parity check"),
     engine: Optional[str] = typer.Option(None, "--engine", help="Where to read, sample and count: local (default) or ray (needs pip install 'toktok[ray]')"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --engine ray: join this Ray cluster (default: start a private one on this machine)"),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars"),
+    bos_token: Optional[str] = typer.Option(None, "--bos-token", help="Special token that transformers uses as bos_token"),
+    eos_token: Optional[str] = typer.Option(None, "--eos-token", help="Special token for eos_token (default: <|endoftext|> when it is special)"),
+    pad_token: Optional[str] = typer.Option(None, "--pad-token", help="Special token for pad_token"),
+    unk_token: Optional[str] = typer.Option(None, "--unk-token", help="Special token for unk_token"),
+    verbose: Optional[bool] = typer.Option(None, "--verbose", "-v", help="Log merges 1-10 and every 100th (pair, new token, id, count) to stderr"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars and no merge log"),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks"),
 ) -> None:
     """Train a byte-level BPE tokenizer and write .tiktoken + tokenizer.json with identical ids."""
@@ -64,7 +82,11 @@ def train(
         given: dict = {"out": out_dir, "text_column": text_column, "bad_utf8": bad_utf8, "hardcoded": hardcoded,
                        "warm_start": warm_start, "budget": budget, "memory_limit": memory_limit,
                        "threads": threads, "seed": seed, "special_tokens": list(special_token) or None,
-                       "engine": engine, "ray_address": ray_address}
+                       "engine": engine, "ray_address": ray_address, "verbose": verbose}
+        roles = {k: v for k, v in (("bos_token", bos_token), ("eos_token", eos_token), ("pad_token", pad_token),
+                                   ("unk_token", unk_token)) if v is not None}
+        if roles:
+            given["roles"] = roles
         if merges is not None:
             try:
                 given["merges"] = int(merges)
@@ -81,8 +103,14 @@ def train(
 
             parse_size(budget)
         cfg = build_config(config, list(sources or []), given)
+        if quiet:
+            cfg.verbose = False
+
+        def log(line: str) -> None:  # data (tokens) printed as they are, never as markup
+            err.print(line, markup=False, highlight=False, emoji=False, soft_wrap=True)
+
         if quiet or cfg.verbose is False or not err.is_terminal:
-            summary = run_train(cfg)
+            summary = run_train(cfg, log=log)
         else:
             with Progress(
                 TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
@@ -98,7 +126,7 @@ def train(
                     rate = (f"{done / el / 1e6:.1f} MB/s" if stage.startswith("count") else f"{done / el:,.0f}/s") if el > 0 else ""
                     bar.update(tasks[stage], completed=done, total=total, rate=rate)
 
-                summary = run_train(cfg, progress=progress)
+                summary = run_train(cfg, progress=progress, log=log)
     except ToktokError as e:
         _fail(e, debug)
         return
@@ -115,7 +143,7 @@ def train(
 
         from .store import resource_error
 
-        te = resource_error(e, Path(cfg.out) / "run.duckdb", None, cfg.memory_limit)
+        te = resource_error(e, cfg.layout().folder / "run.duckdb", None, cfg.memory_limit)
         if te is None:
             raise
         te.__cause__ = e
@@ -124,8 +152,14 @@ def train(
 
     for w in summary.warnings:
         err.print(f"[yellow]toktok: warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
-    t = Table(title=f"toktok: wrote {escape(str(summary.out))}", show_header=False, box=None)
-    t.add_row("vocabulary", f"{summary.vocab_size:,} tokens" + (f" ({summary.tiktoken.name})" if summary.tiktoken and summary.tiktoken.name != "tokenizer.tiktoken" else ""))
+    if summary.shared:
+        t = Table(title=f"toktok: wrote {escape(str(summary.tiktoken))}", show_header=False, box=None)
+        t.add_row("vocabulary", f"{summary.vocab_size:,} tokens")
+        t.add_row("other files", f"{escape(str(summary.out))}/ (tokenizer.json, tokenizer_config.json, "
+                  "special_tokens_map.json, run.duckdb)")
+    else:
+        t = Table(title=f"toktok: wrote {escape(str(summary.out))}", show_header=False, box=None)
+        t.add_row("vocabulary", f"{summary.vocab_size:,} tokens" + (f" ({escape(summary.tiktoken.name)})" if summary.tiktoken and summary.tiktoken.name != "tokenizer.tiktoken" else ""))
     if summary.warm_start:
         ws = summary.warm_start
         t.add_row("warm start", f"{escape(str(ws['file']))}: {ws['ids']:,} ids kept"

@@ -6,11 +6,12 @@ location (``run.yaml: phases[1].sources[0]: unknown key 'paht'``).
 
 The config file takes toktoktok's schema unchanged plus toktok's own keys::
 
-    output: out/tok/tok.tiktoken     # the .tiktoken file; the other outputs go beside it
-    working_set_mb: 2048             # memory budget of the whole run (MiB), as `budget: 2GiB`
-    threads: 0                       # 0 = all cores
-    verbose: true                    # false = no progress bars
+    output: out/tok/tok.tiktoken     # the .tiktoken file (see ``TrainConfig.layout``)
+    working_set_mb: 2048             # text held per phase: 2048 x 2^20 / 4 bytes (toktoktok's sizing)
+    threads: -1                      # <= 0 = all cores
+    verbose: true                    # log merges 1-10 and every 100th; false = no progress bars
     special_tokens: ["<|endoftext|>"]
+    roles: {eos_token: "<|endoftext|>"}  # toktok: bos/eos/pad/unk_token for transformers
     warm_start: {file: base.tiktoken}   # or a tokenizer.json
     phases:
       - name: general
@@ -22,9 +23,9 @@ The config file takes toktoktok's schema unchanged plus toktok's own keys::
             text_column: body            # toktok: Parquet column / JSONL field
         budget: 50MB                     # toktok: text to read in this phase
     # toktok's own top-level keys: seed, text_column, budget, hardcoded, bad_utf8,
-    # engine (local/ray), ray_address
+    # engine (local/ray), ray_address, roles
 
-Relative paths are taken as they are, i.e. against the current directory.
+Relative paths are taken as they are, i.e. against the current directory; ``~`` is expanded.
 Example: ``parse_size("512MB") == 512 * 1000**2``.
 """
 from __future__ import annotations
@@ -52,6 +53,59 @@ MAIN_PHASE = "main"
 ENGINES = ("local", "ray")
 #: The smallest DuckDB memory limit toktok accepts (the budget planner's floor too).
 MIN_MEMORY_LIMIT = 16 << 20
+#: Special-token roles for ``transformers`` (``--bos-token`` ..., YAML ``roles: {bos_token: ...}``).
+ROLES = ("bos_token", "eos_token", "pad_token", "unk_token")
+#: toktoktok's sizing of ``working_set_mb``: about 4 bytes of memory per character of held text.
+WORKING_SET_BYTES_PER_CHAR = 4
+#: Suffix of the folder that holds a run's other outputs beside a .tiktoken written into a folder
+#: toktok does not own (``./tokenizer.tiktoken`` -> ``./tokenizer.toktok/``).
+COMPANION_SUFFIX = ".toktok"
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity), at least 1."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def companion_name(tiktoken_name: str) -> str:
+    """The folder beside a .tiktoken that holds the run's other outputs when the .tiktoken's folder
+    is not toktok's own: ``companion_name("tokenizer.tiktoken") == "tokenizer.toktok"``."""
+    stem = tiktoken_name[: -len(".tiktoken")] if tiktoken_name.endswith(".tiktoken") else tiktoken_name
+    return (stem or tiktoken_name) + COMPANION_SUFFIX
+
+
+@dataclass(frozen=True)
+class OutputLayout:
+    """Where a run's files go (``TrainConfig.layout``).
+
+    ``folder`` is toktok's own folder: tokenizer.json, the transformers files and run.duckdb, built
+    in a staging folder beside it and published (and replaced) as a whole. ``tiktoken`` is the
+    .tiktoken file, published with its ``NAME.special_tokens.json`` (when there is one): inside
+    ``folder``, or beside it when ``shared`` (its folder is not toktok's: the current folder, or one
+    holding other files). Example: ``OutputLayout(Path("tok.toktok"), Path("tok.tiktoken"), True)``.
+    """
+
+    folder: Path
+    tiktoken: Path
+    shared: bool
+
+
+def _own_folder(folder: Path) -> bool:
+    """Whether ``output:``'s folder is toktok's to fill (and replace): not the current folder or one
+    holding it, and not there yet, empty, or holding a toktok run (``run.duckdb``)."""
+    real = Path(os.path.realpath(folder))
+    here = Path(os.path.realpath(Path.cwd()))
+    if real == here or real in here.parents:
+        return False
+    if not real.is_dir():
+        return True  # not there yet (a file there is refused when the run starts)
+    try:
+        return (real / "run.duckdb").is_file() or next(real.iterdir(), None) is None
+    except OSError:
+        return False
 
 
 def parse_size(text: str | int) -> int:
@@ -98,7 +152,13 @@ class TrainConfig:
 
     A run without ``phases`` is one phase named "main" over ``sources`` with ``merges``.
     ``hardcoded`` None means: the hardcoded tokens from scratch, none on a warm start.
-    ``out`` is the output folder; the .tiktoken file in it is named ``tiktoken_name``.
+    ``out`` is the output folder; the .tiktoken file in it is named ``tiktoken_name``. ``output``
+    (toktoktok's key: the .tiktoken's path) sets both, and lets the .tiktoken go into a folder that
+    is not toktok's own (see ``layout``). ``threads`` <= 0 means all cores. ``working_set_mb``
+    (toktoktok's) caps the text each phase holds at ``working_set_mb * 2**20 / 4`` bytes; ``budget``
+    is the memory of the whole run. ``roles`` maps ``bos_token``/``eos_token``/``pad_token``/
+    ``unk_token`` to special tokens. ``given_as`` names how an option was given, for messages
+    (``{"threads": "run.yaml: threads:"}``; default ``--threads``).
     """
 
     sources: list[str] = field(default_factory=list)
@@ -111,7 +171,7 @@ class TrainConfig:
     force: bool = False
     resume: bool = False  # continue the interrupted run into the same output folder
     memory_limit: str = "2GB"
-    threads: int = 0
+    threads: int = 0  # <= 0: all cores
     seed: int = 0
     verify_slices: int = 200
     phases: list[PhaseConfig] = field(default_factory=list)
@@ -122,6 +182,14 @@ class TrainConfig:
     config_file: str | None = None
     engine: str = "local"  # "local" or "ray" (toktok.engine_ray)
     ray_address: str | None = None  # join this Ray cluster; None = start a private one
+    output: str | None = None  # toktoktok's output: the .tiktoken's path (sets out, tiktoken_name)
+    working_set_mb: int | None = None  # toktoktok's: text held per phase, x 2^20 / 4 bytes
+    roles: dict[str, str] = field(default_factory=dict)  # bos_token/eos_token/pad_token/unk_token
+    given_as: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    def name_of(self, key: str) -> str:
+        """How the user gave option ``key``: ``--threads``, or ``run.yaml: threads:`` from a config."""
+        return self.given_as.get(key) or ("output" if key == "output" else "--" + key.replace("_", "-"))
 
     def phase_list(self) -> list[PhaseConfig]:
         """The phases to run, in order (the single "main" phase when none are configured)."""
@@ -134,6 +202,10 @@ class TrainConfig:
         return self.hardcoded if self.hardcoded is not None else self.warm_start is None
 
     def validate(self) -> None:
+        if self.output is not None:
+            self.out, self.tiktoken_name = _output_parts(self.output, self.name_of("output").rstrip(":"))
+        if self.out:
+            self.out = os.path.expanduser(self.out)
         if not self.phases and not self.sources:
             raise ConfigError("no sources given; pass files, folders or globs to train on")
         if self.phases and self.sources:
@@ -174,10 +246,10 @@ class TrainConfig:
                 raise ConfigError(f"{where}.sources: the phase has no sources")
             budget = self.phase_budget(ph)
             for j, src in enumerate(ph.sources):
-                if src.weight is not None and budget is None:
+                if src.weight is not None and budget is None and self.working_set_mb is None:
                     raise ConfigError(
                         f"{where}.sources[{j}].weight: weights share a budget; set budget "
-                        "(at the top or in the phase), e.g. budget: 100MB"
+                        "(at the top or in the phase, e.g. budget: 100MB) or working_set_mb"
                     )
         if self.engine not in ENGINES:
             raise ConfigError(f"--engine {self.engine!r}: use local or ray")
@@ -188,7 +260,54 @@ class TrainConfig:
 
             require_ray()  # a ConfigError naming the install command, before any work
         if self.budget is not None and parse_size(self.budget) <= 0:
-            raise ConfigError(f"budget {self.budget!r} must be more than 0 bytes")
+            raise ConfigError(f"{self.name_of('budget')} {self.budget!r} must be more than 0 bytes")
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int):
+            raise ConfigError(f"{self.name_of('threads')} {self.threads!r} is not a whole number; "
+                              "pass a count, or -1 for all cores")
+        ws = self.working_set_mb
+        if ws is not None and (isinstance(ws, bool) or not isinstance(ws, int) or ws < 1):
+            raise ConfigError(f"{self.name_of('working_set_mb')} {ws!r} is not a whole number of MiB >= 1, e.g. 1024")
+        for role, tok in self.roles.items():
+            if role not in ROLES:
+                raise ConfigError(f"{self.name_of(role)}: unknown role {role!r}; use {', '.join(ROLES)}")
+            if not isinstance(tok, str) or not tok:
+                raise ConfigError(f"{self.name_of(role)} is empty; give one of the special tokens")
+
+    def check_roles(self, specials: list[str]) -> None:
+        """Each role names one of the run's ``specials`` (the config's and a warm-start base's)."""
+        for role, tok in self.roles.items():
+            if tok not in specials:
+                have = ", ".join(specials) if specials else "none"
+                raise ConfigError(f"{self.name_of(role)} {tok!r} is not one of the special tokens ({have}); "
+                                  "add it with --special-token (special_tokens: in a config) or pick one of them")
+
+    def thread_count(self) -> tuple[int, str | None]:
+        """The threads to use and a warning when ``threads`` asks for more than the cores: <= 0 is
+        every core; more than the cores is capped at the cores (more threads do not make counting
+        or merging faster, and tens of thousands exhaust the machine's task limit)."""
+        cores = available_cores()
+        if self.threads <= 0:
+            return cores, None
+        if self.threads > cores:
+            return cores, (f"{self.name_of('threads')} {self.threads} is more than the {cores} cores this "
+                           f"process may use; using {cores}")
+        return self.threads, None
+
+    def working_set_text(self) -> int | None:
+        """Bytes of text a phase may hold under ``working_set_mb`` (toktoktok's sizing: 4 bytes of
+        memory per character held), None when not set."""
+        return None if self.working_set_mb is None else self.working_set_mb * (1 << 20) // WORKING_SET_BYTES_PER_CHAR
+
+    def layout(self) -> OutputLayout:
+        """Where the outputs go. ``--out DIR``, or an ``output:`` whose folder is toktok's own (not
+        there yet, empty, or holding a toktok run), gets everything in that folder. An ``output:``
+        into any other folder (the current folder, one holding other files) writes exactly that
+        .tiktoken there and the other outputs into ``NAME.toktok/`` beside it."""
+        folder = Path(os.path.expanduser(self.out))
+        tiktoken = folder / self.tiktoken_name
+        if self.output is None or _own_folder(folder):
+            return OutputLayout(folder, tiktoken, False)
+        return OutputLayout(folder / companion_name(self.tiktoken_name), tiktoken, True)
 
     def phase_budget(self, phase: PhaseConfig) -> int | None:
         """Bytes of text to read in ``phase`` (its own budget, else the run's), None = everything."""
@@ -199,7 +318,9 @@ class TrainConfig:
         return Path(self.out) / self.tiktoken_name
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        del d["given_as"]
+        return d
 
 
 def _check_out_parent(out: str) -> None:
@@ -231,7 +352,7 @@ _TOP_KEYS = {
     # toktoktok's
     "output", "working_set_mb", "threads", "verbose", "special_tokens", "warm_start", "phases",
     # toktok's own
-    "seed", "text_column", "budget", "hardcoded", "bad_utf8", "engine", "ray_address",
+    "seed", "text_column", "budget", "hardcoded", "bad_utf8", "engine", "ray_address", "roles",
 }
 _PHASE_KEYS = {"name", "merges", "sources", "budget"}
 _SOURCE_KEYS = {"path", "file", "weight", "text_column"}
@@ -271,13 +392,13 @@ class _Doc:
             raise self.error(f"expected a non-empty string, got {_kind(v)}", key)
         return v
 
-    def int(self, key: str, minimum: int = 0) -> int | None:
+    def int(self, key: str, minimum: int | None = 0) -> int | None:
         v = self.value.get(key)
         if v is None:
             return None
         if isinstance(v, bool) or not isinstance(v, int):
             raise self.error(f"expected a whole number, got {_kind(v)}", key)
-        if v < minimum:
+        if minimum is not None and v < minimum:
             raise self.error(f"{v} is less than {minimum}", key)
         return v
 
@@ -375,16 +496,23 @@ def load_config(path: str | os.PathLike) -> TrainConfig:
     top = _Doc(name, "", doc, _TOP_KEYS)
     cfg = TrainConfig(config_file=name)
 
+    def given(key: str, where: str | None = None) -> None:
+        cfg.given_as[key] = f"{name}: {where or key}:"
+
     output = top.str("output")
     if output is not None:
-        cfg.out, cfg.tiktoken_name = _split_output(output, top)
+        cfg.output = os.path.expanduser(output)
+        cfg.out, cfg.tiktoken_name = _split_output(cfg.output, top)
+        given("output")
     if (mb := top.number("working_set_mb")) is not None:
-        # toktoktok's working set is the process's memory budget (a `budget:` key wins)
+        # toktoktok's working set: the memory of the text held, 4 bytes per character
         if int(mb) < 1:
             raise top.error(f"{mb} is less than 1 MiB", "working_set_mb")
-        cfg.budget = f"{int(mb)}MiB"
-    if (v := top.int("threads")) is not None:
-        cfg.threads = v
+        cfg.working_set_mb = int(mb)
+        given("working_set_mb")
+    if (v := top.int("threads", minimum=None)) is not None:
+        cfg.threads = v  # <= 0: all cores, as toktoktok's -1
+        given("threads")
     cfg.verbose = top.bool("verbose")
     if (v := top.int("seed")) is not None:
         cfg.seed = v
@@ -396,6 +524,13 @@ def load_config(path: str | os.PathLike) -> TrainConfig:
         cfg.bad_utf8 = v
     if (b := top.size("budget")) is not None:
         cfg.budget = b
+        given("budget")
+    if top.has("roles"):
+        roles = _Doc(name, "roles", top.raw("roles"), set(ROLES))
+        for role in ROLES:
+            if (tok := roles.str(role)) is not None:
+                cfg.roles[role] = tok
+                given(role, f"roles.{role}")
     cfg.hardcoded = top.bool("hardcoded")
     if (v := top.str("engine")) is not None:
         if v not in ENGINES:
@@ -439,24 +574,23 @@ def load_config(path: str | os.PathLike) -> TrainConfig:
     return cfg
 
 
-def _split_output(output: str, doc: _Doc) -> tuple[str, str]:
-    """``output`` (the .tiktoken path) as (folder, file name); the folder must be a folder of its own."""
+def _output_parts(output: str, where: str) -> tuple[str, str]:
+    """``output`` (the .tiktoken's path, ``~`` expanded) as (folder, file name); ``where`` names
+    the option in errors."""
+    output = os.path.expanduser(output)
     if output.endswith(("/", os.sep)) or os.path.isdir(output):
-        raise doc.error(f"{output!r} is a folder; give the path of the .tiktoken file, e.g. out/tok/tok.tiktoken", "output")
+        raise ConfigError(f"{where}: {output!r} is a folder; give the path of the .tiktoken file, e.g. ./tokenizer.tiktoken")
     p = Path(output)
-    folder = p.parent
-    here = Path.cwd().resolve()
-    if folder.resolve() == here or folder.resolve() in here.parents:
-        raise doc.error(
-            f"{output!r} would make {str(folder) if str(folder) != '.' else 'the current folder'} the output "
-            "folder; toktok writes (and with --force replaces) a folder of its own, e.g. out/tok/tok.tiktoken",
-            "output",
-        )
+    _check_tiktoken_name(p.name, where)
+    return str(p.parent), p.name
+
+
+def _split_output(output: str, doc: _Doc) -> tuple[str, str]:
+    """``output`` (the .tiktoken path) as (folder, file name), errors naming the config's key."""
     try:
-        _check_tiktoken_name(p.name, "output")
+        return _output_parts(output, "output")
     except ConfigError as e:
-        raise doc.error(str(e).split(": ", 1)[1], "output") from None
-    return str(folder), p.name
+        raise doc.error(str(e)[len("output: "):], "output") from None
 
 
 def _source(file: str, where: str, raw: Any) -> SourceConfig:
@@ -476,8 +610,10 @@ def build_config(config: str | None, sources: list[str], overrides: dict[str, An
 
     ``overrides`` holds only the options given on the command line (``out``, ``merges``,
     ``special_tokens``, ``text_column``, ``bad_utf8``, ``hardcoded``, ``force``, ``memory_limit``,
-    ``threads``, ``seed``, ``warm_start``, ``budget``, ``verbose``, ``engine``, ``ray_address``).
-    ``--out`` replaces the output folder (the .tiktoken keeps the config's file name);
+    ``threads``, ``seed``, ``warm_start``, ``budget``, ``verbose``, ``engine``, ``ray_address``,
+    ``roles``: the roles given, each replacing the config's).
+    ``--out`` replaces the output folder (the .tiktoken keeps the config's file name, and the
+    folder is toktok's own, as for any ``--out``); ``~`` is expanded;
     ``--merges`` sets the merges of a one-phase config. Example: ``build_config(None, ["data/"], {"out": "o", "merges": 10})``.
     """
     if config is None:
@@ -497,10 +633,17 @@ def build_config(config: str | None, sources: list[str], overrides: dict[str, An
             cfg.phases[0].merges = n
         else:
             cfg.merges = n
+    if "out" in ov:
+        ov["out"] = os.path.expanduser(ov["out"])
+        cfg.output = None
+    for role, tok in ov.pop("roles", {}).items():
+        cfg.roles[role] = tok
+        cfg.given_as.pop(role, None)
     for key, value in ov.items():
         if not hasattr(cfg, key):
             raise ConfigError(f"unknown option {key!r}")
         setattr(cfg, key, value)
+        cfg.given_as.pop(key, None)  # named as the command line's option from now on
     if config is not None and not cfg.out:
         raise ConfigError(f"{config}: output: missing; give the path of the .tiktoken file (or pass --out)")
     return cfg

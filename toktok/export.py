@@ -226,9 +226,11 @@ def hf_tokenizer_json(vocab: Vocab) -> bytes:
     return (text + "\n").encode("utf-8")
 
 
-def hf_config_files(vocab: Vocab) -> tuple[bytes, bytes]:
+def hf_config_files(vocab: Vocab, roles: dict[str, str] | None = None) -> tuple[bytes, bytes]:
     """The ``tokenizer_config.json`` and ``special_tokens_map.json`` contents for ``vocab``.
 
+    ``roles`` maps ``bos_token``/``eos_token``/``pad_token``/``unk_token`` to special tokens of
+    ``vocab``; without an ``eos_token`` role, ``<|endoftext|>`` is the eos token when it is special.
     Example: ``json.loads(hf_config_files(v)[0])["tokenizer_class"] == "PreTrainedTokenizerFast"``.
     """
     decoder = {}
@@ -242,9 +244,14 @@ def hf_config_files(vocab: Vocab) -> tuple[bytes, bytes]:
     if specials:
         config["additional_special_tokens"] = specials
         special_map["additional_special_tokens"] = specials
-    if EOS_TOKEN in specials:
-        config["eos_token"] = EOS_TOKEN
-        special_map["eos_token"] = EOS_TOKEN
+    roles = dict(roles or {})
+    if "eos_token" not in roles and EOS_TOKEN in specials:
+        roles["eos_token"] = EOS_TOKEN
+    for role in ("bos_token", "eos_token", "pad_token", "unk_token"):
+        if role in roles:
+            if roles[role] not in specials:
+                raise VocabError(f"{role} {roles[role]!r} is not one of the special tokens; pick one of them")
+            config[role] = special_map[role] = roles[role]
     config.update(
         {
             "clean_up_tokenization_spaces": False,
@@ -256,8 +263,9 @@ def hf_config_files(vocab: Vocab) -> tuple[bytes, bytes]:
     return dump(config), dump(special_map)
 
 
-def write_hf(vocab: Vocab, out_dir: str | os.PathLike) -> Path:
-    """Write ``tokenizer.json``, ``tokenizer_config.json`` and ``special_tokens_map.json`` into ``out_dir``.
+def write_hf(vocab: Vocab, out_dir: str | os.PathLike, *, roles: dict[str, str] | None = None) -> Path:
+    """Write ``tokenizer.json``, ``tokenizer_config.json`` and ``special_tokens_map.json`` into ``out_dir``
+    (``roles``: see ``hf_config_files``).
 
     The folder loads with ``tokenizers.Tokenizer.from_file`` and
     ``transformers.PreTrainedTokenizerFast.from_pretrained`` and gives tiktoken's ids.
@@ -269,7 +277,7 @@ def write_hf(vocab: Vocab, out_dir: str | os.PathLike) -> Path:
     except OSError as e:
         raise OutputError(f"{out}: cannot create folder ({e.strerror or e})") from None
     vocab = _checked(vocab)
-    config, special_map = hf_config_files(vocab)
+    config, special_map = hf_config_files(vocab, roles)
     _write_atomic(out / HF_FILE, hf_tokenizer_json(vocab))
     _write_atomic(out / HF_CONFIG_FILE, config)
     _write_atomic(out / HF_SPECIAL_MAP_FILE, special_map)
@@ -402,8 +410,32 @@ def read_special_tokens_file(path: str | os.PathLike) -> dict[str, int]:
     return dict(doc)
 
 
+def companion_tiktoken(folder: Path) -> Path | None:
+    """The ``.tiktoken`` beside a ``NAME.toktok`` folder (where a run written into a folder toktok
+    does not own keeps its other outputs): ``NAME.tiktoken``, else ``NAME``; None if neither."""
+    from .config import COMPANION_SUFFIX
+
+    if not folder.name.endswith(COMPANION_SUFFIX) or len(folder.name) == len(COMPANION_SUFFIX):
+        return None
+    stem = folder.name[: -len(COMPANION_SUFFIX)]
+    for name in (stem + ".tiktoken", stem):
+        if (folder.parent / name).is_file():
+            return folder.parent / name
+    return None
+
+
+def hf_file_of(tt_path: Path) -> Path:
+    """The ``tokenizer.json`` that goes with a ``.tiktoken``: in its ``NAME.toktok`` folder when it
+    has one (an ``output:`` into a folder toktok does not own), else beside it."""
+    from .config import companion_name
+
+    comp = tt_path.parent / companion_name(tt_path.name) / HF_FILE
+    return comp if comp.is_file() else tt_path.parent / HF_FILE
+
+
 def find_tiktoken(folder: str | os.PathLike) -> Path:
-    """The ``.tiktoken`` file of an output folder: ``tokenizer.tiktoken``, else the only ``*.tiktoken``.
+    """The ``.tiktoken`` file of an output folder: ``tokenizer.tiktoken``, else the only ``*.tiktoken``,
+    else (a ``NAME.toktok`` folder) ``NAME.tiktoken`` beside it.
 
     Raises VocabError when there is none or several.
     """
@@ -413,6 +445,8 @@ def find_tiktoken(folder: str | os.PathLike) -> Path:
     found = sorted(p for p in folder.glob("*.tiktoken") if p.is_file())
     if len(found) == 1:
         return found[0]
+    if not found and (beside := companion_tiktoken(folder)) is not None:
+        return beside
     if not found:
         raise VocabError(f"{folder}: no .tiktoken file here; pass a toktok output folder or a .tiktoken file")
     raise VocabError(f"{folder}: several .tiktoken files ({', '.join(p.name for p in found)}); pass one of them")
@@ -507,8 +541,9 @@ def resolve_specials(tt_path: str | os.PathLike, by_rank: dict[int, bytes], give
     ``given`` wins: ``{token: id}``, a list of tokens (toktoktok's rule: id = number of ranks +
     index), or a file (``.json`` = ``{token: id}``, else a plain list, one token a line). Else,
     beside the file: ``NAME.special_tokens.json`` (ids declared), then ``special_tokens.txt`` in
-    the same folder (toktoktok's plain list), then the ``added_tokens`` of a ``tokenizer.json`` in
-    the same folder (a toktok output folder); none if there is none of them.
+    the same folder (toktoktok's plain list), then the ``added_tokens`` of the ``tokenizer.json``
+    that goes with it (``hf_file_of``: in its ``NAME.toktok`` folder, else in the same folder);
+    none if there is none of them.
     Example: ``resolve_specials("tok.tiktoken", ranks, ["<|endoftext|>"])[0] == {"<|endoftext|>": len(ranks)}``.
     """
     tt = Path(tt_path)
@@ -527,7 +562,7 @@ def resolve_specials(tt_path: str | os.PathLike, by_rank: dict[int, bytes], give
     side = special_tokens_file(tt)
     if side.is_file():
         return read_special_tokens_file(side), str(side)
-    txt, hf = tt.parent / SPECIALS_TXT, tt.parent / HF_FILE
+    txt, hf = tt.parent / SPECIALS_TXT, hf_file_of(tt)
     from_hf = read_hf_specials(hf)
     if txt.is_file():
         listed = _specials_after_ranks(read_special_tokens_txt(txt), by_rank, tt, str(txt))

@@ -52,8 +52,14 @@ READY_DIRS = (Path("sql"), READY_DIR)
 
 
 def run_path(run: str | os.PathLike) -> Path:
-    """The ``run.duckdb`` of an output folder (or the file itself); ToktokError if there is none."""
+    """The ``run.duckdb`` of an output folder (or the file itself, or of a ``.tiktoken`` whose run
+    is in the ``NAME.toktok`` folder beside it); ToktokError if there is none."""
+    from .config import companion_name
+
     p = Path(run)
+    if p.is_file() and p.suffix == ".tiktoken":
+        comp = p.parent / companion_name(p.name)
+        p = comp if comp.is_dir() else p.parent
     if p.is_dir():
         p = p / "run.duckdb"
     if not p.is_file():

@@ -2,7 +2,9 @@
 
 The only module besides the CLI that imports several stages. Reads the sources of a
 ``TrainConfig``; writes into the output folder the tokenizer files (the ``.tiktoken`` file,
-``tokenizer.json``, ``tokenizer_config.json``, ``special_tokens_map.json``) and ``run.duckdb``.
+``tokenizer.json``, ``tokenizer_config.json``, ``special_tokens_map.json``) and ``run.duckdb``
+(or, for an ``output:`` into a folder toktok does not own, exactly that ``.tiktoken`` and the rest
+in ``NAME.toktok/`` beside it: ``TrainConfig.layout``).
 Phases run in order and share one merge history: phase k counts its own sources, segments those
 words with the vocabulary after phase k-1 and learns its own number of merges. The starting
 vocabulary is the bytes (+ hardcoded tokens) or a warm-start base whose ids are all kept.
@@ -28,7 +30,7 @@ import polars as pl
 import pyarrow as pa
 
 from . import __version__
-from .config import PhaseConfig, TrainConfig, parse_size
+from .config import OutputLayout, PhaseConfig, TrainConfig, parse_size
 from .errors import ConfigError, InputError, OutputError, ParityError, ToktokError
 from .insight import add_views, compression_curve, word_gains
 from .export import special_tokens_file, special_tokens_json, write_hf, write_tiktoken, _write_atomic
@@ -44,6 +46,8 @@ from .warmstart import Base, add_tokens, load_base
 
 #: How a run reports progress: ``progress(stage, done, total)``; total may be None.
 Progress = Callable[[str, int, "int | None"], None]
+#: Where a verbose run's log lines go (``train(..., log=...)``; default: stderr).
+Log = Callable[[str], None]
 
 
 @dataclass
@@ -79,6 +83,7 @@ class TrainSummary:
     phases: list[PhaseSummary] = field(default_factory=list)
     warm_start: dict | None = None
     tiktoken: Path | None = None
+    shared: bool = False  # the .tiktoken went into a folder toktok does not own; ``out`` is beside it
     specials: dict = field(default_factory=dict)
 
 
@@ -96,26 +101,82 @@ def _versions() -> dict[str, str]:
     }
 
 
+def _real(p: Path) -> Path:
+    """``p`` with every symlink resolved: a run replaces a linked folder's target and keeps the link."""
+    return Path(os.path.realpath(os.path.expanduser(p)))
+
+
 def _staging_of(out: Path) -> Path:
     """Where a run into ``out`` is built (and where ``--resume`` finds an interrupted one)."""
-    return out.resolve().parent / f".{out.name}.partial"
+    real = _real(out)
+    return real.parent / f".{real.name}.partial"
 
 
-def _prepare_out(out: Path, force: bool, resume: bool = False) -> tuple[Path, bool]:
-    """Check the output folder; return the staging folder beside it and whether it holds an
-    interrupted run to continue. An interrupted run is never thrown away without ``--force``."""
-    if out.exists() and not out.is_dir():
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def _check_inputs(inputs: list[tuple[str, str]], replaced: list[Path], out: Path) -> None:
+    """No input of the run (a source file or folder, the warm-start base) may lie in what publishing
+    the run replaces: the run would delete the data it was trained on."""
+    for path, what in inputs:
+        if "://" in path:
+            continue
+        p = _real(Path(path))
+        for r in replaced:
+            if _inside(p, _real(r)):
+                raise OutputError(
+                    f"{path}: {what} of this run lies in {r}, which publishing the run replaces; "
+                    f"move it out, or write the output elsewhere (not {out})")
+
+
+def _check_shared(layout: OutputLayout) -> None:
+    """An ``output:`` into a folder toktok does not own replaces only toktok's own outputs of that
+    name: the .tiktoken and its special-token list if the ``NAME.toktok`` folder beside them holds a
+    toktok run, the folder itself if it does (or is empty)."""
+    comp = layout.folder
+    real = _real(comp)
+    ours = (real / "run.duckdb").is_file()
+    fix = "move it away, or name another output"
+    if os.path.lexists(real) and not real.is_dir():
+        raise OutputError(f"{comp}: exists and is not a folder; toktok keeps the run's other outputs there, so {fix}")
+    if real.is_dir() and not ours and next(real.iterdir(), None) is not None:
+        raise OutputError(f"{comp}: exists and is not a toktok output folder (no run.duckdb); toktok keeps the "
+                          f"run's other outputs there, so {fix}")
+    if not ours:
+        for f in (layout.tiktoken, special_tokens_file(layout.tiktoken)):
+            if os.path.lexists(f):
+                raise OutputError(f"{f}: exists and toktok did not write it (no {comp}/run.duckdb); "
+                                  f"toktok replaces only its own outputs, so {fix}")
+
+
+def _prepare_out(layout: OutputLayout, force: bool, resume: bool = False,
+                 inputs: list[tuple[str, str]] | None = None) -> tuple[Path, bool]:
+    """Check the output; return the staging folder beside it and whether it holds an interrupted
+    run to continue. An interrupted run is never thrown away without ``--force``; what publishing
+    replaces never holds an input of the run (``inputs``: (path, what it is))."""
+    out = layout.folder
+    real = _real(out)
+    here = _real(Path.cwd())
+    if _inside(here, real):
+        raise OutputError(f"{out}: is the current folder or holds it; toktok writes (and replaces) a folder of "
+                          "its own: pick one, e.g. --out out/tok (a config's output: ./NAME.tiktoken writes "
+                          "only the .tiktoken here)")
+    staging = _staging_of(out)
+    replaced = [staging] + ([layout.tiktoken, special_tokens_file(layout.tiktoken)] if layout.shared else [])
+    if os.path.lexists(real):
+        replaced.append(out)
+    _check_inputs(inputs or [], replaced, out)
+    if layout.shared:
+        _check_shared(layout)
+    elif out.exists() and not out.is_dir():
         raise OutputError(f"{out}: exists and is not a folder; pass another --out")
-    if out.exists() and any(out.iterdir()):
+    elif out.exists() and any(out.iterdir()):
         if not force:
             raise OutputError(f"{out}: exists and is not empty; pass --force to replace it")
         # --force replaces the folder as a whole: only ever a toktok output folder
-        here = Path.cwd().resolve()
-        if out.resolve() == here or out.resolve() in here.parents:
-            raise OutputError(f"{out}: is the current folder or holds it; toktok will not replace it, pick an output folder of its own")
         if not (out / "run.duckdb").is_file():
             raise OutputError(f"{out}: is not a toktok output folder (no run.duckdb); --force replaces only those, so pick another folder")
-    staging = _staging_of(out)
     if resume:
         if not (staging / "run.duckdb").is_file():
             raise OutputError(f"{out}: no interrupted run to resume (no {staging}/run.duckdb); run without --resume")
@@ -152,7 +213,7 @@ def _lock(staging: Path):
 CHECKPOINT_SECONDS = 2.0
 #: Identity of a run: a ``--resume`` must be given the same values.
 _IDENTITY = ("sources", "merges", "special_tokens", "text_column", "bad_utf8", "hardcoded", "seed",
-             "phases", "warm_start", "tiktoken_name", "budget")
+             "phases", "warm_start", "tiktoken_name", "budget", "working_set_mb")
 
 
 class _Checkpoints:
@@ -186,15 +247,34 @@ def _fingerprint(sources: list[Source]) -> list[list]:
     return out
 
 
-def _publish(staging: Path, out: Path) -> None:
-    """Swap the finished staging folder into place; the old folder goes only after the swap."""
+def _publish(staging: Path, layout: OutputLayout) -> None:
+    """Put the finished staging folder in place, each file whole. Into a folder toktok does not own,
+    the .tiktoken and its special-token list (if any; a stale one of an earlier run goes) replace
+    theirs first; then the folder is swapped, the old one going only after the swap. A symlinked
+    output folder keeps its link: the link's target is replaced."""
+    real = _real(layout.folder)
+    if layout.shared:
+        tt = staging / layout.tiktoken.name
+        side, side_to = special_tokens_file(tt), _real(special_tokens_file(layout.tiktoken))
+        if side.exists():
+            side.rename(side_to)
+        elif os.path.lexists(side_to):
+            side_to.unlink()  # toktok's own (checked up front): it no longer describes the .tiktoken
+        tt.rename(_real(layout.tiktoken))
     old = None
-    if out.exists():
-        old = out.parent / f".{out.name}.old-{os.getpid()}"
-        out.rename(old)
-    staging.rename(out)
+    if os.path.lexists(real):
+        old = real.parent / f".{real.name}.old-{os.getpid()}"
+        real.rename(old)
+    staging.rename(real)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def _literal(token: bytes) -> str:
+    """A token for a log line: its text, with control characters (escape sequences too) and bytes
+    that are not UTF-8 written as Python escapes."""
+    text = token.decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _vocab_table(vocab: Vocab, kinds: list[str], phases: list[str | None]) -> pa.Table:
@@ -214,11 +294,14 @@ def _resolve_phase(cfg: TrainConfig, phase: PhaseConfig) -> list[Source]:
 
 
 def _phase_capacity(cfg: TrainConfig, phase: PhaseConfig, plan: BudgetPlan | None) -> int | None:
-    """Bytes of text a phase may sample: what the memory budget allows, and at most the phase's
-    own ``budget`` (text bytes) when it has one; None = read everything."""
+    """Bytes of text a phase may sample: what the memory budget allows, at most what
+    ``working_set_mb`` holds, and at most the phase's own ``budget`` (text bytes) when it has one;
+    None = read everything."""
     caps = []
     if plan is not None:
         caps.append(plan.sample_bytes)
+    if (ws := cfg.working_set_text()) is not None:
+        caps.append(ws)
     if phase.budget is not None:
         caps.append(parse_size(phase.budget))
     return min(caps) if caps else None
@@ -340,24 +423,32 @@ def _check_replay(prior: pa.Table, res: MergeResult, where: str) -> None:
                           "checkpointed (the inputs or toktok changed); start over with --force")
 
 
-def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
-    """Train a tokenizer as ``cfg`` says and publish it in ``cfg.out``; raises ToktokError on bad input.
+def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = None) -> TrainSummary:
+    """Train a tokenizer as ``cfg`` says and publish it (``cfg.layout()``); raises ToktokError on bad input.
+
+    With ``cfg.verbose`` the merges are logged as toktoktok does (the first 10 of each phase and
+    every 100th: the pair, the new token, its id and count), one line each to ``log`` (default: stderr).
 
     Example: ``train(TrainConfig(["data_fixtures/"], "out/demo", merges=500)).vocab_size == 256 + 1161 + 500``
     (when the corpus allows 500 merges).
     """
     cfg.validate()
     report = progress or (lambda stage, done, total: None)
-    out = Path(cfg.out)
+    say = (log or (lambda line: print(line, file=sys.stderr, flush=True))) if cfg.verbose else None
+    layout = cfg.layout()
+    out = layout.folder
     phases = cfg.phase_list()
     many = len(phases) > 1
     times: dict[str, float] = {"count": 0.0, "merge": 0.0}
     warnings: list[str] = []
+    threads, too_many = cfg.thread_count()
+    if too_many:
+        warnings.append(too_many)
 
     # 1. budget, inputs, base and output: fail on a budget that cannot work, bad paths and
     #    vocabularies before any work
     release_llvm_pages()  # see there: ~100 MB of RSS that the run never uses
-    plan = plan_budget(parse_size(cfg.budget)) if cfg.budget is not None else None
+    plan = plan_budget(parse_size(cfg.budget), name=cfg.name_of("budget")) if cfg.budget is not None else None
     batch_bytes = plan.batch_bytes if plan is not None else 32 << 20
     memory_limit = f"{plan.duckdb_bytes >> 20}MiB" if plan is not None else cfg.memory_limit
     plans = [_resolve_phase(cfg, ph) for ph in phases]
@@ -370,14 +461,19 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
                         "they follow the listed ones (list every special token, as toktoktok needs, to choose the order)")
     vocab.check()
     all_specials = vocab.all_specials()
+    cfg.check_roles(all_specials)
     phase_of: list[str | None] = [None] * len(vocab.tokens)
-    staging, resuming = _prepare_out(out, cfg.force, getattr(cfg, "resume", False))
+    inputs = [(f.path, "a source") for srcs in plans for src in srcs for f in src.corpus.files]
+    inputs += [(src.path, "a source") for ph in phases for src in ph.sources if os.path.isdir(os.path.expanduser(src.path))]
+    if cfg.warm_start is not None:
+        inputs.append((cfg.warm_start, "the warm-start base"))
+    staging, resuming = _prepare_out(layout, cfg.force, getattr(cfg, "resume", False), inputs)
     lock = _lock(staging)
     marks = _Checkpoints()
     kept = resuming  # whether a failure leaves the staging folder for --resume
     fingerprints = [_fingerprint(srcs) for srcs in plans]
     try:
-        store = RunStore.create(staging / "run.duckdb", memory_limit=memory_limit, threads=cfg.threads)
+        store = RunStore.create(staging / "run.duckdb", memory_limit=memory_limit, threads=threads)
         if resuming:
             _check_same_run(store, cfg, staging)
             store.drop_outputs()
@@ -466,7 +562,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
 
                     count = partial(ray_count_phase, address=cfg.ray_address)
                 pc = count(sources, seed=cfg.seed, capacity=capacity, batch_bytes=batch_bytes,
-                           specials=all_specials, threads=cfg.threads, report=report, tag=tag)
+                           specials=all_specials, threads=threads, report=report, tag=tag)
                 table, used = pc.words, pc.used
                 if plan is not None:
                     # the merge loop's arrays must fit the budget: drop the rarest words if not
@@ -529,12 +625,18 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
             store.drop_merges(phase.name)
             toks = list(vocab.tokens)
             at = [merge_index]
+            learned = [0]  # new tokens of this phase so far, for the merge log
 
-            def checkpoint(left, right, token, count, reused, phase=phase, toks=toks, at=at):
+            def checkpoint(left, right, token, count, reused, phase=phase, toks=toks, at=at, learned=learned, tag=tag):
                 rows = []
-                for lt, rt, t, r in zip(left.tolist(), right.tolist(), token.tolist(), reused.tolist()):
+                for lt, rt, t, c, r in zip(left.tolist(), right.tolist(), token.tolist(), count.tolist(), reused.tolist()):
                     if not r:
                         toks.append(toks[lt] + toks[rt])
+                        learned[0] += 1
+                        k = learned[0]
+                        if say is not None and (k <= 10 or k % 100 == 0):  # toktoktok's verbose log
+                            say(f"{f'[{phase.name}] ' if tag else ''}Merge {k}: \"{_literal(toks[lt])}\" + "
+                                f"\"{_literal(toks[rt])}\" -> \"{_literal(toks[t])}\" (id {lt} + {rt} -> {t}, count: {c})")
                     rows.append(toks[t])
                 store.add_merges(phase.name, pa.table({
                     "merge_index": pa.array(np.arange(at[0], at[0] + len(left), dtype=np.int32)),
@@ -598,7 +700,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
         store.put_meta("specials", specials)
         if vocab.pinned:
             _write_atomic(special_tokens_file(staging / cfg.tiktoken_name), special_tokens_json(vocab))
-        write_hf(vocab, staging)
+        write_hf(vocab, staging, roles=cfg.roles)
         times["export"] = time.perf_counter() - t0
 
         # 5. verify id parity on the built-in set and on slices of the input
@@ -613,7 +715,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
             add_views(store.con)
             curve, curve_from, curve_text, curve_kinds = _curve_texts(parity.df, phase_parity, phase_held_out)
             if curve:
-                compression_curve(store.con, curve, by=curve_from, threads=cfg.threads, checkpoints=8,
+                compression_curve(store.con, curve, by=curve_from, threads=threads, checkpoints=8,
                                   text=curve_text, text_by_phase=curve_kinds)
             word_gains(store.con)
         times["insight"] = time.perf_counter() - t0
@@ -627,7 +729,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
         # 7. publish atomically
         lock.close()
         (staging / ".lock").unlink(missing_ok=True)
-        _publish(staging, out)
+        _publish(staging, layout)
     except BaseException as e:
         lock.close()
         # keep what a later --resume can continue from (a phase counted, or the interrupted run
@@ -644,7 +746,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
         reused_merges=sum(s.reused_merges for s in summaries), words=sum(s.words for s in summaries),
         docs=sum(s.docs for s in summaries), text_bytes=sum(s.text_bytes for s in summaries),
         seconds=times, parity_strings=rep.strings, warnings=warnings, phases=summaries,
-        warm_start=base.summary() if base is not None else None, tiktoken=out / cfg.tiktoken_name,
+        warm_start=base.summary() if base is not None else None, tiktoken=layout.tiktoken, shared=layout.shared,
         specials=specials,
     )
 

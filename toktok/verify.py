@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from .errors import InputError, ParityError
-from .export import HF_FILE, _load_encoding_and_tokens, bytelevel_to_token, load_hf
+from .export import HF_FILE, _folder_and_tiktoken, _load_encoding_and_tokens, bytelevel_to_token, hf_file_of, load_hf
 
 #: Texts in a batch handed to each encoder at once (tokenizers encodes a batch in parallel).
 BATCH = 256
@@ -186,7 +186,8 @@ def verify(
     # Phase 1: load both and compare the vocabularies themselves.
     where = Path(out_dir)
     enc, tokens = _load_encoding_and_tokens(where, special_tokens)
-    hf = load_hf(where if where.is_dir() else where.parent / HF_FILE)
+    # the tokenizer.json of a folder, else the one that goes with its .tiktoken (NAME.toktok/)
+    hf = load_hf(where / HF_FILE if (where / HF_FILE).is_file() else hf_file_of(_folder_and_tiktoken(where)[1]))
     _check_same_vocab(where, enc, tokens, hf)
     del tokens
 

@@ -61,7 +61,7 @@ def insight_run(tmp_path_factory, insight_data) -> Path:
     con = duckdb.connect(str(out / "run.duckdb"))
     try:
         add_views(con)
-        compression_curve(con, pl.read_parquet(insight_data["heldout"]), by="lang", every=25)
+        compression_curve(con, pl.read_parquet(insight_data["heldout"]), by="lang", every=25, text="held_out")
         word_gains(con)
     finally:
         con.close()

@@ -308,6 +308,22 @@ def _warm_file(write: Callable[[Path], Path], needles: list[str]):
     return make
 
 
+def _warm_with_list(lines: str, edit=None, hf_specials: dict | None = None):
+    """A warm start from a .tiktoken with toktoktok's special_tokens.txt beside it (and maybe a
+    tokenizer.json whose specials disagree)."""
+    def make(d: Path):
+        p = _base_tiktoken(d, edit)
+        txt = d / "special_tokens.txt"
+        txt.write_text(lines)
+        if hf_specials is not None:
+            import json
+
+            (d / "tokenizer.json").write_text(json.dumps({"added_tokens": [
+                {"id": i, "content": s, "special": True} for s, i in hf_specials.items()]}))
+        return [str(_good(d)), "--warm-start", str(p), "--merges", "5"], [str(txt)]
+    return make
+
+
 def _bad_json(d: Path) -> Path:
     p = d / "tokenizer.json"
     p.write_text('{"model": {"type": "BPE", "vocab": {"a": 0}')
@@ -402,6 +418,13 @@ CATALOGUE = [
              lambda p: ["byte 122"]),
          "needs all 256"),
     Case("warm-start-invalid-tokenizer-json", _warm_file(_bad_json, ["not valid JSON"]), "fix the file"),
+    # toktoktok's special_tokens.txt beside a warm-start .tiktoken (id = number of ranks + line index)
+    Case("special-tokens-txt-blank-line", _warm_with_list("<|a|>\n\n<|b|>\n"), "remove it"),
+    Case("special-tokens-txt-twice", _warm_with_list("<|a|>\n<|b|>\n<|a|>\n"), "list each once"),
+    Case("special-tokens-txt-gappy-ranks", _warm_with_list("<|a|>\n", lambda ls: ls[:257] + [_line(b"hel", 260)]),
+         "declare the ids in base.special_tokens.json"),
+    Case("special-tokens-txt-disagrees-with-tokenizer-json",
+         _warm_with_list("<|a|>\n", hf_specials={"<|b|>": 258}), "remove one"),
     Case("warm-start-tokenizer-json-not-bpe", _warm_file(_wordpiece_json, ["WordPiece"]), "byte-level BPE only"),
     # config with unknown keys (named by location) or wrong types
     Case("config-unknown-key", _cfg(PHASE.replace("path:", "paht:"), ["phases[0].sources[0]", "'paht'"]), "(known: "),

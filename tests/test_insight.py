@@ -27,7 +27,7 @@ from toktok.errors import ConfigError, QueryError, ToktokError
 from toktok.insight import TABLES, VIEWS, add_views, compression_curve, describe, query, word_gains
 from toktok.vocab import PATTERN
 
-READY = sorted((ROOT / "sql").glob("*.sql"))
+READY = sorted((ROOT / "toktok" / "sql" / "ready").glob("*.sql"))
 runner = CliRunner()
 
 
@@ -43,6 +43,9 @@ def test_ready_queries_exist():
     names = {p.stem for p in READY}
     assert {"top_merges", "count_decay", "longest_tokens", "tokens_by_script", "tokens_by_language",
             "phase_gains", "undertrained_tokens", "compression_by_language"} <= names
+    # one copy: they ship in the package, and sql/ at the top of the checkout points at it
+    assert (ROOT / "sql").is_symlink() and (ROOT / "sql").resolve() == (ROOT / "toktok" / "sql" / "ready").resolve()
+    assert sorted(p.name for p in (ROOT / "sql").glob("*.sql")) == [p.name for p in READY]
 
 
 @pytest.mark.parametrize("path", READY, ids=[p.stem for p in READY])
@@ -55,6 +58,19 @@ def test_every_ready_query_runs_on_a_fixture_run(insight_run, path):
         r = runner.invoke(app, ["sql", str(insight_run), arg, "--csv"])
         assert r.exit_code == 0, r.output
         assert len(r.output.splitlines()) >= 2
+
+
+def test_ready_queries_run_by_name_from_any_folder(insight_run, tmp_path, monkeypatch):
+    """The names resolve to the package's copies, not to a sql/ folder of the current directory;
+    a sql/NAME.sql of one's own there comes first."""
+    monkeypatch.chdir(tmp_path)
+    r = runner.invoke(app, ["sql", str(insight_run), "top_merges", "--csv"])
+    assert r.exit_code == 0, r.output
+    assert r.output.splitlines()[0].startswith("phase,merge_index,rank")
+    (tmp_path / "sql").mkdir()
+    (tmp_path / "sql" / "top_merges.sql").write_text("select 42 as mine")
+    r = runner.invoke(app, ["sql", str(insight_run), "top_merges", "--csv"])
+    assert r.exit_code == 0 and r.output.splitlines() == ["mine", "42"], r.output
 
 
 def test_stock_duckdb_reads_everything_without_toktok(insight_run):
@@ -146,6 +162,120 @@ def test_compression_curve_is_exact(insight_run, insight_data):
     assert uses == tokens
     meta = json.loads(_rows(con, "select value from meta where key = 'compression'")[0][0])
     assert meta["docs"] == len(texts) and meta["by"] == "lang" and meta["points"] == 13
+    assert meta["text"] == "held_out"  # what the texts are, as the caller said
+
+
+# --- the pipeline's own curve: on text the run did not train on, or labelled training text ------
+
+
+def _letters(i: int) -> str:
+    out = ""
+    for _ in range(4):
+        out, i = out + "bcdfghjklmnpqrstvwxz"[i % 20], i // 20
+    return out
+
+
+@pytest.fixture(scope="module")
+def marked(tmp_path_factory) -> Path:
+    """1,200 short documents, each with a word of its own (" zq" + letters): which documents a run
+    counted shows in its word table."""
+    d = tmp_path_factory.mktemp("marked")
+    base = SAMPLE_TEXTS = pl.read_parquet(ROOT / "data_fixtures" / "sample.parquet")["text"].to_list()
+    texts = [f"Doc zq{_letters(i)}zq says: {SAMPLE_TEXTS[i % len(base)][:150]}" for i in range(1200)]
+    pl.DataFrame({"text": texts}).write_parquet(d / "a.parquet")
+    pl.DataFrame({"text": texts[:300]}).write_parquet(d / "b.parquet")
+    return d
+
+
+def _marks(texts) -> set[bytes]:
+    import re
+
+    return {m.encode() for t in texts for m in re.findall(r" zq[a-z]{4}zq", t)}
+
+
+def _train_cfg(tmp_path: Path, phases: str, name: str = "out") -> Path:
+    cfg = tmp_path / f"{name}.yaml"
+    cfg.write_text(f"output: {tmp_path / name / 'tokenizer.tiktoken'}\nphases:\n{phases}")
+    r = runner.invoke(app, ["train", "--config", str(cfg), "-q"])
+    assert r.exit_code == 0, r.output
+    return tmp_path / name
+
+
+def _curve_meta(out: Path) -> dict:
+    con = _con(out)
+    try:
+        meta = dict(con.execute("select key, value from meta").fetchall())
+        meta["_curve"] = con.execute("select docs, bytes from compression where subset = 'all' and merges = 0").fetchone()
+        meta["_words"] = {bytes(w) for (w,) in con.execute("select word from words").fetchall()}
+        meta["_parity"] = [t for (t,) in con.execute("select text from parity").fetchall()]
+        return meta
+    finally:
+        con.close()
+
+
+def test_sampled_run_measures_the_curve_on_text_it_did_not_train_on(marked, tmp_path):
+    out = _train_cfg(tmp_path, f"  - {{name: a, merges: 150, budget: 60KB, sources: [{{path: {marked / 'a.parquet'}}}]}}\n")
+    m = _curve_meta(out)
+    info = json.loads(m["compression"])
+    assert info["text"] == "held_out" and info["text_by_phase"] == {"a": "held_out"}
+    held = json.loads(m["held_out:a"])
+    assert len(held) == 64 == info["docs"] == m["_curve"][0]
+    assert m["_curve"][1] == sum(len(h["text"].encode()) for h in held)
+    # none of them was counted; the parity sample (training text) was
+    assert _marks(h["text"] for h in held) and not _marks(h["text"] for h in held) & m["_words"]
+    assert _marks(m["_parity"]) <= m["_words"]
+    r = runner.invoke(app, ["show", str(out)])
+    assert "held out (text the run did not train on): 64 docs" in r.output
+    assert json.loads(runner.invoke(app, ["show", str(out), "--json"]).output)["sample"]["text"] == "held_out"
+
+
+def test_full_read_labels_the_curve_training_text(marked, tmp_path):
+    """Every document read: no held-out text, the curve is on the parity sample and says so; a
+    run with a sampled and a full-read phase says which phase gave what."""
+    out = _train_cfg(tmp_path, f"  - {{name: a, merges: 150, sources: [{{path: {marked / 'b.parquet'}}}]}}\n", "full")
+    m = _curve_meta(out)
+    info = json.loads(m["compression"])
+    assert info["text"] == "training" and "held_out:a" in m and json.loads(m["held_out:a"]) is None
+    assert _marks(m["_parity"]) <= m["_words"] and info["docs"] == len(m["_parity"]) == 64
+    assert "training text (the run read every document" in runner.invoke(app, ["show", str(out)]).output
+    out = _train_cfg(tmp_path, f"  - {{name: a, merges: 100, budget: 60KB, sources: [{{path: {marked / 'a.parquet'}}}]}}\n"
+                               f"  - {{name: b, merges: 50, sources: [{{path: {marked / 'b.parquet'}}}]}}\n", "mixed")
+    info = json.loads(_curve_meta(out)["compression"])
+    assert info["text"] == "mixed" and info["text_by_phase"] == {"a": "held_out", "b": "training"}
+    assert info["docs"] == 64 + 64
+    assert "held out where a phase was sampled" in runner.invoke(app, ["show", str(out)]).output
+
+
+def test_resumed_sampled_run_keeps_its_held_out_text(marked, tmp_path):
+    """Killed after the sample was checkpointed, or after the phase was counted: --resume ends
+    with the same held-out pieces and curve as an uninterrupted run."""
+    import os
+
+    cfg = tmp_path / "run.yaml"
+    body = f"phases:\n  - {{name: a, merges: 150, budget: 60KB, sources: [{{path: {marked / 'a.parquet'}}}]}}\n"
+    want = None
+    for fault in (None, 1, 2):
+        out = tmp_path / f"o{fault}"
+        cfg.write_text(f"output: {out / 'tokenizer.tiktoken'}\n" + body)
+        env = {**os.environ, "TOKTOK_CHECKPOINT_SECONDS": "0"}
+        env.pop("TOKTOK_FAULT", None)
+        if fault is not None:
+            env["TOKTOK_FAULT"] = f"checkpoint:{fault}"
+            r = subprocess.run([sys.executable, "-m", "toktok.cli", "train", "--config", str(cfg), "-q"], env=env,
+                               capture_output=True, text=True, timeout=600)
+            assert r.returncode == -9, r.stderr
+            env.pop("TOKTOK_FAULT")
+        r = subprocess.run([sys.executable, "-m", "toktok.cli", "train", "--config", str(cfg), "-q",
+                            *(["--resume"] if fault else [])], env=env, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+        con = _con(out)
+        got = (con.execute("select value from meta where key = 'held_out:a'").fetchone(),
+               con.execute("select * from compression order by merges, subset").fetchall())
+        con.close()
+        assert json.loads(got[0][0])
+        if want is None:
+            want = got
+        assert got == want, fault
 
 
 def test_compression_curve_inputs(insight_run, insight_data):
@@ -284,7 +414,7 @@ def test_sql_command_errors(insight_run, tmp_path):
 def test_show_command(insight_run, tmp_path):
     r = runner.invoke(app, ["show", str(insight_run)])
     assert r.exit_code == 0, r.output
-    for needle in ("config", "merges 300", "inputs", "train.parquet", "sample", "held out 265 docs", "by lang",
+    for needle in ("config", "merges 300", "inputs", "train.parquet", "sample", "held out (text the run did not train on): 265 docs", "by lang",
                    "phases", "main: 300 merges", "vocab", "1,161 hardcoded", "parity", "ok: tiktoken == HF",
                    "time", "merge"):
         assert needle in r.output, needle

@@ -72,6 +72,11 @@ def _assert_same(local: Path, other: Path) -> None:
     assert _table(local, inputs) == _table(other, inputs)
     merges = "select merge_index, token, count from merges order by merge_index"
     assert _table(local, merges) == _table(other, merges)
+    # the pieces a sample left out (the compression curve's held-out text) and the curve itself
+    held = "select key, value from meta where key like 'held_out:%' or key = 'compression' order by key"
+    assert _table(local, held) == _table(other, held)
+    curve = "select * from compression order by merges, subset"
+    assert _table(local, curve) == _table(other, curve)
     for name in OUTPUTS:
         assert (local / name).read_bytes() == (other / name).read_bytes(), name
 

@@ -10,7 +10,7 @@ from conftest import FIXTURES
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toktok.sample import _CUT, Reservoir, _buffers, _cut, _pieces, _source_salt, _space_at, _splitmix, as_large_string, doc_hashes
+from toktok.sample import LEFT_OUT, LEFT_OUT_CHARS, _CUT, Reservoir, _buffers, _cut, _pieces, _source_salt, _space_at, _splitmix, as_large_string, doc_hashes
 
 DOCS = pl.read_parquet(FIXTURES / "sample.parquet")
 
@@ -176,9 +176,12 @@ def test_space_at_is_regex_whitespace():
         assert bool(_space_at(b, 0)) == (_CUT.match("\n" + ch) is None), hex(c)
 
 
-def _reference_sample(batches: list[tuple[str, int, list[str]]], capacity: int, seed: int, unit: int):
+def _reference_sample(batches: list[tuple[str, int, list[str]]], capacity: int, seed: int, unit: int,
+                      left_out: bool = False):
     """The sample as the definition says, piece by piece in Python: every piece's (hash, source,
-    id, bytes, text), sorted by (hash, source, id), the longest prefix that fits ``capacity``."""
+    id, bytes, text), sorted by (hash, source, id), the longest prefix that fits ``capacity``.
+    With ``left_out``: the pieces after that prefix instead, the LEFT_OUT with the largest hashes
+    (largest first), when there are any."""
     rows = []
     for source, first, texts in batches:
         salt = _source_salt(source, seed)
@@ -194,6 +197,9 @@ def _reference_sample(batches: list[tuple[str, int, list[str]]], capacity: int, 
             break
         out.append(r)
         total += r[3]
+    if left_out:
+        rest = sorted(rows[len(out):], key=lambda r: (-r[0], r[1], r[2]))[:LEFT_OUT]
+        return [(h, src, ident, text[:LEFT_OUT_CHARS]) for h, src, ident, _, text in rest if not out or h > out[-1][0]]
     return out
 
 
@@ -208,6 +214,46 @@ def test_offer_equals_the_reference_sample(texts, capacity, unit, step):
     got = list(zip(df["hash"].to_list(), df["source"].cast(pl.String).to_list(), df["row"].to_list(),
                    df["bytes"].to_list(), df["text"].to_list()))
     assert got == _reference_sample(batches, capacity, 9, unit)
+
+
+@given(st.lists(st.text(_ALPHABET, max_size=400), min_size=1, max_size=120), st.integers(1, 6000),
+       st.integers(4, 64), st.integers(1, 7), st.booleans())
+def test_left_out_is_the_pieces_the_sample_did_not_take(texts, capacity, unit, step, merged):
+    """``left_out``: the LEFT_OUT pieces with the largest hashes among those the sample left out,
+    whatever the batching, and the same after merging reservoirs of parts of the documents."""
+    batches = [(src, i, texts[i:i + step]) for src in ("a.txt", "b") for i in range(0, len(texts), step)]
+    pools = [Reservoir(capacity, seed=9, unit=unit) for _ in range(2 if merged else 1)]
+    for k, (src, first, part) in enumerate(batches):
+        pools[k % len(pools)].offer(src, first, pl.Series(part, dtype=pl.String))
+    r = pools[0]
+    for other in pools[1:]:
+        r.merge(other)
+    sample = r.finish()
+    lo = r.left_out()
+    got = list(zip(lo["hash"].to_list(), lo["source"].to_list(), lo["row"].to_list(), lo["text"].to_list()))
+    assert got == _reference_sample(batches, capacity, 9, unit, left_out=True)
+    kept = set(zip(sample["source"].cast(pl.String).to_list(), sample["row"].to_list()))
+    assert not kept & set(zip(lo["source"].to_list(), lo["row"].to_list()))
+    assert (lo.height > 0) == (r.full and len(kept) < sum(1 for _ in _reference_sample(batches, 10**12, 9, unit)))
+
+
+def test_left_out_of_weighted_reservoirs_is_exact(tmp_path):
+    """One reservoir per source (weights): the phase's left-out pieces are the largest hashes over
+    all the pieces left out, as if one list held them."""
+    from toktok.engine import Source, left_out_of, sample_pass
+    from toktok.read import read_corpus
+
+    _mixed_corpus(tmp_path)
+    sources = [Source(read_corpus([str(tmp_path / n)]), w) for n, w in (("a.parquet", 2), ("b.parquet", 1), ("e.txt", 1))]
+    pools = sample_pass(sources, 80_000, 5, 1 << 20, lambda *a: None)
+    frames = [res.finish() for res in pools]
+    got = left_out_of([res.left_out() for res in pools])
+    assert got.height == LEFT_OUT
+    everyone = pl.concat([res.aside for res in pools])  # each pool's largest hashes, kept or not
+    kept = pl.concat([f.select(pl.col("source").cast(pl.String), "row") for f in frames])
+    outside = everyone.join(kept, on=["source", "row"], how="anti")
+    assert got["hash"].to_list() == sorted(outside["hash"].to_list(), reverse=True)[:LEFT_OUT]
+    assert set(got["source"].to_list()) == {str(tmp_path / n) for n in ("a.parquet", "b.parquet", "e.txt")}
 
 
 # ---- the sample pass: parallel over files, straight from Arrow, same sample and errors ---------

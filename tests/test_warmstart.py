@@ -22,6 +22,7 @@ from toktok.cli import app
 from toktok.errors import VocabError
 from toktok.export import (
     bytelevel_to_token,
+    follows_convention,
     load_hf,
     read_tiktoken_ranks,
     token_to_bytelevel,
@@ -191,7 +192,11 @@ def test_every_base_id_is_kept_from_tiktoken(tmp_path, layout):
     tt, specials = layout(tmp_path)
     base_ranks = read_tiktoken_ranks(tt)[0]
     assert any(base_ranks[i] != bytes([i]) for i in range(256) if i in base_ranks)  # not the identity layout
-    n_base = max([*base_ranks, *specials.values()]) + 1
+    # GPT-2's <|endoftext|> right after the last rank follows toktoktok's convention: the base counts
+    # as bare and the listed specials come after the new ranks; a special inside the range keeps its id
+    bare = follows_convention(base_ranks, specials)
+    assert bare == (layout is _gpt2_layout)
+    n_base = len(base_ranks) if bare else max([*base_ranks, *specials.values()]) + 1
     out = tmp_path / "out"
     cfg = tmp_path / "warm.yaml"
     cfg.write_text(f"output: {out / 'warm.tiktoken'}\nspecial_tokens: ['<|endoftext|>']\n"
@@ -203,12 +208,14 @@ def test_every_base_id_is_kept_from_tiktoken(tmp_path, layout):
     enc = toktok.load_encoding(out)
     new_ranks = read_tiktoken_ranks(out / "warm.tiktoken")[0]
     assert all(new_ranks[i] == t for i, t in base_ranks.items())  # every rank, same id
-    for s, i in specials.items():
-        assert enc.encode_single_token(s) == i
+    if not bare:
+        for s, i in specials.items():
+            assert enc.encode_single_token(s) == i
     assert sorted(set(new_ranks) - set(base_ranks)) == list(range(n_base, n_base + 100))
-    # a special given in the config that the base does not have comes after everything
-    if "<|endoftext|>" not in specials:
-        assert enc.encode_single_token("<|endoftext|>") == n_base + 100
+    # a special given in the config comes after everything (the base's, when it is bare, too)
+    assert enc.encode_single_token("<|endoftext|>") == n_base + 100
+    assert not (out / "warm.special_tokens.json").exists() if bare else \
+        json.loads((out / "warm.special_tokens.json").read_text()) == {**specials, "<|endoftext|>": n_base + 100}
     hf = load_hf(out)
     texts = [json.loads(line)["text"] for line in (FIXTURES / "extra.jsonl").read_text().splitlines()[:30]]
     for t in texts + ["a<|endoftext|>b"]:
@@ -237,13 +244,15 @@ def test_hardcoded_tokens_only_when_asked(tmp_path):
     args = ["train", str(FIXTURES / "notes.txt"), "--merges", "10", "--warm-start", str(tt), "-q"]
     r = runner.invoke(app, [*args, "--out", str(tmp_path / "plain")])
     assert r.exit_code == 0, r.output
-    assert toktok.load_encoding(tmp_path / "plain").n_vocab == 457 + 10
+    enc = toktok.load_encoding(tmp_path / "plain")
+    assert enc.n_vocab == 457 + 10
+    assert enc.encode_single_token("<|endoftext|>") == 456 + 10  # the bare base's special, after the new ranks
     r = runner.invoke(app, [*args, "--out", str(tmp_path / "hc"), "--hardcoded"])
     assert r.exit_code == 0, r.output
     ranks = read_tiktoken_ranks(tmp_path / "hc" / "tokenizer.tiktoken")[0]
     base = read_tiktoken_ranks(tt)[0]
     added = [t for t in hardcoded_tokens() if t not in set(base.values())]
-    assert [ranks[i] for i in range(457, 457 + len(added))] == added  # after every base id
+    assert [ranks[i] for i in range(456, 456 + len(added))] == added  # after every base rank
     assert len(ranks) == 456 + len(added) + 10
 
 
@@ -440,7 +449,7 @@ def _random_base(draw):
         entries = draw(st.permutations(singles + multi))
     entries = list(entries)
     for k in range(draw(st.integers(0, 3))):
-        at = draw(st.integers(0, len(entries)))
+        at = draw(st.one_of(st.just(len(entries)), st.integers(0, len(entries))))  # often after the last rank
         entries.insert(at, f"<|s{k}|>")
     return entries, draw(st.sampled_from(["tiktoken", "tokenizer.json"]))
 
@@ -471,19 +480,27 @@ def test_fuzz_warm_start_keeps_every_base_id(tmp_path_factory, base, merges, har
     train(TrainConfig([str(corpus)], str(out), merges=merges, warm_start=str(src), hardcoded=hardcoded,
                       special_tokens=asked, verify_slices=5, verbose=False))
 
-    n_base = len(entries)
+    # specials right after the last rank (toktoktok's convention): a bare base, its specials applied
+    # again after the new ranks; anywhere else: every special keeps its id, declared beside the .tiktoken
+    bare = follows_convention(ranks, specials)
+    n_base = len(ranks) if bare else len(entries)
     new_ranks = read_tiktoken_ranks(out / "tokenizer.tiktoken")[0]
     assert all(new_ranks[i] == t for i, t in ranks.items())  # every rank, same id
     grown = sorted(set(new_ranks) - set(ranks))
     assert grown == list(range(n_base, n_base + len(grown)))  # new tokens right after the base
     assert len(grown) <= merges + (len(hardcoded_tokens()) if hardcoded else 0)
     enc = toktok.load_encoding(out)
-    for s, i in specials.items():
-        assert enc.encode_single_token(s) == i
-    if new_special:
-        assert enc.encode_single_token("<|new|>") == n_base + len(grown)
+    if bare:
+        order = asked + [s for s in specials if s not in asked]
+        want = {s: n_base + len(grown) + k for k, s in enumerate(order)}
+        assert not (out / "tokenizer.special_tokens.json").exists()
+    else:
+        want = {**specials, **({"<|new|>": n_base + len(grown)} if new_special else {})}
+        assert json.loads((out / "tokenizer.special_tokens.json").read_text()) == want
+    assert {s: enc.encode_single_token(s) for s in want} == want
+    assert enc.n_vocab == max([*new_ranks, *want.values()]) + 1
     doc = json.loads((out / "tokenizer.json").read_text())
     vocab = doc["model"]["vocab"]
     assert all(vocab[token_to_bytelevel(t)] == i for i, t in ranks.items())
     added = {a["content"]: a["id"] for a in doc["added_tokens"]}
-    assert all(added[s] == i for s, i in specials.items())
+    assert added == want

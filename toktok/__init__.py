@@ -24,14 +24,16 @@ from .errors import ToktokError  # noqa: E402
 from .vocab import PATTERN, Vocab  # noqa: E402
 
 
-def load_encoding(path):
-    """A ready ``tiktoken.Encoding`` for a toktok output folder or ``.tiktoken`` file.
+def load_encoding(path, special_tokens=None):
+    """A ready ``tiktoken.Encoding`` for a toktok output folder or ``.tiktoken`` file; its special
+    tokens are found beside it, or given: ``{token: id}``, a list, a ``special_tokens.txt`` (ids
+    after the last rank, toktoktok's rule) or a ``NAME.special_tokens.json``.
 
     Example: ``load_encoding("out/demo").encode("hello")``.
     """
     from .export import load_encoding as _load
 
-    return _load(path)
+    return _load(path, special_tokens)
 
 
 __all__ = ["PATTERN", "Vocab", "ToktokError", "load_encoding", "__version__"]

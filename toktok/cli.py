@@ -192,7 +192,12 @@ def train(
         t.add_row("vocabulary", literal(f"{summary.vocab_size:,} tokens" + (f" ({summary.tiktoken.name})" if summary.tiktoken and summary.tiktoken.name != "tokenizer.tiktoken" else "")))
     if summary.warm_start:
         ws = summary.warm_start
-        t.add_row("warm start", literal(f"{ws['file']}: {ws['ids']:,} ids kept ({len(ws['specials'])} special tokens)"))
+        t.add_row("warm start", literal(f"{ws['file']}: {ws['ids']:,} ids kept"
+                  + (f" ({len(ws['specials'])} special tokens at their ids)" if ws["specials"] else "")))
+    if summary.specials.get("ids"):
+        from .report import specials_line
+
+        t.add_row("special ids", literal(specials_line(summary.specials)))
     t.add_row("merges", f"{summary.merges_learned:,} learned of {summary.merges_requested:,}"
               + (f" ({summary.reused_merges} reused existing tokens)" if summary.reused_merges else ""))
     if len(summary.phases) > 1:
@@ -209,13 +214,15 @@ def train(
 def convert_cmd(
     src: str = typer.Argument(..., help="A tokenizer.json (byte-level BPE) or a .tiktoken file (or a folder holding one)"),
     dst: str = typer.Argument(..., help="tokenizer.json -> a .tiktoken path (or folder); .tiktoken -> a folder for the Hugging Face files"),
+    special_tokens: Optional[str] = typer.Option(None, "--special-tokens", help="The .tiktoken's special tokens: a special_tokens.txt (one a line, ids after the last rank) or a NAME.special_tokens.json (default: found beside it)"),
+    force: bool = typer.Option(False, "--force", help="Replace destination files that exist"),
     debug: bool = typer.Option(False, "--debug"),
 ) -> None:
     """Convert a tokenizer.json to a .tiktoken (+ special tokens list) or back, keeping every id."""
     try:
         from .warmstart import convert
 
-        written = convert(src, dst)
+        written = convert(src, dst, special_tokens=special_tokens, force=force)
     except ToktokError as e:
         _fail(e, debug)
         return
@@ -225,9 +232,10 @@ def convert_cmd(
 
 @app.command("verify")
 def verify_cmd(
-    folder: str = typer.Argument(..., help="A toktok output folder"),
+    folder: str = typer.Argument(..., help="A toktok output folder (or its .tiktoken, with tokenizer.json beside it)"),
     sources: List[str] = typer.Argument(None, help="Text to check on (default: a built-in multilingual set)"),
     text_column: str = typer.Option("text", "--text-column"),
+    special_tokens: Optional[str] = typer.Option(None, "--special-tokens", help="The .tiktoken's special tokens: a special_tokens.txt or NAME.special_tokens.json (default: found beside it)"),
     slices: int = typer.Option(200, "--slices", help="Random slices of the sources to check too"),
     seed: int = typer.Option(0, "--seed"),
     debug: bool = typer.Option(False, "--debug"),
@@ -243,7 +251,7 @@ def verify_cmd(
             corpus = read_corpus(list(sources), text_column=text_column)
             for batch in corpus.batches():
                 texts.extend(batch.texts.to_list())
-        rep = verify(folder, texts, slices=slices if texts else 0, seed=seed)
+        rep = verify(folder, texts, slices=slices if texts else 0, seed=seed, special_tokens=special_tokens)
     except ToktokError as e:
         _fail(e, debug)
         return

@@ -55,13 +55,16 @@ class PhaseCount:
 
     ``words``: (word binary, count int64), sorted by word. ``used[path]``: docs/bytes counted and
     docs_seen/bytes_seen read, per file. ``parity``: the ``PARITY_DOCS`` documents with the smallest
-    seeded hashes among those counted (hash, source, row, text), in hash order.
+    seeded hashes among those counted (hash, source, row, text), in hash order. ``held_out``
+    (sampled phases only): up to ``sample.LEFT_OUT`` pieces the sample did not take, the same
+    columns (``left_out``); None when every document was read.
     """
 
     words: pl.DataFrame
     used: dict[str, dict[str, int]]
     parity: pl.DataFrame
     seconds: dict[str, float] = field(default_factory=dict)
+    held_out: pl.DataFrame | None = None
 
 
 def empty_used() -> dict[str, int]:
@@ -218,6 +221,7 @@ class CountState:
     used: dict[str, dict[str, int]] = field(default_factory=dict)
     parity: pl.DataFrame | None = None
     sample: pl.DataFrame | None = None
+    held_out: pl.DataFrame | None = None  # with the sample: pieces it did not take (left_out)
 
 
 _FILE_DONE = "file done"
@@ -257,13 +261,15 @@ def _batches(
         t0 = time.perf_counter()
         pools = sample_pass(sources, capacity, seed, batch_bytes, report, tag)
         times["sample"] = times.get("sample", 0.0) + time.perf_counter() - t0
-        frames = []
+        frames, outs = [], []
         for res in {id(r): r for r in pools}.values():  # each reservoir once, in source order
             frames.append(res.finish())
+            outs.append(res.left_out())
             for path, st in res.stats.items():
                 state.used[path] = {"docs": st.docs_kept, "bytes": st.bytes_kept,
                                     "docs_seen": st.docs_seen, "bytes_seen": st.bytes_seen}
         sample = pl.concat(frames, how="vertical_relaxed").with_columns(pl.col("source").cast(pl.String))
+        state.held_out = left_out_of(outs)
         del frames, pools
         state.sample = sample
         if save is not None:
@@ -277,6 +283,14 @@ def _batches(
             chunk = part.slice(i, step)
             yield chunk["text"], chunk["hash"].to_numpy(), chunk["row"].to_numpy(), counted, path
             counted += int(chunk["bytes"].sum())
+
+
+def left_out_of(parts: list[pl.DataFrame]) -> pl.DataFrame:
+    """The pieces a phase's reservoirs did not take (their ``left_out()``), at most
+    ``sample.LEFT_OUT``: those with the largest hashes over all of them (each reservoir's are its
+    own largest, so this is exact whatever the split into reservoirs)."""
+    return (pl.concat(parts).sort(["hash", "source", "row"], descending=[True, False, False])
+            .head(sample.LEFT_OUT))
 
 
 def count_phase(
@@ -334,7 +348,7 @@ def count_phase(
     for src in sources:
         for f in src.corpus.files:
             used.setdefault(f.path, empty_used())
-    return PhaseCount(words, used, parity.df, times)
+    return PhaseCount(words, used, parity.df, times, held_out=state.held_out if capacity is not None else None)
 
 
 def _sum_counts(a: pl.DataFrame, b: pl.DataFrame) -> pl.DataFrame:
@@ -342,4 +356,5 @@ def _sum_counts(a: pl.DataFrame, b: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([a.select("word", "count"), b.select("word", "count")]).group_by("word").agg(pl.col("count").sum())
 
 
-__all__ = ["count_phase", "CountState", "PhaseCount", "Source", "ParitySample", "sample_pass", "prefetch", "PARITY_DOCS"]
+__all__ = ["count_phase", "CountState", "PhaseCount", "Source", "ParitySample", "sample_pass", "prefetch", "PARITY_DOCS",
+           "left_out_of"]

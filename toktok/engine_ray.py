@@ -37,7 +37,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from .engine import ParitySample, PhaseCount, Progress, Source, empty_used
+from .engine import ParitySample, PhaseCount, Progress, Source, empty_used, left_out_of
 from .errors import ConfigError, InputError, ResourceError, ToktokError
 from .read import Batch, Corpus, SourceFile, _one_line, _open_parquet, _Packer
 from .sample import Reservoir, SourceStats, doc_hashes
@@ -334,7 +334,8 @@ def _count_unit(unit: Unit, specials: list[str], seed: int, batch_bytes: int, th
 
 def _sample_unit(unit: Unit, res_capacity: int, capacity: int, seed: int, batch_bytes: int, threshold: int):
     """Task: a unit's documents into its own reservoir, as ``engine.sample_pass`` offers them ->
-    (the kept pieces as Arrow, the reservoir's threshold, docs/bytes seen per file).
+    (the kept pieces as Arrow, the reservoir's threshold, docs/bytes seen per file, the pieces with
+    the largest hashes it set aside as Arrow: ``Reservoir.left_out`` on the driver picks from them).
 
     ``threshold`` is the merged sample's on the driver when the task was sent: the final threshold
     can only be lower, so pieces hashing at or above it are dropped here at once (exact, and what
@@ -349,7 +350,8 @@ def _sample_unit(unit: Unit, res_capacity: int, capacity: int, seed: int, batch_
         row += len(texts)
     df = res.finish().with_columns(pl.col("source").cast(pl.String))
     seen = {k: (s.docs_seen, s.bytes_seen) for k, s in res.stats.items()}
-    return df.to_arrow(compat_level=pl.CompatLevel.oldest()), int(res.threshold), seen
+    aside = res.aside.to_arrow(compat_level=pl.CompatLevel.oldest())
+    return df.to_arrow(compat_level=pl.CompatLevel.oldest()), int(res.threshold), seen, aside
 
 
 def _count_sample(part: pa.Table, specials: list[str], threads: int):
@@ -398,12 +400,13 @@ class _TreeSum:
         return pl.from_arrow(table).sort("word")
 
 
-def _reservoir_of(results: list[tuple[pa.Table, int, dict]], capacity: int, seed: int) -> Reservoir:
+def _reservoir_of(results: list[tuple[pa.Table, int, dict, pa.Table]], capacity: int, seed: int) -> Reservoir:
     """Workers' reservoirs rebuilt on the driver as one (their pieces, the lowest threshold, the
     docs/bytes seen added up), ready for one ``Reservoir.merge``: merging them one by one gives
     the same sample, but sorts the whole sample each time."""
     res = Reservoir(capacity, seed)
-    for table, threshold, seen in results:
+    for table, threshold, seen, aside in results:
+        res.merge_left_out(pl.from_arrow(aside))
         df = pl.from_arrow(table).with_columns(pl.col("source").cast(pl.Categorical))
         if df.height:
             res._parts.append(df)
@@ -519,7 +522,7 @@ def _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, 
         caps = [capacity]
     pools = [Reservoir(c, seed) for c in caps]
     units = plan_units(sources, weighted, unit_bytes)
-    sample_unit = ray.remote(num_cpus=1, num_returns=3)(_sample_unit)
+    sample_unit = ray.remote(num_cpus=1, num_returns=4)(_sample_unit)
     pending: list[list] = [[] for _ in caps]  # results not merged yet, per reservoir
     pending_bytes = [0] * len(caps)
 
@@ -537,10 +540,10 @@ def _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, 
     inflight = 2 * _cpus(ray)[0]
     # merged as they come, a quarter of the capacity at a time: the driver holds the sample so
     # far plus about that much
-    for i, (table, threshold, seen) in _stream(ray, submit, len(units), inflight):
+    for i, (table, threshold, seen, aside) in _stream(ray, submit, len(units), inflight):
         u = units[i]
-        table, threshold, seen = _get(ray, [table, threshold, seen])
-        pending[u.group].append((table, threshold, seen))
+        table, threshold, seen, aside = _get(ray, [table, threshold, seen, aside])
+        pending[u.group].append((table, threshold, seen, aside))
         pending_bytes[u.group] += table.nbytes
         if pending_bytes[u.group] >= max(caps[u.group] // 4, MERGE_MIN_BYTES):
             flush(u.group)
@@ -552,9 +555,10 @@ def _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, 
 
     # count the sample in slices, on the workers
     used: dict[str, dict[str, int]] = {}
-    frames = []
+    frames, outs = [], []
     for res in pools:  # in source order, as the local engine
         df = res.finish()
+        outs.append(res.left_out())
         for path, st in res.stats.items():
             u = used.setdefault(path, empty_used())
             u["docs"], u["bytes"] = st.docs_kept, st.bytes_kept
@@ -586,7 +590,7 @@ def _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, 
         parity_all.merge_frame(pl.from_arrow(_get(ray, ref)))
         report("count" + tag, int(sample_bytes * (j + 1) / len(parity_refs)), sample_bytes)
     words = tree.result(ray)
-    return PhaseCount(words, used, parity_all.df, {"sample": sample_seconds})
+    return PhaseCount(words, used, parity_all.df, {"sample": sample_seconds}, held_out=left_out_of(outs))
 
 
 __all__ = ["count_phase", "start_local", "require_ray", "plan_units", "Unit", "INSTALL_HINT"]

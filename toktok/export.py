@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import OutputError, VocabError
+from .errors import ConfigError, OutputError, VocabError
 from .vocab import PATTERN, Vocab
 
 if TYPE_CHECKING:  # heavy imports stay lazy: the CLI must start fast
@@ -28,6 +28,8 @@ HF_CONFIG_FILE = "tokenizer_config.json"
 HF_SPECIAL_MAP_FILE = "special_tokens_map.json"
 #: Suffix of the special-token list beside a .tiktoken file (``toktok convert`` writes it).
 SPECIALS_SUFFIX = ".special_tokens.json"
+#: toktoktok's plain special-token list, looked for in a .tiktoken file's folder.
+SPECIALS_TXT = "special_tokens.txt"
 
 #: What transformers writes for "no limit" (``int(1e30)``); keeps long-input warnings away.
 MODEL_MAX_LENGTH = 1000000000000000019884624838656
@@ -471,31 +473,138 @@ def read_hf_specials(tokenizer_json: str | os.PathLike) -> dict[str, int]:
         raise VocabError(f"{p}: cannot read added_tokens ({e})") from None
 
 
-def specials_beside(tt_path: Path, hf_file: Path | None = None) -> dict[str, int]:
-    """Special tokens for a ``.tiktoken`` file: its ``.special_tokens.json`` list if present, else
-    the ``added_tokens`` of ``hf_file`` (default: a ``tokenizer.json`` in the same folder), else none."""
-    side = special_tokens_file(tt_path)
+# ---------------------------------------------------------------------------------------------
+# Special tokens of a .tiktoken file
+# ---------------------------------------------------------------------------------------------
+#
+# A .tiktoken file holds ranks only. Its special tokens either follow toktoktok's convention
+# (after the last rank, in list order: id = number of ranks + index in the list), which a plain
+# list gives (toktoktok's special_tokens.txt), or sit elsewhere (e.g. inside the id range, where
+# a Hugging Face tokenizer keeps them) and must be declared with their ids in
+# NAME.special_tokens.json beside NAME.tiktoken.
+
+def follows_convention(rank_ids, specials: dict[str, int]) -> bool:
+    """Whether ``specials`` sit right after contiguous ranks 0..N-1 (toktoktok's convention), so
+    that a plain list in id order gives them back. Example: ``follows_convention(range(3), {"<s>": 3})``."""
+    n = len(rank_ids)
+    if n and max(rank_ids) != n - 1:
+        return False
+    return sorted(specials.values()) == list(range(n, n + len(specials)))
+
+
+def read_special_tokens_txt(path: str | os.PathLike) -> list[str]:
+    """The tokens of toktoktok's plain list (``special_tokens.txt``): one token a line, in id order,
+    each line stripped of surrounding whitespace as toktoktok's loaders do; blank lines only at the
+    end (toktoktok's loaders count a blank line in the index, so one in the middle would shift ids).
+    Example: ``read_special_tokens_txt("examples/special_tokens.txt")[0] == "<|pad|>"``."""
+    p = Path(path)
+    try:
+        text = p.read_bytes().decode("utf-8-sig")
+    except OSError as e:
+        raise VocabError(f"{p}: cannot read ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise VocabError(f"{p}: not UTF-8 (byte {e.start}); a special-token list is UTF-8 text, one token a line") from None
+    out: list[str] = []
+    seen: dict[str, int] = {}
+    blank = None
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        tok = line.strip()
+        if not tok:
+            blank = blank or lineno
+            continue
+        if blank is not None:
+            raise VocabError(f"{p}:{blank}: blank line before the token on line {lineno}; toktoktok's loaders "
+                             "count it as a special token's place (id = ranks + line index), so remove it")
+        if tok in seen:
+            raise VocabError(f"{p}:{lineno}: special token {tok!r} already given on line {seen[tok]}; list each once")
+        seen[tok] = lineno
+        out.append(tok)
+    return out
+
+
+def _specials_after_ranks(tokens: list[str], by_rank: dict[int, bytes], tt_path: Path, where: str) -> dict[str, int]:
+    """toktoktok's id rule for a plain list: id = number of ranks + index in the list."""
+    n = len(by_rank)
+    if tokens and by_rank and max(by_rank) != n - 1:
+        hole = next(i for i in range(n + 1) if i not in by_rank)
+        raise VocabError(
+            f"{where}: a plain list puts special tokens right after the ranks (id = {n} ranks + index), but "
+            f"{tt_path} has gaps in its ranks (id {hole} is no rank); declare the ids in "
+            f"{special_tokens_file(tt_path).name} ({{token: id}}) instead")
+    return {s: n + k for k, s in enumerate(tokens)}
+
+
+def resolve_specials(tt_path: str | os.PathLike, by_rank: dict[int, bytes], given=None) -> tuple[dict[str, int], str | None]:
+    """The special tokens of the ``.tiktoken`` file ``tt_path`` (whose ranks are ``by_rank``) and
+    where they came from (a path, "given", or None when there are none).
+
+    ``given`` wins: ``{token: id}``, a list of tokens (toktoktok's rule: id = number of ranks +
+    index), or a file (``.json`` = ``{token: id}``, else a plain list, one token a line). Else,
+    beside the file: ``NAME.special_tokens.json`` (ids declared), then ``special_tokens.txt`` in
+    the same folder (toktoktok's plain list), then the ``added_tokens`` of the ``tokenizer.json``
+    that goes with it (``hf_file_of``: in its ``NAME.toktok`` folder, else in the same folder);
+    none if there is none of them.
+    Example: ``resolve_specials("tok.tiktoken", ranks, ["<|endoftext|>"])[0] == {"<|endoftext|>": len(ranks)}``.
+    """
+    tt = Path(tt_path)
+    if given is not None:
+        if isinstance(given, dict):
+            return dict(given), "given"
+        if isinstance(given, (list, tuple)):
+            return _specials_after_ranks(list(given), by_rank, tt, "the special tokens given"), "given"
+        g = Path(given)
+        if not g.is_file():
+            raise ConfigError(f"{g}: no such special-token file; give a special_tokens.txt (one token a line) "
+                              "or a NAME.special_tokens.json ({token: id})")
+        if g.suffix == ".json":
+            return read_special_tokens_file(g), str(g)
+        return _specials_after_ranks(read_special_tokens_txt(g), by_rank, tt, str(g)), str(g)
+    side = special_tokens_file(tt)
     if side.is_file():
-        return read_special_tokens_file(side)
-    return read_hf_specials(hf_file if hf_file is not None else tt_path.parent / HF_FILE)
+        return read_special_tokens_file(side), str(side)
+    txt, hf = tt.parent / SPECIALS_TXT, hf_file_of(tt)
+    from_hf = read_hf_specials(hf)
+    if txt.is_file():
+        listed = _specials_after_ranks(read_special_tokens_txt(txt), by_rank, tt, str(txt))
+        if from_hf and from_hf != listed:
+            raise VocabError(
+                f"{txt}: gives the special tokens {listed} but {hf} beside it has {from_hf}; two lists for one "
+                f"vocabulary, so remove one (or pass the right one explicitly)")
+        return listed, str(txt)
+    if from_hf:
+        return from_hf, str(hf)
+    return {}, None
 
 
-def load_encoding(
-    path: str | os.PathLike, special_tokens: dict[str, int] | None = None
-) -> "tiktoken.Encoding":
+def specials_beside(tt_path: Path) -> dict[str, int]:
+    """Special tokens for a ``.tiktoken`` file as ``resolve_specials`` finds them beside it."""
+    by_rank, _ = read_tiktoken_ranks(tt_path)
+    return resolve_specials(tt_path, by_rank)[0]
+
+
+def special_tokens_json(vocab: Vocab) -> bytes:
+    """The ``NAME.special_tokens.json`` content: every special token and its id, in id order.
+
+    Example: ``special_tokens_json(v) == b'{\\n "<|endoftext|>": 0\\n}\\n'`` for a special pinned at 0.
+    """
+    data = json.dumps(vocab.special_ids(), ensure_ascii=False, indent=1)
+    return (data + "\n").encode("utf-8")
+
+
+def load_encoding(path: str | os.PathLike, special_tokens=None) -> "tiktoken.Encoding":
     """A ``tiktoken.Encoding`` for an output folder (its ``.tiktoken`` file: ``tokenizer.tiktoken``
     or the only ``*.tiktoken``) or for a ``.tiktoken`` file.
 
-    Special tokens come from ``special_tokens`` if given, else from the file's
-    ``.special_tokens.json`` list, else from ``tokenizer.json``'s ``added_tokens`` (in its
-    ``NAME.toktok`` folder, else in the same folder; none if neither is there).
+    ``special_tokens``: ``{token: id}``, a list of tokens (toktoktok's rule: id = number of
+    ranks + index), or a file (``NAME.special_tokens.json`` or a plain ``special_tokens.txt``);
+    by default they are found beside the file as ``resolve_specials`` says (none if nothing is there).
     Example: ``load_encoding("out/demo").encode("hi<|endoftext|>", allowed_special="all")``.
     """
     return _load_encoding_and_tokens(path, special_tokens)[0]
 
 
 def _load_encoding_and_tokens(
-    path: str | os.PathLike, special_tokens: dict[str, int] | None = None
+    path: str | os.PathLike, special_tokens=None
 ) -> tuple["tiktoken.Encoding", list[bytes | None]]:
     """``load_encoding`` plus the token bytes by id (tiktoken keeps its table private); ids of
     special tokens inside the rank range hold ``None``."""
@@ -503,7 +612,7 @@ def _load_encoding_and_tokens(
 
     folder, tt_path = _folder_and_tiktoken(Path(path))
     by_rank, rank_line = read_tiktoken_ranks(tt_path)
-    specials = dict(special_tokens) if special_tokens is not None else specials_beside(tt_path, hf_file_of(tt_path))
+    specials, _ = resolve_specials(tt_path, by_rank, special_tokens)
     tokens = tokens_by_id(tt_path, by_rank, rank_line, specials)
     name = folder.name if tt_path.name == TIKTOKEN_FILE else tt_path.stem
     try:

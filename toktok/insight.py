@@ -37,11 +37,13 @@ RunLike = Union[str, os.PathLike, duckdb.DuckDBPyConnection]
 #: The views ``add_views`` creates and the tables it creates empty when missing.
 VIEWS = ("vocab_text", "merges_text", "words_text", "sources", "phases", "runs", "vocab_usage")
 TABLES = ("compression", "token_usage", "word_gains")
-#: The subset name of the whole held-out sample in ``compression`` and ``token_usage``.
+#: The subset name of the curve's whole sample in ``compression`` and ``token_usage``.
 ALL = "all"
-#: Folders searched for ready queries by name (``toktok sql RUN top_merges``): ./sql, then the
-#: project's own sql/ when toktok runs from a source checkout.
-READY_DIRS = (Path("sql"), Path(__file__).resolve().parent.parent / "sql")
+#: Where the ready queries ship: package data (``sql/`` at the top of a source checkout points here).
+READY_DIR = Path(__file__).resolve().parent / "sql" / "ready"
+#: Folders searched for ready queries by name (``toktok sql RUN top_merges``): ./sql (queries of
+#: one's own), then the ones toktok ships.
+READY_DIRS = (Path("sql"), READY_DIR)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -262,8 +264,10 @@ def compression_curve(
     text_column: str = "text",
     threads: int = 0,
     write: bool = True,
+    text: str = "given",
+    text_by_phase: dict | None = None,
 ):
-    """Bytes per token of held-out ``texts`` after every ``every`` merges, overall and per group.
+    """Bytes per token of ``texts`` after every ``every`` merges, overall and per group.
 
     ``texts``: a list (or Series) of str, or a table (polars/pandas DataFrame, pyarrow Table) with
     ``text_column``. ``by``: None, one label per text (e.g. languages), or a column of the table.
@@ -275,7 +279,10 @@ def compression_curve(
     With ``write`` the rows replace the ``compression`` table (``merges``, ``vocab_size``,
     ``subset`` = 'all' or the group, ``docs``, ``bytes``, ``tokens``, ``bytes_per_token``), the
     final tokenizer's per-token counts replace ``token_usage`` (``id``, ``subset``, ``uses``), and
-    meta('compression') records the sample. Returns the rows as a polars DataFrame.
+    meta('compression') records the sample, with ``text``: what the texts are, "given" (by the
+    caller), "held_out" (text the run did not train on: pieces its sampled phases left out),
+    "training" (documents the run trained on: its parity sample) or "mixed" (per phase in
+    ``text_by_phase``). Returns the rows as a polars DataFrame.
     Example: ``compression_curve("out/demo", df, by="lang", every=100)``.
     """
     import polars as pl
@@ -308,7 +315,9 @@ def compression_curve(
             add_views(con)
             info = {"docs": len(docs), "bytes": int(sbytes[0]), "subsets": len(subsets) - 1,
                     "by": by if isinstance(by, str) else (None if by is None else "labels"),
-                    "points": len(ks), "every": ks[1] - ks[0] if len(ks) > 1 else 0}
+                    "points": len(ks), "every": ks[1] - ks[0] if len(ks) > 1 else 0, "text": text}
+            if text_by_phase is not None:
+                info["text_by_phase"] = text_by_phase
             _replace(con, {"compression": frame.to_arrow(), "token_usage": usage},
                      meta={"compression": json.dumps(info, sort_keys=True)})
     return frame
@@ -405,7 +414,8 @@ def word_gains(run: RunLike, top: int = 50_000, *, write: bool = True):
 
 
 def ready_queries() -> dict[str, Path]:
-    """The ready queries by name (``sql/*.sql`` in the current folder or the source checkout)."""
+    """The ready queries by name: ``sql/*.sql`` in the current folder, then toktok's own
+    (``toktok/sql/ready/``, installed with the package)."""
     found: dict[str, Path] = {}
     for d in READY_DIRS:
         if d.is_dir():
@@ -473,7 +483,8 @@ def _arrow(rel) -> pa.Table:
 
 
 def describe(run: RunLike) -> dict:
-    """Everything ``toktok show`` prints, as plain data: config, inputs, held-out sample,
+    """Everything ``toktok show`` prints, as plain data: config, inputs, the curve's sample (and
+    what it is: ``sample.text``), special ids (``specials``),
     phases, vocabulary by kind, parity, stage timings, warnings and versions.
 
     Example: ``describe("out/demo")["vocab"]["merge"] == 2000``.
@@ -514,10 +525,11 @@ def describe(run: RunLike) -> dict:
             "vocab_size": con.execute("SELECT count(*) FROM vocab").fetchall()[0][0],
             "words": rows("SELECT count(*) AS unique_words, sum(count) AS total FROM words")[0],
             "parity": js("parity"),
+            "specials": js("specials"),
             "stages": dict(con.execute("SELECT stage, seconds FROM stages").fetchall()),
             "warnings": js("warnings", []),
         }
 
 
 __all__ = ["add_views", "compression_curve", "word_gains", "query", "describe", "ready_queries",
-           "resolve_query", "run_path", "VIEWS", "TABLES", "ALL"]
+           "resolve_query", "run_path", "VIEWS", "TABLES", "ALL", "READY_DIR"]

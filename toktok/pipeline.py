@@ -33,7 +33,7 @@ from . import __version__
 from .config import OutputLayout, PhaseConfig, TrainConfig, parse_size
 from .errors import ConfigError, InputError, OutputError, ParityError, ToktokError
 from .insight import add_views, compression_curve, word_gains
-from .export import special_tokens_file, write_hf, write_tiktoken
+from .export import special_tokens_file, special_tokens_json, write_hf, write_tiktoken, _write_atomic
 from .merge import MergeResult, learn_merges
 from ._kernels import release_llvm_pages
 from .budget import BudgetPlan, cap_words, plan_budget
@@ -84,6 +84,7 @@ class TrainSummary:
     warm_start: dict | None = None
     tiktoken: Path | None = None
     shared: bool = False  # the .tiktoken went into a folder toktok does not own; ``out`` is beside it
+    specials: dict = field(default_factory=dict)
 
 
 def _versions() -> dict[str, str]:
@@ -314,11 +315,40 @@ def _start_vocab(cfg: TrainConfig) -> tuple[Vocab, list[str], Base | None]:
         kinds = ["byte"] * 256 + ["hardcoded"] * (len(vocab.tokens) - 256)
         return vocab, kinds, None
     base = load_base(cfg.warm_start)
-    vocab = Vocab(list(base.vocab.tokens), [], dict(base.vocab.pinned))
+    vocab = base.kept_vocab()
     kinds = ["special" if i in vocab.pinned else "byte" if len(t) == 1 else "base" for i, t in enumerate(vocab.tokens)]
     if cfg.use_hardcoded():
         kinds += ["hardcoded"] * len(add_tokens(vocab, hardcoded_tokens()))
     return vocab, kinds, base
+
+
+def _run_specials(listed: list[str], vocab: Vocab, base: Base | None) -> tuple[list[str], list[str]]:
+    """The run's special tokens after the last rank, in id order, and those of the base that the
+    config does not list. Specials the base keeps at their ids (``pinned``) stay there. A base
+    whose specials follow toktoktok's convention counts as bare: as toktoktok does, the listed
+    specials come after the last new rank in list order; the base's unlisted ones follow them."""
+    pinned = set(vocab.pinned.values())
+    out = [s for s in listed if s not in pinned]
+    unlisted = [s for s in (base.vocab.specials if base is not None and base.bare else []) if s not in out]
+    return out + unlisted, unlisted
+
+
+def _specials_rule(vocab: Vocab, base: Base | None, tiktoken_name: str) -> dict:
+    """Which rule placed the special ids, for the summary and meta('specials'): ``after_last_rank``
+    (toktoktok's convention: a plain list in this order loads them), ``declared`` (some are kept at
+    a base's ids inside the range, so the .tiktoken's ranks have gaps there and the ids are written
+    to NAME.special_tokens.json) or ``none``."""
+    ids = vocab.special_ids()
+    out: dict = {"rule": "none" if not ids else "declared" if vocab.pinned else "after_last_rank", "ids": ids}
+    if vocab.pinned:
+        out["declared_in"] = special_tokens_file(tiktoken_name).name
+        out["gaps"] = sorted(vocab.pinned)
+        out["reason"] = f"kept at the ids of the warm-start base {base.path.name if base else '?'}"
+    moved = {s: [i, ids[s]] for s, i in (base.vocab.special_ids().items() if base is not None and base.bare else [])
+             if ids.get(s) != i}
+    if moved:
+        out["moved"] = moved
+    return out
 
 
 def _check_same_run(store: RunStore, cfg: TrainConfig, staging: Path) -> None:
@@ -346,7 +376,41 @@ def _count_state(store: RunStore, phase: str, fp: list) -> CountState | None:
     words = pl.from_arrow(st["words"]) if st["words"] is not None else None
     sample = pl.from_arrow(st["sample"]) if st["sample"] is not None else None
     parity = pl.from_arrow(st["parity"]) if st["parity"].num_rows else None
-    return CountState(st["files_done"], words, st["used"]["state"], parity, sample)
+    return CountState(st["files_done"], words, st["used"]["state"], parity, sample,
+                      held_out=_held_out_of(store, phase) if sample is not None else None)
+
+
+def _held_out_of(store: RunStore, phase: str) -> pl.DataFrame | None:
+    """The pieces a sampled phase's sample did not take, as the run file records them
+    (meta('held_out:PHASE'); None for a phase that read every document)."""
+    import json
+
+    v = store.get_meta(f"held_out:{phase}")
+    rows = json.loads(v) if v is not None else None
+    if rows is None:
+        return None
+    return pl.DataFrame(rows, schema={"hash": pl.UInt64, "source": pl.String, "row": pl.Int64, "text": pl.String})
+
+
+def _put_held_out(store: RunStore, phase: str, df: pl.DataFrame | None) -> None:
+    store.put_meta(f"held_out:{phase}", None if df is None else df.select("hash", "source", "row", "text").to_dicts())
+
+
+def _curve_texts(run_parity: pl.DataFrame, parity: dict[str, pl.DataFrame],
+                 held_out: dict[str, pl.DataFrame | None]) -> tuple[list[str], list[str], str, dict]:
+    """The documents of the run file's compression curve, their file names, and what they are:
+    each phase's pieces its sample did not take (``held_out``: text the run never trained on), or,
+    for a phase that read every document, its parity sample (``training`` text); ``mixed`` when
+    phases differ. Without any held-out piece: the run's parity sample, as before."""
+    kinds = {name: "held_out" if held_out.get(name) is not None and held_out[name].height else "training"
+             for name in parity}
+    if all(k == "training" for k in kinds.values()):
+        frames = [run_parity]
+    else:
+        frames = [held_out[name] if k == "held_out" else parity[name] for name, k in kinds.items()]
+    docs = pl.concat([f.select("source", "text") for f in frames]) if frames else pl.DataFrame({"source": [], "text": []})
+    text = next(iter(set(kinds.values()))) if len(set(kinds.values())) == 1 else "mixed"
+    return docs["text"].to_list(), [Path(p).name for p in docs["source"].to_list()], text, kinds
 
 
 def _check_replay(prior: pa.Table, res: MergeResult, where: str) -> None:
@@ -392,8 +456,10 @@ def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = 
     vocab, kinds, base = _start_vocab(cfg)
     if base is not None:
         warnings += base.warnings
-    pinned_names = set(vocab.pinned.values())
-    vocab.specials = [s for s in cfg.special_tokens if s not in pinned_names]
+    vocab.specials, unlisted = _run_specials(cfg.special_tokens, vocab, base)
+    if unlisted and cfg.special_tokens:
+        warnings.append(f"the base's special tokens {', '.join(map(repr, unlisted))} are not in special_tokens; "
+                        "they follow the listed ones (list every special token, as toktoktok needs, to choose the order)")
     vocab.check()
     all_specials = vocab.all_specials()
     cfg.check_roles(all_specials)
@@ -428,6 +494,9 @@ def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = 
             store.put_meta("warm_start", {**base.summary(), "hardcoded_added": kinds.count("hardcoded")})
 
         parity = ParitySample()
+        # per phase, for the compression curve: its parity sample and the pieces its sample did not take
+        phase_parity: dict[str, pl.DataFrame] = {}
+        phase_held_out: dict[str, pl.DataFrame | None] = {}
         summaries: list[PhaseSummary] = []
         merge_index = 0
         for phase, sources, fp in zip(phases, plans, fingerprints):
@@ -449,6 +518,8 @@ def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = 
                 phase_of += [phase.name] * len(new)
                 merge_index += m.num_rows
                 parity.merge_frame(pl.from_arrow(store.parity_of(phase.name)))
+                phase_parity[phase.name] = pl.from_arrow(store.parity_of(phase.name))
+                phase_held_out[phase.name] = _held_out_of(store, phase.name)
                 sm = cp["summary"]
                 summaries.append(PhaseSummary(**sm))
                 warnings += cp["warnings"]
@@ -461,6 +532,8 @@ def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = 
                 # 2'. a phase the interrupted run counted: its word table from the run file
                 table = pl.from_arrow(store.words_of(phase.name))
                 parity.merge_frame(pl.from_arrow(store.parity_of(phase.name)))
+                phase_parity[phase.name] = pl.from_arrow(store.parity_of(phase.name))
+                phase_held_out[phase.name] = _held_out_of(store, phase.name)
                 phase_warnings = cp["warnings"]
                 t_count, docs, text_bytes = cp["seconds_count"], cp["docs"], cp["text_bytes"]
             else:
@@ -474,6 +547,8 @@ def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = 
                 def save(state: CountState, phase=phase, fp=fp) -> None:
                     nonlocal kept
                     kept = True
+                    if state.sample is not None:  # before the count state that makes it count
+                        _put_held_out(store, phase.name, state.held_out)
                     store.put_count_state(
                         phase.name, state.files_done, {"state": state.used, "fingerprint": fp},
                         words=state.words if state.sample is None else None,
@@ -518,6 +593,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = 
                     store.drop_count_state(phase.name)
                     store.put_words(phase.name, table.with_columns(tokens=pl.lit(None, dtype=pl.Int32)))
                     store.put_parity(phase.name, pc.parity)
+                    _put_held_out(store, phase.name, pc.held_out)
                     for src in sources:
                         for f in src.corpus.files:
                             st = used[f.path]
@@ -529,6 +605,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = 
                 kept = True
                 marks.done()
                 parity.merge_frame(pc.parity)
+                phase_parity[phase.name], phase_held_out[phase.name] = pc.parity, pc.held_out
                 del pc
             warnings += phase_warnings
             # one copy of the word table during the merges (to_arrow copies the words): the merge
@@ -616,11 +693,14 @@ def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = 
         ])
 
         keep = parity.df["text"].to_list()
-        keep_from = parity.df["source"].to_list()
 
-        # 4. export
+        # 4. export; special ids away from toktoktok's convention are declared beside the .tiktoken
         t0 = time.perf_counter()
         write_tiktoken(vocab, staging / cfg.tiktoken_name)
+        specials = _specials_rule(vocab, base, cfg.tiktoken_name)
+        store.put_meta("specials", specials)
+        if vocab.pinned:
+            _write_atomic(special_tokens_file(staging / cfg.tiktoken_name), special_tokens_json(vocab))
         write_hf(vocab, staging, roles=cfg.roles)
         times["export"] = time.perf_counter() - t0
 
@@ -629,12 +709,15 @@ def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = 
         rep = verify(staging, keep, slices=cfg.verify_slices, seed=cfg.seed)
         times["verify"] = time.perf_counter() - t0
         # 6. what the run file offers for inspection: views, the compression curve and token
-        #    usage on the parity sample (documents of the input, labelled by file), word gains
+        #    usage (on text the run did not train on where a budget left some out, else on the
+        #    parity sample of the input, labelled by file), word gains
         t0 = time.perf_counter()
         with store.translating():
             add_views(store.con)
-            if keep:
-                compression_curve(store.con, keep, by=[Path(p).name for p in keep_from], threads=threads, checkpoints=8)
+            curve, curve_from, curve_text, curve_kinds = _curve_texts(parity.df, phase_parity, phase_held_out)
+            if curve:
+                compression_curve(store.con, curve, by=curve_from, threads=threads, checkpoints=8,
+                                  text=curve_text, text_by_phase=curve_kinds)
             word_gains(store.con)
         times["insight"] = time.perf_counter() - t0
         for k, v in times.items():
@@ -665,6 +748,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = 
         docs=sum(s.docs for s in summaries), text_bytes=sum(s.text_bytes for s in summaries),
         seconds=times, parity_strings=rep.strings, warnings=warnings, phases=summaries,
         warm_start=base.summary() if base is not None else None, tiktoken=layout.tiktoken, shared=layout.shared,
+        specials=specials,
     )
 
 

@@ -154,6 +154,32 @@ def _size(n) -> str:
     return f"{n:,} B"
 
 
+def specials_line(sp: dict) -> str:
+    """Which rule placed a run's special ids (meta('specials'), ``pipeline._specials_rule``), in one line."""
+    ids = sp["ids"]
+    span = f"{min(ids.values()):,}" + (f"-{max(ids.values()):,}" if len(ids) > 1 else "")
+    if sp["rule"] == "after_last_rank":
+        line = f"{len(ids)} at {span}: after the last rank, in list order (toktoktok's convention)"
+    else:
+        gaps = sp["gaps"]
+        line = (f"{len(ids)} at {span}: {len(gaps)} {sp['reason']}, so the .tiktoken's ranks have gaps at "
+                f"{', '.join(map(str, gaps[:6]))}{' ...' if len(gaps) > 6 else ''}; ids declared in {sp['declared_in']}")
+    moved = sp.get("moved") or {}
+    if moved:
+        line += f"; the base had {len(moved)} of them at {', '.join(str(a) for a, _ in list(moved.values())[:4])}" + (
+            " ..." if len(moved) > 4 else "")
+    return line
+
+
+#: What the compression curve was measured on (meta('compression').text), as ``toktok show`` says it.
+_SAMPLE_TEXT = {
+    "held_out": "held out (text the run did not train on):",
+    "training": "training text (the run read every document; a parity sample of them):",
+    "mixed": "held out where a phase was sampled, training text where it read everything:",
+    "given": "given text:",
+}
+
+
 def run_summary(d: dict) -> Group:
     """``toktok show``: one screen about a run from ``insight.describe``."""
     cfg = d.get("config") or {}
@@ -197,7 +223,8 @@ def run_summary(d: dict) -> Group:
     _row(head, "words", f"{w.get('unique_words') or 0:,} unique, {w.get('total') or 0:,} in all")
     s = d.get("sample")
     if s:
-        line = (f"held out {s.get('docs', 0):,} docs, {_size(s.get('bytes'))}: bytes/token "
+        what = _SAMPLE_TEXT.get(s.get("text"), "text of unrecorded origin:")
+        line = (f"{what} {s.get('docs', 0):,} docs, {_size(s.get('bytes'))}: bytes/token "
                 f"{s['bytes_per_token_start']:.3f} → {s['bytes_per_token_end']:.3f} over the merges")
         _row(head, "sample", line)
         subs = s.get("subsets") or []
@@ -207,7 +234,7 @@ def run_summary(d: dict) -> Group:
                  + ", ".join(f"{x['subset']} {x['bytes_per_token']:.2f}" for x in worst)
                  + "; highest " + ", ".join(f"{x['subset']} {x['bytes_per_token']:.2f}" for x in reversed(best)))
     else:
-        _row(head, "sample", "no held-out sample encoded (no compression table)")
+        _row(head, "sample", "no compression curve recorded (no compression table)")
     for k, r in enumerate(d.get("phases") or []):
         parts = [f"{r['merges']:,} merges" + (f" ({r['reused']:,} reused)" if r["reused"] else "")]
         if r["first_id"] is not None:
@@ -217,6 +244,8 @@ def run_summary(d: dict) -> Group:
         parts.append(f"{r['files'] or 0} file(s), {_size(r['text_bytes'])}, {r['words'] or 0:,} unique words")
         parts.append(f"{(r['vocab_share'] or 0) * 100:.1f}% of the vocab")
         _row(head, "phases" if k == 0 else "", Text.assemble(literal(r["phase"], "bold"), literal(": " + ", ".join(parts))))
+    if isinstance(d.get("specials"), dict) and d["specials"].get("ids"):
+        _row(head, "special ids", literal(specials_line(d["specials"])))
     vocab = d.get("vocab") or {}
     _row(head, "vocab", f"{d.get('vocab_size', 0):,} tokens: " + ", ".join(f"{v:,} {k}" for k, v in vocab.items()))
     p = d.get("parity")

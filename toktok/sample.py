@@ -37,6 +37,14 @@ _CUT = regex.compile(r"\n(?=\S)|(?<=\S)(?= )")
 
 #: Bytes of text per read in the sample pass (engine.sample_pass; does not change the sample).
 READ_BYTES = 1 << 20
+#: Pieces a reservoir keeps aside from those it samples: the ones with the largest hashes, the
+#: last the sample would take. Those the sample did not take are text the run never trains on,
+#: on which the run file's compression curve is measured (``Reservoir.left_out``).
+LEFT_OUT = 64
+#: Characters kept of each left-out piece.
+LEFT_OUT_CHARS = 4000
+
+_LEFT_OUT_SCHEMA = {"hash": pl.UInt64, "source": pl.String, "row": pl.Int64, "text": pl.String}
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -353,6 +361,8 @@ class Reservoir:
     _parts: list = field(default_factory=list)  # frames or arrays handed in, not yet in _store
     _store: _Store = field(default_factory=_Store, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    #: the LEFT_OUT pieces with the largest hashes offered so far, largest first: (hash, source, row, text)
+    _aside: list = field(default_factory=list, repr=False, compare=False)
 
     @property
     def full(self) -> bool:
@@ -388,6 +398,7 @@ class Reservoir:
             st = self.stats.setdefault(source, SourceStats())
             st.docs_seen += n
             st.bytes_seen += int(offs[-1] - offs[0])
+            self._set_aside(source, data, starts, ends, h, ids)
             if not len(keep):
                 return
             # copy only the kept pieces out of the batch: nothing else of it is kept alive
@@ -395,6 +406,55 @@ class Reservoir:
             # trim only when well over, so that the sort is amortised over many batches
             if self.bytes > self.capacity + max(self.capacity // 4, 1 << 20):
                 self._trim()
+
+    def _set_aside(self, source: str, data: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+                   h: np.ndarray, ids: np.ndarray) -> None:
+        """Keep the pieces among these whose hashes are among the LEFT_OUT largest so far (a copy
+        of their text, cut to LEFT_OUT_CHARS characters). Costs one max over the hashes once
+        LEFT_OUT pieces are held, as a later batch rarely holds a larger one."""
+        if len(h) == 0:
+            return
+        full = len(self._aside) >= LEFT_OUT
+        cut = np.uint64(self._aside[-1][0]) if full else None
+        if full and h.max() <= cut:
+            return
+        pick = np.flatnonzero(h > cut) if full else np.arange(len(h))
+        if len(pick) > LEFT_OUT:
+            pick = pick[np.argsort(h[pick], kind="stable")[::-1][:LEFT_OUT]]
+        self._add_aside([
+            (int(h[i]), source, int(ids[i]),
+             bytes(data[starts[i]:min(ends[i], starts[i] + 4 * LEFT_OUT_CHARS)]).decode("utf-8", "ignore")[:LEFT_OUT_CHARS])
+            for i in pick.tolist()])
+
+    def _add_aside(self, rows: list) -> None:
+        seen = {(r[1], r[2]) for r in self._aside}
+        rows = self._aside + [r for r in rows if (r[1], r[2]) not in seen]
+        rows.sort(key=lambda r: (-r[0], r[1], r[2]))
+        self._aside = rows[:LEFT_OUT]
+
+    @property
+    def aside(self) -> pl.DataFrame:
+        """The LEFT_OUT pieces with the largest hashes offered so far, kept or not (hash, source,
+        row, text), largest first."""
+        return pl.DataFrame(self._aside, schema=_LEFT_OUT_SCHEMA, orient="row")
+
+    def left_out(self) -> pl.DataFrame:
+        """Up to LEFT_OUT pieces the sample did not take (hash, source, row, text), those with the
+        largest hashes, largest first: a seeded, uniform choice of text the run never trains on
+        (the hash does not depend on the text). Empty when nothing had to be left out. Call it
+        after ``finish``."""
+        if not self.full:
+            return self.aside.clear()
+        st = self._store
+        tops = [int(st.h[:st.n].max())] if st.n else []
+        tops += [int(p["hash"].max()) for p in self._parts if isinstance(p, pl.DataFrame) and p.height]
+        if not tops:
+            return self.aside
+        return self.aside.filter(pl.col("hash") > pl.lit(max(tops), dtype=pl.UInt64))
+
+    def merge_left_out(self, other: pl.DataFrame) -> None:
+        """Fold in the pieces another reservoir (of other documents) set aside (its ``aside``), e.g. a Ray task's."""
+        self._add_aside(list(other.select(list(_LEFT_OUT_SCHEMA)).iter_rows()))
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -420,6 +480,7 @@ class Reservoir:
                                 st.lens[:st.n].copy(), st.texts()))
         self.bytes += other.bytes
         self.threshold = min(self.threshold, other.threshold)
+        self._add_aside(other._aside)
         self._trim()
 
     @staticmethod

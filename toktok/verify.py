@@ -171,6 +171,7 @@ def verify(
     *,
     slices: int = 0,
     seed: int = 0,
+    special_tokens=None,
 ) -> VerifyReport:
     """Encode ``DEFAULT_TEXTS``, texts around each special token, and ``texts`` with
     tiktoken and HF tokenizers from ``out_dir``; raise ParityError at the first id or round-trip
@@ -178,11 +179,13 @@ def verify(
 
     tiktoken encodes with ``allowed_special="all"``, HF with ``add_special_tokens=False``; tiktoken's
     ``decode_bytes`` must give ``text.encode()`` and HF's ``decode(ids, skip_special_tokens=False)``
-    must give ``text``. Example: ``verify("out/demo", ["hello world"], slices=200).ok``.
+    must give ``text``. ``special_tokens`` are the ``.tiktoken``'s (``{token: id}``, a list or a
+    file, see ``export.resolve_specials``; default: found beside it).
+    Example: ``verify("out/demo", ["hello world"], slices=200).ok``.
     """
     # Phase 1: load both and compare the vocabularies themselves.
     where = Path(out_dir)
-    enc, tokens = _load_encoding_and_tokens(where)
+    enc, tokens = _load_encoding_and_tokens(where, special_tokens)
     # the tokenizer.json of a folder, else the one that goes with its .tiktoken (NAME.toktok/)
     hf = load_hf(where / HF_FILE if (where / HF_FILE).is_file() else hf_file_of(_folder_and_tiktoken(where)[1]))
     _check_same_vocab(where, enc, tokens, hf)

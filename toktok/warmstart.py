@@ -1,19 +1,20 @@
 """Warm start and conversion: read a vocabulary to train on top of, keeping every id.
 
 Owns reading a base vocabulary from a ``.tiktoken`` file (ranks in any layout, e.g. GPT-2's,
-whose 256 bytes are not at ids 0..255; special tokens from its ``.special_tokens.json`` list or
-a ``tokenizer.json`` beside it) or from a Hugging Face ``tokenizer.json`` with a byte-level BPE
-model (ids kept as they are, its special tokens carried over at their ids), and ``toktok
-convert`` between the two. A base is refused, with the reason, when it is not byte-level BPE,
-when its merge order disagrees with its id order (toktok and tiktoken rank tokens by id), or when
-an id is neither a token nor a special token (toktok keeps ids, so it cannot leave a hole).
+whose 256 bytes are not at ids 0..255; special tokens as ``export.resolve_specials`` finds them)
+or from a Hugging Face ``tokenizer.json`` with a byte-level BPE model (ids kept as they are), and
+``toktok convert`` between the two. A base whose special tokens sit right after its last rank
+(toktoktok's convention) is bare: a run applies its specials again after the new ranks; specials
+anywhere else keep their ids (``Base.kept_vocab``). A base is refused, with the reason, when it
+is not byte-level BPE, when its merge order disagrees with its id order (toktok and tiktoken rank
+tokens by id), or when an id is neither a token nor a special token (toktok keeps ids, so it
+cannot leave a hole).
 
 Special tokens at ids inside the range stay there as ``Vocab.pinned`` (see ``toktok.vocab``).
 Example: ``load_base("gpt2.tiktoken").vocab.tokens[0] == b"!"``.
 """
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -30,8 +31,9 @@ from .export import (
     find_tiktoken,
     read_json,
     read_tiktoken_ranks,
+    resolve_specials,
     special_tokens_file,
-    specials_beside,
+    special_tokens_json,
     write_hf,
     write_tiktoken,
 )
@@ -41,19 +43,43 @@ from .vocab import PATTERN, Vocab
 @dataclass
 class Base:
     """A warm-start vocabulary: ``vocab.tokens[i]`` is id ``i`` (pinned specials' placeholders
-    included), ``vocab.pinned`` its special tokens at their ids; ``kind`` is "tiktoken" or
-    "tokenizer.json"; ``warnings`` say what of the base is not carried over (e.g. its pattern)."""
+    included). Its special tokens are either ``vocab.pinned`` (kept at their ids: the base puts
+    them away from toktoktok's convention, e.g. inside its id range) or ``vocab.specials`` (the
+    base follows the convention, specials right after its last rank: it counts as bare, and they
+    are applied again after the new ranks). ``kind`` is "tiktoken" or "tokenizer.json";
+    ``specials_from`` names the file its specials came from; ``warnings`` say what of the base is
+    not carried over (e.g. its pattern)."""
 
     vocab: Vocab
     path: Path
     kind: str
     warnings: list[str] = field(default_factory=list)
+    specials_from: str | None = None
+
+    @property
+    def bare(self) -> bool:
+        """Whether the base's specials (if any) follow toktoktok's convention, right after its
+        last rank: then they are applied again after the new ranks instead of keeping their ids."""
+        return not self.vocab.pinned
+
+    def kept_vocab(self) -> Vocab:
+        """The base as a starting vocabulary: its ranks, and its specials pinned at their ids when
+        it is not bare (those after its last rank too, so that new tokens come after them)."""
+        v = Vocab(list(self.vocab.tokens), [], dict(self.vocab.pinned))
+        if not self.bare:
+            for s in self.vocab.specials:
+                v.pinned[len(v.tokens)] = s
+                v.tokens.append(s.encode())
+        return v
 
     def summary(self) -> dict:
+        kept = self.kept_vocab()
         return {
-            "file": str(self.path), "kind": self.kind, "ids": len(self.vocab.tokens),
-            "ranks": len(self.vocab.tokens) - len(self.vocab.pinned),
-            "specials": {s: i for i, s in sorted(self.vocab.pinned.items())},
+            "file": str(self.path), "kind": self.kind, "ids": len(kept.tokens),
+            "ranks": len(kept.tokens) - len(kept.pinned),
+            "specials": {s: i for i, s in sorted(kept.pinned.items())},
+            "specials_after": self.vocab.special_ids() if self.bare else {},
+            "specials_from": self.specials_from,
         }
 
 
@@ -76,11 +102,13 @@ def load_base(path: str | os.PathLike) -> Base:
 
 
 def _assemble(path: Path, by_id: dict[int, bytes], specials: dict[str, int], what: str) -> Vocab:
-    """tokens by id from ranks and specials; every id 0..max must be one or the other."""
-    n = max([*by_id, *specials.values()]) + 1
+    """tokens by id from ranks and specials; every id 0..max must be one or the other. Specials at
+    ids inside the ranks' range are ``Vocab.pinned`` there; those after the last rank are
+    ``Vocab.specials``, in id order (toktoktok's convention when nothing is pinned)."""
     special_at = {i: s for s, i in specials.items()}
     if len(special_at) != len(specials):
         raise VocabError(f"{path}: two special tokens share an id")
+    n = max([*by_id, *specials.values()]) + 1
     for i, s in special_at.items():
         if i in by_id:
             raise VocabError(f"{path}: special token {s!r} has id {i}, which is also the {what} {by_id[i]!r}")
@@ -97,8 +125,14 @@ def _assemble(path: Path, by_id: dict[int, bytes], specials: dict[str, int], wha
                 f"{path}: special token {s!r} (id {i}) has the same bytes as the {what} of id "
                 f"{index[s.encode()]}; a text could not tell them apart"
             )
-    tokens = [by_id[i] if i in by_id else special_at[i].encode() for i in range(n)]
-    vocab = Vocab(tokens, [], dict(special_at))
+    last = max(by_id) + 1
+    tokens = [by_id[i] if i in by_id else special_at[i].encode() for i in range(last)]
+    pinned = {i: s for i, s in special_at.items() if i < last}
+    after = [special_at[i] for i in range(last, n)]
+    return _checked_base(path, Vocab(tokens, after, pinned), what)
+
+
+def _checked_base(path: Path, vocab: Vocab, what: str) -> Vocab:
     try:
         vocab.check()
     except VocabError as e:
@@ -112,14 +146,15 @@ def _assemble(path: Path, by_id: dict[int, bytes], specials: dict[str, int], wha
     return vocab
 
 
-def read_tiktoken_base(path: str | os.PathLike, specials: dict[str, int] | None = None) -> Base:
+def read_tiktoken_base(path: str | os.PathLike, specials=None) -> Base:
     """A base from a ``.tiktoken`` file: ids = ranks, in whatever layout; special tokens from
-    ``specials``, else the file's ``.special_tokens.json`` list, else a ``tokenizer.json`` beside it.
+    ``specials`` (``{token: id}``, a list, or a file: see ``export.resolve_specials``), else found
+    beside it (``NAME.special_tokens.json``, ``special_tokens.txt``, a ``tokenizer.json``).
     """
     p = Path(path)
     by_rank, _ = read_tiktoken_ranks(p)
-    sp = dict(specials) if specials is not None else specials_beside(p)
-    return Base(_assemble(p, by_rank, sp, "rank"), p, "tiktoken")
+    sp, where = resolve_specials(p, by_rank, specials)
+    return Base(_assemble(p, by_rank, sp, "rank"), p, "tiktoken", specials_from=where if sp else None)
 
 
 def _find_types(node, out: list[dict]) -> list[dict]:
@@ -241,7 +276,7 @@ def read_hf_base(path: str | os.PathLike) -> Base:
                 "parts and Hugging Face would not, so the ids would encode differently"
             )
 
-    base = Base(tokens_vocab, p, "tokenizer.json")
+    base = Base(tokens_vocab, p, "tokenizer.json", specials_from=str(p) if specials else None)
     # 4. what is not carried over
     for c in pre:
         if c.get("type") == "Split":
@@ -276,15 +311,29 @@ def add_tokens(vocab: Vocab, tokens: list[bytes]) -> list[int]:
 # ---------------------------------------------------------------------------------------------
 
 
-def convert(src: str | os.PathLike, dst: str | os.PathLike) -> list[Path]:
+def _refuse_existing(paths: list[Path], force: bool) -> None:
+    """``convert`` never replaces a file silently: one line naming the first that exists, unless ``force``."""
+    for p in paths:
+        if p.is_dir():
+            raise OutputError(f"{p}: is a folder; give another destination")
+        if p.exists() and not force:
+            raise OutputError(f"{p}: exists; pass --force to replace it (or give another destination)")
+
+
+def convert(src: str | os.PathLike, dst: str | os.PathLike, *, special_tokens=None, force: bool = False) -> list[Path]:
     """Convert between a ``tokenizer.json`` and a ``.tiktoken`` file, ids kept; returns the files written.
 
     * ``tokenizer.json`` (or a folder holding one) -> ``DST`` (a ``.tiktoken`` path, or a folder
       that gets ``tokenizer.tiktoken``): the ranks, plus ``<name>.special_tokens.json``
-      (``{token: id}``) when the source has special tokens.
-    * ``.tiktoken`` (special tokens from its list or a tokenizer.json beside it) -> ``DST`` folder
-      (or a path ending in ``tokenizer.json``): ``tokenizer.json``, ``tokenizer_config.json``,
-      ``special_tokens_map.json``, checked for id parity with tiktoken first.
+      (``{token: id}``) when the source has special tokens, whatever their layout.
+    * ``.tiktoken`` -> ``DST`` folder (or a path ending in ``tokenizer.json``): ``tokenizer.json``,
+      ``tokenizer_config.json``, ``special_tokens_map.json``, checked for id parity with tiktoken
+      first. Its special tokens: ``special_tokens`` (``{token: id}``, a list, or a file:
+      ``NAME.special_tokens.json`` or toktoktok's plain ``special_tokens.txt``), else found beside it
+      (see ``export.resolve_specials``).
+    An existing destination file is refused unless ``force``; each file is written under a
+    temporary name and renamed into place, so none is ever half-written.
+    ``.tiktoken`` -> ``tokenizer.json`` -> ``.tiktoken`` gives back the same bytes and special ids.
     Example: ``convert("hf/tokenizer.json", "out/base.tiktoken")``.
     """
     s, d = Path(src), Path(dst)
@@ -296,40 +345,46 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike) -> list[Path]:
     if not s.exists():
         raise ConfigError(f"{s}: no such file; give a tokenizer.json or a .tiktoken file")
     if s.suffix == ".json":
+        if special_tokens is not None:
+            raise ConfigError(f"{s}: a tokenizer.json holds its own special tokens; --special-tokens is for a .tiktoken source")
         base = read_hf_base(s)
         tt = d if d.suffix == ".tiktoken" else d / TIKTOKEN_FILE
-        if tt.exists() and tt.is_dir():
-            raise ConfigError(f"{tt}: is a folder; give the path of the .tiktoken file to write")
+        side = special_tokens_file(tt)
+        _refuse_existing([tt, side], force)
         try:
             tt.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise OutputError(f"{tt.parent}: cannot create folder ({e.strerror or e})") from None
         written = [write_tiktoken(base.vocab, tt)]
-        side = special_tokens_file(tt)
-        if base.vocab.pinned:
-            data = json.dumps({s_: i for i, s_ in sorted(base.vocab.pinned.items())}, ensure_ascii=False, indent=1)
-            _write_atomic(side, (data + "\n").encode("utf-8"))
+        if base.vocab.special_ids():
+            _write_atomic(side, special_tokens_json(base.vocab))
             written.append(side)
+        elif side.exists():  # --force: a list left from an earlier file would give this one specials
+            side.unlink()
         return written
-    base = read_tiktoken_base(s)
-    folder = d.parent if d.name == HF_FILE else d
-    if d.suffix == ".json" and d.name != HF_FILE:
+    if d.suffix == ".json" and d.name != HF_FILE and not d.is_dir():
         raise ConfigError(f"{d}: the Hugging Face files are written into a folder; give a folder (or .../tokenizer.json)")
+    folder = d.parent if d.name == HF_FILE else d
+    if folder.exists() and not folder.is_dir():
+        raise OutputError(f"{folder}: exists and is not a folder; give a folder for the Hugging Face files")
+    targets = [folder / name for name in (HF_FILE, HF_CONFIG_FILE, HF_SPECIAL_MAP_FILE)]
+    _refuse_existing(targets, force)
+    base = read_tiktoken_base(s, special_tokens)
     from .verify import verify
 
     with tempfile.TemporaryDirectory(prefix=".toktok-convert-") as tmp:
         write_tiktoken(base.vocab, Path(tmp) / TIKTOKEN_FILE)
+        if base.vocab.pinned:
+            _write_atomic(special_tokens_file(Path(tmp) / TIKTOKEN_FILE), special_tokens_json(base.vocab))
         write_hf(base.vocab, tmp)
         verify(tmp)
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise OutputError(f"{folder}: cannot create folder ({e.strerror or e})") from None
-        out = []
-        for name in (HF_FILE, HF_CONFIG_FILE, HF_SPECIAL_MAP_FILE):
-            _write_atomic(folder / name, (Path(tmp) / name).read_bytes())
-            out.append(folder / name)
-    return out
+        for t in targets:
+            _write_atomic(t, (Path(tmp) / t.name).read_bytes())
+    return targets
 
 
 __all__ = ["Base", "load_base", "read_tiktoken_base", "read_hf_base", "add_tokens", "convert"]

@@ -104,7 +104,7 @@ SELECT
     (SELECT value FROM kv WHERE key = 'seed') AS seed,
     (SELECT value FROM kv WHERE key = 'schema_version') AS schema_version;
 
--- Every token with its use on the held-out sample (subset 'all'), 0 = never produced.
+-- Every token with its use on the curve's sample (subset 'all', see meta('compression').text), 0 = never produced.
 CREATE OR REPLACE VIEW vocab_usage AS
 SELECT v.id, v.shown, v.kind, v.phase, v.part, v.bytes, v.chars, COALESCE(u.uses, 0) AS uses
 FROM vocab_text v LEFT JOIN token_usage u ON u.id = v.id AND u.subset = 'all';

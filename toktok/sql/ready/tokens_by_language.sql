@@ -1,6 +1,6 @@
--- Tokens by language (or source): for each subset of the held-out sample (see the compression
+-- Tokens by language (or source): for each subset of the curve's sample (see the compression
 -- table), the distinct tokens it used, the share of its tokens that are learned merges, bytes per
--- token, and its most used learned tokens. Empty until a held-out sample was encoded.
+-- token, and its most used learned tokens. Empty until a sample was encoded.
 WITH u AS (
     SELECT u.subset, u.id, u.uses, v.kind, v.shown, v.bytes
     FROM token_usage u JOIN vocab_text v USING (id)

@@ -1,6 +1,7 @@
 -- Under-trained tokens: learned tokens the final tokenizer rarely or never produces on the
--- held-out sample (parts that almost always merge further, text rare outside the training data).
--- Ordered by uses, then by the pair count they were learned with. Empty until a held-out sample
+-- curve's sample (parts that almost always merge further, text rare outside the training data,
+-- and on training text, meta('compression').text = 'training', rare tokens are rarer still on new
+-- text). Ordered by uses, then by the pair count they were learned with. Empty until a sample
 -- was encoded.
 SELECT m.rank, m.shown AS token, m.phase, m.bytes, m.count AS pair_count, COALESCE(u.uses, 0) AS uses
 FROM merges_text m

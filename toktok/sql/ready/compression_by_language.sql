@@ -1,4 +1,5 @@
--- Compression per language (or source) of the held-out sample: bytes per token with the starting
+-- Compression per language (or source) of the curve's sample (held out or training text: see
+-- meta('compression').text): bytes per token with the starting
 -- vocabulary, halfway through the merges and at the end, and the gain of the merges.
 WITH c AS (
     SELECT *, max(merges) OVER () AS last FROM compression

@@ -1,0 +1,1 @@
+toktok/sql/ready

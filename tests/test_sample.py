@@ -214,16 +214,19 @@ def test_offer_equals_the_reference_sample(texts, capacity, unit, step):
 
 def _sequential_sample(sources, capacity, seed, batch_bytes):
     """The sample pass's definition: every file in order, documents numbered in the file, read by
-    ``Corpus.batches`` (text files in chunks of ``min(batch_bytes, max(4096, capacity // 64))``)."""
+    ``Corpus.batches`` (text files in chunks of ``min(batch_bytes, max(4096, capacity // 64))``),
+    each document's identity (the file's key, row)."""
+    from toktok.engine import doc_keys
     from toktok.read import Corpus
 
     res = Reservoir(capacity, seed)
+    keys = doc_keys(sources)
     for src in sources:
         for f in src.corpus.files:
             step = min(batch_bytes, max(1 << 12, capacity // 64)) if f.kind == "txt" else batch_bytes
             row = 0
             for batch in Corpus([f], src.corpus.text_column, src.corpus.bad_utf8).batches(step):
-                res.offer(f.path, row, batch.texts)
+                res.offer(f.path, row, batch.texts, key=keys[f.path])
                 row += batch.texts.len()
     return res
 

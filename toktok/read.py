@@ -2,8 +2,9 @@
 
 Owns: resolving sources (files, directories, ``**`` globs expanded here so they work quoted),
 the supported formats (``.parquet``, ``.jsonl``, ``.jsonl.zst``, ``.txt``), UTF-8 validation and
-the ``bad_utf8`` policy, and cutting big ``.txt`` files at pre-tokenizer-safe points.
-Reads: the source files, streamed: memory is a few times ``batch_bytes`` (or the largest
+the ``bad_utf8`` policy, and cutting big ``.txt`` files at pre-tokenizer-safe points. URL
+sources (``s3://``, ``gs://``, ``az://``, ``hf://``, ``https://``) are found and opened by
+``toktok.remote`` and read by the same readers. Reads: the source files, streamed: memory is a few times ``batch_bytes`` (or the largest
 document), not the file size. Writes: nothing; it yields :class:`Batch` objects whose ``texts``
 is a Polars ``String`` Series, and records per-file counts in ``Corpus.stats``.
 
@@ -34,6 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import regex
 
+from . import remote
 from .errors import ConfigError, InputError
 
 #: File kinds by name suffix (checked in this order, so ``.jsonl.zst`` wins over ``.zst``).
@@ -66,11 +68,18 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 @dataclass
 class SourceFile:
-    """One input file: ``SourceFile("data/a.parquet", "parquet", 1234)``; size is bytes on disk."""
+    """One input file: ``SourceFile("data/a.parquet", "parquet", 1234)``; size is bytes on disk.
+
+    ``key`` is the part of the path the user did not spell out, the file's part of its documents'
+    identity (``source_key``): ``a.parquet`` whether the corpus is ``data/``, ``/mnt/x/data/*.parquet``
+    or ``s3://bucket/data/``. ``etag`` is an object's version tag in a store (None for local files).
+    """
 
     path: str
     kind: str  # "parquet" | "jsonl" | "jsonl.zst" | "txt"
     size: int
+    key: str = ""
+    etag: str | None = None
 
 
 @dataclass
@@ -112,10 +121,13 @@ def _walk(root: str) -> list[str]:
     return found
 
 
-def resolve_sources(sources: list[str]) -> list[SourceFile]:
+def resolve_sources(sources: list[str], *, storage_options: dict | None = None) -> list[SourceFile]:
     """Expand files, directories (recursive) and globs (``**`` = any depth) into files.
 
-    Files are deduplicated (by real path) and sorted by path, so runs are reproducible.
+    Files are deduplicated (by real path) and sorted by path, so runs are reproducible. URL
+    sources (``s3://``, ``gs://``, ``az://``, ``hf://``, ``https://``) are listed on their store
+    (:func:`toktok.remote.resolve`, ``storage_options`` go to its client); each file gets its
+    identity ``key`` (:func:`source_key`).
     Example: ``resolve_sources(["data/**/*.parquet"])`` -> ``[SourceFile("data/a.parquet", ...)]``.
     Raises InputError for a missing path, an unsupported file, a directory without supported
     files, or a glob matching none.
@@ -126,7 +138,11 @@ def resolve_sources(sources: list[str]) -> list[SourceFile]:
         raise ConfigError("no corpus sources given; pass files, directories or globs such as "
                           "'data/**/*.parquet'")
     paths: list[str] = []
+    urls: dict[str, SourceFile] = {}
     for src in map(os.fspath, sources):
+        if remote.is_url(src):
+            urls.update((f.path, f) for f in remote.resolve(src, storage_options) if f.path not in urls)
+            continue
         expanded = os.path.expanduser(src)
         if os.path.isdir(expanded):
             found = _walk(expanded)
@@ -164,7 +180,35 @@ def resolve_sources(sources: list[str]) -> list[SourceFile]:
         except OSError as e:
             raise InputError(f"{p}: cannot stat ({e.strerror}); check permissions") from None
         out.append(SourceFile(p, kind_of(p) or "", size))
-    return out
+    return _with_keys(out, sources) + sorted(urls.values(), key=lambda f: f.path)
+
+
+def source_key(source: str, path: str) -> str | None:
+    """The part of a local ``path`` that ``source`` did not spell out, None if ``source`` does not
+    name it: below a folder source, the path inside it; below a glob, the path after the glob's
+    leading folders without wildcards; a file source, the file's name. "/"-separated.
+    Example: ``source_key("data/**/*.parquet", "data/en/a.parquet") == "en/a.parquet"``."""
+    src = os.path.normpath(os.path.expanduser(os.fspath(source)))
+    path = os.path.normpath(path)
+    if src == path and not os.path.isdir(src):
+        return os.path.basename(path)
+    if _has_magic(src) and not os.path.exists(src):
+        parts = src.split(os.sep)
+        k = next(i for i, part in enumerate(parts) if _has_magic(part))
+        src = os.sep.join(parts[:k]) or (os.sep if src.startswith(os.sep) else ".")
+    rel = os.path.relpath(path, src)
+    if rel == "." or rel == ".." or rel.startswith(".." + os.sep):
+        return None
+    return rel.replace(os.sep, "/")
+
+
+def _with_keys(files: list[SourceFile], sources: list[str]) -> list[SourceFile]:
+    """Set each file's ``key``: from the first source that names it (else its file name)."""
+    local = [s for s in map(os.fspath, sources) if not remote.is_url(s)]
+    for f in files:
+        if not f.key:
+            f.key = next((k for s in local if (k := source_key(s, f.path))), os.path.basename(f.path))
+    return files
 
 
 def _split_point(text: str | bytes | bytearray, start: int = 0) -> int:
@@ -428,7 +472,7 @@ class Corpus:
         scan_from = 0  # buf[:scan_from] holds no split point
         yielded = False
         try:
-            fh = open(path, "rb")
+            fh = _open_bytes(path)
         except OSError as e:
             raise InputError(f"{path}: cannot open ({e.strerror}); check permissions") from None
         with fh:
@@ -575,7 +619,7 @@ def _open_parquet(path: str, col: str) -> pq.ParquetFile:
     try:
         # buffer_size streams pages instead of loading a whole column chunk (a row group can be
         # the whole file), so memory stays ~batch_bytes.
-        pf = pq.ParquetFile(path, buffer_size=1 << 20)
+        pf = remote.parquet_file(path) if remote.is_url(path) else pq.ParquetFile(path, buffer_size=1 << 20)
         schema = pf.schema_arrow
     except (pa.ArrowException, OSError) as e:
         raise InputError(f"{path}: not a readable Parquet file ({_one_line(e)}); the file is "
@@ -592,6 +636,11 @@ def _open_parquet(path: str, col: str) -> pq.ParquetFile:
         raise InputError(f"{path}: column '{col}' has type {t}, not string; pass --text-column "
                          "NAME for a text column")
     return pf
+
+
+def _open_bytes(path: str):
+    """A binary file to read: a local file, or an object in a store (``toktok.remote``), streamed."""
+    return remote.open_file(path) if remote.is_url(path) else open(path, "rb")
 
 
 def _lines(path: str, zst: bool) -> Iterator[tuple[int, int, bytes]]:
@@ -621,7 +670,7 @@ def _lines(path: str, zst: bool) -> Iterator[tuple[int, int, bytes]]:
 
 def _chunks(path: str, zst: bool, size: int = 1 << 20) -> Iterator[bytes]:
     try:
-        fh = open(path, "rb")
+        fh = _open_bytes(path)
     except OSError as e:
         raise InputError(f"{path}: cannot open ({e.strerror}); check permissions") from None
     with fh:
@@ -660,7 +709,7 @@ def _chunks(path: str, zst: bool, size: int = 1 << 20) -> Iterator[bytes]:
 
 def _read_all(path: str) -> bytes:
     try:
-        with open(path, "rb") as fh:
+        with _open_bytes(path) as fh:
             return fh.read()
     except OSError as e:
         raise InputError(f"{path}: cannot read ({e.strerror}); check permissions") from None
@@ -670,7 +719,7 @@ def _first_bad_utf8(path: str, size: int = 1 << 24) -> int | None:
     """Byte offset of the first invalid UTF-8 sequence in a file, or None if it is clean."""
     base, carry = 0, b""
     try:
-        fh = open(path, "rb")
+        fh = _open_bytes(path)
     except OSError as e:
         raise InputError(f"{path}: cannot open ({e.strerror}); check permissions") from None
     with fh:
@@ -689,19 +738,20 @@ def _first_bad_utf8(path: str, size: int = 1 << 24) -> int | None:
 
 
 def read_corpus(sources: list[str], text_column: str = "text",
-                bad_utf8: str = "error") -> Corpus:
+                bad_utf8: str = "error", *, storage_options: dict | None = None) -> Corpus:
     """Resolve ``sources`` and return a :class:`Corpus` to iterate; nothing is read yet except
     Parquet footers, so a missing column fails before any work.
 
     ``text_column`` names the Parquet column / JSONL field; ``bad_utf8`` is "error" (InputError
     naming file and byte offset), "replace" (U+FFFD) or "skip" (drop the document, counted in
-    ``stats[path]["skipped"]``). Example: ``read_corpus(["data/"], text_column="content")``.
+    ``stats[path]["skipped"]``); ``storage_options`` go to the client of URL sources
+    (``toktok.remote``). Example: ``read_corpus(["data/"], text_column="content")``.
     """
     if bad_utf8 not in BAD_UTF8_POLICIES:
         raise ConfigError(f"bad_utf8={bad_utf8!r}: use one of {', '.join(BAD_UTF8_POLICIES)}")
     if not isinstance(text_column, str) or not text_column:
         raise ConfigError(f"text_column={text_column!r}: must be a non-empty column name")
-    files = resolve_sources(sources)
+    files = resolve_sources(sources, storage_options=storage_options)
     for f in files:
         if f.kind == "parquet":
             _open_parquet(f.path, text_column)

@@ -569,3 +569,86 @@ def test_ray_engine_reads_from_the_store(store, local_refs, home, tmp_path):
     r = _train(["--config", cfg, "--out", tmp_path / "ray"], store.env(home))
     assert r.returncode == 0, r.stderr
     _same_outputs(tmp_path / "local", tmp_path / "ray")
+
+
+# --- https:// (single files; here plain http on 127.0.0.1) -----------------------------------------
+
+
+class _Files:
+    """A web server on 127.0.0.1 serving a folder with HEAD and Range requests (as a CDN or the
+    Hub's file URLs do); it records each request's path and query."""
+
+    def __init__(self, root: Path):
+        import http.server
+
+        seen = self.seen = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _file(self):
+                path, _, query = self.path.partition("?")
+                seen.append((self.command, path, query, self.headers.get("Range")))
+                p = root / path.lstrip("/")
+                return p.read_bytes() if p.is_file() else None
+
+            def do_HEAD(self):
+                data = self._file()
+                self.send_response(200 if data is not None else 404)
+                self.send_header("Content-Length", str(len(data or b"")))
+                self.send_header("Accept-Ranges", "bytes")
+                self.end_headers()
+
+            def do_GET(self):
+                data = self._file()
+                if data is None:
+                    self.send_error(404)
+                    return
+                rng = self.headers.get("Range")
+                if rng:
+                    lo, _, hi = rng.removeprefix("bytes=").partition("-")
+                    lo, hi = int(lo), min(int(hi) if hi else len(data) - 1, len(data) - 1)
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {lo}-{hi}/{len(data)}")
+                    data = data[lo:hi + 1]
+                else:
+                    self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *a):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_https_single_files_with_a_signed_query(store, home, tmp_path):
+    """Web URLs are single files read by range requests; a signed URL's query string reaches the
+    server but is never recorded (the run file names the URL without it)."""
+    pytest.importorskip("aiohttp")
+    web = _Files(store.local / "perf")
+    try:
+        urls = [f"{web.url}/sample.parquet?sig=SIGNED-SECRET", f"{web.url}/extra.jsonl", f"{web.url}/notes.txt"]
+        out = tmp_path / "web"
+        r = _train([*urls, "--out", out, "--merges", "300"], store.env(home))
+        assert r.returncode == 0, r.stderr
+        ref = tmp_path / "ref"
+        r = _train([*(store.local / "perf" / n for n in NAMES), "--out", ref, "--merges", "300"], store.env(home))
+        assert r.returncode == 0, r.stderr
+        _same_outputs(ref, out)
+        assert [p for p, *_ in _inputs(out)] == sorted(u.split("?")[0] for u in urls)
+        for p in out.rglob("*"):
+            assert not p.is_file() or b"SIGNED-SECRET" not in p.read_bytes(), p
+        gets = [s for s in web.seen if s[0] == "GET" and s[1] == "/sample.parquet"]
+        assert gets and all(q == "sig=SIGNED-SECRET" and rng for _, _, q, rng in gets)  # ranges only
+        r = _train([f"{web.url}/*.parquet", "--out", tmp_path / "glob"], store.env(home))
+        _one_error_line(r, f"{web.url}/*.parquet", "single files")
+        r = _train([f"{web.url}/nope.parquet", "--out", tmp_path / "nope"], store.env(home))
+        _one_error_line(r, f"{web.url}/nope.parquet", "no such object")
+    finally:
+        web.close()

@@ -333,7 +333,7 @@ def test_globs_are_expanded_on_the_store(store):
 
 
 def test_parquet_is_read_lazily(store, home, tmp_path):
-    """A Parquet object whose other column is 20x the text: the footer and the text column's
+    """A Parquet object whose other column is 16x the text: the footer and the text column's
     pages come over the wire, the other column does not."""
     import random
 
@@ -652,3 +652,61 @@ def test_https_single_files_with_a_signed_query(store, home, tmp_path):
         _one_error_line(r, f"{web.url}/nope.parquet", "no such object")
     finally:
         web.close()
+
+
+# --- what is written down ---------------------------------------------------------------------------
+
+
+def test_redaction_of_options_and_urls():
+    from toktok.config import PhaseConfig, SourceConfig, TrainConfig
+    from toktok.remote import display, redact
+
+    assert display("https://user:pw@cdn.example.org/a/b.parquet?X-Amz-Signature=abc") == "https://cdn.example.org/a/b.parquet"
+    assert display("s3://bucket/a.parquet") == "s3://bucket/a.parquet"
+    opts = {"key": "AKIA1", "secret": "S3", "token": "T", "endpoint_url": "http://127.0.0.1:9000",
+            "client_kwargs": {"region_name": "eu-west-1", "aws_session_token": "T2"}, "account_key": "K", "sas_token": "Q"}
+    assert redact(opts) == {"key": "***", "secret": "***", "token": "***", "endpoint_url": "http://127.0.0.1:9000",
+                            "client_kwargs": {"region_name": "eu-west-1", "aws_session_token": "***"},
+                            "account_key": "***", "sas_token": "***"}
+    cfg = TrainConfig(sources=["https://x.org/a.txt?sig=SECRET"], storage_options={"secret": "SECRET"}, out="o",
+                      phases=[PhaseConfig("p", 1, [SourceConfig("s3://b/?", storage_options={"key": "SECRET"})])])
+    d = json.dumps(cfg.to_dict())
+    assert "SECRET" not in d and '"secret": "***"' in d and '"key": "***"' in d
+    assert cfg.source_options(cfg.phases[0].sources[0]) == {"secret": "SECRET", "key": "SECRET"}  # used as given
+
+
+@pytest.mark.parametrize("url, module, extra", [
+    ("s3://b/x/*.parquet", "s3fs", "s3"), ("gs://b/x/*.parquet", "gcsfs", "gcs"), ("az://c/x/", "adlfs", "azure"),
+    ("abfs://c@acct.dfs.core.windows.net/x/", "adlfs", "azure"), ("hf://datasets/org/name/data/*.parquet", "huggingface_hub", "hf"),
+    ("https://example.org/a.parquet", "aiohttp", "http"),
+])
+def test_each_scheme_names_its_client(monkeypatch, url, module, extra):
+    from toktok.errors import ConfigError
+    from toktok.read import resolve_sources
+
+    monkeypatch.setitem(sys.modules, module, None)
+    with pytest.raises(ConfigError, match=rf"needs {module}, which is not installed; run: pip install 'toktok\[{extra}\]'"):
+        resolve_sources([url])
+
+
+def test_faults_are_classified():
+    import errno
+
+    from toktok.remote import classify
+
+    class Response:
+        def __init__(self, code):
+            self.status_code = code
+
+    class HTTPError(Exception):
+        def __init__(self, code):
+            super().__init__(f"{code}")
+            self.response = Response(code)
+
+    assert classify(FileNotFoundError("x")) == "missing"
+    assert classify(PermissionError("x")) == "denied"
+    assert [classify(HTTPError(c)) for c in (401, 403, 404, 429, 500, 503)] == [
+        "denied", "denied", "missing", "transient", "transient", "transient"]
+    assert classify(ConnectionResetError()) == "transient" and classify(TimeoutError()) == "transient"
+    assert classify(OSError(errno.EIO, "short read")) == "transient"
+    assert classify(ValueError("a bug")) is None  # not a store fault: raised as it is

@@ -19,7 +19,8 @@ times, alternating, the fastest kept):
 
 Reports MB/s of text (the UTF-8 bytes of the text column) and the load average before each row.
 moto's server is pure Python (Werkzeug), so it bounds what any client gets here: the figures
-compare the layers' overheads on one machine, not what S3 itself delivers.
+compare the layers' overheads on one machine, not what S3 itself delivers. Needs the dev extra
+(moto[server], boto3, s3fs: ``pip install -e '.[dev]'``).
 """
 from __future__ import annotations
 

@@ -120,7 +120,7 @@ class Store:
         """The environment of a run: the standard AWS_* variables only (no ~/.aws)."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "TOKTOK_"))}
         env.update(AWS_ACCESS_KEY_ID=self.key_id, AWS_SECRET_ACCESS_KEY=self.secret, AWS_DEFAULT_REGION=REGION,
-                   AWS_ENDPOINT_URL=endpoint or self.endpoint, HOME=str(home), TOKTOK_REMOTE_RETRIES="2")
+                   AWS_ENDPOINT_URL=endpoint or self.endpoint, HOME=str(home))
         env.update(extra)
         return env
 
@@ -480,7 +480,7 @@ def test_store_down_mid_read_then_resume(store, full_ref, home, tmp_path):
     total = _bytes_before_last_file(store, home, tmp_path)
     proxy = Proxy(store.port, down_after=int(total * 0.85))
     try:
-        env = store.env(home, proxy.endpoint, TOKTOK_CHECKPOINT_SECONDS="0")
+        env = store.env(home, proxy.endpoint, TOKTOK_CHECKPOINT_SECONDS="0", TOKTOK_REMOTE_RETRIES="2")
         out = tmp_path / "tok"
         args = [*FULL, "--out", out, "--merges", "300"]
         t0 = time.monotonic()

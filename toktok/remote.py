@@ -280,6 +280,7 @@ def resolve(source: str, options: dict | None = None) -> list:
     name = display(source)
     scheme = scheme_of(source) or ""
     fs, path = filesystem(source, options)
+    fs.invalidate_cache()  # list afresh: a cached listing (same process) would hide a changed ETag
     web = SCHEMES.get(scheme, ("",))[0] == "http"
     found: list[tuple[str, str, dict]] = []  # (display URL, key, listing info)
     if _has_magic(urlsplit(source).path if web else source.split("://", 1)[1]):

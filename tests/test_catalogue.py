@@ -433,6 +433,13 @@ CATALOGUE = [
          "expected a whole number"),
     Case("config-wrong-type-list", _cfg("special_tokens: '<|x|>'\n" + PHASE, ["special_tokens"]), "expected a list"),
     Case("config-not-yaml", _cfg("verbose: yes: no\n" + PHASE, ["run.yaml:2:", "not valid YAML"]), "fix the file there"),
+    # URL sources that need no store to fail (the store's faults are in tests/test_remote.py)
+    Case("url-unsupported-scheme", lambda d: (["ftp://example.org/a.parquet"], ["ftp://example.org/a.parquet", "ftp://"]),
+         "use s3://, gs://, az://, abfs://, hf://, https:// or a local path"),
+    Case("config-storage-options-not-a-mapping",
+         _cfg("storage_options: my-secret-key\n" + PHASE, ["storage_options", "expected a mapping"]), "name: value lines"),
+    Case("config-source-storage-options-list",
+         _cfg(PHASE + "        storage_options: [a, b]\n", ["phases[0].sources[0].storage_options"]), "name: value lines"),
     # DuckDB's memory limit too small to work: refused before any work
     Case("memory-limit-too-small", _opts("--memory-limit", "1MB", needles=["--memory-limit 1MB"]), "pass at least 16MiB"),
     # ... or beyond the machine (beyond 2^64 bytes DuckDB could not even parse it: a traceback)
@@ -755,3 +762,12 @@ def test_resource_error_names_the_folder(tmp_path, kind, message, needles):
     for n in needles:
         assert n.format(d=tmp_path) in str(te), str(te)
     assert resource_error(duckdb.CatalogException("Catalog Error: no table"), tmp_path / "run.duckdb") is None
+
+
+def test_a_malformed_storage_options_value_is_not_echoed(tmp_path):
+    """The value may be a secret pasted in the wrong place: the line names the key, not the value."""
+    good = _good(tmp_path)
+    p = _config(tmp_path, "storage_options: s3cr3t-VALUE\n" + PHASE.format(good=good))
+    r = _train("--config", p, "--out", tmp_path / "o")
+    line = _one_error_line(r, ["storage_options"], "name: value lines")
+    assert "s3cr3t-VALUE" not in line

@@ -195,7 +195,7 @@ def test_budget_is_shared_by_weights(tmp_path):
     # the documents taken are the reservoir's: the same sample as one taken directly
     docs = pl.read_parquet(sample)["text"]
     r = Reservoir(40_000, seed=4)
-    r.offer(sample, 0, docs)
+    r.offer(sample, 0, docs, key="sample.parquet")  # a document's identity: (the file's key, row)
     assert int(r.finish()["bytes"].sum()) == taken[sample][1]
 
 def test_sampled_runs_are_byte_identical_for_a_seed(tmp_path):

@@ -260,16 +260,19 @@ def test_left_out_of_weighted_reservoirs_is_exact(tmp_path):
 
 def _sequential_sample(sources, capacity, seed, batch_bytes):
     """The sample pass's definition: every file in order, documents numbered in the file, read by
-    ``Corpus.batches`` (text files in chunks of ``min(batch_bytes, max(4096, capacity // 64))``)."""
+    ``Corpus.batches`` (text files in chunks of ``min(batch_bytes, max(4096, capacity // 64))``),
+    each document's identity (the file's key, row)."""
+    from toktok.engine import doc_keys
     from toktok.read import Corpus
 
     res = Reservoir(capacity, seed)
+    keys = doc_keys(sources)
     for src in sources:
         for f in src.corpus.files:
             step = min(batch_bytes, max(1 << 12, capacity // 64)) if f.kind == "txt" else batch_bytes
             row = 0
             for batch in Corpus([f], src.corpus.text_column, src.corpus.bad_utf8).batches(step):
-                res.offer(f.path, row, batch.texts)
+                res.offer(f.path, row, batch.texts, key=keys[f.path])
                 row += batch.texts.len()
     return res
 
@@ -345,3 +348,76 @@ def test_parity_sample_keeps_no_batch_alive():
     assert ps.df.height == 64 and ps.df["text"][0].startswith("19999 ")
     del texts
     assert pa.total_allocated_bytes() - before < 1 << 20
+
+
+# --- a document's identity: (the file's key below its source, row), not where the corpus lives -----
+
+
+def test_source_key_is_the_part_the_source_did_not_spell_out(tmp_path, monkeypatch):
+    from toktok.read import resolve_sources, source_key
+
+    assert source_key("data/**/*.parquet", "data/en/a.parquet") == "en/a.parquet"
+    assert source_key("/mnt/x/data/*.parquet", "/mnt/x/data/a.parquet") == "a.parquet"
+    assert source_key("*.txt", "a.txt") == "a.txt"
+    assert source_key("data/a.parquet", "data/a.parquet") == "a.parquet"
+    assert source_key("data/b", "data/a.parquet") is None  # not below that source
+    d = tmp_path / "corpus"
+    (d / "en").mkdir(parents=True)
+    for p in ("en/a.txt", "b.txt"):
+        (d / p).write_text("x")
+    monkeypatch.chdir(tmp_path)
+    forms = [[str(d)], ["corpus"], ["./corpus/"], [str(d / "**/*.txt")], ["corpus/*"], ["corpus/**"]]
+    for form in forms:
+        assert [f.key for f in resolve_sources(form)] == ["b.txt", "en/a.txt"], form
+    assert sorted(f.key for f in resolve_sources(["corpus/en/a.txt", str(d / "b.txt")])) == ["a.txt", "b.txt"]
+
+
+def test_doc_keys_are_unique_within_a_phase(tmp_path):
+    from toktok.engine import Source, doc_keys
+    from toktok.read import read_corpus
+
+    for sub in ("en", "code"):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "shard0.txt").write_text(sub)
+    srcs = [Source(read_corpus([str(tmp_path / s / "shard0.txt")])) for s in ("en", "code")]
+    keys = doc_keys(srcs)
+    assert keys == {str(tmp_path / "en/shard0.txt"): "shard0.txt", str(tmp_path / "code/shard0.txt"): "shard0.txt#2"}
+    # so their documents do not share hashes, which would sample the same rows of both
+    assert doc_hashes(keys[str(tmp_path / "en/shard0.txt")], 0, 4, 0).tolist() != doc_hashes("shard0.txt#2", 0, 4, 0).tolist()
+
+
+def test_a_moved_or_relatively_named_corpus_samples_the_same(tmp_path, monkeypatch):
+    """The same files in another folder, named by an absolute path, a relative path or a glob:
+    a sampled run (every file sampled) writes the same tokenizer, byte for byte."""
+    import shutil
+
+    import duckdb
+
+    from toktok.config import PhaseConfig, SourceConfig, TrainConfig
+    from toktok.pipeline import train
+
+    first = tmp_path / "one" / "corpus"
+    (first / "more").mkdir(parents=True)
+    for name in ("sample.parquet", "notes.txt", "extra.jsonl"):
+        shutil.copy(FIXTURES / name, first / name)
+    shutil.copy(FIXTURES / "extra.jsonl", first / "more" / "extra.jsonl")  # the same name one level down
+    moved = tmp_path / "two" / "deeper" / "corpus"
+    shutil.copytree(first, moved)
+
+    def run(name: str, *sources: str, seed: int = 5) -> tuple[bytes, bytes]:
+        out = tmp_path / "out" / name
+        ph = PhaseConfig("main", 300, [SourceConfig(s) for s in sources], budget="150KB")
+        train(TrainConfig(out=str(out), seed=seed, phases=[ph]))
+        con = duckdb.connect(str(out / "run.duckdb"), read_only=True)
+        sampled = con.execute("select count(*) from inputs where text_bytes < bytes_seen").fetchone()[0]
+        con.close()
+        assert sampled == 4, name  # every file was sampled: the sample decides the tokenizer
+        return (out / "tokenizer.tiktoken").read_bytes(), (out / "tokenizer.json").read_bytes()
+
+    ref = run("abs", str(first))
+    assert run("moved", str(moved)) == ref
+    monkeypatch.chdir(moved.parent)
+    assert run("relative", "corpus") == ref
+    assert run("glob", "corpus/**") == ref
+    assert run("dot", "./corpus/") == ref
+    assert run("seed", "corpus", seed=6)[0] != ref[0]  # another sample: the comparisons above could fail

@@ -23,7 +23,7 @@ The config file takes toktoktok's schema unchanged plus toktok's own keys::
             text_column: body            # toktok: Parquet column / JSONL field
         budget: 50MB                     # toktok: text to read in this phase
     # toktok's own top-level keys: seed, text_column, budget, hardcoded, bad_utf8,
-    # engine (local/ray), ray_address, roles
+    # engine (local/ray), ray_address, roles, storage_options (for URL sources; also per source)
 
 Relative paths are taken as they are, i.e. against the current directory; ``~`` is expanded.
 Example: ``parse_size("512MB") == 512 * 1000**2``.
@@ -148,6 +148,7 @@ class SourceConfig:
     weight: float | None = None
     text_column: str | None = None
     kind: str = "path"
+    storage_options: dict | None = None  # for a URL source: over the run's, key by key
 
 
 @dataclass
@@ -208,6 +209,7 @@ class TrainConfig:
     def name_of(self, key: str) -> str:
         """How the user gave option ``key``: ``--threads``, or ``run.yaml: threads:`` from a config."""
         return self.given_as.get(key) or ("output" if key == "output" else "--" + key.replace("_", "-"))
+    storage_options: dict | None = None  # options of the store clients of URL sources (toktok.remote)
 
     def phase_list(self) -> list[PhaseConfig]:
         """The phases to run, in order (the single "main" phase when none are configured)."""
@@ -280,6 +282,12 @@ class TrainConfig:
             require_ray()  # a ConfigError naming the install command, before any work
         if self.budget is not None and parse_size(self.budget) <= 0:
             raise ConfigError(f"{self.name_of('budget')} {self.budget!r} must be more than 0 bytes")
+        for where, opts in [("storage_options", self.storage_options)] + [
+                (f"phases[{k}].sources[{j}].storage_options", src.storage_options)
+                for k, ph in enumerate(self.phases) for j, src in enumerate(ph.sources)]:
+            if opts is not None and (not isinstance(opts, dict) or not all(isinstance(x, str) for x in opts)):
+                raise ConfigError(f"{where}: expected a mapping of option names to values, e.g. "
+                                  "{'endpoint_url': 'http://127.0.0.1:9000'}")
         if isinstance(self.threads, bool) or not isinstance(self.threads, int):
             raise ConfigError(f"{self.name_of('threads')} {self.threads!r} is not a whole number; "
                               "pass a count, or -1 for all cores")
@@ -336,9 +344,23 @@ class TrainConfig:
     def tiktoken_path(self) -> Path:
         return Path(self.out) / self.tiktoken_name
 
+    def source_options(self, src: SourceConfig) -> dict:
+        """The storage options of one source: the run's, then the source's own on top."""
+        return {**(self.storage_options or {}), **(src.storage_options or {})}
+
     def to_dict(self) -> dict:
+        """The config as it may be written down: storage options and the secret parts of URLs
+        redacted (``toktok.remote.redact``)."""
+        from .remote import redact
+
         d = asdict(self)
         del d["given_as"]
+        d["storage_options"] = redact(d["storage_options"])
+        d["sources"] = redact(d["sources"])
+        for ph in d["phases"]:
+            for src in ph["sources"]:
+                src["path"] = redact(src["path"])
+                src["storage_options"] = redact(src["storage_options"])
         return d
 
 
@@ -372,9 +394,10 @@ _TOP_KEYS = {
     "output", "working_set_mb", "threads", "verbose", "special_tokens", "warm_start", "phases",
     # toktok's own
     "seed", "text_column", "budget", "hardcoded", "bad_utf8", "engine", "ray_address", "roles",
+    "storage_options",
 }
 _PHASE_KEYS = {"name", "merges", "sources", "budget"}
-_SOURCE_KEYS = {"path", "file", "weight", "text_column"}
+_SOURCE_KEYS = {"path", "file", "weight", "text_column", "storage_options"}
 _WARM_KEYS = {"file"}
 
 
@@ -568,6 +591,7 @@ def load_config(path: str | os.PathLike) -> TrainConfig:
             raise top.error(f"{v!r}: use local or ray", "engine")
         cfg.engine = v
     cfg.ray_address = top.str("ray_address")
+    cfg.storage_options = _options(top)
 
     specials = top.list("special_tokens") or []
     for k, s in enumerate(specials):
@@ -633,7 +657,19 @@ def _source(file: str, where: str, raw: Any) -> SourceConfig:
         raise src.error("give exactly one of path: (file, folder or glob) or file:")
     if one is not None and os.path.isdir(one):
         raise src.error(f"{one!r} is a folder; use path: for folders and globs", "file")
-    return SourceConfig(path or one, src.number("weight"), src.str("text_column"), "path" if path else "file")
+    return SourceConfig(path or one, src.number("weight"), src.str("text_column"), "path" if path else "file",
+                        _options(src))
+
+
+def _options(doc: _Doc) -> dict | None:
+    """``storage_options``: a mapping of option names (passed to the store's client as they are)."""
+    v = doc.raw("storage_options")
+    if v is None:
+        return None
+    if not isinstance(v, dict) or not all(isinstance(k, str) for k in v):
+        # the value is not shown: it may hold a secret
+        raise doc.error("expected a mapping of option names to values (name: value lines)", "storage_options")
+    return dict(v)
 
 
 def build_config(config: str | None, sources: list[str], overrides: dict[str, Any]) -> TrainConfig:

@@ -6,7 +6,8 @@ is counted. Reads the phase's :class:`~toktok.read.Corpus` objects; writes nothi
 a :class:`PhaseCount` (word table, per-file bytes seen and counted, the parity sample) that the
 pipeline stores. Another engine (``toktok.engine_ray``) must return the same ``PhaseCount`` for the
 same sources, seed and capacity: everything here depends only on the set of documents, their
-identities (path, row) and the seed, never on batch boundaries or reading order.
+identities (key, row: :func:`doc_keys`) and the seed, never on batch boundaries, reading order or
+where the files are.
 Example: ``count_phase([Source(read_corpus(["data_fixtures/"]))], seed=0).words.height > 0``.
 """
 from __future__ import annotations
@@ -65,6 +66,23 @@ class PhaseCount:
     parity: pl.DataFrame
     seconds: dict[str, float] = field(default_factory=dict)
     held_out: pl.DataFrame | None = None
+
+
+def doc_keys(sources: list[Source]) -> dict[str, str]:
+    """Each file's part of its documents' identities, by path: its ``SourceFile.key`` (the path
+    below the source that named it, so the same files give the same keys in any folder or
+    bucket); a key that an earlier file of the phase (in source, then file order) already has
+    gets ``#2``, ``#3``, ... so that no two files of a phase share one.
+    Example: ``doc_keys([Source(read_corpus(["a/x.txt"])), Source(read_corpus(["b/x.txt"]))])
+    == {"a/x.txt": "x.txt", "b/x.txt": "x.txt#2"}``."""
+    out: dict[str, str] = {}
+    seen: dict[str, int] = {}
+    for src in sources:
+        for f in src.corpus.files:
+            k = f.key or f.path
+            n = seen[k] = seen.get(k, 0) + 1
+            out.setdefault(f.path, k if n == 1 else f"{k}#{n}")
+    return out
 
 
 def empty_used() -> dict[str, int]:
@@ -156,6 +174,7 @@ def sample_pass(
     # Files are read in parallel (Parquet decoding and UTF-8 checks release the GIL), each by one
     # thread in file order, straight from Arrow: only the kept pieces are copied (sample.py). The
     # sample does not depend on the order in which files finish.
+    keys = doc_keys(sources)
     jobs = [(src.corpus, f, res) for src, res in zip(sources, pools) for f in src.corpus.files]
     for _, f, res in jobs:  # per-file statistics in file order, whichever file finishes first
         res.stats.setdefault(f.path, SourceStats())
@@ -174,14 +193,14 @@ def sample_pass(
         # small enough that the sample can take some of them; the chunk size is part of the
         # pieces' identities, so it does not depend on the number of threads
         step = min(batch_bytes, max(1 << 12, capacity // 64)) if f.kind == "txt" else per_worker
-        row = 0  # documents are identified by (path, index in the file), whatever the batching
+        row = 0  # documents are identified by (key, index in the file), whatever the batching
         if abort.is_set() or first_error[0] < i:
             return
         try:
             for texts in corpus.arrow_texts(f, step):
                 if abort.is_set() or first_error[0] < i:  # the error of an earlier file wins
                     return
-                res.offer(f.path, row, texts)
+                res.offer(f.path, row, texts, key=keys[f.path])
                 row += len(texts)
                 read[0] += texts.nbytes
                 if read[0] >= tidy_every:  # give the free heap back now and then (roomy_heap)
@@ -236,6 +255,7 @@ def _batches(
     Without a ``capacity`` every document is read (from file ``state.files_done`` on); with one,
     only the reservoirs' sample (``state.sample`` when a resumed run has it)."""
     if capacity is None:
+        keys = doc_keys(sources)
         done = 0
         k = 0
         for src in sources:
@@ -248,7 +268,7 @@ def _batches(
                 for batch in c.batches(batch_bytes):
                     n = batch.texts.len()
                     rows = np.arange(batch.first_row, batch.first_row + n, dtype=np.int64) << 20
-                    yield batch.texts, doc_hashes(batch.path, batch.first_row, n, seed), rows, done, batch.path
+                    yield batch.texts, doc_hashes(keys[f.path], batch.first_row, n, seed), rows, done, batch.path
                 st = c.stats.get(f.path, {})
                 u = {"docs": st.get("docs", 0), "bytes": st.get("bytes", 0)}
                 yield _FILE_DONE, k, f.path, {**u, "docs_seen": u["docs"], "bytes_seen": u["bytes"]}
@@ -356,5 +376,5 @@ def _sum_counts(a: pl.DataFrame, b: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([a.select("word", "count"), b.select("word", "count")]).group_by("word").agg(pl.col("count").sum())
 
 
-__all__ = ["count_phase", "CountState", "PhaseCount", "Source", "ParitySample", "sample_pass", "prefetch", "PARITY_DOCS",
-           "left_out_of"]
+__all__ = ["count_phase", "CountState", "PhaseCount", "Source", "ParitySample", "sample_pass", "prefetch", "doc_keys",
+           "PARITY_DOCS", "left_out_of"]

@@ -3,8 +3,11 @@ over Ray tasks, with the same result as the local engine (:mod:`toktok.engine`).
 
 Owns how a phase is cut into work units and how their partial results are merged back. A unit is
 one file, or a range of row groups of a Parquet file whose text column has no nulls (its rows are
-then numbered exactly as in the whole file). Reads the phase's files on the workers (local paths:
-on a multi-node cluster every node must see them at the same path); returns a
+then numbered exactly as in the whole file), planned on the driver from the Parquet footers. Reads
+the phase's files on the workers: objects in a store (``s3://`` ...) straight from the store, each
+unit carrying the URL and storage options (so no shared file system is needed; credentials not
+in the options come from each node's environment); local paths must be seen by every node at the
+same path. Returns a
 :class:`~toktok.engine.PhaseCount` equal to ``toktok.engine.count_phase``'s for the same sources,
 seed and capacity: the same word table (byte for byte), the same per-file ``used`` statistics and
 the same parity frame. Without a capacity each unit counts its documents and sends back an Arrow
@@ -37,7 +40,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from .engine import ParitySample, PhaseCount, Progress, Source, empty_used, left_out_of
+from . import remote
+from .engine import ParitySample, PhaseCount, Progress, Source, doc_keys, empty_used, left_out_of
 from .errors import ConfigError, InputError, ResourceError, ToktokError
 from .read import Batch, Corpus, SourceFile, _one_line, _open_parquet, _Packer
 from .sample import Reservoir, SourceStats, doc_hashes
@@ -190,6 +194,8 @@ class Unit:
     groups: tuple[int, ...] | None = None
     first_row: int = 0
     share: float = 1.0  # the unit's share of the file, for progress
+    key: str = ""  # the file's part of its documents' identities (engine.doc_keys)
+    location: tuple | None = None  # an object in a store: (URL, storage options, size) to open it
 
 
 def _row_ranges(f: SourceFile, corpus: Corpus, unit_bytes: int) -> list[tuple[tuple[int, ...], int, float]] | None:
@@ -233,12 +239,15 @@ def _row_ranges(f: SourceFile, corpus: Corpus, unit_bytes: int) -> list[tuple[tu
 def plan_units(sources: list[Source], weighted: bool, unit_bytes: int = UNIT_BYTES) -> list[Unit]:
     """The phase's files as work units, in source and file order."""
     cwd = os.getcwd()
+    keys = doc_keys(sources)
     units = []
     for si, src in enumerate(sources):
         c = src.corpus
         for f in c.files:
+            where = remote.location(f.path) if remote.is_url(f.path) else None
             base = dict(path=f.path, kind=f.kind, size=f.size, text_column=c.text_column,
-                        bad_utf8=c.bad_utf8, cwd=cwd, group=si if weighted else 0)
+                        bad_utf8=c.bad_utf8, cwd=cwd, group=si if weighted else 0, key=keys[f.path],
+                        location=where)
             ranges = _row_ranges(f, c, unit_bytes)
             if ranges is None:
                 units.append(Unit(**base))
@@ -248,10 +257,13 @@ def plan_units(sources: list[Source], weighted: bool, unit_bytes: int = UNIT_BYT
 
 
 def _open_unit(unit: Unit) -> Corpus:
-    """The unit's file as a one-file Corpus, relative paths taken against the driver's folder."""
-    if not os.path.isabs(unit.path) and os.path.isdir(unit.cwd) and os.getcwd() != unit.cwd:
+    """The unit's file as a one-file Corpus, relative paths taken against the driver's folder, an
+    object in a store opened as the driver would."""
+    if unit.location is not None:
+        remote.register(unit.path, *unit.location)
+    elif not os.path.isabs(unit.path) and os.path.isdir(unit.cwd) and os.getcwd() != unit.cwd:
         os.chdir(unit.cwd)
-    return Corpus([SourceFile(unit.path, unit.kind, unit.size)], unit.text_column, unit.bad_utf8)
+    return Corpus([SourceFile(unit.path, unit.kind, unit.size, key=unit.key)], unit.text_column, unit.bad_utf8)
 
 
 def _range_reads(corpus: Corpus, unit: Unit, batch_bytes: int,
@@ -328,7 +340,7 @@ def _count_unit(unit: Unit, specials: list[str], seed: int, batch_bytes: int, th
         n = batch.texts.len()
         counter.add(batch.texts)
         rows = np.arange(batch.first_row, batch.first_row + n, dtype=np.int64) << 20
-        parity.offer(doc_hashes(batch.path, batch.first_row, n, seed), batch.path, rows, batch.texts)
+        parity.offer(doc_hashes(unit.key, batch.first_row, n, seed), batch.path, rows, batch.texts)
     return _words_arrow(counter.result()), _parity_arrow(parity), st
 
 
@@ -344,9 +356,9 @@ def _sample_unit(unit: Unit, res_capacity: int, capacity: int, seed: int, batch_
     res.threshold = np.uint64(threshold)
     # a text file is one document sampled in pieces: the same pieces as sample_pass
     step = min(batch_bytes, max(1 << 12, capacity // 64)) if unit.kind == "txt" else batch_bytes
-    row = unit.first_row  # documents are (path, index among the file's texts), as in sample_pass
+    row = unit.first_row  # documents are (key, index among the file's texts), as in sample_pass
     for texts in _unit_texts(unit, step):
-        res.offer(unit.path, row, texts)
+        res.offer(unit.path, row, texts, key=unit.key)
         row += len(texts)
     df = res.finish().with_columns(pl.col("source").cast(pl.String))
     seen = {k: (s.docs_seen, s.bytes_seen) for k, s in res.stats.items()}

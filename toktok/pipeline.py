@@ -39,6 +39,7 @@ from ._kernels import release_llvm_pages
 from .budget import BudgetPlan, cap_words, plan_budget
 from .engine import CountState, ParitySample, Source, count_phase
 from .read import read_corpus
+from .remote import redact
 from .store import RunStore
 from .verify import verify
 from .vocab import PATTERN, Vocab, hardcoded_tokens
@@ -235,10 +236,14 @@ class _Checkpoints:
 
 
 def _fingerprint(sources: list[Source]) -> list[list]:
-    """The files a phase reads as (path, size, modification time): a resumed phase must find them unchanged."""
+    """The files a phase reads as (path, size, modification time), objects in a store as (URL,
+    size, ETag): a resumed phase must find them unchanged."""
     out = []
     for src in sources:
         for f in src.corpus.files:
+            if f.etag is not None:
+                out.append([f.path, f.size, f.etag])
+                continue
             try:
                 mtime = os.stat(f.path).st_mtime_ns
             except OSError:
@@ -289,8 +294,8 @@ def _vocab_table(vocab: Vocab, kinds: list[str], phases: list[str | None]) -> pa
 
 def _resolve_phase(cfg: TrainConfig, phase: PhaseConfig) -> list[Source]:
     """Resolve every source of ``phase``; fails on a bad path before any work."""
-    return [Source(read_corpus([src.path], text_column=src.text_column or cfg.text_column, bad_utf8=cfg.bad_utf8),
-                   src.weight) for src in phase.sources]
+    return [Source(read_corpus([src.path], text_column=src.text_column or cfg.text_column, bad_utf8=cfg.bad_utf8,
+                               storage_options=cfg.source_options(src)), src.weight) for src in phase.sources]
 
 
 def _phase_capacity(cfg: TrainConfig, phase: PhaseConfig, plan: BudgetPlan | None) -> int | None:
@@ -582,7 +587,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = 
                 docs = sum(u["docs"] for u in used.values())
                 text_bytes = sum(u["bytes"] for u in used.values())
                 if table.height == 0:
-                    paths = ", ".join(s.path for s in phase.sources)
+                    paths = ", ".join(redact(s.path) for s in phase.sources)
                     n_files = sum(len(s.corpus.files) for s in sources)
                     raise InputError(
                         f"{where}{paths}: the corpus is empty (no text in {n_files} file(s)); "
@@ -688,7 +693,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = 
              "reused_merges": s.reused_merges, "words": s.words, "docs": s.docs, "text_bytes": s.text_bytes,
              "first_id": s.first_id, "budget": cfg.phase_budget(ph), "seconds": sum(s.seconds.values()),
              "seconds_count": s.seconds["count"], "seconds_merge": s.seconds["merge"],
-             "sources": [{"path": src.path, "weight": src.weight} for src in ph.sources]}
+             "sources": [{"path": redact(src.path), "weight": src.weight} for src in ph.sources]}
             for s, ph in zip(summaries, phases)
         ])
 

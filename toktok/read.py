@@ -2,8 +2,9 @@
 
 Owns: resolving sources (files, directories, ``**`` globs expanded here so they work quoted),
 the supported formats (``.parquet``, ``.jsonl``, ``.jsonl.zst``, ``.txt``), UTF-8 validation and
-the ``bad_utf8`` policy, and cutting big ``.txt`` files at pre-tokenizer-safe points.
-Reads: the source files, streamed: memory is a few times ``batch_bytes`` (or the largest
+the ``bad_utf8`` policy, and cutting big ``.txt`` files at pre-tokenizer-safe points. URL
+sources (``s3://``, ``gs://``, ``az://``, ``hf://``, ``https://``) are found and opened by
+``toktok.remote`` and read by the same readers. Reads: the source files, streamed: memory is a few times ``batch_bytes`` (or the largest
 document), not the file size. Writes: nothing; it yields :class:`Batch` objects whose ``texts``
 is a Polars ``String`` Series, and records per-file counts in ``Corpus.stats``.
 
@@ -35,6 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import regex
 
+from . import remote
 from .errors import ConfigError, InputError
 
 #: File kinds by name suffix (checked in this order, so ``.jsonl.zst`` wins over ``.zst``).
@@ -67,11 +69,18 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 @dataclass
 class SourceFile:
-    """One input file: ``SourceFile("data/a.parquet", "parquet", 1234)``; size is bytes on disk."""
+    """One input file: ``SourceFile("data/a.parquet", "parquet", 1234)``; size is bytes on disk.
+
+    ``key`` is the part of the path the user did not spell out, the file's part of its documents'
+    identity (``source_key``): ``a.parquet`` whether the corpus is ``data/``, ``/mnt/x/data/*.parquet``
+    or ``s3://bucket/data/``. ``etag`` is an object's version tag in a store (None for local files).
+    """
 
     path: str
     kind: str  # "parquet" | "jsonl" | "jsonl.zst" | "txt"
     size: int
+    key: str = ""
+    etag: str | None = None
 
 
 @dataclass
@@ -336,13 +345,17 @@ def _unsupported(src: str) -> str:
     return f"{src}: unsupported file type; use {_SUPPORTED}"
 
 
-def resolve_sources(sources: list[str], *, skipped: list[str] | None = None) -> list[SourceFile]:
+def resolve_sources(sources: list[str], *, skipped: list[str] | None = None,
+                    storage_options: dict | None = None) -> list[SourceFile]:
     """Expand files, directories (recursive) and globs (``**`` = any depth) into files.
 
     Files are deduplicated (by real path) and sorted by path, so runs are reproducible.
     Folders and ``**`` globs follow symlinks, list each real folder once and take regular files
     only (see :class:`_Resolver`); what they leave out (files of other types, dangling links,
-    FIFOs, folders reached twice) is appended to ``skipped`` as warning lines.
+    FIFOs, folders reached twice) is appended to ``skipped`` as warning lines. URL sources
+    (``s3://``, ``gs://``, ``az://``, ``hf://``, ``https://``) are listed on their store
+    (:func:`toktok.remote.resolve`, ``storage_options`` go to its client); each file gets its
+    identity ``key`` (:func:`source_key`).
     Example: ``resolve_sources(["data/**/*.parquet"])`` -> ``[SourceFile("data/a.parquet", ...)]``.
     Raises InputError for a missing path, an unsupported or irregular file, a directory without
     supported files, or a glob matching none.
@@ -353,7 +366,11 @@ def resolve_sources(sources: list[str], *, skipped: list[str] | None = None) -> 
         raise ConfigError("no corpus sources given; pass files, directories or globs such as "
                           "'data/**/*.parquet'")
     paths: list[str] = []
+    urls: dict[str, SourceFile] = {}
     for src in map(os.fspath, sources):
+        if remote.is_url(src):
+            urls.update((f.path, f) for f in remote.resolve(src, storage_options) if f.path not in urls)
+            continue
         expanded = os.path.expanduser(src)
         if os.path.isdir(expanded):
             r = _Resolver(src)
@@ -398,7 +415,35 @@ def resolve_sources(sources: list[str], *, skipped: list[str] | None = None) -> 
         except OSError as e:
             raise InputError(f"{p}: cannot stat ({e.strerror}); check permissions") from None
         out.append(SourceFile(p, kind_of(p) or "", size))
-    return out
+    return _with_keys(out, sources) + sorted(urls.values(), key=lambda f: f.path)
+
+
+def source_key(source: str, path: str) -> str | None:
+    """The part of a local ``path`` that ``source`` did not spell out, None if ``source`` does not
+    name it: below a folder source, the path inside it; below a glob, the path after the glob's
+    leading folders without wildcards; a file source, the file's name. "/"-separated.
+    Example: ``source_key("data/**/*.parquet", "data/en/a.parquet") == "en/a.parquet"``."""
+    src = os.path.normpath(os.path.expanduser(os.fspath(source)))
+    path = os.path.normpath(path)
+    if src == path and not os.path.isdir(src):
+        return os.path.basename(path)
+    if _has_magic(src) and not os.path.exists(src):
+        parts = src.split(os.sep)
+        k = next(i for i, part in enumerate(parts) if _has_magic(part))
+        src = os.sep.join(parts[:k]) or (os.sep if src.startswith(os.sep) else ".")
+    rel = os.path.relpath(path, src)
+    if rel == "." or rel == ".." or rel.startswith(".." + os.sep):
+        return None
+    return rel.replace(os.sep, "/")
+
+
+def _with_keys(files: list[SourceFile], sources: list[str]) -> list[SourceFile]:
+    """Set each file's ``key``: from the first source that names it (else its file name)."""
+    local = [s for s in map(os.fspath, sources) if not remote.is_url(s)]
+    for f in files:
+        if not f.key:
+            f.key = next((k for s in local if (k := source_key(s, f.path))), os.path.basename(f.path))
+    return files
 
 
 def _split_point(text: str | bytes | bytearray, start: int = 0) -> int:
@@ -809,7 +854,7 @@ def _open_parquet(path: str, col: str) -> pq.ParquetFile:
     try:
         # buffer_size streams pages instead of loading a whole column chunk (a row group can be
         # the whole file), so memory stays ~batch_bytes.
-        pf = pq.ParquetFile(path, buffer_size=1 << 20)
+        pf = remote.parquet_file(path) if remote.is_url(path) else pq.ParquetFile(path, buffer_size=1 << 20)
         schema = pf.schema_arrow
     except (pa.ArrowException, OSError) as e:
         raise InputError(f"{path}: not a readable Parquet file ({_one_line(e)}); the file is "
@@ -898,8 +943,14 @@ def open_regular(path: str):
 
     A FIFO opened for reading blocks until a writer comes (for ever), and a device may do
     anything: the open is non-blocking and the opened file is checked before it is used.
-    Example: ``with open_regular("a.txt") as fh: fh.read()``.
+    Example: ``with open_regular("a.txt") as fh: fh.read()``; a URL opens the object on its
+    store (``toktok.remote``), streamed.
     """
+    if remote.is_url(path):
+        try:
+            return remote.open_file(path)
+        except OSError as e:
+            raise InputError(f"{path}: cannot open ({e.strerror or e}); check the URL and credentials") from None
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
@@ -942,13 +993,14 @@ def _first_bad_utf8(path: str, size: int = 1 << 24) -> int | None:
 
 
 def read_corpus(sources: list[str], text_column: str = "text",
-                bad_utf8: str = "error") -> Corpus:
+                bad_utf8: str = "error", *, storage_options: dict | None = None) -> Corpus:
     """Resolve ``sources`` and return a :class:`Corpus` to iterate; nothing is read yet except
     Parquet footers, so a missing column fails before any work.
 
     ``text_column`` names the Parquet column / JSONL field; ``bad_utf8`` is "error" (InputError
     naming file and byte offset), "replace" (U+FFFD) or "skip" (drop the document, counted in
-    ``stats[path]["skipped"]``); ``corpus.warnings`` says what the folders and globs left out.
+    ``stats[path]["skipped"]``); ``corpus.warnings`` says what the folders and globs left out;
+    ``storage_options`` go to the client of URL sources (``toktok.remote``).
     Example: ``read_corpus(["data/"], text_column="content")``.
     """
     if bad_utf8 not in BAD_UTF8_POLICIES:
@@ -956,7 +1008,7 @@ def read_corpus(sources: list[str], text_column: str = "text",
     if not isinstance(text_column, str) or not text_column:
         raise ConfigError(f"text_column={text_column!r}: must be a non-empty column name")
     skipped: list[str] = []
-    files = resolve_sources(sources, skipped=skipped)
+    files = resolve_sources(sources, skipped=skipped, storage_options=storage_options)
     for f in files:
         if f.kind == "parquet":
             _open_parquet(f.path, text_column)

@@ -1,8 +1,10 @@
 """Sample: a seeded, mergeable, byte-bounded sample of documents (the sample stage).
 
 Owns which documents are trained on when the corpus is larger than the budget allows. Reads
-batches of documents with their identity (source path, row); keeps those whose seeded hash of the
-identity is smallest, as many as fit in ``capacity`` bytes of text ("bottom-k by bytes"). The
+batches of documents with their identity (the file's key, row): the key is the part of the file's
+path that its source did not spell out (``SourceFile.key``: ``a.parquet`` for ``data/a.parquet``
+named by ``data/``, ``/mnt/data/*.parquet`` or ``s3://b/data/``), so the sample does not depend
+on where the corpus lives. Keeps the documents whose seeded hash of the identity is smallest, as many as fit in ``capacity`` bytes of text ("bottom-k by bytes"). The
 sample depends only on the seed and the set of documents, not on batch boundaries or order, so
 samples taken by parallel workers merge (``Reservoir.merge``) into exactly the one-process sample.
 A document above the current threshold is dropped before its text is copied or pre-tokenized.
@@ -59,19 +61,20 @@ def _splitmix(x: np.ndarray) -> np.ndarray:
         return x ^ (x >> np.uint64(31))
 
 
-def _source_salt(source: str, seed: int) -> np.uint64:
-    """A 64-bit salt from the source's name and the seed (FNV-1a, stable across runs and machines)."""
+def _source_salt(key: str, seed: int) -> np.uint64:
+    """A 64-bit salt from a file's key and the seed (FNV-1a, stable across runs and machines)."""
     h = 0xCBF29CE484222325 ^ (seed & 0xFFFFFFFFFFFFFFFF)
-    for b in source.encode():
+    for b in key.encode():
         h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
     return np.uint64(h)
 
 
-def doc_hashes(source: str, first_row: int, n: int, seed: int) -> np.ndarray:
-    """The seeded hash of (whole) documents ``first_row .. first_row+n-1`` of ``source`` (uint64)."""
+def doc_hashes(key: str, first_row: int, n: int, seed: int) -> np.ndarray:
+    """The seeded hash of (whole) documents ``first_row .. first_row+n-1`` of the file whose key
+    is ``key`` (uint64)."""
     ids = np.arange(first_row, first_row + n, dtype=np.int64) << 20
     with np.errstate(over="ignore"):
-        return _splitmix(ids.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) ^ _source_salt(source, seed))
+        return _splitmix(ids.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) ^ _source_salt(key, seed))
 
 
 def _cut(text: str, unit: int) -> list[str]:
@@ -369,8 +372,9 @@ class Reservoir:
         """True once some document had to be left out (the sample is a strict subset)."""
         return self.threshold != _MAX
 
-    def offer(self, source: str, first_row: int, texts: "pl.Series | pa.Array") -> None:
-        """Consider documents ``first_row ..`` of ``source``; nulls count as empty. A document
+    def offer(self, source: str, first_row: int, texts: "pl.Series | pa.Array", *, key: str | None = None) -> None:
+        """Consider documents ``first_row ..`` of ``source`` (its name in ``stats`` and the sample),
+        whose identities are (``key``, row); ``key`` defaults to ``source``. Nulls count as empty. A document
         longer than ``unit`` is offered as pieces cut where the pre-tokenizer cuts anyway, so that
         a few huge documents do not decide a source's share of the sample. ``texts`` may be a
         Polars String Series or an Arrow string array (read that way, nothing is converted and
@@ -392,7 +396,8 @@ class Reservoir:
             starts, ends = starts[:m], ends[:m]
         else:
             ids, starts, ends = rows, offs[:-1], offs[1:]
-        h = _splitmix(ids.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) ^ _source_salt(source, self.seed))
+        salt = _source_salt(source if key is None else key, self.seed)
+        h = _splitmix(ids.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) ^ salt)
         keep = np.flatnonzero(h < self.threshold)
         with self._lock:
             st = self.stats.setdefault(source, SourceStats())

@@ -41,8 +41,8 @@ special_tokens: ["<|endoftext|>"]
 """
 
 
-def _train(args: list[str], fault: int | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TOKTOK_CHECKPOINT_SECONDS": "0"}
+def _train(args: list[str], fault: int | None = None, cwd: Path | None = None, step: int = 1) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TOKTOK_CHECKPOINT_SECONDS": "0", "TOKTOK_CHECKPOINT_MERGES": str(step)}
     env.pop("TOKTOK_FAULT", None)
     if fault is not None:
         env["TOKTOK_FAULT"] = f"checkpoint:{fault}"
@@ -222,3 +222,106 @@ def test_kill9_from_outside_at_random_moments(two_phases, tmp_path):
         else:
             pytest.fail("never finished")
         _same_run(ref, out)
+
+
+# --- many merges, 2 threads: the merges read back must keep their order -------------------------
+#
+# DuckDB returned the rows of an ORDER BY in blocks of ~2,048 in any order when the run file was
+# opened with preserve_insertion_order off and 2+ threads: a resumed run then refused ("the
+# merges learned again differ") or published the same tokens with shuffled ranks.
+
+MANY = 6000  # merges: well over 2,048 rows in the run file
+STEP = 1000  # merges per checkpoint of the merge loop
+
+
+def random_words(path: Path, words: int = 40_000, seed: int = 13) -> Path:
+    """~270 KB of random lowercase words (6,000 distinct, Zipf-like frequencies), 12 a line:
+    enough distinct pairs for tens of thousands of merges."""
+    rng = random.Random(seed)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    vocab = ["".join(rng.choice(letters) for _ in range(rng.randint(2, 9))) for _ in range(6000)]
+    picked = rng.choices(vocab, weights=[1 / (i + 1) for i in range(len(vocab))], k=words)
+    path.write_text("\n".join(" ".join(picked[i:i + 12]) for i in range(0, len(picked), 12)) + "\n")
+    return path
+
+
+def _stored(staging: Path) -> tuple[int, str | None]:
+    """Merges in an interrupted run file, and the stage of its phase's checkpoint."""
+    import json
+
+    con = duckdb.connect(str(staging / "run.duckdb"), read_only=True)
+    try:
+        n = con.execute("SELECT count(*) FROM merges").fetchone()[0]
+        row = con.execute("SELECT value FROM meta WHERE key = 'checkpoint:main'").fetchone()
+    finally:
+        con.close()
+    return n, json.loads(row[0])["stage"] if row else None
+
+
+@pytest.fixture(scope="module")
+def many_merges(tmp_path_factory) -> tuple[list[str], Path]:
+    d = tmp_path_factory.mktemp("resume_many")
+    args = [str(random_words(d / "words.txt")), "--merges", str(MANY), "--threads", "2"]
+    r = _train(args + ["--out", str(d / "ref")], step=STEP)
+    assert r.returncode == 0, r.stderr
+    return args, d / "ref"
+
+
+def test_kill9_with_thousands_of_merges_stored_resumes_byte_identical(many_merges, tmp_path):
+    """Killed inside the merge loop with 3,000 merges stored, the resumed run killed again right
+    after the phase's merges were all stored (stage "merged"), resumed again: every file equals
+    the uninterrupted run's, byte for byte."""
+    args, ref = many_merges
+    out, staging = tmp_path / "tok", tmp_path / ".tok.partial"
+    # checkpoints: 1 = the word table, 2.. = every 1,000 merges, then the rest (empty), then "merged"
+    r = _train(args + ["--out", str(out)], fault=4, step=STEP)
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    assert _stored(staging) == (3 * STEP, "counted")
+    r = _train(args + ["--out", str(out), "--resume"], fault=MANY // STEP + 2, step=STEP)
+    assert r.returncode == -signal.SIGKILL, r.stderr  # the replayed merges agreed with the 3,000
+    assert _stored(staging) == (MANY, "merged")
+    r = _train(args + ["--out", str(out), "--resume"], step=STEP)
+    assert r.returncode == 0, r.stderr
+    _same_run(ref, out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", [1, 2, 3, 5, 6, 7, 8])
+def test_kill9_with_many_merges_at_every_checkpoint(many_merges, tmp_path, fault):
+    """Every checkpoint of a 6,000-merge run (2 threads) as the kill point, then --resume."""
+    args, ref = many_merges
+    out = tmp_path / "tok"
+    r = _train(args + ["--out", str(out)], fault=fault, step=STEP)
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    r = _train(args + ["--out", str(out), "--resume"], step=STEP)
+    assert r.returncode == 0, r.stderr
+    _same_run(ref, out)
+
+
+MANY_PHASES = """\
+phases:
+  - name: first
+    merges: 3000
+    sources: [{{path: {words}}}]
+  - name: second
+    merges: 2500
+    sources: [{{path: {d}/sample.parquet}}]
+threads: 2
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", [5, 6, 7, 9])
+def test_kill9_two_phases_with_thousands_of_merges(tmp_path, fault):
+    """Phase 1 learns 3,000 merges (checkpoints 2-4, "merged" at 6), phase 2 2,500 more on top:
+    killed after phase 1's merges were stored or inside phase 2, resumed: the same files."""
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(MANY_PHASES.format(words=random_words(tmp_path / "words.txt"), d=FIXTURES))
+    args = ["--config", str(cfg)]
+    assert _train(args + ["--out", str(tmp_path / "ref")], step=STEP).returncode == 0
+    out = tmp_path / "tok"
+    r = _train(args + ["--out", str(out)], fault=fault, step=STEP)
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    r = _train(args + ["--out", str(out), "--resume"], step=STEP)
+    assert r.returncode == 0, r.stderr
+    _same_run(tmp_path / "ref", out)

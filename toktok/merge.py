@@ -1177,6 +1177,7 @@ def learn_merges(
     progress: Callable[[int], None] | None = None,
     checkpoint: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], None] | None = None,
     every: float = 2.0,
+    step: int = 1,
 ) -> MergeResult:
     """Learn up to ``n_merges`` new tokens on ``words`` (with 64-bit ``counts``) on top of ``vocab``.
 
@@ -1186,8 +1187,8 @@ def learn_merges(
     ``checkpoint(left, right, token, count, reused)`` is called from the calling thread with copies
     of the merges recorded since its previous call, at most every ``every`` seconds while the loop
     runs and once at the end with the rest (maybe empty): its calls concatenate to the result's
-    arrays. With ``every <= 0`` it is called after every new token (and the merges reused on the
-    way), deterministically: the loop then runs in the calling thread.
+    arrays. With ``every <= 0`` it is called after every ``step`` new tokens (and the merges reused
+    on the way), deterministically: the loop then runs in the calling thread.
     Example: ``learn_merges([b"abab"], np.array([3]), Vocab.base(False), 1).vocab.tokens[256] == b"ab"``.
     """
     if n_merges < 0:
@@ -1268,14 +1269,14 @@ def learn_merges(
             box["err"] = e
 
     if checkpoint is not None and every <= 0:
-        # every <= 0: the loop runs in this thread, one new token at a time, with a checkpoint
-        # after each; deterministic, for tests of what an interrupted run leaves
+        # every <= 0: the loop runs in this thread, ``step`` new tokens at a time, with a
+        # checkpoint after each; deterministic, for tests of what an interrupted run leaves
         def after_step() -> None:
             if progress is not None:
                 progress(int(stats[5]))
             emit()
 
-        run(after_step, 1)
+        run(after_step, max(1, int(step)))
     else:
         th = threading.Thread(target=run, name="toktok-merge", daemon=True)
         th.start()

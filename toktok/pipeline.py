@@ -156,13 +156,16 @@ _IDENTITY = ("sources", "merges", "special_tokens", "text_column", "bad_utf8", "
 
 class _Checkpoints:
     """Counts checkpoints, and for fault-injection tests kills the process (SIGKILL, as kill -9)
-    right after the N-th one when ``TOKTOK_FAULT=checkpoint:N``."""
+    right after the N-th one when ``TOKTOK_FAULT=checkpoint:N``. With
+    ``TOKTOK_CHECKPOINT_SECONDS=0`` the merge loop checkpoints deterministically, after every
+    ``TOKTOK_CHECKPOINT_MERGES`` new tokens (default 1)."""
 
     def __init__(self) -> None:
         self.n = 0
         fault = os.environ.get("TOKTOK_FAULT", "")
         self.kill_at = int(fault.split(":", 1)[1]) if fault.startswith("checkpoint:") else None
         self.every = float(os.environ.get("TOKTOK_CHECKPOINT_SECONDS", CHECKPOINT_SECONDS))
+        self.step = int(os.environ.get("TOKTOK_CHECKPOINT_MERGES", 1))
 
     def done(self) -> None:
         self.n += 1
@@ -470,7 +473,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
 
             start = Vocab(vocab.tokens, [], vocab.pinned)
             res = learn_merges(words, counts, start, n, progress=lambda k: report("merge" + tag, k, n),
-                               checkpoint=checkpoint, every=marks.every)
+                               checkpoint=checkpoint, every=marks.every, step=marks.step)
             report("merge" + tag, res.new_tokens, n)
             if prior is not None and prior.num_rows:
                 _check_replay(prior, res, where)

@@ -64,7 +64,12 @@ class RunStore:
             con.execute(f"SET memory_limit = '{_duck_size(memory_limit)}'")
             # SET takes no parameters; the path is quoted as an SQL literal.
             con.execute("SET temp_directory = '" + str(tmp).replace("'", "''") + "'")
-            con.execute("SET preserve_insertion_order = false")
+            # preserve_insertion_order stays DuckDB's default (true): with it off and 2+ threads,
+            # execute(...).to_arrow_table() collects in parallel and returns the rows of an
+            # ORDER BY in blocks of ~2,048 in any order (DuckDB 2.0), so merges read back for
+            # --resume came out shuffled. Turning it off saved neither memory nor time on a
+            # 2 M-word table at a 32 MiB limit (tests/test_store.py holds the order).
+            con.execute("SET preserve_insertion_order = true")
             if threads:
                 con.execute(f"SET threads = {int(threads)}")
             for stmt in _statements(sql("schema")):
@@ -93,6 +98,7 @@ class RunStore:
         if not path.exists():
             raise ToktokError(f"{path}: no run file here; pass a toktok output folder or its run.duckdb")
         con = duckdb.connect(str(path), read_only=read_only)
+        con.execute("SET preserve_insertion_order = true")  # ORDER BY kept in Arrow results (see create)
         store = cls(con, path)
         version = store.get_meta("schema_version")
         if version != SCHEMA_VERSION:

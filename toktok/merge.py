@@ -1352,6 +1352,11 @@ def learn_merges(
     if counts.shape[0] and counts.min() < 0:
         raise ValueError("counts must be >= 0")
     n0 = len(vocab.tokens)
+    requested = n_merges
+    # every merge (new token or reused) takes one token out of a word, so a word of k tokens
+    # allows at most k - 1: the arrays are sized by what the words allow, not by the request
+    # (--merges 1000000000 on a small corpus asked for gigabytes)
+    n_merges = min(n_merges, int(np.maximum(lens - 1, 0).sum()))
     tb = _token_bits(n0 + n_merges)
     P, ek, ev = _layout(flat, lens, counts, tb)
     del flat, offsets
@@ -1447,7 +1452,7 @@ def learn_merges(
     out = Vocab(list(vocab.tokens) + new_tokens, list(vocab.specials))
     word_tokens = _tokens_per_word(P, lens, tb)
     times["total"] = time.perf_counter() - t0
-    return MergeResult(out, left, right, token, count, reused, n_merges, word_tokens)
+    return MergeResult(out, left, right, token, count, reused, requested, word_tokens)
 
 
 def _records(cap: int) -> tuple[np.ndarray, ...]:

@@ -325,3 +325,103 @@ def test_kill9_two_phases_with_thousands_of_merges(tmp_path, fault):
     r = _train(args + ["--out", str(out), "--resume"], step=STEP)
     assert r.returncode == 0, r.stderr
     _same_run(tmp_path / "ref", out)
+
+
+# --- messages true to what is on disk -------------------------------------------------------------
+
+
+def test_resume_after_a_finished_run_says_it_finished(tmp_path):
+    out = tmp_path / "tok"
+    args = [str(FIXTURES / "notes.txt"), "--merges", "20", "--out", str(out)]
+    assert _train(args).returncode == 0
+    before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    for extra in (["--resume"], ["--resume", "--force"]):
+        r = _train(args + extra)
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+        line = r.stderr.strip()
+        assert "\n" not in line and str(out) in line and "this run finished" in line, line
+        assert "nothing to do" in line and "--force instead of --resume" in line, line
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
+    assert sorted(os.listdir(tmp_path)) == ["tok"]
+
+
+def _interrupt_at(monkeypatch, module, name: str) -> None:
+    """A real SIGINT (Ctrl-C) delivered to this process when ``module.name`` is called."""
+    real = getattr(module, name)
+
+    def interrupted(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1)  # the handler raises KeyboardInterrupt here
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, interrupted)
+
+
+def test_ctrl_c_before_the_first_checkpoint_keeps_nothing_and_says_so(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    import toktok.pipeline
+    from toktok.cli import app
+
+    out = tmp_path / "tok"
+    args = ["train", str(FIXTURES / "notes.txt"), "--merges", "20", "--out", str(out), "-q"]
+    _interrupt_at(monkeypatch, toktok.pipeline, "count_phase")
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 130
+    assert "before the first checkpoint" in r.output and "nothing was kept" in r.output, r.output
+    assert "--resume" not in r.output
+    assert os.listdir(tmp_path) == []
+    monkeypatch.undo()
+    r = CliRunner().invoke(app, args + ["--resume"])  # and --resume agrees: there is nothing
+    assert r.exit_code == 2 and "no interrupted run" in r.output
+
+
+def test_ctrl_c_after_a_checkpoint_names_what_is_kept_and_resume_continues(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    import toktok.pipeline
+    from toktok.cli import app
+
+    out = tmp_path / "tok"
+    args = ["train", str(FIXTURES / "notes.txt"), "--merges", "20", "--out", str(out), "-q"]
+    _interrupt_at(monkeypatch, toktok.pipeline, "learn_merges")  # after the word table's checkpoint
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 130
+    staging = tmp_path / ".tok.partial"
+    assert f"kept in {staging}" in r.output and "--resume" in r.output, r.output
+    assert (staging / "run.duckdb").is_file() and not out.exists()
+    monkeypatch.undo()
+    r = CliRunner().invoke(app, args + ["--resume"])
+    assert r.exit_code == 0, r.output
+    assert (out / "tokenizer.json").is_file() and not staging.exists()
+
+
+@pytest.mark.parametrize("spelling", ["./big/", "big//", "{tmp}/big", "{tmp}/link"])
+def test_resume_accepts_the_same_sources_however_spelled(tmp_path, spelling):
+    """Interrupted with ``big``, resumed with ``./big/``, an absolute path or a symlink to it: the
+    same files, so it continues, and ends with the files of an uninterrupted run (the inputs
+    recorded as first spelled)."""
+    big = tmp_path / "big"
+    big.mkdir()
+    for name in ("sample.parquet", "notes.txt"):
+        (big / name).write_bytes((FIXTURES / name).read_bytes())
+    (tmp_path / "link").symlink_to(big)
+    args = ["big", "--merges", "300", "--special-token", "<|endoftext|>"]
+    assert _train(args + ["--out", "ref"], cwd=tmp_path).returncode == 0
+    r = _train(args + ["--out", "tok"], fault=2, cwd=tmp_path)
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    again = [spelling.format(tmp=tmp_path)] + args[1:]
+    r = _train(again + ["--out", "tok", "--resume"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    _same_run(tmp_path / "ref", tmp_path / "tok")
+
+
+def test_resume_still_refuses_other_sources(tmp_path):
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "notes.txt").write_bytes((FIXTURES / "notes.txt").read_bytes())
+    args = ["--merges", "300", "--out", "tok"]
+    assert _train(["a", *args], fault=2, cwd=tmp_path).returncode == -signal.SIGKILL
+    r = _train(["b", *args, "--resume"], cwd=tmp_path)
+    assert r.returncode == 2 and "sources" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert (tmp_path / ".tok.partial" / "run.duckdb").is_file()

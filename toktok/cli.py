@@ -108,10 +108,11 @@ def train(
         kept = interrupted_run(cfg.out) if cfg is not None else None
         if kept is not None:
             err.print(f"toktok: interrupted; the output folder is unchanged and the progress so far is kept in "
-                      f"{escape(str(kept))} (rerun with --resume to continue from the last checkpoint)", highlight=False)
+                      f"{escape(str(kept))} (rerun with --resume to continue from the last checkpoint)",
+                      highlight=False, soft_wrap=True)
         else:
             err.print("toktok: interrupted before the first checkpoint; nothing was kept and the output folder "
-                      "is unchanged (rerun the same command to start again)", highlight=False)
+                      "is unchanged (rerun the same command to start again)", highlight=False, soft_wrap=True)
         raise typer.Exit(130)
     except Exception as e:
         # Last resort for DuckDB running out of disk or memory outside the run store's own calls:

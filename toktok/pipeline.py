@@ -629,9 +629,9 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
         if not kept or (over and not resuming):
             shutil.rmtree(staging, ignore_errors=True)
         elif isinstance(e, ToktokError) and e.args:
-            todo = ("that run continues only with the same options: start over with --force" if over
-                    else "fix this and rerun with --resume")
-            e.args = (f"{e.args[0]} (the progress so far is kept in {staging}: {todo})", *e.args[1:])
+            note = (f"the interrupted run in {staging} cannot continue past this: start over with --force" if over
+                    else f"the progress so far is kept in {staging}: fix this and rerun with --resume")
+            e.args = (f"{e.args[0]} ({note})", *e.args[1:])
         raise
     return TrainSummary(
         out=out, vocab_size=vocab.size, merges_requested=sum(s.merges_requested for s in summaries),

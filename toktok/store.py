@@ -126,26 +126,13 @@ class RunStore:
 
     def put_words(self, phase: str, table) -> None:
         """Store a phase's word table (``word``, ``count`` and ``tokens`` after training)."""
-        batch = table.to_arrow() if hasattr(table, "to_arrow") else table
-        self.con.register("batch", batch)
-        try:
-            self.run("put_words", {"phase": phase})
-        finally:
-            self.con.unregister("batch")
+        self._with_batch("put_words", table, {"phase": phase})
 
     def add_merges(self, phase: str, table: pa.Table) -> None:
-        self.con.register("batch", table)
-        try:
-            self.run("add_merges", {"phase": phase})
-        finally:
-            self.con.unregister("batch")
+        self._with_batch("add_merges", table, {"phase": phase})
 
     def add_vocab(self, table: pa.Table) -> None:
-        self.con.register("batch", table)
-        try:
-            self.run("add_vocab")
-        finally:
-            self.con.unregister("batch")
+        self._with_batch("add_vocab", table, {})
 
     def add_stage(self, stage: str, seconds: float) -> None:
         self.run("add_stage", {"stage": stage, "seconds": float(seconds)})

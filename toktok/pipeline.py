@@ -372,10 +372,10 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
     kept = resuming  # whether a failure leaves the staging folder for --resume
     try:
         lock = _lock(staging)
-    except BaseException:
+    except OSError as e:  # (another run holding the lock is an OutputError: its folder stays)
         if not resuming:  # made just now by this run
             shutil.rmtree(staging, ignore_errors=True)
-        raise
+        raise OutputError(f"{out}: cannot write here ({e.strerror or e}); pass a writable --out") from None
     try:
         store = RunStore.create(staging / "run.duckdb", memory_limit=memory_limit, threads=cfg.threads)
         if resuming:
@@ -385,6 +385,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> TrainSummary:
         fingerprints = [_fingerprint(srcs) for srcs in plans]
         if not resuming:
             store.put_meta("identity", _identity(cfg))
+        if not resuming or store.get_meta("files") is None:  # the spelling --resume gives the files
             store.put_meta("files", fingerprints)
         if plan is not None:
             store.put_meta("budget", plan.to_dict())

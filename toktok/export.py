@@ -128,7 +128,7 @@ def write_tiktoken(vocab: Vocab, path: str | os.PathLike) -> Path:
 
 
 #: Tokens up to this many bytes have every split point tried; longer ones only those where a
-#: token of each length could fit (see ``_long_splits``).
+#: token of each length could fit (see ``_FingerprintIndex.splits``).
 SPLIT_ALL_UP_TO = 64
 
 
@@ -137,9 +137,9 @@ def all_split_merges(tokens: list[bytes], skip: "set[int] | dict[int, str] | Non
 
     Ids in ``skip`` (pinned special tokens' placeholders) are neither split nor parts.
     Costs one pair of dict lookups per split point of a short token (O(sum of their lengths));
-    a long token (a run of one character grows to 2^k bytes) costs a few set lookups per token
-    length in the vocabulary plus one comparison of its bytes per split found, so a 1 MB token
-    is not sliced at each of its million split points.
+    a long token (a run of one character grows to 2^k bytes) costs a few lookups per length of
+    the tokens that begin with its first byte plus one comparison of its bytes per split found,
+    so a 1 MB token is not sliced at each of its million split points.
     Example: ``all_split_merges([b"a", b"b", b"ab"]) == [(0, 1)]``.
     """
     skip = skip or ()

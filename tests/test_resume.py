@@ -396,24 +396,34 @@ def test_ctrl_c_after_a_checkpoint_names_what_is_kept_and_resume_continues(tmp_p
     assert (out / "tokenizer.json").is_file() and not staging.exists()
 
 
-@pytest.mark.parametrize("spelling", ["./big/", "big//", "{tmp}/big", "{tmp}/link"])
-def test_resume_accepts_the_same_sources_however_spelled(tmp_path, spelling):
+@pytest.fixture(scope="module")
+def spelled(tmp_path_factory) -> Path:
+    """A folder ``big`` (two files), a symlink ``link`` to it, and ``ref``: an uninterrupted run
+    on ``big`` from that folder."""
+    d = tmp_path_factory.mktemp("spelled")
+    (d / "big").mkdir()
+    for name in ("notes.txt", "extra.jsonl"):
+        (d / "big" / name).write_bytes((FIXTURES / name).read_bytes())
+    (d / "link").symlink_to(d / "big")
+    assert _train(["big", *SPELLED_ARGS, "--out", "ref"], cwd=d).returncode == 0
+    return d
+
+
+SPELLED_ARGS = ["--merges", "200", "--special-token", "<|endoftext|>"]
+
+
+@pytest.mark.parametrize("spelling", ["./big/", "{tmp}/link", pytest.param("big//", marks=pytest.mark.slow),
+                                      pytest.param("{tmp}/big", marks=pytest.mark.slow)])
+def test_resume_accepts_the_same_sources_however_spelled(spelled, spelling, tmp_path):
     """Interrupted with ``big``, resumed with ``./big/``, an absolute path or a symlink to it: the
     same files, so it continues, and ends with the files of an uninterrupted run (the inputs
     recorded as first spelled)."""
-    big = tmp_path / "big"
-    big.mkdir()
-    for name in ("sample.parquet", "notes.txt"):
-        (big / name).write_bytes((FIXTURES / name).read_bytes())
-    (tmp_path / "link").symlink_to(big)
-    args = ["big", "--merges", "300", "--special-token", "<|endoftext|>"]
-    assert _train(args + ["--out", "ref"], cwd=tmp_path).returncode == 0
-    r = _train(args + ["--out", "tok"], fault=2, cwd=tmp_path)
+    out = tmp_path.name  # a folder of this test's own beside the shared ones
+    r = _train(["big", *SPELLED_ARGS, "--out", out], fault=2, cwd=spelled)
     assert r.returncode == -signal.SIGKILL, r.stderr
-    again = [spelling.format(tmp=tmp_path)] + args[1:]
-    r = _train(again + ["--out", "tok", "--resume"], cwd=tmp_path)
+    r = _train([spelling.format(tmp=spelled), *SPELLED_ARGS, "--out", out, "--resume"], cwd=spelled)
     assert r.returncode == 0, r.stderr
-    _same_run(tmp_path / "ref", tmp_path / "tok")
+    _same_run(spelled / "ref", spelled / out)
 
 
 def test_resume_still_refuses_other_sources(tmp_path):

@@ -294,6 +294,21 @@ def _opts(*opts: str, needles: list[str]):
     return lambda d: ([str(_good(d)), *opts], needles)
 
 
+def _budget_too_small_for_the_merges(d: Path):
+    """~1 MB of distinct words allow over a million merges; 800,000 of them (1.5 KB each in the
+    merge loop) do not fit the share of a 2 GB budget whatever the process holds. Once reported
+    as "the corpus is empty ... rerun with --resume"."""
+    p = _many_words(d / "words.txt", 150_000)
+    return [str(p), "--budget", "2GB", "--merges", "800000"], ["--budget 2GB", "800,000 merges"]
+
+
+def _empty_file_under_a_budget(d: Path):
+    """Sampled, so the finished sample was checkpointed before the corpus proved empty: the
+    line must not advise --resume (the fix changes the sources) and no staging folder stays."""
+    args, needles = _empty_file(d)
+    return args + ["--budget", "2GB"], needles
+
+
 def _warm(edit, needles: Callable[[Path], list[str]], name: str = "base"):
     def make(d: Path):
         p = _base_tiktoken(d, edit, name)
@@ -384,10 +399,14 @@ CATALOGUE = [
     Case("empty-corpus", _empty_file, "check the sources"),
     Case("only-empty-documents-parquet", _empty_documents_parquet, "check the sources"),
     Case("only-empty-documents-jsonl", _empty_documents_jsonl, "check the sources"),
+    Case("empty-corpus-under-a-budget", _empty_file_under_a_budget, "check the sources"),
+    # a budget whose merge-loop share cannot hold the merges asked for
+    Case("budget-too-small-for-the-merges", _budget_too_small_for_the_merges, "pass a larger --budget or fewer --merges"),
     # merges < 0, not a number
     Case("merges-negative", _opts("--merges", "-5", needles=["--merges -5"]), "pass 0 or more"),
     Case("merges-not-a-number", _opts("--merges", "ten", needles=["--merges 'ten'"]), "e.g. --merges 30000"),
     Case("merges-fraction", _opts("--merges", "1.5", needles=["--merges '1.5'"]), "e.g. --merges 30000"),
+    Case("merges-exponent", _opts("--merges", "1e18", needles=["--merges '1e18'"]), "e.g. --merges 30000"),
     # special token empty, duplicated, colliding with a vocabulary token
     Case("special-token-empty", _opts("-s", "", needles=["--special-token is empty"]), "give the token's text"),
     Case("special-token-twice", _opts("-s", "<|x|>", "-s", "<|x|>", needles=["'<|x|>'", "twice"]),
@@ -508,6 +527,46 @@ def test_more_merges_than_the_corpus_allows_is_a_warning(tmp_path):
     assert 0 < learned < 5000
     assert f"allows only {learned} merges of the 5000 asked for" in warnings[0]
     assert f"{learned:,} learned of 5,000" in r.output  # the summary says what was reached too
+
+
+@pytest.mark.parametrize("merges", [10**9, 10**18, 2**63 + 5, 10**30])
+@pytest.mark.parametrize("budget", [None, "2GB"], ids=["no-budget", "budget"])
+def test_merges_far_beyond_the_corpus_are_a_warning(tmp_path, merges, budget):
+    """Sized by what the words allow, not by the request: the same tokens as asking for exactly
+    what the corpus allows, one warning, exit 0 (with a budget this once said "the corpus is empty")."""
+    src = tmp_path / "tiny.txt"
+    src.write_text(GOOD_TEXT)
+    extra = ["--budget", budget] if budget else []
+    r = _train(src, "--out", tmp_path / "o", "--merges", str(merges), *extra)
+    assert r.exit_code == 0, r.output
+    warnings = [ln for ln in r.output.splitlines() if ln.startswith("toktok: warning:")]
+    assert len(warnings) == 1 and f"of the {merges} asked for" in warnings[0], r.output
+    learned = toktok.load_encoding(tmp_path / "o").n_vocab - (256 + 1161)
+    r = _train(src, "--out", tmp_path / "exact", "--merges", str(learned), *extra)
+    assert r.exit_code == 0 and "warning" not in r.output, r.output
+    for f in ("tokenizer.tiktoken", "tokenizer.json"):
+        assert (tmp_path / "o" / f).read_bytes() == (tmp_path / "exact" / f).read_bytes()
+    assert sorted(os.listdir(tmp_path)) == ["exact", "o", "tiny.txt"]  # no staging folder left
+
+
+def test_a_billion_merges_on_a_small_corpus_stays_small(tmp_path):
+    """A real process (41 KB of text, --merges 1000000000) once grew to 24 GB until the kernel
+    killed it, leaving a staging folder that blocked the next run: now it peaks far under 1 GB
+    and exits 0 with the warning; a phase of a config file asking as much does the same."""
+    src = tmp_path / "small.txt"
+    src.write_text(GOOD_TEXT * 15)
+    code = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(r.returncode)")
+    for args in ([str(src), "--merges", "1000000000"],
+                 ["--config", str(_config(tmp_path, f"phases:\n  - name: a\n    merges: 1000000000\n"
+                                                    f"    sources: [{{path: {src}}}]\n"))]):
+        out = tmp_path / "outs" / "tok"
+        p = subprocess.run([sys.executable, "-c", code, str(TOKTOK), "train", *args, "--out", str(out), "-q", "--force"],
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        assert "allows only" in p.stderr and "Traceback" not in p.stderr
+        assert int(p.stdout.split()[-1]) < 1 << 20, p.stdout  # peak RSS in KB: under 1 GB
+        assert sorted(os.listdir(out.parent)) == ["tok"]
 
 
 # --- the output folder ------------------------------------------------------------------------------

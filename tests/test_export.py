@@ -602,3 +602,108 @@ def test_special_tokens_with_json_hazards(tmp_path):
     for s in specials:
         assert enc.check(f"ab{s}abc")[1] == 256 + 2 + specials.index(s)
     assert len(json.loads((folder / HF_FILE).read_text(encoding="utf-8"))["model"]["merges"]) == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Long tokens: a run of one character grows tokens of 2^k bytes
+# ---------------------------------------------------------------------------------------------
+
+
+def _every_split_point(tokens: list[bytes]) -> list[tuple[int, int]]:
+    """The definition: every split point of every token, both halves tokens; ordered by (token,
+    left, right) rank."""
+    get = {t: i for i, t in enumerate(tokens)}.get
+    out = []
+    for tok in tokens:
+        out += sorted((get(tok[:k]), get(tok[k:])) for k in range(1, len(tok))
+                      if get(tok[:k]) is not None and get(tok[k:]) is not None)
+    return out
+
+
+def _long_path(tokens: list[bytes], skip=None) -> list[tuple[int, int]]:
+    """all_split_merges with every token through the path of long tokens."""
+    import toktok.export as ex
+
+    saved, ex.SPLIT_ALL_UP_TO = ex.SPLIT_ALL_UP_TO, 0
+    try:
+        return all_split_merges(tokens, skip)
+    finally:
+        ex.SPLIT_ALL_UP_TO = saved
+
+
+_RUNS = st.lists(st.tuples(st.sampled_from([b"a", b"-", b"ab", b"a-", b"=", b"\xc3\xa9", b"\xff"]), st.integers(1, 150))
+                 .map(lambda t: t[0] * t[1]), max_size=40)
+
+
+@given(runs=_RUNS, extra=st.lists(st.binary(min_size=2, max_size=12), max_size=30))
+def test_fuzz_splits_of_long_tokens_are_every_split_point(runs, extra):
+    """The long-token path (lengths that fit, fingerprints, startswith/endswith) finds exactly
+    the splits of trying every split point, in the same order; so does the mixed default."""
+    tokens = [bytes([b]) for b in range(256)]
+    for t in runs + extra:
+        if t not in tokens:
+            tokens.append(t)
+    want = _every_split_point(tokens)
+    assert _long_path(tokens) == want
+    assert all_split_merges(tokens) == want
+
+
+def test_splits_of_long_tokens_on_a_trained_vocabulary_and_with_pinned_ids():
+    import polars as pl
+
+    from toktok.merge import learn_merges
+    from toktok.pretokenize import count_words
+
+    texts = pl.Series([TRAIN_TEXT * 3, "=" * 5000 + "\n" + "-" * 3000 + " " + "a" * 4100, "ab" * 700])
+    table = count_words(texts).sort("word")
+    res = learn_merges(table["word"].to_arrow(), table["count"].to_numpy(), Vocab.base(), 10**6)
+    tokens = res.vocab.tokens
+    assert max(map(len, tokens)) >= 4096 and sum(len(t) > 64 for t in tokens) >= 20
+    assert all_split_merges(tokens) == _long_path(tokens) == _every_split_point(tokens)
+    # a pinned id (a warm start's special) is neither split nor a part, on both paths
+    pinned = {tokens.index(b"a" * 2048): "<|x|>", tokens.index(b"=" * 64): "<|y|>"}
+    got = all_split_merges(tokens, pinned)
+    assert got == _long_path(tokens, pinned)
+    assert all(a not in pinned and b not in pinned for a, b in got)
+    assert got == [m for m in _every_split_point(tokens) if m[0] not in pinned and m[1] not in pinned
+                   and tokens.index(tokens[m[0]] + tokens[m[1]]) not in pinned]
+
+
+@pytest.fixture(scope="module")
+def long_run_encoders(tmp_path_factory) -> Encoders:
+    """A vocabulary trained by toktok on text with long runs ('a' x 70,000, '-', '=', spaces, a
+    base64 blob), exported and loaded by tiktoken, tokenizers and transformers."""
+    import polars as pl
+
+    from toktok.merge import learn_merges
+    from toktok.pretokenize import count_words
+
+    blob = base64.b64encode(random.Random(3).randbytes(30_000)).decode()
+    texts = pl.Series([TRAIN_TEXT, "a" * 70_000, "x" + "-" * 40_000 + "\n", "=" * 33_333, "b" + " " * 20_000 + "c",
+                       blob, TRAIN_TEXT + "=" * 100 + "\n" + "-" * 77 + "\n"])
+    table = count_words(texts, specials=SPECIALS).sort("word")
+    res = learn_merges(table["word"].to_arrow(), table["count"].to_numpy(), Vocab.base(), 10**6)
+    assert res.new_tokens < 10**6  # every merge the corpus allows: the runs end as one token each
+    tokens = res.vocab.tokens
+    for run in (b"a" * 70_000, b"a" * 32768, b"-" * 40_000 + b"\n", b"-" * 16384, b" " * 19_999, b"=" * 33_333):
+        assert run in tokens
+    return Encoders(export(Vocab(tokens, list(SPECIALS)), tmp_path_factory.mktemp("long_runs")))
+
+
+@pytest.mark.parametrize("ch", ["a", "-", "=", " "])
+def test_long_runs_have_parity_in_tokenizers_and_transformers(long_run_encoders, ch):
+    """Runs of every length around the tokens' (2^k +- 1), and up to and past the longest token,
+    alone and inside text: tiktoken, tokenizers and transformers give the same ids."""
+    lengths = sorted({*range(1, 40), *(2 ** k + d for k in range(5, 17) for d in (-1, 0, 1)), 70_000, 70_001})
+    for n in lengths:
+        run = ch * n
+        ids = long_run_encoders.check(run)
+        assert len(ids) <= 2 * n.bit_length() + 2  # taken in long tokens, not byte by byte
+        long_run_encoders.check(f"x{run}y")
+    long_run_encoders.check(f"The {ch * 5000} end. {ch * 1234}\n{ch * 77}")
+
+
+def test_base64_blob_has_parity(long_run_encoders):
+    blob = base64.b64encode(random.Random(3).randbytes(30_000)).decode()
+    long_run_encoders.check(blob)
+    long_run_encoders.check(base64.b64encode(random.Random(4).randbytes(5000)).decode())

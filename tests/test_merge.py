@@ -174,18 +174,51 @@ def _tiktoken_pieces(vocab: Vocab):
     return enc._encode_single_piece
 
 
+@pytest.mark.parametrize("long_from", [64, 1], ids=["plain", "heap"])
 @given(
-    st.lists(st.lists(st.sampled_from(b"ab c0"), min_size=0, max_size=12).map(bytes), min_size=1, max_size=10),
-    st.lists(st.lists(st.sampled_from(b"ab c0"), min_size=2, max_size=5).map(bytes), max_size=12, unique=True),
+    words=st.lists(st.lists(st.sampled_from(b"ab c0"), min_size=0, max_size=12).map(bytes), min_size=1, max_size=10),
+    extra=st.lists(st.lists(st.sampled_from(b"ab c0"), min_size=2, max_size=5).map(bytes), max_size=12, unique=True),
 )
-def test_fuzz_segmentation_equals_tiktoken(words, extra):
-    # extra tokens in arbitrary order, with holes: exactly the layouts warm starts bring
+def test_fuzz_segmentation_equals_tiktoken(long_from, words, extra):
+    # extra tokens in arbitrary order, with holes: exactly the layouts warm starts bring; every
+    # word through the plain loop, then through the heap that long words take
+    import toktok.merge as m
+
     base = Vocab.base(False)
     base.tokens += extra
-    flat, off = segment(words, base)
+    saved, m._SEGMENT_LONG = m._SEGMENT_LONG, long_from
+    try:
+        flat, off = segment(words, base)
+    finally:
+        m._SEGMENT_LONG = saved
     encode = _tiktoken_pieces(base)
     for i, w in enumerate(words):
         assert flat[off[i]:off[i + 1]].tolist() == (encode(w) if w else [])
+
+
+def _run_vocab(unit: bytes, n: int) -> Vocab:
+    """Bytes + hardcoded tokens + the powers-of-two runs of ``unit`` and a few odd lengths, in a
+    mixed order (as a phase trained on a long run of it leaves them)."""
+    v = Vocab.base()
+    have = set(v.tokens)
+    for k in (2, 4, 3, 8, 16, 6, 32, 64, 5, 128, 256, 100, 512, 1024, 2048, 4096, 3000):
+        if k <= n and unit * k not in have:
+            v.tokens.append(unit * k)
+            have.add(unit * k)
+    return v
+
+
+@pytest.mark.parametrize("unit", [b"a", b"-", b" ", b"=", b"ab", b"x-"])
+def test_long_runs_segment_as_tiktoken(unit):
+    """Words of thousands of bytes (the heap path) against tiktoken, including lengths just off
+    the tokens' and runs broken by another byte."""
+    v = _run_vocab(unit, 5000)
+    words = [unit * k for k in (63, 64, 65, 1000, 1023, 1025, 4095, 4097, 5000)]
+    words += [unit * 700 + b"Q" + unit * 900, b"Z" + unit * 3001, unit * 2500 + b"yz"]
+    flat, off = segment(words, v)
+    encode = _tiktoken_pieces(v)
+    for i, w in enumerate(words):
+        assert flat[off[i]:off[i + 1]].tolist() == encode(w), len(w)
 
 
 def test_arrow_words_equal_list_words():

@@ -41,8 +41,8 @@ special_tokens: ["<|endoftext|>"]
 """
 
 
-def _train(args: list[str], fault: int | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TOKTOK_CHECKPOINT_SECONDS": "0"}
+def _train(args: list[str], fault: int | None = None, cwd: Path | None = None, step: int = 1) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TOKTOK_CHECKPOINT_SECONDS": "0", "TOKTOK_CHECKPOINT_MERGES": str(step)}
     env.pop("TOKTOK_FAULT", None)
     if fault is not None:
         env["TOKTOK_FAULT"] = f"checkpoint:{fault}"
@@ -222,3 +222,216 @@ def test_kill9_from_outside_at_random_moments(two_phases, tmp_path):
         else:
             pytest.fail("never finished")
         _same_run(ref, out)
+
+
+# --- many merges, 2 threads: the merges read back must keep their order -------------------------
+#
+# DuckDB returned the rows of an ORDER BY in blocks of ~2,048 in any order when the run file was
+# opened with preserve_insertion_order off and 2+ threads: a resumed run then refused ("the
+# merges learned again differ") or published the same tokens with shuffled ranks.
+
+MANY = 6000  # merges: well over 2,048 rows in the run file
+STEP = 1000  # merges per checkpoint of the merge loop
+
+
+def random_words(path: Path, words: int = 40_000, seed: int = 13) -> Path:
+    """~270 KB of random lowercase words (6,000 distinct, Zipf-like frequencies), 12 a line:
+    enough distinct pairs for tens of thousands of merges."""
+    rng = random.Random(seed)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    vocab = ["".join(rng.choice(letters) for _ in range(rng.randint(2, 9))) for _ in range(6000)]
+    picked = rng.choices(vocab, weights=[1 / (i + 1) for i in range(len(vocab))], k=words)
+    path.write_text("\n".join(" ".join(picked[i:i + 12]) for i in range(0, len(picked), 12)) + "\n")
+    return path
+
+
+def _stored(staging: Path) -> tuple[int, str | None]:
+    """Merges in an interrupted run file, and the stage of its phase's checkpoint."""
+    import json
+
+    con = duckdb.connect(str(staging / "run.duckdb"), read_only=True)
+    try:
+        n = con.execute("SELECT count(*) FROM merges").fetchone()[0]
+        row = con.execute("SELECT value FROM meta WHERE key = 'checkpoint:main'").fetchone()
+    finally:
+        con.close()
+    return n, json.loads(row[0])["stage"] if row else None
+
+
+@pytest.fixture(scope="module")
+def many_merges(tmp_path_factory) -> tuple[list[str], Path]:
+    d = tmp_path_factory.mktemp("resume_many")
+    args = [str(random_words(d / "words.txt")), "--merges", str(MANY), "--threads", "2"]
+    r = _train(args + ["--out", str(d / "ref")], step=STEP)
+    assert r.returncode == 0, r.stderr
+    return args, d / "ref"
+
+
+def test_kill9_with_thousands_of_merges_stored_resumes_byte_identical(many_merges, tmp_path):
+    """Killed inside the merge loop with 3,000 merges stored, the resumed run killed again right
+    after the phase's merges were all stored (stage "merged"), resumed again: every file equals
+    the uninterrupted run's, byte for byte."""
+    args, ref = many_merges
+    out, staging = tmp_path / "tok", tmp_path / ".tok.partial"
+    # checkpoints: 1 = the word table, 2.. = every 1,000 merges, then the rest (empty), then "merged"
+    r = _train(args + ["--out", str(out)], fault=4, step=STEP)
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    assert _stored(staging) == (3 * STEP, "counted")
+    r = _train(args + ["--out", str(out), "--resume"], fault=MANY // STEP + 2, step=STEP)
+    assert r.returncode == -signal.SIGKILL, r.stderr  # the replayed merges agreed with the 3,000
+    assert _stored(staging) == (MANY, "merged")
+    r = _train(args + ["--out", str(out), "--resume"], step=STEP)
+    assert r.returncode == 0, r.stderr
+    _same_run(ref, out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", [1, 2, 3, 5, 6, 7, 8])
+def test_kill9_with_many_merges_at_every_checkpoint(many_merges, tmp_path, fault):
+    """Every checkpoint of a 6,000-merge run (2 threads) as the kill point, then --resume."""
+    args, ref = many_merges
+    out = tmp_path / "tok"
+    r = _train(args + ["--out", str(out)], fault=fault, step=STEP)
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    r = _train(args + ["--out", str(out), "--resume"], step=STEP)
+    assert r.returncode == 0, r.stderr
+    _same_run(ref, out)
+
+
+MANY_PHASES = """\
+phases:
+  - name: first
+    merges: 3000
+    sources: [{{path: {words}}}]
+  - name: second
+    merges: 2500
+    sources: [{{path: {d}/sample.parquet}}]
+threads: 2
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", [5, 6, 7, 9])
+def test_kill9_two_phases_with_thousands_of_merges(tmp_path, fault):
+    """Phase 1 learns 3,000 merges (checkpoints 2-4, "merged" at 6), phase 2 2,500 more on top:
+    killed after phase 1's merges were stored or inside phase 2, resumed: the same files."""
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(MANY_PHASES.format(words=random_words(tmp_path / "words.txt"), d=FIXTURES))
+    args = ["--config", str(cfg)]
+    assert _train(args + ["--out", str(tmp_path / "ref")], step=STEP).returncode == 0
+    out = tmp_path / "tok"
+    r = _train(args + ["--out", str(out)], fault=fault, step=STEP)
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    r = _train(args + ["--out", str(out), "--resume"], step=STEP)
+    assert r.returncode == 0, r.stderr
+    _same_run(tmp_path / "ref", out)
+
+
+# --- messages true to what is on disk -------------------------------------------------------------
+
+
+def test_resume_after_a_finished_run_says_it_finished(tmp_path):
+    out = tmp_path / "tok"
+    args = [str(FIXTURES / "notes.txt"), "--merges", "20", "--out", str(out)]
+    assert _train(args).returncode == 0
+    before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    for extra in (["--resume"], ["--resume", "--force"]):
+        r = _train(args + extra)
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+        line = r.stderr.strip()
+        assert "\n" not in line and str(out) in line and "this run finished" in line, line
+        assert "nothing to do" in line and "--force instead of --resume" in line, line
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
+    assert sorted(os.listdir(tmp_path)) == ["tok"]
+
+
+def _interrupt_at(monkeypatch, module, name: str) -> None:
+    """A real SIGINT (Ctrl-C) delivered to this process when ``module.name`` is called."""
+    real = getattr(module, name)
+
+    def interrupted(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1)  # the handler raises KeyboardInterrupt here
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, interrupted)
+
+
+def test_ctrl_c_before_the_first_checkpoint_keeps_nothing_and_says_so(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    import toktok.pipeline
+    from toktok.cli import app
+
+    out = tmp_path / "tok"
+    args = ["train", str(FIXTURES / "notes.txt"), "--merges", "20", "--out", str(out), "-q"]
+    _interrupt_at(monkeypatch, toktok.pipeline, "count_phase")
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 130
+    assert "before the first checkpoint" in r.output and "nothing was kept" in r.output, r.output
+    assert "--resume" not in r.output
+    assert os.listdir(tmp_path) == []
+    monkeypatch.undo()
+    r = CliRunner().invoke(app, args + ["--resume"])  # and --resume agrees: there is nothing
+    assert r.exit_code == 2 and "no interrupted run" in r.output
+
+
+def test_ctrl_c_after_a_checkpoint_names_what_is_kept_and_resume_continues(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    import toktok.pipeline
+    from toktok.cli import app
+
+    out = tmp_path / "tok"
+    args = ["train", str(FIXTURES / "notes.txt"), "--merges", "20", "--out", str(out), "-q"]
+    _interrupt_at(monkeypatch, toktok.pipeline, "learn_merges")  # after the word table's checkpoint
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 130
+    staging = tmp_path / ".tok.partial"
+    assert f"kept in {staging}" in r.output and "--resume" in r.output, r.output
+    assert (staging / "run.duckdb").is_file() and not out.exists()
+    monkeypatch.undo()
+    r = CliRunner().invoke(app, args + ["--resume"])
+    assert r.exit_code == 0, r.output
+    assert (out / "tokenizer.json").is_file() and not staging.exists()
+
+
+@pytest.fixture(scope="module")
+def spelled(tmp_path_factory) -> Path:
+    """A folder ``big`` (two files), a symlink ``link`` to it, and ``ref``: an uninterrupted run
+    on ``big`` from that folder."""
+    d = tmp_path_factory.mktemp("spelled")
+    (d / "big").mkdir()
+    for name in ("notes.txt", "extra.jsonl"):
+        (d / "big" / name).write_bytes((FIXTURES / name).read_bytes())
+    (d / "link").symlink_to(d / "big")
+    assert _train(["big", *SPELLED_ARGS, "--out", "ref"], cwd=d).returncode == 0
+    return d
+
+
+SPELLED_ARGS = ["--merges", "200", "--special-token", "<|endoftext|>"]
+
+
+@pytest.mark.parametrize("spelling", ["./big/", "{tmp}/link", pytest.param("big//", marks=pytest.mark.slow),
+                                      pytest.param("{tmp}/big", marks=pytest.mark.slow)])
+def test_resume_accepts_the_same_sources_however_spelled(spelled, spelling, tmp_path):
+    """Interrupted with ``big``, resumed with ``./big/``, an absolute path or a symlink to it: the
+    same files, so it continues, and ends with the files of an uninterrupted run (the inputs
+    recorded as first spelled)."""
+    out = tmp_path.name  # a folder of this test's own beside the shared ones
+    r = _train(["big", *SPELLED_ARGS, "--out", out], fault=2, cwd=spelled)
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    r = _train([spelling.format(tmp=spelled), *SPELLED_ARGS, "--out", out, "--resume"], cwd=spelled)
+    assert r.returncode == 0, r.stderr
+    _same_run(spelled / "ref", spelled / out)
+
+
+def test_resume_still_refuses_other_sources(tmp_path):
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "notes.txt").write_bytes((FIXTURES / "notes.txt").read_bytes())
+    args = ["--merges", "300", "--out", "tok"]
+    assert _train(["a", *args], fault=2, cwd=tmp_path).returncode == -signal.SIGKILL
+    r = _train(["b", *args, "--resume"], cwd=tmp_path)
+    assert r.returncode == 2 and "sources" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert (tmp_path / ".tok.partial" / "run.duckdb").is_file()

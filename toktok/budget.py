@@ -104,18 +104,26 @@ def plan_budget(budget: int, baseline: int | None = None, *, name: str = "--budg
     )
 
 
+def possible_merges(word_lengths: np.ndarray) -> int:
+    """The most merges words of these byte lengths allow: each merge takes one token out of a
+    word, and a word of n bytes has at most n tokens. Example: ``possible_merges(np.array([3, 1])) == 2``."""
+    return int(np.maximum(np.asarray(word_lengths, np.int64) - 1, 0).sum())
+
+
 def merge_bytes(word_lengths: np.ndarray, n_merges: int = 0) -> int:
     """Estimated merge-loop memory for words of these byte lengths (a word's bytes bound its
-    positions) and ``n_merges`` merges."""
+    positions) and ``n_merges`` merges (at most what the words allow)."""
     pos = int(word_lengths[word_lengths >= 2].sum())
+    n_merges = min(n_merges, possible_merges(word_lengths))
     return pos * MERGE_BYTES_PER_POSITION + len(word_lengths) * MERGE_BYTES_PER_WORD + n_merges * MERGE_BYTES_PER_MERGE
 
 
 def cap_words(word_lengths: np.ndarray, counts: np.ndarray, limit: int, n_merges: int = 0) -> np.ndarray:
-    """Indices of the words to keep so that ``merge_bytes`` of them (and ``n_merges``) fits
-    ``limit``: the most frequent first (ties: shorter first, then by index), i.e. the rarest
-    words are dropped."""
-    limit -= n_merges * MERGE_BYTES_PER_MERGE  # the pair table does not depend on the words kept
+    """Indices of the words to keep so that ``merge_bytes`` of them (and ``n_merges``, at most
+    what all the words allow) fits ``limit``: the most frequent first (ties: shorter first, then
+    by index), i.e. the rarest words are dropped. Empty when not even one word fits."""
+    # the pair table does not depend on the words kept
+    limit -= min(n_merges, possible_merges(word_lengths)) * MERGE_BYTES_PER_MERGE
     if merge_bytes(word_lengths) <= limit:
         return np.arange(len(word_lengths))
     order = np.lexsort((np.arange(len(counts)), word_lengths, -counts))

@@ -161,8 +161,15 @@ def train(
         _fail(e, debug)
         return
     except KeyboardInterrupt:
-        err.print("toktok: interrupted; the output folder is unchanged (rerun with --resume to continue "
-                  "from the last checkpoint)")
+        from .pipeline import interrupted_run
+
+        kept = interrupted_run(cfg.layout().folder) if cfg is not None else None
+        if kept is not None:
+            err.print(literal(f"toktok: interrupted; the output folder is unchanged and the progress so far is kept in "
+                              f"{kept} (rerun with --resume to continue from the last checkpoint)"), soft_wrap=True)
+        else:
+            err.print("toktok: interrupted before the first checkpoint; nothing was kept and the output folder "
+                      "is unchanged (rerun the same command to start again)", soft_wrap=True)
         raise typer.Exit(130)
     except Exception as e:
         # Last resort for DuckDB running out of disk or memory outside the run store's own calls:

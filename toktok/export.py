@@ -129,29 +129,91 @@ def write_tiktoken(vocab: Vocab, path: str | os.PathLike) -> Path:
     return path
 
 
+#: Tokens up to this many bytes have every split point tried; longer ones only those where a
+#: token of each length could fit (see ``_FingerprintIndex.splits``).
+SPLIT_ALL_UP_TO = 64
+
+
 def all_split_merges(tokens: list[bytes], skip: "set[int] | dict[int, str] | None" = None) -> list[tuple[int, int]]:
     """Every (left id, right id) whose concatenation is a token, ordered by (token, left, right) rank.
 
     Ids in ``skip`` (pinned special tokens' placeholders) are neither split nor parts.
-    Costs one pair of dict lookups per split point, i.e. O(sum of token lengths).
+    Costs one pair of dict lookups per split point of a short token (O(sum of their lengths));
+    a long token (a run of one character grows to 2^k bytes) costs a few lookups per length of
+    the tokens that begin with its first byte plus one comparison of its bytes per split found,
+    so a 1 MB token is not sliced at each of its million split points.
     Example: ``all_split_merges([b"a", b"b", b"ab"]) == [(0, 1)]``.
     """
     skip = skip or ()
-    get = {t: i for i, t in enumerate(tokens) if i not in skip}.get
+    ids = {t: i for i, t in enumerate(tokens) if i not in skip}
+    get = ids.get
+    index = None
     out: list[tuple[int, int]] = []
     for n_id, tok in enumerate(tokens):  # id order = rank order of the merged token
         if n_id in skip:
             continue
-        splits = [
-            (left, right)
-            for k in range(1, len(tok))
-            if (left := get(tok[:k])) is not None and (right := get(tok[k:])) is not None
-        ]
+        if len(tok) <= SPLIT_ALL_UP_TO:
+            splits = [
+                (left, right)
+                for k in range(1, len(tok))
+                if (left := get(tok[:k])) is not None and (right := get(tok[k:])) is not None
+            ]
+        else:
+            if index is None:
+                index = _FingerprintIndex(tokens, ids)
+            splits = index.splits(tok)
         if len(splits) > 1:
             # Distinct split points give distinct left parts, so sorting by left rank is total.
             splits.sort()
         out += splits
     return out
+
+
+def _fingerprint(t: bytes) -> tuple[int, bytes, bytes]:
+    return len(t), t[:8], t[-8:]
+
+
+class _FingerprintIndex:
+    """The tokens by (length, first 8 bytes, last 8 bytes), and the lengths of the tokens that
+    begin / end with each byte."""
+
+    def __init__(self, tokens: list[bytes], ids: dict[bytes, int]):
+        self.tokens = tokens
+        self.by_print: dict[tuple[int, bytes, bytes], list[int]] = {}
+        first: dict[int, set[int]] = {}
+        self.last: dict[int, set[int]] = {}
+        for t, i in ids.items():
+            self.by_print.setdefault(_fingerprint(t), []).append(i)
+            if t:
+                first.setdefault(t[0], set()).add(len(t))
+                self.last.setdefault(t[-1], set()).add(len(t))
+        self.first = {b: sorted(ls) for b, ls in first.items()}
+
+    def splits(self, tok: bytes) -> list[tuple[int, int]]:
+        """Every (left id, right id) that spells ``tok``. Only split points k where a token of
+        length k begins like ``tok`` and one of length len - k ends like it are tried; a
+        fingerprint of 16 bytes of ``tok`` finds the candidates, ``startswith``/``endswith``
+        confirm them without copying. Cost: O(tokens beginning with tok's first byte), plus
+        O(len) per split found (the split's line in tokenizer.json is that long anyway)."""
+        n = len(tok)
+        ends = self.last.get(tok[-1], ())
+        out = []
+        for k in self.first.get(tok[0], ()):
+            if k >= n:
+                break
+            if n - k not in ends:
+                continue
+            lefts = self.by_print.get((k, tok[:min(k, 8)], tok[max(0, k - 8):k]))
+            if lefts is None:
+                continue
+            rights = self.by_print.get((n - k, tok[k:k + 8], tok[max(k, n - 8):]))
+            if rights is None:
+                continue
+            left = next((i for i in lefts if tok.startswith(self.tokens[i])), None)
+            right = next((i for i in rights if tok.endswith(self.tokens[i])), None)
+            if left is not None and right is not None:
+                out.append((left, right))
+        return out
 
 
 def _added_token(content: str, id_: int) -> dict:

@@ -99,7 +99,7 @@ def _sandbox(run: str | os.PathLike) -> Iterator[duckdb.DuckDBPyConnection]:
             except duckdb.Error as e:
                 raise ToktokError(f"{p}: cannot open the run file ({_first_line(e)})") from None
         try:
-            version = con.execute(sql("get_meta"), {"key": "schema_version"}).fetchone()
+            version = next(iter(con.execute(sql("get_meta"), {"key": "schema_version"}).fetchall()), None)
         except duckdb.Error:  # a DuckDB file, but not a run's
             version = None
         if not version or version[0] != SCHEMA_VERSION:
@@ -395,10 +395,12 @@ def word_gains(run: RunLike, top: int = 50_000, *, write: bool = True):
                     continue
                 words.append(bytes(w))
                 counts.append(c)
-            # one call per word: tiktoken's batch API costs a thread-pool task per text (10x slower on words)
-            enc0, enc1 = pre.encoding(k0).encode_ordinary, pre.encoding(k1 + 1).encode_ordinary
-            before = [len(enc0(t)) for t in texts]
-            after = [len(enc1(t)) for t in texts]
+            # one call per word: tiktoken's batch API costs a thread-pool task per text (10x slower
+            # on words). A word is one piece of the pattern, so it is encoded as one: splitting it
+            # again gives itself, and tiktoken's regex overflows its stack on a 1 MB run of spaces
+            enc0, enc1 = pre.encoding(k0)._encode_single_piece, pre.encoding(k1 + 1)._encode_single_piece
+            before = [len(enc0(w)) for w in words]
+            after = [len(enc1(w)) for w in words]
             frames.append(pl.DataFrame({"phase": [phase] * len(words), "word": words, "count": counts,
                                         "tokens_before": before, "tokens_after": after}, schema=schema))
         frame = pl.concat(frames) if frames else pl.DataFrame(schema=schema)

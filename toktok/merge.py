@@ -951,10 +951,147 @@ def _lookup(bkeys, bids, tdata, tstart, tlen, data, s, n):
 
 
 @njit(cache=True)
-def _segment(data, offsets, tdata, tstart, tlen, n_tokens):
+def _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, out, o):
+    """``_segment``'s rank-BPE of one long word ``data[s:s+n]`` (no whole-word match) in
+    O(n log n): the parts are a linked list and the candidate pairs a min-heap of (rank, start),
+    so the lowest rank, leftmost on ties, comes first, as in the plain loop. An entry is stale
+    when the part's pair no longer has that rank: a pair only ever grows, so it never gets the
+    same rank (the same bytes) back. A pair longer than the longest token is not looked up,
+    which bounds each lookup. Writes the ids at ``out[o:]``; returns the number of parts.
+    (Heap and lookups are written out here: see the note on reference counts above ``_sift_down``.)"""
+    big = np.int64(1) << 31
+    nxt = np.empty(n, np.int64)  # start of the next part (n after the last)
+    prv = np.empty(n, np.int64)  # start of the previous part (-1 before the first)
+    rank = np.empty(n, np.int64)  # rank of (this part, next part); big: none; -1: not a part
+    tid = np.empty(n, np.int64)  # the part's token id
+    # (rank << 32) | start; stale entries stay until popped: at most n - 1 at the start plus
+    # two per merge, and there are at most n - 1 merges
+    heap = np.empty(3 * n, np.int64)
+    hn = 0
+    for i in range(n):
+        nxt[i] = i + 1
+        prv[i] = i - 1
+        tid[i] = byte_id[data[s + i]]
+        r = pair2[np.int64(data[s + i]) * 256 + data[s + i + 1]] if i + 1 < n else -1
+        rank[i] = r if r >= 0 else big
+        if r >= 0:
+            heap[hn] = (r << 32) | i
+            hn += 1
+    # heapify: sift each parent down
+    for j in range(hn // 2 - 1, -1, -1):
+        key = heap[j]
+        i = j
+        while True:
+            c = 2 * i + 1
+            if c >= hn:
+                break
+            if c + 1 < hn and heap[c + 1] < heap[c]:
+                c += 1
+            if heap[c] >= key:
+                break
+            heap[i] = heap[c]
+            i = c
+        heap[i] = key
+    mask = np.uint64(bkeys.shape[0] - 1)
+    while hn > 0:
+        top = heap[0]
+        # pop: the last key sifts down from the root
+        hn -= 1
+        key = heap[hn]
+        i = 0
+        while True:
+            c = 2 * i + 1
+            if c >= hn:
+                break
+            if c + 1 < hn and heap[c + 1] < heap[c]:
+                c += 1
+            if heap[c] >= key:
+                break
+            heap[i] = heap[c]
+            i = c
+        if hn > 0:
+            heap[i] = key
+        r = top >> 32
+        i = top & 0xFFFFFFFF
+        if rank[i] != r:
+            continue  # stale
+        # merge part i with the next one
+        j = nxt[i]
+        k = nxt[j]
+        nxt[i] = k
+        if k < n:
+            prv[k] = i
+        rank[j] = -1
+        tid[i] = r
+        # the two pairs that changed: (i, next) and (previous, i)
+        for side in range(2):
+            if side == 0:
+                lo = i
+                hi = nxt[k] if k < n else -1
+            else:
+                lo = prv[i]
+                hi = k if lo >= 0 else -1
+            if hi < 0:
+                if side == 0:
+                    rank[i] = big
+                continue
+            t = -1
+            ln = hi - lo
+            if ln <= max_len:
+                h = np.uint64(0xCBF29CE484222325)  # _hash_range, written out
+                for q in range(s + lo, s + hi):
+                    h ^= np.uint64(data[q])
+                    h *= np.uint64(0x100000001B3)
+                hk = np.int64(h >> np.uint64(1))
+                x = _mix(hk) & mask
+                while bkeys[x] != _EMPTY:
+                    if bkeys[x] == hk:
+                        u = bids[x]
+                        if tlen[u] == ln:
+                            same = True
+                            su = tstart[u]
+                            for q in range(ln):
+                                if tdata[su + q] != data[s + lo + q]:
+                                    same = False
+                                    break
+                            if same:
+                                t = np.int64(u)
+                                break
+                    x = (x + np.uint64(1)) & mask
+            if t < 0:
+                rank[lo] = big
+                continue
+            rank[lo] = t
+            # push
+            key = (t << 32) | lo
+            q = hn
+            while q > 0:
+                parent = (q - 1) >> 1
+                if heap[parent] <= key:
+                    break
+                heap[q] = heap[parent]
+                q = parent
+            heap[q] = key
+            hn += 1
+    m = 0
+    i = 0
+    while i < n:
+        out[o + m] = tid[i]
+        m += 1
+        i = nxt[i]
+    return m
+
+
+@njit(cache=True)
+def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from):
     """tiktoken's rank-BPE of every word: whole-word lookup, else merge the lowest-rank adjacent
-    pair (leftmost on ties) until no adjacent pair is a token. Returns flat ids and lengths."""
+    pair (leftmost on ties) until no adjacent pair is a token. Returns flat ids and lengths.
+    Words of ``long_from`` bytes or more go through ``_segment_long`` (the same result in
+    O(n log n); the plain loop here rescans the word after each merge)."""
     bkeys, bids = _token_table(tdata, tstart, tlen, n_tokens, n_tokens)
+    max_len = 0
+    for t in range(n_tokens):
+        max_len = max(max_len, np.int64(tlen[t]))
     # ranks of the two-byte tokens, so that the first round of every word needs no hashing
     # and most words (no adjacent byte pair is a token) finish at once
     byte_id = np.empty(256, np.int32)
@@ -982,6 +1119,11 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens):
             out[o] = t
             o += 1
             lens[w] = 1
+            continue
+        if n >= long_from:
+            k = _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, out, o)
+            o += k
+            lens[w] = k
             continue
         if bounds.shape[0] < n + 1:
             bounds = np.empty(2 * (n + 1), np.int64)
@@ -1154,12 +1296,13 @@ def _segment_ids(words, vocab: Vocab) -> tuple[np.ndarray, np.ndarray]:
     if _is_bytes_only(vocab):
         return data[off[0] : off[-1]], off - off[0]
     tdata, tstart, tlen = _token_arrays(vocab, 0)
-    flat, lens = _segment(data, off, tdata, tstart, tlen, len(vocab.tokens))
+    flat, lens = _segment(data, off, tdata, tstart, tlen, len(vocab.tokens), _SEGMENT_LONG)
     offsets = np.zeros(lens.shape[0] + 1, np.int64)
     np.cumsum(lens, out=offsets[1:])
     return flat, offsets
 
 
+_SEGMENT_LONG = 64  # words this long or longer are segmented with a heap (_segment_long)
 _PAIRS_PER_MERGE = 16  # the pair table starts with room for this many new pairs per merge
 _REVERSE_LISTS = False  # tests: start from descending lists of positions (see _setup)
 _HEAP_TARGET = 1 << 13  # pairs the heap is (re)filled with, at least (see _refill)
@@ -1177,6 +1320,7 @@ def learn_merges(
     progress: Callable[[int], None] | None = None,
     checkpoint: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], None] | None = None,
     every: float = 2.0,
+    step: int = 1,
 ) -> MergeResult:
     """Learn up to ``n_merges`` new tokens on ``words`` (with 64-bit ``counts``) on top of ``vocab``.
 
@@ -1186,8 +1330,8 @@ def learn_merges(
     ``checkpoint(left, right, token, count, reused)`` is called from the calling thread with copies
     of the merges recorded since its previous call, at most every ``every`` seconds while the loop
     runs and once at the end with the rest (maybe empty): its calls concatenate to the result's
-    arrays. With ``every <= 0`` it is called after every new token (and the merges reused on the
-    way), deterministically: the loop then runs in the calling thread.
+    arrays. With ``every <= 0`` it is called after every ``step`` new tokens (and the merges reused
+    on the way), deterministically: the loop then runs in the calling thread.
     Example: ``learn_merges([b"abab"], np.array([3]), Vocab.base(False), 1).vocab.tokens[256] == b"ab"``.
     """
     if n_merges < 0:
@@ -1208,6 +1352,11 @@ def learn_merges(
     if counts.shape[0] and counts.min() < 0:
         raise ValueError("counts must be >= 0")
     n0 = len(vocab.tokens)
+    requested = n_merges
+    # every merge (new token or reused) takes one token out of a word, so a word of k tokens
+    # allows at most k - 1: the arrays are sized by what the words allow, not by the request
+    # (--merges 1000000000 on a small corpus asked for gigabytes)
+    n_merges = min(n_merges, int(np.maximum(lens - 1, 0).sum()))
     tb = _token_bits(n0 + n_merges)
     P, ek, ev = _layout(flat, lens, counts, tb)
     del flat, offsets
@@ -1268,14 +1417,14 @@ def learn_merges(
             box["err"] = e
 
     if checkpoint is not None and every <= 0:
-        # every <= 0: the loop runs in this thread, one new token at a time, with a checkpoint
-        # after each; deterministic, for tests of what an interrupted run leaves
+        # every <= 0: the loop runs in this thread, ``step`` new tokens at a time, with a
+        # checkpoint after each; deterministic, for tests of what an interrupted run leaves
         def after_step() -> None:
             if progress is not None:
                 progress(int(stats[5]))
             emit()
 
-        run(after_step, 1)
+        run(after_step, max(1, int(step)))
     else:
         th = threading.Thread(target=run, name="toktok-merge", daemon=True)
         th.start()
@@ -1303,7 +1452,7 @@ def learn_merges(
     out = Vocab(list(vocab.tokens) + new_tokens, list(vocab.specials))
     word_tokens = _tokens_per_word(P, lens, tb)
     times["total"] = time.perf_counter() - t0
-    return MergeResult(out, left, right, token, count, reused, n_merges, word_tokens)
+    return MergeResult(out, left, right, token, count, reused, requested, word_tokens)
 
 
 def _records(cap: int) -> tuple[np.ndarray, ...]:

@@ -36,7 +36,7 @@ from .insight import add_views, compression_curve, word_gains
 from .export import special_tokens_file, special_tokens_json, write_hf, write_tiktoken, _write_atomic
 from .merge import MergeResult, learn_merges
 from ._kernels import release_llvm_pages
-from .budget import BudgetPlan, cap_words, plan_budget
+from .budget import MERGE_BYTES_PER_MERGE, BudgetPlan, cap_words, human, plan_budget, possible_merges
 from .engine import CountState, ParitySample, Source, count_phase
 from .read import read_corpus
 from .remote import redact
@@ -113,6 +113,12 @@ def _staging_of(out: Path) -> Path:
     return real.parent / f".{real.name}.partial"
 
 
+def interrupted_run(out: str | Path) -> Path | None:
+    """The staging folder an interrupted run into ``out`` left for ``--resume``, or None."""
+    staging = _staging_of(Path(out))
+    return staging if (staging / "run.duckdb").is_file() else None
+
+
 def _inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
@@ -168,6 +174,12 @@ def _prepare_out(layout: OutputLayout, force: bool, resume: bool = False,
     if os.path.lexists(real):
         replaced.append(out)
     _check_inputs(inputs or [], replaced, out)
+    if resume and interrupted_run(out) is None:
+        if (out / "run.duckdb").is_file():
+            raise OutputError(f"{out}: this run finished (no interrupted run to resume); its output is in place, "
+                              "nothing to do (to train it again, rerun with --force instead of --resume)")
+        raise OutputError(f"{out}: no interrupted run to resume (no {staging}/run.duckdb); "
+                          "run without --resume")
     if layout.shared:
         _check_shared(layout)
     elif out.exists() and not out.is_dir():
@@ -179,8 +191,6 @@ def _prepare_out(layout: OutputLayout, force: bool, resume: bool = False,
         if not (out / "run.duckdb").is_file():
             raise OutputError(f"{out}: is not a toktok output folder (no run.duckdb); --force replaces only those, so pick another folder")
     if resume:
-        if not (staging / "run.duckdb").is_file():
-            raise OutputError(f"{out}: no interrupted run to resume (no {staging}/run.duckdb); run without --resume")
         return staging, True
     if staging.exists():
         _lock(staging).close()  # refuses while another run is writing it
@@ -219,13 +229,16 @@ _IDENTITY = ("sources", "merges", "special_tokens", "text_column", "bad_utf8", "
 
 class _Checkpoints:
     """Counts checkpoints, and for fault-injection tests kills the process (SIGKILL, as kill -9)
-    right after the N-th one when ``TOKTOK_FAULT=checkpoint:N``."""
+    right after the N-th one when ``TOKTOK_FAULT=checkpoint:N``. With
+    ``TOKTOK_CHECKPOINT_SECONDS=0`` the merge loop checkpoints deterministically, after every
+    ``TOKTOK_CHECKPOINT_MERGES`` new tokens (default 1)."""
 
     def __init__(self) -> None:
         self.n = 0
         fault = os.environ.get("TOKTOK_FAULT", "")
         self.kill_at = int(fault.split(":", 1)[1]) if fault.startswith("checkpoint:") else None
         self.every = float(os.environ.get("TOKTOK_CHECKPOINT_SECONDS", CHECKPOINT_SECONDS))
+        self.step = int(os.environ.get("TOKTOK_CHECKPOINT_MERGES", 1))
 
     def done(self) -> None:
         self.n += 1
@@ -356,11 +369,43 @@ def _specials_rule(vocab: Vocab, base: Base | None, tiktoken_name: str) -> dict:
     return out
 
 
-def _check_same_run(store: RunStore, cfg: TrainConfig, staging: Path) -> None:
-    """``--resume`` continues only the run it was given: same sources, merges, seed, budget, ..."""
+def _start_over(e: ToktokError) -> ToktokError:
+    """Mark ``e`` as an error whose fix changes the options a ``--resume`` must repeat (or the
+    inputs): what the run kept is of no use to a later run, so it is not kept."""
+    e.start_over = True
+    return e
+
+
+def _resolved(path):
+    """A source path as the file, folder or pattern it names: ``./big/`` and ``big`` are one."""
+    if not isinstance(path, str) or "://" in path:
+        return path
+    p = os.path.expanduser(path)
+    if os.path.exists(p):
+        return os.path.realpath(p)
+    return os.path.normpath(os.path.abspath(p))
+
+
+def _identity(cfg: TrainConfig) -> dict:
+    """What a ``--resume`` must be given unchanged, with every path resolved (see ``_resolved``)."""
     import json
 
-    now = json.loads(json.dumps({k: cfg.to_dict().get(k) for k in _IDENTITY}, default=str))
+    ident = json.loads(json.dumps({k: cfg.to_dict().get(k) for k in _IDENTITY}, default=str))
+    ident["sources"] = [_resolved(s) for s in ident.get("sources") or []]
+    for ph in ident.get("phases") or []:
+        for src in ph.get("sources") or []:
+            src["path"] = _resolved(src.get("path"))
+    if ident.get("warm_start") is not None:
+        ident["warm_start"] = _resolved(ident["warm_start"])
+    return ident
+
+
+def _check_same_run(store: RunStore, cfg: TrainConfig, staging: Path) -> None:
+    """``--resume`` continues only the run it was given: same sources (as resolved paths, however
+    spelled), merges, seed, budget, ..."""
+    import json
+
+    now = _identity(cfg)
     stored = store.get_meta("identity")
     if stored is None:  # killed before its first write: nothing to continue, nothing to compare
         store.put_meta("identity", now)
@@ -370,6 +415,22 @@ def _check_same_run(store: RunStore, cfg: TrainConfig, staging: Path) -> None:
         if old.get(k) != now.get(k):
             raise ConfigError(f"--resume: {k} was {old.get(k)!r} in the interrupted run and is {now.get(k)!r} now; "
                               "pass the same options (or start over with --force)")
+
+
+def _respell(plans: list[list[Source]], stored: str | None) -> None:
+    """Give every input file the path it had in the interrupted run (``stored``: its meta
+    "files") when both name the same file, so that the files are read, hashed and recorded
+    exactly as before however the sources are spelled now (``big`` then, ``/data/big`` now)."""
+    import json
+
+    if stored is None:
+        return
+    spelled = {os.path.realpath(f[0]): f[0] for phase in json.loads(stored) for f in phase}
+    for sources in plans:
+        for src in sources:
+            for f in src.corpus.files:
+                f.path = spelled.get(os.path.realpath(f.path), f.path)
+            src.corpus.files.sort(key=lambda f: f.path)
 
 
 def _count_state(store: RunStore, phase: str, fp: list) -> CountState | None:
@@ -424,8 +485,9 @@ def _check_replay(prior: pa.Table, res: MergeResult, where: str) -> None:
     mine = [res.left[:k], res.right[:k], res.token[:k], res.count[:k], res.reused[:k]]
     theirs = [prior[c].to_numpy(zero_copy_only=False) for c in ("left_id", "right_id", "token_id", "count", "reused")]
     if len(res.left) < k or not all(np.array_equal(a, b.astype(a.dtype)) for a, b in zip(mine, theirs)):
-        raise ParityError(f"{where}--resume: the merges learned again differ from the {k:,} the interrupted run "
-                          "checkpointed (the inputs or toktok changed); start over with --force")
+        raise _start_over(ParityError(
+            f"{where}--resume: the merges learned again differ from the {k:,} the interrupted run "
+            "checkpointed (the inputs or toktok changed); start over with --force"))
 
 
 def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = None) -> TrainSummary:
@@ -473,18 +535,26 @@ def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = 
     inputs += [(src.path, "a source") for ph in phases for src in ph.sources if os.path.isdir(os.path.expanduser(src.path))]
     if cfg.warm_start is not None:
         inputs.append((cfg.warm_start, "the warm-start base"))
-    staging, resuming = _prepare_out(layout, cfg.force, getattr(cfg, "resume", False), inputs)
-    lock = _lock(staging)
     marks = _Checkpoints()
+    staging, resuming = _prepare_out(layout, cfg.force, getattr(cfg, "resume", False), inputs)
     kept = resuming  # whether a failure leaves the staging folder for --resume
-    fingerprints = [_fingerprint(srcs) for srcs in plans]
+    try:
+        lock = _lock(staging)
+    except OSError as e:  # (another run holding the lock is an OutputError: its folder stays)
+        if not resuming:  # made just now by this run
+            shutil.rmtree(staging, ignore_errors=True)
+        raise OutputError(f"{out}: cannot write here ({e.strerror or e}); pass a writable --out") from None
     try:
         store = RunStore.create(staging / "run.duckdb", memory_limit=memory_limit, threads=threads)
         if resuming:
             _check_same_run(store, cfg, staging)
+            _respell(plans, store.get_meta("files"))
             store.drop_outputs()
-        else:
-            store.put_meta("identity", {k: cfg.to_dict().get(k) for k in _IDENTITY})
+        fingerprints = [_fingerprint(srcs) for srcs in plans]
+        if not resuming:
+            store.put_meta("identity", _identity(cfg))
+        if not resuming or store.get_meta("files") is None:  # the spelling --resume gives the files
+            store.put_meta("files", fingerprints)
         if plan is not None:
             store.put_meta("budget", plan.to_dict())
         store.put_meta("config", cfg.to_dict())
@@ -570,10 +640,16 @@ def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = 
                 pc = count(sources, seed=cfg.seed, capacity=capacity, batch_bytes=batch_bytes,
                            specials=all_specials, threads=threads, report=report, tag=tag)
                 table, used = pc.words, pc.used
-                if plan is not None:
+                if plan is not None and table.height:
                     # the merge loop's arrays must fit the budget: drop the rarest words if not
                     lengths = table["word"].bin.size().to_numpy()
                     keep_rows = cap_words(lengths, table["count"].to_numpy(), plan.work_bytes, phase.merges)
+                    if len(keep_rows) == 0:
+                        n = min(phase.merges, possible_merges(lengths))
+                        raise _start_over(ConfigError(
+                            f"{where}{cfg.name_of('budget')} {cfg.budget}: its share for the word table and the merge loop is "
+                            f"{human(plan.work_bytes)}, and {n:,} merges take {human(n * MERGE_BYTES_PER_MERGE)} "
+                            "of it before any word; pass a larger --budget or fewer --merges"))
                     if len(keep_rows) < table.height:
                         dropped = table.height - len(keep_rows)
                         lost = 1 - table["count"].gather(keep_rows).sum() / max(table["count"].sum(), 1)
@@ -589,10 +665,10 @@ def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = 
                 if table.height == 0:
                     paths = ", ".join(redact(s.path) for s in phase.sources)
                     n_files = sum(len(s.corpus.files) for s in sources)
-                    raise InputError(
+                    raise _start_over(InputError(
                         f"{where}{paths}: the corpus is empty (no text in {n_files} file(s)); "
                         "check the sources and --text-column"
-                    )
+                    ))
                 # checkpoint: the phase's words, inputs and parity sample, all or nothing
                 with store.transaction():
                     store.drop_count_state(phase.name)
@@ -655,7 +731,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = 
 
             start = Vocab(vocab.tokens, [], vocab.pinned)
             res = learn_merges(words, counts, start, n, progress=lambda k: report("merge" + tag, k, n),
-                               checkpoint=checkpoint, every=marks.every)
+                               checkpoint=checkpoint, every=marks.every, step=marks.step)
             report("merge" + tag, res.new_tokens, n)
             if prior is not None and prior.num_rows:
                 _check_replay(prior, res, where)
@@ -739,12 +815,15 @@ def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = 
     except BaseException as e:
         lock.close()
         # keep what a later --resume can continue from (a phase counted, or the interrupted run
-        # being resumed); a run that failed before its first checkpoint leaves nothing behind
-        if not kept:
+        # being resumed); a run that failed before its first checkpoint leaves nothing behind,
+        # nor does one whose fix changes the options that --resume must be given unchanged
+        over = getattr(e, "start_over", False)
+        if not kept or (over and not resuming):
             shutil.rmtree(staging, ignore_errors=True)
         elif isinstance(e, ToktokError) and e.args:
-            e.args = (f"{e.args[0]} (the progress so far is kept in {staging}: fix this and rerun with --resume)",
-                      *e.args[1:])
+            note = (f"the interrupted run in {staging} cannot continue past this: start over with --force" if over
+                    else f"the progress so far is kept in {staging}: fix this and rerun with --resume")
+            e.args = (f"{e.args[0]} ({note})", *e.args[1:])
         raise
     return TrainSummary(
         out=out, vocab_size=vocab.size, merges_requested=sum(s.merges_requested for s in summaries),

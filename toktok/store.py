@@ -64,7 +64,12 @@ class RunStore:
             con.execute(f"SET memory_limit = '{_duck_size(memory_limit)}'")
             # SET takes no parameters; the path is quoted as an SQL literal.
             con.execute("SET temp_directory = '" + str(tmp).replace("'", "''") + "'")
-            con.execute("SET preserve_insertion_order = false")
+            # preserve_insertion_order stays DuckDB's default (true): with it off and 2+ threads,
+            # execute(...).to_arrow_table() collects in parallel and returns the rows of an
+            # ORDER BY in blocks of ~2,048 in any order (DuckDB 2.0), so merges read back for
+            # --resume came out shuffled. Turning it off saved neither memory nor time on a
+            # 2 M-word table at a 32 MiB limit (tests/test_store.py holds the order).
+            con.execute("SET preserve_insertion_order = true")
             if threads:
                 con.execute(f"SET threads = {int(threads)}")
             for stmt in _statements(sql("schema")):
@@ -93,6 +98,7 @@ class RunStore:
         if not path.exists():
             raise ToktokError(f"{path}: no run file here; pass a toktok output folder or its run.duckdb")
         con = duckdb.connect(str(path), read_only=read_only)
+        con.execute("SET preserve_insertion_order = true")  # ORDER BY kept in Arrow results (see create)
         store = cls(con, path)
         version = store.get_meta("schema_version")
         if version != SCHEMA_VERSION:
@@ -109,8 +115,10 @@ class RunStore:
         self.run("put_meta", {"key": key, "value": value})
 
     def get_meta(self, key: str) -> str | None:
-        row = self.run("get_meta", {"key": key}).fetchone()
-        return row[0] if row else None
+        # fetchall: a result fetched only in part keeps the connection busy (DuckDB 2 refuses a
+        # register() on it until the result is finished)
+        rows = self.run("get_meta", {"key": key}).fetchall()
+        return rows[0][0] if rows else None
 
     def add_input(self, path: str, kind: str, phase: str, size_bytes: int, docs: int, text_bytes: int,
                   docs_seen: int, bytes_seen: int) -> None:
@@ -120,26 +128,13 @@ class RunStore:
 
     def put_words(self, phase: str, table) -> None:
         """Store a phase's word table (``word``, ``count`` and ``tokens`` after training)."""
-        batch = table.to_arrow() if hasattr(table, "to_arrow") else table
-        self.con.register("batch", batch)
-        try:
-            self.run("put_words", {"phase": phase})
-        finally:
-            self.con.unregister("batch")
+        self._with_batch("put_words", table, {"phase": phase})
 
     def add_merges(self, phase: str, table: pa.Table) -> None:
-        self.con.register("batch", table)
-        try:
-            self.run("add_merges", {"phase": phase})
-        finally:
-            self.con.unregister("batch")
+        self._with_batch("add_merges", table, {"phase": phase})
 
     def add_vocab(self, table: pa.Table) -> None:
-        self.con.register("batch", table)
-        try:
-            self.run("add_vocab")
-        finally:
-            self.con.unregister("batch")
+        self._with_batch("add_vocab", table, {})
 
     def add_stage(self, stage: str, seconds: float) -> None:
         self.run("add_stage", {"stage": stage, "seconds": float(seconds)})

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .config import PhaseConfig, SourceConfig, TrainConfig, build_config
-from .errors import ConfigError
+from .errors import ConfigError, InputError
 from .pipeline import PhaseSummary, TrainSummary
 
 #: How a run reports progress: ``progress(stage, done, total)``; total may be None.
@@ -192,7 +192,14 @@ def train(
         if k in given:
             given[k] = os.fspath(given[k])
     cfg = build_config(None if config is None else os.fspath(config), srcs, given, named=lambda k: k)
-    return train_config(cfg, progress=progress, log=log)
+    try:
+        return train_config(cfg, progress=progress, log=log)
+    except InputError as e:
+        if "no such file or directory" in str(e) and isinstance(sources, (list, tuple)) and all(
+                isinstance(s, str) for s in sources):
+            raise InputError(f"{e} (a list of str is a list of paths; to train on texts, pass it as one source: "
+                             "[texts])") from None
+        raise
 
 
 class _Names:

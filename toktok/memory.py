@@ -77,7 +77,7 @@ class _Data:
         elif mod == "datasets":
             self._datasets(obj, cls)
         elif isinstance(obj, collections.abc.Mapping) or not isinstance(obj, collections.abc.Iterable):
-            raise ConfigError(f"{name}: a {self.what} is not a source; give a path, an iterable of str, or a "
+            raise ConfigError(f"{name}: {self.what} is not a source; give a path, an iterable of str, or a "
                               "table (pyarrow, Polars, pandas, datasets) with a text column")
         else:
             self.reiterable = iter(obj) is not obj
@@ -111,7 +111,7 @@ class _Data:
             self._column_of(obj.schema.names)
             self.read = lambda rows: (b.column(0) for b in obj.to_batches(columns=[self.column], batch_size=rows))
         else:
-            raise ConfigError(f"{self.name}: a {self.what} is not a source; give a Table, RecordBatchReader, "
+            raise ConfigError(f"{self.name}: {self.what} is not a source; give a Table, RecordBatchReader, "
                               "dataset or Array")
 
     def _polars(self, obj: Any, cls: str) -> None:
@@ -136,7 +136,7 @@ class _Data:
             self.read = lambda rows: (df.to_series(0).to_arrow()
                                       for df in query.collect_batches(chunk_size=rows, maintain_order=True))
         else:
-            raise ConfigError(f"{self.name}: a {self.what} is not a source; give a DataFrame, LazyFrame or Series")
+            raise ConfigError(f"{self.name}: {self.what} is not a source; give a DataFrame, LazyFrame or Series")
 
     def _pandas(self, obj: Any, cls: str) -> None:
         if cls == "DataFrame":
@@ -145,13 +145,13 @@ class _Data:
         elif cls == "Series":
             s = obj
         else:
-            raise ConfigError(f"{self.name}: a {self.what} is not a source; give a DataFrame or Series")
+            raise ConfigError(f"{self.name}: {self.what} is not a source; give a DataFrame or Series")
         self.rows = len(s)
         self.read = lambda rows: (_from_pandas(s.iloc[i:i + rows], self) for i in range(0, len(s), rows))
 
     def _datasets(self, obj: Any, cls: str) -> None:
         if cls not in ("Dataset", "IterableDataset"):
-            raise ConfigError(f"{self.name}: a {self.what} is not a source; give a Dataset or IterableDataset "
+            raise ConfigError(f"{self.name}: {self.what} is not a source; give a Dataset or IterableDataset "
                               "(a DatasetDict holds several: pick a split, e.g. ds['train'])")
         names = obj.column_names
         if names is not None:

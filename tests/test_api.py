@@ -339,3 +339,25 @@ def test_a_run_puts_the_allocators_back(tmp_path):
     before, after, var, during = json.loads(r.stdout)
     assert before == after != "system" and var is None
     assert during == [["system", "system"]]
+
+
+def test_a_mapping_option_of_run_and_source_scope_is_one_entry(tmp_path, monkeypatch):
+    """How i17remote's storage_options plugs in: one Option entry makes the YAML loader take the key
+    at the top and in a source, check it, name its location in errors, and redact it when stored."""
+    from toktok import options
+    from toktok.config import load_config
+
+    entry = options.Option("storage_options", options.MAPPING, {}, "fsspec options", yaml="storage_options",
+                           scope=("run", "source"), secret=True)
+    monkeypatch.setattr(options, "OPTIONS", options.OPTIONS + (entry,))
+    monkeypatch.setitem(options.OPTION, "storage_options", entry)
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text("output: o/x.tiktoken\nstorage_options: {key: AKIA1, secret: s3cr3t}\n"
+                   "phases: [{name: a, merges: 1, sources: [{path: 's3://b/x', storage_options: {anon: 'true'}}]}]\n")
+    c = load_config(cfg)
+    assert c.storage_options == {"key": "AKIA1", "secret": "s3cr3t"}
+    assert c.phases[0].sources[0].storage_options == {"anon": "true"}
+    assert options.redacted("storage_options", c.storage_options) == {"key": "***", "secret": "***"}
+    cfg.write_text("output: o/x.tiktoken\nphases: [{name: a, merges: 1, sources: [{path: x, storage_options: 3}]}]\n")
+    with pytest.raises(ConfigError, match=r"run.yaml: phases\[0\].sources\[0\].storage_options: expected a mapping"):
+        load_config(cfg)

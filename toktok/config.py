@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, OutputError
-from .options import ANY, ENGINES, OPTION, ROLES, SIZE, at, kind_of_value, parse_size, run_options, yaml_keys
+from .options import (ANY, ENGINES, OPTION, ROLES, SIZE, at, kind_of_value, parse_size, redacted, run_options,
+                      yaml_keys)
 
 #: File names toktok writes beside the .tiktoken file; ``output`` may not take one of them.
 RESERVED_NAMES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "run.duckdb")
@@ -137,7 +138,8 @@ class SourceConfig:
 
     def to_dict(self) -> dict:
         """The source as the run file records it (in-memory data by name and kind only)."""
-        return {"path": self.path, "weight": self.weight, "text_column": self.text_column, "kind": self.kind}
+        d = {"path": self.path, "weight": self.weight, "text_column": self.text_column, "kind": self.kind}
+        return {k: redacted(k, v) for k, v in d.items()}
 
 
 @dataclass
@@ -351,7 +353,7 @@ class TrainConfig:
                 v = [s.to_dict() if isinstance(s, SourceConfig) else os.fspath(s) for s in v]
             elif isinstance(v, (list, dict)):
                 v = type(v)(v)
-            d[f.name] = v
+            d[f.name] = redacted(f.name, v)
         return d
 
 
@@ -547,7 +549,11 @@ def _source(file: str, where: str, raw: Any) -> SourceConfig:
         raise src.error("give exactly one of path: (file, folder or glob) or file:")
     if one is not None and os.path.isdir(one):
         raise src.error(f"{one!r} is a folder; use path: for folders and globs", "file")
-    return SourceConfig(path or one, src.get("weight"), src.get("text_column"), "path" if path else "file")
+    out = SourceConfig(path or one, kind="path" if path else "file")
+    for key in src.value:  # the other keys of a source: its options (weight, text_column, ...)
+        if key not in ("path", "file"):
+            setattr(out, OPTION[key].name, src.get(key))
+    return out
 
 
 def build_config(config: str | os.PathLike | None, sources: list, overrides: dict[str, Any], *,

@@ -386,6 +386,15 @@ CLI_ONLY = {
 PYTHON_ONLY = {"progress": "a callback progress(stage, done, total)", "log": "where verbose merge lines go"}
 
 
+def redacted(name: str, value: Any) -> Any:
+    """``value`` as the run file may record it: a secret option's values (a mapping's, or the value
+    itself) replaced by ``"***"``, so that keys such as credentials never reach ``meta('config')``."""
+    opt = OPTION.get(name)
+    if opt is None or not opt.secret or value is None:
+        return value
+    return {k: "***" for k in value} if isinstance(value, dict) else "***"
+
+
 def run_options() -> list[Option]:
     """The options of a run (``toktok.train``'s keywords), in ``--help`` order."""
     return [o for o in OPTIONS if "run" in o.scope]
@@ -408,4 +417,5 @@ def cli_flags() -> dict[str, tuple[str, str | None]]:
     return out
 
 
-__all__ = ["Option", "OPTIONS", "OPTION", "ROLES", "ENGINES", "parse_size", "run_options", "yaml_keys", "cli_flags"]
+__all__ = ["Option", "OPTIONS", "OPTION", "ROLES", "ENGINES", "parse_size", "run_options", "yaml_keys", "cli_flags",
+           "redacted"]

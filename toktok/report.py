@@ -199,9 +199,14 @@ def run_summary(d: dict) -> Group:
         opts.append("specials " + " ".join(cfg["special_tokens"]))
     if cfg.get("warm_start"):
         opts.append(f"warm start {cfg['warm_start']}")
+    def size(v):  # sizes are stored as ints (bytes) since the option registry; older runs hold text
+        from .budget import human
+
+        return human(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
     if cfg.get("budget"):
-        opts.append(f"budget {cfg['budget']}")
-    opts += [f"seed {cfg.get('seed', '?')}", f"memory {cfg.get('memory_limit', '?')}"]
+        opts.append(f"budget {size(cfg['budget'])}")
+    opts += [f"seed {cfg.get('seed', '?')}", f"memory {size(cfg.get('memory_limit', '?'))}"]
     if cfg.get("config_file"):
         opts.append(f"from {cfg['config_file']}")
     _row(head, "config", ", ".join(opts))

@@ -197,6 +197,21 @@ def test_bad_options_name_the_keyword(corpus, tmp_path, kw, needles):
     assert not (tmp_path / "o").exists()
 
 
+def test_no_output_and_a_failing_generator(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        toktok.train([["text"]], merges=5)
+    _one_line(e, "no output given; pass out='DIR'")
+
+    def broken():
+        yield "fine"
+        raise RuntimeError("the network went away")
+
+    with pytest.raises(InputError) as e:
+        toktok.train(broken(), out=tmp_path / "o", merges=5, verbose=False)
+    _one_line(e, "source-1: cannot read the generator (RuntimeError: the network went away)")
+    assert isinstance(e.value.__cause__, RuntimeError) and not (tmp_path / "o").exists()
+
+
 def test_one_generator_given_twice_is_refused(corpus, tmp_path):
     g = (x for x in corpus["texts"])
     with pytest.raises(ConfigError) as e:

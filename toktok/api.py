@@ -191,6 +191,8 @@ def train(
     for k in ("out", "output", "warm_start"):
         if k in given:
             given[k] = os.fspath(given[k])
+    if config is None and out is None and output is None:
+        raise ConfigError("no output given; pass out='DIR' (the output folder) or output='DIR/NAME.tiktoken'")
     cfg = build_config(None if config is None else os.fspath(config), srcs, given, named=lambda k: k)
     try:
         return train_config(cfg, progress=progress, log=log)

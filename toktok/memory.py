@@ -183,8 +183,10 @@ class _Data:
             yield from self.read(rows)
         except (InputError, ConfigError):
             raise
-        except pa.ArrowException as e:
-            raise InputError(f"{self.name}: cannot read the {self.what} ({' '.join(str(e).split())})") from None
+        except Exception as e:  # the data's own library (or the user's generator) failed: one line, cause kept
+            why = " ".join(str(e).split())[:300] or type(e).__name__
+            raise InputError(f"{self.name}: cannot read the {self.what} ({type(e).__name__}: {why}); check the "
+                             "data (--debug shows the traceback)") from e
 
 
 def _slices(chunks: list, rows: int) -> Iterator[pa.Array]:

@@ -120,6 +120,19 @@ def test_a_budget_samples_data_in_memory_reproducibly(corpus, tmp_path):
     assert g[0] == a[0]
 
 
+def test_show_and_sql_read_a_run_on_data_in_memory(corpus, tmp_path):
+    from typer.testing import CliRunner
+
+    from toktok.cli import app
+
+    r = toktok.train([toktok.Source(corpus["texts"], name="my texts")], out=tmp_path / "o", merges=10,
+                     budget="4GB", verbose=False)
+    shown = CliRunner().invoke(app, ["show", str(r.out)])
+    assert shown.exit_code == 0 and "my texts" in shown.output and "budget 4GB" in shown.output and "memory 2GB" in shown.output, shown.output
+    q = CliRunner().invoke(app, ["sql", str(r.out), "select path, kind from sources", "--csv"])
+    assert q.exit_code == 0 and "my texts,memory" in q.output, q.output
+
+
 def test_names_label_the_sources_in_the_run_file(corpus, tmp_path):
     t = corpus["table"]
     r = toktok.train([t, toktok.Source(t, name="wiki", weight=2), t, corpus["path"]], out=tmp_path / "o",

@@ -389,3 +389,26 @@ def test_a_mapping_option_of_run_and_source_scope_is_one_entry(tmp_path, monkeyp
     cfg.write_text("output: o/x.tiktoken\nphases: [{name: a, merges: 1, sources: [{path: x, storage_options: 3}]}]\n")
     with pytest.raises(ConfigError, match=r"run.yaml: phases\[0\].sources\[0\].storage_options: expected a mapping"):
         load_config(cfg)
+
+
+def test_new_keys_and_flags_from_the_registry(tmp_path, monkeypatch):
+    """Options that had only one of a flag or a key get the other from the registry: memory_limit:
+    in a config (named there in errors), --working-set-mb on the command line."""
+    from typer.testing import CliRunner
+
+    from toktok.cli import app
+    from toktok.config import load_config
+
+    monkeypatch.chdir(tmp_path)
+    phase = f"phases: [{{name: a, merges: 5, sources: [{{file: {FIXTURES / 'notes.txt'}}}]}}]\n"
+    (tmp_path / "ok.yaml").write_text("output: o/x.tiktoken\nmemory_limit: 256MB\n" + phase)
+    assert load_config("ok.yaml").memory_limit == 256 * 10**6
+    (tmp_path / "small.yaml").write_text("output: o/x.tiktoken\nmemory_limit: 1MB\n" + phase)
+    r = CliRunner().invoke(app, ["-c", "small.yaml", "-q"])
+    assert r.exit_code == 2 and "small.yaml: memory_limit: 1MB is too small for DuckDB" in r.output, r.output
+    r = CliRunner().invoke(app, ["-c", "ok.yaml", "--working-set-mb", "1", "-q"])
+    assert r.exit_code == 0, r.output
+    con = duckdb.connect(str(tmp_path / "o" / "run.duckdb"), read_only=True)
+    cfg = json.loads(con.execute("select value from meta where key = 'config'").fetchone()[0])
+    con.close()
+    assert cfg["working_set_mb"] == 1 and cfg["memory_limit"] == 256 * 10**6

@@ -54,7 +54,7 @@ def test_run_insight_notebook_without_views(insight_run, tmp_path, monkeypatch):
 
     import duckdb
 
-    from toktok.insight import TABLES, VIEWS
+    from toktok.insight.runfile import TABLES, VIEWS
 
     run = tmp_path / "old"
     shutil.copytree(insight_run, run)

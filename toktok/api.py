@@ -216,7 +216,7 @@ class _Names:
         self.used: set[str] = set()
 
     def take(self, name: str | None) -> str:
-        from .memory import default_name
+        from .count.memory import default_name
 
         if name is None:
             self.k += 1
@@ -241,7 +241,7 @@ def _as_list(sources: Any) -> list:
 
 def _source(s: Any, names: _Names) -> Any:
     """A path (str) stays a path; anything else becomes a ``SourceConfig``."""
-    from .memory import KIND, is_memory
+    from .count.memory import KIND, is_memory
 
     if isinstance(s, Source):
         if not is_memory(s.data):

@@ -19,7 +19,7 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from .errors import ToktokError
-from .report import literal, printable
+from .insight.report import literal, printable
 
 
 class _Commands(TyperGroup):
@@ -220,7 +220,7 @@ def _print_summary(summary) -> None:
         t.add_row("warm start", literal(f"{ws['file']}: {ws['ids']:,} ids kept"
                   + (f" ({len(ws['specials'])} special tokens at their ids)" if ws["specials"] else "")))
     if summary.specials.get("ids"):
-        from .report import specials_line
+        from .insight.report import specials_line
 
         t.add_row("special ids", literal(specials_line(summary.specials)))
     t.add_row("merges", f"{summary.merges_learned:,} learned of {summary.merges_requested:,}"
@@ -267,7 +267,7 @@ def verify_cmd(
 ) -> None:
     """Check that tiktoken and HF tokenizers give identical ids and round-trip decodes."""
     try:
-        from .read import read_corpus
+        from .count.read import read_corpus
         from .verify import verify
 
         texts = None
@@ -296,8 +296,8 @@ def sql_cmd(
 ) -> None:
     """Run SQL on a run file (read-only) and print the result; tables and views are in the README."""
     try:
-        from .insight import query as run_query
-        from .report import arrow_table, write_csv, write_parquet
+        from .insight.runfile import query as run_query
+        from .insight.report import arrow_table, write_csv, write_parquet
 
         if parquet:
             _not_a_run_file(run, parquet)
@@ -319,7 +319,7 @@ def _not_a_run_file(run: str, target: str) -> None:
     from pathlib import Path
 
     from .errors import OutputError
-    from .insight import run_path
+    from .insight.runfile import run_path
 
     rp = run_path(run).resolve()
     t = Path(target).expanduser().resolve()
@@ -342,8 +342,8 @@ def eval_cmd(
         import json
 
         from .errors import ConfigError
-        from .evaluate import WORD_UNIT, evaluate
-        from .report import eval_table
+        from .insight.evaluate import WORD_UNIT, evaluate
+        from .insight.report import eval_table
 
         toks, data, target = [], [], None
         for it in items:
@@ -379,8 +379,8 @@ def show_cmd(
     try:
         import json
 
-        from .insight import describe
-        from .report import run_summary
+        from .insight.runfile import describe
+        from .insight.report import run_summary
 
         d = describe(run)
         if as_json:

@@ -284,13 +284,13 @@ class TrainConfig:
                         f"{where}.sources[{j}].weight: weights share a budget; set budget "
                         "(at the top or in the phase, e.g. budget: 100MB) or working_set_mb"
                     )
-        from .memory import check_sources
+        from .count.memory import check_sources
 
         check_sources(self.phase_list(), resume=self.resume, engine=self.engine)
         if self.ray_address is not None and self.engine != "ray":
             raise ConfigError(f"--ray-address {self.ray_address}: needs --engine ray (engine: ray in the config)")
         if self.engine == "ray":
-            from .engine_ray import require_ray
+            from .count.ray import require_ray
 
             require_ray()  # a ConfigError naming the install command, before any work
         for role, tok in self.roles.items():

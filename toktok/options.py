@@ -412,7 +412,7 @@ def redacted(name: str, value: Any) -> Any:
     opt = OPTION.get(name)
     if opt is None or value is None:
         return value
-    from .remote import redact  # light: the store clients load only when a URL is read
+    from .count.remote import redact  # light: the store clients load only when a URL is read
 
     if opt.secret:
         return redact(value)

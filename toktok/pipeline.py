@@ -32,15 +32,15 @@ import pyarrow as pa
 from . import __version__
 from .config import OutputLayout, PhaseConfig, TrainConfig, parse_size
 from .errors import ConfigError, InputError, OutputError, ParityError, ToktokError
-from .insight import add_views, compression_curve, word_gains
+from .insight.runfile import add_views, compression_curve, word_gains
 from .export import special_tokens_file, special_tokens_json, write_hf, write_tiktoken, _write_atomic
-from .merge import MergeResult, learn_merges
+from .merge.loop import MergeResult, learn_merges
 from ._kernels import release_llvm_pages
 from .budget import MERGE_BYTES_PER_MERGE, BudgetPlan, cap_words, human, plan_budget, possible_merges
-from .engine import CountState, ParitySample, Source, count_phase
-from .memory import corpus_of
-from .read import read_corpus
-from .remote import redact
+from .count.local import CountState, ParitySample, Source, count_phase
+from .count.memory import corpus_of
+from .count.read import read_corpus
+from .count.remote import redact
 from .store import RunStore
 from .verify import verify
 from .vocab import PATTERN, Vocab, hardcoded_tokens
@@ -654,7 +654,7 @@ def _train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None =
                 # loop's interval (a snapshot of the counts so far), and the finished sample
                 count = partial(count_phase, restored=restored, save=save, every=marks.every * 15)
                 if cfg.engine == "ray":  # the same PhaseCount, counted on a Ray cluster
-                    from .engine_ray import count_phase as ray_count_phase
+                    from .count.ray import count_phase as ray_count_phase
 
                     count = partial(ray_count_phase, address=cfg.ray_address)
                 pc = count(sources, seed=cfg.seed, capacity=capacity, batch_bytes=batch_bytes,

@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 import regex
 
 from . import remote
-from .errors import ConfigError, InputError
+from ..errors import ConfigError, InputError
 
 #: File kinds by name suffix (checked in this order, so ``.jsonl.zst`` wins over ``.zst``).
 SUFFIXES = ((".jsonl.zst", "jsonl.zst"), (".parquet", "parquet"), (".jsonl", "jsonl"),

@@ -296,7 +296,7 @@ def write_parquet(table: pa.Table, path: str) -> None:
     """``table`` as a Parquet file; OutputError if it cannot be written."""
     import pyarrow.parquet as pq
 
-    from .errors import OutputError
+    from ..errors import OutputError
 
     try:
         pq.write_table(table, os.path.expanduser(path))

@@ -28,9 +28,9 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from .errors import ConfigError, QueryError, ToktokError
-from .store import SCHEMA_VERSION, RunStore, _statements, sql
-from .vocab import PATTERN
+from ..errors import ConfigError, QueryError, ToktokError
+from ..store import SCHEMA_VERSION, RunStore, _statements, sql
+from ..vocab import PATTERN
 
 RunLike = Union[str, os.PathLike, duckdb.DuckDBPyConnection]
 
@@ -40,7 +40,7 @@ TABLES = ("compression", "token_usage", "word_gains")
 #: The subset name of the curve's whole sample in ``compression`` and ``token_usage``.
 ALL = "all"
 #: Where the ready queries ship: package data (``sql/`` at the top of a source checkout points here).
-READY_DIR = Path(__file__).resolve().parent / "sql" / "ready"
+READY_DIR = Path(__file__).resolve().parent.parent / "sql" / "ready"
 #: Folders searched for ready queries by name (``toktok sql RUN top_merges``): ./sql (queries of
 #: one's own), then the ones toktok ships.
 READY_DIRS = (Path("sql"), READY_DIR)
@@ -54,7 +54,7 @@ READY_DIRS = (Path("sql"), READY_DIR)
 def run_path(run: str | os.PathLike) -> Path:
     """The ``run.duckdb`` of an output folder (or the file itself, or of a ``.tiktoken`` whose run
     is in the ``NAME.toktok`` folder beside it); ToktokError if there is none."""
-    from .config import companion_name
+    from ..config import companion_name
 
     p = Path(run)
     if p.is_file() and p.suffix == ".tiktoken":

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .errors import ConfigError, InputError
+from ..errors import ConfigError, InputError
 from .read import Batch, Corpus, SourceFile, _Packer
 
 #: Rows per chunk when the size of a document is not known up front.

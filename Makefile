@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install dev demo test test-slow bench clean
+.PHONY: install dev demo test test-slow bench lock clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -13,7 +13,7 @@ install: $(BIN)/python
 	$(BIN)/pip install -q -e .
 
 dev: $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev,ray]'
+	$(BIN)/pip install -q -e '.[dev,ray]' -c constraints.txt
 
 demo: install
 	$(BIN)/toktok train data_fixtures/ --out out/demo --merges 2000 --special-token '<|endoftext|>' --force
@@ -26,8 +26,13 @@ test-slow: dev
 	TOKTOK_FUZZ=10 $(BIN)/python -m pytest -m "slow or not slow"
 
 bench: $(BIN)/python
-	$(BIN)/pip install -q -e '.[bench]'
+	$(BIN)/pip install -q -e '.[bench]' -c constraints.txt
 	$(BIN)/python bench/run.py
+
+# pin what a working dev venv holds (dev, ray and bench extras) for the next fresh install
+lock: dev
+	$(BIN)/pip install -q -e '.[bench]'
+	{ sed -n '/^#/p' constraints.txt; $(BIN)/pip freeze --exclude-editable; } > constraints.txt.new && mv constraints.txt.new constraints.txt
 
 clean:
 	rm -rf $(VENV) out

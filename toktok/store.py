@@ -1,7 +1,8 @@
 """The run file: one DuckDB database per run holding words, merges, vocabulary and provenance.
 
-Owns the run file (``run.duckdb``, :data:`toktok.rundir.RUN_FILE`) and its tables' Arrow schemas. Writes the word table (word bytes, 64-bit count, phase), the merges (order,
-left id, right id, token id and bytes, pair count when merged, reused, phase), the vocabulary,
+Owns the run file (``run.duckdb``, :data:`toktok.rundir.RUN_FILE`) and its tables' Arrow
+schemas. Writes the word table (word bytes, 64-bit count, phase), the merges (order, left id,
+right id, token id and bytes, pair count when merged, reused, phase), the vocabulary,
 the inputs with their sizes, stage timings, and ``meta`` (schema version, config, versions,
 seed). DuckDB gets a memory limit and a temp directory so the word table spills to disk.
 The SQL it runs ships in ``toktok/sql/`` and is loaded by name with ``$name`` parameters.

@@ -20,6 +20,7 @@ from conftest import FIXTURES, ROOT
 
 import toktok
 from toktok.errors import ConfigError, InputError, ToktokError
+from toktok.rundir import RUN_FILE
 
 MERGES = 120
 
@@ -250,13 +251,13 @@ toktok.train(toktok.Source(t, name="wiki"), out=sys.argv[2], merges=400, text_co
 
 
 def _script(tmp_path: Path, *args: str, fault: int | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TOKTOK_CHECKPOINT_SECONDS": "0"}
-    env.pop("TOKTOK_FAULT", None)
-    if fault is not None:
-        env["TOKTOK_FAULT"] = f"checkpoint:{fault}"
+    """The RESUME script, checkpointing deterministically; killed (SIGKILL) right after its
+    ``fault``-th checkpoint when given (tests/faults.py)."""
+    import faults
+
     (tmp_path / "run.py").write_text(RESUME)
-    return subprocess.run([sys.executable, str(tmp_path / "run.py"), *args], capture_output=True, text=True,
-                          env=env, timeout=600)
+    return subprocess.run(faults.command(every=0, kill_at=fault) + [str(tmp_path / "run.py"), *args],
+                          capture_output=True, text=True, timeout=600)
 
 
 def test_a_table_resumes_and_a_changed_one_is_detected(corpus, tmp_path):
@@ -264,7 +265,7 @@ def test_a_table_resumes_and_a_changed_one_is_detected(corpus, tmp_path):
     assert _script(tmp_path, p, str(tmp_path / "ref"), "same", "new").returncode == 0
     r = _script(tmp_path, p, str(tmp_path / "o"), "same", "new", fault=3)
     assert r.returncode == -9, r.stderr  # killed after its third checkpoint
-    assert not (tmp_path / "o").exists() and (tmp_path / ".o.partial" / "run.duckdb").is_file()
+    assert not (tmp_path / "o").exists() and (tmp_path / ".o.partial" / RUN_FILE).is_file()
     r = _script(tmp_path, p, str(tmp_path / "o"), "changed", "resume")
     assert r.returncode == 1 and "wiki" in r.stderr and "changed since the interrupted run read it" in r.stderr
     r = _script(tmp_path, p, str(tmp_path / "o"), "same", "resume")
@@ -413,7 +414,7 @@ def test_new_keys_and_flags_from_the_registry(tmp_path, monkeypatch):
     assert r.exit_code == 2 and "small.yaml: memory_limit: 1MB is too small for DuckDB" in r.output, r.output
     r = CliRunner().invoke(app, ["-c", "ok.yaml", "--working-set-mb", "1", "-q"])
     assert r.exit_code == 0, r.output
-    con = duckdb.connect(str(tmp_path / "o" / "run.duckdb"), read_only=True)
+    con = duckdb.connect(str(tmp_path / "o" / RUN_FILE), read_only=True)
     cfg = json.loads(con.execute("select value from meta where key = 'config'").fetchone()[0])
     con.close()
     assert cfg["working_set_mb"] == 1 and cfg["memory_limit"] == 256 * 10**6

@@ -737,7 +737,7 @@ def test_temp_folder_full_is_one_line_naming_it(tmp_path):
     """A real spill into the temp folder, its quota too small: ResourceError naming the folder."""
     from toktok.store import RunStore
 
-    store = RunStore.create(tmp_path / ".tok.partial-1" / "run.duckdb", memory_limit="20MB", threads=1)
+    store = RunStore.create(tmp_path / ".tok.partial-1" / "run.duckdb", memory_limit=20 * 10**6, threads=1)
     try:
         store.con.execute("SET max_temp_directory_size = '2MB'")
         with pytest.raises(ResourceError) as e:
@@ -755,7 +755,7 @@ _SPILL_SCRIPT = """
 import sys
 from toktok.errors import ResourceError
 from toktok.store import RunStore
-store = RunStore.create(sys.argv[1], memory_limit="20MB", threads=1)
+store = RunStore.create(sys.argv[1], memory_limit=20 * 10**6, threads=1)
 try:
     with store.translating():
         store.con.execute(sys.argv[2]).fetchall()
@@ -777,7 +777,8 @@ def test_temp_folder_disk_full_is_one_line_naming_it(tmp_path):
 
 
 def test_duckdb_errors_outside_the_store_are_one_line_too(tmp_path, monkeypatch):
-    """The CLI's last resort: a DuckDB disk or memory error from anywhere in the run."""
+    """The library's last resort (``toktok.pipeline.train``): a DuckDB disk or memory error from
+    anywhere in the run is one line too, at the command line and from Python."""
     import duckdb
 
     import toktok.pipeline
@@ -785,17 +786,20 @@ def test_duckdb_errors_outside_the_store_are_one_line_too(tmp_path, monkeypatch)
     src = _good(tmp_path)
     out = tmp_path / "outs" / "tok"
 
-    def boom(cfg, progress=None, log=None):
+    def boom(*args, **kwargs):
         raise duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate data of size 3.7 MiB (4.2 MiB/7.0 MiB used)")
 
-    monkeypatch.setattr(toktok.pipeline, "train", boom)
+    monkeypatch.setattr(toktok.pipeline, "count_phase", boom)
     r = _train(src, "--out", out, "--memory-limit", "64MB")
     _one_error_line(r, [f"{out}/run.duckdb", "out of memory", "64MB"], "pass a larger --memory-limit")
+    with pytest.raises(ResourceError, match="out of memory"):
+        toktok.train(src, out=out, merges=10, memory_limit="64MB")
+    assert not out.exists()
 
-    def other(cfg, progress=None, log=None):
+    def other(*args, **kwargs):
         raise duckdb.CatalogException("Catalog Error: Table with name nope does not exist!")
 
-    monkeypatch.setattr(toktok.pipeline, "train", other)
+    monkeypatch.setattr(toktok.pipeline, "count_phase", other)
     r = _train(src, "--out", out)
     assert isinstance(r.exception, duckdb.CatalogException)  # a bug, not bad input: it is not hidden
 

@@ -249,7 +249,7 @@ def test_full_read_labels_the_curve_training_text(marked, tmp_path):
 def test_resumed_sampled_run_keeps_its_held_out_text(marked, tmp_path):
     """Killed after the sample was checkpointed, or after the phase was counted: --resume ends
     with the same held-out pieces and curve as an uninterrupted run."""
-    import os
+    import faults
 
     cfg = tmp_path / "run.yaml"
     body = f"phases:\n  - {{name: a, merges: 150, budget: 60KB, sources: [{{path: {marked / 'a.parquet'}}}]}}\n"
@@ -257,16 +257,13 @@ def test_resumed_sampled_run_keeps_its_held_out_text(marked, tmp_path):
     for fault in (None, 1, 2):
         out = tmp_path / f"o{fault}"
         cfg.write_text(f"output: {out / 'tokenizer.tiktoken'}\n" + body)
-        env = {**os.environ, "TOKTOK_CHECKPOINT_SECONDS": "0"}
-        env.pop("TOKTOK_FAULT", None)
         if fault is not None:
-            env["TOKTOK_FAULT"] = f"checkpoint:{fault}"
-            r = subprocess.run([sys.executable, "-m", "toktok.cli", "train", "--config", str(cfg), "-q"], env=env,
+            r = subprocess.run(faults.command(every=0, kill_at=fault) + ["train", "--config", str(cfg), "-q"],
                                capture_output=True, text=True, timeout=600)
             assert r.returncode == -9, r.stderr
-            env.pop("TOKTOK_FAULT")
-        r = subprocess.run([sys.executable, "-m", "toktok.cli", "train", "--config", str(cfg), "-q",
-                            *(["--resume"] if fault else [])], env=env, capture_output=True, text=True, timeout=600)
+        r = subprocess.run(faults.command(every=0) + ["train", "--config", str(cfg), "-q",
+                                                      *(["--resume"] if fault else [])],
+                           capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, r.stderr
         con = _con(out)
         got = (con.execute("select value from meta where key = 'held_out:a'").fetchone(),

@@ -156,7 +156,8 @@ def test_without_ray_a_config_error_says_how_to_install(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as if not installed
     cfg = TrainConfig(sources=[str(FIXTURES)], out=str(tmp_path / "o"), engine="ray")
     with pytest.raises(ConfigError, match=r"pip install 'toktok\[ray\]'"):
-        cfg.validate()
+        train(cfg)
+    assert os.listdir(tmp_path) == []  # before any work
 
 
 def test_engine_options_are_checked(tmp_path):

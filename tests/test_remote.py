@@ -40,6 +40,8 @@ else:
     pytest.importorskip("moto.server")
 
 import boto3  # noqa: E402
+import faults  # noqa: E402
+from toktok.rundir import RUN_FILE  # noqa: E402
 
 TOKTOK = [sys.executable, "-m", "toktok.cli"]
 OUTPUTS = ("tokenizer.tiktoken", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
@@ -143,8 +145,10 @@ def home(tmp_path) -> Path:
     return h
 
 
-def _train(args: list, env: dict, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(TOKTOK + ["train", *map(str, args), "-q"], capture_output=True, text=True, env=env,
+def _train(args: list, env: dict, cwd: Path | None = None, timeout: float = 600,
+           driver: list[str] = TOKTOK) -> subprocess.CompletedProcess:
+    """``toktok train ARGS -q``; ``driver=faults.command(...)`` runs it with checkpoints of a test's own."""
+    return subprocess.run(driver + ["train", *map(str, args), "-q"], capture_output=True, text=True, env=env,
                           cwd=cwd or ROOT, timeout=timeout)
 
 
@@ -154,7 +158,7 @@ def _same_outputs(a: Path, b: Path) -> None:
 
 
 def _inputs(out: Path) -> list[tuple]:
-    con = duckdb.connect(str(out / "run.duckdb"), read_only=True)
+    con = duckdb.connect(str(out / RUN_FILE), read_only=True)
     try:
         return con.sql("select path, docs, text_bytes, docs_seen, bytes_seen from inputs order by path").fetchall()
     finally:
@@ -397,7 +401,7 @@ def test_storage_options_in_the_config_and_no_secret_in_any_output(store, local_
     for p in files:
         assert secret not in p.read_bytes(), p
     assert store.secret not in r.stdout + r.stderr
-    con = duckdb.connect(str(out / "run.duckdb"), read_only=True)
+    con = duckdb.connect(str(out / RUN_FILE), read_only=True)
     try:
         config = json.loads(con.execute("select value from meta where key = 'config'").fetchone()[0])
     finally:
@@ -480,24 +484,24 @@ def test_store_down_mid_read_then_resume(store, full_ref, home, tmp_path):
     total = _bytes_before_last_file(store, home, tmp_path)
     proxy = Proxy(store.port, down_after=int(total * 0.85))
     try:
-        env = store.env(home, proxy.endpoint, TOKTOK_CHECKPOINT_SECONDS="0", TOKTOK_REMOTE_RETRIES="2")
+        env = store.env(home, proxy.endpoint, TOKTOK_REMOTE_RETRIES="2")
         out = tmp_path / "tok"
         args = [*FULL, "--out", out, "--merges", "300"]
         t0 = time.monotonic()
-        r = _train(args, env)
+        r = _train(args, env, driver=faults.command(every=0))  # counting checkpoints at every file
         line = _one_error_line(r, "s3://bucket/perf/sample.parquet", "the store did not answer", "after 2 retries",
                                "--resume")
         assert time.monotonic() - t0 < 120 and proxy.downs == 1
         assert not out.exists()
-        con = duckdb.connect(str(tmp_path / ".tok.partial" / "run.duckdb"), read_only=True)
+        con = duckdb.connect(str(tmp_path / ".tok.partial" / RUN_FILE), read_only=True)
         assert con.execute("select count(*) from count_parts").fetchone()[0] > 0  # the first files' counts
         con.close()
         # still down: --resume cannot list the objects, and keeps the interrupted run
-        r = _train(args + ["--resume"], env)
+        r = _train(args + ["--resume"], env, driver=faults.command(every=0))
         _one_error_line(r, "s3://bucket/perf/", "the store did not answer")
-        assert (tmp_path / ".tok.partial" / "run.duckdb").is_file()
+        assert (tmp_path / ".tok.partial" / RUN_FILE).is_file()
         proxy.up()
-        r = _train(args + ["--resume"], env)
+        r = _train(args + ["--resume"], env, driver=faults.command(every=0))
         assert r.returncode == 0, r.stderr
         _same_outputs(full_ref, out)
         assert "did not answer" in line
@@ -523,14 +527,13 @@ def test_resume_refuses_an_object_that_changed(store, home, tmp_path):
     """--resume compares each object's size and ETag: a rewritten object is named."""
     store.put("changing/a.txt", (FIXTURES / "notes.txt").read_bytes())
     store.put("changing/b.txt", (FIXTURES / "notes.txt").read_bytes()[:20000])
-    env = store.env(home, TOKTOK_CHECKPOINT_SECONDS="0", TOKTOK_FAULT="checkpoint:2")
+    env = store.env(home)
     out = tmp_path / "tok"
     args = ["s3://bucket/changing/", "--out", out, "--merges", "200"]
-    r = _train(args, env)
+    r = _train(args, env, driver=faults.command(every=0, kill_at=2))
     assert r.returncode == -signal.SIGKILL, r.stderr
     store.put("changing/a.txt", (FIXTURES / "notes.txt").read_bytes().replace(b"the", b"teh"))  # same size
-    env.pop("TOKTOK_FAULT")
-    r = _train(args + ["--resume"], env)
+    r = _train(args + ["--resume"], env, driver=faults.command(every=0))
     _one_error_line(r, "s3://bucket/changing/a.txt", "changed since the interrupted run")
 
 

@@ -1,9 +1,9 @@
 """Resume: a run killed with SIGKILL (kill -9) at a checkpoint, in the merge loop or between
 phases, continues with ``--resume`` and ends with the files of an uninterrupted run.
 
-The kills are real SIGKILLs of a real ``toktok train`` process: ``TOKTOK_FAULT=checkpoint:N`` makes
-the process kill itself right after its N-th checkpoint (deterministic points), and a slow test
-kills it from outside at arbitrary moments.
+The kills are real SIGKILLs of a real ``toktok train`` process: run through tests/faults.py with
+``kill_at=N``, the process kills itself right after its N-th checkpoint (deterministic points), and
+a slow test kills it from outside at arbitrary moments.
 """
 from __future__ import annotations
 
@@ -18,9 +18,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
+import faults
 from conftest import FIXTURES
+from toktok.rundir import RUN_FILE
 
-TOKTOK = [sys.executable, "-m", "toktok.cli"]
 FILES = ("tokenizer.tiktoken", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 TABLES = {
     "words": "SELECT word, count, phase, tokens FROM words ORDER BY phase, word",
@@ -42,11 +43,10 @@ special_tokens: ["<|endoftext|>"]
 
 
 def _train(args: list[str], fault: int | None = None, cwd: Path | None = None, step: int = 1) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TOKTOK_CHECKPOINT_SECONDS": "0", "TOKTOK_CHECKPOINT_MERGES": str(step)}
-    env.pop("TOKTOK_FAULT", None)
-    if fault is not None:
-        env["TOKTOK_FAULT"] = f"checkpoint:{fault}"
-    return subprocess.run(TOKTOK + ["train", *args, "-q"], capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
+    """``toktok train ARGS -q`` checkpointing after every ``step`` merges; killed (SIGKILL) right
+    after its ``fault``-th checkpoint when given."""
+    cmd = faults.command(every=0, step=step, kill_at=fault)
+    return subprocess.run(cmd + ["train", *args, "-q"], capture_output=True, text=True, cwd=cwd, timeout=600)
 
 
 def _tables(run: Path) -> dict:
@@ -60,7 +60,7 @@ def _tables(run: Path) -> dict:
 def _same_run(a: Path, b: Path) -> None:
     for f in FILES:
         assert (a / f).read_bytes() == (b / f).read_bytes(), f
-    ta, tb = _tables(a / "run.duckdb"), _tables(b / "run.duckdb")
+    ta, tb = _tables(a / RUN_FILE), _tables(b / RUN_FILE)
     for k in TABLES:
         assert ta[k] == tb[k], k
 
@@ -94,7 +94,7 @@ def test_kill9_in_merge_loop_then_resume_gives_identical_output(one_phase, tmp_p
     assert r.returncode == -signal.SIGKILL, r.stderr
     assert not out.exists()
     staging = tmp_path / ".tok.partial"
-    con = duckdb.connect(str(staging / "run.duckdb"), read_only=True)
+    con = duckdb.connect(str(staging / RUN_FILE), read_only=True)
     done = con.execute("SELECT count(*) FROM merges").fetchone()[0]
     con.close()
     assert 0 < done < 1500  # killed inside the merge loop, with merges checkpointed
@@ -182,7 +182,7 @@ def test_kill9_while_counting_resumes_from_the_counting_checkpoint(tmp_path, sam
     assert _train(args + ["--out", str(ref)]).returncode == 0
     r = _train(args + ["--out", str(out)], fault=1)
     assert r.returncode == -signal.SIGKILL, r.stderr
-    con = duckdb.connect(str(tmp_path / ".tok.partial" / "run.duckdb"), read_only=True)
+    con = duckdb.connect(str(tmp_path / ".tok.partial" / RUN_FILE), read_only=True)
     parts = con.execute("SELECT count(*) FROM count_parts").fetchone()[0]
     sample = len(list((tmp_path / ".tok.partial").glob("sample-*.parquet")))
     words = con.execute("SELECT count(*) FROM words").fetchone()[0]
@@ -192,7 +192,7 @@ def test_kill9_while_counting_resumes_from_the_counting_checkpoint(tmp_path, sam
     r = _train(args + ["--out", str(out), "--resume"])
     assert r.returncode == 0, r.stderr
     _same_run(ref, out)
-    con = duckdb.connect(str(out / "run.duckdb"), read_only=True)
+    con = duckdb.connect(str(out / RUN_FILE), read_only=True)
     assert con.execute("SELECT count(*) FROM count_parts").fetchone()[0] == 0  # emptied once counted
     assert not list(out.glob("sample-*.parquet"))
     con.close()
@@ -206,10 +206,9 @@ def test_kill9_from_outside_at_random_moments(two_phases, tmp_path):
     rng = random.Random(7)
     for trial in range(4):
         out = tmp_path / f"tok{trial}"
-        env = {**os.environ, "TOKTOK_CHECKPOINT_SECONDS": "0"}
         extra: list[str] = []
         for attempt in range(20):
-            p = subprocess.Popen(TOKTOK + ["train", *args, "--out", str(out), "-q", *extra], env=env,
+            p = subprocess.Popen(faults.command(every=0) + ["train", *args, "--out", str(out), "-q", *extra],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             time.sleep(rng.uniform(0.5, 4.0) + attempt)  # later attempts get further
             if p.poll() is None:
@@ -217,7 +216,7 @@ def test_kill9_from_outside_at_random_moments(two_phases, tmp_path):
             p.wait()
             if p.returncode == 0:
                 break
-            if (tmp_path / f".tok{trial}.partial" / "run.duckdb").exists():
+            if (tmp_path / f".tok{trial}.partial" / RUN_FILE).exists():
                 extra = ["--resume"]
         else:
             pytest.fail("never finished")
@@ -249,7 +248,7 @@ def _stored(staging: Path) -> tuple[int, str | None]:
     """Merges in an interrupted run file, and the stage of its phase's checkpoint."""
     import json
 
-    con = duckdb.connect(str(staging / "run.duckdb"), read_only=True)
+    con = duckdb.connect(str(staging / RUN_FILE), read_only=True)
     try:
         n = con.execute("SELECT count(*) FROM merges").fetchone()[0]
         row = con.execute("SELECT value FROM meta WHERE key = 'checkpoint:main'").fetchone()
@@ -389,7 +388,7 @@ def test_ctrl_c_after_a_checkpoint_names_what_is_kept_and_resume_continues(tmp_p
     assert r.exit_code == 130
     staging = tmp_path / ".tok.partial"
     assert f"kept in {staging}" in r.output and "--resume" in r.output, r.output
-    assert (staging / "run.duckdb").is_file() and not out.exists()
+    assert (staging / RUN_FILE).is_file() and not out.exists()
     monkeypatch.undo()
     r = CliRunner().invoke(app, args + ["--resume"])
     assert r.exit_code == 0, r.output
@@ -434,4 +433,4 @@ def test_resume_still_refuses_other_sources(tmp_path):
     assert _train(["a", *args], fault=2, cwd=tmp_path).returncode == -signal.SIGKILL
     r = _train(["b", *args, "--resume"], cwd=tmp_path)
     assert r.returncode == 2 and "sources" in r.stderr and "Traceback" not in r.stderr, r.stderr
-    assert (tmp_path / ".tok.partial" / "run.duckdb").is_file()
+    assert (tmp_path / ".tok.partial" / RUN_FILE).is_file()

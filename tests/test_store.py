@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import polars as pl
 
+from toktok.rundir import RUN_FILE
 from toktok.store import RunStore
 
 
 def test_release_memory_keeps_the_data_and_the_limit(tmp_path):
-    store = RunStore.create(tmp_path / "run.duckdb", memory_limit="300MB", threads=1)
+    store = RunStore.create(tmp_path / RUN_FILE, memory_limit=300 * 10**6, threads=1)
     n = 200_000
     words = pl.DataFrame({"word": [f"w{i:07d}".encode() for i in range(n)], "count": list(range(n)),
                           "tokens": pl.Series([None] * n, dtype=pl.Int32)})
@@ -41,9 +42,9 @@ def test_merges_and_words_come_back_in_order_with_threads(tmp_path):
     (With preserve_insertion_order off, DuckDB returned blocks of ~2,048 rows in any order.)"""
     import numpy as np
 
-    path = tmp_path / "run.duckdb"
+    path = tmp_path / RUN_FILE
     n = 60_000
-    store = RunStore.create(path, memory_limit="256MB", threads=2)
+    store = RunStore.create(path, memory_limit=256 * 10**6, threads=2)
     cuts = [0, 1, 500, 2047, 2049, 9000, 30_000, n]
     for lo, hi in zip(cuts, cuts[1:]):
         store.add_merges("main", _merges(lo, hi))
@@ -64,7 +65,7 @@ def test_merges_and_words_come_back_in_order_with_threads(tmp_path):
 
     check(store)
     store.close()
-    store = RunStore.create(path, memory_limit="256MB", threads=2)  # how --resume opens it
+    store = RunStore.create(path, memory_limit=256 * 10**6, threads=2)  # how --resume opens it
     check(store)
     store.close()
     check(RunStore.open(path))

@@ -22,12 +22,14 @@ import pytest
 import tiktoken
 from typer.testing import CliRunner
 
+import faults
 import toktok
 from toktok.cli import app
-from toktok.config import OutputLayout, TrainConfig, load_config
+from toktok.config import TrainConfig, load_config
 from toktok.errors import ConfigError
 from toktok.export import load_hf
-from toktok.pipeline import _publish, train
+from toktok.pipeline import train
+from toktok.rundir import RUN_FILE, OutputLayout, publish
 from toktok.vocab import PATTERN
 
 runner = CliRunner()
@@ -114,7 +116,7 @@ def test_toktoktok_examples_run_unchanged(layout):
     r = _run(d, "-c", "examples/multi_phase.yaml")
     assert r.returncode == 0, r.stderr
     assert _snapshot(d / "extended_tokenizer.toktok") == extended
-    con = duckdb.connect(str(comp / "run.duckdb"), read_only=True)
+    con = duckdb.connect(str(comp / RUN_FILE), read_only=True)
     learned = dict(con.execute("select phase, count(*) from merges where not reused group by phase").fetchall())
     con.close()
     assert learned == {"English": 1000, "Code": 500, "Multilingual": 200}
@@ -166,7 +168,7 @@ def test_output_into_a_folder_with_other_files(tmp_path):
     r = runner.invoke(app, ["-c", str(cfg), "-q"])
     assert r.exit_code == 0, r.output
     assert sorted(os.listdir(shared)) == ["notes.md", "tok.tiktoken", "tok.toktok", "tokenizer"]
-    assert (shared / "tok.toktok" / "run.duckdb").is_file()
+    assert (shared / "tok.toktok" / RUN_FILE).is_file()
     # a second name in the same folder: its own folder, the first run's files untouched
     before = _snapshot(shared)
     cfg2 = _config(tmp_path, str(shared / "other.tiktoken"), name="two.yaml")
@@ -269,11 +271,11 @@ def test_killed_shared_run_resumes_and_publishes_whole_files(tmp_path, monkeypat
     reference = (d / "tokenizer.tiktoken").read_bytes()
     (d / "tokenizer.tiktoken").write_bytes(b"")  # stands for an earlier run's file: must stay whole
     before = _snapshot(d)
-    env = {**os.environ, "TOKTOK_FAULT": "checkpoint:2", "TOKTOK_CHECKPOINT_SECONDS": "0.01"}
-    r = subprocess.run([str(TOKTOK), "-c", "run.yaml", "-q"], cwd=d, env=env, capture_output=True, text=True)
+    r = subprocess.run(faults.command(every=0.01, kill_at=2) + ["-c", "run.yaml", "-q"], cwd=d, capture_output=True,
+                       text=True)
     assert r.returncode == -9, r.stderr
     assert {k: v for k, v in _snapshot(d).items() if not k.startswith(".")} == before
-    assert (d / ".tokenizer.toktok.partial" / "run.duckdb").is_file()
+    assert (d / ".tokenizer.toktok.partial" / RUN_FILE).is_file()
     r = _run(d, "-c", "run.yaml", "-q", "--resume")
     assert r.returncode == 0, r.stderr
     assert (d / "tokenizer.tiktoken").read_bytes() == reference
@@ -296,14 +298,14 @@ def test_publish_carries_the_special_tokens_list_with_the_tiktoken(tmp_path):
         return s
 
     lay = OutputLayout(d / "tok.toktok", d / "tok.tiktoken", True)
-    _publish(staging(True), lay)
+    publish(staging(True), lay)
     assert sorted(os.listdir(d)) == ["tok.special_tokens.json", "tok.tiktoken", "tok.toktok"]
     assert sorted(os.listdir(d / "tok.toktok")) == ["run.duckdb", "tokenizer.json"]
     assert json.loads((d / "tok.special_tokens.json").read_text()) == {"<|x|>": 300}
-    _publish(staging(False), lay)
+    publish(staging(False), lay)
     assert sorted(os.listdir(d)) == ["tok.tiktoken", "tok.toktok"]
     own = OutputLayout(d / "own", d / "own" / "tok.tiktoken", False)
-    _publish(staging(True), own)
+    publish(staging(True), own)
     assert sorted(os.listdir(d / "own")) == ["run.duckdb", "tok.special_tokens.json", "tok.tiktoken", "tokenizer.json"]
 
 
@@ -382,7 +384,7 @@ def _words_file(path: Path, n_bytes: int, seed: int = 0) -> Path:
 
 
 def _text_read(run: Path) -> int:
-    con = duckdb.connect(str(run / "run.duckdb"), read_only=True)
+    con = duckdb.connect(str(run / RUN_FILE), read_only=True)
     try:
         return con.execute("select sum(text_bytes) from inputs").fetchone()[0]
     finally:

@@ -83,7 +83,7 @@ class TrainResult(TrainSummary):
         r = cls(**{f.name: getattr(s, f.name) for f in fields(TrainSummary)})
         r.files = {p.name: p for p in sorted(Path(r.out).iterdir()) if p.is_file()}
         if r.tiktoken is not None:
-            from .export import special_tokens_file
+            from .rundir import special_tokens_file
 
             for p in (r.tiktoken, special_tokens_file(r.tiktoken)):
                 if p.is_file():
@@ -108,7 +108,9 @@ class TrainResult(TrainSummary):
         the README); close it when done."""
         import duckdb
 
-        return duckdb.connect(str(Path(self.out) / "run.duckdb"), read_only=True)
+        from .rundir import RUN_FILE
+
+        return duckdb.connect(str(Path(self.out) / RUN_FILE), read_only=True)
 
 
 def train_config(cfg: TrainConfig, *, progress: Progress | None = None,

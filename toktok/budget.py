@@ -3,7 +3,8 @@
 Owns the numbers. Reads the budget the user declared and what the process already holds (its
 RSS after imports); writes a ``BudgetPlan`` that the pipeline follows: bytes of sampled text,
 working memory for the word tables and the merge loop, DuckDB's memory limit, the read batch
-size. A budget that cannot work is refused up front with the smallest budget that would.
+size. A budget that cannot work is refused up front with the smallest budget that would, and a
+word table that does not fit its share loses its rarest words (:func:`fit_words`).
 Example: ``plan_budget(2 << 30, baseline=300 << 20).sample_bytes > 0``.
 """
 from __future__ import annotations
@@ -131,3 +132,27 @@ def cap_words(word_lengths: np.ndarray, counts: np.ndarray, limit: int, n_merges
     cost = np.where(lens >= 2, lens, 0) * MERGE_BYTES_PER_POSITION + MERGE_BYTES_PER_WORD
     n = int(np.searchsorted(np.cumsum(cost), limit, side="right"))
     return np.sort(order[:n])
+
+
+def fit_words(table, plan: BudgetPlan, n_merges: int, *, budget: str, where: str = ""):
+    """A phase's word table (a Polars frame: ``word``, ``count``) cut to what the merge loop's
+    share of the budget holds (:func:`cap_words`), and the warning that says what was dropped
+    (None when all fit). ``budget`` names the option as given (``--budget 64MB``), ``where`` the
+    phase (``"phase 'code': "``). Raises ConfigError when the merges asked for leave room for no
+    word. Example: ``table, warning = fit_words(table, plan, 1000, budget="--budget 64MB")``."""
+    if not table.height:
+        return table, None
+    lengths = table["word"].bin.size().to_numpy()
+    keep_rows = cap_words(lengths, table["count"].to_numpy(), plan.work_bytes, n_merges)
+    if len(keep_rows) == 0:
+        n = min(n_merges, possible_merges(lengths))
+        raise ConfigError(
+            f"{where}{budget}: its share for the word table and the merge loop is "
+            f"{human(plan.work_bytes)}, and {n:,} merges take {human(n * MERGE_BYTES_PER_MERGE)} "
+            "of it before any word; pass a larger --budget or fewer --merges")
+    if len(keep_rows) == table.height:
+        return table, None
+    dropped = table.height - len(keep_rows)
+    lost = 1 - table["count"].gather(keep_rows).sum() / max(table["count"].sum(), 1)
+    return table[keep_rows], (f"{where}the budget holds {len(keep_rows):,} of {len(keep_rows) + dropped:,} distinct "
+                              f"words: dropped the {dropped:,} rarest ({lost:.2%} of word occurrences)")

@@ -166,7 +166,7 @@ def train(**values) -> None:
         _fail(e, debug)
         return
     except KeyboardInterrupt:
-        from .pipeline import interrupted_run
+        from .rundir import interrupted_run
 
         kept = interrupted_run(cfg.layout().folder) if cfg is not None else None
         if kept is not None:
@@ -176,19 +176,6 @@ def train(**values) -> None:
             err.print("toktok: interrupted before the first checkpoint; nothing was kept and the output folder "
                       "is unchanged (rerun the same command to start again)", soft_wrap=True)
         raise typer.Exit(130)
-    except Exception as e:
-        # Last resort for DuckDB running out of disk or memory outside the run store's own calls:
-        # one line naming the folder, like every other error. Anything else is a bug: traceback.
-        if not type(e).__module__.lstrip("_").startswith("duckdb") or cfg is None:
-            raise
-        from .store import resource_error
-
-        te = resource_error(e, cfg.layout().folder / "run.duckdb", None, cfg.text_of("memory_limit"))
-        if te is None:
-            raise
-        te.__cause__ = e
-        _fail(te, debug)
-        return
     _print_summary(summary)
 
 

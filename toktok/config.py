@@ -38,19 +38,17 @@ from typing import Any
 
 from .errors import ConfigError, OutputError
 from .options import (ANY, ENGINES, OPTION, ROLES, SIZE, at, kind_of_value, parse_size, redacted, run_options,
-                      yaml_keys)
+                      yaml_keys)  # parse_size: re-exported (toktok.config.parse_size)
+from .rundir import RUN_FILE, OutputLayout, output_layout
 
 #: File names toktok writes beside the .tiktoken file; ``output`` may not take one of them.
-RESERVED_NAMES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "run.duckdb")
+RESERVED_NAMES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", RUN_FILE)
 DEFAULT_TIKTOKEN_NAME = "tokenizer.tiktoken"
 MAIN_PHASE = "main"
 #: The smallest DuckDB memory limit toktok accepts (the budget planner's floor too).
 MIN_MEMORY_LIMIT = 16 << 20
 #: toktoktok's sizing of ``working_set_mb``: about 4 bytes of memory per character of held text.
 WORKING_SET_BYTES_PER_CHAR = 4
-#: Suffix of the folder that holds a run's other outputs beside a .tiktoken written into a folder
-#: toktok does not own (``./tokenizer.tiktoken`` -> ``./tokenizer.toktok/``).
-COMPANION_SUFFIX = ".toktok"
 
 
 def available_cores() -> int:
@@ -59,44 +57,6 @@ def available_cores() -> int:
         return len(os.sched_getaffinity(0)) or 1
     except (AttributeError, OSError):  # pragma: no cover - not Linux
         return os.cpu_count() or 1
-
-
-def companion_name(tiktoken_name: str) -> str:
-    """The folder beside a .tiktoken that holds the run's other outputs when the .tiktoken's folder
-    is not toktok's own: ``companion_name("tokenizer.tiktoken") == "tokenizer.toktok"``."""
-    stem = tiktoken_name[: -len(".tiktoken")] if tiktoken_name.endswith(".tiktoken") else tiktoken_name
-    return (stem or tiktoken_name) + COMPANION_SUFFIX
-
-
-@dataclass(frozen=True)
-class OutputLayout:
-    """Where a run's files go (``TrainConfig.layout``).
-
-    ``folder`` is toktok's own folder: tokenizer.json, the transformers files and run.duckdb, built
-    in a staging folder beside it and published (and replaced) as a whole. ``tiktoken`` is the
-    .tiktoken file, published with its ``NAME.special_tokens.json`` (when there is one): inside
-    ``folder``, or beside it when ``shared`` (its folder is not toktok's: the current folder, or one
-    holding other files). Example: ``OutputLayout(Path("tok.toktok"), Path("tok.tiktoken"), True)``.
-    """
-
-    folder: Path
-    tiktoken: Path
-    shared: bool
-
-
-def _own_folder(folder: Path) -> bool:
-    """Whether ``output:``'s folder is toktok's to fill (and replace): not the current folder or one
-    holding it, and not there yet, empty, or holding a toktok run (``run.duckdb``)."""
-    real = Path(os.path.realpath(folder))
-    here = Path(os.path.realpath(Path.cwd()))
-    if real == here or real in here.parents:
-        return False
-    if not real.is_dir():
-        return True  # not there yet (a file there is refused when the run starts)
-    try:
-        return (real / "run.duckdb").is_file() or next(real.iterdir(), None) is None
-    except OSError:
-        return False
 
 
 def machine_memory() -> int | None:
@@ -200,7 +160,7 @@ class TrainConfig:
     budget: str | int | None = None
     verbose: bool | None = None
     config_file: str | None = None
-    engine: str = "local"  # "local" or "ray" (toktok.engine_ray)
+    engine: str = "local"  # "local" or "ray" (toktok.count.ray)
     ray_address: str | None = None  # join this Ray cluster; None = start a private one
     output: str | None = None  # toktoktok's output: the .tiktoken's path (sets out, tiktoken_name)
     working_set_mb: int | None = None  # toktoktok's: text held per phase, x 2^20 / 4 bytes
@@ -284,15 +244,8 @@ class TrainConfig:
                         f"{where}.sources[{j}].weight: weights share a budget; set budget "
                         "(at the top or in the phase, e.g. budget: 100MB) or working_set_mb"
                     )
-        from .count.memory import check_sources
-
-        check_sources(self.phase_list(), resume=self.resume, engine=self.engine)
         if self.ray_address is not None and self.engine != "ray":
             raise ConfigError(f"--ray-address {self.ray_address}: needs --engine ray (engine: ray in the config)")
-        if self.engine == "ray":
-            from .count.ray import require_ray
-
-            require_ray()  # a ConfigError naming the install command, before any work
         for role, tok in self.roles.items():
             if role not in ROLES:
                 raise ConfigError(f"{self.name_of(role)}: unknown role {role!r}; use {', '.join(ROLES)}")
@@ -325,20 +278,17 @@ class TrainConfig:
         return None if self.working_set_mb is None else self.working_set_mb * (1 << 20) // WORKING_SET_BYTES_PER_CHAR
 
     def layout(self) -> OutputLayout:
-        """Where the outputs go. ``--out DIR``, or an ``output:`` whose folder is toktok's own (not
-        there yet, empty, or holding a toktok run), gets everything in that folder. An ``output:``
-        into any other folder (the current folder, one holding other files) writes exactly that
-        .tiktoken there and the other outputs into ``NAME.toktok/`` beside it."""
-        folder = Path(os.path.expanduser(self.out))
-        tiktoken = folder / self.tiktoken_name
-        if self.output is None or _own_folder(folder):
-            return OutputLayout(folder, tiktoken, False)
-        return OutputLayout(folder / companion_name(self.tiktoken_name), tiktoken, True)
+        """Where the outputs go (:func:`toktok.rundir.output_layout`). ``--out DIR``, or an
+        ``output:`` whose folder is toktok's own (not there yet, empty, or holding a toktok run),
+        gets everything in that folder. An ``output:`` into any other folder (the current folder,
+        one holding other files) writes exactly that .tiktoken there and the other outputs into
+        ``NAME.toktok/`` beside it."""
+        return output_layout(self.out, self.tiktoken_name, tiktoken_given=self.output is not None)
 
     def phase_budget(self, phase: PhaseConfig) -> int | None:
-        """Bytes of text to read in ``phase`` (its own budget, else the run's), None = everything."""
-        b = phase.budget if phase.budget is not None else self.budget
-        return None if b is None else parse_size(b)
+        """Bytes of text to read in ``phase`` (its own budget, else the run's), None = everything;
+        after :meth:`validate`, which reads the sizes into ints."""
+        return phase.budget if phase.budget is not None else self.budget
 
     def tiktoken_path(self) -> Path:
         return Path(self.out) / self.tiktoken_name

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import ConfigError, OutputError, VocabError
+from .rundir import COMPANION_SUFFIX, companion_name, special_tokens_file  # the names of the outputs
 from .vocab import PATTERN, Vocab
 
 if TYPE_CHECKING:  # heavy imports stay lazy: the CLI must start fast
@@ -26,8 +27,6 @@ TIKTOKEN_FILE = "tokenizer.tiktoken"
 HF_FILE = "tokenizer.json"
 HF_CONFIG_FILE = "tokenizer_config.json"
 HF_SPECIAL_MAP_FILE = "special_tokens_map.json"
-#: Suffix of the special-token list beside a .tiktoken file (``toktok convert`` writes it).
-SPECIALS_SUFFIX = ".special_tokens.json"
 #: toktoktok's plain special-token list, looked for in a .tiktoken file's folder.
 SPECIALS_TXT = "special_tokens.txt"
 
@@ -440,13 +439,6 @@ def read_tiktoken(path: str | os.PathLike) -> list[bytes]:
     return tokens_by_id(path, by_rank, rank_line, {})  # type: ignore[return-value]
 
 
-def special_tokens_file(tiktoken_path: str | os.PathLike) -> Path:
-    """The special-token list beside a ``.tiktoken`` file: ``x.tiktoken`` -> ``x.special_tokens.json``
-    (a JSON object ``{token: id}``), as ``toktok convert`` writes it."""
-    p = Path(tiktoken_path)
-    return p.with_name(p.stem + SPECIALS_SUFFIX)
-
-
 def read_json(path: str | os.PathLike):
     """The parsed JSON of a vocabulary file; VocabError naming the file when unreadable or invalid."""
     p = Path(path)
@@ -475,8 +467,6 @@ def read_special_tokens_file(path: str | os.PathLike) -> dict[str, int]:
 def companion_tiktoken(folder: Path) -> Path | None:
     """The ``.tiktoken`` beside a ``NAME.toktok`` folder (where a run written into a folder toktok
     does not own keeps its other outputs): ``NAME.tiktoken``, else ``NAME``; None if neither."""
-    from .config import COMPANION_SUFFIX
-
     if not folder.name.endswith(COMPANION_SUFFIX) or len(folder.name) == len(COMPANION_SUFFIX):
         return None
     stem = folder.name[: -len(COMPANION_SUFFIX)]
@@ -489,8 +479,6 @@ def companion_tiktoken(folder: Path) -> Path | None:
 def hf_file_of(tt_path: Path) -> Path:
     """The ``tokenizer.json`` that goes with a ``.tiktoken``: in its ``NAME.toktok`` folder when it
     has one (an ``output:`` into a folder toktok does not own), else beside it."""
-    from .config import companion_name
-
     comp = tt_path.parent / companion_name(tt_path.name) / HF_FILE
     return comp if comp.is_file() else tt_path.parent / HF_FILE
 

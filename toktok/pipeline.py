@@ -1,15 +1,33 @@
-"""The pipeline: read → pre-tokenize + count → merge (per phase) → export → verify, one run end to end.
+"""The pipeline: read → pre-tokenize + count → merge (per phase) → export → verify → insight, one run end to end.
 
-The only module besides the CLI that imports several stages. Reads the sources of a
-``TrainConfig``; writes into the output folder the tokenizer files (the ``.tiktoken`` file,
-``tokenizer.json``, ``tokenizer_config.json``, ``special_tokens_map.json``) and ``run.duckdb``
-(or, for an ``output:`` into a folder toktok does not own, exactly that ``.tiktoken`` and the rest
-in ``NAME.toktok/`` beside it: ``TrainConfig.layout``).
+Reads the sources of a ``TrainConfig``; writes into the output folder the tokenizer files (the
+``.tiktoken`` file, ``tokenizer.json``, ``tokenizer_config.json``, ``special_tokens_map.json``)
+and the run file (or, for an ``output:`` into a folder toktok does not own, exactly that
+``.tiktoken`` and the rest in ``NAME.toktok/`` beside it: :mod:`toktok.rundir`).
 Phases run in order and share one merge history: phase k counts its own sources, segments those
 words with the vocabulary after phase k-1 and learns its own number of merges. The starting
 vocabulary is the bytes (+ hardcoded tokens) or a warm-start base whose ids are all kept.
 Everything is built in a staging folder beside the output folder and renamed into place only
 after the parity check passed, so a failed run never leaves a half-written tokenizer.
+
+``train`` reads as its numbered steps, each a function that says what it reads and writes:
+1. ``_plan`` (options, budget, inputs, base: every check before any work), 2. ``_open`` (the
+staging folder and the run file; an interrupted run's identity on ``--resume``), per phase
+3. ``_count`` (or what the interrupted run counted) and 4. ``_merge``, then 5. ``_vocabulary``,
+6. ``_export``, 7. ``_verify``, 8. ``_insight`` (the run file's views, compression curve and word
+gains: a stage the pipeline runs on purpose, so that every run file can be inspected as it is)
+and 9. ``_publish``. The state they share is a ``_Run``.
+
+Layering: imports point down this list, never up (and make no cycle):
+(1) the edge, ``cli`` and ``api``: parse, call the library, map typed errors (no DuckDB, no run
+store: a DuckDB error that escapes the run store's own calls is translated here, in ``train``);
+(2) ``pipeline``, the one module that runs several stages, in order; (3) the stages, ``count/``,
+``merge/``, ``export``, ``verify``, ``warmstart``, ``insight/`` (the CLI's other commands call
+some of them directly), and the run's own rooms, ``resume``, ``store``, ``budget``; (4) the ground,
+``config``, ``options``, ``rundir``, ``vocab``, ``errors``. Inside (3) a module may use another's
+public functions (``resume`` and ``insight`` store through ``store``, ``warmstart`` uses
+``export``); none imports ``config`` but for types: it takes plain values. The ground imports no
+stage (except ``options``, which redacts URLs with ``count.remote.redact``).
 Example: ``train(TrainConfig(["data_fixtures/"], "out/demo", merges=500))``.
 """
 from __future__ import annotations
@@ -17,7 +35,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import platform
-import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -27,21 +44,23 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from . import __version__
-from .config import OutputLayout, PhaseConfig, TrainConfig, parse_size
-from .errors import ConfigError, InputError, OutputError, ParityError, ToktokError
+from . import resume
+from .config import PhaseConfig, TrainConfig
+from .errors import ConfigError, InputError, ToktokError
 from .insight.runfile import add_views, compression_curve, word_gains
-from .export import special_tokens_file, special_tokens_json, write_hf, write_tiktoken, _write_atomic
-from .merge.loop import MergeResult, learn_merges
+from .export import special_tokens_json, write_hf, write_tiktoken, _write_atomic
+from .merge.loop import learn_merges
 from ._kernels import release_llvm_pages
-from .budget import MERGE_BYTES_PER_MERGE, BudgetPlan, cap_words, human, plan_budget, possible_merges
-from .count.local import CountState, ParitySample, Source, count_phase
-from .count.memory import corpus_of
+from .budget import BudgetPlan, fit_words, plan_budget
+from .count.local import ParitySample, Source, count_phase
+from .count.memory import check_sources, corpus_of
 from .count.read import read_corpus
 from .count.remote import redact
-from .store import RunStore
+from .resume import Checkpoints
+from .rundir import RUN_FILE, OutputLayout, Staging, open_staging, special_tokens_file
+from .store import RunStore, merges_table, resource_error
 from .verify import verify
 from .vocab import PATTERN, Vocab, hardcoded_tokens
 from .warmstart import Base, add_tokens, load_base
@@ -103,211 +122,11 @@ def _versions() -> dict[str, str]:
     }
 
 
-def _real(p: Path) -> Path:
-    """``p`` with every symlink resolved: a run replaces a linked folder's target and keeps the link."""
-    return Path(os.path.realpath(os.path.expanduser(p)))
-
-
-def _staging_of(out: Path) -> Path:
-    """Where a run into ``out`` is built (and where ``--resume`` finds an interrupted one)."""
-    real = _real(out)
-    return real.parent / f".{real.name}.partial"
-
-
-def interrupted_run(out: str | Path) -> Path | None:
-    """The staging folder an interrupted run into ``out`` left for ``--resume``, or None."""
-    staging = _staging_of(Path(out))
-    return staging if (staging / "run.duckdb").is_file() else None
-
-
-def _inside(path: Path, folder: Path) -> bool:
-    return path == folder or folder in path.parents
-
-
-def _check_inputs(inputs: list[tuple[str, str]], replaced: list[Path], out: Path) -> None:
-    """No input of the run (a source file or folder, the warm-start base) may lie in what publishing
-    the run replaces: the run would delete the data it was trained on."""
-    for path, what in inputs:
-        if "://" in path:
-            continue
-        p = _real(Path(path))
-        for r in replaced:
-            if _inside(p, _real(r)):
-                raise OutputError(
-                    f"{path}: {what} of this run lies in {r}, which publishing the run replaces; "
-                    f"move it out, or write the output elsewhere (not {out})")
-
-
-def _check_shared(layout: OutputLayout) -> None:
-    """An ``output:`` into a folder toktok does not own replaces only toktok's own outputs of that
-    name: the .tiktoken and its special-token list if the ``NAME.toktok`` folder beside them holds a
-    toktok run, the folder itself if it does (or is empty)."""
-    comp = layout.folder
-    real = _real(comp)
-    ours = (real / "run.duckdb").is_file()
-    fix = "move it away, or name another output"
-    if os.path.lexists(real) and not real.is_dir():
-        raise OutputError(f"{comp}: exists and is not a folder; toktok keeps the run's other outputs there, so {fix}")
-    if real.is_dir() and not ours and next(real.iterdir(), None) is not None:
-        raise OutputError(f"{comp}: exists and is not a toktok output folder (no run.duckdb); toktok keeps the "
-                          f"run's other outputs there, so {fix}")
-    if not ours:
-        for f in (layout.tiktoken, special_tokens_file(layout.tiktoken)):
-            if os.path.lexists(f):
-                raise OutputError(f"{f}: exists and toktok did not write it (no {comp}/run.duckdb); "
-                                  f"toktok replaces only its own outputs, so {fix}")
-
-
-def _prepare_out(layout: OutputLayout, force: bool, resume: bool = False,
-                 inputs: list[tuple[str, str]] | None = None) -> tuple[Path, bool]:
-    """Check the output; return the staging folder beside it and whether it holds an interrupted
-    run to continue. An interrupted run is never thrown away without ``--force``; what publishing
-    replaces never holds an input of the run (``inputs``: (path, what it is))."""
-    out = layout.folder
-    real = _real(out)
-    here = _real(Path.cwd())
-    if _inside(here, real):
-        raise OutputError(f"{out}: is the current folder or holds it; toktok writes (and replaces) a folder of "
-                          "its own: pick one, e.g. --out out/tok (a config's output: ./NAME.tiktoken writes "
-                          "only the .tiktoken here)")
-    staging = _staging_of(out)
-    replaced = [staging] + ([layout.tiktoken, special_tokens_file(layout.tiktoken)] if layout.shared else [])
-    if os.path.lexists(real):
-        replaced.append(out)
-    _check_inputs(inputs or [], replaced, out)
-    if resume and interrupted_run(out) is None:
-        if (out / "run.duckdb").is_file():
-            raise OutputError(f"{out}: this run finished (no interrupted run to resume); its output is in place, "
-                              "nothing to do (to train it again, rerun with --force instead of --resume)")
-        raise OutputError(f"{out}: no interrupted run to resume (no {staging}/run.duckdb); "
-                          "run without --resume")
-    if layout.shared:
-        _check_shared(layout)
-    elif out.exists() and not out.is_dir():
-        raise OutputError(f"{out}: exists and is not a folder; pass another --out")
-    elif out.exists() and any(out.iterdir()):
-        if not force:
-            raise OutputError(f"{out}: exists and is not empty; pass --force to replace it")
-        # --force replaces the folder as a whole: only ever a toktok output folder
-        if not (out / "run.duckdb").is_file():
-            raise OutputError(f"{out}: is not a toktok output folder (no run.duckdb); --force replaces only those, so pick another folder")
-    if resume:
-        return staging, True
-    if staging.exists():
-        _lock(staging).close()  # refuses while another run is writing it
-        if not force and (staging / "run.duckdb").exists():
-            raise OutputError(f"{out}: an interrupted run was found in {staging}; pass --resume to continue it "
-                              "or --force to start over")
-        shutil.rmtree(staging, ignore_errors=True)
-    try:
-        staging.parent.mkdir(parents=True, exist_ok=True)
-        staging.mkdir()
-    except OSError as e:
-        raise OutputError(f"{out}: cannot write here ({e.strerror}); pass a writable --out") from None
-    return staging, False
-
-
-def _lock(staging: Path):
-    """Hold an exclusive lock on the staging folder for this process's lifetime (released by the
-    OS when the process dies, even by kill -9), so that two runs never write one folder."""
-    import fcntl
-
-    f = open(staging / ".lock", "a")
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        f.close()
-        raise OutputError(f"{staging}: another toktok run is writing this output; wait for it or pick another --out") from None
-    return f
-
-
-#: Seconds between checkpoints of the merge loop (``TOKTOK_CHECKPOINT_SECONDS`` overrides it).
-CHECKPOINT_SECONDS = 2.0
-#: Identity of a run: a ``--resume`` must be given the same values.
-_IDENTITY = ("sources", "merges", "special_tokens", "text_column", "bad_utf8", "hardcoded", "seed",
-             "phases", "warm_start", "tiktoken_name", "budget", "working_set_mb")
-
-
-class _Checkpoints:
-    """Counts checkpoints, and for fault-injection tests kills the process (SIGKILL, as kill -9)
-    right after the N-th one when ``TOKTOK_FAULT=checkpoint:N``. With
-    ``TOKTOK_CHECKPOINT_SECONDS=0`` the merge loop checkpoints deterministically, after every
-    ``TOKTOK_CHECKPOINT_MERGES`` new tokens (default 1)."""
-
-    def __init__(self) -> None:
-        self.n = 0
-        fault = os.environ.get("TOKTOK_FAULT", "")
-        self.kill_at = int(fault.split(":", 1)[1]) if fault.startswith("checkpoint:") else None
-        self.every = float(os.environ.get("TOKTOK_CHECKPOINT_SECONDS", CHECKPOINT_SECONDS))
-        self.step = int(os.environ.get("TOKTOK_CHECKPOINT_MERGES", 1))
-
-    def done(self) -> None:
-        self.n += 1
-        if self.kill_at is not None and self.n >= self.kill_at:
-            import signal
-
-            os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _fingerprint(sources: list[Source]) -> list[list]:
-    """The files a phase reads as (path, size, modification time), objects in a store as (URL,
-    size, ETag): a resumed phase must find them unchanged (data in memory: its name, kind, rows and
-    digest, ``toktok.memory``)."""
-    out = []
-    for src in sources:
-        for f in src.corpus.files:
-            if f.kind == "memory":
-                out.append(f.fingerprint())
-                continue
-            if f.etag is not None:
-                out.append([f.path, f.size, f.etag])
-                continue
-            try:
-                mtime = os.stat(f.path).st_mtime_ns
-            except OSError:
-                mtime = None
-            out.append([f.path, f.size, mtime])
-    return out
-
-
-def _publish(staging: Path, layout: OutputLayout) -> None:
-    """Put the finished staging folder in place, each file whole. Into a folder toktok does not own,
-    the .tiktoken and its special-token list (if any; a stale one of an earlier run goes) replace
-    theirs first; then the folder is swapped, the old one going only after the swap. A symlinked
-    output folder keeps its link: the link's target is replaced."""
-    real = _real(layout.folder)
-    if layout.shared:
-        tt = staging / layout.tiktoken.name
-        side, side_to = special_tokens_file(tt), _real(special_tokens_file(layout.tiktoken))
-        if side.exists():
-            side.rename(side_to)
-        elif os.path.lexists(side_to):
-            side_to.unlink()  # toktok's own (checked up front): it no longer describes the .tiktoken
-        tt.rename(_real(layout.tiktoken))
-    old = None
-    if os.path.lexists(real):
-        old = real.parent / f".{real.name}.old-{os.getpid()}"
-        real.rename(old)
-    staging.rename(real)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
 def _literal(token: bytes) -> str:
     """A token for a log line: its text, with control characters (escape sequences too) and bytes
     that are not UTF-8 written as Python escapes."""
     text = token.decode("utf-8", "backslashreplace")
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
-def _vocab_table(vocab: Vocab, kinds: list[str], phases: list[str | None]) -> pa.Table:
-    n = len(vocab.tokens)
-    ids = list(range(n)) + [n + k for k in range(len(vocab.specials))]
-    toks = list(vocab.tokens) + [s.encode() for s in vocab.specials]
-    kinds = kinds + ["special"] * len(vocab.specials)
-    phases = phases + [None] * len(vocab.specials)
-    return pa.table({"id": pa.array(ids, pa.int32()), "token": pa.array(toks, pa.binary()),
-                     "kind": pa.array(kinds), "phase": pa.array(phases, pa.string())})
 
 
 def _resolve_phase(cfg: TrainConfig, phase: PhaseConfig) -> list[Source]:
@@ -328,7 +147,7 @@ def _phase_capacity(cfg: TrainConfig, phase: PhaseConfig, plan: BudgetPlan | Non
     if (ws := cfg.working_set_text()) is not None:
         caps.append(ws)
     if phase.budget is not None:
-        caps.append(parse_size(phase.budget))
+        caps.append(phase.budget)
     return min(caps) if caps else None
 
 
@@ -376,99 +195,6 @@ def _specials_rule(vocab: Vocab, base: Base | None, tiktoken_name: str) -> dict:
     return out
 
 
-def _start_over(e: ToktokError) -> ToktokError:
-    """Mark ``e`` as an error whose fix changes the options a ``--resume`` must repeat (or the
-    inputs): what the run kept is of no use to a later run, so it is not kept."""
-    e.start_over = True
-    return e
-
-
-def _resolved(path):
-    """A source path as the file, folder or pattern it names: ``./big/`` and ``big`` are one."""
-    if not isinstance(path, str) or "://" in path:
-        return path
-    p = os.path.expanduser(path)
-    if os.path.exists(p):
-        return os.path.realpath(p)
-    return os.path.normpath(os.path.abspath(p))
-
-
-def _identity(cfg: TrainConfig) -> dict:
-    """What a ``--resume`` must be given unchanged, with every path resolved (see ``_resolved``)."""
-    import json
-
-    ident = json.loads(json.dumps({k: cfg.to_dict().get(k) for k in _IDENTITY}, default=str))
-    ident["sources"] = [_resolved(s) for s in ident.get("sources") or []]
-    for ph in ident.get("phases") or []:
-        for src in ph.get("sources") or []:
-            src["path"] = _resolved(src.get("path"))
-    if ident.get("warm_start") is not None:
-        ident["warm_start"] = _resolved(ident["warm_start"])
-    return ident
-
-
-def _check_same_run(store: RunStore, cfg: TrainConfig, staging: Path) -> None:
-    """``--resume`` continues only the run it was given: same sources (as resolved paths, however
-    spelled), merges, seed, budget, ..."""
-    import json
-
-    now = _identity(cfg)
-    stored = store.get_meta("identity")
-    if stored is None:  # killed before its first write: nothing to continue, nothing to compare
-        store.put_meta("identity", now)
-        return
-    old = json.loads(stored)
-    for k in _IDENTITY:
-        if old.get(k) != now.get(k):
-            raise ConfigError(f"--resume: {k} was {old.get(k)!r} in the interrupted run and is {now.get(k)!r} now; "
-                              "pass the same options (or start over with --force)")
-
-
-def _respell(plans: list[list[Source]], stored: str | None) -> None:
-    """Give every input file the path it had in the interrupted run (``stored``: its meta
-    "files") when both name the same file, so that the files are read, hashed and recorded
-    exactly as before however the sources are spelled now (``big`` then, ``/data/big`` now)."""
-    import json
-
-    if stored is None:
-        return
-    spelled = {os.path.realpath(f[0]): f[0] for phase in json.loads(stored) for f in phase}
-    for sources in plans:
-        for src in sources:
-            for f in src.corpus.files:
-                f.path = spelled.get(os.path.realpath(f.path), f.path)
-            src.corpus.files.sort(key=lambda f: f.path)
-
-
-def _count_state(store: RunStore, phase: str, fp: list) -> CountState | None:
-    """The counting checkpoint an interrupted run left for ``phase`` (None if none, or if its
-    files changed since: then the phase is counted again from its first file)."""
-    st = store.get_count_state(phase)
-    if st is None or st["used"].get("fingerprint") != fp:
-        return None
-    words = pl.from_arrow(st["words"]) if st["words"] is not None else None
-    sample = pl.from_arrow(st["sample"]) if st["sample"] is not None else None
-    parity = pl.from_arrow(st["parity"]) if st["parity"].num_rows else None
-    return CountState(st["files_done"], words, st["used"]["state"], parity, sample,
-                      held_out=_held_out_of(store, phase) if sample is not None else None)
-
-
-def _held_out_of(store: RunStore, phase: str) -> pl.DataFrame | None:
-    """The pieces a sampled phase's sample did not take, as the run file records them
-    (meta('held_out:PHASE'); None for a phase that read every document)."""
-    import json
-
-    v = store.get_meta(f"held_out:{phase}")
-    rows = json.loads(v) if v is not None else None
-    if rows is None:
-        return None
-    return pl.DataFrame(rows, schema={"hash": pl.UInt64, "source": pl.String, "row": pl.Int64, "text": pl.String})
-
-
-def _put_held_out(store: RunStore, phase: str, df: pl.DataFrame | None) -> None:
-    store.put_meta(f"held_out:{phase}", None if df is None else df.select("hash", "source", "row", "text").to_dicts())
-
-
 def _curve_texts(run_parity: pl.DataFrame, parity: dict[str, pl.DataFrame],
                  held_out: dict[str, pl.DataFrame | None]) -> tuple[list[str], list[str], str, dict]:
     """The documents of the run file's compression curve, their file names, and what they are:
@@ -486,57 +212,140 @@ def _curve_texts(run_parity: pl.DataFrame, parity: dict[str, pl.DataFrame],
     return docs["text"].to_list(), [Path(p).name for p in docs["source"].to_list()], text, kinds
 
 
-def _check_replay(prior: pa.Table, res: MergeResult, where: str) -> None:
-    """The merges recomputed on --resume must begin with the ones the interrupted run checkpointed."""
-    k = prior.num_rows
-    mine = [res.left[:k], res.right[:k], res.token[:k], res.count[:k], res.reused[:k]]
-    theirs = [prior[c].to_numpy(zero_copy_only=False) for c in ("left_id", "right_id", "token_id", "count", "reused")]
-    if len(res.left) < k or not all(np.array_equal(a, b.astype(a.dtype)) for a, b in zip(mine, theirs)):
-        raise _start_over(ParityError(
-            f"{where}--resume: the merges learned again differ from the {k:,} the interrupted run "
-            "checkpointed (the inputs or toktok changed); start over with --force"))
+@dataclass
+class _Counted:
+    """A phase's word table (``word``, ``count``) with what counting it cost and found."""
+
+    table: pl.DataFrame | None
+    warnings: list[str]
+    seconds: float
+    docs: int
+    text_bytes: int
 
 
-def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = None) -> TrainSummary:
-    """Train a tokenizer as ``cfg`` says and publish it (``cfg.layout()``); raises ToktokError on bad input.
+@dataclass
+class _Run:
+    """One run's state as it goes through the steps of ``train``: what step 1 planned, then what
+    the later steps add (the staging folder, the run file, the vocabulary so far, each phase's
+    parity sample and summary, the timings and warnings)."""
 
-    The allocators are tuned for the run and put back after it (:func:`toktok.alloc.lean`).
-    Example: ``train(TrainConfig(["data_fixtures/"], "out/demo", merges=500)).vocab_size``.
-    """
-    from .alloc import lean
+    cfg: TrainConfig
+    layout: OutputLayout
+    phases: list[PhaseConfig]
+    plans: list[list[Source]]  # each phase's sources, resolved
+    plan: BudgetPlan | None  # the split of the memory budget (None: no budget)
+    ray_count: Callable | None  # the Ray engine's count_phase when the run asks for it
+    threads: int
+    report: Progress
+    say: Log | None  # the verbose merge log
+    marks: Checkpoints
+    vocab: Vocab
+    kinds: list[str]  # each id's kind: byte, hardcoded, base, special, merge
+    phase_of: list[str | None]  # the phase that learned each id
+    base: Base | None
+    specials: list[str]  # every special token of the run: listed, and the base's
+    inputs: list[tuple[str, str]]  # what publishing must not replace: (path, what it is)
+    warnings: list[str]
+    times: dict[str, float] = field(default_factory=lambda: {"count": 0.0, "merge": 0.0})
+    staging: Staging | None = None
+    store: RunStore | None = None
+    fingerprints: list[list[list]] = field(default_factory=list)
+    kept: bool = False  # whether a failure leaves the staging folder for --resume
+    parity: ParitySample = field(default_factory=ParitySample)
+    # per phase, for the compression curve: its parity sample and the pieces its sample did not take
+    phase_parity: dict[str, pl.DataFrame] = field(default_factory=dict)
+    phase_held_out: dict[str, pl.DataFrame | None] = field(default_factory=dict)
+    summaries: list[PhaseSummary] = field(default_factory=list)
+    merge_index: int = 0  # merges learned by the phases so far: the number of the next one
+    special_ids: dict = field(default_factory=dict)  # how the special ids were placed (_specials_rule)
+    parity_strings: int = 0  # strings and tokens the parity check compared
+    parity_tokens: int = 0
 
-    with lean():
-        return _train(cfg, progress, log)
+    def tag(self, phase: PhaseConfig) -> str:
+        """The phase in progress stage names (`` english``); nothing for a one-phase run."""
+        return f" {phase.name}" if len(self.phases) > 1 else ""
+
+    def where(self, phase: PhaseConfig) -> str:
+        """The phase in messages (``phase 'english': ``); nothing for a one-phase run."""
+        return f"phase {phase.name!r}: " if len(self.phases) > 1 else ""
 
 
-def _train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = None) -> TrainSummary:
+def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = None, *,
+          checkpoints: Checkpoints | None = None) -> TrainSummary:
     """Train a tokenizer as ``cfg`` says and publish it (``cfg.layout()``); raises ToktokError on bad input.
 
     With ``cfg.verbose`` the merges are logged as toktoktok does (the first 10 of each phase and
-    every 100th: the pair, the new token, its id and count), one line each to ``log`` (default: stderr).
+    every 100th: the pair, the new token, its id and count), one line each to ``log`` (default:
+    stderr). ``checkpoints`` says when the run checkpoints for ``--resume`` (default: the merge
+    loop every 2 s) and what happens after each one. The allocators are tuned for the run and put
+    back after it (:func:`toktok.alloc.lean`). A DuckDB error from outside the run store's own
+    calls that means a full disk or too little memory is a ResourceError too; any other is a bug
+    and passes unchanged.
 
     Example: ``train(TrainConfig(["data_fixtures/"], "out/demo", merges=500)).vocab_size == 256 + 1161 + 500``
     (when the corpus allows 500 merges).
     """
+    from .alloc import lean
+
+    try:
+        with lean():
+            return _train(cfg, progress, log, checkpoints or Checkpoints())
+    except ToktokError:
+        raise
+    except Exception as e:
+        te = resource_error(e, cfg.layout().folder / RUN_FILE, None, cfg.text_of("memory_limit"))
+        if te is None:
+            raise
+        raise te from e
+
+
+def _train(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: Checkpoints) -> TrainSummary:
+    """The steps of a run, in order (see the module docstring); on failure the staging folder is
+    kept for ``--resume`` when it holds a checkpoint (:func:`toktok.resume.abandon`)."""
+    run = _plan(cfg, progress, log, marks)
+    run.staging = open_staging(run.layout, cfg.force, cfg.resume, run.inputs)
+    run.kept = run.staging.resuming
+    try:
+        _open(run)
+        for phase, sources, fp in zip(run.phases, run.plans, run.fingerprints):
+            _phase(run, phase, sources, fp)
+        _vocabulary(run)
+        _export(run)
+        _verify(run)
+        _insight(run)
+        _publish(run)
+    except BaseException as e:
+        resume.abandon(e, run.staging, run.kept)
+        raise
+    return _summary(run)
+
+
+def _ray_engine(cfg: TrainConfig) -> Callable | None:
+    """The Ray engine's ``count_phase`` when the run asks for it (a ConfigError naming the install
+    command when Ray is missing), None for the local engine."""
+    if cfg.engine != "ray":
+        return None
+    from .count.ray import count_phase as ray_count_phase, require_ray
+
+    require_ray()
+    return ray_count_phase
+
+
+def _plan(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: Checkpoints) -> _Run:
+    """1. Every check before any work: the options (``cfg.validate``: sizes are ints from here on),
+    the engine, the plan of the memory budget (made once, here), each phase's sources (a bad path
+    fails here), the starting vocabulary (the bytes and hardcoded tokens, or a warm-start base),
+    the special tokens and roles, and the inputs that publishing must not replace. Reads the
+    config, the sources' listings and the base; writes nothing."""
     cfg.validate()
-    report = progress or (lambda stage, done, total: None)
-    say = (log or (lambda line: print(line, file=sys.stderr, flush=True))) if cfg.verbose else None
-    layout = cfg.layout()
-    out = layout.folder
-    phases = cfg.phase_list()
-    many = len(phases) > 1
-    times: dict[str, float] = {"count": 0.0, "merge": 0.0}
+    check_sources(phases := cfg.phase_list(), resume=cfg.resume, engine=cfg.engine)  # in-memory ones
+    ray_count = _ray_engine(cfg)
     warnings: list[str] = []
     threads, too_many = cfg.thread_count()
     if too_many:
         warnings.append(too_many)
-
-    # 1. budget, inputs, base and output: fail on a budget that cannot work, bad paths and
-    #    vocabularies before any work
     release_llvm_pages()  # see there: ~100 MB of RSS that the run never uses
-    plan = plan_budget(parse_size(cfg.budget), name=cfg.name_of("budget")) if cfg.budget is not None else None
-    batch_bytes = plan.batch_bytes if plan is not None else 32 << 20
-    memory_limit = f"{plan.duckdb_bytes >> 20}MiB" if plan is not None else cfg.text_of("memory_limit")
+    plan = plan_budget(cfg.budget, name=cfg.name_of("budget")) if cfg.budget is not None else None
     plans = [_resolve_phase(cfg, ph) for ph in phases]
     warnings += dict.fromkeys(w for srcs in plans for src in srcs for w in src.corpus.warnings)
     vocab, kinds, base = _start_vocab(cfg)
@@ -547,313 +356,296 @@ def _train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None =
         warnings.append(f"the base's special tokens {', '.join(map(repr, unlisted))} are not in special_tokens; "
                         "they follow the listed ones (list every special token, as toktoktok needs, to choose the order)")
     vocab.check()
-    all_specials = vocab.all_specials()
-    cfg.check_roles(all_specials)
-    phase_of: list[str | None] = [None] * len(vocab.tokens)
+    specials = vocab.all_specials()
+    cfg.check_roles(specials)
     inputs = [(f.path, "a source") for srcs in plans for src in srcs for f in src.corpus.files if f.kind != "memory"]
     inputs += [(src.path, "a source") for ph in phases for src in ph.sources
                if src.kind != "memory" and os.path.isdir(os.path.expanduser(src.path))]
     if cfg.warm_start is not None:
         inputs.append((cfg.warm_start, "the warm-start base"))
-    marks = _Checkpoints()
-    staging, resuming = _prepare_out(layout, cfg.force, getattr(cfg, "resume", False), inputs)
-    kept = resuming  # whether a failure leaves the staging folder for --resume
-    try:
-        lock = _lock(staging)
-    except OSError as e:  # (another run holding the lock is an OutputError: its folder stays)
-        if not resuming:  # made just now by this run
-            shutil.rmtree(staging, ignore_errors=True)
-        raise OutputError(f"{out}: cannot write here ({e.strerror or e}); pass a writable --out") from None
-    try:
-        store = RunStore.create(staging / "run.duckdb", memory_limit=memory_limit, threads=threads)
-        if resuming:
-            _check_same_run(store, cfg, staging)
-            _respell(plans, store.get_meta("files"))
-            store.drop_outputs()
-        fingerprints = [_fingerprint(srcs) for srcs in plans]
-        if not resuming:
-            store.put_meta("identity", _identity(cfg))
-        if not resuming or store.get_meta("files") is None:  # the spelling --resume gives the files
-            store.put_meta("files", fingerprints)
-        if plan is not None:
-            store.put_meta("budget", plan.to_dict())
-        store.put_meta("config", cfg.to_dict())
-        store.put_meta("versions", _versions())
-        store.put_meta("seed", str(cfg.seed))
-        store.put_meta("pattern", PATTERN)
-        if not resuming:
-            store.put_meta("started", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-        else:
-            store.put_meta("resumed", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-        if base is not None:
-            store.put_meta("warm_start", {**base.summary(), "hardcoded_added": kinds.count("hardcoded")})
+    say = (log or (lambda line: print(line, file=sys.stderr, flush=True))) if cfg.verbose else None
+    return _Run(cfg=cfg, layout=cfg.layout(), phases=phases, plans=plans, plan=plan, ray_count=ray_count,
+                threads=threads, report=progress or (lambda stage, done, total: None), say=say, marks=marks,
+                vocab=vocab, kinds=kinds, phase_of=[None] * len(vocab.tokens), base=base, specials=specials,
+                inputs=inputs, warnings=warnings)
 
-        parity = ParitySample()
-        # per phase, for the compression curve: its parity sample and the pieces its sample did not take
-        phase_parity: dict[str, pl.DataFrame] = {}
-        phase_held_out: dict[str, pl.DataFrame | None] = {}
-        summaries: list[PhaseSummary] = []
-        merge_index = 0
-        for phase, sources, fp in zip(phases, plans, fingerprints):
-            tag = f" {phase.name}" if many else ""
-            where = f"phase {phase.name!r}: " if many else ""
-            cp = store.get_checkpoint(phase.name) if resuming else None
-            if cp is not None and cp["fingerprint"] != fp:
-                changed = next((f[0] for f, g in zip(fp + [[None]], cp["fingerprint"] + [[None]]) if f != g), "?")
-                raise ConfigError(f"{where}{changed}: changed since the interrupted run read it; "
-                                  "restore it, or start over with --force instead of --resume")
 
-            if cp is not None and cp["stage"] == "merged":
-                # 2'. a phase the interrupted run finished: its merges and parity sample from the run file
-                first_id = len(vocab.tokens)
-                m = store.merges_of(phase.name)
-                new = [t for t, r in zip(m["token"].to_pylist(), m["reused"].to_pylist()) if not r]
-                vocab = Vocab(list(vocab.tokens) + new, vocab.specials, vocab.pinned)
-                kinds += ["merge"] * len(new)
-                phase_of += [phase.name] * len(new)
-                merge_index += m.num_rows
-                parity.merge_frame(pl.from_arrow(store.parity_of(phase.name)))
-                phase_parity[phase.name] = pl.from_arrow(store.parity_of(phase.name))
-                phase_held_out[phase.name] = _held_out_of(store, phase.name)
-                sm = cp["summary"]
-                summaries.append(PhaseSummary(**sm))
-                warnings += cp["warnings"]
-                for k in ("count", "merge"):
-                    times[k] += sm["seconds"][k]
-                continue
+def _open(run: _Run) -> None:
+    """2. The run file in the staging folder, DuckDB limited to the budget's share (else to
+    ``memory_limit``), and what it records before any phase: on ``--resume`` the check that this
+    is the interrupted run (:func:`toktok.resume.begin`); the inputs' fingerprints, the budget's
+    plan, the config, versions, seed, pattern, start time and warm-start base."""
+    cfg, plan, resuming = run.cfg, run.plan, run.staging.resuming
+    if plan is not None:
+        limit, shown = plan.duckdb_bytes, f"{plan.duckdb_bytes >> 20}MiB"
+    else:
+        limit, shown = cfg.memory_limit, cfg.text_of("memory_limit")
+    store = run.store = RunStore.create(run.staging.path / RUN_FILE, memory_limit=limit, threads=run.threads,
+                                        limit_shown=shown)
+    run.fingerprints = resume.begin(store, cfg, run.plans, resuming)
+    if plan is not None:
+        store.put_meta("budget", plan.to_dict())
+    store.put_meta("config", cfg.to_dict())
+    store.put_meta("versions", _versions())
+    store.put_meta("seed", str(cfg.seed))
+    store.put_meta("pattern", PATTERN)
+    store.put_meta("resumed" if resuming else "started", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    if run.base is not None:
+        store.put_meta("warm_start", {**run.base.summary(), "hardcoded_added": run.kinds.count("hardcoded")})
 
-            phase_warnings: list[str] = []
-            if cp is not None and cp["stage"] == "counted":
-                # 2'. a phase the interrupted run counted: its word table from the run file
-                table = pl.from_arrow(store.words_of(phase.name))
-                parity.merge_frame(pl.from_arrow(store.parity_of(phase.name)))
-                phase_parity[phase.name] = pl.from_arrow(store.parity_of(phase.name))
-                phase_held_out[phase.name] = _held_out_of(store, phase.name)
-                phase_warnings = cp["warnings"]
-                t_count, docs, text_bytes = cp["seconds_count"], cp["docs"], cp["text_bytes"]
-            else:
-                # 2. read, sample (when the budget says so), pre-tokenize and count
-                restored = None
-                if resuming:
-                    restored = _count_state(store, phase.name, fp)
-                    store.drop_phase(phase.name)
-                capacity = _phase_capacity(cfg, phase, plan)
 
-                def save(state: CountState, phase=phase, fp=fp) -> None:
-                    nonlocal kept
-                    kept = True
-                    if state.sample is not None:  # before the count state that makes it count
-                        _put_held_out(store, phase.name, state.held_out)
-                    store.put_count_state(
-                        phase.name, state.files_done, {"state": state.used, "fingerprint": fp},
-                        words=state.words if state.sample is None else None,
-                        parity=state.parity, sample=state.sample)
-                    marks.done()
+def _phase(run: _Run, phase: PhaseConfig, sources: list[Source], fp: list) -> None:
+    """3-4. One phase: its words counted (3, or as the interrupted run counted them) and its merges
+    learned (4); a phase the interrupted run finished is taken from the run file as it is. Reads
+    the phase's sources and (on ``--resume``) its checkpoint, which must have the inputs' ``fp``."""
+    cp = resume.phase_checkpoint(run.store, phase.name, fp, run.where(phase)) if run.staging.resuming else None
+    if cp is not None and cp["stage"] == "merged":
+        _restore_merged(run, phase, cp)
+        return
+    if cp is not None and cp["stage"] == "counted":
+        counted = _restore_counted(run, phase, cp)
+    else:
+        counted = _count(run, phase, sources, fp)
+    run.warnings += counted.warnings
+    _merge(run, phase, counted, fp, cp)
 
-                # counting checkpoints (local engine): at file boundaries every 15x the merge
-                # loop's interval (a snapshot of the counts so far), and the finished sample
-                count = partial(count_phase, restored=restored, save=save, every=marks.every * 15)
-                if cfg.engine == "ray":  # the same PhaseCount, counted on a Ray cluster
-                    from .count.ray import count_phase as ray_count_phase
 
-                    count = partial(ray_count_phase, address=cfg.ray_address)
-                pc = count(sources, seed=cfg.seed, capacity=capacity, batch_bytes=batch_bytes,
-                           specials=all_specials, threads=threads, report=report, tag=tag)
-                table, used = pc.words, pc.used
-                if plan is not None and table.height:
-                    # the merge loop's arrays must fit the budget: drop the rarest words if not
-                    lengths = table["word"].bin.size().to_numpy()
-                    keep_rows = cap_words(lengths, table["count"].to_numpy(), plan.work_bytes, phase.merges)
-                    if len(keep_rows) == 0:
-                        n = min(phase.merges, possible_merges(lengths))
-                        raise _start_over(ConfigError(
-                            f"{where}{cfg.name_of('budget')} {cfg.text_of('budget')}: its share for the word table and the merge loop is "
-                            f"{human(plan.work_bytes)}, and {n:,} merges take {human(n * MERGE_BYTES_PER_MERGE)} "
-                            "of it before any word; pass a larger --budget or fewer --merges"))
-                    if len(keep_rows) < table.height:
-                        dropped = table.height - len(keep_rows)
-                        lost = 1 - table["count"].gather(keep_rows).sum() / max(table["count"].sum(), 1)
-                        table = table[keep_rows]
-                        phase_warnings.append(
-                            f"{where}the budget holds {len(keep_rows):,} of {len(keep_rows) + dropped:,} distinct "
-                            f"words: dropped the {dropped:,} rarest ({lost:.2%} of word occurrences)"
-                        )
-                t_count = pc.seconds["count"]
-                times["sample"] = times.get("sample", 0.0) + pc.seconds.get("sample", 0.0)
-                docs = sum(u["docs"] for u in used.values())
-                text_bytes = sum(u["bytes"] for u in used.values())
-                if table.height == 0:
-                    paths = ", ".join(redact(s.path) for s in phase.sources)
-                    n_files = sum(len(s.corpus.files) for s in sources)
-                    raise _start_over(InputError(
-                        f"{where}{paths}: the corpus is empty (no text in {n_files} file(s)); "
-                        "check the sources and --text-column"
-                    ))
-                # checkpoint: the phase's words, inputs and parity sample, all or nothing
-                with store.transaction():
-                    store.drop_count_state(phase.name)
-                    store.put_words(phase.name, table.with_columns(tokens=pl.lit(None, dtype=pl.Int32)))
-                    store.put_parity(phase.name, pc.parity)
-                    _put_held_out(store, phase.name, pc.held_out)
-                    for src in sources:
-                        for f in src.corpus.files:
-                            st = used[f.path]
-                            store.add_input(f.path, f.kind, phase.name, f.size, st["docs"], st["bytes"],
-                                            st["docs_seen"], st["bytes_seen"])
-                    store.set_checkpoint(phase.name, {
-                        "stage": "counted", "fingerprint": fp, "warnings": phase_warnings,
-                        "seconds_count": t_count, "docs": docs, "text_bytes": text_bytes})
-                kept = True
-                marks.done()
-                parity.merge_frame(pc.parity)
-                phase_parity[phase.name], phase_held_out[phase.name] = pc.parity, pc.held_out
-                del pc
-            warnings += phase_warnings
-            # one copy of the word table during the merges (to_arrow copies the words): the merge
-            # stage is the run's peak of memory
-            words = table["word"].to_arrow()
-            counts = table["count"].to_numpy()
-            del table
-            store.release_memory()
-            release_llvm_pages()
+def _take_parity(run: _Run, phase: str, parity: pl.DataFrame, held_out: pl.DataFrame | None) -> None:
+    """A phase's parity sample joins the run's; it and the pieces its sample did not take are kept
+    for the compression curve."""
+    run.parity.merge_frame(parity)
+    run.phase_parity[phase], run.phase_held_out[phase] = parity, held_out
 
-            # 3. merges on top of the vocabulary so far, checkpointed every few seconds; on
-            #    --resume the loop runs again from the word table and must agree with the checkpoint
-            t0 = time.perf_counter()
-            n = phase.merges
-            report("merge" + tag, 0, n)
-            first_id = len(vocab.tokens)
-            prior = store.merges_of(phase.name) if cp is not None else None
-            store.drop_merges(phase.name)
-            toks = list(vocab.tokens)
-            at = [merge_index]
-            learned = [0]  # new tokens of this phase so far, for the merge log
 
-            def checkpoint(left, right, token, count, reused, phase=phase, toks=toks, at=at, learned=learned, tag=tag):
-                rows = []
-                for lt, rt, t, c, r in zip(left.tolist(), right.tolist(), token.tolist(), count.tolist(), reused.tolist()):
-                    if not r:
-                        toks.append(toks[lt] + toks[rt])
-                        learned[0] += 1
-                        k = learned[0]
-                        if say is not None and (k <= 10 or k % 100 == 0):  # toktoktok's verbose log
-                            say(f"{f'[{phase.name}] ' if tag else ''}Merge {k}: \"{_literal(toks[lt])}\" + "
-                                f"\"{_literal(toks[rt])}\" -> \"{_literal(toks[t])}\" (id {lt} + {rt} -> {t}, count: {c})")
-                    rows.append(toks[t])
-                store.add_merges(phase.name, pa.table({
-                    "merge_index": pa.array(np.arange(at[0], at[0] + len(left), dtype=np.int32)),
-                    "left_id": pa.array(left), "right_id": pa.array(right), "token_id": pa.array(token),
-                    "token": pa.array(rows, pa.binary()), "count": pa.array(count),
-                    "reused": pa.array(np.asarray(reused, bool)),
-                }))
-                at[0] += len(left)
-                marks.done()
+def _restore_merged(run: _Run, phase: PhaseConfig, cp: dict) -> None:
+    """3-4'. A phase the interrupted run finished: its new tokens, parity sample, summary, warnings
+    and timings, from the run file."""
+    store = run.store
+    m = store.merges_of(phase.name)
+    new = [t for t, r in zip(m["token"].to_pylist(), m["reused"].to_pylist()) if not r]
+    run.vocab = Vocab(list(run.vocab.tokens) + new, run.vocab.specials, run.vocab.pinned)
+    run.kinds += ["merge"] * len(new)
+    run.phase_of += [phase.name] * len(new)
+    run.merge_index += m.num_rows
+    _take_parity(run, phase.name, pl.from_arrow(store.parity_of(phase.name)), resume.held_out_of(store, phase.name))
+    sm = cp["summary"]
+    run.summaries.append(PhaseSummary(**sm))
+    run.warnings += cp["warnings"]
+    for k in ("count", "merge"):
+        run.times[k] += sm["seconds"][k]
 
-            start = Vocab(vocab.tokens, [], vocab.pinned)
-            res = learn_merges(words, counts, start, n, progress=lambda k: report("merge" + tag, k, n),
-                               checkpoint=checkpoint, every=marks.every, step=marks.step)
-            report("merge" + tag, res.new_tokens, n)
-            if prior is not None and prior.num_rows:
-                _check_replay(prior, res, where)
-            t_merge = time.perf_counter() - t0
-            if res.new_tokens < n:
-                phase_warnings.append(
-                    f"{where}the corpus allows only {res.new_tokens} merges of the {n} asked for "
-                    "(no adjacent pair left); the vocabulary is smaller"
-                )
-                warnings.append(phase_warnings[-1])
-            summary = PhaseSummary(
-                phase.name, n, res.new_tokens, int(res.reused.sum()), len(words), docs, text_bytes,
-                first_id, {"count": t_count, "merge": t_merge},
-            )
-            with store.transaction():
-                store.set_tokens(phase.name, pa.table({"word": words, "count": pa.array(counts),
-                                                        "tokens": pa.array(res.word_tokens, pa.int32())}))
-                store.set_checkpoint(phase.name, {
-                    "stage": "merged", "fingerprint": fp, "warnings": phase_warnings,
-                    "summary": dataclasses.asdict(summary)})
-            marks.done()
-            merge_index += len(res.left)
-            vocab = Vocab(res.vocab.tokens, vocab.specials, vocab.pinned)
-            kinds += ["merge"] * (len(vocab.tokens) - first_id)
-            phase_of += [phase.name] * (len(vocab.tokens) - first_id)
-            times["count"] += t_count
-            times["merge"] += t_merge
-            summaries.append(summary)
-            del words, counts, res
 
-        vocab.check()
-        store.add_vocab(_vocab_table(vocab, kinds, phase_of))
-        store.put_meta("phases", [
-            {"name": s.name, "merges_requested": s.merges_requested, "merges_learned": s.merges_learned,
-             "reused_merges": s.reused_merges, "words": s.words, "docs": s.docs, "text_bytes": s.text_bytes,
-             "first_id": s.first_id, "budget": cfg.phase_budget(ph), "seconds": sum(s.seconds.values()),
-             "seconds_count": s.seconds["count"], "seconds_merge": s.seconds["merge"],
-             "sources": [{"path": redact(src.path), "weight": src.weight} for src in ph.sources]}
-            for s, ph in zip(summaries, phases)
-        ])
+def _restore_counted(run: _Run, phase: PhaseConfig, cp: dict) -> _Counted:
+    """3'. A phase the interrupted run counted: its word table, parity sample, warnings and counting
+    statistics, from the run file."""
+    store = run.store
+    table = pl.from_arrow(store.words_of(phase.name))
+    _take_parity(run, phase.name, pl.from_arrow(store.parity_of(phase.name)), resume.held_out_of(store, phase.name))
+    return _Counted(table, cp["warnings"], cp["seconds_count"], cp["docs"], cp["text_bytes"])
 
-        keep = parity.df["text"].to_list()
 
-        # 4. export; special ids away from toktoktok's convention are declared beside the .tiktoken
-        t0 = time.perf_counter()
-        write_tiktoken(vocab, staging / cfg.tiktoken_name)
-        specials = _specials_rule(vocab, base, cfg.tiktoken_name)
-        store.put_meta("specials", specials)
-        if vocab.pinned:
-            _write_atomic(special_tokens_file(staging / cfg.tiktoken_name), special_tokens_json(vocab))
-        write_hf(vocab, staging, roles=cfg.roles)
-        times["export"] = time.perf_counter() - t0
+def _count(run: _Run, phase: PhaseConfig, sources: list[Source], fp: list) -> _Counted:
+    """3. Read, sample (when the budget says so), pre-tokenize and count one phase's sources with
+    the run's engine, then cut the word table to the budget (:func:`toktok.budget.fit_words`).
+    Reads the sources, from the interrupted run's counting checkpoint on ``--resume``; writes
+    counting checkpoints on the way (local engine: at file boundaries every
+    ``COUNT_EVERY`` x the merge loop's interval, a snapshot of the counts so far; and the finished
+    sample), then the phase's words, inputs and parity sample: the "counted" checkpoint."""
+    cfg, store, marks, plan = run.cfg, run.store, run.marks, run.plan
+    restored = None
+    if run.staging.resuming:
+        restored = resume.count_state(store, phase.name, fp)
+        store.drop_phase(phase.name)
 
-        # 5. verify id parity on the built-in set and on slices of the input
-        t0 = time.perf_counter()
-        rep = verify(staging, keep, slices=cfg.verify_slices, seed=cfg.seed)
-        times["verify"] = time.perf_counter() - t0
-        # 6. what the run file offers for inspection: views, the compression curve and token
-        #    usage (on text the run did not train on where a budget left some out, else on the
-        #    parity sample of the input, labelled by file), word gains
-        t0 = time.perf_counter()
-        with store.translating():
-            add_views(store.con)
-            curve, curve_from, curve_text, curve_kinds = _curve_texts(parity.df, phase_parity, phase_held_out)
-            if curve:
-                compression_curve(store.con, curve, by=curve_from, threads=threads, checkpoints=8,
-                                  text=curve_text, text_by_phase=curve_kinds)
-            word_gains(store.con)
-        times["insight"] = time.perf_counter() - t0
-        for k, v in times.items():
-            store.add_stage(k, v)
-        store.put_meta("parity", {"ok": True, "strings": rep.strings, "tokens": rep.tokens})
-        store.put_meta("warnings", warnings)
-        store.put_meta("finished", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-        store.close()
+    def save(state) -> None:
+        run.kept = True
+        resume.save_count_state(store, phase.name, state, fp)
+        marks.done()
 
-        # 7. publish atomically
-        lock.close()
-        (staging / ".lock").unlink(missing_ok=True)
-        _publish(staging, layout)
-    except BaseException as e:
-        lock.close()
-        # keep what a later --resume can continue from (a phase counted, or the interrupted run
-        # being resumed); a run that failed before its first checkpoint leaves nothing behind,
-        # nor does one whose fix changes the options that --resume must be given unchanged
-        over = getattr(e, "start_over", False)
-        if not kept or (over and not resuming):
-            shutil.rmtree(staging, ignore_errors=True)
-        elif isinstance(e, ToktokError) and e.args:
-            note = (f"the interrupted run in {staging} cannot continue past this: start over with --force" if over
-                    else f"the progress so far is kept in {staging}: fix this and rerun with --resume")
-            e.args = (f"{e.args[0]} ({note})", *e.args[1:])
-        raise
+    if run.ray_count is not None:  # the same PhaseCount, counted on a Ray cluster
+        count = partial(run.ray_count, address=cfg.ray_address)
+    else:
+        count = partial(count_phase, restored=restored, save=save, every=marks.every * resume.COUNT_EVERY)
+    pc = count(sources, seed=cfg.seed, capacity=_phase_capacity(cfg, phase, plan),
+               batch_bytes=plan.batch_bytes if plan is not None else 32 << 20, specials=run.specials,
+               threads=run.threads, report=run.report, tag=run.tag(phase))
+    table, used, warnings = pc.words, pc.used, []
+    if plan is not None:  # the merge loop's arrays must fit the budget: drop the rarest words if not
+        try:
+            table, cut = fit_words(table, plan, phase.merges, where=run.where(phase),
+                                   budget=f"{cfg.name_of('budget')} {cfg.text_of('budget')}")
+        except ConfigError as e:
+            raise resume.start_over(e) from None
+        warnings += [cut] if cut else []
+    t_count = pc.seconds["count"]
+    run.times["sample"] = run.times.get("sample", 0.0) + pc.seconds.get("sample", 0.0)
+    docs = sum(u["docs"] for u in used.values())
+    text_bytes = sum(u["bytes"] for u in used.values())
+    if table.height == 0:
+        paths = ", ".join(redact(s.path) for s in phase.sources)
+        n_files = sum(len(s.corpus.files) for s in sources)
+        raise resume.start_over(InputError(
+            f"{run.where(phase)}{paths}: the corpus is empty (no text in {n_files} file(s)); "
+            "check the sources and --text-column"))
+    resume.save_counted(store, phase.name, table, pc.parity, pc.held_out, sources, used, {
+        "fingerprint": fp, "warnings": warnings, "seconds_count": t_count, "docs": docs, "text_bytes": text_bytes})
+    run.kept = True
+    marks.done()
+    _take_parity(run, phase.name, pc.parity, pc.held_out)
+    return _Counted(table, warnings, t_count, docs, text_bytes)
+
+
+class _MergeLog:
+    """The merge loop's checkpoint (``learn_merges(checkpoint=...)``): appends each batch of merges
+    to the run file and logs the phase's new tokens as toktoktok does (the first 10 and every
+    100th: the pair, the new token, its id and count) to the run's verbose log."""
+
+    def __init__(self, run: _Run, phase: PhaseConfig) -> None:
+        self.run, self.phase = run, phase.name
+        self.toks = list(run.vocab.tokens)
+        self.at = run.merge_index  # the number of the next merge
+        self.learned = 0  # new tokens of this phase so far
+        self.prefix = f"[{phase.name}] " if run.tag(phase) else ""
+
+    def __call__(self, left, right, token, count, reused) -> None:
+        toks, say, rows = self.toks, self.run.say, []
+        for lt, rt, t, c, r in zip(left.tolist(), right.tolist(), token.tolist(), count.tolist(), reused.tolist()):
+            if not r:
+                toks.append(toks[lt] + toks[rt])
+                self.learned += 1
+                k = self.learned
+                if say is not None and (k <= 10 or k % 100 == 0):
+                    say(f"{self.prefix}Merge {k}: \"{_literal(toks[lt])}\" + \"{_literal(toks[rt])}\" -> "
+                        f"\"{_literal(toks[t])}\" (id {lt} + {rt} -> {t}, count: {c})")
+            rows.append(toks[t])
+        self.run.store.add_merges(self.phase, merges_table(self.at, left, right, token, rows, count, reused))
+        self.at += len(left)
+        self.run.marks.done()
+
+
+def _merge(run: _Run, phase: PhaseConfig, counted: _Counted, fp: list, cp: dict | None) -> None:
+    """4. The phase's merges on top of the vocabulary so far. Reads the counted word table (one
+    copy of it during the merges, the run's peak of memory); writes the merges as they come
+    (checkpoints every few seconds, :class:`_MergeLog`), then each word's tokens and the phase's
+    summary: the "merged" checkpoint. On ``--resume`` the loop runs again from the word table and
+    must agree with the merges the interrupted run checkpointed (``cp``)."""
+    store, where, tag = run.store, run.where(phase), run.tag(phase)
+    words = counted.table["word"].to_arrow()  # a copy of the words: the table goes
+    counts = counted.table["count"].to_numpy()
+    counted.table = None
+    store.release_memory()
+    release_llvm_pages()
+    t0 = time.perf_counter()
+    n = phase.merges
+    run.report("merge" + tag, 0, n)
+    first_id = len(run.vocab.tokens)
+    prior = store.merges_of(phase.name) if cp is not None else None
+    store.drop_merges(phase.name)
+    start = Vocab(run.vocab.tokens, [], run.vocab.pinned)
+    res = learn_merges(words, counts, start, n, progress=lambda k: run.report("merge" + tag, k, n),
+                       checkpoint=_MergeLog(run, phase), every=run.marks.every, step=run.marks.step)
+    run.report("merge" + tag, res.new_tokens, n)
+    if prior is not None and prior.num_rows:
+        resume.check_replay(prior, res, where)
+    t_merge = time.perf_counter() - t0
+    if res.new_tokens < n:
+        counted.warnings.append(f"{where}the corpus allows only {res.new_tokens} merges of the {n} asked for "
+                                "(no adjacent pair left); the vocabulary is smaller")
+        run.warnings.append(counted.warnings[-1])
+    summary = PhaseSummary(phase.name, n, res.new_tokens, int(res.reused.sum()), len(words), counted.docs,
+                           counted.text_bytes, first_id, {"count": counted.seconds, "merge": t_merge})
+    resume.save_merged(store, phase.name, words, counts, res.word_tokens, {
+        "fingerprint": fp, "warnings": counted.warnings, "summary": dataclasses.asdict(summary)})
+    run.marks.done()
+    run.merge_index += len(res.left)
+    run.vocab = Vocab(res.vocab.tokens, run.vocab.specials, run.vocab.pinned)
+    run.kinds += ["merge"] * (len(run.vocab.tokens) - first_id)
+    run.phase_of += [phase.name] * (len(run.vocab.tokens) - first_id)
+    run.times["count"] += counted.seconds
+    run.times["merge"] += t_merge
+    run.summaries.append(summary)
+
+
+def _vocabulary(run: _Run) -> None:
+    """5. The vocabulary after the last phase, checked; writes it to the run file, with each
+    phase's summary (meta "phases")."""
+    vocab, cfg = run.vocab, run.cfg
+    vocab.check()
+    run.store.add_vocab(vocab.tokens, vocab.specials, run.kinds, run.phase_of)
+    run.store.put_meta("phases", [
+        {"name": s.name, "merges_requested": s.merges_requested, "merges_learned": s.merges_learned,
+         "reused_merges": s.reused_merges, "words": s.words, "docs": s.docs, "text_bytes": s.text_bytes,
+         "first_id": s.first_id, "budget": cfg.phase_budget(ph), "seconds": sum(s.seconds.values()),
+         "seconds_count": s.seconds["count"], "seconds_merge": s.seconds["merge"],
+         "sources": [{"path": redact(src.path), "weight": src.weight} for src in ph.sources]}
+        for s, ph in zip(run.summaries, run.phases)
+    ])
+
+
+def _export(run: _Run) -> None:
+    """6. The tokenizer files, into the staging folder: the .tiktoken (special ids away from
+    toktoktok's convention are declared beside it, and in meta "specials"), tokenizer.json and
+    the transformers files."""
+    cfg, vocab, staging = run.cfg, run.vocab, run.staging.path
+    t0 = time.perf_counter()
+    write_tiktoken(vocab, staging / cfg.tiktoken_name)
+    run.special_ids = _specials_rule(vocab, run.base, cfg.tiktoken_name)
+    run.store.put_meta("specials", run.special_ids)
+    if vocab.pinned:
+        _write_atomic(special_tokens_file(staging / cfg.tiktoken_name), special_tokens_json(vocab))
+    write_hf(vocab, staging, roles=cfg.roles)
+    run.times["export"] = time.perf_counter() - t0
+
+
+def _verify(run: _Run) -> None:
+    """7. tiktoken and HF tokenizers give the same ids: on the built-in set and on slices of the
+    run's parity sample (ParityError if not; nothing is published then)."""
+    t0 = time.perf_counter()
+    rep = verify(run.staging.path, run.parity.df["text"].to_list(), slices=run.cfg.verify_slices, seed=run.cfg.seed)
+    run.times["verify"] = time.perf_counter() - t0
+    run.parity_strings, run.parity_tokens = rep.strings, rep.tokens
+
+
+def _insight(run: _Run) -> None:
+    """8. What the run file offers for inspection (:mod:`toktok.insight.runfile`): views, the
+    compression curve and token usage (on text the run did not train on where a budget left some
+    out, else on the parity sample of the input, labelled by file), word gains."""
+    store = run.store
+    t0 = time.perf_counter()
+    with store.translating():
+        add_views(store.con)
+        curve, curve_from, curve_text, curve_kinds = _curve_texts(run.parity.df, run.phase_parity, run.phase_held_out)
+        if curve:
+            compression_curve(store.con, curve, by=curve_from, threads=run.threads, checkpoints=8,
+                              text=curve_text, text_by_phase=curve_kinds)
+        word_gains(store.con)
+    run.times["insight"] = time.perf_counter() - t0
+
+
+def _publish(run: _Run) -> None:
+    """9. The run file finished (stage timings, parity, warnings, end time) and closed, then the
+    staging folder published: renamed into place, whole (:meth:`toktok.rundir.Staging.publish`)."""
+    store = run.store
+    for k, v in run.times.items():
+        store.add_stage(k, v)
+    store.put_meta("parity", {"ok": True, "strings": run.parity_strings, "tokens": run.parity_tokens})
+    store.put_meta("warnings", run.warnings)
+    store.put_meta("finished", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    store.close()
+    run.staging.publish(run.layout)
+
+
+def _summary(run: _Run) -> TrainSummary:
+    """What the run produced, for the CLI's closing summary and ``toktok.train``'s result."""
+    s = run.summaries
     return TrainSummary(
-        out=out, vocab_size=vocab.size, merges_requested=sum(s.merges_requested for s in summaries),
-        merges_learned=sum(s.merges_learned for s in summaries),
-        reused_merges=sum(s.reused_merges for s in summaries), words=sum(s.words for s in summaries),
-        docs=sum(s.docs for s in summaries), text_bytes=sum(s.text_bytes for s in summaries),
-        seconds=times, parity_strings=rep.strings, warnings=warnings, phases=summaries,
-        warm_start=base.summary() if base is not None else None, tiktoken=layout.tiktoken, shared=layout.shared,
-        specials=specials,
+        out=run.layout.folder, vocab_size=run.vocab.size, merges_requested=sum(p.merges_requested for p in s),
+        merges_learned=sum(p.merges_learned for p in s), reused_merges=sum(p.reused_merges for p in s),
+        words=sum(p.words for p in s), docs=sum(p.docs for p in s), text_bytes=sum(p.text_bytes for p in s),
+        seconds=run.times, parity_strings=run.parity_strings, warnings=run.warnings, phases=s,
+        warm_start=run.base.summary() if run.base is not None else None, tiktoken=run.layout.tiktoken,
+        shared=run.layout.shared, specials=run.special_ids,
     )
 
 
-__all__ = ["train", "TrainSummary", "PhaseSummary", "TrainConfig", "parse_size"]
+__all__ = ["train", "TrainSummary", "PhaseSummary", "TrainConfig"]

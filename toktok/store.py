@@ -1,17 +1,19 @@
 """The run file: one DuckDB database per run holding words, merges, vocabulary and provenance.
 
-Owns ``run.duckdb``. Writes the word table (word bytes, 64-bit count, phase), the merges (order,
-left id, right id, token id and bytes, pair count when merged, reused, phase), the vocabulary,
+Owns the run file (``run.duckdb``, :data:`toktok.rundir.RUN_FILE`) and its tables' Arrow
+schemas. Writes the word table (word bytes, 64-bit count, phase), the merges (order, left id,
+right id, token id and bytes, pair count when merged, reused, phase), the vocabulary,
 the inputs with their sizes, stage timings, and ``meta`` (schema version, config, versions,
 seed). DuckDB gets a memory limit and a temp directory so the word table spills to disk.
 The SQL it runs ships in ``toktok/sql/`` and is loaded by name with ``$name`` parameters.
-Example: ``RunStore.create("out/run.duckdb").put_meta("seed", "0")``.
+Example: ``RunStore.create("out/run.duckdb", memory_limit=2 << 30).put_meta("seed", "0")``.
 """
 from __future__ import annotations
 
 import json
 import os
 import re
+from collections.abc import Sequence
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
@@ -21,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from .errors import OutputError, ResourceError, ToktokError
+from .rundir import RUN_FILE, shown
 
 SCHEMA_VERSION = "1"
 
@@ -34,32 +37,35 @@ class RunStore:
     """A run's DuckDB file. Create with ``RunStore.create``; open an existing one with ``RunStore.open``."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, temp_dir: Path | None = None,
-                 memory_limit: str | None = None):
+                 memory_limit: int | None = None, limit_shown: str | None = None):
         self.con = con
         self.path = path
         #: DuckDB's temp folder (where it spills beyond ``memory_limit``), named in errors.
         self.temp_dir = Path(temp_dir) if temp_dir is not None else path.parent / (path.name + ".tmp")
+        #: DuckDB's memory limit in bytes, and as errors name it (as the user wrote it).
         self.memory_limit = memory_limit
+        self.limit_shown = limit_shown if limit_shown is not None or memory_limit is None else _duck_size(memory_limit)
 
     @classmethod
-    def create(cls, path: str | Path, memory_limit: str = "2GB", threads: int = 0,
-               temp_dir: str | Path | None = None) -> "RunStore":
-        """A new run file at ``path``; DuckDB spills beyond ``memory_limit`` into ``temp_dir``
+    def create(cls, path: str | Path, memory_limit: int, threads: int = 0, temp_dir: str | Path | None = None,
+               limit_shown: str | None = None) -> "RunStore":
+        """A new run file at ``path``; DuckDB spills beyond ``memory_limit`` bytes into ``temp_dir``
         (default: ``run.duckdb.tmp`` beside the file). A full disk or too little memory is a
-        ``ResourceError`` naming the folder, not a DuckDB traceback."""
+        ``ResourceError`` naming the folder (and the limit as ``limit_shown``, default in MiB),
+        not a DuckDB traceback."""
         path = Path(path)
         tmp = Path(temp_dir) if temp_dir is not None else path.parent / (path.name + ".tmp")
         try:
             tmp.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise OutputError(f"{_shown(tmp)}: cannot create DuckDB's temp folder ({e.strerror or e}); "
+            raise OutputError(f"{shown(tmp)}: cannot create DuckDB's temp folder ({e.strerror or e}); "
                               "check that the folder is writable and its disk has room") from None
         try:
             con = duckdb.connect(str(path))
         except duckdb.Error as e:
-            raise OutputError(f"{_shown(path)}: cannot create the run file ({_first_line(e)}); "
+            raise OutputError(f"{shown(path)}: cannot create the run file ({_first_line(e)}); "
                               "check that the folder is writable and its disk has room") from None
-        store = cls(con, path, tmp, memory_limit)
+        store = cls(con, path, tmp, memory_limit, limit_shown)
         with store.translating():
             con.execute(f"SET memory_limit = '{_duck_size(memory_limit)}'")
             # SET takes no parameters; the path is quoted as an SQL literal.
@@ -85,7 +91,7 @@ class RunStore:
         try:
             yield
         except duckdb.Error as e:
-            te = resource_error(e, self.path, self.temp_dir, self.memory_limit)
+            te = resource_error(e, self.path, self.temp_dir, self.limit_shown)
             if te is None:
                 raise
             raise te from e
@@ -94,7 +100,7 @@ class RunStore:
     def open(cls, path: str | Path, read_only: bool = True) -> "RunStore":
         path = Path(path)
         if path.is_dir():
-            path = path / "run.duckdb"
+            path = path / RUN_FILE
         if not path.exists():
             raise ToktokError(f"{path}: no run file here; pass a toktok output folder or its run.duckdb")
         con = duckdb.connect(str(path), read_only=read_only)
@@ -127,13 +133,28 @@ class RunStore:
                                    text_bytes=text_bytes, docs_seen=docs_seen, bytes_seen=bytes_seen))
 
     def put_words(self, phase: str, table) -> None:
-        """Store a phase's word table (``word``, ``count`` and ``tokens`` after training)."""
-        self._with_batch("put_words", table, {"phase": phase})
+        """Store a phase's word table (``word``, ``count`` and, after training, ``tokens``: null
+        when the table has none; Arrow or Polars)."""
+        batch = table.to_arrow() if hasattr(table, "to_arrow") else table
+        if "tokens" not in batch.column_names:
+            batch = batch.append_column("tokens", pa.nulls(batch.num_rows, pa.int32()))
+        self._with_batch("put_words", batch, {"phase": phase})
 
     def add_merges(self, phase: str, table: pa.Table) -> None:
+        """Append merges of ``phase`` (a :func:`merges_table`)."""
         self._with_batch("add_merges", table, {"phase": phase})
 
-    def add_vocab(self, table: pa.Table) -> None:
+    def add_vocab(self, tokens: Sequence[bytes], specials: Sequence[str], kinds: Sequence[str],
+                  phases: Sequence[str | None]) -> None:
+        """The vocabulary: id i is ``tokens[i]`` (its ``kinds[i]``: byte, hardcoded, base, merge,
+        special; the phase that learned it in ``phases[i]``), then the ``specials`` after the last
+        token, kind "special"."""
+        n = len(tokens)
+        table = pa.table({
+            "id": pa.array(list(range(n)) + [n + k for k in range(len(specials))], pa.int32()),
+            "token": pa.array(list(tokens) + [s.encode() for s in specials], pa.binary()),
+            "kind": pa.array(list(kinds) + ["special"] * len(specials)),
+            "phase": pa.array(list(phases) + [None] * len(specials), pa.string())})
         self._with_batch("add_vocab", table, {})
 
     def add_stage(self, stage: str, seconds: float) -> None:
@@ -215,11 +236,13 @@ class RunStore:
         """A phase's merges so far, in order."""
         return self._arrow("phase_merges", {"phase": phase})
 
-    def set_tokens(self, phase: str, table) -> None:
-        """Replace ``phase``'s words by ``table`` (word, count, tokens): a delete and a streamed
-        insert, which fit DuckDB's smallest memory limit where an UPDATE joined on the words does not."""
+    def set_tokens(self, phase: str, words: pa.Array, counts: np.ndarray, tokens) -> None:
+        """Replace ``phase``'s words by ``words`` with their ``counts`` and ``tokens`` (each word's
+        token ids): a delete and a streamed insert, which fit DuckDB's smallest memory limit where
+        an UPDATE joined on the words does not."""
         self.run("drop_words", {"phase": phase})
-        self.put_words(phase, table)
+        self.put_words(phase, pa.table({"word": words, "count": pa.array(counts),
+                                        "tokens": pa.array(tokens, pa.int32())}))
 
     def _sample_file(self, phase: str) -> Path:
         import hashlib
@@ -298,10 +321,21 @@ def _statements(text: str) -> list[str]:
         line.strip().startswith("--") or not line.strip() for line in s.splitlines())]
 
 
+def merges_table(start: int, left: np.ndarray, right: np.ndarray, token: np.ndarray, tokens: list[bytes],
+                 count: np.ndarray, reused: np.ndarray) -> pa.Table:
+    """Merges as :meth:`RunStore.add_merges` takes them: the ``k``-th numbered ``start + k``, the
+    ids of its left and right parts and of the token it makes, that token's bytes, the pair's count
+    when merged and whether the token existed already."""
+    return pa.table({
+        "merge_index": pa.array(np.arange(start, start + len(left), dtype=np.int32)),
+        "left_id": pa.array(left), "right_id": pa.array(right), "token_id": pa.array(token),
+        "token": pa.array(tokens, pa.binary()), "count": pa.array(count),
+        "reused": pa.array(np.asarray(reused, bool)),
+    })
+
+
 #: Words in DuckDB's (and the OS's) messages when a write fails for lack of room.
 _DISK_FULL = ("no space left", "file too large", "disk full", "disk quota", "quota exceeded")
-#: The staging folder a run builds in (``toktok.pipeline``): ``.NAME.partial`` beside ``NAME``.
-_STAGING = re.compile(r"^\.(.+)\.partial(-\d+)?$")
 
 
 def _first_line(e: BaseException) -> str:
@@ -309,20 +343,12 @@ def _first_line(e: BaseException) -> str:
     return lines[0] if lines else type(e).__name__
 
 
-def _shown(p: str | Path | None) -> str:
-    """A path as the user knows it: the run's hidden staging folder shown as the output folder it
-    becomes (``out/.tok.partial-12/run.duckdb`` -> ``out/tok/run.duckdb``)."""
-    if p is None:
-        return "?"
-    parts = [m.group(1) if (m := _STAGING.match(part)) else part for part in Path(p).parts]
-    return str(Path(*parts)) if parts else str(p)
-
-
 def resource_error(e: BaseException, run_file: str | Path | None = None, temp_dir: str | Path | None = None,
                    memory_limit: str | None = None) -> ToktokError | None:
     """The ``ToktokError`` for a DuckDB error that means the disk (temp folder or run file) is full
-    or the memory limit is too small, naming the folder and saying what to do; None for any other
-    error. Used by ``RunStore.translating`` and, as a last resort, by the CLI."""
+    or the memory limit (``memory_limit``: as the user wrote it) is too small, naming the folder and
+    saying what to do; None for any other error. Used by ``RunStore.translating`` and, as a last
+    resort for DuckDB errors outside the run store's calls, by ``toktok.pipeline.train``."""
     if not isinstance(e, duckdb.Error):
         return None
     text = str(e)
@@ -334,7 +360,7 @@ def resource_error(e: BaseException, run_file: str | Path | None = None, temp_di
     first = _first_line(e)
     tmp = Path(temp_dir) if temp_dir is not None else (
         Path(run_file).parent / (Path(run_file).name + ".tmp") if run_file is not None else None)
-    where_tmp = f"{_shown(tmp)} (DuckDB's temp folder)" if tmp is not None else "DuckDB's temp folder"
+    where_tmp = f"{shown(tmp)} (DuckDB's temp folder)" if tmp is not None else "DuckDB's temp folder"
     if isinstance(e, duckdb.OutOfMemoryException):
         if "max_temp_directory_size" in low or "offload" in low:
             # DuckDB's temp quota defaults to the free space of the temp folder's disk: this is "disk full"
@@ -343,7 +369,7 @@ def resource_error(e: BaseException, run_file: str | Path | None = None, temp_di
                 "or pass a larger --memory-limit so DuckDB spills less")
         limit = f" of {memory_limit}" if memory_limit else ""
         return ResourceError(
-            f"{_shown(run_file)}: DuckDB ran out of memory under its limit{limit} ({first}); "
+            f"{shown(run_file)}: DuckDB ran out of memory under its limit{limit} ({first}); "
             "pass a larger --memory-limit (or --budget)")
     # an IO error: which file, and why
     m = re.search(r'"([^"]+)"', text)
@@ -356,15 +382,13 @@ def resource_error(e: BaseException, run_file: str | Path | None = None, temp_di
         todo = ("free space on that disk, or pass a larger --memory-limit so DuckDB spills less" if full
                 else "check that the folder is writable")
     else:
-        what = _shown(file or run_file)
+        what = shown(file or run_file)
         todo = ("free space on that disk, or pass an --out on a disk with room" if full
                 else "check that the output folder is writable and its disk has room")
     return ResourceError(f"{what}: DuckDB cannot write {'there' if in_tmp else 'it'} "
                          f"({'disk full: ' if full else ''}{reason}); {todo}")
 
 
-def _duck_size(s: str) -> str:
-    """Normalise a human size ('512MB', '8GB', '2GiB') for DuckDB; raises on nonsense."""
-    from .config import parse_size
-
-    return f"{parse_size(s) // (1 << 20)}MiB"
+def _duck_size(n: int) -> str:
+    """A size in bytes as DuckDB takes it, in whole MiB: ``_duck_size(2 << 30) == "2048MiB"``."""
+    return f"{int(n) >> 20}MiB"

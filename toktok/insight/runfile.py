@@ -54,7 +54,7 @@ READY_DIRS = (Path("sql"), READY_DIR)
 def run_path(run: str | os.PathLike) -> Path:
     """The ``run.duckdb`` of an output folder (or the file itself, or of a ``.tiktoken`` whose run
     is in the ``NAME.toktok`` folder beside it); ToktokError if there is none."""
-    from ..config import companion_name
+    from ..rundir import companion_name
 
     p = Path(run)
     if p.is_file() and p.suffix == ".tiktoken":

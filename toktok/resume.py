@@ -1,0 +1,268 @@
+"""Resume: what ``--resume`` needs to continue an interrupted run to the files of an uninterrupted one.
+
+Owns the run's identity (the options a ``--resume`` must repeat, paths resolved however they are
+spelled), the fingerprints of its inputs (a file by size and modification time, an object in a
+store by size and ETag, data in memory by its digest), the re-spelling of the input files as the
+interrupted run named them, the checkpoints (what is stored and when: the counting state at file
+boundaries and the finished sample, each phase's word table once counted, the merges every few
+seconds, each phase once merged) and the replay check of the merges learned again. The pipeline
+calls it at clear points; everything it stores lives in the run file (:mod:`toktok.store`).
+The checkpoints' timing is an argument (:class:`Checkpoints`), and so is what happens after each
+(``on_checkpoint``: fault-injection tests kill the process there).
+Example: ``Checkpoints(every=0, step=10, on_checkpoint=print)``.
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from .count.local import CountState, Source
+from .errors import ConfigError, ParityError, ToktokError
+from .store import RunStore
+
+if TYPE_CHECKING:
+    from .config import TrainConfig
+    from .merge.loop import MergeResult
+    from .rundir import Staging
+
+#: Seconds between checkpoints of the merge loop.
+CHECKPOINT_SECONDS = 2.0
+#: Counting checkpoints (local engine, full reads) come at file boundaries this many times less often.
+COUNT_EVERY = 15
+#: Identity of a run: a ``--resume`` must be given the same values.
+IDENTITY = ("sources", "merges", "special_tokens", "text_column", "bad_utf8", "hardcoded", "seed",
+            "phases", "warm_start", "tiktoken_name", "budget", "working_set_mb")
+
+
+@dataclass
+class Checkpoints:
+    """When a run checkpoints, and what it does after each one.
+
+    The merge loop checkpoints every ``every`` seconds; with ``every=0`` deterministically, after
+    every ``step`` new tokens. Counting checkpoints come every ``every * COUNT_EVERY`` seconds at
+    file boundaries (and once after a sample pass). ``on_checkpoint(n)`` is called right after the
+    n-th checkpoint is stored (n = 1, 2, ...), e.g. by a test that kills the process there.
+    """
+
+    every: float = CHECKPOINT_SECONDS
+    step: int = 1
+    on_checkpoint: Callable[[int], None] | None = None
+    n: int = field(default=0, init=False)
+
+    def done(self) -> None:
+        """One more checkpoint is stored."""
+        self.n += 1
+        if self.on_checkpoint is not None:
+            self.on_checkpoint(self.n)
+
+
+def start_over(e: ToktokError) -> ToktokError:
+    """Mark ``e`` as an error whose fix changes the options a ``--resume`` must repeat (or the
+    inputs): what the run kept is of no use to a later run, so it is not kept."""
+    e.start_over = True
+    return e
+
+
+def abandon(e: BaseException, staging: Staging, kept: bool) -> None:
+    """After a failed run: keep what a later ``--resume`` can continue from (a phase counted, or
+    the interrupted run being resumed) and say so in the error; a run that failed before its first
+    checkpoint (``kept`` false) leaves nothing behind, nor does one whose fix changes the options
+    that ``--resume`` must be given unchanged."""
+    staging.release()
+    over = getattr(e, "start_over", False)
+    if not kept or (over and not staging.resuming):
+        staging.discard()
+    elif isinstance(e, ToktokError) and e.args:
+        note = (f"the interrupted run in {staging.path} cannot continue past this: start over with --force" if over
+                else f"the progress so far is kept in {staging.path}: fix this and rerun with --resume")
+        e.args = (f"{e.args[0]} ({note})", *e.args[1:])
+
+
+# --- identity and fingerprints -------------------------------------------------------------------
+
+
+def _resolved(path):
+    """A source path as the file, folder or pattern it names: ``./big/`` and ``big`` are one."""
+    if not isinstance(path, str) or "://" in path:
+        return path
+    p = os.path.expanduser(path)
+    if os.path.exists(p):
+        return os.path.realpath(p)
+    return os.path.normpath(os.path.abspath(p))
+
+
+def identity(cfg: TrainConfig) -> dict:
+    """What a ``--resume`` must be given unchanged, with every path resolved (see ``_resolved``)."""
+    ident = json.loads(json.dumps({k: cfg.to_dict().get(k) for k in IDENTITY}, default=str))
+    ident["sources"] = [_resolved(s) for s in ident.get("sources") or []]
+    for ph in ident.get("phases") or []:
+        for src in ph.get("sources") or []:
+            src["path"] = _resolved(src.get("path"))
+    if ident.get("warm_start") is not None:
+        ident["warm_start"] = _resolved(ident["warm_start"])
+    return ident
+
+
+def _check_same_run(store: RunStore, cfg: TrainConfig) -> None:
+    """``--resume`` continues only the run it was given: same sources (as resolved paths, however
+    spelled), merges, seed, budget, ..."""
+    now = identity(cfg)
+    stored = store.get_meta("identity")
+    if stored is None:  # killed before its first write: nothing to continue, nothing to compare
+        store.put_meta("identity", now)
+        return
+    old = json.loads(stored)
+    for k in IDENTITY:
+        if old.get(k) != now.get(k):
+            raise ConfigError(f"--resume: {k} was {old.get(k)!r} in the interrupted run and is {now.get(k)!r} now; "
+                              "pass the same options (or start over with --force)")
+
+
+def fingerprint(sources: list[Source]) -> list[list]:
+    """The files a phase reads as (path, size, modification time), objects in a store as (URL,
+    size, ETag): a resumed phase must find them unchanged (data in memory: its name, kind, rows and
+    digest, ``toktok.count.memory``)."""
+    out = []
+    for src in sources:
+        for f in src.corpus.files:
+            if f.kind == "memory":
+                out.append(f.fingerprint())
+                continue
+            if f.etag is not None:
+                out.append([f.path, f.size, f.etag])
+                continue
+            try:
+                mtime = os.stat(f.path).st_mtime_ns
+            except OSError:
+                mtime = None
+            out.append([f.path, f.size, mtime])
+    return out
+
+
+def _respell(plans: list[list[Source]], stored: str | None) -> None:
+    """Give every input file the path it had in the interrupted run (``stored``: its meta
+    "files") when both name the same file, so that the files are read, hashed and recorded
+    exactly as before however the sources are spelled now (``big`` then, ``/data/big`` now)."""
+    if stored is None:
+        return
+    spelled = {os.path.realpath(f[0]): f[0] for phase in json.loads(stored) for f in phase}
+    for sources in plans:
+        for src in sources:
+            for f in src.corpus.files:
+                f.path = spelled.get(os.path.realpath(f.path), f.path)
+            src.corpus.files.sort(key=lambda f: f.path)
+
+
+def begin(store: RunStore, cfg: TrainConfig, plans: list[list[Source]], resuming: bool) -> list[list[list]]:
+    """Start (or, ``resuming``, continue) the run in ``store``: a resumed run must be the same run
+    (ConfigError otherwise), its files take the interrupted run's spelling and its outputs are
+    dropped; records the identity and the input files. Returns each phase's fingerprint."""
+    if resuming:
+        _check_same_run(store, cfg)
+        _respell(plans, store.get_meta("files"))
+        store.drop_outputs()
+    fingerprints = [fingerprint(srcs) for srcs in plans]
+    if not resuming:
+        store.put_meta("identity", identity(cfg))
+    if not resuming or store.get_meta("files") is None:  # the spelling --resume gives the files
+        store.put_meta("files", fingerprints)
+    return fingerprints
+
+
+# --- checkpoints ---------------------------------------------------------------------------------
+
+
+def phase_checkpoint(store: RunStore, phase: str, fp: list, where: str) -> dict | None:
+    """How far the interrupted run got in ``phase`` ({"stage": "counted" | "merged", ...}, None if
+    not that far); ConfigError naming the first input that changed since it read them."""
+    cp = store.get_checkpoint(phase)
+    if cp is not None and cp["fingerprint"] != fp:
+        changed = next((f[0] for f, g in zip(fp + [[None]], cp["fingerprint"] + [[None]]) if f != g), "?")
+        raise ConfigError(f"{where}{changed}: changed since the interrupted run read it; "
+                          "restore it, or start over with --force instead of --resume")
+    return cp
+
+
+def held_out_of(store: RunStore, phase: str) -> pl.DataFrame | None:
+    """The pieces a sampled phase's sample did not take, as the run file records them
+    (meta('held_out:PHASE'); None for a phase that read every document)."""
+    v = store.get_meta(f"held_out:{phase}")
+    rows = json.loads(v) if v is not None else None
+    if rows is None:
+        return None
+    return pl.DataFrame(rows, schema={"hash": pl.UInt64, "source": pl.String, "row": pl.Int64, "text": pl.String})
+
+
+def _put_held_out(store: RunStore, phase: str, df: pl.DataFrame | None) -> None:
+    store.put_meta(f"held_out:{phase}", None if df is None else df.select("hash", "source", "row", "text").to_dicts())
+
+
+def count_state(store: RunStore, phase: str, fp: list) -> CountState | None:
+    """The counting checkpoint an interrupted run left for ``phase`` (None if none, or if its
+    files changed since: then the phase is counted again from its first file)."""
+    st = store.get_count_state(phase)
+    if st is None or st["used"].get("fingerprint") != fp:
+        return None
+    words = pl.from_arrow(st["words"]) if st["words"] is not None else None
+    sample = pl.from_arrow(st["sample"]) if st["sample"] is not None else None
+    parity = pl.from_arrow(st["parity"]) if st["parity"].num_rows else None
+    return CountState(st["files_done"], words, st["used"]["state"], parity, sample,
+                      held_out=held_out_of(store, phase) if sample is not None else None)
+
+
+def save_count_state(store: RunStore, phase: str, state: CountState, fp: list) -> None:
+    """A counting checkpoint: the counts of the files so far, or the finished sample."""
+    if state.sample is not None:  # before the count state that makes it count
+        _put_held_out(store, phase, state.held_out)
+    store.put_count_state(phase, state.files_done, {"state": state.used, "fingerprint": fp},
+                          words=state.words if state.sample is None else None, parity=state.parity,
+                          sample=state.sample)
+
+
+def save_counted(store: RunStore, phase: str, words: pl.DataFrame, parity: pl.DataFrame,
+                 held_out: pl.DataFrame | None, sources: list[Source], used: dict, state: dict) -> None:
+    """The checkpoint of a counted phase, all or nothing: its words, inputs (``used``: per file
+    statistics), parity sample and held-out pieces, and ``state`` (fingerprint, warnings, ...) as
+    its checkpoint "counted"; its counting checkpoint goes."""
+    with store.transaction():
+        store.drop_count_state(phase)
+        store.put_words(phase, words)
+        store.put_parity(phase, parity)
+        _put_held_out(store, phase, held_out)
+        for src in sources:
+            for f in src.corpus.files:
+                st = used[f.path]
+                store.add_input(f.path, f.kind, phase, f.size, st["docs"], st["bytes"], st["docs_seen"],
+                                st["bytes_seen"])
+        store.set_checkpoint(phase, {"stage": "counted", **state})
+
+
+def save_merged(store: RunStore, phase: str, words: pa.Array, counts: np.ndarray, tokens, state: dict) -> None:
+    """The checkpoint of a merged phase, all or nothing: each word's tokens, and ``state``
+    (fingerprint, warnings, summary) as its checkpoint "merged"."""
+    with store.transaction():
+        store.set_tokens(phase, words, counts, tokens)
+        store.set_checkpoint(phase, {"stage": "merged", **state})
+
+
+def check_replay(prior: pa.Table, res: MergeResult, where: str) -> None:
+    """The merges recomputed on --resume must begin with the ones the interrupted run checkpointed."""
+    k = prior.num_rows
+    mine = [res.left[:k], res.right[:k], res.token[:k], res.count[:k], res.reused[:k]]
+    theirs = [prior[c].to_numpy(zero_copy_only=False) for c in ("left_id", "right_id", "token_id", "count", "reused")]
+    if len(res.left) < k or not all(np.array_equal(a, b.astype(a.dtype)) for a, b in zip(mine, theirs)):
+        raise start_over(ParityError(
+            f"{where}--resume: the merges learned again differ from the {k:,} the interrupted run "
+            "checkpointed (the inputs or toktok changed); start over with --force"))
+
+
+__all__ = ["Checkpoints", "CHECKPOINT_SECONDS", "begin", "identity", "fingerprint", "phase_checkpoint",
+           "count_state", "save_count_state", "save_counted", "save_merged", "held_out_of", "check_replay",
+           "start_over", "abandon"]

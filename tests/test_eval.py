@@ -13,7 +13,7 @@ import toktok
 from toktok.cli import app
 from toktok.errors import InputError, VocabError
 from toktok.insight.evaluate import WORD_UNIT, evaluate
-from toktok.count.pretokenize import split_words
+from oracles.pretokenize import split_words
 
 runner = CliRunner()
 

@@ -9,6 +9,7 @@ import regex
 from conftest import FIXTURES
 from hypothesis import given
 from hypothesis import strategies as st
+from oracles.sample import sample_batches
 
 from toktok.count.sample import LEFT_OUT, LEFT_OUT_CHARS, _CUT, Reservoir, _buffers, _cut, _pieces, _source_salt, _space_at, _splitmix, as_large_string, doc_hashes
 
@@ -89,7 +90,7 @@ def test_long_documents_are_sampled_in_safe_pieces():
     df = r.finish()
     assert 1 < df.height and df["bytes"].sum() <= 40_000
     # every piece starts where the pre-tokenizer cuts the whole document
-    from toktok.count.pretokenize import split_words
+    from oracles.pretokenize import split_words
 
     bounds, at = set(), 0
     for w in split_words(doc):
@@ -122,7 +123,7 @@ def test_safe_cuts_split_as_the_pretokenizer(text, unit):
 def test_batches_cover_the_sample():
     r = _offer_all(Reservoir(200_000, seed=0), 100)
     n = r.finish().height
-    got = list(r.batches(batch_bytes=20_000))
+    got = list(sample_batches(r, batch_bytes=20_000))
     assert sum(s.len() for s in got) == n and len(got) > 3
 
 

@@ -241,7 +241,8 @@ def test_left_out_is_the_pieces_the_sample_did_not_take(texts, capacity, unit, s
 def test_left_out_of_weighted_reservoirs_is_exact(tmp_path):
     """One reservoir per source (weights): the phase's left-out pieces are the largest hashes over
     all the pieces left out, as if one list held them."""
-    from toktok.count.local import Source, left_out_of, sample_pass
+    from toktok.count.common import Source, left_out_of
+    from toktok.count.local import sample_pass
     from toktok.count.read import read_corpus
 
     _mixed_corpus(tmp_path)
@@ -263,7 +264,7 @@ def _sequential_sample(sources, capacity, seed, batch_bytes):
     """The sample pass's definition: every file in order, documents numbered in the file, read by
     ``Corpus.batches`` (text files in chunks of ``min(batch_bytes, max(4096, capacity // 64))``),
     each document's identity (the file's key, row)."""
-    from toktok.count.local import doc_keys
+    from toktok.count.common import doc_keys
     from toktok.count.read import Corpus
 
     res = Reservoir(capacity, seed)
@@ -295,7 +296,8 @@ def _mixed_corpus(tmp_path, bad: dict[str, list[int]] | None = None):
 
 @pytest.mark.parametrize("policy", ["error", "skip", "replace"])
 def test_sample_pass_equals_the_sequential_definition(tmp_path, policy):
-    from toktok.count.local import Source, sample_pass
+    from toktok.count.common import Source
+    from toktok.count.local import sample_pass
     from toktok.count.read import read_corpus
 
     _mixed_corpus(tmp_path, {} if policy == "error" else {"b": [3, 100], "c": [0]})
@@ -310,7 +312,8 @@ def test_sample_pass_equals_the_sequential_definition(tmp_path, policy):
 
 
 def test_sample_pass_fails_on_the_first_bad_file_in_order(tmp_path):
-    from toktok.count.local import Source, sample_pass
+    from toktok.count.common import Source
+    from toktok.count.local import sample_pass
     from toktok.errors import InputError
     from toktok.count.read import read_corpus
 
@@ -338,7 +341,7 @@ def test_parity_sample_keeps_no_batch_alive():
     # The parity sample keeps 64 documents; a Polars slice of a string column shares the whole
     # column's buffers, so keeping one would keep every batch that gave a parity document alive
     # (~190 MB of a 200 MB corpus when this was found). Here: one 20 MB batch read by Arrow.
-    from toktok.count.local import ParitySample
+    from toktok.count.common import ParitySample
 
     before = pa.total_allocated_bytes()
     texts = pl.from_arrow(pa.array([f"{i} " + "x" * 1000 for i in range(20_000)], pa.large_string()))
@@ -374,7 +377,7 @@ def test_source_key_is_the_part_the_source_did_not_spell_out(tmp_path, monkeypat
 
 
 def test_doc_keys_are_unique_within_a_phase(tmp_path):
-    from toktok.count.local import Source, doc_keys
+    from toktok.count.common import Source, doc_keys
     from toktok.count.read import read_corpus
 
     for sub in ("en", "code"):

@@ -650,13 +650,13 @@ def _train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None =
                         parity=state.parity, sample=state.sample)
                     marks.done()
 
-                # counting checkpoints (local engine): at file boundaries every 15x the merge
-                # loop's interval (a snapshot of the counts so far), and the finished sample
+                # counting checkpoints: at file boundaries every 15x the merge loop's interval (a
+                # snapshot of the counts so far), and the finished sample
                 count = partial(count_phase, restored=restored, save=save, every=marks.every * 15)
-                if cfg.engine == "ray":  # the same PhaseCount, counted on a Ray cluster
+                if cfg.engine == "ray":  # the same PhaseCount and checkpoints, counted on a Ray cluster
                     from .count.ray import count_phase as ray_count_phase
 
-                    count = partial(ray_count_phase, address=cfg.ray_address)
+                    count = partial(ray_count_phase, *count.args, address=cfg.ray_address, **count.keywords)
                 pc = count(sources, seed=cfg.seed, capacity=capacity, batch_bytes=batch_bytes,
                            specials=all_specials, threads=threads, report=report, tag=tag)
                 table, used = pc.words, pc.used

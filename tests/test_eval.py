@@ -13,7 +13,7 @@ import toktok
 from toktok.cli import app
 from toktok.errors import InputError, VocabError
 from toktok.insight.evaluate import WORD_UNIT, evaluate
-from toktok.count.pretokenize import split_words
+from oracles.pretokenize import split_words
 
 runner = CliRunner()
 
@@ -230,3 +230,23 @@ def test_eval_parquet_column_given_twice(insight_run, tmp_path):
     pq.write_table(pa.Table.from_arrays([pa.array(["a"]), pa.array(["en"]), pa.array(["fr"])],
                                         names=["text", "lang", "lang"]), q)
     _one_error_line(runner.invoke(app, ["eval", str(insight_run), "--data", str(q), "--by", "lang"]), "2 columns are named 'lang'")
+
+
+# --- data read as training reads it (issue 15) ---------------------------------------------------
+
+
+def test_eval_reads_data_as_training_does_with_bad_utf8(insight_run, tmp_path):
+    """evaluate reads through count.read: bad UTF-8 is an error naming the file and line, or
+    dropped / replaced by --bad-utf8 as in training; a JSONL field named "file" does not change
+    --by file."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"text": "good text", "file": "x"}\n{"text": "bad \xff text", "file": "y"}\n')
+    run = str(insight_run)
+    _one_error_line(runner.invoke(app, ["eval", run, "--data", str(bad)]), "bad.jsonl", "--bad-utf8")
+    _one_error_line(runner.invoke(app, ["eval", run, "--data", str(bad), "--bad-utf8", "drop"]), "--bad-utf8")
+    skip = evaluate([run], [str(bad)], bad_utf8="skip", by="file")
+    assert [(r["subset"], r["docs"], r["bytes"]) for r in skip] == [("all", 1, 9), (str(bad), 1, 9)]
+    r = runner.invoke(app, ["eval", run, "--data", str(bad), "--bad-utf8", "replace", "--json"])
+    assert r.exit_code == 0, r.output
+    row = json.loads(r.stdout)["rows"][0]
+    assert (row["docs"], row["bytes"]) == (2, 9 + len("bad \ufffd text".encode()))

@@ -7,7 +7,7 @@ import pytest
 from conftest import FIXTURES
 from hypothesis import given
 from hypothesis import strategies as st
-from reference_bpe import rank_bpe, train
+from oracles.reference_bpe import rank_bpe, train
 
 from toktok.merge.loop import learn_merges, segment
 from toktok.count.pretokenize import count_words

@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 from conftest import FIXTURES
-from reference_bpe import train as reference_train
+from oracles.reference_bpe import train as reference_train
 from typer.testing import CliRunner
 
 import toktok

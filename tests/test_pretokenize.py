@@ -1,5 +1,5 @@
-"""Both counting engines (the compiled scanner and the Polars emulation) must give exactly the
-`regex` package's word counts."""
+"""The compiled scanner (and the Polars emulation, tests/oracles) must give exactly the `regex`
+package's word counts."""
 from __future__ import annotations
 
 import polars as pl
@@ -8,7 +8,12 @@ from conftest import FIXTURES, FUZZ
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toktok.count.pretokenize import WordCounter, count_words, count_words_reference, split_words
+from oracles.pretokenize import PolarsWordCounter, count_words_polars, count_words_reference, split_words
+
+from toktok.count.pretokenize import WordCounter, count_words
+
+COUNTERS = {"scan": WordCounter, "polars": PolarsWordCounter}
+COUNT_WORDS = {"scan": count_words, "polars": count_words_polars}
 
 # Pieces chosen to hit every alternative of the pattern and every boundary between them.
 ATOMS = [
@@ -33,8 +38,8 @@ def _scan_counts(texts, specials=(), threads=1, swar=True):
 def _same(texts, specials=()):
     texts = list(texts)
     ref = dict(count_words_reference(texts, specials=specials))
-    for engine in ("scan", "polars"):
-        fast = dict(count_words(texts, specials=specials, engine=engine).iter_rows())
+    for engine, count in COUNT_WORDS.items():
+        fast = dict(count(texts, specials=specials).iter_rows())
         assert fast == ref, engine
     # the byte-table scanner (used were Polars' ASCII classes to differ from the 8-byte tests)
     assert _scan_counts(texts, specials, swar=False) == ref
@@ -84,8 +89,8 @@ def test_specials_never_counted():
 @pytest.mark.parametrize("engine", ["scan", "polars"])
 def test_counts_are_int64_and_parallel_slices_agree(engine):
     texts = ["the cat  sat\n"] * 500 + ["другой  текст 123"] * 300 + ["x" * 5000, "y" * 7, "z" * 8]
-    one = count_words(texts, threads=1, engine=engine).sort("word")
-    many = count_words(texts, threads=4, engine=engine).sort("word")
+    one = COUNT_WORDS[engine](texts, threads=1).sort("word")
+    many = COUNT_WORDS[engine](texts, threads=4).sort("word")
     assert one.schema["count"] == pl.Int64 and one.schema["word"] == pl.Binary
     assert one.equals(many)
     got = dict(one.iter_rows())
@@ -112,7 +117,7 @@ def test_shared_corpus_equals_reference():
 @pytest.mark.parametrize("engine", ["scan", "polars"])
 def test_counter_across_batches_equals_one_pass(engine):
     df = pl.read_parquet(FIXTURES / "sample.parquet")["text"]
-    c = WordCounter(specials=["<|endoftext|>"], threads=2, engine=engine)
+    c = COUNTERS[engine](specials=["<|endoftext|>"], threads=2)
     for i in range(0, df.len(), 37):  # uneven batches, some smaller than the thread count
         c.add(df.slice(i, 37))
     c.add(["tail<|endoftext|>  ", "x" * 100])
@@ -232,7 +237,7 @@ def test_empty_inputs():
 def test_memory_bytes(engine):
     import toktok.count.pretokenize as pt
 
-    c = WordCounter(threads=2, engine=engine)
+    c = COUNTERS[engine](threads=2)
     assert c.memory_bytes() == 0
     c.add(["a few words, a few words"] * 100)
     small = c.memory_bytes()

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import duckdb
+import faults
 import pytest
 from conftest import FIXTURES, ROOT
 
@@ -140,12 +141,12 @@ def test_units_number_rows_as_in_the_file(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from toktok.count.local import Source
+    from toktok.count.common import Source
     from toktok.count.read import read_corpus
 
     pq.write_table(pa.table({"text": [f"doc {i}" for i in range(100)]}), tmp_path / "a.parquet", row_group_size=30)
     pq.write_table(pa.table({"text": ["x", None] * 50}), tmp_path / "b.parquet", row_group_size=30)
-    units = engine_ray.plan_units([Source(read_corpus([str(tmp_path)]))], False, unit_bytes=1)
+    units = engine_ray.plan_units([Source(read_corpus([str(tmp_path)]))], unit_bytes=1)
     assert [(Path(u.path).name, u.groups, u.first_row) for u in units] == [
         ("a.parquet", (0,), 0), ("a.parquet", (1,), 30), ("a.parquet", (2,), 60), ("a.parquet", (3,), 90),
         ("b.parquet", None, 0),
@@ -189,3 +190,77 @@ def test_local_engine_does_not_import_ray():
     code = "import sys, toktok.cli, toktok.pipeline, toktok.count.local; assert 'ray' not in sys.modules, 'ray imported'"
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
+
+
+# --- counting checkpoints: the local engine's, taken on the driver -------------------------------
+
+
+def _phase(budget: bool) -> tuple[list, dict]:
+    """Three files (sample.parquet cut into row-group ranges by small_units), and the count
+    arguments: a full read, or a capacity small enough that every file is sampled."""
+    from toktok.count.common import Source
+    from toktok.count.read import read_corpus
+
+    sources = [Source(read_corpus([str(FIXTURES / n)])) for n in ("sample.parquet", "notes.txt", "extra.jsonl")]
+    return sources, dict(seed=7, capacity=150_000 if budget else None, specials=SPECIALS, threads=2)
+
+
+def _same_state(a, b) -> None:
+    assert (a.files_done, a.used) == (b.files_done, b.used)
+    for name, key in (("words", "word"), ("sample", ["source", "row"]), ("parity", "hash"), ("held_out", "hash")):
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x is None) == (y is None), name
+        if x is not None:
+            assert x.sort(key).equals(y.sort(key).select(x.columns)), name
+
+
+@pytest.mark.parametrize("budget", [False, True], ids=["full-read", "sampled"])
+def test_ray_takes_the_local_engines_counting_checkpoints(cluster, budget):
+    """Saved on the driver at the same points with the same content (the counts of the first files,
+    byte for byte, though the units finish in any order; the finished sample), and a count resumed
+    from any of them gives the uninterrupted result."""
+    from toktok.count.local import count_phase as count_local
+
+    sources, kw = _phase(budget)
+    local_states, ray_states = [], []
+    local = count_local(sources, save=local_states.append, every=0, **kw)
+    got = engine_ray.count_phase(sources, save=ray_states.append, every=0, **kw)
+    assert len(ray_states) == len(local_states) == (1 if budget else 2)
+    for a, b in zip(local_states, ray_states):
+        _same_state(a, b)
+    for state in ray_states:
+        resumed = engine_ray.count_phase(sources, restored=state, **kw)
+        for pc in (got, resumed):
+            assert pc.words.equals(local.words) and pc.used == local.used and pc.parity.equals(local.parity)
+            assert (pc.held_out is None) == (not budget) and (not budget or pc.held_out.equals(local.held_out))
+
+
+@pytest.mark.parametrize("budget", [False, True], ids=["full-read", "sampled"])
+def test_kill9_while_ray_counts_resumes_from_the_checkpoint(cluster, tmp_path, budget):
+    """A real `toktok train --engine ray` killed (SIGKILL) right after its first counting
+    checkpoint resumes from it with --resume, and ends with the local engine's files."""
+    import signal
+
+    files = "".join(f"      - path: {FIXTURES / n}\n" for n in ("sample.parquet", "notes.txt", "extra.jsonl"))
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text("budget: 1GB\n" * budget + "seed: 7\nspecial_tokens: ['<|endoftext|>']\nphases:\n  - name: main\n"
+                   "    merges: 300\n" + "    budget: 150KB\n" * budget + "    sources:\n" + files)
+    local, out = tmp_path / "local", tmp_path / "ray"
+    env = {**os.environ, "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "token")}
+    train_args = ["train", "--config", str(cfg), "-q", "--out"]
+    # every=0: counting checkpoints at every file boundary
+    r = subprocess.run(faults.command(every=0) + train_args + [str(local)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    args = train_args + [str(out), "--engine", "ray", "--ray-address", cluster]
+    r = subprocess.run(faults.command(every=0, kill_at=1) + args, cwd=ROOT, capture_output=True, text=True,
+                       timeout=300, env=env)
+    assert r.returncode == -signal.SIGKILL, r.stderr[-3000:]
+    staging = tmp_path / ".ray.partial"
+    sample = len(list(staging.glob("sample-*.parquet")))
+    parts = _table(staging, "select count(*) from count_parts")[0][0]
+    assert (sample > 0 and parts == 0) if budget else (parts > 0 and sample == 0)
+    r = subprocess.run(faults.command(every=0) + args + ["--resume"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    _assert_same(local, out)

@@ -544,11 +544,11 @@ def test_ray_units_are_planned_from_the_footers(store):
     """The driver cuts a Parquet object into row-group ranges from its footer, as a local file."""
     pytest.importorskip("ray")
     from toktok.count import ray as engine_ray
-    from toktok.count.local import Source
+    from toktok.count.common import Source
     from toktok.count.read import read_corpus
 
     opts = {"key": store.key_id, "secret": store.secret, "endpoint_url": store.endpoint}
-    units = engine_ray.plan_units([Source(read_corpus(["s3://bucket/perf/"], storage_options=opts))], False,
+    units = engine_ray.plan_units([Source(read_corpus(["s3://bucket/perf/"], storage_options=opts))],
                                   unit_bytes=64 << 10)
     parquet = [u for u in units if u.path.endswith(".parquet")]
     assert len(parquet) > 2 and [u.first_row for u in parquet][0] == 0

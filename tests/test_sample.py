@@ -9,6 +9,7 @@ import regex
 from conftest import FIXTURES
 from hypothesis import given
 from hypothesis import strategies as st
+from oracles.sample import sample_batches
 
 from toktok.count.sample import LEFT_OUT, LEFT_OUT_CHARS, _CUT, Reservoir, _buffers, _cut, _pieces, _source_salt, _space_at, _splitmix, as_large_string, doc_hashes
 
@@ -89,7 +90,7 @@ def test_long_documents_are_sampled_in_safe_pieces():
     df = r.finish()
     assert 1 < df.height and df["bytes"].sum() <= 40_000
     # every piece starts where the pre-tokenizer cuts the whole document
-    from toktok.count.pretokenize import split_words
+    from oracles.pretokenize import split_words
 
     bounds, at = set(), 0
     for w in split_words(doc):
@@ -122,7 +123,7 @@ def test_safe_cuts_split_as_the_pretokenizer(text, unit):
 def test_batches_cover_the_sample():
     r = _offer_all(Reservoir(200_000, seed=0), 100)
     n = r.finish().height
-    got = list(r.batches(batch_bytes=20_000))
+    got = list(sample_batches(r, batch_bytes=20_000))
     assert sum(s.len() for s in got) == n and len(got) > 3
 
 
@@ -240,7 +241,8 @@ def test_left_out_is_the_pieces_the_sample_did_not_take(texts, capacity, unit, s
 def test_left_out_of_weighted_reservoirs_is_exact(tmp_path):
     """One reservoir per source (weights): the phase's left-out pieces are the largest hashes over
     all the pieces left out, as if one list held them."""
-    from toktok.count.local import Source, left_out_of, sample_pass
+    from toktok.count.common import Source, left_out_of
+    from toktok.count.local import sample_pass
     from toktok.count.read import read_corpus
 
     _mixed_corpus(tmp_path)
@@ -262,7 +264,7 @@ def _sequential_sample(sources, capacity, seed, batch_bytes):
     """The sample pass's definition: every file in order, documents numbered in the file, read by
     ``Corpus.batches`` (text files in chunks of ``min(batch_bytes, max(4096, capacity // 64))``),
     each document's identity (the file's key, row)."""
-    from toktok.count.local import doc_keys
+    from toktok.count.common import doc_keys
     from toktok.count.read import Corpus
 
     res = Reservoir(capacity, seed)
@@ -294,7 +296,8 @@ def _mixed_corpus(tmp_path, bad: dict[str, list[int]] | None = None):
 
 @pytest.mark.parametrize("policy", ["error", "skip", "replace"])
 def test_sample_pass_equals_the_sequential_definition(tmp_path, policy):
-    from toktok.count.local import Source, sample_pass
+    from toktok.count.common import Source
+    from toktok.count.local import sample_pass
     from toktok.count.read import read_corpus
 
     _mixed_corpus(tmp_path, {} if policy == "error" else {"b": [3, 100], "c": [0]})
@@ -309,7 +312,8 @@ def test_sample_pass_equals_the_sequential_definition(tmp_path, policy):
 
 
 def test_sample_pass_fails_on_the_first_bad_file_in_order(tmp_path):
-    from toktok.count.local import Source, sample_pass
+    from toktok.count.common import Source
+    from toktok.count.local import sample_pass
     from toktok.errors import InputError
     from toktok.count.read import read_corpus
 
@@ -337,7 +341,7 @@ def test_parity_sample_keeps_no_batch_alive():
     # The parity sample keeps 64 documents; a Polars slice of a string column shares the whole
     # column's buffers, so keeping one would keep every batch that gave a parity document alive
     # (~190 MB of a 200 MB corpus when this was found). Here: one 20 MB batch read by Arrow.
-    from toktok.count.local import ParitySample
+    from toktok.count.common import ParitySample
 
     before = pa.total_allocated_bytes()
     texts = pl.from_arrow(pa.array([f"{i} " + "x" * 1000 for i in range(20_000)], pa.large_string()))
@@ -373,7 +377,7 @@ def test_source_key_is_the_part_the_source_did_not_spell_out(tmp_path, monkeypat
 
 
 def test_doc_keys_are_unique_within_a_phase(tmp_path):
-    from toktok.count.local import Source, doc_keys
+    from toktok.count.common import Source, doc_keys
     from toktok.count.read import read_corpus
 
     for sub in ("en", "code"):

@@ -13,7 +13,7 @@ import tiktoken
 from conftest import FIXTURES, FUZZ
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reference_bpe import train as reference_train
+from oracles.reference_bpe import train as reference_train
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from typer.testing import CliRunner
 

@@ -315,12 +315,20 @@ def _not_a_run_file(run: str, target: str) -> None:
                           "outside the run's folder (or a new file name)")
 
 
+def _help(name: str) -> str:
+    """The help of option ``name`` (:data:`toktok.options.OPTIONS`), for commands other than train."""
+    from .options import OPTION
+
+    return OPTION[name].help
+
+
 @app.command("eval", context_settings={"ignore_unknown_options": True})
 def eval_cmd(
     items: List[str] = typer.Argument(..., metavar="TOKENIZER... --data SOURCE...",
                                       help="Tokenizers (toktok output folders, .tiktoken files, tokenizer.json files), then --data and Parquet/JSONL/text files, folders or globs"),
     by: Optional[str] = typer.Option(None, "--by", help="Also compare per value of this column (e.g. lang, source); 'file' = per data file"),
     text_column: str = typer.Option("text", "--text-column", help="Parquet column / JSONL field with the text"),
+    bad_utf8: str = typer.Option("error", "--bad-utf8", help=_help("bad_utf8")),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (for machines) instead of a table"),
     debug: bool = typer.Option(False, "--debug"),
 ) -> None:
@@ -331,6 +339,7 @@ def eval_cmd(
         from .errors import ConfigError
         from .insight.evaluate import WORD_UNIT, evaluate
         from .insight.report import eval_table
+        from .options import OPTION
 
         toks, data, target = [], [], None
         for it in items:
@@ -346,7 +355,8 @@ def eval_cmd(
         if not data:
             raise ConfigError("no data given; put --data and the files to evaluate on after the tokenizers")
         with _warnings() as said:
-            rows = evaluate(toks, data, by=by, text_column=text_column)
+            rows = evaluate(toks, data, by=by, text_column=text_column,
+                            bad_utf8=OPTION["bad_utf8"].from_text(bad_utf8, "--bad-utf8"))
         if as_json:
             print(json.dumps({"words": WORD_UNIT, "by": by, "data": data, "tokenizers": toks, "rows": rows,
                               "warnings": said}, indent=1, ensure_ascii=False))

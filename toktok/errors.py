@@ -44,3 +44,10 @@ class QueryError(ToktokError):
 class ToktokWarning(UserWarning):
     """Something the user should know that does not stop the work (e.g. ``toktok eval`` on a
     tokenizer that drops characters). The CLI prints each as ``toktok: warning: ...``."""
+
+
+def one_line(e: BaseException, limit: int | None = None) -> str:
+    """What an exception says, on one line (its type's name if it says nothing), cut to ``limit``
+    characters: the cause inside toktok's own messages. Example: ``one_line(OSError("a\\n b")) == "a b"``."""
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text if limit is None or len(text) <= limit else text[:limit - 3] + "..."

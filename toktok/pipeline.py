@@ -448,7 +448,7 @@ def _count(run: _Run, phase: PhaseConfig, sources: list[Source], fp: list) -> _C
     """3. Read, sample (when the budget says so), pre-tokenize and count one phase's sources with
     the run's engine, then cut the word table to the budget (:func:`toktok.budget.fit_words`).
     Reads the sources, from the interrupted run's counting checkpoint on ``--resume``; writes
-    counting checkpoints on the way (local engine: at file boundaries every
+    counting checkpoints on the way (either engine: at file boundaries every
     ``COUNT_EVERY`` x the merge loop's interval, a snapshot of the counts so far; and the finished
     sample), then the phase's words, inputs and parity sample: the "counted" checkpoint."""
     cfg, store, marks, plan = run.cfg, run.store, run.marks, run.plan
@@ -462,10 +462,11 @@ def _count(run: _Run, phase: PhaseConfig, sources: list[Source], fp: list) -> _C
         resume.save_count_state(store, phase.name, state, fp)
         marks.done()
 
-    if run.ray_count is not None:  # the same PhaseCount, counted on a Ray cluster
-        count = partial(run.ray_count, address=cfg.ray_address)
+    checkpoints = dict(restored=restored, save=save, every=marks.every * resume.COUNT_EVERY)
+    if run.ray_count is not None:  # the same PhaseCount and checkpoints, counted on a Ray cluster
+        count = partial(run.ray_count, address=cfg.ray_address, **checkpoints)
     else:
-        count = partial(count_phase, restored=restored, save=save, every=marks.every * resume.COUNT_EVERY)
+        count = partial(count_phase, **checkpoints)
     pc = count(sources, seed=cfg.seed, capacity=_phase_capacity(cfg, phase, plan),
                batch_bytes=plan.batch_bytes if plan is not None else 32 << 20, specials=run.specials,
                threads=run.threads, report=run.report, tag=run.tag(phase))

@@ -7,7 +7,7 @@ A source may be an iterable of ``str`` (a list, a generator), a pyarrow ``Table`
 Each becomes one :class:`MemoryFile` (a :class:`~toktok.read.SourceFile` of kind ``memory`` whose
 ``path`` is the source's name, ``source-1`` ... unless given) in a :class:`~toktok.read.Corpus`,
 so the engine reads, samples and counts it as it does a file: the text column read in Arrow
-chunks, with the same null, UTF-8 and ``bad_utf8`` rules as Parquet (``Corpus._arrow_to_text``).
+chunks, with the same null, UTF-8 and ``bad_utf8`` rules as Parquet (``Corpus.texts_of``).
 
 A document's identity (for sampling and the parity sample) is (name, row): the name stands where a
 file's path does (``MemoryFile.path``), the row is its index in the data.
@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError, InputError
-from .read import Batch, Corpus, SourceFile, _Packer
+from .read import Batch, Corpus, SourceFile, pack
 
 #: Rows per chunk when the size of a document is not known up front.
 CHUNK_ROWS = 8192
@@ -245,7 +245,7 @@ class MemoryFile(SourceFile):
 
     def texts(self, batch_bytes: int, st: dict | None = None,
               policy: Corpus | None = None) -> Iterator[tuple[int, pa.Array, np.ndarray | None]]:
-        """(first row, texts, kept rows) of each chunk, as ``Corpus._parquet_reads`` yields them:
+        """(first row, texts, kept rows) of each chunk, as ``read.pack`` takes them:
         ``large_string`` without nulls, ``bad_utf8`` applied (``policy``'s)."""
         st = st if st is not None else {"docs": 0, "bytes": 0, "skipped": 0}
         policy = policy or Corpus([self], self.data.column)
@@ -265,7 +265,7 @@ class MemoryFile(SourceFile):
             n = len(arr)
             if pa.types.is_null(arr.type):
                 arr = pa.nulls(n, pa.large_string())
-            text, kept = policy._arrow_to_text(arr, self.path, row, st)
+            text, kept = policy.texts_of(arr, self.path, row, st)
             if len(text):
                 offs = np.frombuffer(text.buffers()[1], dtype=np.int64, count=len(text) + 1, offset=text.offset * 8)
                 data = text.buffers()[2]
@@ -280,10 +280,7 @@ class MemoryFile(SourceFile):
 
     def read_batches(self, corpus: Corpus, batch_bytes: int, st: dict) -> Iterator[tuple[Batch, int]]:
         """``Corpus.batches``' reader for this source: batches of about ``batch_bytes``."""
-        packer = _Packer(self.path, batch_bytes)
-        for row, text, kept in self.texts(batch_bytes, st, corpus):
-            yield from packer.add(row, text, kept)
-        yield from packer.flush()
+        return pack(self.path, self.texts(batch_bytes, st, corpus), batch_bytes)
 
     def arrow_texts(self, corpus: Corpus, batch_bytes: int) -> Iterator[pa.Array]:
         """``Corpus.arrow_texts`` for this source (the sample pass)."""

@@ -2,11 +2,9 @@
 
 Owns the GPT-4 (cl100k) split. Reads batches of documents (``pl.Series`` of str), writes a
 ``pl.DataFrame`` with columns ``word`` (Binary, UTF-8 bytes of one pre-token) and ``count``
-(Int64). Counting runs a compiled matcher of the pattern on UTF-8 bytes (the "scan" engine,
-default) with per-thread hash tables; the "polars" engine is an exact look-around-free emulation
-(see ``COMPOUND_PATTERN``: the pattern's ``\\s+(?!\\S)`` needs look-ahead, which Polars' (Rust)
-regex engine lacks) inside Polars. The ``regex`` package stays the reference
-(``count_words_reference``); both engines are tested equal to it.
+(Int64). Counting runs a compiled matcher of the pattern on UTF-8 bytes with per-thread hash
+tables. The ``regex`` package is the reference it is tested equal to (``tests/oracles``, with an
+exact look-around-free emulation inside Polars that the tests hold to the same reference).
 """
 from __future__ import annotations
 
@@ -14,7 +12,6 @@ import hashlib
 import os
 import sys
 import tempfile
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -28,48 +25,6 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 from .._kernels import _EMPTY
-from ..vocab import PATTERN
-
-_CONTRACTION = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)"
-_LETTERS = r"[^\r\n\p{L}\p{N}]?\p{L}+"
-_DIGITS = r"\p{N}{1,3}"
-_PUNCT = r" ?[^\s\p{L}\p{N}]+[\r\n]*"
-_NEWLINES = r"\s*[\r\n]+"
-_HSPACE = r"[^\S\r\n]"  # whitespace other than \r and \n
-
-# Why this equals PATTERN. The first five alternatives are PATTERN's own. What is left at a
-# position is a whitespace run without \r/\n (a run holding a newline is taken by ``\s*[\r\n]+``
-# first). Followed by a non-space x, PATTERN takes the run minus its last char c (``\s+(?!\S)``)
-# and then matches afresh at c: c joins letters after it, a space c joins punctuation, otherwise
-# c stands alone and the next piece starts at x. Each "compound" alternative below takes the whole
-# run plus that next piece, so every compound ends exactly where PATTERN's pieces end; splitting
-# a compound with PATTERN itself is then exact, and only the unique compounds need splitting.
-# A run at the end of the text is one piece in PATTERN (``\s+(?!\S)``) and here (``\s+``).
-COMPOUND_PATTERN = "|".join(
-    [
-        _CONTRACTION,
-        _LETTERS,
-        _DIGITS,
-        _PUNCT,
-        _NEWLINES,
-        _HSPACE + r"+\p{L}+",  # ...c + letters
-        _HSPACE + r"* [^\s\p{L}\p{N}]+[\r\n]*",  # ...' ' + punctuation
-        _HSPACE + "+(?:" + "|".join([_CONTRACTION, _LETTERS, _DIGITS, _PUNCT]) + ")",  # c alone
-        r"\s+",
-    ]
-)
-
-# A match is a compound when it holds non-space and either starts with two whitespace chars,
-# or one whitespace char that does not join what follows (a digit; punctuation after a
-# non-space whitespace char). Pieces like " word" and " !" are PATTERN's own and stay whole.
-_IS_COMPOUND = r"^(?:\s\s|\s\p{N}|[^\S ][^\s\p{L}\p{N}])"
-
-_REF = regex.compile(PATTERN)
-
-
-def split_words(text: str) -> list[str]:
-    """PATTERN's pieces of ``text`` by the ``regex`` package, e.g. ``split_words("a  b") == ["a", " ", " b"]``."""
-    return _REF.findall(text)
 
 
 def _cut_specials(texts: pl.Series, specials: Sequence[str]) -> pl.Series:
@@ -86,21 +41,6 @@ def _cut_specials(texts: pl.Series, specials: Sequence[str]) -> pl.Series:
     for doc in texts.filter(mask).to_list():
         parts.extend(p for p in pat.split(doc) if p)
     return pl.concat([texts.filter(~mask), pl.Series(texts.name, parts, dtype=pl.String)])
-
-
-def _match_counts(texts: pl.Series) -> pl.DataFrame:
-    """Unique matches of COMPOUND_PATTERN with their counts (``word`` str, ``count`` Int64)."""
-    return (
-        texts.rename("word")
-        .to_frame()
-        .lazy()
-        .select(pl.col("word").str.extract_all(COMPOUND_PATTERN))
-        .explode("word")
-        .drop_nulls()
-        .group_by("word")
-        .agg(pl.len().cast(pl.Int64).alias("count"))
-        .collect()
-    )
 
 
 # --- the compiled scanner: PATTERN matched by hand on UTF-8 bytes ------------------------------
@@ -851,31 +791,24 @@ _EMPTY_COUNTS = {"word": pl.Binary, "count": pl.Int64}
 class WordCounter:
     """Counts PATTERN's pieces over many batches of documents; ``result()`` gives the table.
 
-    The compiled engine ("scan") keeps one hash table per thread across batches (a batch is
+    It keeps one hash table per thread across batches (a batch is
     converted to Arrow ~8 MB at a time and each slice is cut into chunks of about equal bytes that
     the threads take in turn; the scanner releases the GIL) and merges them only in ``result()``
     (in parallel: each thread builds the part of the merged table whose words hash to it), so
     memory grows with the number of distinct words (about 16 bytes / 0.7 per word and thread,
     plus the bytes of words longer than 7), not with the corpus; ``memory_bytes()`` tells it.
-    The "polars" engine runs the look-around-free emulation inside Polars. Both are exact.
     Example: ``c = WordCounter(); c.add(["a a"]); dict(c.result().iter_rows())[b" a"] == 1``.
     """
 
-    def __init__(self, specials: Sequence[str] = (), threads: int = 0, engine: str = "scan"):
-        if engine not in ("scan", "polars"):
-            raise ValueError(f"unknown engine {engine!r}")
+    def __init__(self, specials: Sequence[str] = (), threads: int = 0):
         self.specials = list(specials)
         self.threads = threads or pl.thread_pool_size()
-        self.engine = engine
-        self._frames: list[pl.DataFrame] = []
         self._tables: list[_Table] = []
         self._no_swar = False  # tests: scan with the byte table only
 
     def memory_bytes(self) -> int:
-        """Bytes held now by the counting tables and their arenas (the "polars" engine: its
-        partial count frames). Grows with the distinct words seen, not with the text."""
-        if self.engine == "polars":
-            return sum(int(f.estimated_size()) for f in self._frames)
+        """Bytes held now by the counting tables and their arenas. Grows with the distinct words
+        seen, not with the text."""
         return sum(t.nbytes() for t in self._tables)
 
     def add(self, texts: pl.Series | Iterable[str]) -> None:
@@ -883,11 +816,6 @@ class WordCounter:
             texts = pl.Series("text", list(texts), dtype=pl.String)
         texts = _cut_specials(texts.drop_nulls(), self.specials)
         if texts.len() == 0:
-            return
-        if self.engine == "polars":
-            self._frames.append(_count_polars(texts, self.threads))
-            if len(self._frames) > 8:  # keep the partial tables few
-                self._frames = [pl.concat(self._frames).group_by("word").agg(pl.col("count").sum())]
             return
         self._scan(texts)
 
@@ -941,10 +869,6 @@ class WordCounter:
 
     def result(self) -> pl.DataFrame:
         """One row per distinct word: ``word`` (Binary), ``count`` (Int64)."""
-        if self.engine == "polars":
-            if not self._frames:
-                return pl.DataFrame({"word": [], "count": []}, schema=_EMPTY_COUNTS)
-            return pl.concat(self._frames).group_by("word").agg(pl.col("count").sum())
         if not self._tables:
             return pl.DataFrame({"word": [], "count": []}, schema=_EMPTY_COUNTS)
         if len(self._tables) > 1:
@@ -1000,64 +924,13 @@ def _merge_tables(tables: list[_Table]) -> list[_Table]:
     return out
 
 
-def count_words(
-    texts: pl.Series | Iterable[str], specials: Sequence[str] = (), threads: int = 0, engine: str = "scan"
-) -> pl.DataFrame:
+def count_words(texts: pl.Series | Iterable[str], specials: Sequence[str] = (), threads: int = 0) -> pl.DataFrame:
     """Word counts of PATTERN's pieces over documents, identical to ``regex.findall`` + Counter.
 
     Returns columns ``word`` (Binary) and ``count`` (Int64), one row per distinct word, in no
-    particular order. Special tokens are cut out first and never counted. ``engine`` is "scan"
-    (the compiled scanner) or "polars" (the emulation inside Polars); ``threads=0`` uses every core.
-    Example: ``count_words(["a a"]).sort("word").rows() == [(b" a", 1), (b"a", 1)]``.
+    particular order. Special tokens are cut out first and never counted; ``threads=0`` uses
+    every core. Example: ``count_words(["a a"]).sort("word").rows() == [(b" a", 1), (b"a", 1)]``.
     """
-    counter = WordCounter(specials, threads, engine)
+    counter = WordCounter(specials, threads)
     counter.add(texts)
     return counter.result()
-
-
-def _count_polars(texts: pl.Series, n: int) -> pl.DataFrame:
-    """COMPOUND_PATTERN in Polars, then the unique compounds split by the reference."""
-    # 2. match and count in Polars; slices run in parallel because one string column is
-    #    matched on one thread
-    if n > 1 and texts.len() >= 2 * n:
-        step = -(-texts.len() // n)
-        frames = [texts.slice(i, step).rename("word").to_frame().lazy() for i in range(0, texts.len(), step)]
-        queries = [
-            f.select(pl.col("word").str.extract_all(COMPOUND_PATTERN)).explode("word").drop_nulls()
-            .group_by("word").agg(pl.len().cast(pl.Int64).alias("count"))
-            for f in frames
-        ]
-        counts = pl.concat(pl.collect_all(queries)).group_by("word").agg(pl.col("count").sum())
-    else:
-        counts = _match_counts(texts)
-
-    # 3. split the unique compounds with the reference pattern and fold them back in
-    is_compound = counts["word"].str.contains(_IS_COMPOUND)
-    compounds = counts.filter(is_compound)
-    if compounds.height:
-        words, cnts = [], []
-        for w, c in compounds.iter_rows():
-            for piece in _REF.findall(w):
-                words.append(piece)
-                cnts.append(c)
-        split = pl.DataFrame({"word": words, "count": cnts}, schema={"word": pl.String, "count": pl.Int64})
-        counts = pl.concat([counts.filter(~is_compound), split]).group_by("word").agg(pl.col("count").sum())
-
-    # 4. words as bytes: the merge loop and the DuckDB table work on bytes
-    return counts.select(pl.col("word").cast(pl.Binary), pl.col("count"))
-
-
-def count_words_reference(texts: Iterable[str], specials: Sequence[str] = ()) -> Counter[bytes]:
-    """The slow reference: ``regex.findall(PATTERN)`` per document after cutting specials."""
-    pat = (
-        regex.compile("|".join(regex.escape(s) for s in sorted(set(specials), key=lambda s: (-len(s), s))))
-        if specials
-        else None
-    )
-    out: Counter[bytes] = Counter()
-    for doc in texts:
-        if doc is None:
-            continue
-        for seg in pat.split(doc) if pat else [doc]:
-            out.update(p.encode() for p in _REF.findall(seg))
-    return out

@@ -1,22 +1,24 @@
 """Engine on a Ray cluster: the read → sample → pre-tokenize + count stages of one phase, spread
-over Ray tasks, with the same result as the local engine (:mod:`toktok.engine`).
+over Ray tasks, with the same result as the local engine (:mod:`toktok.count.local`).
 
-Owns how a phase is cut into work units and how their partial results are merged back. A unit is
-one file, or a range of row groups of a Parquet file whose text column has no nulls (its rows are
-then numbered exactly as in the whole file), planned on the driver from the Parquet footers. Reads
-the phase's files on the workers: objects in a store (``s3://`` ...) straight from the store, each
-unit carrying the URL and storage options (so no shared file system is needed; credentials not
-in the options come from each node's environment); local paths must be seen by every node at the
-same path. Returns a
-:class:`~toktok.engine.PhaseCount` equal to ``toktok.engine.count_phase``'s for the same sources,
-seed and capacity: the same word table (byte for byte), the same per-file ``used`` statistics and
-the same parity frame. Without a capacity each unit counts its documents and sends back an Arrow
-word table (summed by a tree of reduce tasks on the workers), its parity candidates and its file
-statistics. With one, each unit fills its own seeded :class:`~toktok.sample.Reservoir` (same
-seed, same capacity, text files read in the same pieces as ``engine.sample_pass``, starting from
-the threshold of the sample merged so far, which only drops pieces the final sample cannot
-hold), the driver merges them as they come into exactly the one-process sample
-(``Reservoir.merge``), and the sample is counted by tasks again. Tasks are sent a few per CPU at a
+Owns how a phase is cut into work units and how their partial results are merged back; what is
+counted follows the counting core (:mod:`toktok.count.common`), as the local engine does. A unit
+is one file, or a range of row groups of a Parquet file whose text column has no nulls (its rows
+are then numbered exactly as in the whole file: ``SourceFile.row_groups``), planned on the driver
+from the Parquet footers. Reads the phase's files on the workers: objects in a store (``s3://``
+...) straight from the store, each unit carrying the URL and storage options (so no shared file
+system is needed; credentials not in the options come from each node's environment); local paths
+must be seen by every node at the same path. Returns a :class:`~toktok.count.common.PhaseCount`
+equal to the local engine's for the same sources, seed and capacity: the same word table (byte
+for byte), the same per-file ``used`` statistics and the same parity frame. Without a capacity
+each unit counts its documents and sends back an Arrow word table, its parity candidates and its
+file statistics; the driver folds them in file order (summed by a tree of reduce tasks on the
+workers), so that the counts of the first files can be saved as the local engine's checkpoint.
+With a capacity, each unit fills its own seeded :class:`~toktok.count.sample.Reservoir` (same
+seed, same capacity, the same pieces as the local engine, starting from the threshold of the
+sample merged so far, which only drops pieces the final sample cannot hold), the driver merges
+them as they come into exactly the one-process sample (``Reservoir.fold`` and ``merge``), saves it
+as the checkpoint, and the sample is counted by tasks again. Tasks are sent a few per CPU at a
 time. The merge loop, the run file and the export stay on the driver.
 
 Ray is optional (``pip install 'toktok[ray]'``); nothing imports this module unless ``--engine
@@ -32,7 +34,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
@@ -41,10 +43,12 @@ import polars as pl
 import pyarrow as pa
 
 from . import remote
-from .local import ParitySample, PhaseCount, Progress, Source, doc_keys, empty_used, left_out_of
-from ..errors import ConfigError, InputError, ResourceError, ToktokError
-from .read import Batch, Corpus, SourceFile, _one_line, _open_parquet, _Packer
-from .sample import Reservoir, SourceStats, doc_hashes
+from .common import (CountState, ParitySample, PhaseCount, Progress, Source, capacity_split, count_batch, count_part,
+                     doc_keys, finish_sample, full_ids, full_read_used, offer_file, phase_files, sample_parts,
+                     sample_step, snapshot, sum_words, with_every_file)
+from ..errors import ConfigError, ResourceError, ToktokError, one_line
+from .read import Corpus, SourceFile, open_parquet
+from .sample import Reservoir
 
 #: What to tell a user whose Python has no Ray.
 INSTALL_HINT = "pip install 'toktok[ray]'"
@@ -149,7 +153,7 @@ def _connect(address: str | None, threads: int | None) -> bool:
         with _loopback() if local else nullcontext():
             ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
     except (ConnectionError, ValueError, RuntimeError) as e:
-        raise _join_error(address, _one_line(e)) from None
+        raise _join_error(address, one_line(e)) from None
     return True
 
 
@@ -170,7 +174,7 @@ def _get(ray, refs):
             raise cause from None
         raise
     except ray.exceptions.RayError as e:
-        raise ResourceError(f"the Ray cluster failed ({_one_line(e)}); check `ray status` and the "
+        raise ResourceError(f"the Ray cluster failed ({one_line(e)}); check `ray status` and the "
                             "workers' memory") from None
 
 
@@ -182,7 +186,8 @@ def _get(ray, refs):
 @dataclass(frozen=True)
 class Unit:
     """One task's share of a phase: a file, or row groups ``groups`` of a Parquet file whose first
-    row is row ``first_row`` of the file. ``group`` is the reservoir it samples into."""
+    row is row ``first_row`` of the file. ``group`` is the reservoir it samples into, ``file`` its
+    file's index in the phase (``common.phase_files``)."""
 
     path: str
     kind: str
@@ -194,8 +199,9 @@ class Unit:
     groups: tuple[int, ...] | None = None
     first_row: int = 0
     share: float = 1.0  # the unit's share of the file, for progress
-    key: str = ""  # the file's part of its documents' identities (engine.doc_keys)
+    key: str = ""  # the file's part of its documents' identities (common.doc_keys)
     location: tuple | None = None  # an object in a store: (URL, storage options, size) to open it
+    file: int = 0
 
 
 def _row_ranges(f: SourceFile, corpus: Corpus, unit_bytes: int) -> list[tuple[tuple[int, ...], int, float]] | None:
@@ -206,7 +212,7 @@ def _row_ranges(f: SourceFile, corpus: Corpus, unit_bytes: int) -> list[tuple[tu
     a range as in the whole file, so identities (and the sample) do not change."""
     if f.kind != "parquet" or corpus.bad_utf8 == "skip":
         return None
-    md = _open_parquet(f.path, corpus.text_column).metadata
+    md = open_parquet(f.path, corpus.text_column).metadata
     if md.num_row_groups < 2:
         return None
     leaves = [md.schema.column(j).path for j in range(md.num_columns)]
@@ -236,89 +242,36 @@ def _row_ranges(f: SourceFile, corpus: Corpus, unit_bytes: int) -> list[tuple[tu
     return out if len(out) > 1 else None
 
 
-def plan_units(sources: list[Source], weighted: bool, unit_bytes: int = UNIT_BYTES) -> list[Unit]:
-    """The phase's files as work units, in source and file order."""
+def plan_units(sources: list[Source], group: list[int] | None = None, unit_bytes: int = UNIT_BYTES,
+               first_file: int = 0) -> list[Unit]:
+    """The phase's files from file ``first_file`` on (in phase order) as work units, in order;
+    ``group[i]``: the reservoir source i samples into (``common.capacity_split``; default 0)."""
     cwd = os.getcwd()
     keys = doc_keys(sources)
     units = []
-    for si, src in enumerate(sources):
-        c = src.corpus
-        for f in c.files:
-            where = remote.location(f.path) if remote.is_url(f.path) else None
-            base = dict(path=f.path, kind=f.kind, size=f.size, text_column=c.text_column,
-                        bad_utf8=c.bad_utf8, cwd=cwd, group=si if weighted else 0, key=keys[f.path],
-                        location=where)
-            ranges = _row_ranges(f, c, unit_bytes)
-            if ranges is None:
-                units.append(Unit(**base))
-            else:
-                units += [Unit(**base, groups=g, first_row=r, share=s) for g, r, s in ranges]
+    files = [(si, f) for si, src in enumerate(sources) for f in src.corpus.files]  # phase order
+    for k, (si, f) in enumerate(files[first_file:], start=first_file):
+        c = sources[si].corpus
+        where = remote.location(f.path) if remote.is_url(f.path) else None
+        base = dict(path=f.path, kind=f.kind, size=f.size, text_column=c.text_column, bad_utf8=c.bad_utf8,
+                    cwd=cwd, group=group[si] if group else 0, key=keys[f.path], location=where, file=k)
+        ranges = _row_ranges(f, c, unit_bytes)
+        if ranges is None:
+            units.append(Unit(**base))
+        else:
+            units += [Unit(**base, groups=g, first_row=r, share=s) for g, r, s in ranges]
     return units
 
 
 def _open_unit(unit: Unit) -> Corpus:
-    """The unit's file as a one-file Corpus, relative paths taken against the driver's folder, an
-    object in a store opened as the driver would."""
+    """The unit's file (its row groups only, for a range) as a one-file Corpus, relative paths
+    taken against the driver's folder, an object in a store opened as the driver would."""
     if unit.location is not None:
         remote.register(unit.path, *unit.location)
     elif not os.path.isabs(unit.path) and os.path.isdir(unit.cwd) and os.getcwd() != unit.cwd:
         os.chdir(unit.cwd)
-    return Corpus([SourceFile(unit.path, unit.kind, unit.size, key=unit.key)], unit.text_column, unit.bad_utf8)
-
-
-def _range_reads(corpus: Corpus, unit: Unit, batch_bytes: int,
-                 st: dict) -> Iterator[tuple[int, pa.Array, np.ndarray | None]]:
-    """``Corpus._parquet_reads`` over the unit's row groups only: (first row in the file, texts,
-    kept rows) of each read."""
-    col, path = unit.text_column, unit.path
-    pf = _open_parquet(path, col)
-    md = pf.metadata
-    per_read = corpus._per_read(pf, batch_bytes)
-    row = unit.first_row
-    for g in unit.groups or ():
-        start, end = row, row + md.row_group(g).num_rows
-        try:
-            for rb in pf.iter_batches(batch_size=per_read, row_groups=[g], columns=[col], use_threads=False):
-                arr = rb.column(0)
-                text, rows = corpus._arrow_to_text(arr, path, row, st)
-                yield row, text, rows
-                row += len(arr)
-        except (pa.ArrowException, OSError) as e:
-            raise InputError(f"{path}: cannot read Parquet row group {g} (rows {start}-{end - 1}) "
-                             f"({_one_line(e)}); the file is corrupt or truncated, re-export it") from None
-        row = end
-
-
-def _unit_batches(unit: Unit, batch_bytes: int, st: dict) -> Iterator[Batch]:
-    """The unit's documents in batches, numbered as ``Corpus.batches`` numbers them in the whole
-    file; ``st`` gets the docs/bytes/skipped counts."""
-    corpus = _open_unit(unit)
-    if unit.groups is None:
-        yield from corpus.batches(batch_bytes)
-        st.update(corpus.stats.get(unit.path, {}))
-        return
-    packer = _Packer(unit.path, batch_bytes)
-
-    def take(items):
-        for batch, nbytes in items:
-            st["docs"] += batch.texts.len()
-            st["bytes"] += nbytes
-            yield batch
-
-    for row, text, rows in _range_reads(corpus, unit, batch_bytes, st):
-        yield from take(packer.add(row, text, rows))
-    yield from take(packer.flush())
-
-
-def _unit_texts(unit: Unit, batch_bytes: int) -> Iterator[pa.Array]:
-    """The unit's documents as Arrow arrays, as ``engine.sample_pass`` reads a file
-    (``Corpus.arrow_texts``): text files in pieces of ``batch_bytes``."""
-    corpus = _open_unit(unit)
-    if unit.groups is None:
-        yield from corpus.arrow_texts(corpus.files[0], batch_bytes)
-        return
-    for _row, text, _rows in _range_reads(corpus, unit, batch_bytes, {"docs": 0, "bytes": 0, "skipped": 0}):
-        yield text
+    f = SourceFile(unit.path, unit.kind, unit.size, key=unit.key, row_groups=unit.groups)
+    return Corpus([f], unit.text_column, unit.bad_utf8)
 
 
 def _words_arrow(df: pl.DataFrame) -> pa.Table:
@@ -330,36 +283,33 @@ def _parity_arrow(p: ParitySample) -> pa.Table:
 
 
 def _count_unit(unit: Unit, specials: list[str], seed: int, batch_bytes: int, threads: int):
-    """Task: count every document of a unit -> (word table, parity candidates, file stats)."""
+    """Task: count every document of a unit -> (word table, parity candidates, file stats), its
+    documents numbered as ``Corpus.batches`` numbers them in the whole file."""
     from .pretokenize import WordCounter
 
-    st = {"docs": 0, "bytes": 0, "skipped": 0}
     counter = WordCounter(specials=specials, threads=threads)
     parity = ParitySample()
-    for batch in _unit_batches(unit, batch_bytes, st):
-        n = batch.texts.len()
-        counter.add(batch.texts)
-        rows = np.arange(batch.first_row, batch.first_row + n, dtype=np.int64) << 20
-        parity.offer(doc_hashes(unit.key, batch.first_row, n, seed), batch.path, rows, batch.texts)
-    return _words_arrow(counter.result()), _parity_arrow(parity), st
+    corpus = _open_unit(unit)
+    for batch in corpus.batches(batch_bytes):
+        count_batch(counter, parity, batch.path, batch.texts, *full_ids(unit.key, batch, seed))
+    return _words_arrow(counter.result()), _parity_arrow(parity), corpus.stats.get(unit.path, {})
 
 
 def _sample_unit(unit: Unit, res_capacity: int, capacity: int, seed: int, batch_bytes: int, threshold: int):
-    """Task: a unit's documents into its own reservoir, as ``engine.sample_pass`` offers them ->
-    (the kept pieces as Arrow, the reservoir's threshold, docs/bytes seen per file, the pieces with
-    the largest hashes it set aside as Arrow: ``Reservoir.left_out`` on the driver picks from them).
+    """Task: a unit's documents into its own reservoir, offered as the local engine offers them
+    (``common.offer_file``) -> (the kept pieces as Arrow, the reservoir's threshold, docs/bytes
+    seen per file, the pieces with the largest hashes it set aside as Arrow: ``Reservoir.fold``
+    on the driver takes them back).
 
     ``threshold`` is the merged sample's on the driver when the task was sent: the final threshold
     can only be lower, so pieces hashing at or above it are dropped here at once (exact, and what
     comes back shrinks to about the unit's share of the sample once the driver's is full)."""
     res = Reservoir(res_capacity, seed)
     res.threshold = np.uint64(threshold)
-    # a text file is one document sampled in pieces: the same pieces as sample_pass
-    step = min(batch_bytes, max(1 << 12, capacity // 64)) if unit.kind == "txt" else batch_bytes
-    row = unit.first_row  # documents are (key, index among the file's texts), as in sample_pass
-    for texts in _unit_texts(unit, step):
-        res.offer(unit.path, row, texts, key=unit.key)
-        row += len(texts)
+    corpus = _open_unit(unit)
+    step = sample_step(unit.kind, capacity, batch_bytes, batch_bytes)
+    for _texts in offer_file(res, corpus, corpus.files[0], unit.key, step, unit.first_row):
+        pass
     df = res.finish().with_columns(pl.col("source").cast(pl.String))
     seen = {k: (s.docs_seen, s.bytes_seen) for k, s in res.stats.items()}
     aside = res.aside.to_arrow(compat_level=pl.CompatLevel.oldest())
@@ -372,20 +322,14 @@ def _count_sample(part: pa.Table, specials: list[str], threads: int):
 
     counter = WordCounter(specials=specials, threads=threads)
     parity = ParitySample()
-    df = pl.from_arrow(part)
-    for p in df.partition_by("source", maintain_order=True):
-        counter.add(p["text"])
-        parity.offer(p["hash"].to_numpy(), str(p["source"][0]), p["row"].to_numpy(), p["text"])
+    count_part(counter, parity, pl.from_arrow(part))
     return _words_arrow(counter.result()), _parity_arrow(parity)
 
 
 def _sum_words(*tables: pa.Table) -> pa.Table:
     """Task: the sum of partial word tables."""
     parts = [pl.from_arrow(t) for t in tables if t.num_rows]
-    if not parts:
-        return _WORDS_SCHEMA.empty_table()
-    df = pl.concat(parts).group_by("word").agg(pl.col("count").sum())
-    return _words_arrow(df)
+    return _words_arrow(sum_words(parts)) if parts else _WORDS_SCHEMA.empty_table()
 
 
 class _TreeSum:
@@ -412,23 +356,53 @@ class _TreeSum:
         return pl.from_arrow(table).sort("word")
 
 
-def _reservoir_of(results: list[tuple[pa.Table, int, dict, pa.Table]], capacity: int, seed: int) -> Reservoir:
-    """Workers' reservoirs rebuilt on the driver as one (their pieces, the lowest threshold, the
-    docs/bytes seen added up), ready for one ``Reservoir.merge``: merging them one by one gives
-    the same sample, but sorts the whole sample each time."""
-    res = Reservoir(capacity, seed)
-    for table, threshold, seen, aside in results:
-        res.merge_left_out(pl.from_arrow(aside))
-        df = pl.from_arrow(table).with_columns(pl.col("source").cast(pl.Categorical))
-        if df.height:
-            res._parts.append(df)
-            res.bytes += int(df["bytes"].sum())
-        res.threshold = min(res.threshold, np.uint64(threshold))
-        for k, (d, nbytes) in seen.items():
-            st = res.stats.setdefault(k, SourceStats())
-            st.docs_seen += d
-            st.bytes_seen += nbytes
-    return res
+class _InOrder:
+    """Full-read results folded in phase order (a unit's wait until every earlier unit's came
+    back), so that the counts of the first files are known on their own: at the end of a file,
+    at most every ``every`` seconds, they are saved as the checkpoint the local engine saves
+    (``common.snapshot``), and the sum starts again."""
+
+    def __init__(self, ray, units: list[Unit], n_files: int, state: CountState,
+                 save: Callable[[CountState], None] | None, every: float):
+        self.ray, self.units, self.n_files, self.state, self.save, self.every = ray, units, n_files, state, save, every
+        self.remote_sum = ray.remote(num_cpus=1)(_sum_words)
+        self.tree = _TreeSum(self.remote_sum)
+        self.parity = ParitySample()
+        if state.parity is not None:
+            self.parity.merge_frame(state.parity)
+        self.used = {k: dict(v) for k, v in state.used.items()}
+        self.waiting: dict[int, tuple] = {}
+        self.next = 0  # the first unit not folded yet
+        self.file_st = {"docs": 0, "bytes": 0}
+        self.t_saved = time.monotonic()
+
+    def add(self, i: int, words_ref, parity: pl.DataFrame, stats: dict) -> None:
+        """Unit ``i``'s results (its word table still on the cluster)."""
+        self.waiting[i] = (words_ref, parity, stats)
+        while self.next in self.waiting:
+            words_ref, parity, stats = self.waiting.pop(self.next)
+            u = self.units[self.next]
+            self.tree.add(words_ref)
+            self.parity.merge_frame(parity)
+            for key in self.file_st:
+                self.file_st[key] += stats.get(key, 0)
+            self.next += 1
+            if self.next == len(self.units) or self.units[self.next].file != u.file:
+                self.used[u.path] = full_read_used(self.file_st)
+                self.file_st = {"docs": 0, "bytes": 0}
+                self._file_done(u.file)
+
+    def _file_done(self, k: int) -> None:
+        if self.save is None or time.monotonic() - self.t_saved < self.every or k + 1 >= self.n_files:
+            return
+        self.state = snapshot(self.state, self.tree.result(self.ray), k + 1, self.used, self.parity)
+        self.tree = _TreeSum(self.remote_sum)
+        self.save(self.state)
+        self.t_saved = time.monotonic()
+
+    def words(self) -> pl.DataFrame:
+        """Every file's counts, sorted by word."""
+        return sum_words([self.state.words, self.tree.result(self.ray)]).sort("word")
 
 
 def _stream(ray, submit, n: int, inflight: int) -> Iterator[tuple[int, tuple]]:
@@ -455,8 +429,11 @@ def count_phase(
     sources: list[Source], *, seed: int = 0, capacity: int | None = None, batch_bytes: int = 32 << 20,
     specials: list[str] | None = None, threads: int | None = None, report: Progress | None = None,
     tag: str = "", address: str | None = None, unit_bytes: int | None = None,
+    restored: CountState | None = None, save: Callable[[CountState], None] | None = None, every: float = 30.0,
 ) -> PhaseCount:
-    """``toktok.engine.count_phase`` on a Ray cluster: same arguments, same result.
+    """``toktok.count.local.count_phase`` on a Ray cluster: same arguments, same result, the same
+    checkpoints (``save``, ``restored``, ``every``: the counts of the first files at file
+    boundaries, or the finished sample), saved on the driver.
 
     ``address`` joins an existing cluster (``ray.init(address=...)``); without one a private
     cluster with ``threads`` (0/None = all cores) CPUs is started for the phase. ``unit_bytes``:
@@ -466,20 +443,20 @@ def count_phase(
     report = report or (lambda stage, done, total: None)
     specials = list(specials or [])
     unit_bytes = unit_bytes or UNIT_BYTES
+    state = restored or CountState()
     ray = require_ray()
     t0 = time.perf_counter()
     connected = _connect(address, threads)
     try:
         if capacity is None:
-            pc = _count_all(ray, sources, seed, batch_bytes, specials, report, tag, unit_bytes)
+            pc = _count_all(ray, sources, seed, batch_bytes, specials, report, tag, unit_bytes, state, save, every)
         else:
-            pc = _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, tag, unit_bytes)
+            pc = _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, tag, unit_bytes,
+                                state, save)
     finally:
         if connected:
             ray.shutdown()
-    for src in sources:
-        for f in src.corpus.files:
-            pc.used.setdefault(f.path, empty_used())
+    with_every_file(pc.used, sources)
     pc.seconds["count"] = time.perf_counter() - t0 - pc.seconds.get("sample", 0.0)
     return pc
 
@@ -489,51 +466,43 @@ def _threads_per_task(ray, n_tasks: int) -> int:
     return max(1, min(node, total // max(n_tasks, 1)))
 
 
-def _count_all(ray, sources, seed, batch_bytes, specials, report, tag, unit_bytes) -> PhaseCount:
-    total = sum(s.size for s in sources)
-    units = plan_units(sources, False, unit_bytes)
+def _count_all(ray, sources, seed, batch_bytes, specials, report, tag, unit_bytes, state, save, every) -> PhaseCount:
+    files = phase_files(sources)
+    total = sum(f.size for _, f in files)
+    units = plan_units(sources, None, unit_bytes, first_file=state.files_done)
     k = _threads_per_task(ray, len(units))
     count_unit = ray.remote(num_cpus=k, num_returns=3)(_count_unit)
-    tree = _TreeSum(ray.remote(num_cpus=1)(_sum_words))
-    parity_all = ParitySample()
-    stats_of: list[dict | None] = [None] * len(units)
-    done = 0.0
-    report("count" + tag, 0, total)
+    folded = _InOrder(ray, units, len(files), state, save, every)
+    done = float(sum(f.size for _, f in files[:state.files_done]))  # counted before an interruption
+    report("count" + tag, int(done), total)
     inflight = 2 * max(1, _cpus(ray)[0] // k)
     submit = lambda i: count_unit.remote(units[i], specials, seed, batch_bytes, k)  # noqa: E731
     for i, (words, parity, stats) in _stream(ray, submit, len(units), inflight):
-        stats_of[i] = _get(ray, stats)
-        parity_all.merge_frame(pl.from_arrow(_get(ray, parity)))
-        tree.add(words)
+        folded.add(i, words, pl.from_arrow(_get(ray, parity)), _get(ray, stats))
         done += units[i].size * units[i].share
         report("count" + tag, int(done), total)
-    words = tree.result(ray)
-    # per file, as the local engine records each file's reading statistics
-    used: dict[str, dict[str, int]] = {}
-    pos = 0
-    for src in sources:
-        for f in src.corpus.files:
-            st = {"docs": 0, "bytes": 0}
-            while pos < len(units) and units[pos].path == f.path:
-                for key in st:
-                    st[key] += stats_of[pos].get(key, 0)
-                pos += 1
-            used[f.path] = {**st, "docs_seen": st["docs"], "bytes_seen": st["bytes"]}
+    words = folded.words()
     report("count" + tag, total, total)
-    return PhaseCount(words, used, parity_all.df, {})
+    return PhaseCount(words, folded.used, folded.parity.df, {})
 
 
-def _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, tag, unit_bytes) -> PhaseCount:
-    t0 = time.perf_counter()
+def _reservoir_of(results: list[tuple[pa.Table, int, dict, pa.Table]], capacity: int, seed: int) -> Reservoir:
+    """Workers' reservoirs rebuilt on the driver as one, ready for one ``Reservoir.merge``:
+    merging them one by one gives the same sample, but sorts the whole sample each time."""
+    res = Reservoir(capacity, seed)
+    for table, threshold, seen, aside in results:
+        res.fold(pl.from_arrow(table), threshold, seen, pl.from_arrow(aside))
+    return res
+
+
+def _sample_pass(ray, sources, seed, capacity, batch_bytes, report, tag, unit_bytes) -> list[Reservoir]:
+    """The phase's files sampled by tasks, one per unit, each into its own reservoir; the
+    driver merges them as they come into exactly the local engine's reservoirs (one per
+    ``capacity_split`` share)."""
     total = sum(s.size for s in sources)
-    weighted = any(s.weight is not None for s in sources)
-    if weighted:  # one reservoir per source, sharing the capacity by weight (as sample_pass)
-        wsum = sum(s.weight or 1.0 for s in sources)
-        caps = [int(capacity * (s.weight or 1.0) / wsum) for s in sources]
-    else:
-        caps = [capacity]
+    caps, group = capacity_split(sources, capacity)
     pools = [Reservoir(c, seed) for c in caps]
-    units = plan_units(sources, weighted, unit_bytes)
+    units = plan_units(sources, group, unit_bytes)
     sample_unit = ray.remote(num_cpus=1, num_returns=4)(_sample_unit)
     pending: list[list] = [[] for _ in caps]  # results not merged yet, per reservoir
     pending_bytes = [0] * len(caps)
@@ -552,57 +521,52 @@ def _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, 
     inflight = 2 * _cpus(ray)[0]
     # merged as they come, a quarter of the capacity at a time: the driver holds the sample so
     # far plus about that much
-    for i, (table, threshold, seen, aside) in _stream(ray, submit, len(units), inflight):
+    for i, refs in _stream(ray, submit, len(units), inflight):
         u = units[i]
-        table, threshold, seen, aside = _get(ray, [table, threshold, seen, aside])
-        pending[u.group].append((table, threshold, seen, aside))
-        pending_bytes[u.group] += table.nbytes
+        result = _get(ray, list(refs))
+        pending[u.group].append(result)
+        pending_bytes[u.group] += result[0].nbytes
         if pending_bytes[u.group] >= max(caps[u.group] // 4, MERGE_MIN_BYTES):
             flush(u.group)
         done += u.size * u.share
         report("sample" + tag, int(done), total)
     for g in range(len(caps)):
         flush(g)
-    sample_seconds = time.perf_counter() - t0
+    return pools
 
+
+def _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, tag, unit_bytes,
+                   state, save) -> PhaseCount:
+    t0 = time.perf_counter()
+    if state.sample is None:  # else a resumed run has the sample already
+        pools = _sample_pass(ray, sources, seed, capacity, batch_bytes, report, tag, unit_bytes)
+        state = finish_sample(pools)
+        del pools
+        if save is not None:
+            save(state)
+    sample_seconds = time.perf_counter() - t0
+    smp, used, held_out = state.sample, {k: dict(v) for k, v in state.used.items()}, state.held_out
+    del state  # the parts below hold the driver's copy of the sample (unless the caller keeps one)
+    sample_bytes = int(smp["bytes"].sum()) if smp.height else 0
+    piece = max(1 << 20, min(batch_bytes, sample_bytes // max(1, 2 * _cpus(ray)[0]) + 1))
+    parts = sample_parts(smp, piece)
+    del smp
     # count the sample in slices, on the workers
-    used: dict[str, dict[str, int]] = {}
-    frames, outs = [], []
-    for res in pools:  # in source order, as the local engine
-        df = res.finish()
-        outs.append(res.left_out())
-        for path, st in res.stats.items():
-            u = used.setdefault(path, empty_used())
-            u["docs"], u["bytes"] = st.docs_kept, st.bytes_kept
-            u["docs_seen"], u["bytes_seen"] = st.docs_seen, st.bytes_seen
-        frames.append(df.select(pl.col("source").cast(pl.String), "hash", "row", "bytes", "text"))
-        res._parts = []  # the frame above is the only copy left
-    sample = pl.concat(frames).sort("source", "row") if frames else pl.DataFrame()
-    del frames
-    total_cpus, _ = _cpus(ray)
-    sample_bytes = int(sample["bytes"].sum()) if sample.height else 0
-    piece = max(1 << 20, min(batch_bytes, sample_bytes // max(1, 2 * total_cpus) + 1))
     count_sample = ray.remote(num_cpus=1, num_returns=2)(_count_sample)
     tree = _TreeSum(ray.remote(num_cpus=1)(_sum_words))
     parity_refs = []
-    start = 0
-    cum = sample["bytes"].cum_sum().to_numpy() if sample.height else np.zeros(0, np.int64)
-    while start < sample.height:
-        base = int(cum[start - 1]) if start else 0
-        end = max(start + 1, int(np.searchsorted(cum, base + piece, side="right")))
-        part = sample.slice(start, end - start).select("source", "hash", "row", "text")
-        words, parity = count_sample.remote(ray.put(part.to_arrow(compat_level=pl.CompatLevel.oldest())), specials, 1)
+    for part in parts:
+        table = part.select("source", "hash", "row", "text").to_arrow(compat_level=pl.CompatLevel.oldest())
+        words, parity = count_sample.remote(ray.put(table), specials, 1)
         tree.add(words)
         parity_refs.append(parity)
-        start = end
-    del sample
+    part = parts = None  # the slices live in the object store now
     parity_all = ParitySample()
     report("count" + tag, 0, sample_bytes)
     for j, ref in enumerate(parity_refs):
         parity_all.merge_frame(pl.from_arrow(_get(ray, ref)))
         report("count" + tag, int(sample_bytes * (j + 1) / len(parity_refs)), sample_bytes)
-    words = tree.result(ray)
-    return PhaseCount(words, used, parity_all.df, {"sample": sample_seconds}, held_out=left_out_of(outs))
+    return PhaseCount(tree.result(ray), used, parity_all.df, {"sample": sample_seconds}, held_out=held_out)
 
 
 __all__ = ["count_phase", "start_local", "require_ray", "plan_units", "Unit", "INSTALL_HINT"]

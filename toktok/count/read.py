@@ -27,7 +27,7 @@ import os
 import re
 import stat
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import numpy as np
 import polars as pl
@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 import regex
 
 from . import remote
-from ..errors import ConfigError, InputError
+from ..errors import ConfigError, InputError, one_line
 
 #: File kinds by name suffix (checked in this order, so ``.jsonl.zst`` wins over ``.zst``).
 SUFFIXES = ((".jsonl.zst", "jsonl.zst"), (".parquet", "parquet"), (".jsonl", "jsonl"),
@@ -74,6 +74,8 @@ class SourceFile:
     ``key`` is the part of the path the user did not spell out, the file's part of its documents'
     identity (``source_key``): ``a.parquet`` whether the corpus is ``data/``, ``/mnt/x/data/*.parquet``
     or ``s3://bucket/data/``. ``etag`` is an object's version tag in a store (None for local files).
+    ``row_groups`` makes it a part of a Parquet file (a Ray work unit): only those row groups are
+    read, their rows numbered as in the whole file.
     """
 
     path: str
@@ -81,6 +83,7 @@ class SourceFile:
     size: int
     key: str = ""
     etag: str | None = None
+    row_groups: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -96,6 +99,9 @@ class Batch:
     path: str
     first_row: int
     texts: pl.Series  # dtype pl.String
+    #: With ``Corpus(label_column=NAME)``: each document's value of that column or field (None
+    #: where a record has none); None for a file without such a column (text files, Parquet).
+    labels: list | None = None
 
 
 def kind_of(path: str) -> str | None:
@@ -474,14 +480,17 @@ class Corpus:
 
     ``stats`` maps each path to ``{"docs", "bytes", "skipped"}`` (documents yielded, their UTF-8
     bytes, documents dropped by ``bad_utf8="skip"``); it is filled during iteration and complete
-    after it. Example: ``sum(s["bytes"] for s in corpus.stats.values())``.
+    after it. ``label_column``: batches also carry each document's value of that Parquet column or
+    JSONL field (``Batch.labels``), e.g. a language to group by.
+    Example: ``sum(s["bytes"] for s in corpus.stats.values())``.
     """
 
     def __init__(self, files: list[SourceFile], text_column: str = "text",
-                 bad_utf8: str = "error"):
+                 bad_utf8: str = "error", label_column: str | None = None):
         self.files = files
         self.text_column = text_column
         self.bad_utf8 = bad_utf8
+        self.label_column = label_column
         self.stats: dict[str, dict[str, int]] = {}
         #: What resolving the sources left out (files of other types, dangling links, FIFOs, folders
         #: reached twice): warning lines for the run's summary.
@@ -528,9 +537,9 @@ class Corpus:
             for batch in Corpus([f], self.text_column, self.bad_utf8).batches(batch_bytes):
                 yield batch.texts.to_arrow()
             return
-        pf = _open_parquet(f.path, self.text_column)
+        pf = open_parquet(f.path, self.text_column)
         st = {"docs": 0, "bytes": 0, "skipped": 0}
-        for _row, text, _rows in self._parquet_reads(pf, f.path, self._per_read(pf, batch_bytes), st):
+        for _row, text, _rows, _labels in self._parquet_reads(pf, f, self._per_read(pf, batch_bytes), st):
             yield text
 
     def _per_read(self, pf: pq.ParquetFile, batch_bytes: int) -> int:
@@ -548,40 +557,45 @@ class Corpus:
         return max(1, min(1 << 20, batch_bytes // avg))
 
     def _parquet(self, f: SourceFile, batch_bytes: int, st: dict) -> Iterator[tuple[Batch, int]]:
-        pf = _open_parquet(f.path, self.text_column)
-        # the packer merges or splits reads into batches of ~batch_bytes
-        packer = _Packer(f.path, batch_bytes)
-        for row, text, rows in self._parquet_reads(pf, f.path, self._per_read(pf, batch_bytes), st):
-            yield from packer.add(row, text, rows)
-        yield from packer.flush()
+        pf = open_parquet(f.path, self.text_column)
+        label = None
+        if self.label_column is not None and self.label_column in pf.schema_arrow.names:
+            label = _one_column(f.path, pf.schema_arrow.names, self.label_column, "to read")
+        # pack merges or splits reads into batches of ~batch_bytes
+        yield from pack(f.path, self._parquet_reads(pf, f, self._per_read(pf, batch_bytes), st, label), batch_bytes)
 
-    def _parquet_reads(self, pf: pq.ParquetFile, path: str, per_read: int,
-                       st: dict) -> Iterator[tuple[int, pa.Array, np.ndarray | None]]:
-        """(first row, texts, kept rows) of each read of ``per_read`` rows, as ``_arrow_to_text``
-        returns them; no Polars conversion (the sample pass takes these directly)."""
-        col, md = self.text_column, pf.metadata
-        row = 0
+    def _parquet_reads(self, pf: pq.ParquetFile, f: SourceFile, per_read: int, st: dict,
+                       label: str | None = None) -> Iterator[tuple[int, pa.Array, np.ndarray | None, pa.Array | None]]:
+        """(first row, texts, kept rows, labels) of each read of ``per_read`` rows of ``f`` (of its
+        ``row_groups`` only, when it has them), as :meth:`texts_of` returns them, with the kept
+        rows' values of column ``label`` (None without one); no Polars conversion (the sample pass
+        takes these directly)."""
+        col, md, path = self.text_column, pf.metadata, f.path
+        first = np.cumsum([0] + [md.row_group(g).num_rows for g in range(md.num_row_groups)]).tolist()
+        columns = list(dict.fromkeys([col] + ([label] if label else [])))
         # Row group by row group, so that a corrupt page is reported with the rows it holds.
-        for g in range(md.num_row_groups):
-            start, end = row, row + md.row_group(g).num_rows
+        for g in range(md.num_row_groups) if f.row_groups is None else f.row_groups:
+            row, end = first[g], first[g + 1]
             try:
-                for rb in pf.iter_batches(batch_size=per_read, row_groups=[g], columns=[col],
+                for rb in pf.iter_batches(batch_size=per_read, row_groups=[g], columns=columns,
                                           use_threads=False):
-                    arr = rb.column(0)
-                    n = len(arr)
-                    text, rows = self._arrow_to_text(arr, path, row, st)
-                    yield row, text, rows
-                    row += n
+                    arr = rb.column(col)
+                    text, rows = self.texts_of(arr, path, row, st)
+                    labels = None if label is None else rb.column(label)
+                    yield row, text, rows, labels if labels is None or rows is None else labels.take(pa.array(rows))
+                    row += len(arr)
             except (pa.ArrowException, OSError) as e:
-                raise InputError(f"{path}: cannot read Parquet row group {g} (rows {start}-"
-                                 f"{end - 1}) ({_one_line(e)}); the file is corrupt or truncated, "
+                raise InputError(f"{path}: cannot read Parquet row group {g} (rows {first[g]}-"
+                                 f"{end - 1}) ({one_line(e)}); the file is corrupt or truncated, "
                                  "re-export it") from None
-            row = end
 
-    def _arrow_to_text(self, arr: pa.Array, path: str, first_row: int,
-                       st: dict) -> tuple[pa.Array, np.ndarray | None]:
-        """Texts of one Arrow chunk as valid UTF-8 ``large_string`` without nulls (policy
-        applied), and the row offset of each kept text within the chunk (None: all kept)."""
+    def texts_of(self, arr: pa.Array, path: str, first_row: int,
+                 st: dict) -> tuple[pa.Array, np.ndarray | None]:
+        """Texts of one Arrow chunk read from ``path`` (row ``first_row`` on) as valid UTF-8
+        ``large_string`` without nulls (nulls dropped, ``bad_utf8`` applied: skipped documents
+        counted in ``st["skipped"]``, errors name the row), and the row offset of each kept text
+        within the chunk (None: all kept). How every Arrow reader (Parquet, data in memory) sees
+        text. Example: ``corpus.texts_of(pa.array(["a", None]), "x", 0, st)[1].tolist() == [0]``."""
         t = arr.type
         if pa.types.is_dictionary(t):
             arr, t = arr.dictionary_decode(), t.value_type
@@ -591,7 +605,7 @@ class Corpus:
                 out = arr.cast(pa.large_string())
                 # Parquet readers do not validate UTF-8, and Polars would panic on it later.
                 out.validate(full=True)
-            else:  # binary: _open_parquet rejected every other type
+            else:  # binary: open_parquet rejected every other type
                 out = arr.cast(pa.large_binary()).cast(pa.large_string())  # validates UTF-8
         except pa.ArrowInvalid:
             out = None
@@ -624,6 +638,8 @@ class Corpus:
     def _jsonl(self, f: SourceFile, batch_bytes: int, st: dict) -> Iterator[tuple[Batch, int]]:
         col, policy, path = self.text_column, self.bad_utf8, f.path
         texts: list[str] = []
+        label = self.label_column
+        labels: list | None = [] if label is not None else None
         first = pending = 0
         lineno = 0
         for lineno, offset, line in _lines(path, f.kind == "jsonl.zst"):
@@ -648,7 +664,7 @@ class Corpus:
                     # json's messages may end in "at" ("Unterminated string starting at")
                     why = f"{e.msg.removesuffix(' at')} at column {e.colno}"
                 else:
-                    why = _one_line(e)
+                    why = one_line(e)
                 # the last line of a plain file, cut before its newline: the file was truncated
                 cut = (f.kind == "jsonl" and offset + len(line) >= f.size
                        and not line.endswith((b"\r", b"}", b"]")))
@@ -686,12 +702,15 @@ class Corpus:
             if not texts:
                 first = lineno - 1
             texts.append(text)
+            if labels is not None:
+                labels.append(obj.get(label))
             pending += len(line)  # raw line length: a cheap stand-in for the text's bytes
             if pending >= batch_bytes:
-                yield _batch_of(path, first, texts)
+                yield _batch_of(path, first, texts, labels)
                 texts, pending = [], 0
+                labels = [] if labels is not None else None
         if texts:
-            yield _batch_of(path, first, texts)
+            yield _batch_of(path, first, texts, labels)
 
     # ---- txt --------------------------------------------------------------------------------
 
@@ -781,22 +800,35 @@ class Corpus:
             return data.decode("utf-8", "replace")
 
 
+def pack(path: str, reads: Iterable[tuple], batch_bytes: int) -> Iterator[tuple[Batch, int]]:
+    """Arrow reads of one file, ``(first row, texts, kept rows[, labels])`` as
+    :meth:`Corpus.texts_of` gives them, regrouped into batches of about ``batch_bytes`` (zero-copy
+    slices) with their UTF-8 bytes: how Parquet files and data in memory become
+    :meth:`Corpus.batches`. Example: ``pack("m", [(0, pa.array(["a"], pa.large_string()), None)], 99)``."""
+    packer = _Packer(path, batch_bytes)
+    for read in reads:
+        yield from packer.add(*read)
+    yield from packer.flush()
+
+
 class _Packer:
-    """Regroups Arrow text arrays into batches of about ``batch_bytes`` (zero-copy slices)."""
+    """Regroups Arrow text arrays (and their labels) into batches of about ``batch_bytes``."""
 
     def __init__(self, path: str, batch_bytes: int):
         self.path, self.limit = path, batch_bytes
         self.parts: list[pa.Array] = []
+        self.labels: list[pa.Array] | None = None
         self.size = 0
         self.first = 0
 
-    def add(self, row: int, arr: pa.Array, rows: np.ndarray | None) -> Iterator[tuple[Batch, int]]:
+    def add(self, row: int, arr: pa.Array, rows: np.ndarray | None,
+            labels: pa.Array | None = None) -> Iterator[tuple[Batch, int]]:
         """Take texts read from file row ``row`` on; ``rows[i]`` is text i's offset from it."""
         if not len(arr):
             return
         nbytes = _text_bytes(arr)
         if self.size + nbytes <= self.limit:
-            self._push(row + (int(rows[0]) if rows is not None else 0), arr, nbytes)
+            self._push(row + (int(rows[0]) if rows is not None else 0), arr, nbytes, labels)
             if self.size >= self.limit:
                 yield from self.flush()
             return
@@ -815,27 +847,32 @@ class _Packer:
                 end = start + 1  # one document bigger than the limit: a batch of its own
             piece = arr.slice(start, end - start)
             first = row + (int(rows[start]) if rows is not None else start)
-            self._push(first, piece, int(cum[end - 1] - base))
+            self._push(first, piece, int(cum[end - 1] - base),
+                       None if labels is None else labels.slice(start, end - start))
             if self.size >= self.limit or end < len(arr):
                 yield from self.flush()
             start = end
 
-    def _push(self, row: int, arr: pa.Array, nbytes: int) -> None:
+    def _push(self, row: int, arr: pa.Array, nbytes: int, labels: pa.Array | None) -> None:
         if not self.parts:
             self.first = row
+            self.labels = None if labels is None else []
         self.parts.append(arr)
+        if self.labels is not None:
+            self.labels.append(labels)
         self.size += nbytes
 
     def flush(self) -> Iterator[tuple[Batch, int]]:
         if self.parts:
             s = pl.Series("text", pa.chunked_array(self.parts, pa.large_string()))
-            yield Batch(self.path, self.first, s.rechunk()), self.size
+            labels = None if self.labels is None else [v for a in self.labels for v in a.to_pylist()]
+            yield Batch(self.path, self.first, s.rechunk(), labels), self.size
         self.parts, self.size = [], 0
 
 
-def _batch_of(path: str, first: int, texts: list[str]) -> tuple[Batch, int]:
+def _batch_of(path: str, first: int, texts: list[str], labels: list | None = None) -> tuple[Batch, int]:
     s = pl.Series("text", texts, dtype=pl.String)
-    return Batch(path, first, s), int(s.str.len_bytes().sum())
+    return Batch(path, first, s, labels), int(s.str.len_bytes().sum())
 
 
 def _text_bytes(arr: pa.Array) -> int:
@@ -852,27 +889,31 @@ def _is_view(t: pa.DataType, what: str) -> bool:
     return bool(f and f(t))
 
 
-def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split()) or type(e).__name__
+def _one_column(path: str, names: list[str], col: str, what: str, fix: str = "") -> str:
+    """``col``, if only one column of a file has that name; else InputError naming the file."""
+    if (n := names.count(col)) > 1:
+        raise InputError(f"{path}: {n} columns are named '{col}', so which one {what} is ambiguous; "
+                         f"rename the others when writing the file{fix}")
+    return col
 
 
-def _open_parquet(path: str, col: str) -> pq.ParquetFile:
-    """Open a Parquet file and check its text column; InputError names the file and the fix."""
+def open_parquet(path: str, col: str) -> pq.ParquetFile:
+    """Open a Parquet file (a URL on its store) and check its text column ``col``; InputError
+    names the file and the fix. Reading its footer costs one request for a URL.
+    Example: ``open_parquet("data/a.parquet", "text").metadata.num_row_groups``."""
     try:
         # buffer_size streams pages instead of loading a whole column chunk (a row group can be
         # the whole file), so memory stays ~batch_bytes.
         pf = remote.parquet_file(path) if remote.is_url(path) else pq.ParquetFile(path, buffer_size=1 << 20)
         schema = pf.schema_arrow
     except (pa.ArrowException, OSError) as e:
-        raise InputError(f"{path}: not a readable Parquet file ({_one_line(e)}); the file is "
+        raise InputError(f"{path}: not a readable Parquet file ({one_line(e)}); the file is "
                          "corrupt or truncated, re-export it") from None
     if col not in schema.names:
         cols = ", ".join(schema.names[:20]) + (", ..." if len(schema.names) > 20 else "")
         raise InputError(f"{path}: no column '{col}' (columns: {cols}); pass --text-column NAME")
-    if (n := schema.names.count(col)) > 1:
-        raise InputError(f"{path}: {n} columns are named '{col}', so which one holds the text is "
-                         "ambiguous; rename the others when writing the file, or pass "
-                         "--text-column NAME for a column of another name")
+    _one_column(path, schema.names, col, "holds the text",
+                ", or pass --text-column NAME for a column of another name")
     t = schema.field(col).type
     vt = t.value_type if pa.types.is_dictionary(t) else t
     ok = any(f(vt) for f in (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary,
@@ -929,7 +970,7 @@ def _chunks(path: str, zst: bool, size: int = 1 << 20) -> Iterator[bytes]:
                 try:
                     out = dobj.decompress(data)
                 except zstandard.ZstdError as e:
-                    raise InputError(f"{path}: corrupt zstd data ({_one_line(e)}); re-compress "
+                    raise InputError(f"{path}: corrupt zstd data ({one_line(e)}); re-compress "
                                      "the file") from None
                 fed = True
                 if out:
@@ -999,15 +1040,17 @@ def _first_bad_utf8(path: str, size: int = 1 << 24) -> int | None:
                 return None
 
 
-def read_corpus(sources: list[str], text_column: str = "text",
-                bad_utf8: str = "error", *, storage_options: dict | None = None) -> Corpus:
+def read_corpus(sources: list[str], text_column: str = "text", bad_utf8: str = "error", *,
+                storage_options: dict | None = None, label_column: str | None = None) -> Corpus:
     """Resolve ``sources`` and return a :class:`Corpus` to iterate; nothing is read yet except
     Parquet footers, so a missing column fails before any work.
 
     ``text_column`` names the Parquet column / JSONL field; ``bad_utf8`` is "error" (InputError
     naming file and byte offset), "replace" (U+FFFD) or "skip" (drop the document, counted in
     ``stats[path]["skipped"]``); ``corpus.warnings`` says what the folders and globs left out;
-    ``storage_options`` go to the client of URL sources (``toktok.remote``).
+    ``storage_options`` go to the client of URL sources (``toktok.remote``); with
+    ``label_column`` the batches also carry each document's value of that column or field
+    (``Batch.labels``).
     Example: ``read_corpus(["data/"], text_column="content")``.
     """
     if bad_utf8 not in BAD_UTF8_POLICIES:
@@ -1018,11 +1061,12 @@ def read_corpus(sources: list[str], text_column: str = "text",
     files = resolve_sources(sources, skipped=skipped, storage_options=storage_options)
     for f in files:
         if f.kind == "parquet":
-            _open_parquet(f.path, text_column)
-    corpus = Corpus(files, text_column, bad_utf8)
+            open_parquet(f.path, text_column)
+    corpus = Corpus(files, text_column, bad_utf8, label_column)
     corpus.warnings = skipped
     return corpus
 
 
-__all__ = ["SourceFile", "Batch", "Corpus", "resolve_sources", "read_corpus", "kind_of", "open_regular"]
+__all__ = ["SourceFile", "Batch", "Corpus", "resolve_sources", "read_corpus", "kind_of", "open_regular",
+           "open_parquet", "pack"]
 

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from ..errors import ConfigError, InputError
+from ..errors import ConfigError, InputError, one_line
 
 #: scheme -> (fsspec protocol, module the client needs, extra that installs it)
 SCHEMES = {
@@ -177,8 +177,7 @@ def filesystem(url: str, options: dict | None = None):
 
 
 def _one_line(e: BaseException) -> str:
-    text = " ".join(str(e).split()) or type(e).__name__
-    return text if len(text) <= 200 else text[:197] + "..."
+    return one_line(e, 200)
 
 
 def _status(e: BaseException) -> int | None:

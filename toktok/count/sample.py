@@ -37,7 +37,7 @@ from numba import njit
 # lookahead, \s+(?!\S), sees the same text on both sides). \s and \S are the regex module's.
 _CUT = regex.compile(r"\n(?=\S)|(?<=\S)(?= )")
 
-#: Bytes of text per read in the sample pass (engine.sample_pass; does not change the sample).
+#: Bytes of text per read in the sample pass (count.local.sample_pass; does not change the sample).
 READ_BYTES = 1 << 20
 #: Pieces a reservoir keeps aside from those it samples: the ones with the largest hashes, the
 #: last the sample would take. Those the sample did not take are text the run never trains on,
@@ -351,8 +351,8 @@ class Reservoir:
     """Documents with the smallest hashes whose texts fit in ``capacity`` bytes.
 
     ``offer`` takes a batch; ``merge`` folds in another reservoir with the same seed and
-    capacity; ``batches()`` yields the sample; ``stats`` has bytes seen and kept per source
-    (kept counts are final only after the last offer).
+    capacity (``fold``: what one handed back); ``finish()`` gives the sample; ``stats`` has bytes
+    seen and kept per source (kept counts are final only after ``finish``).
     """
 
     capacity: int
@@ -470,6 +470,22 @@ class Reservoir:
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
+    def fold(self, frame: pl.DataFrame, threshold: int, seen: dict[str, tuple[int, int]],
+             aside: pl.DataFrame) -> None:
+        """Fold in what a reservoir of the same seed and capacity over other documents handed back:
+        its ``finish()`` frame, threshold, (docs, bytes) seen per source and ``aside``, without
+        trimming (``merge`` or ``finish`` trims once for all). How Ray tasks' samples come back:
+        ``r.fold(*task_result); whole.merge(r)`` is the one-process sample."""
+        self.merge_left_out(aside)
+        if frame.height:
+            self._parts.append(frame.with_columns(pl.col("source").cast(pl.Categorical)))
+            self.bytes += int(frame["bytes"].sum())
+        self.threshold = min(self.threshold, np.uint64(threshold))
+        for name, (docs, nbytes) in seen.items():
+            st = self.stats.setdefault(name, SourceStats())
+            st.docs_seen += docs
+            st.bytes_seen += nbytes
+
     def merge(self, other: "Reservoir") -> None:
         """Fold in a reservoir taken with the same seed and capacity over other documents."""
         if (other.seed, other.capacity) != (self.seed, self.capacity):
@@ -491,7 +507,7 @@ class Reservoir:
     @staticmethod
     def _columns(part) -> tuple:
         """(sources, hashes, ids, bytes, texts) of a part handed in: arrays, or a frame (hash,
-        source, row, bytes, text) such as ``finish`` returns and ``toktok.engine_ray`` hands over."""
+        source, row, bytes, text) such as ``finish`` returns (``fold``)."""
         if isinstance(part, pl.DataFrame):
             return (part["source"].cast(pl.String).to_numpy().astype(object), part["hash"].to_numpy(),
                     part["row"].to_numpy(), part["bytes"].to_numpy().astype(np.int64),
@@ -550,14 +566,10 @@ class Reservoir:
         self._store, self._parts = _Store(), [df]
         return df
 
-    def batches(self, batch_bytes: int = 32 << 20) -> Iterator[pl.Series]:
-        """The sampled texts in batches of about ``batch_bytes``."""
+    def hand_over(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """(``finish()``, ``left_out()``), after which the reservoir holds no sample (its ``stats``
+        stay): the caller holds the one copy. Example: ``frame, out = r.hand_over()``."""
         df = self.finish()
-        start = 0
-        cum = df["bytes"].cum_sum().to_numpy() if df.height else np.zeros(0, np.int64)
-        while start < df.height:
-            base = cum[start - 1] if start else 0
-            end = int(np.searchsorted(cum, base + batch_bytes, side="right"))
-            end = max(end, start + 1)
-            yield df["text"].slice(start, end - start)
-            start = end
+        out = self.left_out()
+        self._parts = []
+        return df, out

@@ -16,7 +16,6 @@ Example: ``evaluate(["out/a", "out/b/tokenizer.json"], ["data/test.parquet"], by
 """
 from __future__ import annotations
 
-import io
 import itertools
 import json
 import os
@@ -156,107 +155,56 @@ def _names(specs: Sequence[str]) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 
 
-def _read_data(data: Sequence[str], text_column: str, by: str | None) -> tuple[list[str], list[str] | None]:
-    """All documents of ``data`` and, with ``by``, each one's group (column value or file)."""
-    from ..count.read import resolve_sources
+def _read_data(data: Sequence[str], text_column: str, by: str | None,
+               bad_utf8: str) -> tuple[list[str], list[str] | None]:
+    """All documents of ``data`` (read by ``count.read``, streamed: the same formats, folders,
+    globs, URLs, warnings and ``bad_utf8`` as training) and, with ``by``, each one's group."""
+    from ..count.read import Corpus, read_corpus
 
+    corpus = read_corpus(list(data), text_column, bad_utf8, label_column=by)
+    for w in corpus.warnings:
+        warnings.warn(w, ToktokWarning, stacklevel=3)
     docs: list[str] = []
     groups: list[str] | None = [] if by else None
-    skipped: list[str] = []
-    files = resolve_sources(list(data), skipped=skipped)
-    for w in skipped:
-        warnings.warn(w, ToktokWarning, stacklevel=3)
-    for f in files:
-        if f.kind == "parquet":
-            texts, labels = _parquet(f.path, text_column, by)
-        elif f.kind == "txt":
-            if by and by != BY_FILE:
-                raise InputError(f"{f.path}: a .txt file has no column {by!r}; use --by {BY_FILE} or Parquet/JSONL data")
-            # as in training: a UTF-8 BOM is not text, and an empty file is no document (like an
-            # empty .jsonl)
-            text = _decode(_read(f.path).removeprefix(b"\xef\xbb\xbf"), f.path)
-            texts, labels = ([text] if text else []), None
-        else:
-            texts, labels = _jsonl(f.path, f.kind, text_column, by)
+    for f in corpus.files:
+        # --by file: a Parquet column named "file" is used if there is one; JSONL goes by file
+        label = None if by == BY_FILE and f.kind != "parquet" else by
+        texts, labels = _read_file(Corpus([f], text_column, bad_utf8, label_column=label), by)
         docs += texts
         if groups is not None:
-            groups += labels if labels is not None else [f.path] * len(texts)
+            groups += [f.path] * len(texts) if labels is None else [_label(v) for v in labels]
     if not docs:
         raise InputError(f"{', '.join(data)}: no documents to evaluate on; check the data and --text-column")
     return docs, groups
 
 
-def _read(path: str) -> bytes:
-    from ..count.read import open_regular
+def _read_file(corpus, by: str | None) -> tuple[list[str], list | None]:
+    """The documents of a one-file corpus and, with ``by``, their values of its label column or
+    field; None: group them by their file (``by`` is ``file`` and the corpus reads no label)."""
+    from ..count.read import open_parquet
 
-    with open_regular(path) as fh:  # a FIFO is refused, not waited on
-        return fh.read()
-
-
-def _decode(b: bytes, where: str) -> str:
-    try:
-        return b.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise InputError(f"{where}: byte offset {e.start}: not valid UTF-8; fix the file") from None
-
-
-def _parquet(path: str, text_column: str, by: str | None) -> tuple[list[str], list[str] | None]:
-    import pyarrow.parquet as pq
-
-    try:
-        pf = pq.ParquetFile(path)
-        names = pf.schema_arrow.names
-    except Exception as e:  # pyarrow raises several types on a damaged file
-        raise InputError(f"{path}: cannot read Parquet ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
-    if text_column not in names:
-        raise InputError(f"{path}: no column {text_column!r} (columns: {', '.join(names)}); pass --text-column")
-    for col in (text_column, by):
-        if col and names.count(col) > 1:
-            raise InputError(f"{path}: {names.count(col)} columns are named {col!r}, so which one to read is ambiguous; "
-                             "rename the others when writing the file")
-    by_col = by if by and by in names else None
-    if by and not by_col and by != BY_FILE:
-        raise InputError(f"{path}: no column {by!r} to group by (columns: {', '.join(names)}); use --by {BY_FILE} to group by file")
-    table = pf.read(columns=[text_column] + ([by_col] if by_col else []))
-    texts = table.column(text_column).to_pylist()
-    labels = table.column(by_col).to_pylist() if by_col else None
-    keep = [i for i, t in enumerate(texts) if t is not None]
-    texts = [texts[i] if isinstance(texts[i], str) else _decode(texts[i], f"{path}: row {i}") for i in keep]
-    labels = [_label(labels[i]) for i in keep] if labels is not None else None
-    return texts, labels
-
-
-def _jsonl(path: str, kind: str, text_column: str, by: str | None) -> tuple[list[str], list[str] | None]:
-    raw = _read(path)
-    if kind == "jsonl.zst":
-        import zstandard
-
-        try:
-            raw = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw)).read()
-        except zstandard.ZstdError as e:
-            raise InputError(f"{path}: cannot decompress ({e})") from None
+    f = corpus.files[0]
+    by_file = by == BY_FILE
+    if by and not by_file and f.kind == "txt":
+        raise InputError(f"{f.path}: a .txt file has no column {by!r}; use --by {BY_FILE} or Parquet/JSONL data")
+    if by and not by_file and f.kind == "parquet":
+        names = open_parquet(f.path, corpus.text_column).schema_arrow.names
+        if by not in names:
+            raise InputError(f"{f.path}: no column {by!r} to group by (columns: {', '.join(names)}); use --by "
+                             f"{BY_FILE} to group by file")
     texts: list[str] = []
-    labels: list[str] | None = [] if by and by != BY_FILE else None
-    for lineno, line in enumerate(raw.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except ValueError as e:
-            raise InputError(f"{path}:{lineno}: not valid JSON ({e})") from None
-        if not isinstance(rec, dict):
-            raise InputError(f"{path}:{lineno}: expected a JSON object with field {text_column!r}")
-        t = rec.get(text_column)
-        if t is None:
-            continue
-        if not isinstance(t, str):
-            raise InputError(f"{path}:{lineno}: field {text_column!r} is not a string")
-        texts.append(t)
-        if labels is not None:
-            labels.append(_label(rec.get(by)))
-    if labels is not None and texts and all(lb == "null" for lb in labels):
-        raise InputError(f"{path}: no record has field {by!r} to group by; use --by {BY_FILE} to group by file")
-    return texts, labels
+    labels: list | None = []
+    for batch in corpus.batches(_BATCH_BYTES):
+        texts += batch.texts.to_list()
+        if batch.labels is None:
+            labels = None
+        elif labels is not None:
+            labels += batch.labels
+    if f.kind == "txt":  # one document, however many pieces it was read in
+        texts = ["".join(texts)] if texts else []
+    if f.kind.startswith("jsonl") and labels is not None and texts and all(v is None for v in labels):
+        raise InputError(f"{f.path}: no record has field {by!r} to group by; use --by {BY_FILE} to group by file")
+    return texts, labels if by else None
 
 
 def _label(v) -> str:
@@ -286,6 +234,7 @@ def evaluate(
     by: str | None = None,
     *,
     text_column: str = "text",
+    bad_utf8: str = "error",
     threads: int = 0,
 ) -> list[dict]:
     """Compare ``tokenizers`` on ``data``: one row per (subset, tokenizer).
@@ -296,7 +245,8 @@ def evaluate(
     (GPT-4 pre-tokenizer pieces, see WORD_UNIT), ``tokens``, ``bytes_per_token``,
     ``chars_per_token``, ``tokens_per_word``, ``vocab_size``, ``vocab_used`` (distinct ids
     produced) and ``vocab_utilization`` (= vocab_used / vocab_size). Rows come subset by subset
-    ('all' first, then sorted), tokenizers in the given order.
+    ('all' first, then sorted), tokenizers in the given order. The data is read as training reads
+    it (``toktok.count.read``): ``bad_utf8`` is "error", "replace" or "skip".
     Raises VocabError for a tokenizer that cannot be loaded and InputError for bad data.
     Example: ``evaluate(["out/small", "out/big"], ["data_fixtures/sample.parquet"], by="lang")``.
     """
@@ -310,7 +260,7 @@ def evaluate(
     toks = [_load(str(t), threads) for t in tokenizers]
     for t, name in zip(toks, _names([str(t) for t in tokenizers])):
         t.name = name
-    docs, groups = _read_data(data, text_column, by)
+    docs, groups = _read_data(data, text_column, by, bad_utf8)
 
     names = [ALL] + (sorted(set(groups)) if groups is not None else [])
     members = [np.arange(len(docs))]

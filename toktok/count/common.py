@@ -1,0 +1,277 @@
+"""The counting core: the rules a phase's count follows, written once for both engines.
+
+Owns what makes a phase's word table, file statistics and parity sample the same whichever
+engine counts it (:mod:`toktok.count.local` with threads, :mod:`toktok.count.ray` with Ray tasks):
+a document's identity (the file's key from :func:`doc_keys`, its row; ``row << 20`` for a whole
+document, ``row << 20 | piece`` for a piece of a long one, as :class:`~toktok.count.sample.Reservoir`
+numbers them), how the capacity is shared by the sources' reservoirs (:func:`capacity_split`), the
+pieces a ``.txt`` file is sampled in (:func:`sample_step`), how a file is offered to a reservoir
+(:func:`offer_file`) or read whole (:func:`full_batches`), the per-file statistics
+(:func:`full_read_used`, :func:`sampled_used`), the finished sample with its held-out pieces
+(:func:`finish_sample`, :func:`left_out_of`), how a batch is counted (:func:`count_batch`,
+:func:`count_part`), the parity sample (:class:`ParitySample`) and the counting checkpoint
+(:class:`CountState`, :func:`snapshot`). Nothing here depends on batch boundaries, reading order,
+threads or where the files are. The engines keep what is theirs: spreading the work, and folding
+partial results back together.
+Example: ``capacity_split([Source(c, 2.0), Source(d, 1.0)], 300) == ([200, 100], [0, 1])``.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from . import sample
+from .read import Batch, Corpus, SourceFile
+from .sample import Reservoir, doc_hashes
+
+#: How a stage reports progress: ``progress(stage, done, total)``; total may be None.
+Progress = Callable[[str, int, "int | None"], None]
+
+#: Documents kept for the parity check and the compression curve (the smallest seeded hashes).
+PARITY_DOCS = 64
+#: Characters of each parity document kept.
+PARITY_CHARS = 4000
+
+_PARITY_SCHEMA = {"hash": pl.UInt64, "source": pl.String, "row": pl.Int64, "text": pl.String}
+
+
+@dataclass
+class Source:
+    """One source of a phase: its files and its sampling weight (None = by size)."""
+
+    corpus: Corpus
+    weight: float | None = None
+
+    @property
+    def size(self) -> int:
+        return sum(f.size for f in self.corpus.files)
+
+
+@dataclass
+class PhaseCount:
+    """What counting a phase produced.
+
+    ``words``: (word binary, count int64), sorted by word. ``used[path]``: docs/bytes counted and
+    docs_seen/bytes_seen read, per file. ``parity``: the ``PARITY_DOCS`` documents with the smallest
+    seeded hashes among those counted (hash, source, row, text), in hash order. ``held_out``
+    (sampled phases only): up to ``sample.LEFT_OUT`` pieces the sample did not take, the same
+    columns (``left_out``); None when every document was read.
+    """
+
+    words: pl.DataFrame
+    used: dict[str, dict[str, int]]
+    parity: pl.DataFrame
+    seconds: dict[str, float] = field(default_factory=dict)
+    held_out: pl.DataFrame | None = None
+
+
+@dataclass
+class CountState:
+    """How far counting a phase got, for ``--resume``. Full read: the counts of the first
+    ``files_done`` files (in phase order), saved at file boundaries. Sampled: the finished
+    ``sample`` (hash, source, row, bytes, text), saved once after the pass over the corpus."""
+
+    files_done: int = 0
+    words: pl.DataFrame | None = None
+    used: dict[str, dict[str, int]] = field(default_factory=dict)
+    parity: pl.DataFrame | None = None
+    sample: pl.DataFrame | None = None
+    held_out: pl.DataFrame | None = None  # with the sample: pieces it did not take (left_out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Identities and shares
+# ---------------------------------------------------------------------------------------------
+
+
+def phase_files(sources: list[Source]) -> list[tuple[Source, SourceFile]]:
+    """Every file of a phase with its source, in phase order (source, then file order): the
+    order of ``CountState.files_done``."""
+    return [(src, f) for src in sources for f in src.corpus.files]
+
+
+def doc_keys(sources: list[Source]) -> dict[str, str]:
+    """Each file's part of its documents' identities, by path: its ``SourceFile.key`` (the path
+    below the source that named it, so the same files give the same keys in any folder or
+    bucket); a key that an earlier file of the phase (in source, then file order) already has
+    gets ``#2``, ``#3``, ... so that no two files of a phase share one.
+    Example: ``doc_keys([Source(read_corpus(["a/x.txt"])), Source(read_corpus(["b/x.txt"]))])
+    == {"a/x.txt": "x.txt", "b/x.txt": "x.txt#2"}``."""
+    out: dict[str, str] = {}
+    seen: dict[str, int] = {}
+    for _src, f in phase_files(sources):
+        k = f.key or f.path
+        n = seen[k] = seen.get(k, 0) + 1
+        out.setdefault(f.path, k if n == 1 else f"{k}#{n}")
+    return out
+
+
+def capacity_split(sources: list[Source], capacity: int) -> tuple[list[int], list[int]]:
+    """(the capacity of each reservoir, each source's reservoir): one reservoir per source sharing
+    ``capacity`` by weight when any source has a weight (a missing weight counts 1), else one
+    reservoir for all. Example: ``capacity_split([Source(c), Source(d)], 300) == ([300], [0, 0])``."""
+    if any(s.weight is not None for s in sources):
+        wsum = sum(s.weight or 1.0 for s in sources)
+        return [int(capacity * (s.weight or 1.0) / wsum) for s in sources], list(range(len(sources)))
+    return [capacity], [0] * len(sources)
+
+
+def sample_step(kind: str, capacity: int, batch_bytes: int, default: int) -> int:
+    """Bytes per read when a file of ``kind`` is offered to a reservoir of ``capacity``: a text file
+    is one document, sampled in pieces (cut where the pre-tokenizer cuts) small enough that the
+    sample can take some of them. The pieces are part of their identities, so this depends on the
+    capacity and ``batch_bytes`` only, never on the engine or its threads; other kinds are read
+    ``default`` bytes at a time (that changes nothing). Example: ``sample_step("txt", 1 << 20, 1 << 25, 0) == 16384``."""
+    return min(batch_bytes, max(1 << 12, capacity // 64)) if kind == "txt" else default
+
+
+def offer_file(res: Reservoir, corpus: Corpus, f: SourceFile, key: str, step: int,
+               first_row: int = 0) -> Iterator[pa.Array]:
+    """Offer the documents of ``f`` (read ``step`` bytes at a time, :func:`sample_step`) to
+    ``res``, each identified by (``key``, its index among the file's texts, counted from
+    ``first_row``: where a part of a file starts); yields each read once offered, so that the
+    caller can stop or tidy between reads."""
+    row = first_row
+    for texts in corpus.arrow_texts(f, step):
+        res.offer(f.path, row, texts, key=key)
+        row += len(texts)
+        yield texts
+
+
+def full_ids(key: str, batch: Batch, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(seeded hashes, ids) of the whole documents of a batch read by ``Corpus.batches``, as the
+    sample numbers them (``row << 20``)."""
+    n = batch.texts.len()
+    rows = np.arange(batch.first_row, batch.first_row + n, dtype=np.int64) << 20
+    return doc_hashes(key, batch.first_row, n, seed), rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Statistics, the sample, counting
+# ---------------------------------------------------------------------------------------------
+
+
+def empty_used() -> dict[str, int]:
+    """The statistics of a file nothing was read from."""
+    return dict.fromkeys(("docs", "bytes", "docs_seen", "bytes_seen"), 0)
+
+
+def full_read_used(st: dict[str, int]) -> dict[str, int]:
+    """A fully read file's statistics from its ``Corpus.stats`` entry: every document seen was counted."""
+    docs, nbytes = st.get("docs", 0), st.get("bytes", 0)
+    return {"docs": docs, "bytes": nbytes, "docs_seen": docs, "bytes_seen": nbytes}
+
+
+def with_every_file(used: dict[str, dict[str, int]], sources: list[Source]) -> dict[str, dict[str, int]]:
+    """``used`` with an entry for every file of the phase (zeros for files nothing came from)."""
+    for _src, f in phase_files(sources):
+        used.setdefault(f.path, empty_used())
+    return used
+
+
+def left_out_of(parts: list[pl.DataFrame]) -> pl.DataFrame:
+    """The pieces a phase's reservoirs did not take (their ``left_out()``), at most
+    ``sample.LEFT_OUT``: those with the largest hashes over all of them (each reservoir's are its
+    own largest, so this is exact whatever the split into reservoirs)."""
+    return (pl.concat(parts).sort(["hash", "source", "row"], descending=[True, False, False])
+            .head(sample.LEFT_OUT))
+
+
+def finish_sample(pools: list[Reservoir]) -> CountState:
+    """A sampled phase's finished sample (each reservoir once, in order; the reservoirs give
+    theirs up) as the checkpoint it is saved as: the sample (hash, source, row, bytes, text; source
+    a String), the per-file statistics and the pieces the sample left out."""
+    frames, outs, used = [], [], {}
+    for res in {id(r): r for r in pools}.values():
+        frame, out = res.hand_over()
+        frames.append(frame.with_columns(pl.col("source").cast(pl.String)))
+        outs.append(out)
+        for path, st in res.stats.items():
+            used[path] = {"docs": st.docs_kept, "bytes": st.bytes_kept,
+                          "docs_seen": st.docs_seen, "bytes_seen": st.bytes_seen}
+    smp = pl.concat(frames, how="vertical_relaxed")
+    return CountState(sample=smp, used=used, held_out=left_out_of(outs))
+
+
+def sample_parts(smp: pl.DataFrame, piece_bytes: int) -> Iterator[pl.DataFrame]:
+    """The sample in the order it is counted (by source, then row) as slices of about
+    ``piece_bytes`` of text (at least one piece each): the word counts and the parity sample do
+    not depend on the order or the slicing."""
+    smp = smp.sort("source", "row")
+    cum = smp["bytes"].cum_sum().to_numpy() if smp.height else np.zeros(0, np.int64)
+    start = 0
+    while start < smp.height:
+        base = int(cum[start - 1]) if start else 0
+        end = max(start + 1, int(np.searchsorted(cum, base + piece_bytes, side="right")))
+        yield smp.slice(start, end - start)
+        start = end
+
+
+def count_batch(counter, parity: ParitySample, path: str, texts: pl.Series, hashes: np.ndarray,
+                rows: np.ndarray) -> None:
+    """Count documents of one file (``counter``: a ``WordCounter``) and offer them to the parity sample."""
+    counter.add(texts)
+    parity.offer(hashes, path, rows, texts)
+
+
+def count_part(counter, parity: ParitySample, part: pl.DataFrame) -> None:
+    """Count a slice of the sample (:func:`sample_parts`), source by source."""
+    for p in part.partition_by("source", maintain_order=True):
+        count_batch(counter, parity, str(p["source"][0]), p["text"], p["hash"].to_numpy(), p["row"].to_numpy())
+
+
+def sum_words(parts: list[pl.DataFrame | None]) -> pl.DataFrame:
+    """Word tables (word, count) added up, in no particular order; None parts are left out."""
+    parts = [p.select("word", "count") for p in parts if p is not None]
+    if len(parts) == 1:
+        return parts[0]
+    return pl.concat(parts).group_by("word").agg(pl.col("count").sum())
+
+
+def snapshot(state: CountState, words: pl.DataFrame, files_done: int, used: dict[str, dict[str, int]],
+             parity: ParitySample) -> CountState:
+    """The full-read checkpoint after ``files_done`` files: ``words`` (counted since ``state``)
+    added to ``state``'s, with copies of the statistics and the parity sample so far."""
+    return CountState(files_done, sum_words([state.words, words]), {p: dict(v) for p, v in used.items()}, parity.df)
+
+
+class ParitySample:
+    """The ``k`` documents with the smallest seeded hashes offered so far; mergeable."""
+
+    def __init__(self, k: int = PARITY_DOCS):
+        self.k = k
+        self.df = pl.DataFrame(schema=_PARITY_SCHEMA)
+
+    def offer(self, hashes: np.ndarray, source: str, rows: np.ndarray, texts: pl.Series) -> None:
+        if len(hashes) == 0:
+            return
+        if self.df.height >= self.k:
+            cut = np.uint64(self.df["hash"][self.k - 1])
+            pick = np.flatnonzero(hashes < cut)
+        else:
+            pick = np.argsort(hashes, kind="stable")[: self.k]
+        if len(pick) == 0:
+            return
+        idx = pl.Series(pick.astype(np.int64))
+        part = pl.DataFrame({
+            "hash": hashes[pick], "source": pl.Series([source] * len(pick), dtype=pl.String),
+            "row": rows[pick].astype(np.int64),
+            # a fresh copy: a slice of a string column shares its buffers, so keeping it would
+            # keep every batch that gave a parity document alive (~190 MB on the bench corpus)
+            "text": pl.Series(texts.gather(idx).fill_null("").str.slice(0, PARITY_CHARS).to_list(), dtype=pl.String),
+        })
+        self.merge_frame(part)
+
+    def merge_frame(self, part: pl.DataFrame) -> None:
+        self.df = pl.concat([self.df, part.select(list(_PARITY_SCHEMA))]).unique(
+            ["source", "row"], keep="first").sort("hash", "source", "row").head(self.k)
+
+
+__all__ = ["Source", "PhaseCount", "CountState", "ParitySample", "Progress", "PARITY_DOCS", "phase_files",
+           "doc_keys", "capacity_split", "sample_step", "offer_file", "full_ids", "empty_used", "full_read_used",
+           "with_every_file", "left_out_of", "finish_sample", "sample_parts", "count_batch", "count_part",
+           "sum_words", "snapshot"]

@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
-from ._kernels import _EMPTY, _empty_huge, _grow, _hash_range, _mix, _prefetch
+from ._kernels import _EMPTY, _empty_huge, _grow, _hash_range, _mix, _prefetch, inlined, internal
 from .vocab import Vocab
 
 
@@ -58,12 +58,12 @@ class MergeResult:
 # --- hash tables -----------------------------------------------------------------------------
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _pkey(a, b):
     return (np.int64(a) << 32) | np.int64(b)
 
 
-@njit(cache=True)
+@internal
 def _bytes_hash(tdata, tstart, tlen, a, b):
     """Hash of bytes(a) + bytes(b) (FNV-1a, kept positive so that -1 can mean empty)."""
     h = np.uint64(0xCBF29CE484222325)
@@ -75,7 +75,7 @@ def _bytes_hash(tdata, tstart, tlen, a, b):
     return np.int64(h >> np.uint64(1))
 
 
-@njit(cache=True)
+@internal
 def _find_token(bkeys, bids, tdata, tstart, tlen, a, b, h):
     """Id of the token whose bytes are bytes(a) + bytes(b), or -1."""
     mask = np.uint64(bkeys.shape[0] - 1)
@@ -99,7 +99,7 @@ def _find_token(bkeys, bids, tdata, tstart, tlen, a, b, h):
     return -1
 
 
-@njit(cache=True)
+@internal
 def _put_token(bkeys, bids, h, t):
     mask = np.uint64(bkeys.shape[0] - 1)
     i = _mix(h) & mask
@@ -118,7 +118,7 @@ def _put_token(bkeys, bids, h, t):
 # fifth of the loop's time).
 
 
-@njit(cache=True)
+@internal
 def _sift_down(H, n, i, tdata, tstart, tlen):
     c = H[i, 0]
     k = H[i, 1]
@@ -186,7 +186,7 @@ def _sift_down(H, n, i, tdata, tstart, tlen):
     H[i, 1] = k
 
 
-@njit(cache=True)
+@internal
 def _refill(T, H, target, tdata, tstart, tlen):
     """A heap of every pair whose count is at least ``floor``, the largest power of two that
     ``target`` or more pairs reach (1 if fewer pairs have a count). Returns (heap, size, floor).
@@ -211,11 +211,11 @@ def _refill(T, H, target, tdata, tstart, tlen):
             bit = b
             break
     floor = np.int64(1) << bit
-    n = 0
+    n = np.int64(0)
     for b in range(bit, 64):
         n += hist[b]
     H = _heap_room(H, n)
-    hn = 0
+    hn = np.int64(0)
     for i in range(T.shape[0]):
         if T[i, _KEY] != _EMPTY and T[i, _CNT] >= floor:
             H[hn, 0] = T[i, _CNT]
@@ -226,7 +226,7 @@ def _refill(T, H, target, tdata, tstart, tlen):
     return H, hn, floor
 
 
-@njit(cache=True)
+@internal
 def _heap_room(H, need):
     """The heap with room for ``need`` rows (grown by half)."""
     if need <= H.shape[0]:
@@ -270,7 +270,7 @@ def _token_bits(max_tokens: int) -> int:
     return tb
 
 
-@njit(cache=True)
+@internal
 def _escaped(ek, ev, p):
     """The count of row p of a word too frequent for its row's count bits."""
     mask = np.uint64(ek.shape[0] - 1)
@@ -280,7 +280,7 @@ def _escaped(ek, ev, p):
     return ev[i]
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _tslot(T, key):
     """Row of ``key`` in the pair table, or the empty row where it would go."""
     mask = np.uint64(T.shape[0] - 1)
@@ -292,7 +292,7 @@ def _tslot(T, key):
         i = (i + np.uint64(1)) & mask
 
 
-@njit(cache=True)
+@internal
 def _new_table(cap):
     T = _empty_huge((cap, 2), np.int64)
     L = _empty_huge((cap, 2), np.int32)
@@ -304,7 +304,7 @@ def _new_table(cap):
     return T, L
 
 
-@njit(cache=True)
+@internal
 def _rebuild(T, L, need):
     """A table with room for ``need`` more pairs, at most half full. Pairs with no count are
     dropped: a zero count means no live occurrence, so their lists hold only stale positions.
@@ -317,7 +317,7 @@ def _rebuild(T, L, need):
                 live += 1
             else:
                 dropped += L[i, _LEN]
-    cap = 1024
+    cap = np.int64(1024)
     while cap < 2 * (live + need):
         cap *= 2
     NT, NL = _new_table(cap)
@@ -331,14 +331,14 @@ def _rebuild(T, L, need):
     return NT, NL, live, dropped
 
 
-@njit(cache=True)
+@internal
 def _new_pool(n):
     if n >= 2**31:
         raise ValueError("toktok: too many pair positions for the merge loop (2**31)")
     return _empty_huge(n, np.int32)
 
 
-@njit(cache=True)
+@internal
 def _make_room(T, L, pool, pool_end, live, need):
     """Room for ``need`` more entries after ``pool_end``. When at least an eighth of the pool is
     garbage, the lists are compacted in place (in order of their blocks, so each moves down) and
@@ -360,7 +360,7 @@ def _make_room(T, L, pool, pool_end, live, need):
             if T[i, _KEY] != _EMPTY and L[i, _LEN] > 0:
                 keys[n] = (np.int64(L[i, _HEAD]) << 32) | i
                 n += 1
-        keys = _radix_sort(keys, 32)  # heads are distinct: their bits suffice
+        keys = _radix_sort(keys, np.int64(32))  # heads are distinct: their bits suffice
         o = 0
         for j in range(n):
             i = keys[j] & 0xFFFFFFFF
@@ -381,7 +381,7 @@ def _make_room(T, L, pool, pool_end, live, need):
     return out, pool_end, live, 2
 
 
-@njit(cache=True)
+@internal
 def _radix_sort(a, lo):
     """``a`` (non-negative int64) sorted by its bits from ``lo`` up (bits below ``lo`` keep
     their input order): LSD radix sort, 16 bits a pass, none above the largest value."""
@@ -411,7 +411,7 @@ def _radix_sort(a, lo):
     return a
 
 
-@njit(cache=True)
+@internal
 def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack):
     """Pair table and pool for the starting positions, each list ascending. Small vocabularies
     (bytes, hardcoded) count in a dense n×n array first, so the hash table sees each distinct
@@ -442,7 +442,7 @@ def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack):
         for d in range(nn):
             if dlen[d] > 0:
                 n_pairs += 1
-        cap = 1024
+        cap = np.int64(1024)
         while cap < 2 * (n_pairs + expect):
             cap *= 2
         T, L = _new_table(cap)
@@ -467,7 +467,7 @@ def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack):
                 pool[dlen[d]] = p
                 dlen[d] += 1
         return T, L, n_used, pool, acc
-    T, L = _new_table(1024)
+    T, L = _new_table(np.int64(1024))
     for p in range(n_rows - 1):
         v = np.int64(P[p, _TC])
         ta = v & tmask
@@ -544,7 +544,7 @@ def _setup(P, ek, ev, tb, tdata, tstart, tlen, n_tokens, expect, spare, slack, h
     return bkeys, bids, T, L, pool, H, st
 
 
-@njit(cache=True)
+@internal
 def _merge_round(P, ek, ev, tb, T, pool, head, ln, s0, a, b, t, stamp, l_stamp, r_stamp, l_sum, r_sum,
                  l_seen, r_seen, l_tix, r_tix, tkey, tinc, tcnt, trow, e_pos, e_tix):
     """Merge pair (a, b) into t at every live position of ``pool[head:head+ln]``, in that order.
@@ -670,7 +670,7 @@ def _merge_round(P, ek, ev, tb, T, pool, head, ln, s0, a, b, t, stamp, l_stamp, 
     return n_touched, n_ent, n_new_rows, live
 
 
-@njit(cache=True)
+@internal
 def _push_rows(H, hn, T, rows, n, floor, tdata, tstart, tlen):
     """Push the pairs of table rows ``rows[:n]`` whose count is at least ``floor`` (>= 1);
     returns the heap size (the heap has room)."""
@@ -778,14 +778,14 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
         if hn > 0:
             H[0, 0] = H[hn, 0]
             H[0, 1] = H[hn, 1]
-            _sift_down(H, hn, 0, tdata, tstart, tlen)
+            _sift_down(H, hn, np.int64(0), tdata, tstart, tlen)
         s0 = _tslot(T, _pkey(a, b))
         cur = T[s0, _CNT] if T[s0, _KEY] != _EMPTY else 0
         if cur != c:
             if floor <= cur < c:
                 H = _heap_room(H, hn + 1)
                 one[0] = s0
-                hn = _push_rows(H, hn, T, one, 1, floor, tdata, tstart, tlen)
+                hn = _push_rows(H, hn, T, one, np.int64(1), floor, tdata, tstart, tlen)
             continue
 
         # 2. the merged token: an existing one with the same bytes, or a new id
@@ -826,7 +826,7 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
                     part = np.empty(ln, np.int64)
                     for i in range(ln):
                         part[i] = pool[head + i]
-                    part = _radix_sort(part, 0)
+                    part = _radix_sort(part, np.int64(0))
                     for i in range(ln):
                         pool[head + i] = part[i]
                     stats[12] += 1
@@ -916,7 +916,7 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
 # --- segmentation and layout -------------------------------------------------------------------
 
 
-@njit(cache=True)
+@internal
 def _token_table(tdata, tstart, tlen, n_tokens, max_tokens):
     cap = 16
     while cap < 2 * max_tokens:
@@ -924,11 +924,11 @@ def _token_table(tdata, tstart, tlen, n_tokens, max_tokens):
     bkeys = np.full(cap, _EMPTY, np.int64)
     bids = np.zeros(cap, np.int32)
     for t in range(n_tokens):
-        _put_token(bkeys, bids, _hash_range(tdata, tstart[t], tlen[t]), t)
+        _put_token(bkeys, bids, _hash_range(tdata, tstart[t], np.int64(tlen[t])), t)
     return bkeys, bids
 
 
-@njit(cache=True)
+@internal
 def _lookup(bkeys, bids, tdata, tstart, tlen, data, s, n):
     """Id of the token with bytes data[s:s+n], or -1."""
     h = _hash_range(data, s, n)
@@ -950,7 +950,7 @@ def _lookup(bkeys, bids, tdata, tstart, tlen, data, s, n):
     return -1
 
 
-@njit(cache=True)
+@internal
 def _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, out, o):
     """``_segment``'s rank-BPE of one long word ``data[s:s+n]`` (no whole-word match) in
     O(n log n): the parts are a linked list and the candidate pairs a min-heap of (rank, start),
@@ -1089,14 +1089,15 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from):
     Words of ``long_from`` bytes or more go through ``_segment_long`` (the same result in
     O(n log n); the plain loop here rescans the word after each merge)."""
     bkeys, bids = _token_table(tdata, tstart, tlen, n_tokens, n_tokens)
-    max_len = 0
+    max_len = np.int64(0)
     for t in range(n_tokens):
         max_len = max(max_len, np.int64(tlen[t]))
     # ranks of the two-byte tokens, so that the first round of every word needs no hashing
     # and most words (no adjacent byte pair is a token) finish at once
-    byte_id = np.empty(256, np.int32)
-    for b in range(256):
-        byte_id[b] = _lookup(bkeys, bids, tdata, tstart, tlen, np.array([b], np.uint8), 0, 1)
+    byte_id = np.full(256, -1, np.int32)
+    for t in range(n_tokens):  # (the tokens are distinct: Vocab.check)
+        if tlen[t] == 1:
+            byte_id[tdata[tstart[t]]] = t
     pair2 = np.full(65536, -1, np.int64)
     for t in range(n_tokens):
         if tlen[t] == 2:
@@ -1107,7 +1108,7 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from):
     bounds = np.empty(16, np.int64)
     rk = np.empty(16, np.int64)
     big = np.int64(1) << 62
-    o = 0
+    o = np.int64(0)
     for w in range(n_words):
         s = offsets[w]
         e = offsets[w + 1]
@@ -1177,8 +1178,8 @@ def _layout(flat, lens, counts, tb):
     never change), in word order, and the side table of counts too large for their rows."""
     tmask = (np.int64(1) << tb) - 1
     cmax = (np.int64(1) << (32 - tb)) - 1
-    n_rows = 1
-    n_esc = 0
+    n_rows = np.int64(1)
+    n_esc = np.int64(0)
     for w in range(lens.shape[0]):
         if lens[w] >= 2:
             n_rows += lens[w] + 1

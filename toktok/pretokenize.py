@@ -27,7 +27,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from ._kernels import _EMPTY
+from ._kernels import _EMPTY, inlined, internal
 from .vocab import PATTERN
 
 _CONTRACTION = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)"
@@ -257,7 +257,7 @@ def _swar_ok() -> bool:
     return _SWAR_OK
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _decode(data, i, e):
     """Code point at byte i and its length (input is valid UTF-8)."""
     b0 = np.int64(data[i])
@@ -271,7 +271,7 @@ def _decode(data, i, e):
             | ((np.int64(data[i + 2]) & 0x3F) << 6) | (np.int64(data[i + 3]) & 0x3F)), 4
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _cls(data, k, e, ac, flags):
     """Class bits of the char at byte k and its length; an ASCII char is one table look-up."""
     a = np.int64(ac[data[k]])
@@ -293,7 +293,7 @@ def _ctz(typingctx, x):
     return x(x), codegen
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _ld8(d64, data, base, p):
     """The 8 bytes at data[p:] as a little-endian uint64 (zeros past the end). ``d64`` is the
     same buffer as uint64 words from byte ``base`` on (empty: read bytes one by one)."""
@@ -316,26 +316,26 @@ _HIGHS = np.uint64(0x8080808080808080)
 _LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _between(y, lo, hi):
     """High bit of each byte of y (bytes < 0x80) with lo <= byte <= hi."""
     ones = np.uint64(0x0101010101010101)
     return (y + ones * np.uint64(0x80 - lo)) & ~(y + ones * np.uint64(0x7F - hi)) & _HIGHS
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _byte_is(y, b):
     """High bit of each byte of y (bytes < 0x80) equal to b."""
     z = y ^ (np.uint64(0x0101010101010101) * np.uint64(b))
     return ~(((z & _LOW7) + _LOW7) | z) & _HIGHS
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _letter_bits(w):
     return _between((w | np.uint64(0x2020202020202020)) & _LOW7, 0x61, 0x7A) & ~w
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _other_bits(w):
     y = w & _LOW7
     space = _byte_is(y, 0x20)
@@ -343,7 +343,7 @@ def _other_bits(w):
     return ~(taken | _between(y, 0x09, 0x0D) | space | w) & _HIGHS
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _skip_letters(data, d64, base, k, e, ac, flags, swar):
     """End of the run of letters from byte k (\\p{L}*)."""
     while k < e:
@@ -368,7 +368,7 @@ def _skip_letters(data, d64, base, k, e, ac, flags, swar):
     return k
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _skip_other(data, d64, base, k, e, ac, flags, swar):
     """End of ``[^\\s\\p{L}\\p{N}]*[\\r\\n]*`` from byte k."""
     while k < e:
@@ -396,7 +396,7 @@ def _skip_other(data, d64, base, k, e, ac, flags, swar):
     return k
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _space_end(data, i, e, ac, flags):
     """PATTERN's match at a whitespace char i that joins nothing after it (alternatives 5-7).
     Char by char: runs are mostly one or two chars, too short for 8 bytes at a time to pay."""
@@ -423,7 +423,7 @@ def _space_end(data, i, e, ac, flags):
     return last_start
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _contraction_end(data, j, e, fold):
     """End of (?i:'s|'t|'re|'ve|'m|'ll|'d) whose apostrophe ends at byte j, or -1."""
     if j >= e:
@@ -440,7 +440,7 @@ def _contraction_end(data, j, e, fold):
     return -1
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _piece_end(data, d64, base, i, e, ac, flags, fold, swar):
     """End (exclusive) of PATTERN's match starting at byte i of a document ending at e."""
     f, n = _cls(data, i, e, ac, flags)
@@ -500,13 +500,13 @@ _MAX_LOAD = (7, 10)  # rows used <= cap * 7 // 10
 _ST = 8
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _low(n):
     """Mask of the low n bytes, n in 0..7."""
     return (np.uint64(1) << np.uint64(8 * n)) - np.uint64(1)
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _short_hash(key):
     x = np.uint64(key)
     x ^= x >> np.uint64(29)
@@ -515,7 +515,7 @@ def _short_hash(key):
     return x
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _long_hash(d64, data, base, i, n):
     h = np.uint64(n) * np.uint64(0x9E3779B97F4A7C15)
     p = i
@@ -532,13 +532,13 @@ def _long_hash(d64, data, base, i, n):
     return h
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _part(h, nparts):
     """Which of ``nparts`` merged tables a word goes to (independent of table sizes)."""
     return np.int64((h >> np.uint64(8)) & np.uint64(0xFFFF)) % nparts
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _arena_word(arena, o):
     """(start, length) of the word stored at arena offset o."""
     n = np.int64(arena[o])
@@ -550,7 +550,7 @@ def _arena_word(arena, o):
     return o + 9, n
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _bump_short(T, st, limit, mask, shift, key, h, n, cnt):
     """Add cnt to short word ``key``; False (nothing done) when the table must grow first."""
     s = np.int64(h >> shift)
@@ -570,7 +570,7 @@ def _bump_short(T, st, limit, mask, shift, key, h, n, cnt):
         s = (s + 1) & mask
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _bump_long(T, arena, st, limit, mask, shift, d64, data, base, i, n, h, cnt):
     """Add cnt to long word data[i:i+n] of hash h; False (nothing done) when the table or the
     arena (``st[5]`` bytes needed) must grow first."""
@@ -669,7 +669,7 @@ def _scan_into(data, d64, base, offsets, d, i, hi, ac, flags, fold, swar, T, are
     return 0
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _row_hash(k, arena, a64):
     """The hash of the word of table key k (long words: from their bytes in the arena)."""
     if k & _LONG:
@@ -820,7 +820,14 @@ def _new_rows(cap: int) -> np.ndarray:
     return T
 
 
-_NO_WORDS = np.zeros(0, np.uint64)
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+# Read-only like the Arrow buffers they stand in for: one compiled scanner for both
+_NO_WORDS = _readonly(np.zeros(0, np.uint64))
+_NO_TEXT = _readonly(np.zeros(1, np.uint8))
 
 
 def _words64(data: np.ndarray) -> tuple[np.ndarray, int]:
@@ -905,7 +912,7 @@ class WordCounter:
                 arr = arr.cast(pa.large_string())
             off = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset : arr.offset + len(arr) + 1]
             buf = arr.buffers()[2]
-            data = np.frombuffer(buf, np.uint8) if buf is not None else np.zeros(1, np.uint8)
+            data = np.frombuffer(buf, np.uint8) if buf is not None else _NO_TEXT
             self._scan_arrays(data, off)
             del arr, off, data, buf
             lo = hi

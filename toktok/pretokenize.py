@@ -332,15 +332,16 @@ def _byte_is(y, b):
 
 @inlined
 def _letter_bits(w):
-    return _between((w | np.uint64(0x2020202020202020)) & _LOW7, 0x61, 0x7A) & ~w
+    return _between((w | np.uint64(0x2020202020202020)) & _LOW7, np.int64(0x61), np.int64(0x7A)) & ~w
 
 
 @inlined
 def _other_bits(w):
     y = w & _LOW7
     space = _byte_is(y, 0x20)
-    taken = _between((w | np.uint64(0x2020202020202020)) & _LOW7, 0x61, 0x7A) | _between(y, 0x30, 0x39)
-    return ~(taken | _between(y, 0x09, 0x0D) | space | w) & _HIGHS
+    taken = (_between((w | np.uint64(0x2020202020202020)) & _LOW7, np.int64(0x61), np.int64(0x7A))
+             | _between(y, np.int64(0x30), np.int64(0x39)))
+    return ~(taken | _between(y, np.int64(0x09), np.int64(0x0D)) | space | w) & _HIGHS
 
 
 @inlined
@@ -626,13 +627,13 @@ def _scan_into(data, d64, base, offsets, d, i, hi, ac, flags, fold, swar, T, are
     limit = T.shape[0] * _MAX_LOAD[0] // _MAX_LOAD[1]
     while d < hi:
         e = offsets[d + 1]
-        pn = 0  # the pending piece: length (0: none), start, key (short words), hash, first row
-        pi = 0
+        pn = np.int64(0)  # the pending piece: length (0: none), start, key (short words), hash, first row
+        pi = np.int64(0)
         pk = np.int64(0)
         ph = np.uint64(0)
         pt = np.int64(0)
         while True:
-            n = 0
+            n = np.int64(0)
             j = i
             key = np.int64(0)
             h = np.uint64(0)
@@ -652,9 +653,9 @@ def _scan_into(data, d64, base, offsets, d, i, hi, ac, flags, fold, swar, T, are
                         T[np.int64(ph >> shift), 1] += 1
                         ok = True
                     else:
-                        ok = _bump_short(T, st, limit, mask, shift, pk, ph, pn, 1)
+                        ok = _bump_short(T, st, limit, mask, shift, pk, ph, pn, np.int64(1))
                 else:
-                    ok = _bump_long(T, arena, st, limit, mask, shift, d64, data, base, pi, pn, ph, 1)
+                    ok = _bump_long(T, arena, st, limit, mask, shift, d64, data, base, pi, pn, ph, np.int64(1))
                 if not ok:
                     st[3] = d
                     st[4] = pi
@@ -674,7 +675,7 @@ def _row_hash(k, arena, a64):
     """The hash of the word of table key k (long words: from their bytes in the arena)."""
     if k & _LONG:
         w, n = _arena_word(arena, k & _OFF_MASK)
-        return _long_hash(a64, arena, 0, w, n)
+        return _long_hash(a64, arena, np.int64(0), w, n)
     return _short_hash(k)
 
 
@@ -706,7 +707,7 @@ def _merge_part(S, sarena, sa64, r, p, nparts, T, arena, st, shift):
             if _part(h, nparts) == p:
                 if k & _LONG:
                     w, n = _arena_word(sarena, k & _OFF_MASK)
-                    if not _bump_long(T, arena, st, limit, mask, shift, sa64, sarena, 0, w, n, h, S[r, 1]):
+                    if not _bump_long(T, arena, st, limit, mask, shift, sa64, sarena, np.int64(0), w, n, h, S[r, 1]):
                         return r
                 elif not _bump_short(T, st, limit, mask, shift, k, h, k >> 56, S[r, 1]):
                     return r

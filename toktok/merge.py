@@ -916,7 +916,7 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
 # --- segmentation and layout -------------------------------------------------------------------
 
 
-@internal
+@njit(cache=True)
 def _token_table(tdata, tstart, tlen, n_tokens, max_tokens):
     cap = 16
     while cap < 2 * max_tokens:
@@ -929,8 +929,8 @@ def _token_table(tdata, tstart, tlen, n_tokens, max_tokens):
 
 
 @internal
-def _lookup(bkeys, bids, tdata, tstart, tlen, data, s, n):
-    """Id of the token with bytes data[s:s+n], or -1."""
+def _lookup(bkeys, bids, tdata, tstart, tlen, data, s, n, n_tokens):
+    """Id of the token with bytes data[s:s+n] if it is below ``n_tokens``, or -1."""
     h = _hash_range(data, s, n)
     mask = np.uint64(bkeys.shape[0] - 1)
     i = _mix(h) & mask
@@ -945,13 +945,13 @@ def _lookup(bkeys, bids, tdata, tstart, tlen, data, s, n):
                         same = False
                         break
                 if same:
-                    return t
+                    return t if t < n_tokens else -1
         i = (i + np.uint64(1)) & mask
     return -1
 
 
 @internal
-def _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, out, o):
+def _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, out, o, n_tokens):
     """``_segment``'s rank-BPE of one long word ``data[s:s+n]`` (no whole-word match) in
     O(n log n): the parts are a linked list and the candidate pairs a min-heap of (rank, start),
     so the lowest rank, leftmost on ties, comes first, as in the plain loop. An entry is stale
@@ -1055,7 +1055,7 @@ def _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, 
                                     same = False
                                     break
                             if same:
-                                t = np.int64(u)
+                                t = np.int64(u) if u < n_tokens else -1
                                 break
                     x = (x + np.uint64(1)) & mask
             if t < 0:
@@ -1083,12 +1083,13 @@ def _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, 
 
 
 @njit(cache=True)
-def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from):
+def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bids):
     """tiktoken's rank-BPE of every word: whole-word lookup, else merge the lowest-rank adjacent
     pair (leftmost on ties) until no adjacent pair is a token. Returns flat ids and lengths.
     Words of ``long_from`` bytes or more go through ``_segment_long`` (the same result in
-    O(n log n); the plain loop here rescans the word after each merge)."""
-    bkeys, bids = _token_table(tdata, tstart, tlen, n_tokens, n_tokens)
+    O(n log n); the plain loop here rescans the word after each merge). Only the first
+    ``n_tokens`` tokens are used; ``bkeys``/``bids`` (``_token_table``) may hold more, so that
+    one table serves every prefix of a vocabulary."""
     max_len = np.int64(0)
     for t in range(n_tokens):
         max_len = max(max_len, np.int64(tlen[t]))
@@ -1115,14 +1116,14 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from):
         n = e - s
         if n == 0:
             continue
-        t = _lookup(bkeys, bids, tdata, tstart, tlen, data, s, n)
+        t = _lookup(bkeys, bids, tdata, tstart, tlen, data, s, n, n_tokens)
         if t >= 0:
             out[o] = t
             o += 1
             lens[w] = 1
             continue
         if n >= long_from:
-            k = _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, out, o)
+            k = _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, out, o, n_tokens)
             o += k
             lens[w] = k
             continue
@@ -1160,13 +1161,13 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from):
                 rk[i] = rk[i + 1]
             nb -= 1
             if bi + 2 < nb:
-                r = _lookup(bkeys, bids, tdata, tstart, tlen, data, bounds[bi], bounds[bi + 2] - bounds[bi])
+                r = _lookup(bkeys, bids, tdata, tstart, tlen, data, bounds[bi], bounds[bi + 2] - bounds[bi], n_tokens)
                 rk[bi] = r if r >= 0 else big
             if bi > 0:
-                r = _lookup(bkeys, bids, tdata, tstart, tlen, data, bounds[bi - 1], bounds[bi + 1] - bounds[bi - 1])
+                r = _lookup(bkeys, bids, tdata, tstart, tlen, data, bounds[bi - 1], bounds[bi + 1] - bounds[bi - 1], n_tokens)
                 rk[bi - 1] = r if r >= 0 else big
         for i in range(nb - 1):
-            out[o] = _lookup(bkeys, bids, tdata, tstart, tlen, data, bounds[i], bounds[i + 1] - bounds[i])
+            out[o] = _lookup(bkeys, bids, tdata, tstart, tlen, data, bounds[i], bounds[i + 1] - bounds[i], n_tokens)
             o += 1
         lens[w] = nb - 1
     return out[:o].copy(), lens
@@ -1278,10 +1279,6 @@ def _token_arrays(vocab: Vocab, extra: int) -> tuple[np.ndarray, np.ndarray, np.
     return tdata, tstart, tlen
 
 
-def _is_bytes_only(vocab: Vocab) -> bool:
-    return len(vocab.tokens) == 256 and all(t == bytes([i]) for i, t in enumerate(vocab.tokens))
-
-
 def segment(words, vocab: Vocab) -> tuple[np.ndarray, np.ndarray]:
     """Token ids of every word under ``vocab`` (tiktoken's rank-BPE) as one flat int32 array
     plus offsets (len+1). Example: ``segment([b"00a"], Vocab.base())[0].tolist() == [256, 97]``.
@@ -1293,14 +1290,37 @@ def segment(words, vocab: Vocab) -> tuple[np.ndarray, np.ndarray]:
 def _segment_ids(words, vocab: Vocab) -> tuple[np.ndarray, np.ndarray]:
     """``segment``, except that under the 256 single bytes the ids are the words' bytes
     themselves (uint8, no copy)."""
-    data, off = _flatten(words)
-    if _is_bytes_only(vocab):
-        return data[off[0] : off[-1]], off - off[0]
-    tdata, tstart, tlen = _token_arrays(vocab, 0)
-    flat, lens = _segment(data, off, tdata, tstart, tlen, len(vocab.tokens), _SEGMENT_LONG)
-    offsets = np.zeros(lens.shape[0] + 1, np.int64)
-    np.cumsum(lens, out=offsets[1:])
-    return flat, offsets
+    return Segmenter(*_token_arrays(vocab, 0)).ids(words, len(vocab.tokens))
+
+
+class Segmenter:
+    """``segment`` under the first n tokens of a vocabulary given as token bytes (``tdata``,
+    ``tstart``, ``tlen``), for many n (the vocabulary as it was after each number of merges).
+    Example: ``Segmenter(*_token_arrays(v, 0))([b"00a"], 256)[0].tolist() == [48, 48, 97]``."""
+
+    def __init__(self, tdata: np.ndarray, tstart: np.ndarray, tlen: np.ndarray):
+        # (writable, as the merge loop's own tables: one compiled _segment and _token_table)
+        self.tables = (tdata, tstart.astype(np.int64, copy=False), tlen.astype(np.int32, copy=False))
+        self._lookup: tuple[np.ndarray, np.ndarray] | None = None  # every token's hash table, built once
+        # under the 256 single bytes in byte order, a word's ids are its bytes
+        self._bytes = tlen.shape[0] >= 256 and bool(
+            (tlen[:256] == 1).all() and (tdata[tstart[:256]] == np.arange(256)).all())
+
+    def __call__(self, words, n: int) -> tuple[np.ndarray, np.ndarray]:
+        flat, offsets = self.ids(words, n)
+        return flat.astype(np.int32, copy=False), offsets
+
+    def ids(self, words, n: int) -> tuple[np.ndarray, np.ndarray]:
+        data, off = _flatten(words)
+        if n == 256 and self._bytes:
+            return data[off[0] : off[-1]], off - off[0]
+        if self._lookup is None:
+            n_all = self.tables[1].shape[0]
+            self._lookup = _token_table(*self.tables, n_all, n_all)
+        flat, lens = _segment(data, off, *self.tables, n, _SEGMENT_LONG, *self._lookup)
+        offsets = np.zeros(lens.shape[0] + 1, np.int64)
+        np.cumsum(lens, out=offsets[1:])
+        return flat, offsets
 
 
 _SEGMENT_LONG = 64  # words this long or longer are segmented with a heap (_segment_long)

@@ -129,44 +129,57 @@ def write_tiktoken(vocab: Vocab, path: str | os.PathLike) -> Path:
     return path
 
 
-#: Tokens up to this many bytes have every split point tried; longer ones only those where a
-#: token of each length could fit (see ``_FingerprintIndex.splits``).
+#: Tokens up to this many bytes have every split point tried (compiled: ``merge.token_splits``);
+#: longer ones in Python, every split point while that is cheap (``LONG_PLAIN_BUDGET``), else
+#: only those where a token of each length could fit (see ``_FingerprintIndex.splits``).
 SPLIT_ALL_UP_TO = 64
+#: Bytes of slicing (the sum of the squared lengths of the long tokens) up to which every split
+#: point of a long token is tried as for short ones: indexing every token costs more than that.
+LONG_PLAIN_BUDGET = 1 << 24
 
 
 def all_split_merges(tokens: list[bytes], skip: "set[int] | dict[int, str] | None" = None) -> list[tuple[int, int]]:
     """Every (left id, right id) whose concatenation is a token, ordered by (token, left, right) rank.
 
     Ids in ``skip`` (pinned special tokens' placeholders) are neither split nor parts.
-    Costs one pair of dict lookups per split point of a short token (O(sum of their lengths));
-    a long token (a run of one character grows to 2^k bytes) costs a few lookups per length of
-    the tokens that begin with its first byte plus one comparison of its bytes per split found,
-    so a 1 MB token is not sliced at each of its million split points.
+    A short token costs one pair of lookups per split point (compiled). A long token (a run of
+    one character grows to 2^k bytes) costs a few lookups per length of the tokens that begin
+    with its first byte plus one comparison of its bytes per split found, so a 1 MB token is not
+    sliced at each of its million split points; while the long tokens are few and short enough
+    (``LONG_PLAIN_BUDGET``), they are sliced at every split point instead of indexing them all.
     Example: ``all_split_merges([b"a", b"b", b"ab"]) == [(0, 1)]``.
     """
+    rows = _split_merges(tokens, skip)
+    return list(zip(rows[:, 0].tolist(), rows[:, 1].tolist()))
+
+
+def _split_merges(tokens: list[bytes], skip=None):
+    """``all_split_merges`` as an array of rows (left, right)."""
+    import numpy as np
+
+    from .merge import token_splits
+
     skip = skip or ()
-    ids = {t: i for i, t in enumerate(tokens) if i not in skip}
-    get = ids.get
-    index = None
-    out: list[tuple[int, int]] = []
-    for n_id, tok in enumerate(tokens):  # id order = rank order of the merged token
-        if n_id in skip:
-            continue
-        if len(tok) <= SPLIT_ALL_UP_TO:
-            splits = [
-                (left, right)
-                for k in range(1, len(tok))
-                if (left := get(tok[:k])) is not None and (right := get(tok[k:])) is not None
-            ]
+    rows = [token_splits(tokens, skip, SPLIT_ALL_UP_TO)]
+    long = [(i, t) for i, t in enumerate(tokens) if len(t) > SPLIT_ALL_UP_TO and i not in skip]
+    if long:
+        ids = {t: i for i, t in enumerate(tokens) if i not in skip}
+        if sum(len(t) ** 2 for _, t in long) <= LONG_PLAIN_BUDGET:
+            get = ids.get
+            found = [(n_id, left, right) for n_id, tok in long for k in range(1, len(tok))
+                     if (left := get(tok[:k])) is not None and (right := get(tok[k:])) is not None]
+            found.sort()
         else:
-            if index is None:
-                index = _FingerprintIndex(tokens, ids)
-            splits = index.splits(tok)
-        if len(splits) > 1:
-            # Distinct split points give distinct left parts, so sorting by left rank is total.
-            splits.sort()
-        out += splits
-    return out
+            index = _FingerprintIndex(tokens, ids)
+            found = sorted((n_id, left, right) for n_id, tok in long for left, right in index.splits(tok))
+        rows.append(np.array(found, np.int64).reshape(-1, 3))
+        # id order = rank order of the merged token; distinct split points give distinct left
+        # parts, so (token, left) orders them totally (each part is in that order already)
+        out = np.concatenate(rows)
+        out = out[np.argsort(out[:, 0], kind="stable")]
+    else:
+        out = rows[0]
+    return out[:, 1:]
 
 
 def _fingerprint(t: bytes) -> tuple[int, bytes, bytes]:
@@ -276,7 +289,8 @@ def hf_tokenizer_json(vocab: Vocab) -> bytes:
     # its specials), so that HF keeps its id; no merge makes or uses it.
     names = [_quote(vocab.pinned[i] if i in vocab.pinned else token_to_bytelevel(t)) for i, t in enumerate(vocab.tokens)]
     vocab_body = ",\n".join(f"      {s}: {i}" for i, s in enumerate(names))
-    merges_body = ",\n".join(f"      [{names[a]}, {names[b]}]" for a, b in all_split_merges(vocab.tokens, vocab.pinned))
+    merges = _split_merges(vocab.tokens, vocab.pinned)
+    merges_body = ",\n".join(f"      [{names[a]}, {names[b]}]" for a, b in zip(merges[:, 0].tolist(), merges[:, 1].tolist()))
     vocab_text = "{\n" + vocab_body + "\n    }" if names else "{}"
     merges_text = "[\n" + merges_body + "\n    ]" if merges_body else "[]"
 

@@ -1279,6 +1279,67 @@ def _token_arrays(vocab: Vocab, extra: int) -> tuple[np.ndarray, np.ndarray, np.
     return tdata, tstart, tlen
 
 
+@njit(cache=True)
+def _splits(tdata, tstart, tlen, bkeys, bids, skip, up_to):
+    """(token, left, right) of every split point of every token of at most ``up_to`` bytes
+    whose two halves are tokens, ids in ``skip`` neither split nor parts; in token order, then
+    left id order."""
+    n_tokens = tlen.shape[0]
+    byte_id = np.full(256, -1, np.int64)  # one-byte halves need no lookup
+    for t in range(n_tokens):
+        if tlen[t] == 1 and not skip[t]:
+            byte_id[tdata[tstart[t]]] = t
+    out = np.empty((1024, 3), np.int32)
+    m = 0
+    for t in range(n_tokens):
+        n = np.int64(tlen[t])
+        if skip[t] or n > up_to:
+            continue
+        s = tstart[t]
+        first = m
+        for k in range(1, n):
+            a = byte_id[tdata[s]] if k == 1 else _lookup(bkeys, bids, tdata, tstart, tlen, tdata, s, np.int64(k), n_tokens)
+            if a < 0 or skip[a]:
+                continue
+            b = byte_id[tdata[s + k]] if k == n - 1 else _lookup(bkeys, bids, tdata, tstart, tlen, tdata, s + k, n - k, n_tokens)
+            if b < 0 or skip[b]:
+                continue
+            if m == out.shape[0]:
+                grown = np.empty((2 * m, 3), np.int32)
+                for i in range(m):
+                    for j in range(3):
+                        grown[i, j] = out[i, j]
+                out = grown
+            # insert in left id order (a token has a few splits)
+            i = m
+            while i > first and out[i - 1, 1] > a:
+                for j in range(3):
+                    out[i, j] = out[i - 1, j]
+                i -= 1
+            out[i, 0] = t
+            out[i, 1] = a
+            out[i, 2] = b
+            m += 1
+    return out[:m].copy()
+
+
+def token_splits(tokens: list[bytes], skip, up_to: int) -> np.ndarray:
+    """Rows (token, left, right) of ``_splits`` for a list of distinct tokens (``skip``: ids,
+    e.g. pinned specials); compiled, for export's every-split-point merges of short tokens.
+    Example: ``token_splits([b"a", b"b", b"ab"], (), 64).tolist() == [[2, 0, 1]]``."""
+    n = len(tokens)
+    tlen = np.fromiter(map(len, tokens), np.int32, n)
+    tstart = np.zeros(n, np.int64)
+    if n:
+        np.cumsum(tlen[:-1], out=tstart[1:])
+    tdata = np.frombuffer(b"".join(tokens), np.uint8).copy() if n else np.zeros(1, np.uint8)
+    mask = np.zeros(n, np.bool_)
+    if skip:
+        mask[list(skip)] = True
+    bkeys, bids = _token_table(tdata, tstart, tlen, n, n)
+    return _splits(tdata, tstart, tlen, bkeys, bids, mask, up_to)
+
+
 def segment(words, vocab: Vocab) -> tuple[np.ndarray, np.ndarray]:
     """Token ids of every word under ``vocab`` (tiktoken's rank-BPE) as one flat int32 array
     plus offsets (len+1). Example: ``segment([b"00a"], Vocab.base())[0].tolist() == [256, 97]``.

@@ -12,6 +12,7 @@ import base64
 import binascii
 import json
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -379,6 +380,9 @@ def read_tiktoken_ranks(path: str | os.PathLike) -> tuple[dict[int, bytes], dict
         data = path.read_bytes()
     except OSError as e:
         raise VocabError(f"{path}: cannot read ({e.strerror or e})") from None
+    fast = _ranks_of_plain_lines(data)
+    if fast is not None:
+        return fast
 
     by_rank: dict[int, bytes] = {}
     rank_line: dict[int, int] = {}
@@ -414,6 +418,28 @@ def read_tiktoken_ranks(path: str | os.PathLike) -> tuple[dict[int, bytes], dict
     if not by_rank:
         raise VocabError(f"{path}: no tokens; expected lines of 'base64 rank'")
     return by_rank, rank_line
+
+
+#: A .tiktoken file as toktok and tiktoken write it: ``base64 rank`` lines, one space, "\n" ends.
+_PLAIN_TIKTOKEN = re.compile(rb"(?:(?:[A-Za-z0-9+/]+={0,2}|={1,2}) [0-9]+\n)*(?:(?:[A-Za-z0-9+/]+={0,2}|={1,2}) [0-9]+)?")
+
+
+def _ranks_of_plain_lines(data: bytes) -> tuple[dict[int, bytes], dict[int, int]] | None:
+    """``read_tiktoken_ranks`` of a file whose lines are all plain ``base64 rank`` (no blank line,
+    one space), decoded in bulk; None if it is not, or if a token is empty or repeated, or a
+    rank repeated: then the line-by-line reading names the line."""
+    if not data or _PLAIN_TIKTOKEN.fullmatch(data) is None:
+        return None
+    fields = data.split()
+    try:  # the regex checked what base64.b64decode(validate=True) checks, except the padding
+        tokens = list(map(binascii.a2b_base64, fields[0::2]))
+    except binascii.Error:
+        return None
+    ranks = list(map(int, fields[1::2]))
+    by_rank = dict(zip(ranks, tokens))
+    if len(by_rank) != len(ranks) or len(set(tokens)) != len(tokens) or not all(tokens):
+        return None
+    return by_rank, dict(zip(ranks, range(1, len(ranks) + 1)))
 
 
 def tokens_by_id(
@@ -610,7 +636,8 @@ def _specials_after_ranks(tokens: list[str], by_rank: dict[int, bytes], tt_path:
     return {s: n + k for k, s in enumerate(tokens)}
 
 
-def resolve_specials(tt_path: str | os.PathLike, by_rank: dict[int, bytes], given=None) -> tuple[dict[str, int], str | None]:
+def resolve_specials(tt_path: str | os.PathLike, by_rank: dict[int, bytes], given=None,
+                     hf_specials=None) -> tuple[dict[str, int], str | None]:
     """The special tokens of the ``.tiktoken`` file ``tt_path`` (whose ranks are ``by_rank``) and
     where they came from (a path, "given", or None when there are none).
 
@@ -619,7 +646,8 @@ def resolve_specials(tt_path: str | os.PathLike, by_rank: dict[int, bytes], give
     beside the file: ``NAME.special_tokens.json`` (ids declared), then ``special_tokens.txt`` in
     the same folder (toktoktok's plain list), then the ``added_tokens`` of the ``tokenizer.json``
     that goes with it (``hf_file_of``: in its ``NAME.toktok`` folder, else in the same folder);
-    none if there is none of them.
+    none if there is none of them. ``hf_specials``: a function giving that tokenizer.json's
+    special ``added_tokens`` (``{content: id}``), for a caller that loads the file anyway.
     Example: ``resolve_specials("tok.tiktoken", ranks, ["<|endoftext|>"])[0] == {"<|endoftext|>": len(ranks)}``.
     """
     tt = Path(tt_path)
@@ -639,7 +667,8 @@ def resolve_specials(tt_path: str | os.PathLike, by_rank: dict[int, bytes], give
     if side.is_file():
         return read_special_tokens_file(side), str(side)
     txt, hf = tt.parent / SPECIALS_TXT, hf_file_of(tt)
-    from_hf = read_hf_specials(hf)
+    # (a caller that loads that tokenizer.json anyway gives its specials: no second parse)
+    from_hf = hf_specials() if hf_specials is not None else read_hf_specials(hf)
     if txt.is_file():
         listed = _specials_after_ranks(read_special_tokens_txt(txt), by_rank, tt, str(txt))
         if from_hf and from_hf != listed:
@@ -680,15 +709,15 @@ def load_encoding(path: str | os.PathLike, special_tokens=None) -> "tiktoken.Enc
 
 
 def _load_encoding_and_tokens(
-    path: str | os.PathLike, special_tokens=None
+    path: str | os.PathLike, special_tokens=None, hf_specials=None
 ) -> tuple["tiktoken.Encoding", list[bytes | None]]:
     """``load_encoding`` plus the token bytes by id (tiktoken keeps its table private); ids of
-    special tokens inside the rank range hold ``None``."""
+    special tokens inside the rank range hold ``None``. ``hf_specials``: see ``resolve_specials``."""
     import tiktoken
 
     folder, tt_path = _folder_and_tiktoken(Path(path))
     by_rank, rank_line = read_tiktoken_ranks(tt_path)
-    specials, _ = resolve_specials(tt_path, by_rank, special_tokens)
+    specials, _ = resolve_specials(tt_path, by_rank, special_tokens, hf_specials)
     tokens = tokens_by_id(tt_path, by_rank, rank_line, specials)
     name = folder.name if tt_path.name == TIKTOKEN_FILE else tt_path.stem
     try:

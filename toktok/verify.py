@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from .errors import InputError, ParityError
-from .export import HF_FILE, _folder_and_tiktoken, _load_encoding_and_tokens, bytelevel_to_token, hf_file_of, load_hf
+from .export import (HF_FILE, _folder_and_tiktoken, _load_encoding_and_tokens, bytelevel_to_token, hf_file_of,
+                     load_hf, token_to_bytelevel)
 
 #: Texts in a batch handed to each encoder at once (tokenizers encodes a batch in parallel).
 BATCH = 256
@@ -134,7 +135,15 @@ def _check_same_vocab(where: Path, enc, tokens: list[bytes], hf) -> None:
         )
     tt_specials = {s: enc.encode_single_token(s) for s in enc.special_tokens_set}
     special_at = {i: s for s, i in tt_specials.items()}
-    for name, i in hf_vocab.items():
+    # one comparison of the whole vocabularies as HF spells them; the id that differs is then
+    # found entry by entry
+    expected = dict(zip(map(token_to_bytelevel, (b"" if t is None else t for t in tokens)), range(len(tokens))))
+    for i, s in special_at.items():
+        if 0 <= i < len(tokens) and tokens[i] is None:
+            expected[s] = i
+    expected.pop("", None)
+    same = hf_vocab == expected
+    for name, i in ([] if same else hf_vocab.items()):
         if 0 <= i < len(tokens) and tokens[i] is None:
             # a special token inside the rank range: HF keeps it in the model under its text
             if special_at.get(i) != name:
@@ -185,9 +194,19 @@ def verify(
     """
     # Phase 1: load both and compare the vocabularies themselves.
     where = Path(out_dir)
-    enc, tokens = _load_encoding_and_tokens(where, special_tokens)
+    tt = _folder_and_tiktoken(where)[1]
     # the tokenizer.json of a folder, else the one that goes with its .tiktoken (NAME.toktok/)
-    hf = load_hf(where / HF_FILE if (where / HF_FILE).is_file() else hf_file_of(_folder_and_tiktoken(where)[1]))
+    hf_path = where / HF_FILE if (where / HF_FILE).is_file() else hf_file_of(tt)
+    loaded: list = []
+
+    def hf_specials() -> dict[str, int]:
+        """The specials of the tokenizer.json that tiktoken's side would read them from, when it
+        is the one loaded here (its JSON is parsed once, by tokenizers)."""
+        loaded.append(load_hf(hf_path))
+        return {a.content: i for i, a in loaded[0].get_added_tokens_decoder().items() if a.special}
+
+    enc, tokens = _load_encoding_and_tokens(where, special_tokens, hf_specials if hf_path == hf_file_of(tt) else None)
+    hf = loaded[0] if loaded else load_hf(hf_path)
     _check_same_vocab(where, enc, tokens, hf)
     del tokens
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
+import numpy as np
+
 from .errors import InputError, ParityError
 from .export import (HF_FILE, _folder_and_tiktoken, _load_encoding_and_tokens, bytelevel_to_token, hf_file_of,
                      load_hf, token_to_bytelevel)
@@ -135,15 +137,7 @@ def _check_same_vocab(where: Path, enc, tokens: list[bytes], hf) -> None:
         )
     tt_specials = {s: enc.encode_single_token(s) for s in enc.special_tokens_set}
     special_at = {i: s for s, i in tt_specials.items()}
-    # one comparison of the whole vocabularies as HF spells them; the id that differs is then
-    # found entry by entry
-    expected = dict(zip(map(token_to_bytelevel, (b"" if t is None else t for t in tokens)), range(len(tokens))))
-    for i, s in special_at.items():
-        if 0 <= i < len(tokens) and tokens[i] is None:
-            expected[s] = i
-    expected.pop("", None)
-    same = hf_vocab == expected
-    for name, i in ([] if same else hf_vocab.items()):
+    for name, i in ([] if _same_ranks(hf_vocab, tokens) else hf_vocab.items()):
         if 0 <= i < len(tokens) and tokens[i] is None:
             # a special token inside the rank range: HF keeps it in the model under its text
             if special_at.get(i) != name:
@@ -157,6 +151,22 @@ def _check_same_vocab(where: Path, enc, tokens: list[bytes], hf) -> None:
     hf_specials = {a.content: i for i, a in hf.get_added_tokens_decoder().items()}
     if tt_specials != hf_specials:
         raise ParityError(f"{where}: special tokens differ: tiktoken {tt_specials} vs tokenizer.json {hf_specials}")
+
+
+def _same_ranks(hf_vocab: dict[str, int], tokens: list[bytes | None]) -> bool:
+    """Whether HF's vocab is exactly the tokens, id for id, each under its byte-level spelling
+    (one character per byte): checked on all of them at once, spellings joined. False also when
+    a special sits inside the rank range; the entry-by-entry check then decides."""
+    if None in tokens or len(hf_vocab) != len(tokens):
+        return False
+    ids = np.fromiter(hf_vocab.values(), np.int64, len(hf_vocab))
+    order = np.argsort(ids)
+    if not np.array_equal(ids[order], np.arange(len(tokens))):
+        return False
+    names = list(hf_vocab)
+    by_id = [names[i] for i in order.tolist()]
+    return (list(map(len, by_id)) == list(map(len, tokens))
+            and "".join(by_id) == token_to_bytelevel(b"".join(tokens)))
 
 
 def _hf_bytes(hf, i: int) -> bytes | str:
@@ -250,3 +260,4 @@ def verify(
             strings += 1
             tokens += len(a)
     return VerifyReport(strings=strings, tokens=tokens)
+

@@ -261,3 +261,95 @@ def verify(
             tokens += len(a)
     return VerifyReport(strings=strings, tokens=tokens)
 
+
+class Background:
+    """``verify`` in a child process, so that the caller works meanwhile: the pipeline starts it
+    before writing the tokenizer files (the child's imports overlap the writing), hands it the
+    folder with ``start`` and writes the run file's insight while it checks; on two cores the
+    tail then takes the longer of the two, not their sum. ``result()`` waits and gives the
+    report or raises the child's error as it is; ``close()`` ends the child if it still runs.
+    Where no child can be started, or it dies, ``result()`` verifies in this process instead.
+    Example: ``bg = Background(); write(...); bg.start("out/demo", texts); ...; bg.result().ok``.
+    """
+
+    def __init__(self) -> None:
+        import subprocess
+        import sys
+
+        self._args: tuple | None = None
+        try:
+            self._proc = subprocess.Popen([sys.executable, "-m", "toktok.verify"], stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        except OSError:  # no child here: result() verifies in this process
+            self._proc = None
+
+    def start(self, out_dir: str | os.PathLike, texts: Iterable[str] | None = None, *, slices: int = 0,
+              seed: int = 0) -> None:
+        """What to verify (``verify``'s arguments); the child begins at once."""
+        import json
+
+        self._args = (out_dir, list(texts) if texts is not None else None, slices, seed)
+        if self._proc is None:
+            return
+        try:
+            request = json.dumps({"out_dir": str(out_dir), "texts": self._args[1], "slices": slices, "seed": seed})
+            self._proc.stdin.write(request.encode("utf-8"))
+            self._proc.stdin.close()
+        except (OSError, ValueError, TypeError):  # the child is gone, or texts that are not JSON
+            self.close()
+
+    def result(self) -> VerifyReport:
+        import json
+
+        from . import errors
+
+        if self._proc is not None:
+            out = self._proc.stdout.read()
+            self._proc.wait()
+            self._proc.stdout.close()
+            self._proc = None
+            try:
+                got = json.loads(out)
+            except ValueError:  # the child died (killed, out of memory): check here instead
+                got = None
+            if got is not None and "error" in got:
+                raise getattr(errors, got["error"], errors.ToktokError)(got["message"])
+            if got is not None:
+                return VerifyReport(strings=got["strings"], tokens=got["tokens"])
+        out_dir, texts, slices, seed = self._args
+        return verify(out_dir, texts, slices=slices, seed=seed)
+
+    def close(self) -> None:
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+            for f in (self._proc.stdin, self._proc.stdout):
+                if not f.closed:
+                    f.close()
+            self._proc = None
+
+
+def _child() -> None:
+    """The child of ``Background``: import what verifying needs, then verify as the request on
+    stdin says and print the outcome as JSON."""
+    import json
+    import sys
+
+    import tiktoken  # noqa: F401 - loaded while the parent writes the files
+    import tokenizers  # noqa: F401
+
+    from .errors import ToktokError
+
+    req = json.loads(sys.stdin.buffer.read() or b"null")
+    if req is None:  # the parent went away before asking
+        return
+    try:
+        rep = verify(req["out_dir"], req["texts"], slices=req["slices"], seed=req["seed"])
+        out = {"strings": rep.strings, "tokens": rep.tokens}
+    except ToktokError as e:
+        out = {"error": type(e).__name__, "message": str(e)}
+    sys.stdout.write(json.dumps(out))
+
+
+if __name__ == "__main__":  # python -m toktok.verify, with a request on stdin (Background's child)
+    _child()

@@ -8,8 +8,8 @@ file (built on first use otherwise). A timed run calls
 ``learn_merges(words, counts, Vocab.base(hardcoded=False), merges)`` -- what ``bench/run.py``'s
 toktok run does with vocab 32,768 -- and prints, per repetition: wall seconds and merges/s,
 process CPU seconds (on a shared machine the steadier figure), the stage seconds
-(``toktok.merge._last_times``: segment, layout, setup = initial pair counts + heap, loop, and
-their CPU time), the loop statistics (``toktok.merge._last_stats``) and the peak RSS during the
+(``toktok.merge.loop._last_times``: segment, layout, setup = initial pair counts + heap, loop, and
+their CPU time), the loop statistics (``toktok.merge.loop._last_stats``) and the peak RSS during the
 call above the RSS before it (sampled every 5 ms). A small untimed run first fills Numba's cache.
 Repetitions run in one process; for A/B comparisons run processes alternately.
 """
@@ -33,7 +33,7 @@ STATS = ("records", "table rows", "pool entries", "heap rows", "heap pops", "new
 
 
 def build(path: str, data: str) -> None:
-    from toktok.pretokenize import WordCounter
+    from toktok.count.pretokenize import WordCounter
 
     t0 = time.perf_counter()
     wc = WordCounter()
@@ -68,7 +68,7 @@ def main() -> None:
         if a.build:
             return
 
-    import toktok.merge as m
+    import toktok.merge.loop as m
     from toktok.vocab import Vocab
 
     df = pl.read_parquet(a.words)

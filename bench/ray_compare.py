@@ -81,7 +81,7 @@ def main() -> None:
         if address is None:
             import ray as ray_mod
 
-            from toktok.engine_ray import start_local
+            from toktok.count.ray import start_local
 
             t0 = time.perf_counter()
             ctx = start_local(args.cpus or None)

@@ -8,8 +8,8 @@ files to it (``--copies N``: each file N times, on disk and in the store). Then,
 times, alternating, the fastest kept):
 
 * read: every file's text column, row group by row group, as Arrow string arrays
-    - ``local``: toktok.read on the paths (pyarrow on local files)
-    - ``fsspec``: toktok.read on the s3:// URLs (s3fs + pyarrow over toktok.remote's file; the
+    - ``local``: toktok.count.read on the paths (pyarrow on local files)
+    - ``fsspec``: toktok.count.read on the s3:// URLs (s3fs + pyarrow over toktok.count.remote's file; the
       layer toktok uses)
     - ``fsspec raw``: the same file objects read by pyarrow alone (no UTF-8 check, no conversion)
     - ``pyarrow.fs``: pyarrow's own S3FileSystem, the same ParquetFile reads
@@ -84,7 +84,7 @@ def work_read(layer: str, files: list[str], endpoint: str) -> dict:
     t0 = time.perf_counter()
     nbytes = 0
     if layer in ("local", "fsspec"):
-        from toktok.read import read_corpus
+        from toktok.count.read import read_corpus
 
         corpus = read_corpus(files if layer == "local" else urls)
         for f in corpus.files:
@@ -93,12 +93,12 @@ def work_read(layer: str, files: list[str], endpoint: str) -> dict:
     elif layer in ("pyarrow.fs", "fsspec raw"):
         import pyarrow.fs as pafs
 
-        from toktok import remote
+        from toktok.count import remote
 
         fs = pafs.S3FileSystem(endpoint_override=endpoint, scheme="http", access_key=KEY, secret_key=SECRET,
                                region=REGION)
         for u in urls:
-            if layer == "fsspec raw":  # toktok.remote's file, without toktok.read's checks
+            if layer == "fsspec raw":  # toktok.count.remote's file, without toktok.count.read's checks
                 pf = remote.parquet_file(u)
             else:
                 pf = pq.ParquetFile(fs.open_input_file(u[len("s3://"):]), buffer_size=8 << 20, pre_buffer=False)

@@ -134,8 +134,8 @@ def work_count(files: list[str], vocab: int, threads: int, scratch: str) -> dict
     """toktok's counting alone (``count_words`` per read batch), timed without the reading."""
     import polars as pl
 
-    from toktok.pretokenize import count_words
-    from toktok.read import read_corpus
+    from toktok.count.pretokenize import count_words
+    from toktok.count.read import read_corpus
 
     secs, nbytes, rows = 0.0, 0, 0
     for batch in read_corpus(files, text_column=TEXT_COLUMN).batches():

@@ -129,7 +129,7 @@ def decode_floor(files: list[str], threads: int) -> float:
             for _ in pf.iter_batches(batch_size=1 << 16, row_groups=[g], columns=["text"], use_threads=False):
                 pass
 
-    from toktok.sample import roomy_heap
+    from toktok.count.sample import roomy_heap
 
     t0 = time.perf_counter()
     with roomy_heap(), ThreadPoolExecutor(threads) as ex:  # the heap settings of the sample pass
@@ -142,9 +142,9 @@ def sampling_bench(pattern: str, repeat: int, capacity: int) -> dict:
     text and of Parquet on disk, next to pyarrow's decoding alone (interleaved, as the machine is noisy)."""
     import polars as pl
 
-    from toktok.engine import Source, sample_pass
-    from toktok.read import read_corpus
-    from toktok.sample import Reservoir
+    from toktok.count.local import Source, sample_pass
+    from toktok.count.read import read_corpus
+    from toktok.count.sample import Reservoir
 
     files = sorted(glob.glob(pattern))
     if not files:
@@ -213,7 +213,7 @@ def main() -> None:
         # fill Numba's cache first: compiling takes memory and time a normal run does not spend
         subprocess.run([exe, "train", str(ROOT / "data_fixtures" / "notes.txt"), "--out", str(tmp / "warm"),
                         "--merges", "50", "--force", "-q"], check=True, capture_output=True)
-        subprocess.run([sys.executable, "-c", "import polars as pl; from toktok.sample import Reservoir; "
+        subprocess.run([sys.executable, "-c", "import polars as pl; from toktok.count.sample import Reservoir; "
                         "Reservoir(10, 0).offer('w', 0, pl.Series(['a' * 40000 + '\\nb']))"],
                        check=True, capture_output=True, cwd=ROOT)
         cmd = [exe, "train", str(corpus_dir), "--out", str(out), "--merges", str(args.merges),

@@ -51,7 +51,7 @@ def insight_run(tmp_path_factory, insight_data) -> Path:
     from typer.testing import CliRunner
 
     from toktok.cli import app
-    from toktok.insight import add_views, compression_curve, word_gains
+    from toktok.insight.runfile import add_views, compression_curve, word_gains
 
     out = tmp_path_factory.mktemp("insight") / "run"
     r = CliRunner().invoke(app, ["train", str(insight_data["train"]), str(FIXTURES / "notes.txt"),

@@ -407,6 +407,11 @@ CATALOGUE = [
     Case("merges-not-a-number", _opts("--merges", "ten", needles=["--merges 'ten'"]), "e.g. --merges 30000"),
     Case("merges-fraction", _opts("--merges", "1.5", needles=["--merges '1.5'"]), "e.g. --merges 30000"),
     Case("merges-exponent", _opts("--merges", "1e18", needles=["--merges '1e18'"]), "e.g. --merges 30000"),
+    # the other whole-number options, checked by their one definition (toktok/options.py)
+    Case("seed-negative", _opts("--seed", "-1", needles=["--seed -1"]), "pass 0 or more"),
+    Case("seed-not-a-number", _opts("--seed", "x", needles=["--seed 'x'"]), "e.g. --seed 1"),
+    Case("working-set-mb-zero", _opts("--working-set-mb", "0", needles=["--working-set-mb 0"]), "e.g. 1024"),
+    Case("budget-not-a-size", _opts("--budget", "lots", needles=["--budget", "'lots'"]), "use e.g. 512MB"),
     # special token empty, duplicated, colliding with a vocabulary token
     Case("special-token-empty", _opts("-s", "", needles=["--special-token is empty"]), "give the token's text"),
     Case("special-token-twice", _opts("-s", "<|x|>", "-s", "<|x|>", needles=["'<|x|>'", "twice"]),

@@ -322,7 +322,7 @@ def test_renderers_are_literal_on_a_console_that_reads_markup():
     """A notebook's Console reads markup and emoji codes by default: the renderables hold Text."""
     from rich.console import Console
 
-    from toktok.report import arrow_table, eval_table, printable, run_summary
+    from toktok.insight.report import arrow_table, eval_table, printable, run_summary
 
     con = Console(record=True, width=300, force_terminal=True)
     con.print(arrow_table(pa.table({"[b]": ["[/INST]", ":fire:", "a\x1b[31mb"]})))

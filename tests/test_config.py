@@ -80,11 +80,11 @@ def test_full_schema(in_tmp):
     assert cfg.out == "out/t" and cfg.tiktoken_name == "tok.tiktoken"
     assert cfg.threads == 2 and cfg.verbose is False and cfg.working_set_mb == 512
     assert cfg.special_tokens == ["<|endoftext|>", "<|pad|>"] and cfg.warm_start == "base.tiktoken"
-    assert cfg.seed == 3 and cfg.text_column == "body" and cfg.budget == "1.5MB" and cfg.hardcoded is True
+    assert cfg.seed == 3 and cfg.text_column == "body" and cfg.budget == 1_500_000 and cfg.hardcoded is True
     assert cfg.bad_utf8 == "replace"
     assert cfg.phases == [
         PhaseConfig("one", 10, [SourceConfig("data/"), SourceConfig("notes.txt", 2.0, "content", "file")]),
-        PhaseConfig("phase2", 0, [SourceConfig("data/*.parquet")], "2KiB"),
+        PhaseConfig("phase2", 0, [SourceConfig("data/*.parquet")], 2048),  # sizes are ints inside
     ]
     assert cfg.phase_budget(cfg.phases[0]) == 1_500_000 and cfg.phase_budget(cfg.phases[1]) == 2048
     cfg.validate()
@@ -96,7 +96,7 @@ def test_working_set_is_the_text_held_not_the_budget(in_tmp):
     assert cfg.working_set_text() == 768 * 2**20 // 4  # toktoktok's sizing: 4 bytes per character held
     both = load_config(_write(in_tmp, "output: o/x.tiktoken\nworking_set_mb: 64\nbudget: 2GB\n"
                                       "phases: [{name: a, merges: 1, sources: [d]}]\n", "both.yaml"))
-    assert both.budget == "2GB" and both.working_set_text() == 16 << 20
+    assert both.budget == 2 * 1000**3 and both.working_set_text() == 16 << 20
 
 
 def test_defaults_and_hardcoded_rule(in_tmp):
@@ -104,7 +104,7 @@ def test_defaults_and_hardcoded_rule(in_tmp):
     assert cfg.hardcoded is None and cfg.use_hardcoded() is True  # from scratch
     cfg.warm_start = "b.tiktoken"
     assert cfg.use_hardcoded() is False  # not on a warm start unless asked
-    assert cfg.seed == 0 and cfg.text_column == "text" and cfg.memory_limit == "2GB" and cfg.verbose is None
+    assert cfg.seed == 0 and cfg.text_column == "text" and cfg.memory_limit == 2 * 1000**3 and cfg.verbose is None
 
 
 @pytest.mark.parametrize(
@@ -337,7 +337,7 @@ phases:
 def test_yaml_merge_keys(in_tmp):
     cfg = load_config(_write(in_tmp, MERGE_KEYS))
     assert [(p.name, p.merges, p.budget) for p in cfg.phases] == [
-        ("english", 10, "1MB"), ("code", 5, "1MB"), ("third", 10, "3MB")]  # own keys override merged ones
+        ("english", 10, 10**6), ("code", 5, 10**6), ("third", 10, 3 * 10**6)]  # own keys override merged ones
     assert all(p.sources == [SourceConfig("data_fixtures/notes.txt", weight=2.0)] for p in cfg.phases)
     r = runner.invoke(app, ["train", "--config", "run.yaml", "-q", "--memory-limit", "256MB"])
     assert r.exit_code == 0, r.output

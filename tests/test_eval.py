@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 import toktok
 from toktok.cli import app
 from toktok.errors import InputError, VocabError
-from toktok.evaluate import WORD_UNIT, evaluate
-from toktok.pretokenize import split_words
+from toktok.insight.evaluate import WORD_UNIT, evaluate
+from toktok.count.pretokenize import split_words
 
 runner = CliRunner()
 

@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 import toktok
 from toktok.cli import app
 from toktok.errors import ConfigError, QueryError, ToktokError
-from toktok.insight import TABLES, VIEWS, add_views, compression_curve, describe, query, word_gains
+from toktok.insight.runfile import TABLES, VIEWS, add_views, compression_curve, describe, query, word_gains
 from toktok.vocab import PATTERN
 
 READY = sorted((ROOT / "toktok" / "sql" / "ready").glob("*.sql"))

@@ -63,7 +63,7 @@ def installed(tmp_path_factory) -> dict:
 
 
 def test_the_installed_package_is_the_one_that_runs(installed):
-    r = _run([str(installed["py"]), "-c", "import toktok, toktok.insight as i; print(toktok.__file__); "
+    r = _run([str(installed["py"]), "-c", "import toktok, toktok.insight.runfile as i; print(toktok.__file__); "
               "print(sorted(i.ready_queries()))"], installed["work"], installed["env"])
     file, names = r.stdout.splitlines()
     assert Path(file).is_relative_to(installed["site"]), file

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from reference_bpe import rank_bpe, train
 
-from toktok.merge import learn_merges, segment
-from toktok.pretokenize import count_words
+from toktok.merge.loop import learn_merges, segment
+from toktok.count.pretokenize import count_words
 from toktok.vocab import Vocab, hardcoded_tokens
 
 
@@ -120,7 +120,7 @@ def test_fuzz_large_counts_equal_reference(word_counts, n, extra):
 def test_fuzz_tight_tables_equal_reference(word_counts, n, extra):
     # as above, with no spare room: the pool is grown and compacted often, and the heap holds
     # only the few pairs with the largest counts, refilled whenever it runs empty
-    import toktok.merge as m
+    import toktok.merge.loop as m
 
     saved = m._PAIRS_PER_MERGE, m._POOL_SPARE, m._POOL_SLACK, m._HEAP_TARGET
     m._PAIRS_PER_MERGE, m._POOL_SPARE, m._POOL_SLACK, m._HEAP_TARGET = 0, 0, 0, 2
@@ -136,7 +136,7 @@ def test_fuzz_tight_tables_equal_reference(word_counts, n, extra):
 def test_fuzz_list_order_changes_nothing(word_counts, n, extra):
     # the positions of a pair are merged in list order; the result must not depend on it (the
     # loop sorts the lists of (a, a) pairs, whose overlapping runs go left to right)
-    import toktok.merge as m
+    import toktok.merge.loop as m
 
     m._REVERSE_LISTS = True
     try:
@@ -148,7 +148,7 @@ def test_fuzz_list_order_changes_nothing(word_counts, n, extra):
 
 
 def test_reversed_lists_equal_reference(monkeypatch):
-    import toktok.merge as m
+    import toktok.merge.loop as m
 
     monkeypatch.setattr(m, "_REVERSE_LISTS", True)
     df = pl.read_parquet(FIXTURES / "sample.parquet")
@@ -182,7 +182,7 @@ def _tiktoken_pieces(vocab: Vocab):
 def test_fuzz_segmentation_equals_tiktoken(long_from, words, extra):
     # extra tokens in arbitrary order, with holes: exactly the layouts warm starts bring; every
     # word through the plain loop, then through the heap that long words take
-    import toktok.merge as m
+    import toktok.merge.loop as m
 
     base = Vocab.base(False)
     base.tokens += extra
@@ -260,7 +260,7 @@ def test_record_arrays_grow_when_reuses_fill_them(monkeypatch):
     # many reused merges: the base holds every 3-byte string of the alphabet but no 2-byte one,
     # so rank-BPE reaches none of them and the merges that make them reuse them; with a tiny
     # record capacity the loop must be resumed with larger arrays
-    import toktok.merge as m
+    import toktok.merge.loop as m
 
     base = Vocab.base(False)
     alpha = b"abcd"
@@ -286,7 +286,7 @@ def test_tight_tables_change_nothing(monkeypatch):
     # no spare room at the start: the loop must rebuild its pair table, compact its pool of
     # position lists and grow it, refill its heap many times, and still learn exactly what it
     # learns with room to spare (which test_fixture_equals_reference holds to the reference)
-    import toktok.merge as m
+    import toktok.merge.loop as m
 
     df = pl.read_parquet(FIXTURES / "sample.parquet")
     wc = count_words(df["text"].head(400))

@@ -54,7 +54,7 @@ def test_run_insight_notebook_without_views(insight_run, tmp_path, monkeypatch):
 
     import duckdb
 
-    from toktok.insight import TABLES, VIEWS
+    from toktok.insight.runfile import TABLES, VIEWS
 
     run = tmp_path / "old"
     shutil.copytree(insight_run, run)
@@ -76,3 +76,12 @@ def test_compare_tokenizers_notebook(phase_pair, insight_data, monkeypatch):
         "TOKTOK_DATA": str(insight_data["heldout"]), "TOKTOK_BY": "lang"}, monkeypatch)
     assert _images(nb) >= 3
     assert "2 tokenizers on 265 documents" in _text(nb)
+
+
+def test_train_from_python_notebook(tmp_path, monkeypatch):
+    """Trains from a Polars DataFrame and from a datasets.Dataset: the same .tiktoken."""
+    nb = _execute("train_from_python.ipynb", {"TOKTOK_DATA": str(ROOT / "data_fixtures" / "sample.parquet"),
+                                              "TOKTOK_OUT": str(tmp_path), "HF_DATASETS_OFFLINE": "1"}, monkeypatch)
+    text = _text(nb)
+    assert "same .tiktoken: True" in text and "sample" in text and "memory" in text
+    assert (tmp_path / "from_dataframe" / "tokenizer.tiktoken").is_file()

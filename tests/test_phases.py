@@ -18,8 +18,8 @@ from toktok.cli import app
 from toktok.config import PhaseConfig, SourceConfig, TrainConfig
 from toktok.export import load_hf, read_tiktoken
 from toktok.pipeline import train
-from toktok.pretokenize import count_words
-from toktok.read import read_corpus
+from toktok.count.pretokenize import count_words
+from toktok.count.read import read_corpus
 from toktok.vocab import Vocab
 
 runner = CliRunner()
@@ -173,7 +173,7 @@ def test_a_bad_source_in_a_later_phase_fails_before_any_work(tmp_path):
 
 def test_budget_is_shared_by_weights(tmp_path):
     """A phase's text budget is a seeded reservoir sample, shared by the sources' weights."""
-    from toktok.sample import Reservoir
+    from toktok.count.sample import Reservoir
 
     sample, extra = str(FIXTURES / "sample.parquet"), str(FIXTURES / "extra.jsonl")
     cfg = TrainConfig(out=str(tmp_path / "o"), verify_slices=10, seed=4, phases=[

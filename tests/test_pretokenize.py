@@ -8,7 +8,7 @@ from conftest import FIXTURES, FUZZ
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toktok.pretokenize import WordCounter, count_words, count_words_reference, split_words
+from toktok.count.pretokenize import WordCounter, count_words, count_words_reference, split_words
 
 # Pieces chosen to hit every alternative of the pattern and every boundary between them.
 ATOMS = [
@@ -211,7 +211,7 @@ def test_result_is_cumulative():
 
 
 def test_export_without_views(monkeypatch):
-    import toktok.pretokenize as pt
+    import toktok.count.pretokenize as pt
 
     texts = ["short words and some quite long words: internationalization " * 3, "x" * 5000]
     monkeypatch.setattr(pt, "_VIEW_BYTES_MAX", 0)
@@ -230,7 +230,7 @@ def test_empty_inputs():
 
 @pytest.mark.parametrize("engine", ["scan", "polars"])
 def test_memory_bytes(engine):
-    import toktok.pretokenize as pt
+    import toktok.count.pretokenize as pt
 
     c = WordCounter(threads=2, engine=engine)
     assert c.memory_bytes() == 0
@@ -250,7 +250,7 @@ def test_memory_bytes(engine):
 
 
 def test_ascii_classes_allow_8_byte_scanning():
-    from toktok.pretokenize import _swar_ok
+    from toktok.count.pretokenize import _swar_ok
 
     assert _swar_ok()  # else the (slower) byte-table path would silently be used
 
@@ -258,7 +258,7 @@ def test_ascii_classes_allow_8_byte_scanning():
 def test_class_table_cache(tmp_path, monkeypatch):
     import numpy as np
 
-    import toktok.pretokenize as pt
+    import toktok.count.pretokenize as pt
 
     fresh = pt._compute_class_tables()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
@@ -288,7 +288,7 @@ def test_class_table_cache(tmp_path, monkeypatch):
 
 def test_class_tables_match_polars_per_char():
     # spot checks of the tables against Polars' own regex, for chars the tests use
-    from toktok.pretokenize import _L, _N, _W, _class_tables
+    from toktok.count.pretokenize import _L, _N, _W, _class_tables
 
     flags, fold = _class_tables()
     chars = [c for a in ATOMS for c in a] + ["\u212a", "\u017f", "\u0130", "\u1680", "\u2029", "\u0085"]

@@ -1,4 +1,4 @@
-"""--engine ray (toktok/engine_ray.py) gives the local engine's output, byte for byte.
+"""--engine ray (toktok/count/ray.py) gives the local engine's output, byte for byte.
 
 One private Ray cluster for the module (2 CPUs, loopback only, no dashboard); each test trains on
 data_fixtures/ with the local engine and with Ray (same seed), without a budget and with text
@@ -23,7 +23,7 @@ if os.environ.get("CI"):
 else:
     ray = pytest.importorskip("ray")
 
-from toktok import engine_ray  # noqa: E402
+from toktok.count import ray as engine_ray  # noqa: E402
 from toktok.config import PhaseConfig, SourceConfig, TrainConfig  # noqa: E402
 from toktok.errors import ConfigError  # noqa: E402
 from toktok.pipeline import train  # noqa: E402
@@ -140,8 +140,8 @@ def test_units_number_rows_as_in_the_file(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from toktok.engine import Source
-    from toktok.read import read_corpus
+    from toktok.count.local import Source
+    from toktok.count.read import read_corpus
 
     pq.write_table(pa.table({"text": [f"doc {i}" for i in range(100)]}), tmp_path / "a.parquet", row_group_size=30)
     pq.write_table(pa.table({"text": ["x", None] * 50}), tmp_path / "b.parquet", row_group_size=30)
@@ -185,6 +185,6 @@ def test_unreachable_address_fails_fast():
 
 
 def test_local_engine_does_not_import_ray():
-    code = "import sys, toktok.cli, toktok.pipeline, toktok.engine; assert 'ray' not in sys.modules, 'ray imported'"
+    code = "import sys, toktok.cli, toktok.pipeline, toktok.count.local; assert 'ray' not in sys.modules, 'ray imported'"
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr

@@ -1,4 +1,4 @@
-"""Tests for toktok.read: sources, formats, errors, the bad_utf8 policy, txt chunking, stats."""
+"""Tests for toktok.count.read: sources, formats, errors, the bad_utf8 policy, txt chunking, stats."""
 from __future__ import annotations
 
 import json
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toktok.errors import ConfigError, InputError
-from toktok.read import Batch, SourceFile, _split_point, read_corpus, resolve_sources
+from toktok.count.read import Batch, SourceFile, _split_point, read_corpus, resolve_sources
 from toktok.vocab import PATTERN
 
 FIXTURES = Path(__file__).resolve().parent.parent / "data_fixtures"
@@ -163,7 +163,7 @@ def _resolve_in_subprocess(cwd: Path, sources: list[str], timeout: float = 60) -
 
     code = (
         "import json, sys\n"
-        "from toktok.read import read_corpus\n"
+        "from toktok.count.read import read_corpus\n"
         "c = read_corpus(json.loads(sys.argv[1]))\n"
         "texts = [t for b in c.batches() for t in b.texts.to_list()]\n"
         "print(json.dumps({'files': [f.path for f in c.files], 'texts': texts, 'warnings': c.warnings}))\n"
@@ -258,7 +258,7 @@ def test_fifo_in_a_folder_or_matched_by_a_glob_is_skipped_never_opened(tmp_path)
         with pytest.raises(InputError) as e:
             resolve_sources([str(p)])
         one_line_error(e, str(p), "not a regular file")
-    from toktok.read import open_regular
+    from toktok.count.read import open_regular
 
     with pytest.raises(InputError) as e:
         open_regular(str(d / "pipe.txt"))  # would block for ever in open() without O_NONBLOCK

@@ -314,7 +314,7 @@ def test_sampled_run_over_every_kind_equals_the_local_run(store, local_refs, hom
 
 
 def test_globs_are_expanded_on_the_store(store):
-    from toktok.read import resolve_sources
+    from toktok.count.read import resolve_sources
 
     opts = {"key": store.key_id, "secret": store.secret, "endpoint_url": store.endpoint}
     files = resolve_sources(["s3://bucket/deep/**"], storage_options=opts)
@@ -337,7 +337,7 @@ def test_parquet_is_read_lazily(store, home, tmp_path):
     pages come over the wire, the other column does not."""
     import random
 
-    from toktok.read import read_corpus
+    from toktok.count.read import read_corpus
 
     rng = random.Random(0)
     n = 400
@@ -540,9 +540,9 @@ def test_resume_refuses_an_object_that_changed(store, home, tmp_path):
 def test_ray_units_are_planned_from_the_footers(store):
     """The driver cuts a Parquet object into row-group ranges from its footer, as a local file."""
     pytest.importorskip("ray")
-    from toktok import engine_ray
-    from toktok.engine import Source
-    from toktok.read import read_corpus
+    from toktok.count import ray as engine_ray
+    from toktok.count.local import Source
+    from toktok.count.read import read_corpus
 
     opts = {"key": store.key_id, "secret": store.secret, "endpoint_url": store.endpoint}
     units = engine_ray.plan_units([Source(read_corpus(["s3://bucket/perf/"], storage_options=opts))], False,
@@ -659,7 +659,7 @@ def test_https_single_files_with_a_signed_query(store, home, tmp_path):
 
 def test_redaction_of_options_and_urls():
     from toktok.config import PhaseConfig, SourceConfig, TrainConfig
-    from toktok.remote import display, redact
+    from toktok.count.remote import display, redact
 
     assert display("https://user:pw@cdn.example.org/a/b.parquet?X-Amz-Signature=abc") == "https://cdn.example.org/a/b.parquet"
     assert display("s3://bucket/a.parquet") == "s3://bucket/a.parquet"
@@ -682,7 +682,7 @@ def test_redaction_of_options_and_urls():
 ])
 def test_each_scheme_names_its_client(monkeypatch, url, module, extra):
     from toktok.errors import ConfigError
-    from toktok.read import resolve_sources
+    from toktok.count.read import resolve_sources
 
     monkeypatch.setitem(sys.modules, module, None)
     with pytest.raises(ConfigError, match=rf"needs {module}, which is not installed; run: pip install 'toktok\[{extra}\]'"):
@@ -692,7 +692,7 @@ def test_each_scheme_names_its_client(monkeypatch, url, module, extra):
 def test_faults_are_classified():
     import errno
 
-    from toktok.remote import classify
+    from toktok.count.remote import classify
 
     class Response:
         def __init__(self, code):

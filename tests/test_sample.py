@@ -10,7 +10,7 @@ from conftest import FIXTURES
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toktok.sample import LEFT_OUT, LEFT_OUT_CHARS, _CUT, Reservoir, _buffers, _cut, _pieces, _source_salt, _space_at, _splitmix, as_large_string, doc_hashes
+from toktok.count.sample import LEFT_OUT, LEFT_OUT_CHARS, _CUT, Reservoir, _buffers, _cut, _pieces, _source_salt, _space_at, _splitmix, as_large_string, doc_hashes
 
 DOCS = pl.read_parquet(FIXTURES / "sample.parquet")
 
@@ -89,7 +89,7 @@ def test_long_documents_are_sampled_in_safe_pieces():
     df = r.finish()
     assert 1 < df.height and df["bytes"].sum() <= 40_000
     # every piece starts where the pre-tokenizer cuts the whole document
-    from toktok.pretokenize import split_words
+    from toktok.count.pretokenize import split_words
 
     bounds, at = set(), 0
     for w in split_words(doc):
@@ -240,8 +240,8 @@ def test_left_out_is_the_pieces_the_sample_did_not_take(texts, capacity, unit, s
 def test_left_out_of_weighted_reservoirs_is_exact(tmp_path):
     """One reservoir per source (weights): the phase's left-out pieces are the largest hashes over
     all the pieces left out, as if one list held them."""
-    from toktok.engine import Source, left_out_of, sample_pass
-    from toktok.read import read_corpus
+    from toktok.count.local import Source, left_out_of, sample_pass
+    from toktok.count.read import read_corpus
 
     _mixed_corpus(tmp_path)
     sources = [Source(read_corpus([str(tmp_path / n)]), w) for n, w in (("a.parquet", 2), ("b.parquet", 1), ("e.txt", 1))]
@@ -262,8 +262,8 @@ def _sequential_sample(sources, capacity, seed, batch_bytes):
     """The sample pass's definition: every file in order, documents numbered in the file, read by
     ``Corpus.batches`` (text files in chunks of ``min(batch_bytes, max(4096, capacity // 64))``),
     each document's identity (the file's key, row)."""
-    from toktok.engine import doc_keys
-    from toktok.read import Corpus
+    from toktok.count.local import doc_keys
+    from toktok.count.read import Corpus
 
     res = Reservoir(capacity, seed)
     keys = doc_keys(sources)
@@ -294,8 +294,8 @@ def _mixed_corpus(tmp_path, bad: dict[str, list[int]] | None = None):
 
 @pytest.mark.parametrize("policy", ["error", "skip", "replace"])
 def test_sample_pass_equals_the_sequential_definition(tmp_path, policy):
-    from toktok.engine import Source, sample_pass
-    from toktok.read import read_corpus
+    from toktok.count.local import Source, sample_pass
+    from toktok.count.read import read_corpus
 
     _mixed_corpus(tmp_path, {} if policy == "error" else {"b": [3, 100], "c": [0]})
     for capacity, batch in ((60_000, 1 << 20), (200_000, 50_000), (10**9, 1 << 16)):
@@ -309,9 +309,9 @@ def test_sample_pass_equals_the_sequential_definition(tmp_path, policy):
 
 
 def test_sample_pass_fails_on_the_first_bad_file_in_order(tmp_path):
-    from toktok.engine import Source, sample_pass
+    from toktok.count.local import Source, sample_pass
     from toktok.errors import InputError
-    from toktok.read import read_corpus
+    from toktok.count.read import read_corpus
 
     _mixed_corpus(tmp_path, {"b": [250], "c": [3]})  # b's bad row comes late, c's early
     corpus = read_corpus([str(tmp_path)])
@@ -337,7 +337,7 @@ def test_parity_sample_keeps_no_batch_alive():
     # The parity sample keeps 64 documents; a Polars slice of a string column shares the whole
     # column's buffers, so keeping one would keep every batch that gave a parity document alive
     # (~190 MB of a 200 MB corpus when this was found). Here: one 20 MB batch read by Arrow.
-    from toktok.engine import ParitySample
+    from toktok.count.local import ParitySample
 
     before = pa.total_allocated_bytes()
     texts = pl.from_arrow(pa.array([f"{i} " + "x" * 1000 for i in range(20_000)], pa.large_string()))
@@ -354,7 +354,7 @@ def test_parity_sample_keeps_no_batch_alive():
 
 
 def test_source_key_is_the_part_the_source_did_not_spell_out(tmp_path, monkeypatch):
-    from toktok.read import resolve_sources, source_key
+    from toktok.count.read import resolve_sources, source_key
 
     assert source_key("data/**/*.parquet", "data/en/a.parquet") == "en/a.parquet"
     assert source_key("/mnt/x/data/*.parquet", "/mnt/x/data/a.parquet") == "a.parquet"
@@ -373,8 +373,8 @@ def test_source_key_is_the_part_the_source_did_not_spell_out(tmp_path, monkeypat
 
 
 def test_doc_keys_are_unique_within_a_phase(tmp_path):
-    from toktok.engine import Source, doc_keys
-    from toktok.read import read_corpus
+    from toktok.count.local import Source, doc_keys
+    from toktok.count.read import read_corpus
 
     for sub in ("en", "code"):
         (tmp_path / sub).mkdir()

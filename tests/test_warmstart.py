@@ -28,7 +28,7 @@ from toktok.export import (
     token_to_bytelevel,
     write_tiktoken,
 )
-from toktok.pretokenize import count_words
+from toktok.count.pretokenize import count_words
 from toktok.vocab import PATTERN, Vocab, hardcoded_tokens
 from toktok.warmstart import convert, load_base, read_hf_base, read_tiktoken_base
 

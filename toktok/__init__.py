@@ -1,27 +1,34 @@
-"""toktok: exact, fast, memory-bounded byte-level BPE training for tiktoken and Hugging Face."""
-from __future__ import annotations
+"""toktok: exact, fast, memory-bounded byte-level BPE training for tiktoken and Hugging Face.
 
-import os as _os
+``toktok.train(sources, out=..., merges=...)`` trains from paths or data in memory and returns a
+``TrainResult`` (see :mod:`toktok.api`); ``toktok.load_encoding(path)`` loads a trained tokenizer
+into tiktoken. Importing toktok changes nothing in the process (no environment variable, no
+allocator setting: a run tunes the allocators for its own length, :mod:`toktok.alloc`) and loads
+the training stages only when they are first used.
+Example: ``toktok.train([["some text", "more text"]], out="out/tiny", merges=10).vocab_size``.
+"""
+from __future__ import annotations
 
 __version__ = "0.1.0"
 
-
-def _lean_allocators() -> None:
-    """Give freed memory back to the system, so that a run's RSS follows what it holds: Arrow's
-    own pool keeps freed buffers (set before pyarrow loads), and glibc keeps freed heap tops."""
-    _os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").mallopt(-1, 0)  # M_TRIM_THRESHOLD = 0
-    except (OSError, AttributeError):  # pragma: no cover - not glibc
-        pass
-
-
-_lean_allocators()
-
 from .errors import ToktokError  # noqa: E402
-from .vocab import PATTERN, Vocab  # noqa: E402
+
+#: What ``toktok.NAME`` loads on first use (module, attribute).
+_LAZY = {
+    "train": ("api", "train"), "Phase": ("api", "Phase"), "Source": ("api", "Source"),
+    "TrainResult": ("api", "TrainResult"), "PATTERN": ("vocab", "PATTERN"), "Vocab": ("vocab", "Vocab"),
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        mod, attr = _LAZY[name]
+        value = getattr(importlib.import_module(f".{mod}", __name__), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'toktok' has no attribute {name!r}")
 
 
 def load_encoding(path, special_tokens=None):
@@ -36,4 +43,5 @@ def load_encoding(path, special_tokens=None):
     return _load(path, special_tokens)
 
 
-__all__ = ["PATTERN", "Vocab", "ToktokError", "load_encoding", "__version__"]
+__all__ = ["train", "Phase", "Source", "TrainResult", "PATTERN", "Vocab", "ToktokError", "load_encoding",
+           "__version__"]

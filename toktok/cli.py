@@ -19,7 +19,7 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from .errors import ToktokError
-from .report import literal, printable
+from .insight.report import literal, printable
 
 
 class _Commands(TyperGroup):
@@ -75,72 +75,77 @@ def _fail(e: BaseException, debug: bool) -> None:
     raise typer.Exit(getattr(e, "exit_code", 2))
 
 
-@app.command()
-def train(
-    sources: List[str] = typer.Argument(None, help="Files, folders (recursive) or globs (** recursive): .parquet, .jsonl, .jsonl.zst, .txt"),
-    config: Optional[str] = typer.Option(None, "--config", "-c", help="YAML config file (phases, warm start, ...); flags given here override it"),
-    out_dir: Optional[str] = typer.Option(None, "--out", "-o", help="Output folder for the tokenizer and run.duckdb"),
-    merges: Optional[str] = typer.Option(None, "--merges", "-n", help="Number of merges to learn (new tokens); default 30000"),
-    special_token: List[str] = typer.Option([], "--special-token", "-s", help="Special token, repeatable, in id order"),
-    text_column: Optional[str] = typer.Option(None, "--text-column", help="Parquet column / JSONL field with the text (default text)"),
-    bad_utf8: Optional[str] = typer.Option(None, "--bad-utf8", help="Undecodable UTF-8: error (default), replace or skip"),
-    hardcoded: Optional[bool] = typer.Option(None, "--hardcoded/--no-hardcoded", help="Add the hardcoded tokens (default: yes from scratch, no on a warm start)"),
-    warm_start: Optional[str] = typer.Option(None, "--warm-start", help="Start from this .tiktoken or tokenizer.json, keeping every id"),
-    budget: Optional[str] = typer.Option(None, "--budget", help="Memory budget of the whole run, e.g. 512MB or 8GB: larger corpora are sampled to fit"),
-    force: bool = typer.Option(False, "--force", help="Replace an existing output folder (or start an interrupted run over)"),
-    resume: bool = typer.Option(False, "--resume", help="Continue the interrupted run into --out from its last checkpoint (same options)"),
-    memory_limit: Optional[str] = typer.Option(None, "--memory-limit", help="DuckDB memory limit (spills to disk beyond it); default 2GB"),
-    threads: Optional[int] = typer.Option(None, "--threads", help="Threads (0 or -1 = all cores; more than the cores is capped)"),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Seed for sampling the parity check"),
-    engine: Optional[str] = typer.Option(None, "--engine", help="Where to read, sample and count: local (default) or ray (needs pip install 'toktok\\[ray]')"),
-    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --engine ray: join this Ray cluster (default: start a private one on this machine)"),
-    bos_token: Optional[str] = typer.Option(None, "--bos-token", help="Special token that transformers uses as bos_token"),
-    eos_token: Optional[str] = typer.Option(None, "--eos-token", help="Special token for eos_token (default: <|endoftext|> when it is special)"),
-    pad_token: Optional[str] = typer.Option(None, "--pad-token", help="Special token for pad_token"),
-    unk_token: Optional[str] = typer.Option(None, "--unk-token", help="Special token for unk_token"),
-    verbose: Optional[bool] = typer.Option(None, "--verbose", "-v", help="Log merges 1-10 and every 100th (pair, new token, id, count) to stderr"),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars and no merge log"),
-    debug: bool = typer.Option(False, "--debug", help="Show tracebacks"),
-) -> None:
+def _train_parameters() -> list:
+    """``toktok train``'s parameters, made from the options (:data:`toktok.options.OPTIONS`): each
+    option's flags, help and default; values are read as text and translated by the option."""
+    import inspect
+
+    from rich.markup import escape
+
+    from .options import FLAG, OPTION, TOKENS, run_options
+
+    P = inspect.Parameter
+    params = [P("sources", P.KEYWORD_ONLY, annotation=Optional[List[str]],
+                default=typer.Argument(None, help=escape(OPTION["sources"].help.split("; from Python")[0])))]
+    for opt in run_options():
+        for key, (flag, help_) in opt.key_flags.items():
+            params.append(P(key, P.KEYWORD_ONLY, annotation=Optional[str],
+                            default=typer.Option(None, flag, help=escape(help_))))
+        if not opt.cli:
+            continue
+        if opt.kind is TOKENS:
+            ann, default = List[str], typer.Option([], *opt.cli, help=escape(opt.help))
+        elif opt.kind is FLAG:
+            ann = Optional[bool] if opt.default is None else bool
+            default = typer.Option(opt.default, *opt.cli, help=escape(opt.help))
+        else:
+            ann, default = Optional[str], typer.Option(None, *opt.cli, help=escape(opt.help))
+        params.append(P(opt.name, P.KEYWORD_ONLY, annotation=ann, default=default))
+    params.append(P("quiet", P.KEYWORD_ONLY, annotation=bool,
+                    default=typer.Option(False, "--quiet", "-q", help="No progress bars and no merge log")))
+    params.append(P("debug", P.KEYWORD_ONLY, annotation=bool,
+                    default=typer.Option(False, "--debug", help="Show tracebacks")))
+    return params
+
+
+def _given(values: dict) -> dict:
+    """The options given on the command line, translated by their options (sizes into ints, the
+    roles into one mapping); -q is ``verbose`` false."""
+    from .options import FLAG, OPTION, ROLES, SIZE, TOKENS
+
+    given: dict = {}
+    for name, v in values.items():
+        if name in ROLES:
+            if v is not None:
+                given.setdefault("roles", {})[name] = v
+            continue
+        opt = OPTION[name]
+        if v is None or v == [] or (opt.kind is FLAG and v is False and opt.default is False):
+            continue
+        # a size stays as written (for messages); the one check reads it into an int
+        given[name] = v if opt.kind in (FLAG, TOKENS, SIZE) else opt.from_text(v)
+    return given
+
+
+def train(**values) -> None:
     """Train a byte-level BPE tokenizer and write .tiktoken + tokenizer.json with identical ids."""
+    debug, quiet = values.pop("debug"), values.pop("quiet")
+    sources, config = list(values.pop("sources") or []), values.pop("config")
     cfg = None
     try:
+        from .api import train_config
         from .config import build_config
-        from .errors import ConfigError
-        from .pipeline import train as run_train
 
-        given: dict = {"out": out_dir, "text_column": text_column, "bad_utf8": bad_utf8, "hardcoded": hardcoded,
-                       "warm_start": warm_start, "budget": budget, "memory_limit": memory_limit,
-                       "threads": threads, "seed": seed, "special_tokens": list(special_token) or None,
-                       "engine": engine, "ray_address": ray_address, "verbose": verbose}
-        roles = {k: v for k, v in (("bos_token", bos_token), ("eos_token", eos_token), ("pad_token", pad_token),
-                                   ("unk_token", unk_token)) if v is not None}
-        if roles:
-            given["roles"] = roles
-        if merges is not None:
-            try:
-                given["merges"] = int(merges)
-            except ValueError:
-                raise ConfigError(f"--merges {merges!r} is not a whole number; pass the number of new tokens, "
-                                  "e.g. --merges 30000") from None
-        given = {k: v for k, v in given.items() if v is not None}
-        if force:
-            given["force"] = True
-        if resume:
-            given["resume"] = True
-        if budget is not None:
-            from .config import parse_size
-
-            parse_size(budget)
-        cfg = build_config(config, list(sources or []), given)
+        given = _given(values)
         if quiet:
-            cfg.verbose = False
+            given["verbose"] = False
+        cfg = build_config(config, sources, given)
 
         def log(line: str) -> None:  # data (tokens) printed as they are, never as markup
             err.print(line, markup=False, highlight=False, emoji=False, soft_wrap=True)
 
         if quiet or cfg.verbose is False or not err.is_terminal:
-            summary = run_train(cfg, log=log)
+            summary = train_config(cfg, log=log)
         else:
             with Progress(
                 TextColumn("{task.description}", markup=False), BarColumn(), TaskProgressColumn(),
@@ -156,7 +161,7 @@ def train(
                     rate = (f"{done / el / 1e6:.1f} MB/s" if stage.startswith("count") else f"{done / el:,.0f}/s") if el > 0 else ""
                     bar.update(tasks[stage], completed=done, total=total, rate=rate)
 
-                summary = run_train(cfg, progress=progress, log=log)
+                summary = train_config(cfg, progress=progress, log=log)
     except ToktokError as e:
         _fail(e, debug)
         return
@@ -176,17 +181,30 @@ def train(
         # one line naming the folder, like every other error. Anything else is a bug: traceback.
         if not type(e).__module__.lstrip("_").startswith("duckdb") or cfg is None:
             raise
-        from pathlib import Path
-
         from .store import resource_error
 
-        te = resource_error(e, cfg.layout().folder / "run.duckdb", None, cfg.memory_limit)
+        te = resource_error(e, cfg.layout().folder / "run.duckdb", None, cfg.text_of("memory_limit"))
         if te is None:
             raise
         te.__cause__ = e
         _fail(te, debug)
         return
+    _print_summary(summary)
 
+
+def _train_command() -> None:
+    import inspect
+
+    train.__signature__ = inspect.Signature(_train_parameters())
+    train.__annotations__ = {p.name: p.annotation for p in train.__signature__.parameters.values()}
+    app.command("train")(train)
+
+
+_train_command()
+
+
+def _print_summary(summary) -> None:
+    """The closing summary of ``toktok train``."""
     for w in summary.warnings:
         _say("warning", "yellow", w)
     if summary.shared:
@@ -202,7 +220,7 @@ def train(
         t.add_row("warm start", literal(f"{ws['file']}: {ws['ids']:,} ids kept"
                   + (f" ({len(ws['specials'])} special tokens at their ids)" if ws["specials"] else "")))
     if summary.specials.get("ids"):
-        from .report import specials_line
+        from .insight.report import specials_line
 
         t.add_row("special ids", literal(specials_line(summary.specials)))
     t.add_row("merges", f"{summary.merges_learned:,} learned of {summary.merges_requested:,}"
@@ -249,7 +267,7 @@ def verify_cmd(
 ) -> None:
     """Check that tiktoken and HF tokenizers give identical ids and round-trip decodes."""
     try:
-        from .read import read_corpus
+        from .count.read import read_corpus
         from .verify import verify
 
         texts = None
@@ -278,8 +296,8 @@ def sql_cmd(
 ) -> None:
     """Run SQL on a run file (read-only) and print the result; tables and views are in the README."""
     try:
-        from .insight import query as run_query
-        from .report import arrow_table, write_csv, write_parquet
+        from .insight.runfile import query as run_query
+        from .insight.report import arrow_table, write_csv, write_parquet
 
         if parquet:
             _not_a_run_file(run, parquet)
@@ -301,7 +319,7 @@ def _not_a_run_file(run: str, target: str) -> None:
     from pathlib import Path
 
     from .errors import OutputError
-    from .insight import run_path
+    from .insight.runfile import run_path
 
     rp = run_path(run).resolve()
     t = Path(target).expanduser().resolve()
@@ -324,8 +342,8 @@ def eval_cmd(
         import json
 
         from .errors import ConfigError
-        from .evaluate import WORD_UNIT, evaluate
-        from .report import eval_table
+        from .insight.evaluate import WORD_UNIT, evaluate
+        from .insight.report import eval_table
 
         toks, data, target = [], [], None
         for it in items:
@@ -361,8 +379,8 @@ def show_cmd(
     try:
         import json
 
-        from .insight import describe
-        from .report import run_summary
+        from .insight.runfile import describe
+        from .insight.report import run_summary
 
         d = describe(run)
         if as_json:

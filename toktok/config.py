@@ -1,7 +1,8 @@
 """Run configuration: what to train on, in which phases, from which base, where to write.
 
-Owns validation of user-facing options and the YAML config file (``toktok train --config
-run.yaml``); every problem is a ``ConfigError`` naming the option, or the file and the key's
+Holds one run's options (``TrainConfig``: their definitions, defaults and checks are in
+:mod:`toktok.options`, once) and reads the YAML config file (``toktok train --config run.yaml``)
+into it; every problem is a ``ConfigError`` naming the option as given, or the file and the key's
 location (``run.yaml: phases[1].sources[0]: unknown key 'paht'``).
 
 The config file takes toktoktok's schema unchanged plus toktok's own keys::
@@ -22,8 +23,8 @@ The config file takes toktoktok's schema unchanged plus toktok's own keys::
             weight: 2                    # toktok: share of the budget
             text_column: body            # toktok: Parquet column / JSONL field
         budget: 50MB                     # toktok: text to read in this phase
-    # toktok's own top-level keys: seed, text_column, budget, hardcoded, bad_utf8,
-    # engine (local/ray), ray_address, roles, storage_options (for URL sources; also per source)
+    # toktok's own top-level keys: seed, text_column, budget, memory_limit, hardcoded,
+    # bad_utf8, engine (local/ray), ray_address, roles, storage_options (URL sources; also per source)
 
 Relative paths are taken as they are, i.e. against the current directory; ``~`` is expanded.
 Example: ``parse_size("512MB") == 512 * 1000**2``.
@@ -31,30 +32,20 @@ Example: ``parse_size("512MB") == 512 * 1000**2``.
 from __future__ import annotations
 
 import os
-import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, OutputError
-
-_UNITS = {
-    "": 1, "b": 1,
-    "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
-    "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4,
-    "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
-}
+from .options import (ANY, ENGINES, OPTION, ROLES, SIZE, at, kind_of_value, parse_size, redacted, run_options,
+                      yaml_keys)
 
 #: File names toktok writes beside the .tiktoken file; ``output`` may not take one of them.
 RESERVED_NAMES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "run.duckdb")
 DEFAULT_TIKTOKEN_NAME = "tokenizer.tiktoken"
 MAIN_PHASE = "main"
-#: Engines of the count stage (``--engine``): this machine, or a Ray cluster.
-ENGINES = ("local", "ray")
 #: The smallest DuckDB memory limit toktok accepts (the budget planner's floor too).
 MIN_MEMORY_LIMIT = 16 << 20
-#: Special-token roles for ``transformers`` (``--bos-token`` ..., YAML ``roles: {bos_token: ...}``).
-ROLES = ("bos_token", "eos_token", "pad_token", "unk_token")
 #: toktoktok's sizing of ``working_set_mb``: about 4 bytes of memory per character of held text.
 WORKING_SET_BYTES_PER_CHAR = 4
 #: Suffix of the folder that holds a run's other outputs beside a .tiktoken written into a folder
@@ -108,16 +99,6 @@ def _own_folder(folder: Path) -> bool:
         return False
 
 
-def parse_size(text: str | int) -> int:
-    """Bytes in a human size: ``512MB``, ``8GB``, ``2GiB``, ``1.5g`` or a plain integer."""
-    if isinstance(text, int):
-        return text
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*", str(text))
-    if not m or m.group(2).lower() not in _UNITS:
-        raise ConfigError(f"size {text!r} is not understood; use e.g. 512MB, 8GB or 2GiB")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-
-
 def machine_memory() -> int | None:
     """Bytes of physical memory of this machine (None if the OS does not say)."""
     try:
@@ -126,19 +107,24 @@ def machine_memory() -> int | None:
         return None
 
 
-def _check_memory_limit_max(text: str | int) -> None:
-    """Refuse a DuckDB memory limit beyond this machine's memory (DuckDB itself cannot even parse
-    one beyond 2^64 bytes); the default (2GB) is always accepted."""
+def _check_memory_limit(n: int, text: str, where: str) -> None:
+    """DuckDB's memory limit: at least 16MiB, and at most this machine's memory (DuckDB itself
+    cannot even parse one beyond 2^64 bytes); the default (2GB) is always accepted."""
+    if n < MIN_MEMORY_LIMIT:
+        raise ConfigError(f"{at(where, text)} is too small for DuckDB; pass at least 16MiB, e.g. "
+                          "--memory-limit 256MB (DuckDB spills to disk beyond it)")
     ram = machine_memory()
-    if ram is None or parse_size(text) <= max(ram, parse_size(TrainConfig.memory_limit)):
+    if ram is None or n <= max(ram, OPTION["memory_limit"].default):
         return
-    raise ConfigError(f"--memory-limit {text} is more than this machine's memory ({ram / 2**30:.1f} GiB); pass "
+    raise ConfigError(f"{at(where, text)} is more than this machine's memory ({ram / 2**30:.1f} GiB); pass "
                       f"at most {ram >> 30}GiB, e.g. --memory-limit 2GB (DuckDB spills to disk beyond it)")
 
 
 @dataclass
 class SourceConfig:
-    """One source of a phase: a file, folder or glob (``kind`` "path"), or one file (``kind`` "file").
+    """One source of a phase: a file, folder or glob (``kind`` "path"), one file (``kind`` "file"),
+    or data in memory (``kind`` "memory": ``path`` is its name, ``data`` the object; see
+    :mod:`toktok.memory`).
 
     ``weight`` is the source's share of the phase's budget (default 1); ``text_column`` overrides
     the run's. Example: ``SourceConfig("data/", weight=2)``.
@@ -149,14 +135,21 @@ class SourceConfig:
     text_column: str | None = None
     kind: str = "path"
     storage_options: dict | None = None  # for a URL source: over the run's, key by key
+    data: Any = field(default=None, repr=False, compare=False)
+
+    def to_dict(self) -> dict:
+        """The source as the run file records it (in-memory data by name and kind only)."""
+        d = {"path": self.path, "weight": self.weight, "text_column": self.text_column, "kind": self.kind,
+             "storage_options": self.storage_options}
+        return {k: redacted(k, v) for k, v in d.items()}
 
 
 @dataclass
 class PhaseConfig:
     """One training phase: its sources and how many new tokens it learns.
 
-    ``budget`` (bytes of text, human units) overrides the run's. Example:
-    ``PhaseConfig("code", 500, [SourceConfig("code/")])``.
+    ``budget`` (bytes of text; human units are read into an int by ``TrainConfig.validate``)
+    overrides the run's. Example: ``PhaseConfig("code", 500, [SourceConfig("code/")])``.
     """
 
     name: str
@@ -164,12 +157,19 @@ class PhaseConfig:
     sources: list[SourceConfig]
     budget: str | int | None = None
 
+    def to_dict(self) -> dict:
+        return {"name": self.name, "merges": self.merges, "budget": self.budget,
+                "sources": [s.to_dict() for s in self.sources]}
+
 
 @dataclass
 class TrainConfig:
     """Everything ``toktok train`` needs. Example: ``TrainConfig(["data/"], "out/x", merges=1000)``.
 
-    A run without ``phases`` is one phase named "main" over ``sources`` with ``merges``.
+    The options are those of :data:`toktok.options.OPTIONS` (names, defaults, meaning); this
+    class holds one run's values and :meth:`validate` checks them all, through each option's one
+    check, reading sizes into ints. A run without ``phases`` is one phase named "main" over
+    ``sources`` (paths, or ``SourceConfig`` objects) with ``merges``.
     ``hardcoded`` None means: the hardcoded tokens from scratch, none on a warm start.
     ``out`` is the output folder; the .tiktoken file in it is named ``tiktoken_name``. ``output``
     (toktoktok's key: the .tiktoken's path) sets both, and lets the .tiktoken go into a folder that
@@ -177,10 +177,11 @@ class TrainConfig:
     (toktoktok's) caps the text each phase holds at ``working_set_mb * 2**20 / 4`` bytes; ``budget``
     is the memory of the whole run. ``roles`` maps ``bos_token``/``eos_token``/``pad_token``/
     ``unk_token`` to special tokens. ``given_as`` names how an option was given, for messages
-    (``{"threads": "run.yaml: threads:"}``; default ``--threads``).
+    (``{"threads": "run.yaml: threads:"}``; default ``--threads``); ``written`` keeps sizes as the
+    user wrote them (``{"memory_limit": "64MB"}``), for messages.
     """
 
-    sources: list[str] = field(default_factory=list)
+    sources: list = field(default_factory=list)
     out: str = ""
     merges: int = 30000
     special_tokens: list[str] = field(default_factory=list)
@@ -189,7 +190,7 @@ class TrainConfig:
     hardcoded: bool | None = None
     force: bool = False
     resume: bool = False  # continue the interrupted run into the same output folder
-    memory_limit: str = "2GB"
+    memory_limit: str | int = OPTION["memory_limit"].default
     threads: int = 0  # <= 0: all cores
     seed: int = 0
     verify_slices: int = 200
@@ -204,53 +205,59 @@ class TrainConfig:
     output: str | None = None  # toktoktok's output: the .tiktoken's path (sets out, tiktoken_name)
     working_set_mb: int | None = None  # toktoktok's: text held per phase, x 2^20 / 4 bytes
     roles: dict[str, str] = field(default_factory=dict)  # bos_token/eos_token/pad_token/unk_token
+    storage_options: dict | None = None  # options of the store clients of URL sources (toktok.remote)
     given_as: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    written: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     def name_of(self, key: str) -> str:
-        """How the user gave option ``key``: ``--threads``, or ``run.yaml: threads:`` from a config."""
-        return self.given_as.get(key) or ("output" if key == "output" else "--" + key.replace("_", "-"))
-    storage_options: dict | None = None  # options of the store clients of URL sources (toktok.remote)
+        """How the user gave option ``key``: ``--threads``, ``run.yaml: threads:`` from a config,
+        ``threads=`` from Python."""
+        if key in self.given_as:
+            return self.given_as[key]
+        opt = OPTION.get(key)
+        if opt is not None and opt.flag:
+            return opt.flag
+        if key in ROLES:
+            return OPTION["roles"].key_flags[key][0]
+        return key
+
+    def text_of(self, key: str) -> str:
+        """A size as the user wrote it (``64MB``), else the number of bytes."""
+        return self.written.get(key) or str(getattr(self, key))
 
     def phase_list(self) -> list[PhaseConfig]:
         """The phases to run, in order (the single "main" phase when none are configured)."""
         if self.phases:
             return self.phases
-        return [PhaseConfig(MAIN_PHASE, self.merges, [SourceConfig(s) for s in self.sources])]
+        return [PhaseConfig(MAIN_PHASE, self.merges,
+                            [s if isinstance(s, SourceConfig) else SourceConfig(os.fspath(s)) for s in self.sources])]
 
     def use_hardcoded(self) -> bool:
         """Whether the hardcoded tokens are added: yes from scratch, no on a warm start, unless set."""
         return self.hardcoded if self.hardcoded is not None else self.warm_start is None
 
     def validate(self) -> None:
+        """Check every option (each through its one check in :mod:`toktok.options`, named as the
+        user gave it) and how they go together; sizes are read into ints here."""
         if self.output is not None:
+            self.output = os.fspath(self.output)
             self.out, self.tiktoken_name = _output_parts(self.output, self.name_of("output").rstrip(":"))
         if self.out:
-            self.out = os.path.expanduser(self.out)
+            self.out = os.path.expanduser(os.fspath(self.out))
         if not self.phases and not self.sources:
             raise ConfigError("no sources given; pass files, folders or globs to train on")
         if self.phases and self.sources:
             raise ConfigError("sources given both in the config's phases and on the command line; use one")
-        if isinstance(self.merges, bool) or not isinstance(self.merges, int):
-            raise ConfigError(f"--merges {self.merges!r} is not a whole number")
-        if self.merges < 0:
-            raise ConfigError(f"--merges {self.merges} is negative; pass 0 or more")
+        for opt in run_options():
+            value = getattr(self, opt.name, None)
+            if opt.kind is ANY or opt.name in ("out", "output", "config") or value is None:
+                continue
+            if opt.kind is SIZE and isinstance(value, str):
+                self.written.setdefault(opt.name, value)
+            setattr(self, opt.name, opt.check(value, self.name_of(opt.name)))
         if not self.out:
             raise ConfigError("no output given; pass --out DIR (or output: in the config)")
-        if self.bad_utf8 not in ("error", "replace", "skip"):
-            raise ConfigError(f"--bad-utf8 {self.bad_utf8!r}: use error, replace or skip")
-        seen = set()
-        for s in self.special_tokens:
-            if not s:
-                raise ConfigError("--special-token is empty; give the token's text")
-            if s in seen:
-                raise ConfigError(f"--special-token {s!r} is given twice; give each special token once")
-            seen.add(s)
-        if parse_size(self.memory_limit) < MIN_MEMORY_LIMIT:
-            raise ConfigError(
-                f"--memory-limit {self.memory_limit} is too small for DuckDB; pass at least 16MiB, e.g. "
-                "--memory-limit 256MB (DuckDB spills to disk beyond it)"
-            )
-        _check_memory_limit_max(self.memory_limit)
+        _check_memory_limit(self.memory_limit, self.text_of("memory_limit"), self.name_of("memory_limit"))
         _check_tiktoken_name(self.tiktoken_name, "--out")
         _check_out_parent(self.out)
         names = set()
@@ -261,39 +268,31 @@ class TrainConfig:
             if ph.name in names:
                 raise ConfigError(f"{where}.name: phase {ph.name!r} is named twice; names must differ")
             names.add(ph.name)
-            if isinstance(ph.merges, bool) or not isinstance(ph.merges, int) or ph.merges < 0:
-                raise ConfigError(f"{where}.merges: {ph.merges!r} is not a whole number >= 0")
+            ph.merges = OPTION["merges"].check(ph.merges, f"{where}.merges:")
+            if ph.budget is not None:
+                ph.budget = OPTION["budget"].check(ph.budget, f"{where}.budget:")
             if not ph.sources:
                 raise ConfigError(f"{where}.sources: the phase has no sources")
             budget = self.phase_budget(ph)
             for j, src in enumerate(ph.sources):
+                if src.weight is not None:
+                    src.weight = OPTION["weight"].check(src.weight, f"{where}.sources[{j}].weight:")
+                if src.text_column is not None:
+                    OPTION["text_column"].check(src.text_column, f"{where}.sources[{j}].text_column:")
                 if src.weight is not None and budget is None and self.working_set_mb is None:
                     raise ConfigError(
                         f"{where}.sources[{j}].weight: weights share a budget; set budget "
                         "(at the top or in the phase, e.g. budget: 100MB) or working_set_mb"
                     )
-        if self.engine not in ENGINES:
-            raise ConfigError(f"--engine {self.engine!r}: use local or ray")
+        from .count.memory import check_sources
+
+        check_sources(self.phase_list(), resume=self.resume, engine=self.engine)
         if self.ray_address is not None and self.engine != "ray":
             raise ConfigError(f"--ray-address {self.ray_address}: needs --engine ray (engine: ray in the config)")
         if self.engine == "ray":
-            from .engine_ray import require_ray
+            from .count.ray import require_ray
 
             require_ray()  # a ConfigError naming the install command, before any work
-        if self.budget is not None and parse_size(self.budget) <= 0:
-            raise ConfigError(f"{self.name_of('budget')} {self.budget!r} must be more than 0 bytes")
-        for where, opts in [("storage_options", self.storage_options)] + [
-                (f"phases[{k}].sources[{j}].storage_options", src.storage_options)
-                for k, ph in enumerate(self.phases) for j, src in enumerate(ph.sources)]:
-            if opts is not None and (not isinstance(opts, dict) or not all(isinstance(x, str) for x in opts)):
-                raise ConfigError(f"{where}: expected a mapping of option names to values, e.g. "
-                                  "{'endpoint_url': 'http://127.0.0.1:9000'}")
-        if isinstance(self.threads, bool) or not isinstance(self.threads, int):
-            raise ConfigError(f"{self.name_of('threads')} {self.threads!r} is not a whole number; "
-                              "pass a count, or -1 for all cores")
-        ws = self.working_set_mb
-        if ws is not None and (isinstance(ws, bool) or not isinstance(ws, int) or ws < 1):
-            raise ConfigError(f"{self.name_of('working_set_mb')} {ws!r} is not a whole number of MiB >= 1, e.g. 1024")
         for role, tok in self.roles.items():
             if role not in ROLES:
                 raise ConfigError(f"{self.name_of(role)}: unknown role {role!r}; use {', '.join(ROLES)}")
@@ -349,18 +348,19 @@ class TrainConfig:
         return {**(self.storage_options or {}), **(src.storage_options or {})}
 
     def to_dict(self) -> dict:
-        """The config as it may be written down: storage options and the secret parts of URLs
-        redacted (``toktok.remote.redact``)."""
-        from .remote import redact
-
-        d = asdict(self)
-        del d["given_as"]
-        d["storage_options"] = redact(d["storage_options"])
-        d["sources"] = redact(d["sources"])
-        for ph in d["phases"]:
-            for src in ph["sources"]:
-                src["path"] = redact(src["path"])
-                src["storage_options"] = redact(src["storage_options"])
+        """The configuration as the run file records it (JSON-able; in-memory data by name)."""
+        d = {}
+        for f in fields(self):
+            if f.name in ("given_as", "written"):
+                continue
+            v = getattr(self, f.name)
+            if f.name == "phases":
+                v = [p.to_dict() for p in v]
+            elif f.name == "sources":
+                v = [s.to_dict() if isinstance(s, SourceConfig) else os.fspath(s) for s in v]
+            elif isinstance(v, (list, dict)):
+                v = type(v)(v)
+            d[f.name] = redacted(f.name, v)
         return d
 
 
@@ -389,26 +389,15 @@ def _check_tiktoken_name(name: str, where: str) -> None:
 # The YAML config file
 # ---------------------------------------------------------------------------------------------
 
-_TOP_KEYS = {
-    # toktoktok's
-    "output", "working_set_mb", "threads", "verbose", "special_tokens", "warm_start", "phases",
-    # toktok's own
-    "seed", "text_column", "budget", "hardcoded", "bad_utf8", "engine", "ray_address", "roles",
-    "storage_options",
-}
-_PHASE_KEYS = {"name", "merges", "sources", "budget"}
-_SOURCE_KEYS = {"path", "file", "weight", "text_column", "storage_options"}
-_WARM_KEYS = {"file"}
-
-
 class _Doc:
-    """Typed access to one mapping of the config, naming ``file: location`` in every error."""
+    """One mapping of the config: its keys are checked against the options of its scope
+    (``run`` = the top level, ``phase``, ``source``), and every error names ``file: location``."""
 
     def __init__(self, file: str, where: str, value: Any, allowed: set[str]):
         self.file = file
         self.where = where
         if not isinstance(value, dict):
-            raise self.error(f"expected a mapping of keys, got {_kind(value)}")
+            raise self.error(f"expected a mapping of keys, got {kind_of_value(value)}")
         for k in value:
             if not isinstance(k, str):
                 raise self.error(f"key {k!r} is not a name")
@@ -417,78 +406,17 @@ class _Doc:
         self.value = value
 
     def error(self, msg: str, key: str | None = None) -> ConfigError:
+        return ConfigError(f"{self.at(key)} {msg}")
+
+    def at(self, key: str | None = None) -> str:
+        """``file: location:`` of ``key`` (of the mapping itself without one)."""
         loc = self.where + (("." if self.where else "") + key if key else "")
-        return ConfigError(f"{self.file}: {loc}: {msg}" if loc else f"{self.file}: {msg}")
+        return f"{self.file}: {loc}:" if loc else f"{self.file}:"
 
-    def has(self, key: str) -> bool:
-        return key in self.value and self.value[key] is not None
-
-    def raw(self, key: str) -> Any:
-        return self.value.get(key)
-
-    def str(self, key: str) -> str | None:
+    def get(self, key: str, option: str | None = None) -> Any:
+        """The value of ``key`` read as its option says (None when absent or null)."""
         v = self.value.get(key)
-        if v is None:
-            return None
-        if not isinstance(v, str) or not v:
-            raise self.error(f"expected a non-empty string, got {_kind(v)}", key)
-        return v
-
-    def int(self, key: str, minimum: int | None = 0) -> int | None:
-        v = self.value.get(key)
-        if v is None:
-            return None
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise self.error(f"expected a whole number, got {_kind(v)}", key)
-        if minimum is not None and v < minimum:
-            raise self.error(f"{v} is less than {minimum}", key)
-        return v
-
-    def number(self, key: str) -> float | None:
-        v = self.value.get(key)
-        if v is None:
-            return None
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 or v != v or v == float("inf"):
-            raise self.error(f"expected a number > 0, got {_kind(v)}", key)
-        return float(v)
-
-    def bool(self, key: str) -> bool | None:
-        v = self.value.get(key)
-        if v is None:
-            return None
-        if not isinstance(v, bool):
-            raise self.error(f"expected true or false, got {_kind(v)}", key)
-        return v
-
-    def size(self, key: str) -> str | int | None:
-        v = self.value.get(key)
-        if v is None:
-            return None
-        if isinstance(v, bool) or not isinstance(v, (str, int)):
-            raise self.error(f"expected a size such as 100MB, got {_kind(v)}", key)
-        try:
-            n = parse_size(v)
-        except ConfigError:
-            raise self.error(f"size {v!r} is not understood; use e.g. 512MB, 8GB or 2GiB", key) from None
-        if n <= 0:
-            raise self.error(f"size {v!r} must be more than 0 bytes", key)
-        return v
-
-    def list(self, key: str) -> list | None:
-        v = self.value.get(key)
-        if v is None:
-            return None
-        if not isinstance(v, list):
-            raise self.error(f"expected a list, got {_kind(v)}", key)
-        return v
-
-
-def _kind(v: Any) -> str:
-    if v is None:
-        return "nothing"
-    if isinstance(v, (dict, list)):
-        return "a mapping" if isinstance(v, dict) else "a list"
-    return f"{type(v).__name__} {v!r}"
+        return None if v is None else OPTION[option or key].from_yaml(v, self.at(key))
 
 
 def _yaml_load(path: Path) -> Any:
@@ -536,10 +464,11 @@ def _yaml_load(path: Path) -> Any:
 
 
 def load_config(path: str | os.PathLike) -> TrainConfig:
-    """A ``TrainConfig`` from a YAML config file (schema in the module docstring).
+    """A ``TrainConfig`` from a YAML config file (schema in the module docstring; the keys are the
+    options' YAML keys, :func:`toktok.options.yaml_keys`).
 
-    Unknown keys and wrong types are ``ConfigError``s naming the key's location. The result has
-    ``out`` = the folder of ``output`` and ``tiktoken_name`` = its file name.
+    Unknown keys and wrong values are ``ConfigError``s naming the key's location. The result has
+    ``out`` = the folder of ``output`` and ``tiktoken_name`` = its file name; sizes are ints.
     Example: ``load_config("examples/phases.yaml").phase_list()[0].name == "english"``.
     """
     p = Path(path)
@@ -547,85 +476,55 @@ def load_config(path: str | os.PathLike) -> TrainConfig:
     doc = _yaml_load(p)
     if doc is None:
         raise ConfigError(f"{name}: the config is empty; it needs at least output and phases")
-    top = _Doc(name, "", doc, _TOP_KEYS)
+    top = _Doc(name, "", doc, yaml_keys("run"))
     cfg = TrainConfig(config_file=name)
-
-    def given(key: str, where: str | None = None) -> None:
-        cfg.given_as[key] = f"{name}: {where or key}:"
-
-    output = top.str("output")
-    if output is not None:
-        cfg.output = os.path.expanduser(output)
-        cfg.out, cfg.tiktoken_name = _split_output(cfg.output, top)
-        given("output")
-    if (mb := top.number("working_set_mb")) is not None:
-        # toktoktok's working set: the memory of the text held, 4 bytes per character
-        if int(mb) < 1:
-            raise top.error(f"{mb} is less than 1 MiB", "working_set_mb")
-        cfg.working_set_mb = int(mb)
-        given("working_set_mb")
-    if (v := top.int("threads", minimum=None)) is not None:
-        cfg.threads = v  # <= 0: all cores, as toktoktok's -1
-        given("threads")
-    cfg.verbose = top.bool("verbose")
-    if (v := top.int("seed")) is not None:
-        cfg.seed = v
-    if (v := top.str("text_column")) is not None:
-        cfg.text_column = v
-    if (v := top.str("bad_utf8")) is not None:
-        if v not in ("error", "replace", "skip"):
-            raise top.error(f"{v!r}: use error, replace or skip", "bad_utf8")
-        cfg.bad_utf8 = v
-    if (b := top.size("budget")) is not None:
-        cfg.budget = b
-        given("budget")
-    if top.has("roles"):
-        roles = _Doc(name, "roles", top.raw("roles"), set(ROLES))
-        for role in ROLES:
-            if (tok := roles.str(role)) is not None:
+    for key, raw in top.value.items():
+        if raw is None or key == "phases":
+            continue
+        if key == "output":
+            cfg.output = os.path.expanduser(top.get("output"))
+            cfg.out, cfg.tiktoken_name = _split_output(cfg.output, top)
+        elif key == "warm_start":  # toktoktok's shape: warm_start: {file: base.tiktoken}
+            ws = _Doc(name, "warm_start", raw, {"file"})
+            if ws.value.get("file") is None:
+                raise ws.error("needs file: the .tiktoken or tokenizer.json to start from")
+            cfg.warm_start = ws.get("file", "warm_start")
+        elif key == "roles":
+            for role, tok in top.get("roles").items():
                 cfg.roles[role] = tok
-                given(role, f"roles.{role}")
-    cfg.hardcoded = top.bool("hardcoded")
-    if (v := top.str("engine")) is not None:
-        if v not in ENGINES:
-            raise top.error(f"{v!r}: use local or ray", "engine")
-        cfg.engine = v
-    cfg.ray_address = top.str("ray_address")
-    cfg.storage_options = _options(top)
+                cfg.given_as[role] = top.at(f"roles.{role}")
+            continue
+        else:
+            opt = OPTION[key]
+            setattr(cfg, opt.name, top.get(key))
+            if opt.kind is SIZE:
+                cfg.written[opt.name] = str(raw)
+        cfg.given_as[key] = top.at(key)
 
-    specials = top.list("special_tokens") or []
-    for k, s in enumerate(specials):
-        if not isinstance(s, str) or not s:
-            raise top.error(f"expected the token's text, got {_kind(s)}", f"special_tokens[{k}]")
-        if s in specials[:k]:
-            raise top.error(f"{s!r} is given twice; list each special token once", f"special_tokens[{k}]")
-    cfg.special_tokens = list(specials)
-
-    if top.has("warm_start"):
-        ws = _Doc(name, "warm_start", top.raw("warm_start"), _WARM_KEYS)
-        file = ws.str("file")
-        if file is None:
-            raise ws.error("needs file: the .tiktoken or tokenizer.json to start from")
-        cfg.warm_start = file
-
-    phases = top.list("phases")
+    phases = top.value.get("phases")
     if not phases:
+        if phases is not None and not isinstance(phases, list):
+            raise top.error(f"expected a list, got {kind_of_value(phases)}", "phases")
         raise top.error("needs at least one phase (name, merges, sources)", "phases")
+    if not isinstance(phases, list):
+        raise top.error(f"expected a list, got {kind_of_value(phases)}", "phases")
     names: dict[str, int] = {}
     for k, raw in enumerate(phases):
-        ph = _Doc(name, f"phases[{k}]", raw, _PHASE_KEYS)
-        pname = ph.str("name") or f"phase{k + 1}"
+        ph = _Doc(name, f"phases[{k}]", raw, yaml_keys("phase"))
+        pname = ph.get("name") or f"phase{k + 1}"
         if pname in names:
             raise ph.error(f"phase {pname!r} is also phases[{names[pname]}]; names must differ", "name")
         names[pname] = k
-        merges = ph.int("merges")
+        merges = ph.get("merges")
         if merges is None:
             raise ph.error("needs merges: the number of new tokens this phase learns")
-        srcs = ph.list("sources")
+        srcs = ph.value.get("sources")
+        if srcs is not None and not isinstance(srcs, list):
+            raise ph.error(f"expected a list, got {kind_of_value(srcs)}", "sources")
         if not srcs:
             raise ph.error("needs sources: a list of path: or file: entries")
         sources = [_source(name, f"phases[{k}].sources[{j}]", s) for j, s in enumerate(srcs)]
-        cfg.phases.append(PhaseConfig(pname, merges, sources, ph.size("budget")))
+        cfg.phases.append(PhaseConfig(pname, merges, sources, ph.get("budget")))
     return cfg
 
 
@@ -651,37 +550,30 @@ def _split_output(output: str, doc: _Doc) -> tuple[str, str]:
 def _source(file: str, where: str, raw: Any) -> SourceConfig:
     if isinstance(raw, str) and raw:
         return SourceConfig(raw)
-    src = _Doc(file, where, raw, _SOURCE_KEYS)
-    path, one = src.str("path"), src.str("file")
+    src = _Doc(file, where, raw, yaml_keys("source"))
+    path, one = src.get("path"), src.get("file")
     if (path is None) == (one is None):
         raise src.error("give exactly one of path: (file, folder or glob) or file:")
     if one is not None and os.path.isdir(one):
         raise src.error(f"{one!r} is a folder; use path: for folders and globs", "file")
-    return SourceConfig(path or one, src.number("weight"), src.str("text_column"), "path" if path else "file",
-                        _options(src))
+    out = SourceConfig(path or one, kind="path" if path else "file")
+    for key in src.value:  # the other keys of a source: its options (weight, text_column, ...)
+        if key not in ("path", "file"):
+            setattr(out, OPTION[key].name, src.get(key))
+    return out
 
 
-def _options(doc: _Doc) -> dict | None:
-    """``storage_options``: a mapping of option names (passed to the store's client as they are)."""
-    v = doc.raw("storage_options")
-    if v is None:
-        return None
-    if not isinstance(v, dict) or not all(isinstance(k, str) for k in v):
-        # the value is not shown: it may hold a secret
-        raise doc.error("expected a mapping of option names to values (name: value lines)", "storage_options")
-    return dict(v)
+def build_config(config: str | os.PathLike | None, sources: list, overrides: dict[str, Any], *,
+                 named: Any = None) -> TrainConfig:
+    """The run's ``TrainConfig``: the config file (if any), then the options given on top.
 
-
-def build_config(config: str | None, sources: list[str], overrides: dict[str, Any]) -> TrainConfig:
-    """The run's ``TrainConfig``: the config file (if any), then command-line values on top.
-
-    ``overrides`` holds only the options given on the command line (``out``, ``merges``,
-    ``special_tokens``, ``text_column``, ``bad_utf8``, ``hardcoded``, ``force``, ``memory_limit``,
-    ``threads``, ``seed``, ``warm_start``, ``budget``, ``verbose``, ``engine``, ``ray_address``,
-    ``roles``: the roles given, each replacing the config's).
-    ``--out`` replaces the output folder (the .tiktoken keeps the config's file name, and the
-    folder is toktok's own, as for any ``--out``); ``~`` is expanded;
-    ``--merges`` sets the merges of a one-phase config. Example: ``build_config(None, ["data/"], {"out": "o", "merges": 10})``.
+    ``overrides`` holds only the options given (on the command line, or as keywords of
+    ``toktok.train``), by option name (:data:`toktok.options.OPTIONS`); ``roles`` holds the roles
+    given, each replacing the config's. ``named(key)`` says how an option was given, for messages
+    (default: its flag, ``--merges``). ``out`` replaces the output folder (the .tiktoken keeps the
+    config's file name, and the folder is toktok's own, as for any ``--out``); ``~`` is expanded;
+    ``merges`` sets the merges of a one-phase config.
+    Example: ``build_config(None, ["data/"], {"out": "o", "merges": 10})``.
     """
     if config is None:
         cfg = TrainConfig(sources=list(sources))
@@ -690,27 +582,40 @@ def build_config(config: str | None, sources: list[str], overrides: dict[str, An
             raise ConfigError("sources given both in --config and on the command line; put them in the config's phases")
         cfg = load_config(config)
     ov = dict(overrides)
+
+    def name(key: str) -> None:
+        if named is not None:
+            cfg.given_as[key] = named(key)
+        else:
+            cfg.given_as.pop(key, None)  # named as the command line's option from now on
+
     if "merges" in ov:
         n = ov.pop("merges")
         if config is not None:
+            where = named("merges") if named is not None else "--merges"
             if len(cfg.phases) != 1:
-                raise ConfigError(f"--merges: {config} has {len(cfg.phases)} phases; set merges per phase in the config")
-            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-                raise ConfigError(f"--merges {n!r} is not a whole number >= 0")
-            cfg.phases[0].merges = n
+                raise ConfigError(f"{where.rstrip('=')}: {config} has {len(cfg.phases)} phases; set merges per "
+                                  "phase in the config")
+            cfg.phases[0].merges = OPTION["merges"].check(n, where)
         else:
             cfg.merges = n
-    if "out" in ov:
-        ov["out"] = os.path.expanduser(ov["out"])
+            name("merges")
+    if "out" in ov and ov["out"] is not None:
+        ov["out"] = os.path.expanduser(os.fspath(ov["out"]))
         cfg.output = None
-    for role, tok in ov.pop("roles", {}).items():
+    for role, tok in (ov.pop("roles", None) or {}).items():
         cfg.roles[role] = tok
-        cfg.given_as.pop(role, None)
+        name(role)
     for key, value in ov.items():
-        if not hasattr(cfg, key):
+        opt = OPTION.get(key)
+        if opt is None or "run" not in opt.scope or key in ("config", "sources", "phases") and config is not None:
             raise ConfigError(f"unknown option {key!r}")
         setattr(cfg, key, value)
-        cfg.given_as.pop(key, None)  # named as the command line's option from now on
+        name(key)
+        if opt.kind is SIZE and isinstance(value, str):
+            cfg.written[key] = value
+        else:
+            cfg.written.pop(key, None)
     if config is not None and not cfg.out:
         raise ConfigError(f"{config}: output: missing; give the path of the .tiktoken file (or pass --out)")
     return cfg

@@ -32,14 +32,15 @@ import pyarrow as pa
 from . import __version__
 from .config import OutputLayout, PhaseConfig, TrainConfig, parse_size
 from .errors import ConfigError, InputError, OutputError, ParityError, ToktokError
-from .insight import add_views, compression_curve, word_gains
+from .insight.runfile import add_views, compression_curve, word_gains
 from .export import special_tokens_file, special_tokens_json, write_hf, write_tiktoken, _write_atomic
-from .merge import MergeResult, learn_merges
+from .merge.loop import MergeResult, learn_merges
 from ._kernels import release_llvm_pages
 from .budget import MERGE_BYTES_PER_MERGE, BudgetPlan, cap_words, human, plan_budget, possible_merges
-from .engine import CountState, ParitySample, Source, count_phase
-from .read import read_corpus
-from .remote import redact
+from .count.local import CountState, ParitySample, Source, count_phase
+from .count.memory import corpus_of
+from .count.read import read_corpus
+from .count.remote import redact
 from .store import RunStore
 from .verify import Background as VerifyInBackground
 from .vocab import PATTERN, Vocab, hardcoded_tokens
@@ -250,10 +251,14 @@ class _Checkpoints:
 
 def _fingerprint(sources: list[Source]) -> list[list]:
     """The files a phase reads as (path, size, modification time), objects in a store as (URL,
-    size, ETag): a resumed phase must find them unchanged."""
+    size, ETag): a resumed phase must find them unchanged (data in memory: its name, kind, rows and
+    digest, ``toktok.memory``)."""
     out = []
     for src in sources:
         for f in src.corpus.files:
+            if f.kind == "memory":
+                out.append(f.fingerprint())
+                continue
             if f.etag is not None:
                 out.append([f.path, f.size, f.etag])
                 continue
@@ -307,8 +312,10 @@ def _vocab_table(vocab: Vocab, kinds: list[str], phases: list[str | None]) -> pa
 
 def _resolve_phase(cfg: TrainConfig, phase: PhaseConfig) -> list[Source]:
     """Resolve every source of ``phase``; fails on a bad path before any work."""
-    return [Source(read_corpus([src.path], text_column=src.text_column or cfg.text_column, bad_utf8=cfg.bad_utf8,
-                               storage_options=cfg.source_options(src)), src.weight) for src in phase.sources]
+    return [Source(corpus_of(src, cfg.text_column, cfg.bad_utf8, resume=cfg.resume) if src.kind == "memory" else
+                   read_corpus([src.path], text_column=src.text_column or cfg.text_column, bad_utf8=cfg.bad_utf8,
+                               storage_options=cfg.source_options(src)),
+                   src.weight) for src in phase.sources]
 
 
 def _phase_capacity(cfg: TrainConfig, phase: PhaseConfig, plan: BudgetPlan | None) -> int | None:
@@ -493,6 +500,18 @@ def _check_replay(prior: pa.Table, res: MergeResult, where: str) -> None:
 def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = None) -> TrainSummary:
     """Train a tokenizer as ``cfg`` says and publish it (``cfg.layout()``); raises ToktokError on bad input.
 
+    The allocators are tuned for the run and put back after it (:func:`toktok.alloc.lean`).
+    Example: ``train(TrainConfig(["data_fixtures/"], "out/demo", merges=500)).vocab_size``.
+    """
+    from .alloc import lean
+
+    with lean():
+        return _train(cfg, progress, log)
+
+
+def _train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = None) -> TrainSummary:
+    """Train a tokenizer as ``cfg`` says and publish it (``cfg.layout()``); raises ToktokError on bad input.
+
     With ``cfg.verbose`` the merges are logged as toktoktok does (the first 10 of each phase and
     every 100th: the pair, the new token, its id and count), one line each to ``log`` (default: stderr).
 
@@ -517,7 +536,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = 
     release_llvm_pages()  # see there: ~100 MB of RSS that the run never uses
     plan = plan_budget(parse_size(cfg.budget), name=cfg.name_of("budget")) if cfg.budget is not None else None
     batch_bytes = plan.batch_bytes if plan is not None else 32 << 20
-    memory_limit = f"{plan.duckdb_bytes >> 20}MiB" if plan is not None else cfg.memory_limit
+    memory_limit = f"{plan.duckdb_bytes >> 20}MiB" if plan is not None else cfg.text_of("memory_limit")
     plans = [_resolve_phase(cfg, ph) for ph in phases]
     warnings += dict.fromkeys(w for srcs in plans for src in srcs for w in src.corpus.warnings)
     vocab, kinds, base = _start_vocab(cfg)
@@ -531,8 +550,9 @@ def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = 
     all_specials = vocab.all_specials()
     cfg.check_roles(all_specials)
     phase_of: list[str | None] = [None] * len(vocab.tokens)
-    inputs = [(f.path, "a source") for srcs in plans for src in srcs for f in src.corpus.files]
-    inputs += [(src.path, "a source") for ph in phases for src in ph.sources if os.path.isdir(os.path.expanduser(src.path))]
+    inputs = [(f.path, "a source") for srcs in plans for src in srcs for f in src.corpus.files if f.kind != "memory"]
+    inputs += [(src.path, "a source") for ph in phases for src in ph.sources
+               if src.kind != "memory" and os.path.isdir(os.path.expanduser(src.path))]
     if cfg.warm_start is not None:
         inputs.append((cfg.warm_start, "the warm-start base"))
     marks = _Checkpoints()
@@ -634,7 +654,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = 
                 # loop's interval (a snapshot of the counts so far), and the finished sample
                 count = partial(count_phase, restored=restored, save=save, every=marks.every * 15)
                 if cfg.engine == "ray":  # the same PhaseCount, counted on a Ray cluster
-                    from .engine_ray import count_phase as ray_count_phase
+                    from .count.ray import count_phase as ray_count_phase
 
                     count = partial(ray_count_phase, address=cfg.ray_address)
                 pc = count(sources, seed=cfg.seed, capacity=capacity, batch_bytes=batch_bytes,
@@ -647,7 +667,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = 
                     if len(keep_rows) == 0:
                         n = min(phase.merges, possible_merges(lengths))
                         raise _start_over(ConfigError(
-                            f"{where}{cfg.name_of('budget')} {cfg.budget}: its share for the word table and the merge loop is "
+                            f"{where}{cfg.name_of('budget')} {cfg.text_of('budget')}: its share for the word table and the merge loop is "
                             f"{human(plan.work_bytes)}, and {n:,} merges take {human(n * MERGE_BYTES_PER_MERGE)} "
                             "of it before any word; pass a larger --budget or fewer --merges"))
                     if len(keep_rows) < table.height:

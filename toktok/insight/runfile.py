@@ -27,8 +27,8 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from .errors import ConfigError, QueryError, ToktokError
-from .store import SCHEMA_VERSION, RunStore, _statements, sql
+from ..errors import ConfigError, QueryError, ToktokError
+from ..store import SCHEMA_VERSION, RunStore, _statements, sql
 
 RunLike = Union[str, os.PathLike, duckdb.DuckDBPyConnection]
 
@@ -38,7 +38,7 @@ TABLES = ("compression", "token_usage", "word_gains")
 #: The subset name of the curve's whole sample in ``compression`` and ``token_usage``.
 ALL = "all"
 #: Where the ready queries ship: package data (``sql/`` at the top of a source checkout points here).
-READY_DIR = Path(__file__).resolve().parent / "sql" / "ready"
+READY_DIR = Path(__file__).resolve().parent.parent / "sql" / "ready"
 #: Folders searched for ready queries by name (``toktok sql RUN top_merges``): ./sql (queries of
 #: one's own), then the ones toktok ships.
 READY_DIRS = (Path("sql"), READY_DIR)
@@ -52,7 +52,7 @@ READY_DIRS = (Path("sql"), READY_DIR)
 def run_path(run: str | os.PathLike) -> Path:
     """The ``run.duckdb`` of an output folder (or the file itself, or of a ``.tiktoken`` whose run
     is in the ``NAME.toktok`` folder beside it); ToktokError if there is none."""
-    from .config import companion_name
+    from ..config import companion_name
 
     p = Path(run)
     if p.is_file() and p.suffix == ".tiktoken":
@@ -202,7 +202,7 @@ class _Prefixes:
         """Token ids (flat) and offsets of each piece (Arrow binary or list of bytes) encoded with
         the vocabulary after k merges, e.g. ``lengths = np.diff(pre.segment(k, words)[1])``."""
         if self._segmenter is None:
-            from .merge import Segmenter
+            from ..merge.loop import Segmenter
 
             self._segmenter = Segmenter(*self._tables)
         return self._segmenter(pieces, self.size(k))
@@ -347,7 +347,7 @@ def _pieces(docs: list[str], gidx: np.ndarray, n_subsets: int, threads: int) -> 
     subset index); without groups (one subset) the pieces of all documents, subset 0."""
     import polars as pl
 
-    from .pretokenize import count_words
+    from ..count.pretokenize import count_words
 
     frames = []
     for s in range(1, n_subsets) if n_subsets > 1 else [0]:

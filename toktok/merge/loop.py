@@ -28,8 +28,8 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
-from ._kernels import _EMPTY, _empty_huge, _grow, _hash_range, _mix, _prefetch, inlined, internal
-from .vocab import Vocab
+from .._kernels import _EMPTY, _empty_huge, _grow, _hash_range, _mix, _prefetch, inlined, internal
+from ..vocab import Vocab
 
 
 @dataclass

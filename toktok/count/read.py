@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 import regex
 
 from . import remote
-from .errors import ConfigError, InputError
+from ..errors import ConfigError, InputError
 
 #: File kinds by name suffix (checked in this order, so ``.jsonl.zst`` wins over ``.zst``).
 SUFFIXES = ((".jsonl.zst", "jsonl.zst"), (".parquet", "parquet"), (".jsonl", "jsonl"),
@@ -500,7 +500,7 @@ class Corpus:
         for f in self.files:
             st = self.stats[f.path] = {"docs": 0, "bytes": 0, "skipped": 0}
             reader = {"parquet": self._parquet, "jsonl": self._jsonl, "jsonl.zst": self._jsonl,
-                      "txt": self._txt}[f.kind]
+                      "txt": self._txt, "memory": self._memory}[f.kind]
             # Readers yield (batch, UTF-8 bytes): they know the size cheaply, and Polars'
             # str.len_bytes() on a multi-MB string costs several times its size in memory.
             for batch, nbytes in reader(f, batch_bytes, st):
@@ -508,6 +508,10 @@ class Corpus:
                 st["docs"] = 1 if f.kind == "txt" else st["docs"] + len(batch.texts)
                 st["bytes"] += nbytes
                 yield batch
+
+    def _memory(self, f: SourceFile, batch_bytes: int, st: dict) -> Iterator[tuple[Batch, int]]:
+        """Data in memory (a ``toktok.memory.MemoryFile``) reads itself, under this corpus's rules."""
+        return f.read_batches(self, batch_bytes, st)
 
     # ---- Parquet ----------------------------------------------------------------------------
 
@@ -517,6 +521,9 @@ class Corpus:
         it, without the Polars conversion (Parquet: one array per read of about ``batch_bytes``;
         other kinds: per batch). ``stats`` is not touched. The sample pass reads this way.
         Example: ``sum(len(a) for a in corpus.arrow_texts(corpus.files[0]))``."""
+        if f.kind == "memory":  # data in memory (toktok.memory) reads itself
+            yield from f.arrow_texts(self, batch_bytes)
+            return
         if f.kind != "parquet":
             for batch in Corpus([f], self.text_column, self.bad_utf8).batches(batch_bytes):
                 yield batch.texts.to_arrow()

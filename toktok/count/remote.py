@@ -34,7 +34,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from .errors import ConfigError, InputError
+from ..errors import ConfigError, InputError
 
 #: scheme -> (fsspec protocol, module the client needs, extra that installs it)
 SCHEMES = {

@@ -199,9 +199,18 @@ def run_summary(d: dict) -> Group:
         opts.append("specials " + " ".join(cfg["special_tokens"]))
     if cfg.get("warm_start"):
         opts.append(f"warm start {cfg['warm_start']}")
+    def size(v):  # sizes are stored as ints (bytes) since the option registry; older runs hold text
+        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+            return v
+        for unit, base in (("TB", 1000**4), ("TiB", 1 << 40), ("GB", 1000**3), ("GiB", 1 << 30),
+                           ("MB", 1000**2), ("MiB", 1 << 20), ("KB", 1000), ("KiB", 1 << 10)):
+            if v % base == 0:
+                return f"{v // base}{unit}"  # as a user writes it: 2GB, 512MiB
+        return f"{v:,} bytes"
+
     if cfg.get("budget"):
-        opts.append(f"budget {cfg['budget']}")
-    opts += [f"seed {cfg.get('seed', '?')}", f"memory {cfg.get('memory_limit', '?')}"]
+        opts.append(f"budget {size(cfg['budget'])}")
+    opts += [f"seed {cfg.get('seed', '?')}", f"memory {size(cfg.get('memory_limit', '?'))}"]
     if cfg.get("config_file"):
         opts.append(f"from {cfg['config_file']}")
     _row(head, "config", ", ".join(opts))
@@ -209,7 +218,7 @@ def run_summary(d: dict) -> Group:
         srcs = "; ".join(f"{p.get('name')}: " + " ".join(str(s.get("path")) if isinstance(s, dict) else str(s)
                                                           for s in p.get("sources") or []) for p in phases_cfg)
     else:
-        srcs = " ".join(cfg.get("sources") or [])
+        srcs = " ".join(str(s.get("path")) if isinstance(s, dict) else str(s) for s in cfg.get("sources") or [])
     _row(head, "sources", srcs or "–")
     inputs = d.get("inputs") or []
     _row(head, "inputs", f"{len(inputs)} file(s), {sum(i['docs'] or 0 for i in inputs):,} documents, "
@@ -287,7 +296,7 @@ def write_parquet(table: pa.Table, path: str) -> None:
     """``table`` as a Parquet file; OutputError if it cannot be written."""
     import pyarrow.parquet as pq
 
-    from .errors import OutputError
+    from ..errors import OutputError
 
     try:
         pq.write_table(table, os.path.expanduser(path))

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ConfigError, InputError, ToktokWarning, VocabError
+from ..errors import ConfigError, InputError, ToktokWarning, VocabError
 
 #: What "word" means in tokens_per_word.
 WORD_UNIT = "GPT-4 pre-tokenizer pieces"
@@ -55,7 +55,7 @@ class _Tokenizer:
 
 
 def _load(spec: str, threads: int) -> _Tokenizer:
-    from .export import HF_FILE, TIKTOKEN_FILE, load_encoding, load_hf
+    from ..export import HF_FILE, TIKTOKEN_FILE, load_encoding, load_hf
 
     p = Path(spec)
     if p.is_dir():
@@ -158,7 +158,7 @@ def _names(specs: Sequence[str]) -> list[str]:
 
 def _read_data(data: Sequence[str], text_column: str, by: str | None) -> tuple[list[str], list[str] | None]:
     """All documents of ``data`` and, with ``by``, each one's group (column value or file)."""
-    from .read import resolve_sources
+    from ..count.read import resolve_sources
 
     docs: list[str] = []
     groups: list[str] | None = [] if by else None
@@ -187,7 +187,7 @@ def _read_data(data: Sequence[str], text_column: str, by: str | None) -> tuple[l
 
 
 def _read(path: str) -> bytes:
-    from .read import open_regular
+    from ..count.read import open_regular
 
     with open_regular(path) as fh:  # a FIFO is refused, not waited on
         return fh.read()
@@ -300,7 +300,7 @@ def evaluate(
     Raises VocabError for a tokenizer that cannot be loaded and InputError for bad data.
     Example: ``evaluate(["out/small", "out/big"], ["data_fixtures/sample.parquet"], by="lang")``.
     """
-    from .pretokenize import count_words
+    from ..count.pretokenize import count_words
 
     if not tokenizers:
         raise ConfigError("no tokenizers given; pass toktok output folders, .tiktoken files or tokenizer.json files")

@@ -27,8 +27,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from ._kernels import _EMPTY, inlined, internal
-from .vocab import PATTERN
+from .._kernels import _EMPTY, inlined, internal
+from ..vocab import PATTERN
 
 _CONTRACTION = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)"
 _LETTERS = r"[^\r\n\p{L}\p{N}]?\p{L}+"

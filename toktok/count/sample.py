@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 import regex
 from numba import njit
 
-from ._kernels import inlined
+from .._kernels import inlined
 
 # Safe cuts, where the GPT-4 pre-tokenizer cuts anyway (findall of the two sides = findall of the
 # whole): right after "\n" when non-whitespace follows (no alternative of toktok.vocab.PATTERN

@@ -41,8 +41,8 @@ import polars as pl
 import pyarrow as pa
 
 from . import remote
-from .engine import ParitySample, PhaseCount, Progress, Source, doc_keys, empty_used, left_out_of
-from .errors import ConfigError, InputError, ResourceError, ToktokError
+from .local import ParitySample, PhaseCount, Progress, Source, doc_keys, empty_used, left_out_of
+from ..errors import ConfigError, InputError, ResourceError, ToktokError
 from .read import Batch, Corpus, SourceFile, _one_line, _open_parquet, _Packer
 from .sample import Reservoir, SourceStats, doc_hashes
 

@@ -1,0 +1,58 @@
+"""Allocator tuning for a training run, undone after it.
+
+A run frees large buffers all the time (Arrow batches, word tables): with the allocators' defaults
+the process keeps that memory and its RSS grows past what it holds. For the length of a run,
+Arrow's default pool is the system allocator (Arrow's own pools keep freed buffers) and glibc gives
+freed heap tops back to the system at once (``M_TRIM_THRESHOLD`` 0); both are put back afterwards,
+so that ``import toktok`` and a notebook around a run keep their settings.
+``ARROW_DEFAULT_MEMORY_POOL`` is set during the run only (child processes started by it, such as a
+private Ray cluster's workers, inherit it). What cannot be undone: glibc offers no way to read its
+trim threshold, so it is put back to glibc's default (128 KiB), and setting it once stops glibc's
+dynamic mmap threshold for the rest of the process.
+Example: ``with lean(): train(...)``.
+"""
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+
+#: glibc's mallopt parameter and its default value.
+M_TRIM_THRESHOLD, DEFAULT_TRIM_THRESHOLD = -1, 128 * 1024
+
+
+def _mallopt(param: int, value: int) -> bool:
+    try:
+        import ctypes
+
+        return bool(ctypes.CDLL("libc.so.6").mallopt(param, value))
+    except (OSError, AttributeError):  # pragma: no cover - not glibc
+        return False
+
+
+@contextmanager
+def lean():
+    """Inside the block: Arrow allocates from the system allocator and glibc trims freed heap
+    tops at once; after it, the pool, the environment and the trim threshold are put back."""
+    import pyarrow as pa
+
+    env = os.environ.get("ARROW_DEFAULT_MEMORY_POOL")
+    pool = pa.default_memory_pool()
+    system = pa.system_memory_pool()
+    os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "system"
+    if pool.backend_name != system.backend_name:
+        pa.set_memory_pool(system)
+    trimmed = _mallopt(M_TRIM_THRESHOLD, 0)
+    try:
+        yield
+    finally:
+        if trimmed:
+            _mallopt(M_TRIM_THRESHOLD, DEFAULT_TRIM_THRESHOLD)
+        if pool.backend_name != system.backend_name:
+            pa.set_memory_pool(pool)
+        if env is None:
+            os.environ.pop("ARROW_DEFAULT_MEMORY_POOL", None)
+        else:
+            os.environ["ARROW_DEFAULT_MEMORY_POOL"] = env
+
+
+__all__ = ["lean"]

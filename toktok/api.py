@@ -1,0 +1,267 @@
+"""The Python API: ``toktok.train`` on paths or data in memory, with the CLI's options as keywords.
+
+``train`` takes the sources (paths, folders, globs, or data in memory: see :mod:`toktok.memory`)
+and every option of ``toktok train`` / a YAML config as a keyword of the same name
+(:data:`toktok.options.OPTIONS`, checked by tests/test_api.py); ``config="run.yaml"`` reads a
+config first and the keywords override it, as flags do. It returns a :class:`TrainResult`. The CLI
+builds its ``TrainConfig`` from flags and runs it through :func:`train_config`, as ``train`` does.
+
+Example::
+
+    import toktok
+    r = toktok.train("data/", out="out/tok", merges=1000, special_tokens=["<|endoftext|>"])
+    r = toktok.train([texts], out="out/tok", merges=1000)    # a list of str is ONE source: [texts]
+    r.encoding.encode("hello")                                # a tiktoken.Encoding
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from .config import PhaseConfig, SourceConfig, TrainConfig, build_config
+from .errors import ConfigError, InputError
+from .pipeline import PhaseSummary, TrainSummary
+
+#: How a run reports progress: ``progress(stage, done, total)``; total may be None.
+Progress = Callable[[str, int, "int | None"], None]
+
+
+@dataclass
+class Source:
+    """One source with its options: ``Source(df, name="wiki", weight=2, text_column="body")``.
+
+    ``data`` is a path, folder or glob (str or ``os.PathLike``), or data in memory (an iterable of
+    str, a pyarrow Table / RecordBatchReader / dataset, a Polars DataFrame / LazyFrame, a pandas
+    DataFrame, a ``datasets.Dataset`` / ``IterableDataset``). ``name`` labels data in memory in the
+    run file (default ``source-1``, ``source-2``, ... in the order given); ``weight`` is its share of
+    its phase's budget; ``text_column`` overrides the run's; ``storage_options`` (for a URL:
+    credentials, endpoint, ...) go over the run's, key by key.
+    """
+
+    data: Any
+    name: str | None = None
+    weight: float | None = None
+    text_column: str | None = None
+    storage_options: Mapping[str, Any] | None = None
+
+
+@dataclass
+class Phase:
+    """One training phase: ``Phase("code", merges=500, sources=["code/"], budget="100MB")``.
+
+    As a YAML config's ``phases:`` entry: its ``name``, the ``merges`` it learns, its ``sources``
+    (each a path, data in memory or a :class:`Source`) and its own ``budget`` (bytes of text, or a
+    size such as ``"100MB"``).
+    """
+
+    name: str
+    merges: int
+    sources: Sequence[Any] = ()
+    budget: int | str | None = None
+
+
+@dataclass
+class TrainResult(TrainSummary):
+    """What ``toktok.train`` wrote and learned.
+
+    ``out``: toktok's output folder (tokenizer.json, the transformers files, run.duckdb);
+    ``tiktoken``: the .tiktoken file; ``files``: every file written, by name; ``phases``: one
+    :class:`~toktok.pipeline.PhaseSummary` per phase; plus the run's totals (``vocab_size``,
+    ``merges_learned``, ``docs``, ``text_bytes``, ``seconds``, ``warnings``, ...).
+    ``encoding`` is a ready ``tiktoken.Encoding``, ``hf()`` a ``tokenizers.Tokenizer`` and
+    ``run()`` a read-only DuckDB connection to the run file.
+    Example: ``r.encoding.encode("hello") == r.hf().encode("hello").ids``.
+    """
+
+    files: dict[str, Path] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, s: TrainSummary) -> TrainResult:
+        r = cls(**{f.name: getattr(s, f.name) for f in fields(TrainSummary)})
+        r.files = {p.name: p for p in sorted(Path(r.out).iterdir()) if p.is_file()}
+        if r.tiktoken is not None:
+            from .export import special_tokens_file
+
+            for p in (r.tiktoken, special_tokens_file(r.tiktoken)):
+                if p.is_file():
+                    r.files[p.name] = p
+        return r
+
+    @cached_property
+    def encoding(self):
+        """The trained tokenizer as a ``tiktoken.Encoding`` (special tokens included)."""
+        from .export import load_encoding
+
+        return load_encoding(self.tiktoken if self.tiktoken is not None else self.out)
+
+    def hf(self):
+        """The trained tokenizer as a Hugging Face ``tokenizers.Tokenizer``."""
+        from tokenizers import Tokenizer
+
+        return Tokenizer.from_file(str(Path(self.out) / "tokenizer.json"))
+
+    def run(self):
+        """A read-only DuckDB connection to the run file (``run.duckdb``: tables and views as in
+        the README); close it when done."""
+        import duckdb
+
+        return duckdb.connect(str(Path(self.out) / "run.duckdb"), read_only=True)
+
+
+def train_config(cfg: TrainConfig, *, progress: Progress | None = None,
+                 log: Callable[[str], None] | None = None) -> TrainResult:
+    """Run a ``TrainConfig`` (validated here) and return its :class:`TrainResult`."""
+    from .pipeline import train as run
+
+    return TrainResult.of(run(cfg, progress=progress, log=log))
+
+
+def train(
+    sources: Any = None,
+    *,
+    config: str | os.PathLike | None = None,
+    out: str | os.PathLike | None = None,
+    output: str | os.PathLike | None = None,
+    merges: int | None = None,
+    special_tokens: Sequence[str] | None = None,
+    text_column: str | None = None,
+    bad_utf8: str | None = None,
+    hardcoded: bool | None = None,
+    warm_start: str | os.PathLike | None = None,
+    budget: int | str | None = None,
+    force: bool | None = None,
+    resume: bool | None = None,
+    memory_limit: int | str | None = None,
+    threads: int | None = None,
+    seed: int | None = None,
+    working_set_mb: int | None = None,
+    engine: str | None = None,
+    ray_address: str | None = None,
+    roles: Mapping[str, str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    verbose: bool | None = None,
+    phases: Sequence[Phase] | None = None,
+    progress: Progress | None = None,
+    log: Callable[[str], None] | None = None,
+) -> TrainResult:
+    """Train a byte-level BPE tokenizer and write it (.tiktoken, tokenizer.json, run.duckdb).
+
+    ``sources``: one source or a list of them. A source is a path, folder or glob (str or
+    ``os.PathLike``, as on the command line), data in memory (an iterable of str, a pyarrow Table,
+    RecordBatchReader or dataset, a Polars DataFrame or LazyFrame, a pandas DataFrame, a Hugging
+    Face ``Dataset`` or ``IterableDataset``; read in Arrow batches, in one pass) or a
+    :class:`Source` with a name, weight or text column of its own. A list of str is a list of
+    paths; to train on a list of texts, pass it as one source: ``train([texts], ...)``.
+    Every other keyword is the option of the same name of ``toktok train`` and of a YAML config
+    (``--memory-limit`` is ``memory_limit``, ``--bos-token`` is ``roles={"bos_token": ...}``,
+    ``-q`` is ``verbose=False``); None leaves an option at the config's value or its default.
+    Sizes take ints (bytes) or strings such as ``"512MB"``. ``config`` reads a YAML config first;
+    ``phases`` is a list of :class:`Phase`. ``progress(stage, done, total)`` and ``log(line)``
+    receive the progress and the verbose merge log. Raises a ``ToktokError`` (one line naming the
+    option or input and what to do) on bad input, before any work where it can.
+
+    Example::
+
+        import polars as pl, toktok
+        df = pl.read_parquet("data/wiki.parquet")
+        r = toktok.train(df, out="out/wiki", merges=8000, special_tokens=["<|endoftext|>"],
+                         budget="2GB", seed=1)
+        r.encoding.encode("hello world")   # a tiktoken.Encoding
+        r.hf().encode("hello world").ids   # the same ids from tokenizers
+        r.run().sql("select * from phases").show()
+    """
+    given = {k: v for k, v in locals().items()
+             if k not in ("sources", "config", "progress", "log", "phases") and v is not None}
+    if phases is not None:
+        if sources is not None:
+            raise ConfigError("sources given both as sources= and in phases=; give each phase its sources")
+        given["phases"] = list(phases)
+    names = _Names()
+    if "phases" in given:
+        given["phases"] = [_phase(ph, k, names) for k, ph in enumerate(given["phases"])]
+    srcs = [] if sources is None else [_source(s, names) for s in _as_list(sources)]
+    if config is not None and srcs:
+        raise ConfigError(f"sources given both in config={os.fspath(config)!r} and as sources=; put them in "
+                          "the config's phases, or leave config out")
+    for k in ("special_tokens",):
+        if k in given and not isinstance(given[k], str):
+            given[k] = list(given[k])
+    for k in ("roles", "storage_options"):
+        if k in given:
+            given[k] = dict(given[k])
+    for k in ("out", "output", "warm_start"):
+        if k in given:
+            given[k] = os.fspath(given[k])
+    if config is None and out is None and output is None:
+        raise ConfigError("no output given; pass out='DIR' (the output folder) or output='DIR/NAME.tiktoken'")
+    cfg = build_config(None if config is None else os.fspath(config), srcs, given, named=lambda k: k)
+    try:
+        return train_config(cfg, progress=progress, log=log)
+    except InputError as e:
+        if "no such file or directory" in str(e) and isinstance(sources, (list, tuple)) and all(
+                isinstance(s, str) for s in sources):
+            raise InputError(f"{e} (a list of str is a list of paths; to train on texts, pass it as one source: "
+                             "[texts])") from None
+        raise
+
+
+class _Names:
+    """Names of in-memory sources: given, or ``source-1``, ``source-2``, ... in the order given."""
+
+    def __init__(self) -> None:
+        self.k = 0
+        self.used: set[str] = set()
+
+    def take(self, name: str | None) -> str:
+        from .count.memory import default_name
+
+        if name is None:
+            self.k += 1
+            name = default_name(self.k)
+            while name in self.used:
+                self.k += 1
+                name = default_name(self.k)
+        elif not isinstance(name, str) or not name:
+            raise ConfigError(f"Source(name={name!r}): give the source a non-empty name")
+        elif name in self.used:
+            raise ConfigError(f"Source(name={name!r}): two sources are named {name!r}; names must differ")
+        self.used.add(name)
+        return name
+
+
+def _as_list(sources: Any) -> list:
+    """One source, or a list/tuple of them (a list of str: paths, as on the command line)."""
+    if isinstance(sources, (list, tuple)):
+        return list(sources)
+    return [sources]
+
+
+def _source(s: Any, names: _Names) -> Any:
+    """A path (str) stays a path; anything else becomes a ``SourceConfig``."""
+    from .count.memory import KIND, is_memory
+
+    if isinstance(s, Source):
+        if not is_memory(s.data):
+            return SourceConfig(os.fspath(s.data), s.weight, s.text_column,
+                                storage_options=None if s.storage_options is None else dict(s.storage_options))
+        return SourceConfig(names.take(s.name), s.weight, s.text_column, KIND, data=s.data)
+    if not is_memory(s):
+        if isinstance(s, bytes):
+            raise ConfigError(f"{s[:40]!r}: a source is a path (str) or data in memory, not bytes")
+        return os.fspath(s)
+    return SourceConfig(names.take(None), None, None, KIND, data=s)
+
+
+def _phase(ph: Any, k: int, names: _Names) -> PhaseConfig:
+    if not isinstance(ph, Phase):
+        raise ConfigError(f"phases[{k}]: expected a toktok.Phase(name, merges=..., sources=[...]), got "
+                          f"{type(ph).__name__}")
+    srcs = [_source(s, names) for s in _as_list(ph.sources)] if ph.sources is not None else []
+    return PhaseConfig(ph.name, ph.merges,
+                       [s if isinstance(s, SourceConfig) else SourceConfig(s) for s in srcs], ph.budget)
+
+
+__all__ = ["train", "train_config", "Phase", "Source", "TrainResult", "PhaseSummary"]

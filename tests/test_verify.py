@@ -114,28 +114,3 @@ def test_lone_surrogate_is_an_input_error(good_dir):
 def test_missing_folder_is_a_vocab_error(tmp_path):
     with pytest.raises(VocabError):
         verify(tmp_path / "absent")
-
-
-def test_background_gives_the_same_report_and_errors(good_dir, tmp_path):
-    """The pipeline's Background runs verify in a child process: same report, same typed errors."""
-    from toktok.verify import Background
-
-    bg = Background()
-    try:
-        bg.start(good_dir, [TRAIN_TEXT, "hello world"], slices=50, seed=3)
-        assert bg._proc is not None and bg._proc.poll() in (None, 0)  # a child does it, not the fallback
-        assert bg.result() == verify(good_dir, [TRAIN_TEXT, "hello world"], slices=50, seed=3)
-    finally:
-        bg.close()
-
-    bad = _copy(good_dir, tmp_path / "bad")
-    _edit_tokenizer_json(bad, lambda d: d.update(decoder=None))
-    for folder, texts, err, match in [(bad, ["a b"], ParityError, "HF decode does not round-trip"),
-                                      (good_dir, ["ok", "bad \ud800 text"], InputError, "lone surrogate")]:
-        bg = Background()
-        try:
-            bg.start(folder, texts)
-            with pytest.raises(err, match=match):
-                bg.result()
-        finally:
-            bg.close()

@@ -42,7 +42,7 @@ from .count.memory import corpus_of
 from .count.read import read_corpus
 from .count.remote import redact
 from .store import RunStore
-from .verify import Background as VerifyInBackground
+from .verify import verify
 from .vocab import PATTERN, Vocab, hardcoded_tokens
 from .warmstart import Base, add_tokens, load_base
 
@@ -796,38 +796,31 @@ def _train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None =
         keep = parity.df["text"].to_list()
 
         # 4. export; special ids away from toktoktok's convention are declared beside the .tiktoken
-        check = VerifyInBackground()  # (the check of 5. starts its process now: see there)
-        try:
-            t0 = time.perf_counter()
-            write_tiktoken(vocab, staging / cfg.tiktoken_name)
-            specials = _specials_rule(vocab, base, cfg.tiktoken_name)
-            store.put_meta("specials", specials)
-            if vocab.pinned:
-                _write_atomic(special_tokens_file(staging / cfg.tiktoken_name), special_tokens_json(vocab))
-            write_hf(vocab, staging, roles=cfg.roles)
-            times["export"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        write_tiktoken(vocab, staging / cfg.tiktoken_name)
+        specials = _specials_rule(vocab, base, cfg.tiktoken_name)
+        store.put_meta("specials", specials)
+        if vocab.pinned:
+            _write_atomic(special_tokens_file(staging / cfg.tiktoken_name), special_tokens_json(vocab))
+        write_hf(vocab, staging, roles=cfg.roles)
+        times["export"] = time.perf_counter() - t0
 
-            # 5. verify id parity on the built-in set and on slices of the input, in a child
-            #    process while this one does 6. (on two cores the tail takes the longer of the two)
-            t_verify = time.perf_counter()
-            times["verify"] = 0.0
-            check.start(staging, keep, slices=cfg.verify_slices, seed=cfg.seed)
-            # 6. what the run file offers for inspection: views, the compression curve and token
-            #    usage (on text the run did not train on where a budget left some out, else on the
-            #    parity sample of the input, labelled by file), word gains
-            t0 = time.perf_counter()
-            with store.translating():
-                add_views(store.con)
-                curve, curve_from, curve_text, curve_kinds = _curve_texts(parity.df, phase_parity, phase_held_out)
-                if curve:
-                    compression_curve(store.con, curve, by=curve_from, threads=threads, checkpoints=8,
-                                      text=curve_text, text_by_phase=curve_kinds)
-                word_gains(store.con)
-            times["insight"] = time.perf_counter() - t0
-            rep = check.result()
-            times["verify"] = time.perf_counter() - t_verify  # (its wall time, beside insight's)
-        finally:
-            check.close()
+        # 5. verify id parity on the built-in set and on slices of the input
+        t0 = time.perf_counter()
+        rep = verify(staging, keep, slices=cfg.verify_slices, seed=cfg.seed)
+        times["verify"] = time.perf_counter() - t0
+        # 6. what the run file offers for inspection: views, the compression curve and token
+        #    usage (on text the run did not train on where a budget left some out, else on the
+        #    parity sample of the input, labelled by file), word gains
+        t0 = time.perf_counter()
+        with store.translating():
+            add_views(store.con)
+            curve, curve_from, curve_text, curve_kinds = _curve_texts(parity.df, phase_parity, phase_held_out)
+            if curve:
+                compression_curve(store.con, curve, by=curve_from, threads=threads, checkpoints=8,
+                                  text=curve_text, text_by_phase=curve_kinds)
+            word_gains(store.con)
+        times["insight"] = time.perf_counter() - t0
         for k, v in times.items():
             store.add_stage(k, v)
         store.put_meta("parity", {"ok": True, "strings": rep.strings, "tokens": rep.tokens})

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Benchmark: toktok vs Hugging Face ``tokenizers`` vs ``rustbpe`` on the same Parquet files.
 
-    python bench/run.py [--data GLOB...] [--vocab 32768] [--only toktok,hf,rustbpe,count]
-                        [--threads N] [--json OUT]
+    python bench/run.py [--data GLOB...] [--vocab 32768 131072] [--repeat 3]
+                        [--only toktok,hf,rustbpe,count,cold] [--threads N] [--json OUT]
 
 Every trainer runs in its own subprocess (``bench/run.py --worker NAME ...``) so that one
 trainer's allocator state, thread pools and page-cache habits never leak into another's figures.
@@ -33,7 +33,12 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = str(REPO.parent / "shared" / "corpus" / "*.parquet")
 TEXT_COLUMN = "text"
 TRAINERS = ("toktok", "hf", "rustbpe")
-JOBS = TRAINERS + ("count",)
+JOBS = TRAINERS + ("count", "cold")
+# The stages after the merge loop; their share of toktok's wall is one of the bench's figures.
+TAIL = ("export", "verify", "insight")
+# The README's demo (`make demo`), trained from an empty kernel cache for the cold-start row.
+DEMO = ["train", str(REPO / "data_fixtures"), "--merges", "2000", "--special-token", "<|endoftext|>",
+        "--force", "-q"]
 SAMPLE_SECONDS = 0.05
 # Documents per Arrow batch when feeding HF and rustbpe. Small enough that reading never holds
 # more than a few MB of text; the trainers buffer internally anyway (rustbpe: 8192 texts).
@@ -194,13 +199,26 @@ def tree_rss(root) -> int:
 def run_worker(job: str, files: list[str], vocab: int, threads: int, scratch: str,
                env_extra: dict[str, str]) -> dict:
     """Run one worker; returns its result plus wall_s, peak_rss (sampled) and maxrss (kernel)."""
-    import psutil
-
     result = Path(scratch) / f"{job}.json"
     log = Path(scratch) / f"{job}.log"
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", job.split(":")[0],
            "--result", str(result), "--scratch", scratch, "--vocab", str(vocab),
            "--threads", str(threads), "--data", *files]
+    out = run_measured(cmd, log, env_extra)
+    if out["exit_code"] == 0 and result.exists():
+        out.update(json.loads(result.read_text()))
+        out["status"] = "ok"
+    else:
+        out["status"] = "unavailable" if out["exit_code"] == 3 else "failed"
+        out["error"] = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
+    return out
+
+
+def run_measured(cmd: list[str], log: Path, env_extra: dict[str, str]) -> dict:
+    """Run ``cmd`` with its output in ``log``: wall_s, peak_rss of its process tree (sampled),
+    maxrss (the kernel's peak of its largest process) and exit_code."""
+    import psutil
+
     env = {**os.environ, **env_extra}
     with open(log, "wb") as fh:
         t0 = time.perf_counter()
@@ -217,15 +235,44 @@ def run_worker(job: str, files: list[str], vocab: int, threads: int, scratch: st
             time.sleep(SAMPLE_SECONDS)
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
-    out: dict = {"wall_s": wall, "peak_rss": peak, "maxrss": usage.ru_maxrss * 1024,
-                 "exit_code": proc.returncode}
-    if proc.returncode == 0 and result.exists():
-        out.update(json.loads(result.read_text()))
-        out["status"] = "ok"
-    else:
-        text = log.read_text(errors="replace")
-        out["status"] = "unavailable" if proc.returncode == 3 else "failed"
-        out["error"] = "\n".join(text.splitlines()[-40:])
+    return {"wall_s": wall, "peak_rss": peak, "maxrss": usage.ru_maxrss * 1024, "exit_code": proc.returncode}
+
+
+def median_of(runs: list[dict]) -> dict:
+    """One trainer's figure from its repeated runs: the run of median wall time, with the median
+    peak RSS beside it and every run's wall and peak kept (``runs_wall_s``, ``runs_peak_rss``).
+    A failed run makes the figure that run's (failures are not averaged away)."""
+    import statistics
+
+    bad = [r for r in runs if r["status"] != "ok"]
+    if bad:
+        return bad[0]
+    ordered = sorted(runs, key=lambda r: r["wall_s"])
+    out = dict(ordered[(len(ordered) - 1) // 2])
+    out["peak_rss"] = statistics.median_low(r["peak_rss"] for r in runs)
+    out["runs_wall_s"] = [r["wall_s"] for r in runs]
+    out["runs_peak_rss"] = [r["peak_rss"] for r in runs]
+    return out
+
+
+def tail_seconds(tk: dict) -> float:
+    """toktok's time after the merge loop: its train time less every stage before export (the
+    tail's stages overlap, verify beside insight, so their own times do not add up to it)."""
+    return tk["train_s"] - sum(v for k, v in tk["stages_s"].items() if k not in TAIL)
+
+
+def cold_start(scratch: str, env: dict[str, str]) -> dict:
+    """The README's demo from an empty kernel cache (``NUMBA_CACHE_DIR`` a new folder: every
+    kernel compiled, as on the first run after an install), then again with that cache warm."""
+    cache = Path(scratch) / "numba-cache"
+    cache.mkdir()
+    out = {}
+    for name in ("cold", "warm"):
+        cmd = [sys.executable, "-m", "toktok.cli", *DEMO, "--out", str(Path(scratch) / f"demo-{name}")]
+        r = run_measured(cmd, Path(scratch) / f"demo-{name}.log", {**env, "NUMBA_CACHE_DIR": str(cache)})
+        if r["exit_code"] != 0:
+            r["error"] = "\n".join((Path(scratch) / f"demo-{name}.log").read_text(errors="replace").splitlines()[-40:])
+        out[name] = r
     return out
 
 
@@ -261,18 +308,42 @@ def _fmt(x, spec: str) -> str:
 def report(fig: dict) -> None:
     from rich.console import Console
     from rich.markup import escape
-    from rich.table import Table
 
     # Not a terminal (make, a log file): rich would wrap at 80 columns and break the table.
     con = Console() if sys.stdout.isatty() else Console(width=120)
-    m, d, res = fig["machine"], fig["data"], fig["results"]
+    m, d = fig["machine"], fig["data"]
     con.print(f"machine: {m['cores']} cores ({m['physical_cores']} physical), {m['mem_gb']:.0f} GB RAM, "
               f"load average at start {m['load_start']:.2f}; python {m['python']}")
     con.print(f"data: {len(d['files'])} file(s), {d['text_bytes'] / 1e6:,.1f} MB of text "
-              f"({d['rows']:,} documents, {d['disk_bytes'] / 1e6:,.1f} MB on disk); vocab {fig['vocab']:,}; "
-              f"threads {fig['threads'] or 'all'}")
+              f"({d['rows']:,} documents, {d['disk_bytes'] / 1e6:,.1f} MB on disk); "
+              f"threads {fig['threads'] or 'all'}; each trainer run {fig['repeat']} time(s), the median shown")
+    for vocab, per in fig["by_vocab"].items():
+        report_vocab(con, int(vocab), per, d)
+    c = fig.get("counting")
+    if c:
+        parts = [f"{r['threads']} thread(s) {r['mb_per_s']:.1f} MB/s" for r in c.values() if r.get("status") == "ok"]
+        ok = [r for r in c.values() if r.get("status") == "ok"]
+        speedup = f" (speed-up {ok[1]['mb_per_s'] / ok[0]['mb_per_s']:.2f}x)" if len(ok) == 2 else ""
+        con.print("toktok counting (count_words only, reading excluded): " + ", ".join(parts) + speedup)
+    for name, r in (c or {}).items():
+        if r.get("status") in ("unavailable", "failed"):
+            con.print(f"[red]{name} {r['status']}[/] (exit {r['exit_code']}):\n{escape(r['error'])}")
+    cold = fig.get("cold_start")
+    if cold:
+        if all(r["exit_code"] == 0 for r in cold.values()):
+            con.print(f"cold start (make demo, empty kernel cache): {cold['cold']['wall_s']:.1f} s wall, "
+                      f"then {cold['warm']['wall_s']:.1f} s with the cache warm (goal: cold <= 15 s)")
+        for name, r in cold.items():
+            if r["exit_code"] != 0:
+                con.print(f"[red]demo ({name} cache) failed[/] (exit {r['exit_code']}):\n{escape(r['error'])}")
 
-    t = Table(title="BPE training: same data, same pattern, same vocabulary size")
+
+def report_vocab(con, vocab: int, per: dict, d: dict) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    res = per["results"]
+    t = Table(title=f"BPE training, vocab {vocab:,}: same data, same pattern, same vocabulary size")
     for col in ("trainer", "vocab", "wall s", "count s", "merge s", "merges/s", "peak RSS MB", "MB/s"):
         t.add_column(col, justify="left" if col == "trainer" else "right")
     for name in TRAINERS:
@@ -296,23 +367,23 @@ def report(fig: dict) -> None:
         st = tk["stages_s"]
         other = tk["wall_s"] - tk["train_s"]
         con.print("toktok wall = " + " + ".join(f"{k} {v:.1f}s" for k, v in st.items())
-                  + f" + process start/imports {other:.1f}s (export and verify are extra work the peers skip)")
+                  + f" + process start/imports {other:.1f}s (export and verify are extra work the peers skip; "
+                  "verify runs beside insight, so those two overlap)")
+        tail = tail_seconds(tk)
+        con.print(f"toktok tail ({', '.join(TAIL)}): {tail:.1f}s = {tail / tk['wall_s']:.0%} of its wall "
+                  f"(goal at 131,072: <= 25%)")
+        if len(tk.get("runs_wall_s", [])) > 1:
+            con.print("toktok runs: " + ", ".join(f"{w:.1f}s" for w in tk["runs_wall_s"]))
         for w in tk.get("warnings", []):
             con.print(f"[yellow]toktok warning:[/] {escape(w)}")
-    for name, r in fig["ratios"].items():
+    for name, r in per["ratios"].items():
         con.print(f"toktok / {name}: wall {r['wall']:.2f}x, peak RSS {r['peak_rss']:.2f}x")
-    for name, v in fig["overlap"].items():
+    for name, v in per["overlap"].items():
         con.print(f"tokens in common, {name}: {v['common']:,} of {v['size']:,} ({v['fraction']:.1%})")
     sizes = {r["vocab_size"] for r in res.values() if r.get("status") == "ok" and "vocab_size" in r}
     if len(sizes) > 1:
         con.print(f"[yellow]note:[/] vocabulary sizes differ: {sorted(sizes)}")
-    c = fig.get("counting")
-    if c:
-        parts = [f"{r['threads']} thread(s) {r['mb_per_s']:.1f} MB/s" for r in c.values() if r.get("status") == "ok"]
-        ok = [r for r in c.values() if r.get("status") == "ok"]
-        speedup = f" (speed-up {ok[1]['mb_per_s'] / ok[0]['mb_per_s']:.2f}x)" if len(ok) == 2 else ""
-        con.print("toktok counting (count_words only, reading excluded): " + ", ".join(parts) + speedup)
-    for name, r in list(res.items()) + list((c or {}).items()):
+    for name, r in res.items():
         if r.get("status") == "unavailable":
             con.print(f"[yellow]{name}: not run[/]: {escape(r['error'].strip())}")
         elif r.get("status") == "failed":
@@ -324,13 +395,41 @@ def report(fig: dict) -> None:
                       f"{r['peak_rss'] / 1e6:,.0f} MB (short spike between samples)")
 
 
+def compare(res: dict) -> dict:
+    """One vocabulary's results with toktok's ratios to each peer and the tokens they share."""
+    per: dict = {"results": res, "ratios": {}, "overlap": {}}
+    tk = res.get("toktok", {})
+    for name in ("rustbpe", "hf"):
+        r = res.get(name, {})
+        if tk.get("status") == "ok" and r.get("status") == "ok":
+            per["ratios"][name] = {"wall": tk["wall_s"] / r["wall_s"], "peak_rss": tk["peak_rss"] / r["peak_rss"]}
+    if tk.get("status") == "ok":
+        per["tail_s"] = tail_seconds(tk)
+        per["tail_share"] = per["tail_s"] / tk["wall_s"]
+    # Shared tokens: a cheap sanity check that the trainers were set up alike (a wrong pattern or
+    # alphabet shows up as a low overlap); exact equality is not expected (tie-breaking differs).
+    ok = {n: set(r["tokens"]) for n, r in res.items() if r.get("status") == "ok"}
+    for x, y in (("toktok", "hf"), ("toktok", "rustbpe"), ("hf", "rustbpe")):
+        if x in ok and y in ok:
+            common = len(ok[x] & ok[y])
+            size = max(len(ok[x]), len(ok[y]))
+            per["overlap"][f"{x} & {y}"] = {"common": common, "size": size, "fraction": common / size}
+    for r in res.values():
+        r.pop("tokens", None)
+    return per
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description="Train toktok, HF tokenizers and rustbpe on the same data and compare.")
     ap.add_argument("--data", nargs="+", default=[DEFAULT_DATA], metavar="GLOB",
                     help=f"Parquet files or globs with a '{TEXT_COLUMN}' column (default: {DEFAULT_DATA})")
-    ap.add_argument("--vocab", type=int, default=32768, help="vocabulary size, 256 bytes included (default 32768)")
+    ap.add_argument("--vocab", type=int, nargs="+", default=[32768, 131072],
+                    help="vocabulary sizes, 256 bytes included; one table each (default 32768 131072)")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="runs of each trainer per vocabulary, interleaved; the median is shown (default 3)")
     ap.add_argument("--only", default=",".join(JOBS),
-                    help=f"comma-separated subset of {','.join(JOBS)} (count = toktok's 1-thread vs all-core counting)")
+                    help=f"comma-separated subset of {','.join(JOBS)} (count = toktok's 1-thread vs all-core "
+                         "counting, cold = the demo from an empty kernel cache)")
     ap.add_argument("--threads", type=int, default=0, help="cap every trainer's threads (0 = all cores)")
     ap.add_argument("--json", metavar="OUT", help="also write the figures to this JSON file")
     ap.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
@@ -339,14 +438,17 @@ def main() -> None:
     a = ap.parse_args()
 
     if a.worker:
+        a.vocab = a.vocab[0]
         worker_main(a)
         return
 
     only = [x.strip() for x in a.only.split(",") if x.strip()]
     if bad := [x for x in only if x not in JOBS]:
         ap.error(f"--only: unknown {', '.join(bad)}; choose from {', '.join(JOBS)}")
-    if a.vocab <= 256:
+    if min(a.vocab) <= 256:
         ap.error("--vocab must be more than 256 (the byte tokens)")
+    if a.repeat < 1:
+        ap.error("--repeat must be 1 or more")
     try:
         import psutil
     except ImportError:
@@ -365,8 +467,7 @@ def main() -> None:
             "mem_gb": psutil.virtual_memory().total / 2**30, "load_start": os.getloadavg()[0],
             "python": platform.python_version(), "platform": platform.platform(),
         },
-        "vocab": a.vocab, "threads": a.threads, "data": data_stats(files),
-        "results": {}, "ratios": {}, "overlap": {},
+        "threads": a.threads, "repeat": a.repeat, "data": data_stats(files), "by_vocab": {},
     }
     if fig["machine"]["load_start"] > 0.5:
         print(f"bench: warning: load average is {fig['machine']['load_start']:.2f}; something else is "
@@ -376,19 +477,25 @@ def main() -> None:
     try:
         if "toktok" in only:
             print("bench: warming Numba's cache (untimed) ...", file=sys.stderr)
-            w = run_worker("warmup", files, a.vocab, a.threads, scratch, env)
+            w = run_worker("warmup", files, a.vocab[0], a.threads, scratch, env)
             if w["status"] != "ok":
                 print(f"bench: warm-up failed, toktok's merge time will include JIT compiling:\n{w['error']}",
                       file=sys.stderr)
-        for name in TRAINERS:
-            if name not in only:
-                continue
-            if name == "rustbpe" and importlib.util.find_spec("rustbpe") is None:
-                fig["results"][name] = {"status": "unavailable", "error": "rustbpe is not installed "
-                                        "(pip install rustbpe, or make bench)"}
-                continue
-            print(f"bench: training {name} ...", file=sys.stderr)
-            fig["results"][name] = run_worker(name, files, a.vocab, a.threads, scratch, env)
+        for vocab in a.vocab:
+            runs: dict[str, list[dict]] = {}
+            # Interleaved (toktok, hf, rustbpe, toktok, ...) so that a change of load on the shared
+            # machine falls on every trainer alike.
+            for i in range(a.repeat):
+                for name in TRAINERS:
+                    if name not in only:
+                        continue
+                    if name == "rustbpe" and importlib.util.find_spec("rustbpe") is None:
+                        runs[name] = [{"status": "unavailable", "error": "rustbpe is not installed "
+                                       "(pip install rustbpe, or make bench)"}]
+                        continue
+                    print(f"bench: vocab {vocab:,}: training {name} ({i + 1} of {a.repeat}) ...", file=sys.stderr)
+                    runs.setdefault(name, []).append(run_worker(name, files, vocab, a.threads, scratch, env))
+            fig["by_vocab"][str(vocab)] = compare({name: median_of(r) for name, r in runs.items()})
         if "count" in only:
             fig["counting"] = {}
             all_n = a.threads or os.cpu_count() or 1
@@ -396,27 +503,13 @@ def main() -> None:
                 print(f"bench: toktok counting with {n} thread(s) ...", file=sys.stderr)
                 # POLARS_MAX_THREADS, not just threads=1: count_words' own slicing is only one of
                 # the places Polars runs in parallel (extract_all, group_by use its pool too).
-                fig["counting"][f"threads_{n}"] = run_worker(f"count:{n}", files, a.vocab, n, scratch,
+                fig["counting"][f"threads_{n}"] = run_worker(f"count:{n}", files, a.vocab[0], n, scratch,
                                                              {**env, **thread_env(n)})
+        if "cold" in only:
+            print("bench: the demo from an empty kernel cache, then warm ...", file=sys.stderr)
+            fig["cold_start"] = cold_start(scratch, env)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-
-    res = fig["results"]
-    tk = res.get("toktok", {})
-    for name in ("rustbpe", "hf"):
-        r = res.get(name, {})
-        if tk.get("status") == "ok" and r.get("status") == "ok":
-            fig["ratios"][name] = {"wall": tk["wall_s"] / r["wall_s"], "peak_rss": tk["peak_rss"] / r["peak_rss"]}
-    # Shared tokens: a cheap sanity check that the trainers were set up alike (a wrong pattern or
-    # alphabet shows up as a low overlap); exact equality is not expected (tie-breaking differs).
-    ok = {n: set(r["tokens"]) for n, r in res.items() if r.get("status") == "ok"}
-    for x, y in (("toktok", "hf"), ("toktok", "rustbpe"), ("hf", "rustbpe")):
-        if x in ok and y in ok:
-            common = len(ok[x] & ok[y])
-            size = max(len(ok[x]), len(ok[y]))
-            fig["overlap"][f"{x} & {y}"] = {"common": common, "size": size, "fraction": common / size}
-    for r in res.values():
-        r.pop("tokens", None)
 
     report(fig)
     if a.json:

@@ -624,11 +624,12 @@ def _long_path(tokens: list[bytes], skip=None) -> list[tuple[int, int]]:
     """all_split_merges with every token through the path of long tokens."""
     import toktok.export as ex
 
-    saved, ex.SPLIT_ALL_UP_TO = ex.SPLIT_ALL_UP_TO, 0
+    saved = ex.SPLIT_ALL_UP_TO, ex.LONG_PLAIN_BUDGET
+    ex.SPLIT_ALL_UP_TO = ex.LONG_PLAIN_BUDGET = 0
     try:
         return all_split_merges(tokens, skip)
     finally:
-        ex.SPLIT_ALL_UP_TO = saved
+        ex.SPLIT_ALL_UP_TO, ex.LONG_PLAIN_BUDGET = saved
 
 
 _RUNS = st.lists(st.tuples(st.sampled_from([b"a", b"-", b"ab", b"a-", b"=", b"\xc3\xa9", b"\xff"]), st.integers(1, 150))

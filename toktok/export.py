@@ -12,6 +12,7 @@ import base64
 import binascii
 import json
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -128,44 +129,57 @@ def write_tiktoken(vocab: Vocab, path: str | os.PathLike) -> Path:
     return path
 
 
-#: Tokens up to this many bytes have every split point tried; longer ones only those where a
-#: token of each length could fit (see ``_FingerprintIndex.splits``).
+#: Tokens up to this many bytes have every split point tried (compiled: ``merge.token_splits``);
+#: longer ones in Python, every split point while that is cheap (``LONG_PLAIN_BUDGET``), else
+#: only those where a token of each length could fit (see ``_FingerprintIndex.splits``).
 SPLIT_ALL_UP_TO = 64
+#: Bytes of slicing (the sum of the squared lengths of the long tokens) up to which every split
+#: point of a long token is tried as for short ones: indexing every token costs more than that.
+LONG_PLAIN_BUDGET = 1 << 24
 
 
 def all_split_merges(tokens: list[bytes], skip: "set[int] | dict[int, str] | None" = None) -> list[tuple[int, int]]:
     """Every (left id, right id) whose concatenation is a token, ordered by (token, left, right) rank.
 
     Ids in ``skip`` (pinned special tokens' placeholders) are neither split nor parts.
-    Costs one pair of dict lookups per split point of a short token (O(sum of their lengths));
-    a long token (a run of one character grows to 2^k bytes) costs a few lookups per length of
-    the tokens that begin with its first byte plus one comparison of its bytes per split found,
-    so a 1 MB token is not sliced at each of its million split points.
+    A short token costs one pair of lookups per split point (compiled). A long token (a run of
+    one character grows to 2^k bytes) costs a few lookups per length of the tokens that begin
+    with its first byte plus one comparison of its bytes per split found, so a 1 MB token is not
+    sliced at each of its million split points; while the long tokens are few and short enough
+    (``LONG_PLAIN_BUDGET``), they are sliced at every split point instead of indexing them all.
     Example: ``all_split_merges([b"a", b"b", b"ab"]) == [(0, 1)]``.
     """
+    rows = _split_merges(tokens, skip)
+    return list(zip(rows[:, 0].tolist(), rows[:, 1].tolist()))
+
+
+def _split_merges(tokens: list[bytes], skip=None):
+    """``all_split_merges`` as an array of rows (left, right)."""
+    import numpy as np
+
+    from .merge.loop import token_splits
+
     skip = skip or ()
-    ids = {t: i for i, t in enumerate(tokens) if i not in skip}
-    get = ids.get
-    index = None
-    out: list[tuple[int, int]] = []
-    for n_id, tok in enumerate(tokens):  # id order = rank order of the merged token
-        if n_id in skip:
-            continue
-        if len(tok) <= SPLIT_ALL_UP_TO:
-            splits = [
-                (left, right)
-                for k in range(1, len(tok))
-                if (left := get(tok[:k])) is not None and (right := get(tok[k:])) is not None
-            ]
+    rows = [token_splits(tokens, skip, SPLIT_ALL_UP_TO)]
+    long = [(i, t) for i, t in enumerate(tokens) if len(t) > SPLIT_ALL_UP_TO and i not in skip]
+    if long:
+        ids = {t: i for i, t in enumerate(tokens) if i not in skip}
+        if sum(len(t) ** 2 for _, t in long) <= LONG_PLAIN_BUDGET:
+            get = ids.get
+            found = [(n_id, left, right) for n_id, tok in long for k in range(1, len(tok))
+                     if (left := get(tok[:k])) is not None and (right := get(tok[k:])) is not None]
+            found.sort()
         else:
-            if index is None:
-                index = _FingerprintIndex(tokens, ids)
-            splits = index.splits(tok)
-        if len(splits) > 1:
-            # Distinct split points give distinct left parts, so sorting by left rank is total.
-            splits.sort()
-        out += splits
-    return out
+            index = _FingerprintIndex(tokens, ids)
+            found = sorted((n_id, left, right) for n_id, tok in long for left, right in index.splits(tok))
+        rows.append(np.array(found, np.int64).reshape(-1, 3))
+        # id order = rank order of the merged token; distinct split points give distinct left
+        # parts, so (token, left) orders them totally (each part is in that order already)
+        out = np.concatenate(rows)
+        out = out[np.argsort(out[:, 0], kind="stable")]
+    else:
+        out = rows[0]
+    return out[:, 1:]
 
 
 def _fingerprint(t: bytes) -> tuple[int, bytes, bytes]:
@@ -275,7 +289,8 @@ def hf_tokenizer_json(vocab: Vocab) -> bytes:
     # its specials), so that HF keeps its id; no merge makes or uses it.
     names = [_quote(vocab.pinned[i] if i in vocab.pinned else token_to_bytelevel(t)) for i, t in enumerate(vocab.tokens)]
     vocab_body = ",\n".join(f"      {s}: {i}" for i, s in enumerate(names))
-    merges_body = ",\n".join(f"      [{names[a]}, {names[b]}]" for a, b in all_split_merges(vocab.tokens, vocab.pinned))
+    merges = _split_merges(vocab.tokens, vocab.pinned)
+    merges_body = ",\n".join(f"      [{names[a]}, {names[b]}]" for a, b in zip(merges[:, 0].tolist(), merges[:, 1].tolist()))
     vocab_text = "{\n" + vocab_body + "\n    }" if names else "{}"
     merges_text = "[\n" + merges_body + "\n    ]" if merges_body else "[]"
 
@@ -364,6 +379,9 @@ def read_tiktoken_ranks(path: str | os.PathLike) -> tuple[dict[int, bytes], dict
         data = path.read_bytes()
     except OSError as e:
         raise VocabError(f"{path}: cannot read ({e.strerror or e})") from None
+    fast = _ranks_of_plain_lines(data)
+    if fast is not None:
+        return fast
 
     by_rank: dict[int, bytes] = {}
     rank_line: dict[int, int] = {}
@@ -399,6 +417,28 @@ def read_tiktoken_ranks(path: str | os.PathLike) -> tuple[dict[int, bytes], dict
     if not by_rank:
         raise VocabError(f"{path}: no tokens; expected lines of 'base64 rank'")
     return by_rank, rank_line
+
+
+#: A .tiktoken file as toktok and tiktoken write it: ``base64 rank`` lines, one space, "\n" ends.
+_PLAIN_TIKTOKEN = re.compile(rb"(?:(?:[A-Za-z0-9+/]+={0,2}|={1,2}) [0-9]+\n)*(?:(?:[A-Za-z0-9+/]+={0,2}|={1,2}) [0-9]+)?")
+
+
+def _ranks_of_plain_lines(data: bytes) -> tuple[dict[int, bytes], dict[int, int]] | None:
+    """``read_tiktoken_ranks`` of a file whose lines are all plain ``base64 rank`` (no blank line,
+    one space), decoded in bulk; None if it is not, or if a token is empty or repeated, or a
+    rank repeated: then the line-by-line reading names the line."""
+    if not data or _PLAIN_TIKTOKEN.fullmatch(data) is None:
+        return None
+    fields = data.split()
+    try:  # the regex checked what base64.b64decode(validate=True) checks, except the padding
+        tokens = list(map(binascii.a2b_base64, fields[0::2]))
+    except binascii.Error:
+        return None
+    ranks = list(map(int, fields[1::2]))
+    by_rank = dict(zip(ranks, tokens))
+    if len(by_rank) != len(ranks) or len(set(tokens)) != len(tokens) or not all(tokens):
+        return None
+    return by_rank, dict(zip(ranks, range(1, len(ranks) + 1)))
 
 
 def tokens_by_id(
@@ -584,7 +624,8 @@ def _specials_after_ranks(tokens: list[str], by_rank: dict[int, bytes], tt_path:
     return {s: n + k for k, s in enumerate(tokens)}
 
 
-def resolve_specials(tt_path: str | os.PathLike, by_rank: dict[int, bytes], given=None) -> tuple[dict[str, int], str | None]:
+def resolve_specials(tt_path: str | os.PathLike, by_rank: dict[int, bytes], given=None,
+                     hf_specials=None) -> tuple[dict[str, int], str | None]:
     """The special tokens of the ``.tiktoken`` file ``tt_path`` (whose ranks are ``by_rank``) and
     where they came from (a path, "given", or None when there are none).
 
@@ -593,7 +634,8 @@ def resolve_specials(tt_path: str | os.PathLike, by_rank: dict[int, bytes], give
     beside the file: ``NAME.special_tokens.json`` (ids declared), then ``special_tokens.txt`` in
     the same folder (toktoktok's plain list), then the ``added_tokens`` of the ``tokenizer.json``
     that goes with it (``hf_file_of``: in its ``NAME.toktok`` folder, else in the same folder);
-    none if there is none of them.
+    none if there is none of them. ``hf_specials``: a function giving that tokenizer.json's
+    special ``added_tokens`` (``{content: id}``), for a caller that loads the file anyway.
     Example: ``resolve_specials("tok.tiktoken", ranks, ["<|endoftext|>"])[0] == {"<|endoftext|>": len(ranks)}``.
     """
     tt = Path(tt_path)
@@ -613,7 +655,8 @@ def resolve_specials(tt_path: str | os.PathLike, by_rank: dict[int, bytes], give
     if side.is_file():
         return read_special_tokens_file(side), str(side)
     txt, hf = tt.parent / SPECIALS_TXT, hf_file_of(tt)
-    from_hf = read_hf_specials(hf)
+    # (a caller that loads that tokenizer.json anyway gives its specials: no second parse)
+    from_hf = hf_specials() if hf_specials is not None else read_hf_specials(hf)
     if txt.is_file():
         listed = _specials_after_ranks(read_special_tokens_txt(txt), by_rank, tt, str(txt))
         if from_hf and from_hf != listed:
@@ -654,15 +697,15 @@ def load_encoding(path: str | os.PathLike, special_tokens=None) -> "tiktoken.Enc
 
 
 def _load_encoding_and_tokens(
-    path: str | os.PathLike, special_tokens=None
+    path: str | os.PathLike, special_tokens=None, hf_specials=None
 ) -> tuple["tiktoken.Encoding", list[bytes | None]]:
     """``load_encoding`` plus the token bytes by id (tiktoken keeps its table private); ids of
-    special tokens inside the rank range hold ``None``."""
+    special tokens inside the rank range hold ``None``. ``hf_specials``: see ``resolve_specials``."""
     import tiktoken
 
     folder, tt_path = _folder_and_tiktoken(Path(path))
     by_rank, rank_line = read_tiktoken_ranks(tt_path)
-    specials, _ = resolve_specials(tt_path, by_rank, special_tokens)
+    specials, _ = resolve_specials(tt_path, by_rank, special_tokens, hf_specials)
     tokens = tokens_by_id(tt_path, by_rank, rank_line, specials)
     name = folder.name if tt_path.name == TIKTOKEN_FILE else tt_path.stem
     try:

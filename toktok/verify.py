@@ -13,8 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
+import numpy as np
+
 from .errors import InputError, ParityError
-from .export import HF_FILE, _folder_and_tiktoken, _load_encoding_and_tokens, bytelevel_to_token, hf_file_of, load_hf
+from .export import (HF_FILE, _folder_and_tiktoken, _load_encoding_and_tokens, bytelevel_to_token, hf_file_of,
+                     load_hf, token_to_bytelevel)
 
 #: Texts in a batch handed to each encoder at once (tokenizers encodes a batch in parallel).
 BATCH = 256
@@ -134,7 +137,7 @@ def _check_same_vocab(where: Path, enc, tokens: list[bytes], hf) -> None:
         )
     tt_specials = {s: enc.encode_single_token(s) for s in enc.special_tokens_set}
     special_at = {i: s for s, i in tt_specials.items()}
-    for name, i in hf_vocab.items():
+    for name, i in ([] if _same_ranks(hf_vocab, tokens) else hf_vocab.items()):
         if 0 <= i < len(tokens) and tokens[i] is None:
             # a special token inside the rank range: HF keeps it in the model under its text
             if special_at.get(i) != name:
@@ -148,6 +151,22 @@ def _check_same_vocab(where: Path, enc, tokens: list[bytes], hf) -> None:
     hf_specials = {a.content: i for i, a in hf.get_added_tokens_decoder().items()}
     if tt_specials != hf_specials:
         raise ParityError(f"{where}: special tokens differ: tiktoken {tt_specials} vs tokenizer.json {hf_specials}")
+
+
+def _same_ranks(hf_vocab: dict[str, int], tokens: list[bytes | None]) -> bool:
+    """Whether HF's vocab is exactly the tokens, id for id, each under its byte-level spelling
+    (one character per byte): checked on all of them at once, spellings joined. False also when
+    a special sits inside the rank range; the entry-by-entry check then decides."""
+    if None in tokens or len(hf_vocab) != len(tokens):
+        return False
+    ids = np.fromiter(hf_vocab.values(), np.int64, len(hf_vocab))
+    order = np.argsort(ids)
+    if not np.array_equal(ids[order], np.arange(len(tokens))):
+        return False
+    names = list(hf_vocab)
+    by_id = [names[i] for i in order.tolist()]
+    return (list(map(len, by_id)) == list(map(len, tokens))
+            and "".join(by_id) == token_to_bytelevel(b"".join(tokens)))
 
 
 def _hf_bytes(hf, i: int) -> bytes | str:
@@ -185,9 +204,19 @@ def verify(
     """
     # Phase 1: load both and compare the vocabularies themselves.
     where = Path(out_dir)
-    enc, tokens = _load_encoding_and_tokens(where, special_tokens)
+    tt = _folder_and_tiktoken(where)[1]
     # the tokenizer.json of a folder, else the one that goes with its .tiktoken (NAME.toktok/)
-    hf = load_hf(where / HF_FILE if (where / HF_FILE).is_file() else hf_file_of(_folder_and_tiktoken(where)[1]))
+    hf_path = where / HF_FILE if (where / HF_FILE).is_file() else hf_file_of(tt)
+    loaded: list = []
+
+    def hf_specials() -> dict[str, int]:
+        """The specials of the tokenizer.json that tiktoken's side would read them from, when it
+        is the one loaded here (its JSON is parsed once, by tokenizers)."""
+        loaded.append(load_hf(hf_path))
+        return {a.content: i for i, a in loaded[0].get_added_tokens_decoder().items() if a.special}
+
+    enc, tokens = _load_encoding_and_tokens(where, special_tokens, hf_specials if hf_path == hf_file_of(tt) else None)
+    hf = loaded[0] if loaded else load_hf(hf_path)
     _check_same_vocab(where, enc, tokens, hf)
     del tokens
 
@@ -231,3 +260,4 @@ def verify(
             strings += 1
             tokens += len(a)
     return VerifyReport(strings=strings, tokens=tokens)
+

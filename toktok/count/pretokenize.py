@@ -24,7 +24,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from .._kernels import _EMPTY
+from .._kernels import _EMPTY, inlined, internal
 
 
 def _cut_specials(texts: pl.Series, specials: Sequence[str]) -> pl.Series:
@@ -197,7 +197,7 @@ def _swar_ok() -> bool:
     return _SWAR_OK
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _decode(data, i, e):
     """Code point at byte i and its length (input is valid UTF-8)."""
     b0 = np.int64(data[i])
@@ -211,7 +211,7 @@ def _decode(data, i, e):
             | ((np.int64(data[i + 2]) & 0x3F) << 6) | (np.int64(data[i + 3]) & 0x3F)), 4
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _cls(data, k, e, ac, flags):
     """Class bits of the char at byte k and its length; an ASCII char is one table look-up."""
     a = np.int64(ac[data[k]])
@@ -233,7 +233,7 @@ def _ctz(typingctx, x):
     return x(x), codegen
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _ld8(d64, data, base, p):
     """The 8 bytes at data[p:] as a little-endian uint64 (zeros past the end). ``d64`` is the
     same buffer as uint64 words from byte ``base`` on (empty: read bytes one by one)."""
@@ -256,34 +256,35 @@ _HIGHS = np.uint64(0x8080808080808080)
 _LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _between(y, lo, hi):
     """High bit of each byte of y (bytes < 0x80) with lo <= byte <= hi."""
     ones = np.uint64(0x0101010101010101)
     return (y + ones * np.uint64(0x80 - lo)) & ~(y + ones * np.uint64(0x7F - hi)) & _HIGHS
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _byte_is(y, b):
     """High bit of each byte of y (bytes < 0x80) equal to b."""
     z = y ^ (np.uint64(0x0101010101010101) * np.uint64(b))
     return ~(((z & _LOW7) + _LOW7) | z) & _HIGHS
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _letter_bits(w):
-    return _between((w | np.uint64(0x2020202020202020)) & _LOW7, 0x61, 0x7A) & ~w
+    return _between((w | np.uint64(0x2020202020202020)) & _LOW7, np.int64(0x61), np.int64(0x7A)) & ~w
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _other_bits(w):
     y = w & _LOW7
     space = _byte_is(y, 0x20)
-    taken = _between((w | np.uint64(0x2020202020202020)) & _LOW7, 0x61, 0x7A) | _between(y, 0x30, 0x39)
-    return ~(taken | _between(y, 0x09, 0x0D) | space | w) & _HIGHS
+    taken = (_between((w | np.uint64(0x2020202020202020)) & _LOW7, np.int64(0x61), np.int64(0x7A))
+             | _between(y, np.int64(0x30), np.int64(0x39)))
+    return ~(taken | _between(y, np.int64(0x09), np.int64(0x0D)) | space | w) & _HIGHS
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _skip_letters(data, d64, base, k, e, ac, flags, swar):
     """End of the run of letters from byte k (\\p{L}*)."""
     while k < e:
@@ -308,7 +309,7 @@ def _skip_letters(data, d64, base, k, e, ac, flags, swar):
     return k
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _skip_other(data, d64, base, k, e, ac, flags, swar):
     """End of ``[^\\s\\p{L}\\p{N}]*[\\r\\n]*`` from byte k."""
     while k < e:
@@ -336,7 +337,7 @@ def _skip_other(data, d64, base, k, e, ac, flags, swar):
     return k
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _space_end(data, i, e, ac, flags):
     """PATTERN's match at a whitespace char i that joins nothing after it (alternatives 5-7).
     Char by char: runs are mostly one or two chars, too short for 8 bytes at a time to pay."""
@@ -363,7 +364,7 @@ def _space_end(data, i, e, ac, flags):
     return last_start
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _contraction_end(data, j, e, fold):
     """End of (?i:'s|'t|'re|'ve|'m|'ll|'d) whose apostrophe ends at byte j, or -1."""
     if j >= e:
@@ -380,7 +381,7 @@ def _contraction_end(data, j, e, fold):
     return -1
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _piece_end(data, d64, base, i, e, ac, flags, fold, swar):
     """End (exclusive) of PATTERN's match starting at byte i of a document ending at e."""
     f, n = _cls(data, i, e, ac, flags)
@@ -440,13 +441,13 @@ _MAX_LOAD = (7, 10)  # rows used <= cap * 7 // 10
 _ST = 8
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _low(n):
     """Mask of the low n bytes, n in 0..7."""
     return (np.uint64(1) << np.uint64(8 * n)) - np.uint64(1)
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _short_hash(key):
     x = np.uint64(key)
     x ^= x >> np.uint64(29)
@@ -455,7 +456,7 @@ def _short_hash(key):
     return x
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _long_hash(d64, data, base, i, n):
     h = np.uint64(n) * np.uint64(0x9E3779B97F4A7C15)
     p = i
@@ -472,13 +473,13 @@ def _long_hash(d64, data, base, i, n):
     return h
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _part(h, nparts):
     """Which of ``nparts`` merged tables a word goes to (independent of table sizes)."""
     return np.int64((h >> np.uint64(8)) & np.uint64(0xFFFF)) % nparts
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _arena_word(arena, o):
     """(start, length) of the word stored at arena offset o."""
     n = np.int64(arena[o])
@@ -490,7 +491,7 @@ def _arena_word(arena, o):
     return o + 9, n
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _bump_short(T, st, limit, mask, shift, key, h, n, cnt):
     """Add cnt to short word ``key``; False (nothing done) when the table must grow first."""
     s = np.int64(h >> shift)
@@ -510,7 +511,7 @@ def _bump_short(T, st, limit, mask, shift, key, h, n, cnt):
         s = (s + 1) & mask
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _bump_long(T, arena, st, limit, mask, shift, d64, data, base, i, n, h, cnt):
     """Add cnt to long word data[i:i+n] of hash h; False (nothing done) when the table or the
     arena (``st[5]`` bytes needed) must grow first."""
@@ -566,13 +567,13 @@ def _scan_into(data, d64, base, offsets, d, i, hi, ac, flags, fold, swar, T, are
     limit = T.shape[0] * _MAX_LOAD[0] // _MAX_LOAD[1]
     while d < hi:
         e = offsets[d + 1]
-        pn = 0  # the pending piece: length (0: none), start, key (short words), hash, first row
-        pi = 0
+        pn = np.int64(0)  # the pending piece: length (0: none), start, key (short words), hash, first row
+        pi = np.int64(0)
         pk = np.int64(0)
         ph = np.uint64(0)
         pt = np.int64(0)
         while True:
-            n = 0
+            n = np.int64(0)
             j = i
             key = np.int64(0)
             h = np.uint64(0)
@@ -592,9 +593,9 @@ def _scan_into(data, d64, base, offsets, d, i, hi, ac, flags, fold, swar, T, are
                         T[np.int64(ph >> shift), 1] += 1
                         ok = True
                     else:
-                        ok = _bump_short(T, st, limit, mask, shift, pk, ph, pn, 1)
+                        ok = _bump_short(T, st, limit, mask, shift, pk, ph, pn, np.int64(1))
                 else:
-                    ok = _bump_long(T, arena, st, limit, mask, shift, d64, data, base, pi, pn, ph, 1)
+                    ok = _bump_long(T, arena, st, limit, mask, shift, d64, data, base, pi, pn, ph, np.int64(1))
                 if not ok:
                     st[3] = d
                     st[4] = pi
@@ -609,12 +610,12 @@ def _scan_into(data, d64, base, offsets, d, i, hi, ac, flags, fold, swar, T, are
     return 0
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _row_hash(k, arena, a64):
     """The hash of the word of table key k (long words: from their bytes in the arena)."""
     if k & _LONG:
         w, n = _arena_word(arena, k & _OFF_MASK)
-        return _long_hash(a64, arena, 0, w, n)
+        return _long_hash(a64, arena, np.int64(0), w, n)
     return _short_hash(k)
 
 
@@ -646,7 +647,7 @@ def _merge_part(S, sarena, sa64, r, p, nparts, T, arena, st, shift):
             if _part(h, nparts) == p:
                 if k & _LONG:
                     w, n = _arena_word(sarena, k & _OFF_MASK)
-                    if not _bump_long(T, arena, st, limit, mask, shift, sa64, sarena, 0, w, n, h, S[r, 1]):
+                    if not _bump_long(T, arena, st, limit, mask, shift, sa64, sarena, np.int64(0), w, n, h, S[r, 1]):
                         return r
                 elif not _bump_short(T, st, limit, mask, shift, k, h, k >> 56, S[r, 1]):
                     return r
@@ -760,7 +761,14 @@ def _new_rows(cap: int) -> np.ndarray:
     return T
 
 
-_NO_WORDS = np.zeros(0, np.uint64)
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+# Read-only like the Arrow buffers they stand in for: one compiled scanner for both
+_NO_WORDS = _readonly(np.zeros(0, np.uint64))
+_NO_TEXT = _readonly(np.zeros(1, np.uint8))
 
 
 def _words64(data: np.ndarray) -> tuple[np.ndarray, int]:
@@ -833,7 +841,7 @@ class WordCounter:
                 arr = arr.cast(pa.large_string())
             off = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset : arr.offset + len(arr) + 1]
             buf = arr.buffers()[2]
-            data = np.frombuffer(buf, np.uint8) if buf is not None else np.zeros(1, np.uint8)
+            data = np.frombuffer(buf, np.uint8) if buf is not None else _NO_TEXT
             self._scan_arrays(data, off)
             del arr, off, data, buf
             lo = hi

@@ -30,6 +30,8 @@ import pyarrow.compute as pc
 import regex
 from numba import njit
 
+from .._kernels import inlined
+
 # Safe cuts, where the GPT-4 pre-tokenizer cuts anyway (findall of the two sides = findall of the
 # whole): right after "\n" when non-whitespace follows (no alternative of toktok.vocab.PATTERN
 # matches "\n" + non-space), and right before a space that follows non-whitespace (no token
@@ -91,7 +93,7 @@ def _cut(text: str, unit: int) -> list[str]:
     return out
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True)
 def _space_at(data, q):
     """Whether the character at byte ``q`` of valid UTF-8 is whitespace for the regex module's
     ``\\s`` (Unicode White_Space: \\t-\\r, space, U+0085 U+00A0 U+1680 U+2000-200A U+2028 U+2029
@@ -113,7 +115,7 @@ def _space_at(data, q):
     return False
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _lead_bytes(v):
     """Characters starting in the UTF-8 bytes ``v``: bytes that are not 0x80-0xBF (-128..-65 as
     int8). A slice and an int8 view so that LLVM vectorizes it (no index wraparound checks)."""
@@ -124,7 +126,7 @@ def _lead_bytes(v):
     return cnt
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _space_before(data, q, start):
     """Whether the character that ends right before byte ``q`` (> ``start``, a character start)
     is whitespace, as ``_space_at``."""

@@ -16,7 +16,6 @@ pipeline passes its own before closing the file). Example::
 """
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import re
@@ -29,8 +28,8 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError, QueryError, ToktokError
+from ..rundir import RUN_FILE, companion_name
 from ..store import SCHEMA_VERSION, RunStore, _statements, sql
-from ..vocab import PATTERN
 
 RunLike = Union[str, os.PathLike, duckdb.DuckDBPyConnection]
 
@@ -54,14 +53,12 @@ READY_DIRS = (Path("sql"), READY_DIR)
 def run_path(run: str | os.PathLike) -> Path:
     """The ``run.duckdb`` of an output folder (or the file itself, or of a ``.tiktoken`` whose run
     is in the ``NAME.toktok`` folder beside it); ToktokError if there is none."""
-    from ..rundir import companion_name
-
     p = Path(run)
     if p.is_file() and p.suffix == ".tiktoken":
         comp = p.parent / companion_name(p.name)
         p = comp if comp.is_dir() else p.parent
     if p.is_dir():
-        p = p / "run.duckdb"
+        p = p / RUN_FILE
     if not p.is_file():
         raise ToktokError(f"{p}: no run file here; pass a toktok output folder or its run.duckdb")
     return p
@@ -137,13 +134,20 @@ def add_views(con: RunLike, temp: bool = False) -> None:
             c.execute(stmt.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMP VIEW", 1) if temp else stmt)
 
 
+def _add_missing_views(con: duckdb.DuckDBPyConnection) -> None:
+    """``add_views`` unless the file has them all (the pipeline adds them once, then writes the
+    curve and the gains)."""
+    if not set(VIEWS + TABLES) <= _names(con):
+        add_views(con)
+
+
 def _ensure_views(con: duckdb.DuckDBPyConnection) -> None:
     if not set(VIEWS + TABLES) <= _names(con):
         add_views(con, temp=True)
 
 
 # ---------------------------------------------------------------------------------------------
-# The vocabulary as tiktoken encodings of rank prefixes
+# The vocabulary as it was after k merges: rank prefixes
 # ---------------------------------------------------------------------------------------------
 
 
@@ -151,44 +155,56 @@ class _Prefixes:
     """The run's tokens by id and, per merge count k, the vocabulary size after k merges.
 
     Ranks are ids and merges add ids at the end, so the first ``size(k)`` tokens are a valid
-    tiktoken vocabulary: the tokenizer as it was after k merges.
+    tiktoken vocabulary: the tokenizer as it was after k merges. ``segment`` encodes pieces of
+    text with it as tiktoken does (whole-piece lookup, then rank-BPE: ``merge.segment``, held
+    equal to tiktoken by the tests), without building a tiktoken encoding per k.
     """
 
     def __init__(self, con: duckdb.DuckDBPyConnection):
-        rows = con.execute("SELECT id, token, kind FROM vocab ORDER BY id").fetchall()
-        ranked = [r for r in rows if r[2] != "special"]
-        if not ranked:
+        vocab = _arrow(con.sql("SELECT id, kind = 'special' AS special, token FROM vocab ORDER BY id"))
+        special = vocab["special"].to_numpy(zero_copy_only=False)
+        ranked = np.flatnonzero(~special)
+        if not len(ranked):
             raise ToktokError("the run file has no vocabulary (the run did not finish training)")
-        n = ranked[-1][0] + 1  # specials after the last rank are not ranks
-        inside = rows[:n]
-        if [r[0] for r in inside] != list(range(n)):
+        n = int(vocab["id"][int(ranked[-1])].as_py()) + 1  # specials after the last rank are not ranks
+        if not np.array_equal(vocab["id"].to_numpy()[:n], np.arange(n)):
             raise ToktokError("the run file's vocabulary ids are not 0..N-1; the run file is damaged")
-        # special tokens pinned inside the id range (from a warm start) hold no rank
-        self.tokens: list[bytes | None] = [None if r[2] == "special" else bytes(r[1]) for r in inside]
-        ids = np.array([r[0] for r in con.execute(
-            "SELECT token_id FROM merges ORDER BY merge_index").fetchall()], dtype=np.int64)
+        # the tokens' bytes as the merge stage lays them out (no Python object per token)
+        col = vocab["token"].combine_chunks().slice(0, n).cast(pa.large_binary())
+        offsets = np.frombuffer(col.buffers()[1], np.int64)[col.offset : col.offset + n + 1]
+        data = col.buffers()[2]
+        tdata = np.frombuffer(data, np.uint8).copy() if data is not None and data.size else np.zeros(1, np.uint8)
+        tstart, tlen = offsets[:-1].copy(), np.diff(offsets)
+        pinned = np.flatnonzero(special[:n])
+        if len(pinned):
+            # special tokens pinned inside the id range (from a warm start) hold no rank: their
+            # ids get bytes that no UTF-8 text holds (0xFF ...), so that nothing encodes to them
+            extra = b"".join(b"\xff" + int(i).to_bytes(4, "big") for i in pinned)
+            tstart[pinned] = tdata.shape[0] + 5 * np.arange(len(pinned))
+            tlen[pinned] = 5
+            tdata = np.concatenate([tdata, np.frombuffer(extra, np.uint8)])
+        self._tables = (tdata, tstart, tlen)
+        ids = con.sql("SELECT token_id FROM merges ORDER BY merge_index").fetchnumpy()["token_id"]
+        ids = np.asarray(ids, dtype=np.int64)
         new = int(con.execute("SELECT count(*) FROM merges WHERE NOT reused").fetchall()[0][0])
         self.n_merges = len(ids)
         base = n - new
         # sizes[k] = id range after the first k merges (reused merges add no token)
         grown = np.maximum.accumulate(ids + 1) if len(ids) else ids
         self.sizes = np.concatenate([[base], np.maximum(base, grown)]).astype(np.int64)
-        self._cache: dict[int, object] = {}
+        self._segmenter = None
 
     def size(self, k: int) -> int:
         return int(self.sizes[k])
 
-    def encoding(self, k: int):
-        import tiktoken
+    def segment(self, k: int, pieces) -> tuple[np.ndarray, np.ndarray]:
+        """Token ids (flat) and offsets of each piece (Arrow binary or list of bytes) encoded with
+        the vocabulary after k merges, e.g. ``lengths = np.diff(pre.segment(k, words)[1])``."""
+        if self._segmenter is None:
+            from ..merge.loop import Segmenter
 
-        n = self.size(k)
-        if n not in self._cache:
-            self._cache.clear()
-            self._cache[n] = tiktoken.Encoding(
-                name=f"toktok-{n}", pat_str=PATTERN,
-                mergeable_ranks={t: i for i, t in enumerate(self.tokens[:n]) if t is not None}, special_tokens={},
-            )
-        return self._cache[n]
+            self._segmenter = Segmenter(*self._tables)
+        return self._segmenter(pieces, self.size(k))
 
 
 def _texts_and_groups(texts, by, text_column: str) -> tuple[list[str], list[str] | None]:
@@ -296,23 +312,25 @@ def compression_curve(
         nbytes = pl.Series(docs, dtype=pl.String).str.len_bytes().to_numpy().astype(np.int64) if docs else np.zeros(0, np.int64)
         ndocs = _sums(np.ones(len(docs), np.int64), gidx, len(subsets))
         sbytes = _sums(nbytes, gidx, len(subsets))
+        # each group's distinct pieces of the pattern once, with their counts: a document's
+        # tokens are its pieces' tokens (tiktoken encodes piece by piece), so every point of the
+        # curve encodes these pieces instead of the documents
+        words, counts, of = _pieces(docs, gidx, len(subsets), threads)
         rows = []
         usage = None
         for k in ks:
-            enc = pre.encoding(k)
-            ids = enc.encode_ordinary_batch(docs, num_threads=threads) if docs else []
-            lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-            stoks = _sums(lens, gidx, len(subsets))
+            flat, off = pre.segment(k, words)
+            stoks = _sums(counts * np.diff(off), of, len(subsets))
             for s, name in enumerate(subsets):
                 rows.append((k, pre.size(k), name, int(ndocs[s]), int(sbytes[s]), int(stoks[s]),
                              float(sbytes[s] / stoks[s]) if stoks[s] else None))
             if k == ks[-1]:
-                usage = _usage(ids, lens, gidx, subsets, pre.size(k))
+                usage = _usage(flat, off, counts, of, subsets, pre.size(k))
         frame = pl.DataFrame(rows, schema={"merges": pl.Int32, "vocab_size": pl.Int32, "subset": pl.String,
                                            "docs": pl.Int64, "bytes": pl.Int64, "tokens": pl.Int64,
                                            "bytes_per_token": pl.Float64}, orient="row")
         if write:
-            add_views(con)
+            _add_missing_views(con)
             info = {"docs": len(docs), "bytes": int(sbytes[0]), "subsets": len(subsets) - 1,
                     "by": by if isinstance(by, str) else (None if by is None else "labels"),
                     "points": len(ks), "every": ks[1] - ks[0] if len(ks) > 1 else 0, "text": text}
@@ -323,17 +341,33 @@ def compression_curve(
     return frame
 
 
-def _usage(ids: list[list[int]], lens: np.ndarray, gidx: np.ndarray, subsets: list[str], n: int) -> pa.Table:
-    flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lens.sum()))
+def _pieces(docs: list[str], gidx: np.ndarray, n_subsets: int, threads: int) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """The distinct pieces of the pattern in each group's documents: (pieces, their counts, their
+    subset index); without groups (one subset) the pieces of all documents, subset 0."""
+    import polars as pl
+
+    from ..count.pretokenize import count_words
+
+    frames = []
+    for s in range(1, n_subsets) if n_subsets > 1 else [0]:
+        part = docs if n_subsets == 1 else [d for d, g in zip(docs, gidx.tolist()) if g == s]
+        frames.append(count_words(part, threads=threads).with_columns(subset=pl.lit(s, pl.Int64)))
+    df = pl.concat(frames)
+    return df["word"].to_arrow(), df["count"].to_numpy().astype(np.int64), df["subset"].to_numpy().astype(np.int64)
+
+
+def _usage(flat: np.ndarray, off: np.ndarray, counts: np.ndarray, of: np.ndarray, subsets: list[str], n: int) -> pa.Table:
+    """Per subset ('all' first, then the groups): how often each id is used, ids ascending."""
+    lens = np.diff(off)
+    weight = np.repeat(counts, lens)
     cols: dict[str, list] = {"id": [], "subset": [], "uses": []}
-    parts = [(0, flat)]
+    parts = [(0, flat, weight)]
     if len(subsets) > 1:
-        g = np.repeat(gidx, lens)
-        order = np.argsort(g, kind="stable")
-        bounds = np.searchsorted(g[order], np.arange(1, len(subsets) + 1))
-        parts += [(s, flat[order[bounds[s - 1]:bounds[s]]]) for s in range(1, len(subsets))]
-    for s, arr in parts:
-        c = np.bincount(arr, minlength=n)
+        g = np.repeat(of, lens)
+        parts += [(s, flat[g == s], weight[g == s]) for s in range(1, len(subsets))]
+    for s, arr, w in parts:
+        # integer sums (bincount with weights adds in float64: exact below 2**53 uses)
+        c = np.bincount(arr, weights=w, minlength=n).astype(np.int64)
         used = np.nonzero(c)[0]
         cols["id"].append(used.astype(np.int32))
         cols["uses"].append(c[used].astype(np.int64))
@@ -384,28 +418,24 @@ def word_gains(run: RunLike, top: int = 50_000, *, write: bool = True):
         phases = con.execute(
             "SELECT phase, min(merge_index), max(merge_index) FROM merges GROUP BY phase ORDER BY 2").fetchall()
         for phase, k0, k1 in phases:
-            rows = con.execute(
-                "SELECT word, count FROM words WHERE phase = $p ORDER BY count DESC, word LIMIT $n",
-                {"p": phase, "n": int(top)}).fetchall()
-            words, texts, counts = [], [], []
-            for w, c in rows:
+            rows = _arrow(con.sql(sql("top_words"), params={"phase": phase, "n": int(top)}))
+            words, counts = [], []
+            for w, c in zip(rows["word"].to_pylist(), rows["count"].to_pylist()):
                 try:
-                    texts.append(bytes(w).decode("utf-8"))
+                    w.decode("utf-8")
                 except UnicodeDecodeError:
                     continue
-                words.append(bytes(w))
+                words.append(w)
                 counts.append(c)
-            # one call per word: tiktoken's batch API costs a thread-pool task per text (10x slower
-            # on words). A word is one piece of the pattern, so it is encoded as one: splitting it
-            # again gives itself, and tiktoken's regex overflows its stack on a 1 MB run of spaces
-            enc0, enc1 = pre.encoding(k0)._encode_single_piece, pre.encoding(k1 + 1)._encode_single_piece
-            before = [len(enc0(w)) for w in words]
-            after = [len(enc1(w)) for w in words]
+            # A word is one piece of the pattern, so it is encoded as one (as tiktoken's
+            # _encode_single_piece would: splitting it again gives itself)
+            before = np.diff(pre.segment(k0, words)[1]) if words else []
+            after = np.diff(pre.segment(k1 + 1, words)[1]) if words else []
             frames.append(pl.DataFrame({"phase": [phase] * len(words), "word": words, "count": counts,
                                         "tokens_before": before, "tokens_after": after}, schema=schema))
         frame = pl.concat(frames) if frames else pl.DataFrame(schema=schema)
         if write:
-            add_views(con)
+            _add_missing_views(con)
             _replace(con, {"word_gains": frame.to_arrow()}, meta={})
     return frame
 

@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
-from .._kernels import _EMPTY, _empty_huge, _grow, _hash_range, _mix, _prefetch
+from .._kernels import _EMPTY, _empty_huge, _grow, _hash_range, _mix, _prefetch, inlined, internal
 from ..vocab import Vocab
 
 
@@ -58,12 +58,12 @@ class MergeResult:
 # --- hash tables -----------------------------------------------------------------------------
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _pkey(a, b):
     return (np.int64(a) << 32) | np.int64(b)
 
 
-@njit(cache=True)
+@internal
 def _bytes_hash(tdata, tstart, tlen, a, b):
     """Hash of bytes(a) + bytes(b) (FNV-1a, kept positive so that -1 can mean empty)."""
     h = np.uint64(0xCBF29CE484222325)
@@ -75,7 +75,7 @@ def _bytes_hash(tdata, tstart, tlen, a, b):
     return np.int64(h >> np.uint64(1))
 
 
-@njit(cache=True)
+@internal
 def _find_token(bkeys, bids, tdata, tstart, tlen, a, b, h):
     """Id of the token whose bytes are bytes(a) + bytes(b), or -1."""
     mask = np.uint64(bkeys.shape[0] - 1)
@@ -99,7 +99,7 @@ def _find_token(bkeys, bids, tdata, tstart, tlen, a, b, h):
     return -1
 
 
-@njit(cache=True)
+@internal
 def _put_token(bkeys, bids, h, t):
     mask = np.uint64(bkeys.shape[0] - 1)
     i = _mix(h) & mask
@@ -118,7 +118,7 @@ def _put_token(bkeys, bids, h, t):
 # fifth of the loop's time).
 
 
-@njit(cache=True)
+@internal
 def _sift_down(H, n, i, tdata, tstart, tlen):
     c = H[i, 0]
     k = H[i, 1]
@@ -186,7 +186,7 @@ def _sift_down(H, n, i, tdata, tstart, tlen):
     H[i, 1] = k
 
 
-@njit(cache=True)
+@internal
 def _refill(T, H, target, tdata, tstart, tlen):
     """A heap of every pair whose count is at least ``floor``, the largest power of two that
     ``target`` or more pairs reach (1 if fewer pairs have a count). Returns (heap, size, floor).
@@ -211,11 +211,11 @@ def _refill(T, H, target, tdata, tstart, tlen):
             bit = b
             break
     floor = np.int64(1) << bit
-    n = 0
+    n = np.int64(0)
     for b in range(bit, 64):
         n += hist[b]
     H = _heap_room(H, n)
-    hn = 0
+    hn = np.int64(0)
     for i in range(T.shape[0]):
         if T[i, _KEY] != _EMPTY and T[i, _CNT] >= floor:
             H[hn, 0] = T[i, _CNT]
@@ -226,7 +226,7 @@ def _refill(T, H, target, tdata, tstart, tlen):
     return H, hn, floor
 
 
-@njit(cache=True)
+@internal
 def _heap_room(H, need):
     """The heap with room for ``need`` rows (grown by half)."""
     if need <= H.shape[0]:
@@ -270,7 +270,7 @@ def _token_bits(max_tokens: int) -> int:
     return tb
 
 
-@njit(cache=True)
+@internal
 def _escaped(ek, ev, p):
     """The count of row p of a word too frequent for its row's count bits."""
     mask = np.uint64(ek.shape[0] - 1)
@@ -280,7 +280,7 @@ def _escaped(ek, ev, p):
     return ev[i]
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _tslot(T, key):
     """Row of ``key`` in the pair table, or the empty row where it would go."""
     mask = np.uint64(T.shape[0] - 1)
@@ -292,7 +292,7 @@ def _tslot(T, key):
         i = (i + np.uint64(1)) & mask
 
 
-@njit(cache=True)
+@internal
 def _new_table(cap):
     T = _empty_huge((cap, 2), np.int64)
     L = _empty_huge((cap, 2), np.int32)
@@ -304,7 +304,7 @@ def _new_table(cap):
     return T, L
 
 
-@njit(cache=True)
+@internal
 def _rebuild(T, L, need):
     """A table with room for ``need`` more pairs, at most half full. Pairs with no count are
     dropped: a zero count means no live occurrence, so their lists hold only stale positions.
@@ -317,7 +317,7 @@ def _rebuild(T, L, need):
                 live += 1
             else:
                 dropped += L[i, _LEN]
-    cap = 1024
+    cap = np.int64(1024)
     while cap < 2 * (live + need):
         cap *= 2
     NT, NL = _new_table(cap)
@@ -331,14 +331,14 @@ def _rebuild(T, L, need):
     return NT, NL, live, dropped
 
 
-@njit(cache=True)
+@internal
 def _new_pool(n):
     if n >= 2**31:
         raise ValueError("toktok: too many pair positions for the merge loop (2**31)")
     return _empty_huge(n, np.int32)
 
 
-@njit(cache=True)
+@internal
 def _make_room(T, L, pool, pool_end, live, need):
     """Room for ``need`` more entries after ``pool_end``. When at least an eighth of the pool is
     garbage, the lists are compacted in place (in order of their blocks, so each moves down) and
@@ -360,7 +360,7 @@ def _make_room(T, L, pool, pool_end, live, need):
             if T[i, _KEY] != _EMPTY and L[i, _LEN] > 0:
                 keys[n] = (np.int64(L[i, _HEAD]) << 32) | i
                 n += 1
-        keys = _radix_sort(keys, 32)  # heads are distinct: their bits suffice
+        keys = _radix_sort(keys, np.int64(32))  # heads are distinct: their bits suffice
         o = 0
         for j in range(n):
             i = keys[j] & 0xFFFFFFFF
@@ -381,7 +381,7 @@ def _make_room(T, L, pool, pool_end, live, need):
     return out, pool_end, live, 2
 
 
-@njit(cache=True)
+@internal
 def _radix_sort(a, lo):
     """``a`` (non-negative int64) sorted by its bits from ``lo`` up (bits below ``lo`` keep
     their input order): LSD radix sort, 16 bits a pass, none above the largest value."""
@@ -411,7 +411,7 @@ def _radix_sort(a, lo):
     return a
 
 
-@njit(cache=True)
+@internal
 def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack):
     """Pair table and pool for the starting positions, each list ascending. Small vocabularies
     (bytes, hardcoded) count in a dense n×n array first, so the hash table sees each distinct
@@ -442,7 +442,7 @@ def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack):
         for d in range(nn):
             if dlen[d] > 0:
                 n_pairs += 1
-        cap = 1024
+        cap = np.int64(1024)
         while cap < 2 * (n_pairs + expect):
             cap *= 2
         T, L = _new_table(cap)
@@ -467,7 +467,7 @@ def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack):
                 pool[dlen[d]] = p
                 dlen[d] += 1
         return T, L, n_used, pool, acc
-    T, L = _new_table(1024)
+    T, L = _new_table(np.int64(1024))
     for p in range(n_rows - 1):
         v = np.int64(P[p, _TC])
         ta = v & tmask
@@ -544,7 +544,7 @@ def _setup(P, ek, ev, tb, tdata, tstart, tlen, n_tokens, expect, spare, slack, h
     return bkeys, bids, T, L, pool, H, st
 
 
-@njit(cache=True)
+@internal
 def _merge_round(P, ek, ev, tb, T, pool, head, ln, s0, a, b, t, stamp, l_stamp, r_stamp, l_sum, r_sum,
                  l_seen, r_seen, l_tix, r_tix, tkey, tinc, tcnt, trow, e_pos, e_tix):
     """Merge pair (a, b) into t at every live position of ``pool[head:head+ln]``, in that order.
@@ -670,7 +670,7 @@ def _merge_round(P, ek, ev, tb, T, pool, head, ln, s0, a, b, t, stamp, l_stamp, 
     return n_touched, n_ent, n_new_rows, live
 
 
-@njit(cache=True)
+@internal
 def _push_rows(H, hn, T, rows, n, floor, tdata, tstart, tlen):
     """Push the pairs of table rows ``rows[:n]`` whose count is at least ``floor`` (>= 1);
     returns the heap size (the heap has room)."""
@@ -778,14 +778,14 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
         if hn > 0:
             H[0, 0] = H[hn, 0]
             H[0, 1] = H[hn, 1]
-            _sift_down(H, hn, 0, tdata, tstart, tlen)
+            _sift_down(H, hn, np.int64(0), tdata, tstart, tlen)
         s0 = _tslot(T, _pkey(a, b))
         cur = T[s0, _CNT] if T[s0, _KEY] != _EMPTY else 0
         if cur != c:
             if floor <= cur < c:
                 H = _heap_room(H, hn + 1)
                 one[0] = s0
-                hn = _push_rows(H, hn, T, one, 1, floor, tdata, tstart, tlen)
+                hn = _push_rows(H, hn, T, one, np.int64(1), floor, tdata, tstart, tlen)
             continue
 
         # 2. the merged token: an existing one with the same bytes, or a new id
@@ -826,7 +826,7 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
                     part = np.empty(ln, np.int64)
                     for i in range(ln):
                         part[i] = pool[head + i]
-                    part = _radix_sort(part, 0)
+                    part = _radix_sort(part, np.int64(0))
                     for i in range(ln):
                         pool[head + i] = part[i]
                     stats[12] += 1
@@ -924,13 +924,13 @@ def _token_table(tdata, tstart, tlen, n_tokens, max_tokens):
     bkeys = np.full(cap, _EMPTY, np.int64)
     bids = np.zeros(cap, np.int32)
     for t in range(n_tokens):
-        _put_token(bkeys, bids, _hash_range(tdata, tstart[t], tlen[t]), t)
+        _put_token(bkeys, bids, _hash_range(tdata, tstart[t], np.int64(tlen[t])), t)
     return bkeys, bids
 
 
-@njit(cache=True)
-def _lookup(bkeys, bids, tdata, tstart, tlen, data, s, n):
-    """Id of the token with bytes data[s:s+n], or -1."""
+@internal
+def _lookup(bkeys, bids, tdata, tstart, tlen, data, s, n, n_tokens):
+    """Id of the token with bytes data[s:s+n] if it is below ``n_tokens``, or -1."""
     h = _hash_range(data, s, n)
     mask = np.uint64(bkeys.shape[0] - 1)
     i = _mix(h) & mask
@@ -945,13 +945,13 @@ def _lookup(bkeys, bids, tdata, tstart, tlen, data, s, n):
                         same = False
                         break
                 if same:
-                    return t
+                    return t if t < n_tokens else -1
         i = (i + np.uint64(1)) & mask
     return -1
 
 
-@njit(cache=True)
-def _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, out, o):
+@internal
+def _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, out, o, n_tokens):
     """``_segment``'s rank-BPE of one long word ``data[s:s+n]`` (no whole-word match) in
     O(n log n): the parts are a linked list and the candidate pairs a min-heap of (rank, start),
     so the lowest rank, leftmost on ties, comes first, as in the plain loop. An entry is stale
@@ -1055,7 +1055,7 @@ def _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, 
                                     same = False
                                     break
                             if same:
-                                t = np.int64(u)
+                                t = np.int64(u) if u < n_tokens else -1
                                 break
                     x = (x + np.uint64(1)) & mask
             if t < 0:
@@ -1083,20 +1083,22 @@ def _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, 
 
 
 @njit(cache=True)
-def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from):
+def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bids):
     """tiktoken's rank-BPE of every word: whole-word lookup, else merge the lowest-rank adjacent
     pair (leftmost on ties) until no adjacent pair is a token. Returns flat ids and lengths.
     Words of ``long_from`` bytes or more go through ``_segment_long`` (the same result in
-    O(n log n); the plain loop here rescans the word after each merge)."""
-    bkeys, bids = _token_table(tdata, tstart, tlen, n_tokens, n_tokens)
-    max_len = 0
+    O(n log n); the plain loop here rescans the word after each merge). Only the first
+    ``n_tokens`` tokens are used; ``bkeys``/``bids`` (``_token_table``) may hold more, so that
+    one table serves every prefix of a vocabulary."""
+    max_len = np.int64(0)
     for t in range(n_tokens):
         max_len = max(max_len, np.int64(tlen[t]))
     # ranks of the two-byte tokens, so that the first round of every word needs no hashing
     # and most words (no adjacent byte pair is a token) finish at once
-    byte_id = np.empty(256, np.int32)
-    for b in range(256):
-        byte_id[b] = _lookup(bkeys, bids, tdata, tstart, tlen, np.array([b], np.uint8), 0, 1)
+    byte_id = np.full(256, -1, np.int32)
+    for t in range(n_tokens):  # (the tokens are distinct: Vocab.check)
+        if tlen[t] == 1:
+            byte_id[tdata[tstart[t]]] = t
     pair2 = np.full(65536, -1, np.int64)
     for t in range(n_tokens):
         if tlen[t] == 2:
@@ -1107,21 +1109,21 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from):
     bounds = np.empty(16, np.int64)
     rk = np.empty(16, np.int64)
     big = np.int64(1) << 62
-    o = 0
+    o = np.int64(0)
     for w in range(n_words):
         s = offsets[w]
         e = offsets[w + 1]
         n = e - s
         if n == 0:
             continue
-        t = _lookup(bkeys, bids, tdata, tstart, tlen, data, s, n)
+        t = _lookup(bkeys, bids, tdata, tstart, tlen, data, s, n, n_tokens)
         if t >= 0:
             out[o] = t
             o += 1
             lens[w] = 1
             continue
         if n >= long_from:
-            k = _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, out, o)
+            k = _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, out, o, n_tokens)
             o += k
             lens[w] = k
             continue
@@ -1159,13 +1161,13 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from):
                 rk[i] = rk[i + 1]
             nb -= 1
             if bi + 2 < nb:
-                r = _lookup(bkeys, bids, tdata, tstart, tlen, data, bounds[bi], bounds[bi + 2] - bounds[bi])
+                r = _lookup(bkeys, bids, tdata, tstart, tlen, data, bounds[bi], bounds[bi + 2] - bounds[bi], n_tokens)
                 rk[bi] = r if r >= 0 else big
             if bi > 0:
-                r = _lookup(bkeys, bids, tdata, tstart, tlen, data, bounds[bi - 1], bounds[bi + 1] - bounds[bi - 1])
+                r = _lookup(bkeys, bids, tdata, tstart, tlen, data, bounds[bi - 1], bounds[bi + 1] - bounds[bi - 1], n_tokens)
                 rk[bi - 1] = r if r >= 0 else big
         for i in range(nb - 1):
-            out[o] = _lookup(bkeys, bids, tdata, tstart, tlen, data, bounds[i], bounds[i + 1] - bounds[i])
+            out[o] = _lookup(bkeys, bids, tdata, tstart, tlen, data, bounds[i], bounds[i + 1] - bounds[i], n_tokens)
             o += 1
         lens[w] = nb - 1
     return out[:o].copy(), lens
@@ -1177,8 +1179,8 @@ def _layout(flat, lens, counts, tb):
     never change), in word order, and the side table of counts too large for their rows."""
     tmask = (np.int64(1) << tb) - 1
     cmax = (np.int64(1) << (32 - tb)) - 1
-    n_rows = 1
-    n_esc = 0
+    n_rows = np.int64(1)
+    n_esc = np.int64(0)
     for w in range(lens.shape[0]):
         if lens[w] >= 2:
             n_rows += lens[w] + 1
@@ -1277,8 +1279,65 @@ def _token_arrays(vocab: Vocab, extra: int) -> tuple[np.ndarray, np.ndarray, np.
     return tdata, tstart, tlen
 
 
-def _is_bytes_only(vocab: Vocab) -> bool:
-    return len(vocab.tokens) == 256 and all(t == bytes([i]) for i, t in enumerate(vocab.tokens))
+@njit(cache=True)
+def _splits(tdata, tstart, tlen, bkeys, bids, skip, up_to):
+    """(token, left, right) of every split point of every token of at most ``up_to`` bytes
+    whose two halves are tokens, ids in ``skip`` neither split nor parts; in token order, then
+    left id order."""
+    n_tokens = tlen.shape[0]
+    byte_id = np.full(256, -1, np.int64)  # one-byte halves need no lookup
+    for t in range(n_tokens):
+        if tlen[t] == 1 and not skip[t]:
+            byte_id[tdata[tstart[t]]] = t
+    out = np.empty((1024, 3), np.int32)
+    m = 0
+    for t in range(n_tokens):
+        n = np.int64(tlen[t])
+        if skip[t] or n > up_to:
+            continue
+        s = tstart[t]
+        first = m
+        for k in range(1, n):
+            a = byte_id[tdata[s]] if k == 1 else _lookup(bkeys, bids, tdata, tstart, tlen, tdata, s, np.int64(k), n_tokens)
+            if a < 0 or skip[a]:
+                continue
+            b = byte_id[tdata[s + k]] if k == n - 1 else _lookup(bkeys, bids, tdata, tstart, tlen, tdata, s + k, n - k, n_tokens)
+            if b < 0 or skip[b]:
+                continue
+            if m == out.shape[0]:
+                grown = np.empty((2 * m, 3), np.int32)
+                for i in range(m):
+                    for j in range(3):
+                        grown[i, j] = out[i, j]
+                out = grown
+            # insert in left id order (a token has a few splits)
+            i = m
+            while i > first and out[i - 1, 1] > a:
+                for j in range(3):
+                    out[i, j] = out[i - 1, j]
+                i -= 1
+            out[i, 0] = t
+            out[i, 1] = a
+            out[i, 2] = b
+            m += 1
+    return out[:m].copy()
+
+
+def token_splits(tokens: list[bytes], skip, up_to: int) -> np.ndarray:
+    """Rows (token, left, right) of ``_splits`` for a list of distinct tokens (``skip``: ids,
+    e.g. pinned specials); compiled, for export's every-split-point merges of short tokens.
+    Example: ``token_splits([b"a", b"b", b"ab"], (), 64).tolist() == [[2, 0, 1]]``."""
+    n = len(tokens)
+    tlen = np.fromiter(map(len, tokens), np.int32, n)
+    tstart = np.zeros(n, np.int64)
+    if n:
+        np.cumsum(tlen[:-1], out=tstart[1:])
+    tdata = np.frombuffer(b"".join(tokens), np.uint8).copy() if n else np.zeros(1, np.uint8)
+    mask = np.zeros(n, np.bool_)
+    if skip:
+        mask[list(skip)] = True
+    bkeys, bids = _token_table(tdata, tstart, tlen, n, n)
+    return _splits(tdata, tstart, tlen, bkeys, bids, mask, up_to)
 
 
 def segment(words, vocab: Vocab) -> tuple[np.ndarray, np.ndarray]:
@@ -1292,14 +1351,37 @@ def segment(words, vocab: Vocab) -> tuple[np.ndarray, np.ndarray]:
 def _segment_ids(words, vocab: Vocab) -> tuple[np.ndarray, np.ndarray]:
     """``segment``, except that under the 256 single bytes the ids are the words' bytes
     themselves (uint8, no copy)."""
-    data, off = _flatten(words)
-    if _is_bytes_only(vocab):
-        return data[off[0] : off[-1]], off - off[0]
-    tdata, tstart, tlen = _token_arrays(vocab, 0)
-    flat, lens = _segment(data, off, tdata, tstart, tlen, len(vocab.tokens), _SEGMENT_LONG)
-    offsets = np.zeros(lens.shape[0] + 1, np.int64)
-    np.cumsum(lens, out=offsets[1:])
-    return flat, offsets
+    return Segmenter(*_token_arrays(vocab, 0)).ids(words, len(vocab.tokens))
+
+
+class Segmenter:
+    """``segment`` under the first n tokens of a vocabulary given as token bytes (``tdata``,
+    ``tstart``, ``tlen``), for many n (the vocabulary as it was after each number of merges).
+    Example: ``Segmenter(*_token_arrays(v, 0))([b"00a"], 256)[0].tolist() == [48, 48, 97]``."""
+
+    def __init__(self, tdata: np.ndarray, tstart: np.ndarray, tlen: np.ndarray):
+        # (writable, as the merge loop's own tables: one compiled _segment and _token_table)
+        self.tables = (tdata, tstart.astype(np.int64, copy=False), tlen.astype(np.int32, copy=False))
+        self._lookup: tuple[np.ndarray, np.ndarray] | None = None  # every token's hash table, built once
+        # under the 256 single bytes in byte order, a word's ids are its bytes
+        self._bytes = tlen.shape[0] >= 256 and bool(
+            (tlen[:256] == 1).all() and (tdata[tstart[:256]] == np.arange(256)).all())
+
+    def __call__(self, words, n: int) -> tuple[np.ndarray, np.ndarray]:
+        flat, offsets = self.ids(words, n)
+        return flat.astype(np.int32, copy=False), offsets
+
+    def ids(self, words, n: int) -> tuple[np.ndarray, np.ndarray]:
+        data, off = _flatten(words)
+        if n == 256 and self._bytes:
+            return data[off[0] : off[-1]], off - off[0]
+        if self._lookup is None:
+            n_all = self.tables[1].shape[0]
+            self._lookup = _token_table(*self.tables, n_all, n_all)
+        flat, lens = _segment(data, off, *self.tables, n, _SEGMENT_LONG, *self._lookup)
+        offsets = np.zeros(lens.shape[0] + 1, np.int64)
+        np.cumsum(lens, out=offsets[1:])
+        return flat, offsets
 
 
 _SEGMENT_LONG = 64  # words this long or longer are segmented with a heap (_segment_long)

@@ -160,3 +160,13 @@ def release_llvm_pages() -> int:
             if libc.madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), _MADV_PAGEOUT) == 0:
                 n += 1
     return n
+
+
+def compiled() -> bool:
+    """Whether Numba's cache already holds the kernels (False on the first run after an install,
+    when they compile: tens of seconds, once), e.g. ``if not compiled(): print("compiling ...")``.
+    Asks the cache index of two helpers every stage's kernels call; True when it cannot tell."""
+    try:
+        return all(f._cache._cache_file._load_index() for f in (_hash_range, _grow))
+    except Exception:  # Numba's cache internals moved: say nothing rather than something wrong
+        return True

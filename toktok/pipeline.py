@@ -52,7 +52,7 @@ from .errors import ConfigError, InputError, ToktokError
 from .insight.runfile import add_views, compression_curve, word_gains
 from .export import special_tokens_json, write_hf, write_tiktoken, _write_atomic
 from .merge.loop import learn_merges
-from ._kernels import release_llvm_pages
+from ._kernels import compiled, release_llvm_pages
 from .budget import BudgetPlan, fit_words, plan_budget
 from .count.local import ParitySample, Source, count_phase
 from .count.memory import check_sources, corpus_of
@@ -307,6 +307,9 @@ def _train(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: 
     run.kept = run.staging.resuming
     try:
         _open(run)
+        if cfg.verbose is not False and not compiled():  # the first run after an install waits for this
+            (log or _stderr)("toktok: compiling the kernels, once after an install (about half a minute); "
+                             "later runs load them from Numba's cache")
         for phase, sources, fp in zip(run.phases, run.plans, run.fingerprints):
             _phase(run, phase, sources, fp)
         _vocabulary(run)
@@ -318,6 +321,10 @@ def _train(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: 
         resume.abandon(e, run.staging, run.kept)
         raise
     return _summary(run)
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _ray_engine(cfg: TrainConfig) -> Callable | None:
@@ -363,7 +370,7 @@ def _plan(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: C
                if src.kind != "memory" and os.path.isdir(os.path.expanduser(src.path))]
     if cfg.warm_start is not None:
         inputs.append((cfg.warm_start, "the warm-start base"))
-    say = (log or (lambda line: print(line, file=sys.stderr, flush=True))) if cfg.verbose else None
+    say = (log or _stderr) if cfg.verbose else None
     return _Run(cfg=cfg, layout=cfg.layout(), phases=phases, plans=plans, plan=plan, ray_count=ray_count,
                 threads=threads, report=progress or (lambda stage, done, total: None), say=say, marks=marks,
                 vocab=vocab, kinds=kinds, phase_of=[None] * len(vocab.tokens), base=base, specials=specials,

@@ -1,0 +1,47 @@
+"""The first run after an install compiles the kernels and says so, once.
+
+Each test points Numba at an empty cache folder (NUMBA_CACHE_DIR) in a subprocess, as a fresh
+install or CI machine has it. How long the compile takes is measured by ``bench/`` (cold-start row).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import FIXTURES, ROOT
+
+NOTICE = "compiling the kernels, once after an install"
+
+
+def _py(code: str, cache) -> str:
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache)}
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout.strip()
+
+
+def test_compiled_is_false_on_an_empty_cache_and_true_once_the_helpers_are_cached(tmp_path):
+    cache = tmp_path / "numba"
+    assert _py("from toktok._kernels import compiled; print(compiled())", cache) == "False"
+    # compile (and so cache) the two helpers every stage's kernels call, as a first run does
+    _py("import numpy as np; from toktok import _kernels as k; "
+        "k._hash_range.compile((k.types.Array(k.types.uint8, 1, 'C'), k.types.int64, k.types.int64)); "
+        "k._grow.compile((k.types.Array(k.types.int64, 1, 'C'), k.types.int64))", cache)
+    assert _py("from toktok._kernels import compiled; print(compiled())", cache) == "True"
+
+
+@pytest.mark.slow
+def test_first_run_says_it_compiles_and_the_second_does_not(tmp_path):
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    cmd = [sys.executable, "-m", "toktok.cli", "train", str(FIXTURES / "sample.parquet"), "--merges", "200",
+           "--out", str(tmp_path / "tok"), "--force"]
+    first = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    second = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert first.returncode == second.returncode == 0, first.stderr[-2000:] + second.stderr[-2000:]
+    assert first.stderr.count(NOTICE) == 1
+    assert NOTICE not in second.stderr
+    quiet = subprocess.run(cmd + ["-q"], cwd=ROOT, env={**env, "NUMBA_CACHE_DIR": str(tmp_path / "other")},
+                           capture_output=True, text=True, timeout=900)
+    assert quiet.returncode == 0 and NOTICE not in quiet.stderr

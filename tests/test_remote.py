@@ -317,6 +317,20 @@ def test_sampled_run_over_every_kind_equals_the_local_run(store, local_refs, hom
     assert [row[1:] for row in rows] == [row[1:] for row in _inputs(local_refs["sampled"])]
 
 
+def test_eval_reads_the_store_as_it_reads_disk(store, local_refs, home):
+    """`toktok eval TOK --data s3://...` gives the numbers of the same files on disk, by file too."""
+    def rows(*data: str) -> list[dict]:
+        r = subprocess.run(TOKTOK + ["eval", str(local_refs["glob"]), "--data", *data, "--by", "file", "--json"],
+                           capture_output=True, text=True, env=store.env(home), cwd=ROOT, timeout=300)
+        assert r.returncode == 0, r.stderr
+        return [{k: v for k, v in row.items() if k != "subset"} for row in json.loads(r.stdout)["rows"]]
+
+    on_disk = rows(f"{store.local}/perf/sample.parquet", f"{store.local}/perf/extra.jsonl")
+    in_store = rows("s3://bucket/perf/sample.parquet", "s3://bucket/perf/extra.jsonl")
+    assert len(on_disk) == 3 and on_disk == in_store  # all, and one row per file
+    assert on_disk[0]["docs"] > 0 and on_disk[0]["tokens"] > 0
+
+
 def test_globs_are_expanded_on_the_store(store):
     from toktok.count.read import resolve_sources
 

@@ -34,13 +34,13 @@ def parse(text: str, file: str) -> tuple[tuple[str, str], ...]:
     else:
         ends = [m.start() for m in marks[1:]] + [len(text)]
         found = [(m.group(1), _code(text[m.end():end])) for m, end in zip(marks, ends)]
-    seen: set[str] = set()
-    for name, code in found:
-        if not code:
-            raise ValueError(f"toktok/sql/{file}.sql: statement {name!r} is empty")
-        if name in seen:
-            raise ValueError(f"toktok/sql/{file}.sql: two statements are named {name!r}")
-        seen.add(name)
+    names = [name for name, _ in found]
+    twice = [name for i, name in enumerate(names) if name in names[:i]]
+    if twice:
+        raise ValueError(f"toktok/sql/{file}.sql: two statements are named {twice[0]!r}")
+    empty = [name for name, code in found if not code]
+    if empty:
+        raise ValueError(f"toktok/sql/{file}.sql: statement {empty[0]!r} is empty")
     return tuple(found)
 
 

@@ -621,12 +621,12 @@ def _insight(run: _Run) -> None:
     store = run.store
     t0 = time.perf_counter()
     with store.translating():
-        add_views(store.con)
+        add_views(store)
         curve, curve_from, curve_text, curve_kinds = _curve_texts(run.parity.df, run.phase_parity, run.phase_held_out)
         if curve:
-            compression_curve(store.con, curve, by=curve_from, threads=run.threads, checkpoints=8,
+            compression_curve(store, curve, by=curve_from, threads=run.threads, checkpoints=8,
                               text=curve_text, text_by_phase=curve_kinds)
-        word_gains(store.con)
+        word_gains(store)
     run.times["insight"] = time.perf_counter() - t0
 
 

@@ -5,7 +5,10 @@ schemas. Writes the word table (word bytes, 64-bit count, phase), the merges (or
 right id, token id and bytes, pair count when merged, reused, phase), the vocabulary,
 the inputs with their sizes, stage timings, and ``meta`` (schema version, config, versions,
 seed). DuckDB gets a memory limit and a temp directory so the word table spills to disk.
-The SQL it runs ships in ``toktok/sql/`` and is loaded by name with ``$name`` parameters.
+The SQL it runs ships in ``toktok/sql/`` and is loaded by name with ``$name`` parameters
+(:mod:`toktok.statements`). Insight writes its views and tables through it too
+(:meth:`RunStore.add_insight`, :meth:`RunStore.replace_insight`), and ``toktok sql`` reads
+through :meth:`RunStore.sandbox`.
 Example: ``RunStore.create("out/run.duckdb", memory_limit=2 << 30).put_meta("seed", "0")``.
 """
 from __future__ import annotations
@@ -15,7 +18,6 @@ import os
 import re
 from collections.abc import Sequence
 from contextlib import contextmanager
-from importlib import resources
 from pathlib import Path
 
 import duckdb
@@ -24,13 +26,11 @@ import pyarrow as pa
 
 from .errors import OutputError, ResourceError, ToktokError
 from .rundir import RUN_FILE, shown
+from .statements import blocks, params_for, sql, temporary
 
 SCHEMA_VERSION = "1"
-
-
-def sql(name: str) -> str:
-    """The text of ``toktok/sql/NAME.sql``."""
-    return resources.files("toktok").joinpath("sql", f"{name}.sql").read_text()
+#: The tables toktok.insight fills (``insight_tables.sql``): the only names ``replace_insight`` takes.
+INSIGHT_TABLES = ("compression", "token_usage", "word_gains")
 
 
 class RunStore:
@@ -67,19 +67,17 @@ class RunStore:
                               "check that the folder is writable and its disk has room") from None
         store = cls(con, path, tmp, memory_limit, limit_shown)
         with store.translating():
-            con.execute(f"SET memory_limit = '{_duck_size(memory_limit)}'")
-            # SET takes no parameters; the path is quoted as an SQL literal.
-            con.execute("SET temp_directory = '" + str(tmp).replace("'", "''") + "'")
+            store.run("settings.memory_limit", {"limit": _duck_size(memory_limit)})
+            store.run("settings.temp_directory", {"path": str(tmp)})
             # preserve_insertion_order stays DuckDB's default (true): with it off and 2+ threads,
             # execute(...).to_arrow_table() collects in parallel and returns the rows of an
             # ORDER BY in blocks of ~2,048 in any order (DuckDB 2.0), so merges read back for
             # --resume came out shuffled. Turning it off saved neither memory nor time on a
             # 2 M-word table at a 32 MiB limit (tests/test_store.py holds the order).
-            con.execute("SET preserve_insertion_order = true")
+            store.run("settings.preserve_insertion_order")
             if threads:
-                con.execute(f"SET threads = {int(threads)}")
-            for stmt in _statements(sql("schema")):
-                con.execute(stmt)
+                store.run("settings.threads", {"threads": int(threads)})
+            store._script("schema")
             store.put_meta("schema_version", SCHEMA_VERSION)
         return store
 
@@ -104,16 +102,79 @@ class RunStore:
         if not path.exists():
             raise ToktokError(f"{path}: no run file here; pass a toktok output folder or its run.duckdb")
         con = duckdb.connect(str(path), read_only=read_only)
-        con.execute("SET preserve_insertion_order = true")  # ORDER BY kept in Arrow results (see create)
         store = cls(con, path)
+        store.run("settings.preserve_insertion_order")  # ORDER BY kept in Arrow results (see create)
         version = store.get_meta("schema_version")
         if version != SCHEMA_VERSION:
             raise ToktokError(f"{path}: run file schema version {version!r}, this toktok reads {SCHEMA_VERSION!r}")
         return store
 
+    @classmethod
+    def over(cls, con: duckdb.DuckDBPyConnection) -> "RunStore":
+        """The run store of a connection opened elsewhere (the caller keeps and closes it).
+        Example: ``RunStore.over(duckdb.connect("out/run.duckdb")).table_names()``."""
+        path = con.execute(sql("database_path")).fetchall()
+        return cls(con, Path(path[0][0] if path and path[0][0] else RUN_FILE))
+
+    @classmethod
+    def sandbox(cls, path: str | Path) -> "RunStore":
+        """The run file at ``path`` as the read-only default database of a private in-memory DuckDB
+        in which no other file can be read or written (``toktok/sql/sandbox.sql``): for the user's
+        SQL of ``toktok sql``. A private instance, because DuckDB shares one instance (and its
+        settings) among the connections to a file in a process. Close with ``store.con.close()``."""
+        path = Path(path)
+        con = duckdb.connect(":memory:")
+        try:
+            params = {"path": str(path), "temp": str(path.parent / (path.name + ".tmp"))}
+            for _, stmt in blocks("sandbox"):
+                try:
+                    con.execute(stmt, params_for(stmt, params))
+                except duckdb.Error as e:
+                    raise ToktokError(f"{path}: cannot open the run file ({_first_line(e)})") from None
+            try:
+                version = next(iter(con.execute(sql("get_meta"), {"key": "schema_version"}).fetchall()), None)
+            except duckdb.Error:  # a DuckDB file, but not a run's
+                version = None
+            if not version or version[0] != SCHEMA_VERSION:
+                raise ToktokError(f"{path}: run file schema version {version[0] if version else None!r}, this "
+                                  f"toktok reads {SCHEMA_VERSION!r}")
+        except BaseException:
+            con.close()
+            raise
+        return cls(con, path)
+
     def run(self, name: str, params: dict | None = None):
+        """Execute the named statement (:func:`toktok.statements.sql`) with its ``$name`` params."""
         with self.translating():
             return self.con.execute(sql(name), params or {})
+
+    def table_names(self) -> set[str]:
+        """The names of the tables and views the connection sees."""
+        return {r[0] for r in self.run("table_names").fetchall()}
+
+    def add_insight(self, temp: bool = False) -> None:
+        """The insight tables (empty, where missing) and views (replaced) of
+        ``insight_tables.sql`` and ``insight_views.sql``; ``temp``: for this connection only
+        (which a read-only one allows)."""
+        have = self.table_names()
+        with self.translating():
+            for name, stmt in blocks("insight_tables"):
+                if name not in have:
+                    self.con.execute(temporary(stmt) if temp else stmt)
+            for _, stmt in blocks("insight_views"):
+                self.con.execute(temporary(stmt) if temp else stmt)
+
+    def replace_insight(self, tables: dict[str, pa.Table], meta: dict[str, str]) -> None:
+        """Replace the rows of insight tables (names of :data:`INSIGHT_TABLES`; columns as in
+        ``insight_tables.sql``) and set ``meta`` keys, in one transaction."""
+        with self.transaction():
+            for name, table in tables.items():
+                if name not in INSIGHT_TABLES:
+                    raise ValueError(f"{name!r} is no insight table ({', '.join(INSIGHT_TABLES)})")
+                self.run(f"insight_rows.clear_{name}")
+                self._with_batch(f"insight_rows.fill_{name}", table, {})
+            for k, v in meta.items():
+                self.put_meta(k, v)
 
     def put_meta(self, key: str, value) -> None:
         if not isinstance(value, str):
@@ -168,11 +229,11 @@ class RunStore:
         if self.memory_limit is None:
             return
         try:
-            self.con.execute("SET memory_limit = '16MiB'")
+            self.con.execute(sql("settings.memory_limit"), {"limit": "16MiB"})
         except duckdb.Error:  # blocks pinned right now: nothing to give back
             pass
         with self.translating():
-            self.con.execute(f"SET memory_limit = '{_duck_size(self.memory_limit)}'")
+            self.run("settings.memory_limit", {"limit": _duck_size(self.memory_limit)})
 
     # --- checkpoints, for --resume ------------------------------------------------------------
 
@@ -181,13 +242,13 @@ class RunStore:
         """Everything in the block is committed together or not at all (a kill -9 inside it
         leaves the file as it was before)."""
         with self.translating():
-            self.con.execute("BEGIN TRANSACTION")
+            self.con.begin()
             try:
                 yield
             except BaseException:
-                self.con.execute("ROLLBACK")
+                self.con.rollback()
                 raise
-            self.con.execute("COMMIT")
+            self.con.commit()
 
     def _with_batch(self, name: str, table, params: dict) -> None:
         batch = table.to_arrow() if hasattr(table, "to_arrow") else table
@@ -201,9 +262,10 @@ class RunStore:
                 pass
 
     def _script(self, name: str, params: dict | None = None) -> None:
+        """Every statement of ``toktok/sql/NAME.sql`` in order, each with the ``params`` it names."""
         with self.translating():
-            for stmt in _statements(sql(name)):
-                self.con.execute(stmt, {k: v for k, v in (params or {}).items() if "$" + k in stmt})
+            for _, stmt in blocks(name):
+                self.con.execute(stmt, params_for(stmt, params or {}))
 
     def set_checkpoint(self, phase: str, state: dict) -> None:
         """Record how far ``phase`` got ({"stage": "counted" | "merged", ...})."""
@@ -216,25 +278,26 @@ class RunStore:
     def put_parity(self, phase: str, df) -> None:
         self._with_batch("put_parity", df, {"phase": phase})
 
-    def _arrow(self, name: str, params: dict) -> pa.Table:
+    def arrow(self, name: str, params: dict | None = None) -> pa.Table:
+        """The rows of the named statement as a pyarrow Table, e.g. ``store.arrow("describe.inputs")``."""
         import warnings
 
         with self.translating(), warnings.catch_warnings():
             # DuckDB warns that DB-API results copy once into Arrow: fine for these tables, and
             # con.sql() would refuse while an earlier statement's result is open
             warnings.simplefilter("ignore", UserWarning)
-            return self.run(name, params).to_arrow_table()
+            return self.run(name, params or {}).to_arrow_table()
 
     def parity_of(self, phase: str) -> pa.Table:
-        return self._arrow("phase_parity", {"phase": phase})
+        return self.arrow("phase_parity", {"phase": phase})
 
     def words_of(self, phase: str) -> pa.Table:
         """A phase's word table (word, count), sorted by word."""
-        return self._arrow("phase_words", {"phase": phase})
+        return self.arrow("phase_words", {"phase": phase})
 
     def merges_of(self, phase: str) -> pa.Table:
         """A phase's merges so far, in order."""
-        return self._arrow("phase_merges", {"phase": phase})
+        return self.arrow("phase_merges", {"phase": phase})
 
     def set_tokens(self, phase: str, words: pa.Array, counts: np.ndarray, tokens) -> None:
         """Replace ``phase``'s words by ``words`` with their ``counts`` and ``tokens`` (each word's
@@ -277,7 +340,7 @@ class RunStore:
         if v is None:
             return None
         st = json.loads(v)
-        st["words"] = None if st["sampled"] else self._arrow("phase_count_parts", {"phase": phase})
+        st["words"] = None if st["sampled"] else self.arrow("phase_count_parts", {"phase": phase})
         st["sample"] = None
         if st["sampled"]:
             import pyarrow.parquet as pq
@@ -306,7 +369,7 @@ class RunStore:
     def close(self) -> None:
         try:
             with self.translating():
-                self.con.execute("CHECKPOINT")
+                self.con.execute(sql("checkpoint"))
         finally:
             self.con.close()
         tmp = self.temp_dir
@@ -314,11 +377,6 @@ class RunStore:
             import shutil
 
             shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _statements(text: str) -> list[str]:
-    return [s.strip() for s in text.split(";") if s.strip() and not all(
-        line.strip().startswith("--") or not line.strip() for line in s.splitlines())]
 
 
 def merges_table(start: int, left: np.ndarray, right: np.ndarray, token: np.ndarray, tokens: list[bytes],

@@ -27,11 +27,11 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, InputError, ToktokWarning, VocabError
+from . import measure
+from .measure import ALL
 
 #: What "word" means in tokens_per_word.
 WORD_UNIT = "GPT-4 pre-tokenizer pieces"
-#: The subset name of all documents together.
-ALL = "all"
 #: ``--by file`` groups by source file when the data has no column of that name.
 BY_FILE = "file"
 _BATCH_BYTES = 8 << 20
@@ -250,8 +250,6 @@ def evaluate(
     Raises VocabError for a tokenizer that cannot be loaded and InputError for bad data.
     Example: ``evaluate(["out/small", "out/big"], ["data_fixtures/sample.parquet"], by="lang")``.
     """
-    from ..count.pretokenize import count_words
-
     if not tokenizers:
         raise ConfigError("no tokenizers given; pass toktok output folders, .tiktoken files or tokenizer.json files")
     if not data:
@@ -262,26 +260,11 @@ def evaluate(
         t.name = name
     docs, groups = _read_data(data, text_column, by, bad_utf8)
 
-    names = [ALL] + (sorted(set(groups)) if groups is not None else [])
-    members = [np.arange(len(docs))]
-    if groups is not None:
-        gidx = {g: i for i, g in enumerate(names)}
-        g = np.array([gidx[x] for x in groups])
-        members += [np.nonzero(g == i)[0] for i in range(1, len(names))]
-    enc_bytes = [d.encode("utf-8") for d in docs]
-    nbytes = np.array([len(b) for b in enc_bytes], dtype=np.int64)
+    names, doc_group = measure.subsets(groups, len(docs))
+    nbytes = measure.utf8_bytes(docs)
     nchars = np.array([len(d) for d in docs], dtype=np.int64)
-    del enc_bytes
-    # words per subset: pieces of disjoint groups add up, so 'all' is their sum
-    if groups is None:
-        words = [int(count_words(docs)["count"].sum())]
-    else:
-        per = [int(count_words([docs[i] for i in m])["count"].sum()) for m in members[1:]]
-        words = [sum(per)] + per
-
-    doc_group = np.zeros(len(docs), dtype=np.int64)
-    for i in range(1, len(names)):
-        doc_group[members[i]] = i
+    _, counts, of = measure.pieces(docs, doc_group, len(names), threads)
+    words = measure.sums(counts, of, len(names))
     rows_by_tok = []
     for tok in toks:
         ntok = np.zeros(len(docs), dtype=np.int64)
@@ -305,22 +288,25 @@ def evaluate(
         rows_by_tok.append((tok, ntok, used, loss))
         loss.warn(tok, nbytes, nchars)
 
+    n_sub = len(names)
+    ndocs, sbytes, schars = (measure.sums(v, doc_group, n_sub) for v in (np.ones(len(docs), np.int64), nbytes, nchars))
+    per_tok = [(tok, used, [measure.sums(v.astype(np.int64), doc_group, n_sub)
+                            for v in (ntok, loss.bad, loss.lost, loss.unk)])
+               for tok, ntok, used, loss in rows_by_tok]
     rows = []
-    for s, name in enumerate(names):
-        m = members[s]
-        b, c, w = int(nbytes[m].sum()), int(nchars[m].sum()), words[s]
-        for tok, ntok, used, loss in rows_by_tok:
-            n = int(ntok[m].sum())
-            u = int(used[s].sum())
+    for s, name in enumerate(names):  # subset by subset ('all' first), tokenizers in the given order
+        b, c, w = int(sbytes[s]), int(schars[s]), int(words[s])
+        for tok, used, (stoks, bad, lost, unk) in per_tok:
+            n, u = int(stoks[s]), int(used[s].sum())
             rows.append({
                 "subset": name, "by": by, "tokenizer": tok.name, "path": tok.path, "kind": tok.kind,
-                "docs": len(m), "bytes": b, "chars": c, "words": w, "tokens": n,
-                "bytes_per_token": b / n if n else None, "chars_per_token": c / n if n else None,
-                "tokens_per_word": n / w if w else None,
-                "vocab_size": tok.vocab_size, "vocab_used": u, "vocab_utilization": u / tok.vocab_size if tok.vocab_size else None,
-                "lossy_docs": int(loss.bad[m].sum()), "lost_chars": int(loss.lost[m].sum()),
-                "unk_tokens": int(loss.unk[m].sum()),
+                "docs": int(ndocs[s]), "bytes": b, "chars": c, "words": w, "tokens": n,
+                "bytes_per_token": measure.ratio(b, n), "chars_per_token": measure.ratio(c, n),
+                "tokens_per_word": measure.ratio(n, w),
+                "vocab_size": tok.vocab_size, "vocab_used": u, "vocab_utilization": measure.ratio(u, tok.vocab_size),
+                "lossy_docs": int(bad[s]), "lost_chars": int(lost[s]), "unk_tokens": int(unk[s]),
             })
+    return rows
     return rows
 
 

@@ -6,8 +6,10 @@ writes only derived things into the same file: the views of ``toktok/sql/insight
 ``vocab_usage``) and the tables ``compression``, ``token_usage`` and ``word_gains``. Views are
 stored in the file, so the stock ``duckdb`` package sees them without importing toktok.
 
-A run is given as an output folder, its ``run.duckdb``, or an open DuckDB connection (the
-pipeline passes its own before closing the file). Example::
+A run is given as an output folder, its ``run.duckdb``, an open DuckDB connection or the
+pipeline's :class:`~toktok.store.RunStore` (before it closes the file); every statement goes
+through ``RunStore`` (``toktok/sql/``), and the measures shared with ``toktok eval`` are in
+:mod:`toktok.insight.measure`. Example::
 
     add_views("out/demo")                                   # views in the file
     compression_curve("out/demo", texts, by=langs)          # bytes/token after every k merges
@@ -29,15 +31,16 @@ import pyarrow as pa
 
 from ..errors import ConfigError, QueryError, ToktokError
 from ..rundir import RUN_FILE, companion_name
-from ..store import SCHEMA_VERSION, RunStore, _statements, sql
+from ..statements import sql
+from ..store import INSIGHT_TABLES, RunStore
+from . import measure
+from .measure import ALL
 
-RunLike = Union[str, os.PathLike, duckdb.DuckDBPyConnection]
+RunLike = Union[str, os.PathLike, duckdb.DuckDBPyConnection, RunStore]
 
 #: The views ``add_views`` creates and the tables it creates empty when missing.
 VIEWS = ("vocab_text", "merges_text", "words_text", "sources", "phases", "runs", "vocab_usage")
-TABLES = ("compression", "token_usage", "word_gains")
-#: The subset name of the curve's whole sample in ``compression`` and ``token_usage``.
-ALL = "all"
+TABLES = INSIGHT_TABLES
 #: Where the ready queries ship: package data (``sql/`` at the top of a source checkout points here).
 READY_DIR = Path(__file__).resolve().parent.parent / "sql" / "ready"
 #: Folders searched for ready queries by name (``toktok sql RUN top_merges``): ./sql (queries of
@@ -65,9 +68,12 @@ def run_path(run: str | os.PathLike) -> Path:
 
 
 @contextmanager
-def _connect(run: RunLike, read_only: bool) -> Iterator[duckdb.DuckDBPyConnection]:
-    if isinstance(run, duckdb.DuckDBPyConnection):
+def _connect(run: RunLike, read_only: bool) -> Iterator[RunStore]:
+    if isinstance(run, RunStore):
         yield run
+        return
+    if isinstance(run, duckdb.DuckDBPyConnection):
+        yield RunStore.over(run)
         return
     p = run_path(run)
     try:
@@ -75,44 +81,23 @@ def _connect(run: RunLike, read_only: bool) -> Iterator[duckdb.DuckDBPyConnectio
     except duckdb.Error as e:
         raise ToktokError(f"{p}: cannot open the run file ({_first_line(e)})") from None
     try:
-        yield store.con
+        yield store
     finally:
         store.con.close()
 
 
 @contextmanager
-def _sandbox(run: str | os.PathLike) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A private in-memory DuckDB where the run file is the read-only default database and no
-    other file can be read or written (``sql/sandbox.sql``). A private instance, because DuckDB
-    shares one instance (and its settings) among the connections to a file in a process."""
-    p = run_path(run)
-    con = duckdb.connect(":memory:")
+def _sandbox(run: str | os.PathLike) -> Iterator[RunStore]:
+    """The run file in :meth:`RunStore.sandbox`: read-only, no other file readable or writable."""
+    store = RunStore.sandbox(run_path(run))
     try:
-        params = {"path": str(p), "temp": str(p.parent / (p.name + ".tmp"))}
-        for stmt in _statements(sql("sandbox")):
-            code = "\n".join(ln for ln in stmt.splitlines() if not ln.lstrip().startswith("--"))
-            try:
-                con.execute(code, {k: v for k, v in params.items() if f"${k}" in code})
-            except duckdb.Error as e:
-                raise ToktokError(f"{p}: cannot open the run file ({_first_line(e)})") from None
-        try:
-            version = next(iter(con.execute(sql("get_meta"), {"key": "schema_version"}).fetchall()), None)
-        except duckdb.Error:  # a DuckDB file, but not a run's
-            version = None
-        if not version or version[0] != SCHEMA_VERSION:
-            raise ToktokError(f"{p}: run file schema version {version[0] if version else None!r}, this toktok "
-                              f"reads {SCHEMA_VERSION!r}")
-        yield con
+        yield store
     finally:
-        con.close()
+        store.con.close()
 
 
 def _first_line(e: BaseException) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0]
-
-
-def _names(con: duckdb.DuckDBPyConnection) -> set[str]:
-    return {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
 
 
 def add_views(con: RunLike, temp: bool = False) -> None:
@@ -121,29 +106,22 @@ def add_views(con: RunLike, temp: bool = False) -> None:
 
     ``temp=True`` makes them temporary (this connection only), which works on a read-only
     connection: ``toktok sql`` and ``toktok show`` use it for runs made before the views existed.
-    Example: ``add_views(store.con)`` before ``store.close()``.
+    Example: ``add_views(store)`` before ``store.close()``.
     """
-    with _connect(con, read_only=temp) as c:
-        have = _names(c)
-        for stmt in _statements(sql("insight_tables")):
-            name = re.search(r"CREATE TABLE IF NOT EXISTS (\w+)", stmt).group(1)
-            if name in have:
-                continue
-            c.execute(stmt.replace("CREATE TABLE", "CREATE TEMP TABLE", 1) if temp else stmt)
-        for stmt in _statements(sql("insight_views")):
-            c.execute(stmt.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMP VIEW", 1) if temp else stmt)
+    with _connect(con, read_only=temp) as store:
+        store.add_insight(temp=temp)
 
 
-def _add_missing_views(con: duckdb.DuckDBPyConnection) -> None:
+def _add_missing_views(store: RunStore) -> None:
     """``add_views`` unless the file has them all (the pipeline adds them once, then writes the
     curve and the gains)."""
-    if not set(VIEWS + TABLES) <= _names(con):
-        add_views(con)
+    if not set(VIEWS + TABLES) <= store.table_names():
+        store.add_insight()
 
 
-def _ensure_views(con: duckdb.DuckDBPyConnection) -> None:
-    if not set(VIEWS + TABLES) <= _names(con):
-        add_views(con, temp=True)
+def _ensure_views(store: RunStore) -> None:
+    if not set(VIEWS + TABLES) <= store.table_names():
+        store.add_insight(temp=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -160,8 +138,8 @@ class _Prefixes:
     equal to tiktoken by the tests), without building a tiktoken encoding per k.
     """
 
-    def __init__(self, con: duckdb.DuckDBPyConnection):
-        vocab = _arrow(con.sql("SELECT id, kind = 'special' AS special, token FROM vocab ORDER BY id"))
+    def __init__(self, store: RunStore):
+        vocab = store.arrow("prefixes.vocab")
         special = vocab["special"].to_numpy(zero_copy_only=False)
         ranked = np.flatnonzero(~special)
         if not len(ranked):
@@ -184,9 +162,9 @@ class _Prefixes:
             tlen[pinned] = 5
             tdata = np.concatenate([tdata, np.frombuffer(extra, np.uint8)])
         self._tables = (tdata, tstart, tlen)
-        ids = con.sql("SELECT token_id FROM merges ORDER BY merge_index").fetchnumpy()["token_id"]
+        ids = store.run("prefixes.merge_tokens").fetchnumpy()["token_id"]
         ids = np.asarray(ids, dtype=np.int64)
-        new = int(con.execute("SELECT count(*) FROM merges WHERE NOT reused").fetchall()[0][0])
+        new = int(store.run("prefixes.new_merges").fetchall()[0][0])
         self.n_merges = len(ids)
         base = n - new
         # sizes[k] = id range after the first k merges (reused merges add no token)
@@ -201,7 +179,7 @@ class _Prefixes:
         """Token ids (flat) and offsets of each piece (Arrow binary or list of bytes) encoded with
         the vocabulary after k merges, e.g. ``lengths = np.diff(pre.segment(k, words)[1])``."""
         if self._segmenter is None:
-            from ..merge.loop import Segmenter
+            from ..merge import Segmenter
 
             self._segmenter = Segmenter(*self._tables)
         return self._segmenter(pieces, self.size(k))
@@ -243,15 +221,6 @@ def _texts_and_groups(texts, by, text_column: str) -> tuple[list[str], list[str]
     return docs, groups
 
 
-def _subsets(groups: list[str] | None, n: int) -> tuple[list[str], np.ndarray]:
-    """Subset names ('all' first, then the groups sorted) and each document's subset index (0 = no groups)."""
-    if groups is None:
-        return [ALL], np.zeros(n, dtype=np.int64)
-    names = sorted(set(groups))
-    index = {g: i + 1 for i, g in enumerate(names)}
-    return [ALL] + names, np.array([index[g] for g in groups], dtype=np.int64)
-
-
 def _checkpoints(n_merges: int, every: int | None, checkpoints: int) -> list[int]:
     if every is None:
         every = max(1, -(-n_merges // max(1, checkpoints)))
@@ -259,15 +228,6 @@ def _checkpoints(n_merges: int, every: int | None, checkpoints: int) -> list[int
         raise ConfigError(f"every={every}: the curve needs a positive number of merges between points")
     ks = list(range(0, n_merges, every)) + [n_merges]
     return sorted(set(ks))
-
-
-def _sums(values: np.ndarray, gidx: np.ndarray, n_subsets: int) -> np.ndarray:
-    """Per subset: [total, group 1, group 2, ...] sums of ``values``."""
-    out = np.zeros(n_subsets, dtype=np.int64)
-    out[0] = int(values.sum())
-    if n_subsets > 1:
-        out[1:] = np.bincount(gidx - 1, weights=values, minlength=n_subsets - 1)[: n_subsets - 1].astype(np.int64)
-    return out
 
 
 def compression_curve(
@@ -305,55 +265,39 @@ def compression_curve(
 
     docs, groups = _texts_and_groups(texts, by, text_column)
     threads = threads or os.cpu_count() or 1
-    subsets, gidx = _subsets(groups, len(docs))
-    with _connect(run, read_only=not write) as con:
-        pre = _Prefixes(con)
+    subsets, gidx = measure.subsets(groups, len(docs))
+    with _connect(run, read_only=not write) as store:
+        pre = _Prefixes(store)
         ks = _checkpoints(pre.n_merges, every, checkpoints)
-        nbytes = pl.Series(docs, dtype=pl.String).str.len_bytes().to_numpy().astype(np.int64) if docs else np.zeros(0, np.int64)
-        ndocs = _sums(np.ones(len(docs), np.int64), gidx, len(subsets))
-        sbytes = _sums(nbytes, gidx, len(subsets))
+        ndocs = measure.sums(np.ones(len(docs), np.int64), gidx, len(subsets))
+        sbytes = measure.sums(measure.utf8_bytes(docs), gidx, len(subsets))
         # each group's distinct pieces of the pattern once, with their counts: a document's
         # tokens are its pieces' tokens (tiktoken encodes piece by piece), so every point of the
         # curve encodes these pieces instead of the documents
-        words, counts, of = _pieces(docs, gidx, len(subsets), threads)
+        words, counts, of = measure.pieces(docs, gidx, len(subsets), threads)
         rows = []
         usage = None
         for k in ks:
             flat, off = pre.segment(k, words)
-            stoks = _sums(counts * np.diff(off), of, len(subsets))
+            stoks = measure.sums(counts * np.diff(off), of, len(subsets))
             for s, name in enumerate(subsets):
                 rows.append((k, pre.size(k), name, int(ndocs[s]), int(sbytes[s]), int(stoks[s]),
-                             float(sbytes[s] / stoks[s]) if stoks[s] else None))
+                             measure.ratio(int(sbytes[s]), int(stoks[s]))))
             if k == ks[-1]:
                 usage = _usage(flat, off, counts, of, subsets, pre.size(k))
         frame = pl.DataFrame(rows, schema={"merges": pl.Int32, "vocab_size": pl.Int32, "subset": pl.String,
                                            "docs": pl.Int64, "bytes": pl.Int64, "tokens": pl.Int64,
                                            "bytes_per_token": pl.Float64}, orient="row")
         if write:
-            _add_missing_views(con)
+            _add_missing_views(store)
             info = {"docs": len(docs), "bytes": int(sbytes[0]), "subsets": len(subsets) - 1,
                     "by": by if isinstance(by, str) else (None if by is None else "labels"),
                     "points": len(ks), "every": ks[1] - ks[0] if len(ks) > 1 else 0, "text": text}
             if text_by_phase is not None:
                 info["text_by_phase"] = text_by_phase
-            _replace(con, {"compression": frame.to_arrow(), "token_usage": usage},
-                     meta={"compression": json.dumps(info, sort_keys=True)})
+            store.replace_insight({"compression": frame.to_arrow(), "token_usage": usage},
+                                  meta={"compression": json.dumps(info, sort_keys=True)})
     return frame
-
-
-def _pieces(docs: list[str], gidx: np.ndarray, n_subsets: int, threads: int) -> tuple[pa.Array, np.ndarray, np.ndarray]:
-    """The distinct pieces of the pattern in each group's documents: (pieces, their counts, their
-    subset index); without groups (one subset) the pieces of all documents, subset 0."""
-    import polars as pl
-
-    from ..count.pretokenize import count_words
-
-    frames = []
-    for s in range(1, n_subsets) if n_subsets > 1 else [0]:
-        part = docs if n_subsets == 1 else [d for d, g in zip(docs, gidx.tolist()) if g == s]
-        frames.append(count_words(part, threads=threads).with_columns(subset=pl.lit(s, pl.Int64)))
-    df = pl.concat(frames)
-    return df["word"].to_arrow(), df["count"].to_numpy().astype(np.int64), df["subset"].to_numpy().astype(np.int64)
 
 
 def _usage(flat: np.ndarray, off: np.ndarray, counts: np.ndarray, of: np.ndarray, subsets: list[str], n: int) -> pa.Table:
@@ -379,26 +323,6 @@ def _usage(flat: np.ndarray, off: np.ndarray, counts: np.ndarray, of: np.ndarray
     })
 
 
-def _replace(con: duckdb.DuckDBPyConnection, tables: dict[str, pa.Table], meta: dict[str, str]) -> None:
-    """Replace the rows of derived tables (and meta keys) in one transaction."""
-    con.execute("BEGIN TRANSACTION")
-    try:
-        for name, table in tables.items():
-            con.execute(f"DELETE FROM {name}")
-            con.register("_toktok_rows", table)
-            try:
-                cols = ", ".join(table.column_names)
-                con.execute(f"INSERT INTO {name} ({cols}) SELECT {cols} FROM _toktok_rows")
-            finally:
-                con.unregister("_toktok_rows")
-        for k, v in meta.items():
-            con.execute(sql("put_meta"), {"key": k, "value": v})
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-
-
 def word_gains(run: RunLike, top: int = 50_000, *, write: bool = True):
     """For each phase, its ``top`` most frequent words in tokens before and after its merges.
 
@@ -413,12 +337,11 @@ def word_gains(run: RunLike, top: int = 50_000, *, write: bool = True):
 
     schema = {"phase": pl.String, "word": pl.Binary, "count": pl.Int64, "tokens_before": pl.Int32, "tokens_after": pl.Int32}
     frames = []
-    with _connect(run, read_only=not write) as con:
-        pre = _Prefixes(con)
-        phases = con.execute(
-            "SELECT phase, min(merge_index), max(merge_index) FROM merges GROUP BY phase ORDER BY 2").fetchall()
+    with _connect(run, read_only=not write) as store:
+        pre = _Prefixes(store)
+        phases = store.run("prefixes.phase_ranges").fetchall()
         for phase, k0, k1 in phases:
-            rows = _arrow(con.sql(sql("top_words"), params={"phase": phase, "n": int(top)}))
+            rows = store.arrow("top_words", {"phase": phase, "n": int(top)})
             words, counts = [], []
             for w, c in zip(rows["word"].to_pylist(), rows["count"].to_pylist()):
                 try:
@@ -435,8 +358,8 @@ def word_gains(run: RunLike, top: int = 50_000, *, write: bool = True):
                                         "tokens_before": before, "tokens_after": after}, schema=schema))
         frame = pl.concat(frames) if frames else pl.DataFrame(schema=schema)
         if write:
-            _add_missing_views(con)
-            _replace(con, {"word_gains": frame.to_arrow()}, meta={})
+            _add_missing_views(store)
+            store.replace_insight({"word_gains": frame.to_arrow()}, meta={})
     return frame
 
 
@@ -456,13 +379,14 @@ def ready_queries() -> dict[str, Path]:
     return found
 
 
-def resolve_query(query_or_file: str) -> tuple[str, str]:
-    """(label, SQL text) of a query: a .sql file, a ready query's name, a table/view name, or SQL."""
+def resolve_query(query_or_file: str) -> tuple[str, str, dict]:
+    """(label, SQL text, its parameters) of a query: a .sql file, a ready query's name, a
+    table/view name (a parameter of ``toktok/sql/table_rows.sql``, never SQL text), or SQL."""
     q = query_or_file.strip()
     p = Path(os.path.expanduser(q))
     if q and "\n" not in q and len(q) < 4096 and p.is_file():
         try:
-            return str(p), p.read_text(encoding="utf-8")
+            return str(p), p.read_text(encoding="utf-8"), {}
         except (OSError, UnicodeDecodeError) as e:
             raise QueryError(f"{p}: cannot read the query file ({e})") from None
     if re.fullmatch(r"[\w.-]+\.sql", q) or (q.endswith(".sql") and " " not in q):
@@ -470,12 +394,12 @@ def resolve_query(query_or_file: str) -> tuple[str, str]:
     if re.fullmatch(r"[A-Za-z_][\w-]*", q):
         ready = ready_queries()
         if q in ready:
-            return str(ready[q]), ready[q].read_text(encoding="utf-8")
+            return str(ready[q]), ready[q].read_text(encoding="utf-8"), {}
         if re.fullmatch(r"[A-Za-z_]\w*", q):
-            return q, f"SELECT * FROM {q}"
+            return q, sql("table_rows"), {"name": q}
     if not q:
         raise QueryError("the query is empty; give SQL, a .sql file, a ready query name or a table name")
-    return "query", q
+    return "query", q, {}
 
 
 def query(run: RunLike, query_or_file: str) -> pa.Table:
@@ -489,11 +413,12 @@ def query(run: RunLike, query_or_file: str) -> pa.Table:
     before they existed (as temporary views). A failing query raises QueryError naming the query
     (file) with DuckDB's message. Example: ``query("out/demo", "sql/longest_tokens.sql")``.
     """
-    label, text = resolve_query(query_or_file)
-    with (_connect(run, read_only=True) if isinstance(run, duckdb.DuckDBPyConnection) else _sandbox(run)) as con:
-        _ensure_views(con)
+    label, text, params = resolve_query(query_or_file)
+    opened = isinstance(run, (duckdb.DuckDBPyConnection, RunStore))
+    with (_connect(run, read_only=True) if opened else _sandbox(run)) as store:
+        _ensure_views(store)
         try:
-            rel = con.sql(text)
+            rel = store.con.sql(text, params=params or None)
             if rel is None:
                 raise QueryError(f"{label}: the query returns no rows (it is not a SELECT)")
             return _arrow(rel)
@@ -521,9 +446,9 @@ def describe(run: RunLike) -> dict:
 
     Example: ``describe("out/demo")["vocab"]["merge"] == 2000``.
     """
-    with _connect(run, read_only=True) as con:
-        _ensure_views(con)
-        meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+    with _connect(run, read_only=True) as store:
+        _ensure_views(store)
+        meta = dict(store.run("describe.meta").fetchall())
 
         def js(key, default=None):
             try:
@@ -531,34 +456,32 @@ def describe(run: RunLike) -> dict:
             except ValueError:
                 return meta[key]
 
-        def rows(q: str) -> list[dict]:
-            res = con.execute(q)
+        def rows(part: str) -> list[dict]:
+            res = store.run(f"describe.{part}")
             cols = [d[0] for d in res.description]
             return [dict(zip(cols, r)) for r in res.fetchall()]
 
-        curve = rows("SELECT * FROM compression WHERE subset = 'all' ORDER BY merges")
+        curve = rows("curve")
         return {
-            "run": str(run) if not isinstance(run, duckdb.DuckDBPyConnection) else None,
+            "run": None if isinstance(run, (duckdb.DuckDBPyConnection, RunStore)) else str(run),
             "config": js("config", {}),
             "versions": js("versions", {}),
             "started": meta.get("started"),
             "finished": meta.get("finished"),
-            "inputs": rows("SELECT path, kind, phase, size_bytes, docs, text_bytes FROM inputs ORDER BY phase, path"),
+            "inputs": rows("inputs"),
             "sample": {
                 **(js("compression") or {}),
                 "bytes_per_token_start": curve[0]["bytes_per_token"] if curve else None,
                 "bytes_per_token_end": curve[-1]["bytes_per_token"] if curve else None,
-                "subsets": rows("SELECT subset, docs, bytes, bytes_per_token FROM compression "
-                                "WHERE merges = (SELECT max(merges) FROM compression) AND subset <> 'all' "
-                                "ORDER BY bytes_per_token"),
+                "subsets": rows("subsets"),
             } if curve else None,
-            "phases": rows("SELECT * FROM phases ORDER BY first_merge NULLS LAST, phase"),
-            "vocab": dict(con.execute("SELECT kind, count(*) FROM vocab GROUP BY kind ORDER BY min(id)").fetchall()),
-            "vocab_size": con.execute("SELECT count(*) FROM vocab").fetchall()[0][0],
-            "words": rows("SELECT count(*) AS unique_words, sum(count) AS total FROM words")[0],
+            "phases": rows("phases"),
+            "vocab": dict(store.run("describe.vocab").fetchall()),
+            "vocab_size": store.run("describe.vocab_size").fetchall()[0][0],
+            "words": rows("words")[0],
             "parity": js("parity"),
             "specials": js("specials"),
-            "stages": dict(con.execute("SELECT stage, seconds FROM stages").fetchall()),
+            "stages": dict(store.run("describe.stages").fetchall()),
             "warnings": js("warnings", []),
         }
 

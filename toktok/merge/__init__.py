@@ -2,6 +2,6 @@
 
 Example: ``from toktok.merge import learn_merges``.
 """
-from .loop import MergeResult, learn_merges
+from .loop import MergeResult, Segmenter, learn_merges
 
-__all__ = ["MergeResult", "learn_merges"]
+__all__ = ["MergeResult", "Segmenter", "learn_merges"]

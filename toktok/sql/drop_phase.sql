@@ -1,5 +1,9 @@
 -- What an interrupted phase left behind, before it runs again on --resume.
+-- name: words
 DELETE FROM words WHERE phase = $phase;
+-- name: inputs
 DELETE FROM inputs WHERE phase = $phase;
+-- name: merges
 DELETE FROM merges WHERE phase = $phase;
+-- name: parity
 DELETE FROM parity WHERE phase = $phase;

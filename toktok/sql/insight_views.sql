@@ -1,6 +1,7 @@
 -- Views over the run file (toktok.insight.add_views). They are stored in run.duckdb, so the stock
--- duckdb package sees them without importing toktok. No semicolon may appear inside a statement.
+-- duckdb package sees them without importing toktok. One view per `-- name:` block (toktok/statements.py).
 
+-- name: vocab_text
 -- Every token with its text (NULL where the bytes are not valid UTF-8 on their own), a printable
 -- form (`shown`: the text, or DuckDB's \xNN escapes), its length and the part of the vocabulary
 -- it belongs to (`part`: byte, hardcoded/base, special, or the phase that learned it).
@@ -9,6 +10,7 @@ SELECT id, token, text, COALESCE(text, CAST(token AS VARCHAR)) AS shown, kind, p
        CASE WHEN kind = 'merge' THEN COALESCE(phase, 'merge') ELSE kind END AS part,
        octet_length(token) AS bytes, length(text) AS chars
 FROM (SELECT *, TRY(decode(token)) AS text FROM vocab);
+-- name: merges_text
 
 -- Merges in training order: rank (= token id) of the result, its parts, the pair count when it
 -- was merged, whether it reused an existing token, the phase and the token length.
@@ -20,6 +22,7 @@ FROM merges m
 LEFT JOIN vocab_text l ON l.id = m.left_id
 LEFT JOIN vocab_text r ON r.id = m.right_id
 LEFT JOIN vocab_text t ON t.id = m.token_id;
+-- name: words_text
 
 -- Words (pre-tokenizer pieces) with their text, length, count, phase and tokens after training.
 CREATE OR REPLACE VIEW words_text AS
@@ -27,6 +30,7 @@ SELECT word, text, COALESCE(text, CAST(word AS VARCHAR)) AS shown, octet_length(
        length(text) AS chars, count, phase, tokens,
        octet_length(word) / NULLIF(tokens, 0) AS bytes_per_token
 FROM (SELECT *, TRY(decode(word)) AS text FROM words);
+-- name: sources
 
 -- Input files: text bytes seen and counted (the sample, under a budget), the sampled fraction, and
 -- the counted bytes' share of their phase and of the run.
@@ -36,6 +40,7 @@ SELECT path, kind, phase, size_bytes, docs_seen, bytes_seen, docs, text_bytes,
        text_bytes / NULLIF(sum(text_bytes) OVER (PARTITION BY phase), 0) AS share_of_phase,
        text_bytes / NULLIF(sum(text_bytes) OVER (), 0) AS share_of_run
 FROM inputs;
+-- name: phases
 
 -- One row per phase, in training order: merges asked for, learned and reused, token ids, pair
 -- counts, inputs (text read: the sample when the phase has a budget) and words, the budget and
@@ -72,6 +77,7 @@ SELECT n.phase, m.first_merge, m.last_merge, pm.merges_requested, COALESCE(m.mer
 FROM names n LEFT JOIN m USING (phase) LEFT JOIN i USING (phase) LEFT JOIN w USING (phase)
 LEFT JOIN pm USING (phase)
 WHERE n.phase IS NOT NULL;
+-- name: runs
 
 -- The run in one row: where, when, how long, what was asked and learned, corpus, parity.
 CREATE OR REPLACE VIEW runs AS
@@ -103,6 +109,7 @@ SELECT
     json_extract_string((SELECT value FROM kv WHERE key = 'versions'), '$.toktok') AS toktok_version,
     (SELECT value FROM kv WHERE key = 'seed') AS seed,
     (SELECT value FROM kv WHERE key = 'schema_version') AS schema_version;
+-- name: vocab_usage
 
 -- Every token with its use on the curve's sample (subset 'all', see meta('compression').text), 0 = never produced.
 CREATE OR REPLACE VIEW vocab_usage AS

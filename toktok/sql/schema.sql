@@ -1,18 +1,26 @@
 -- The run file's tables. Schema version lives in meta('schema_version').
+-- name: meta
 CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
+-- name: inputs
 CREATE TABLE IF NOT EXISTS inputs (
     path VARCHAR, kind VARCHAR, phase VARCHAR, size_bytes BIGINT, docs BIGINT, text_bytes BIGINT,
     docs_seen BIGINT, bytes_seen BIGINT
 );
+-- name: words
 CREATE TABLE IF NOT EXISTS words (word BLOB, count BIGINT, phase VARCHAR, tokens INTEGER);
+-- name: merges
 CREATE TABLE IF NOT EXISTS merges (
     merge_index INTEGER, left_id INTEGER, right_id INTEGER, token_id INTEGER,
     token BLOB, count BIGINT, reused BOOLEAN, phase VARCHAR
 );
+-- name: vocab
 CREATE TABLE IF NOT EXISTS vocab (id INTEGER, token BLOB, kind VARCHAR, phase VARCHAR);
+-- name: stages
 CREATE TABLE IF NOT EXISTS stages (stage VARCHAR, seconds DOUBLE);
+-- name: parity
 -- The parity sample of each phase (documents with the smallest seeded hashes), kept for --resume.
 CREATE TABLE IF NOT EXISTS parity (phase VARCHAR, hash UBIGINT, source VARCHAR, row BIGINT, text VARCHAR);
+-- name: count_parts
 -- Checkpoint of a full-read phase's counting, for --resume (emptied once the phase is counted):
 -- the counts of the files read so far. (A sampled phase's finished sample is a Parquet file beside
 -- the run file instead.)

@@ -1,0 +1,72 @@
+"""The measurements on text shared by the run file's insight and ``toktok eval``: subsets, sums, ratios.
+
+Documents fall into subsets: 'all' (every document, index 0) and, with group labels, one subset per
+label (sorted, index 1..). Sums per subset, the pattern's pieces per subset and the ratios built on
+them (bytes per token, tokens per word) are computed here once, for the compression curve
+(:mod:`toktok.insight.runfile`) and the comparison of tokenizers (:mod:`toktok.insight.evaluate`).
+Example::
+
+    names, index = subsets(["en", "fr", "en"], 3)        # ['all', 'en', 'fr'], [1, 2, 1]
+    ratio(int(sums(utf8_bytes(docs), index, 3)[0]), tokens)   # bytes per token of all documents
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+#: The subset of every document.
+ALL = "all"
+
+
+def subsets(groups: list[str] | None, n: int) -> tuple[list[str], np.ndarray]:
+    """Subset names ('all' first, then the groups sorted) and each of the ``n`` documents' subset
+    index (0 for all of them without groups)."""
+    if groups is None:
+        return [ALL], np.zeros(n, dtype=np.int64)
+    names = sorted(set(groups))
+    index = {g: i + 1 for i, g in enumerate(names)}
+    return [ALL] + names, np.array([index[g] for g in groups], dtype=np.int64)
+
+
+def sums(values: np.ndarray, index: np.ndarray, n_subsets: int) -> np.ndarray:
+    """Per subset, the integer sum of ``values`` ([all, group 1, group 2, ...]); ``index`` is each
+    value's subset as :func:`subsets` gives it."""
+    out = np.zeros(n_subsets, dtype=np.int64)
+    out[0] = int(np.asarray(values).sum())
+    if n_subsets > 1:
+        out[1:] = np.bincount(index - 1, weights=values, minlength=n_subsets - 1)[: n_subsets - 1].astype(np.int64)
+    return out
+
+
+def utf8_bytes(docs: list[str]) -> np.ndarray:
+    """Each document's length in UTF-8 bytes (int64)."""
+    import polars as pl
+
+    if not docs:
+        return np.zeros(0, np.int64)
+    return pl.Series(docs, dtype=pl.String).str.len_bytes().to_numpy().astype(np.int64)
+
+
+def ratio(amount: int, per: int) -> float | None:
+    """``amount / per`` (bytes per token, tokens per word, ...); None when ``per`` is 0."""
+    return amount / per if per else None
+
+
+def pieces(docs: list[str], index: np.ndarray, n_subsets: int, threads: int) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """The distinct pieces of the pattern (the words toktok counts) in each subset's documents:
+    (pieces, their counts, their subset index); without groups (one subset) the pieces of all
+    documents, subset 0. Pieces of disjoint groups add up, so ``sums(counts, of, n)`` gives the
+    words of every subset, 'all' included."""
+    import polars as pl
+
+    from ..count.pretokenize import count_words
+
+    frames = []
+    for s in range(1, n_subsets) if n_subsets > 1 else [0]:
+        part = docs if n_subsets == 1 else [d for d, g in zip(docs, index.tolist()) if g == s]
+        frames.append(count_words(part, threads=threads).with_columns(subset=pl.lit(s, pl.Int64)))
+    df = pl.concat(frames)
+    return df["word"].to_arrow(), df["count"].to_numpy().astype(np.int64), df["subset"].to_numpy().astype(np.int64)
+
+
+__all__ = ["ALL", "subsets", "sums", "utf8_bytes", "ratio", "pieces"]

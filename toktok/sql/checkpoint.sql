@@ -1,0 +1,2 @@
+-- Write the run file's WAL into the file before it is closed.
+CHECKPOINT;

@@ -256,8 +256,8 @@ def median_of(runs: list[dict]) -> dict:
 
 
 def tail_seconds(tk: dict) -> float:
-    """toktok's time after the merge loop: its train time less every stage before export (the
-    tail's stages overlap, verify beside insight, so their own times do not add up to it)."""
+    """toktok's time after the merge loop: its train time less every stage before export (so what
+    runs between the stages the run times, such as publishing, is counted too)."""
     return tk["train_s"] - sum(v for k, v in tk["stages_s"].items() if k not in TAIL)
 
 
@@ -367,8 +367,7 @@ def report_vocab(con, vocab: int, per: dict, d: dict) -> None:
         st = tk["stages_s"]
         other = tk["wall_s"] - tk["train_s"]
         con.print("toktok wall = " + " + ".join(f"{k} {v:.1f}s" for k, v in st.items())
-                  + f" + process start/imports {other:.1f}s (export and verify are extra work the peers skip; "
-                  "verify runs beside insight, so those two overlap)")
+                  + f" + process start/imports {other:.1f}s (export and verify are extra work the peers skip)")
         tail = tail_seconds(tk)
         con.print(f"toktok tail ({', '.join(TAIL)}): {tail:.1f}s = {tail / tk['wall_s']:.0%} of its wall "
                   f"(goal at 131,072: <= 25%)")

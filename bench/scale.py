@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from toktok.config import parse_size  # noqa: E402
 
-#: Counting throughput of bench/run.py on ../shared/corpus (README, Performance), MB/s of text.
+#: Counting throughput of bench/run.py on ../shared/corpus (docs/performance.md), MB/s of text.
 COUNT_MB_S_REFERENCE = {"1 thread": 86, "2 threads": 115}
 TB = 10**12
 

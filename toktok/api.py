@@ -104,8 +104,8 @@ class TrainResult(TrainSummary):
         return Tokenizer.from_file(str(Path(self.out) / "tokenizer.json"))
 
     def run(self):
-        """A read-only DuckDB connection to the run file (``run.duckdb``: tables and views as in
-        the README); close it when done."""
+        """A read-only DuckDB connection to the run file (``run.duckdb``: tables and views in
+        docs/runfile.md); close it when done."""
         import duckdb
 
         from .rundir import RUN_FILE

@@ -281,7 +281,7 @@ def sql_cmd(
     limit: int = typer.Option(40, "--limit", help="Rows shown in the terminal table"),
     debug: bool = typer.Option(False, "--debug"),
 ) -> None:
-    """Run SQL on a run file (read-only) and print the result; tables and views are in the README."""
+    """Run SQL on a run file (read-only) and print the result; tables and views: docs/runfile.md."""
     try:
         from .insight.runfile import query as run_query
         from .insight.report import arrow_table, write_csv, write_parquet

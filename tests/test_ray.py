@@ -43,17 +43,14 @@ def cluster():
     ray.shutdown()
 
 
-@pytest.fixture(autouse=True)
-def small_units(monkeypatch):
-    # sample.parquet has 9 row groups: cut it into ranges of a few row groups each, and merge
-    # samples on the driver as soon as a quarter of the capacity came back, so that later tasks
-    # start from the merged sample's threshold
-    monkeypatch.setattr(engine_ray, "UNIT_BYTES", 64 << 10)
-    monkeypatch.setattr(engine_ray, "MERGE_MIN_BYTES", 0)
+# sample.parquet has 9 row groups: cut it into ranges of a few row groups each, and merge samples
+# on the driver as soon as a quarter of the capacity came back, so that later tasks start from the
+# merged sample's threshold
+SMALL_UNITS = dict(unit_bytes=64 << 10, merge_min_bytes=0)
 
 
 def _train(out: Path, engine: str, **kw) -> Path:
-    train(TrainConfig(out=str(out), engine=engine, seed=7, special_tokens=SPECIALS, **kw))
+    train(TrainConfig(out=str(out), engine=engine, seed=7, special_tokens=SPECIALS, **kw), ray_tuning=SMALL_UNITS)
     return out
 
 
@@ -196,8 +193,8 @@ def test_local_engine_does_not_import_ray():
 
 
 def _phase(budget: bool) -> tuple[list, dict]:
-    """Three files (sample.parquet cut into row-group ranges by small_units), and the count
-    arguments: a full read, or a capacity small enough that every file is sampled."""
+    """Three files, and the count arguments: a full read, or a capacity small enough that every
+    file is sampled."""
     from toktok.count.common import Source
     from toktok.count.read import read_corpus
 
@@ -224,12 +221,12 @@ def test_ray_takes_the_local_engines_counting_checkpoints(cluster, budget):
     sources, kw = _phase(budget)
     local_states, ray_states = [], []
     local = count_local(sources, save=local_states.append, every=0, **kw)
-    got = engine_ray.count_phase(sources, save=ray_states.append, every=0, **kw)
+    got = engine_ray.count_phase(sources, save=ray_states.append, every=0, **kw, **SMALL_UNITS)
     assert len(ray_states) == len(local_states) == (1 if budget else 2)
     for a, b in zip(local_states, ray_states):
         _same_state(a, b)
     for state in ray_states:
-        resumed = engine_ray.count_phase(sources, restored=state, **kw)
+        resumed = engine_ray.count_phase(sources, restored=state, **kw, **SMALL_UNITS)
         for pc in (got, resumed):
             assert pc.words.equals(local.words) and pc.used == local.used and pc.parity.equals(local.parity)
             assert (pc.held_out is None) == (not budget) and (not budget or pc.held_out.equals(local.held_out))

@@ -251,6 +251,7 @@ class _Run:
     store: RunStore | None = None
     fingerprints: list[list[list]] = field(default_factory=list)
     kept: bool = False  # whether a failure leaves the staging folder for --resume
+    ray_tuning: dict = field(default_factory=dict)  # more keywords of the Ray engine's count_phase
     parity: ParitySample = field(default_factory=ParitySample)
     # per phase, for the compression curve: its parity sample and the pieces its sample did not take
     phase_parity: dict[str, pl.DataFrame] = field(default_factory=dict)
@@ -271,13 +272,14 @@ class _Run:
 
 
 def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = None, *,
-          checkpoints: Checkpoints | None = None) -> TrainSummary:
+          checkpoints: Checkpoints | None = None, ray_tuning: dict | None = None) -> TrainSummary:
     """Train a tokenizer as ``cfg`` says and publish it (``cfg.layout()``); raises ToktokError on bad input.
 
     With ``cfg.verbose`` the merges are logged as toktoktok does (the first 10 of each phase and
     every 100th: the pair, the new token, its id and count), one line each to ``log`` (default:
     stderr). ``checkpoints`` says when the run checkpoints for ``--resume`` (default: the merge
-    loop every 2 s) and what happens after each one. The allocators are tuned for the run and put
+    loop every 2 s) and what happens after each one. ``ray_tuning``: keywords for the Ray engine's
+    ``count_phase`` (``unit_bytes``, ``merge_min_bytes``; tests cut small files into many units). The allocators are tuned for the run and put
     back after it (:func:`toktok.alloc.lean`). A DuckDB error from outside the run store's own
     calls that means a full disk or too little memory is a ResourceError too; any other is a bug
     and passes unchanged.
@@ -289,7 +291,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = 
 
     try:
         with lean():
-            return _train(cfg, progress, log, checkpoints or Checkpoints())
+            return _train(cfg, progress, log, checkpoints or Checkpoints(), ray_tuning or {})
     except ToktokError:
         raise
     except Exception as e:
@@ -299,10 +301,12 @@ def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = 
         raise te from e
 
 
-def _train(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: Checkpoints) -> TrainSummary:
+def _train(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: Checkpoints,
+           ray_tuning: dict) -> TrainSummary:
     """The steps of a run, in order (see the module docstring); on failure the staging folder is
     kept for ``--resume`` when it holds a checkpoint (:func:`toktok.resume.abandon`)."""
     run = _plan(cfg, progress, log, marks)
+    run.ray_tuning = ray_tuning
     run.staging = open_staging(run.layout, cfg.force, cfg.resume, run.inputs)
     run.kept = run.staging.resuming
     try:
@@ -471,7 +475,7 @@ def _count(run: _Run, phase: PhaseConfig, sources: list[Source], fp: list) -> _C
 
     checkpoints = dict(restored=restored, save=save, every=marks.every * resume.COUNT_EVERY)
     if run.ray_count is not None:  # the same PhaseCount and checkpoints, counted on a Ray cluster
-        count = partial(run.ray_count, address=cfg.ray_address, **checkpoints)
+        count = partial(run.ray_count, address=cfg.ray_address, **checkpoints, **run.ray_tuning)
     else:
         count = partial(count_phase, **checkpoints)
     pc = count(sources, seed=cfg.seed, capacity=_phase_capacity(cfg, phase, plan),

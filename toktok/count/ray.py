@@ -428,7 +428,7 @@ def _stream(ray, submit, n: int, inflight: int) -> Iterator[tuple[int, tuple]]:
 def count_phase(
     sources: list[Source], *, seed: int = 0, capacity: int | None = None, batch_bytes: int = 32 << 20,
     specials: list[str] | None = None, threads: int | None = None, report: Progress | None = None,
-    tag: str = "", address: str | None = None, unit_bytes: int | None = None,
+    tag: str = "", address: str | None = None, unit_bytes: int | None = None, merge_min_bytes: int | None = None,
     restored: CountState | None = None, save: Callable[[CountState], None] | None = None, every: float = 30.0,
 ) -> PhaseCount:
     """``toktok.count.local.count_phase`` on a Ray cluster: same arguments, same result, the same
@@ -437,12 +437,15 @@ def count_phase(
 
     ``address`` joins an existing cluster (``ray.init(address=...)``); without one a private
     cluster with ``threads`` (0/None = all cores) CPUs is started for the phase. ``unit_bytes``:
-    text per work unit when Parquet files are cut by row groups (default ``UNIT_BYTES``).
+    text per work unit when Parquet files are cut by row groups (default ``UNIT_BYTES``);
+    ``merge_min_bytes``: the least of the workers' samples the driver merges at once (default
+    ``MERGE_MIN_BYTES``).
     Example: ``count_phase([Source(read_corpus(["notes.txt"]))]).words["count"].sum() > 0``.
     """
     report = report or (lambda stage, done, total: None)
     specials = list(specials or [])
     unit_bytes = unit_bytes or UNIT_BYTES
+    merge_min_bytes = MERGE_MIN_BYTES if merge_min_bytes is None else merge_min_bytes
     state = restored or CountState()
     ray = require_ray()
     t0 = time.perf_counter()
@@ -451,8 +454,8 @@ def count_phase(
         if capacity is None:
             pc = _count_all(ray, sources, seed, batch_bytes, specials, report, tag, unit_bytes, state, save, every)
         else:
-            pc = _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, tag, unit_bytes,
-                                state, save)
+            pc = _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, tag,
+                                (unit_bytes, merge_min_bytes), state, save)
     finally:
         if connected:
             ray.shutdown()
@@ -495,10 +498,11 @@ def _reservoir_of(results: list[tuple[pa.Table, int, dict, pa.Table]], capacity:
     return res
 
 
-def _sample_pass(ray, sources, seed, capacity, batch_bytes, report, tag, unit_bytes) -> list[Reservoir]:
+def _sample_pass(ray, sources, seed, capacity, batch_bytes, report, tag, units_min) -> list[Reservoir]:
     """The phase's files sampled by tasks, one per unit, each into its own reservoir; the
     driver merges them as they come into exactly the local engine's reservoirs (one per
-    ``capacity_split`` share)."""
+    ``capacity_split`` share). ``units_min``: (unit_bytes, merge_min_bytes)."""
+    unit_bytes, merge_min_bytes = units_min
     total = sum(s.size for s in sources)
     caps, group = capacity_split(sources, capacity)
     pools = [Reservoir(c, seed) for c in caps]
@@ -526,7 +530,7 @@ def _sample_pass(ray, sources, seed, capacity, batch_bytes, report, tag, unit_by
         result = _get(ray, list(refs))
         pending[u.group].append(result)
         pending_bytes[u.group] += result[0].nbytes
-        if pending_bytes[u.group] >= max(caps[u.group] // 4, MERGE_MIN_BYTES):
+        if pending_bytes[u.group] >= max(caps[u.group] // 4, merge_min_bytes):
             flush(u.group)
         done += u.size * u.share
         report("sample" + tag, int(done), total)
@@ -535,11 +539,11 @@ def _sample_pass(ray, sources, seed, capacity, batch_bytes, report, tag, unit_by
     return pools
 
 
-def _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, tag, unit_bytes,
+def _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, tag, units_min,
                    state, save) -> PhaseCount:
     t0 = time.perf_counter()
     if state.sample is None:  # else a resumed run has the sample already
-        pools = _sample_pass(ray, sources, seed, capacity, batch_bytes, report, tag, unit_bytes)
+        pools = _sample_pass(ray, sources, seed, capacity, batch_bytes, report, tag, units_min)
         state = finish_sample(pools)
         del pools
         if save is not None:

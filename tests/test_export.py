@@ -280,7 +280,7 @@ def fixture_encoders(tmp_path_factory) -> Encoders:
     on the multilingual fixture (1,000 merges over the bytes and the hardcoded tokens)."""
     import polars as pl
 
-    from toktok.merge.loop import learn_merges
+    from toktok.merge import learn_merges
     from toktok.count.pretokenize import count_words
 
     table = count_words(pl.read_parquet(FIXTURES / "sample.parquet")["text"], specials=SPECIALS).sort("word")
@@ -652,7 +652,7 @@ def test_fuzz_splits_of_long_tokens_are_every_split_point(runs, extra):
 def test_splits_of_long_tokens_on_a_trained_vocabulary_and_with_pinned_ids():
     import polars as pl
 
-    from toktok.merge.loop import learn_merges
+    from toktok.merge import learn_merges
     from toktok.count.pretokenize import count_words
 
     texts = pl.Series([TRAIN_TEXT * 3, "=" * 5000 + "\n" + "-" * 3000 + " " + "a" * 4100, "ab" * 700])
@@ -676,7 +676,7 @@ def long_run_encoders(tmp_path_factory) -> Encoders:
     base64 blob), exported and loaded by tiktoken, tokenizers and transformers."""
     import polars as pl
 
-    from toktok.merge.loop import learn_merges
+    from toktok.merge import learn_merges
     from toktok.count.pretokenize import count_words
 
     blob = base64.b64encode(random.Random(3).randbytes(30_000)).decode()

@@ -157,7 +157,7 @@ def _split_merges(tokens: list[bytes], skip=None):
     """``all_split_merges`` as an array of rows (left, right)."""
     import numpy as np
 
-    from .merge.loop import token_splits
+    from .merge import token_splits
 
     skip = skip or ()
     rows = [token_splits(tokens, skip, SPLIT_ALL_UP_TO)]

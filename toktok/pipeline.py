@@ -51,7 +51,7 @@ from .config import PhaseConfig, TrainConfig
 from .errors import ConfigError, InputError, ToktokError
 from .insight.runfile import add_views, compression_curve, word_gains
 from .export import special_tokens_json, write_hf, write_tiktoken, _write_atomic
-from .merge.loop import learn_merges
+from .merge import learn_merges
 from ._kernels import release_llvm_pages
 from .budget import BudgetPlan, fit_words, plan_budget
 from .count.local import ParitySample, Source, count_phase

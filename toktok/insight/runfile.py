@@ -201,7 +201,7 @@ class _Prefixes:
         """Token ids (flat) and offsets of each piece (Arrow binary or list of bytes) encoded with
         the vocabulary after k merges, e.g. ``lengths = np.diff(pre.segment(k, words)[1])``."""
         if self._segmenter is None:
-            from ..merge.loop import Segmenter
+            from ..merge import Segmenter
 
             self._segmenter = Segmenter(*self._tables)
         return self._segmenter(pieces, self.size(k))

@@ -22,20 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toktok.errors import OutputError, VocabError
-from toktok.export import (
-    HF_CONFIG_FILE,
-    HF_FILE,
-    HF_SPECIAL_MAP_FILE,
-    TIKTOKEN_FILE,
-    all_split_merges,
-    bytelevel_to_token,
-    load_encoding,
-    load_hf,
-    read_tiktoken,
-    token_to_bytelevel,
-    write_hf,
-    write_tiktoken,
-)
+from toktok.formats.common import HF_CONFIG_FILE, HF_FILE, HF_SPECIAL_MAP_FILE, TIKTOKEN_FILE
+from toktok.formats.hf import bytelevel_to_token, load_hf, token_to_bytelevel, write_hf
+from toktok.formats.splits import all_split_merges
+from toktok.formats.tiktoken import load_encoding, read_tiktoken, write_tiktoken
 from toktok.vocab import PATTERN, Vocab
 
 
@@ -622,14 +612,7 @@ def _every_split_point(tokens: list[bytes]) -> list[tuple[int, int]]:
 
 def _long_path(tokens: list[bytes], skip=None) -> list[tuple[int, int]]:
     """all_split_merges with every token through the path of long tokens."""
-    import toktok.export as ex
-
-    saved = ex.SPLIT_ALL_UP_TO, ex.LONG_PLAIN_BUDGET
-    ex.SPLIT_ALL_UP_TO = ex.LONG_PLAIN_BUDGET = 0
-    try:
-        return all_split_merges(tokens, skip)
-    finally:
-        ex.SPLIT_ALL_UP_TO, ex.LONG_PLAIN_BUDGET = saved
+    return all_split_merges(tokens, skip, up_to=0, plain_budget=0)
 
 
 _RUNS = st.lists(st.tuples(st.sampled_from([b"a", b"-", b"ab", b"a-", b"=", b"\xc3\xa9", b"\xff"]), st.integers(1, 150))

@@ -21,22 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ConfigError, OutputError, VocabError
-from .export import (
-    HF_CONFIG_FILE,
-    HF_FILE,
-    HF_SPECIAL_MAP_FILE,
-    TIKTOKEN_FILE,
-    _write_atomic,
-    bytelevel_to_token,
-    find_tiktoken,
-    read_json,
-    read_tiktoken_ranks,
-    resolve_specials,
-    special_tokens_file,
-    special_tokens_json,
-    write_hf,
-    write_tiktoken,
-)
+from .formats.common import (HF_CONFIG_FILE, HF_FILE, HF_SPECIAL_MAP_FILE, TIKTOKEN_FILE, find_tiktoken, read_json,
+                             write_atomic)
+from .formats.hf import bytelevel_to_token, write_hf
+from .formats.specials import resolve_specials, special_tokens_json
+from .formats.tiktoken import read_tiktoken_ranks, write_tiktoken
+from .rundir import special_tokens_file
 from .vocab import PATTERN, Vocab
 
 
@@ -357,7 +347,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, special_tokens=No
             raise OutputError(f"{tt.parent}: cannot create folder ({e.strerror or e})") from None
         written = [write_tiktoken(base.vocab, tt)]
         if base.vocab.special_ids():
-            _write_atomic(side, special_tokens_json(base.vocab))
+            write_atomic(side, special_tokens_json(base.vocab))
             written.append(side)
         elif side.exists():  # --force: a list left from an earlier file would give this one specials
             side.unlink()
@@ -375,7 +365,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, special_tokens=No
     with tempfile.TemporaryDirectory(prefix=".toktok-convert-") as tmp:
         write_tiktoken(base.vocab, Path(tmp) / TIKTOKEN_FILE)
         if base.vocab.pinned:
-            _write_atomic(special_tokens_file(Path(tmp) / TIKTOKEN_FILE), special_tokens_json(base.vocab))
+            write_atomic(special_tokens_file(Path(tmp) / TIKTOKEN_FILE), special_tokens_json(base.vocab))
         write_hf(base.vocab, tmp)
         verify(tmp)
         try:
@@ -383,7 +373,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, special_tokens=No
         except OSError as e:
             raise OutputError(f"{folder}: cannot create folder ({e.strerror or e})") from None
         for t in targets:
-            _write_atomic(t, (Path(tmp) / t.name).read_bytes())
+            write_atomic(t, (Path(tmp) / t.name).read_bytes())
     return targets
 
 

@@ -200,7 +200,7 @@ def verify(
     tiktoken encodes with ``allowed_special="all"``, HF with ``add_special_tokens=False``; tiktoken's
     ``decode_bytes`` must give ``text.encode()`` and HF's ``decode(ids, skip_special_tokens=False)``
     must give ``text``. ``special_tokens`` are the ``.tiktoken``'s (``{token: id}``, a list or a
-    file, see ``export.resolve_specials``; default: found beside it).
+    file, see ``formats.specials.resolve_specials``; default: found beside it).
     Example: ``verify("out/demo", ["hello world"], slices=200).ok``.
     """
     # Phase 1: load both and compare the vocabularies themselves.

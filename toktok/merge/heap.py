@@ -20,7 +20,8 @@ from .table import _CNT, _KEY
 def _before(k, j, tdata, tstart, tlen):
     """Whether pair key ``k`` goes before pair key ``j`` when their counts are equal: the smaller
     (left bytes, right bytes) first. The training definition's tie-break, written only here.
-    ``tdata``/``tstart``/``tlen`` are the token tables' addresses (``_address``): with arrays
+    ``tdata``/``tstart``/``tlen`` are the addresses (``_address``) of the token tables of
+    ``tokens._token_arrays`` (uint8, int64, int32, as ``_peek`` reads them): with arrays
     as arguments every call would cost atomic reference-count updates (they once took a fifth
     of the loop's time); inlined by LLVM, the heap's sifts compile as if it were written out.
     Example: with token 0 = b"a" and 1 = b"b", ``_before(_pkey(0, 1), _pkey(1, 0), ...)`` is True."""

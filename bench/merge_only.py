@@ -8,8 +8,8 @@ file (built on first use otherwise). A timed run calls
 ``learn_merges(words, counts, Vocab.base(hardcoded=False), merges)`` -- what ``bench/run.py``'s
 toktok run does with vocab 32,768 -- and prints, per repetition: wall seconds and merges/s,
 process CPU seconds (on a shared machine the steadier figure), the stage seconds
-(``toktok.merge.loop._last_times``: segment, layout, setup = initial pair counts + heap, loop, and
-their CPU time), the loop statistics (``toktok.merge.loop._last_stats``) and the peak RSS during the
+(``MergeResult.times``: segment, layout, setup = initial pair counts + heap, loop, and
+their CPU time), the loop statistics (``MergeResult.stats``) and the peak RSS during the
 call above the RSS before it (sampled every 5 ms). A small untimed run first fills Numba's cache.
 Repetitions run in one process; for A/B comparisons run processes alternately.
 """
@@ -27,9 +27,6 @@ import polars as pl
 import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parent.parent
-STATS = ("records", "table rows", "pool entries", "heap rows", "heap pops", "new tokens",
-         "list entries read", "merges made", "pool compactions", "pool growths", "table rebuilds",
-         "heap refills", "lists sorted")
 
 
 def build(path: str, data: str) -> None:
@@ -68,14 +65,14 @@ def main() -> None:
         if a.build:
             return
 
-    import toktok.merge.loop as m
+    from toktok.merge import learn_merges
     from toktok.vocab import Vocab
 
     df = pl.read_parquet(a.words)
     words = df["word"].to_arrow()
     counts = df["count"].to_numpy()
     print(f"{df.height:,} words; {a.merges:,} merges from the 256 bytes")
-    m.learn_merges([b"hello world", b"abc"], np.array([3, 2]), Vocab.base(hardcoded=False), 5)  # JIT cache
+    learn_merges([b"hello world", b"abc"], np.array([3, 2]), Vocab.base(hardcoded=False), 5)  # JIT cache
     runs = []
     for _ in range(a.reps):
         before = _rss_mb()
@@ -89,12 +86,12 @@ def main() -> None:
         th = threading.Thread(target=sample, daemon=True)
         th.start()
         t0, c0 = time.perf_counter(), time.process_time()
-        res = m.learn_merges(words, counts, Vocab.base(hardcoded=False), a.merges)
+        res = learn_merges(words, counts, Vocab.base(hardcoded=False), a.merges)
         dt, dc = time.perf_counter() - t0, time.process_time() - c0
         done.set()
         th.join()
-        stats = dict(zip(STATS, m._last_stats.tolist()))
-        times = {k: round(v, 3) for k, v in m._last_times.items()}
+        stats = {k.replace("_", " "): v for k, v in res.stats.items()}
+        times = {k: round(v, 3) for k, v in res.times.items()}
         run = {"seconds": dt, "cpu_seconds": dc, "merges": res.new_tokens, "merges_per_s": res.new_tokens / dt,
                "peak_rss_above_mb": peak[0] - before, "stages_s": times, "stats": stats}
         runs.append(run)

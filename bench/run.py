@@ -105,7 +105,7 @@ def work_hf(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
     t0 = time.perf_counter()
     tok.train_from_iterator(iter_texts(files), trainer=trainer)
     train_s = time.perf_counter() - t0
-    from toktok.export import bytes_to_unicode
+    from toktok.formats.hf import bytes_to_unicode
 
     to_byte = {c: b for b, c in bytes_to_unicode().items()}
     tokens = [bytes(to_byte[c] for c in s).hex() for s in tok.get_vocab()]

@@ -32,7 +32,7 @@ from typer.testing import CliRunner
 import toktok
 from toktok.cli import app
 from toktok.errors import ResourceError, ToktokError
-from toktok.export import write_tiktoken
+from toktok.formats.tiktoken import write_tiktoken
 from toktok.vocab import Vocab
 
 runner = CliRunner()

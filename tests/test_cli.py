@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 import toktok
 from toktok.cli import app
-from toktok.export import load_hf
+from toktok.formats.hf import load_hf
 
 FILES = ["tokenizer.tiktoken", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"]
 SPECIALS = ["<|endoftext|>", "<|pad|>"]

@@ -16,7 +16,8 @@ import toktok
 from toktok.cli import app
 from toktok.config import PhaseConfig, SourceConfig, TrainConfig, build_config, load_config
 from toktok.errors import ConfigError, VocabError
-from toktok.export import find_tiktoken, load_hf
+from toktok.formats.common import find_tiktoken
+from toktok.formats.hf import load_hf
 from toktok.verify import verify
 
 runner = CliRunner()

@@ -22,20 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toktok.errors import OutputError, VocabError
-from toktok.export import (
-    HF_CONFIG_FILE,
-    HF_FILE,
-    HF_SPECIAL_MAP_FILE,
-    TIKTOKEN_FILE,
-    all_split_merges,
-    bytelevel_to_token,
-    load_encoding,
-    load_hf,
-    read_tiktoken,
-    token_to_bytelevel,
-    write_hf,
-    write_tiktoken,
-)
+from toktok.formats.common import HF_CONFIG_FILE, HF_FILE, HF_SPECIAL_MAP_FILE, TIKTOKEN_FILE
+from toktok.formats.hf import bytelevel_to_token, load_hf, token_to_bytelevel, write_hf
+from toktok.formats.splits import all_split_merges
+from toktok.formats.tiktoken import load_encoding, read_tiktoken, write_tiktoken
 from toktok.vocab import PATTERN, Vocab
 
 
@@ -280,7 +270,7 @@ def fixture_encoders(tmp_path_factory) -> Encoders:
     on the multilingual fixture (1,000 merges over the bytes and the hardcoded tokens)."""
     import polars as pl
 
-    from toktok.merge.loop import learn_merges
+    from toktok.merge import learn_merges
     from toktok.count.pretokenize import count_words
 
     table = count_words(pl.read_parquet(FIXTURES / "sample.parquet")["text"], specials=SPECIALS).sort("word")
@@ -622,14 +612,7 @@ def _every_split_point(tokens: list[bytes]) -> list[tuple[int, int]]:
 
 def _long_path(tokens: list[bytes], skip=None) -> list[tuple[int, int]]:
     """all_split_merges with every token through the path of long tokens."""
-    import toktok.export as ex
-
-    saved = ex.SPLIT_ALL_UP_TO, ex.LONG_PLAIN_BUDGET
-    ex.SPLIT_ALL_UP_TO = ex.LONG_PLAIN_BUDGET = 0
-    try:
-        return all_split_merges(tokens, skip)
-    finally:
-        ex.SPLIT_ALL_UP_TO, ex.LONG_PLAIN_BUDGET = saved
+    return all_split_merges(tokens, skip, up_to=0, plain_budget=0)
 
 
 _RUNS = st.lists(st.tuples(st.sampled_from([b"a", b"-", b"ab", b"a-", b"=", b"\xc3\xa9", b"\xff"]), st.integers(1, 150))
@@ -652,7 +635,7 @@ def test_fuzz_splits_of_long_tokens_are_every_split_point(runs, extra):
 def test_splits_of_long_tokens_on_a_trained_vocabulary_and_with_pinned_ids():
     import polars as pl
 
-    from toktok.merge.loop import learn_merges
+    from toktok.merge import learn_merges
     from toktok.count.pretokenize import count_words
 
     texts = pl.Series([TRAIN_TEXT * 3, "=" * 5000 + "\n" + "-" * 3000 + " " + "a" * 4100, "ab" * 700])
@@ -676,7 +659,7 @@ def long_run_encoders(tmp_path_factory) -> Encoders:
     base64 blob), exported and loaded by tiktoken, tokenizers and transformers."""
     import polars as pl
 
-    from toktok.merge.loop import learn_merges
+    from toktok.merge import learn_merges
     from toktok.count.pretokenize import count_words
 
     blob = base64.b64encode(random.Random(3).randbytes(30_000)).decode()

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 import toktok
 from toktok.cli import app
-from toktok.export import load_hf
+from toktok.formats.hf import load_hf
 
 MB = 1 << 20
 runner = CliRunner()

@@ -9,19 +9,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 from oracles.reference_bpe import rank_bpe, train
 
-from toktok.merge.loop import learn_merges, segment
+from toktok.merge import Tuning, learn_merges, segment
 from toktok.count.pretokenize import count_words
 from toktok.vocab import Vocab, hardcoded_tokens
 
 
-def _fast(words, counts, vocab, n):
-    res = learn_merges(list(words), np.array(list(counts), dtype=np.int64), vocab, n)
+def _fast(words, counts, vocab, n, tuning=Tuning()):
+    res = learn_merges(list(words), np.array(list(counts), dtype=np.int64), vocab, n, tuning=tuning)
     merges = list(zip(res.left.tolist(), res.right.tolist(), res.token.tolist(), res.count.tolist(), res.reused.tolist()))
     return res, merges
 
 
-def _check(word_counts: dict[bytes, int], vocab: Vocab, n: int):
-    res, merges = _fast(word_counts.keys(), word_counts.values(), vocab, n)
+def _check(word_counts: dict[bytes, int], vocab: Vocab, n: int, tuning=Tuning()):
+    res, merges = _fast(word_counts.keys(), word_counts.values(), vocab, n, tuning)
     ref_tokens, ref_merges = train(word_counts, vocab.tokens, n)
     assert merges == ref_merges
     assert res.vocab.tokens == ref_tokens
@@ -120,41 +120,26 @@ def test_fuzz_large_counts_equal_reference(word_counts, n, extra):
 def test_fuzz_tight_tables_equal_reference(word_counts, n, extra):
     # as above, with no spare room: the pool is grown and compacted often, and the heap holds
     # only the few pairs with the largest counts, refilled whenever it runs empty
-    import toktok.merge.loop as m
-
-    saved = m._PAIRS_PER_MERGE, m._POOL_SPARE, m._POOL_SLACK, m._HEAP_TARGET
-    m._PAIRS_PER_MERGE, m._POOL_SPARE, m._POOL_SLACK, m._HEAP_TARGET = 0, 0, 0, 2
-    try:
-        base = Vocab.base(False)
-        base.tokens += extra
-        _check(word_counts, base, n)
-    finally:
-        m._PAIRS_PER_MERGE, m._POOL_SPARE, m._POOL_SLACK, m._HEAP_TARGET = saved
+    base = Vocab.base(False)
+    base.tokens += extra
+    _check(word_counts, base, n, Tuning(pairs_per_merge=0, pool_spare=0, pool_slack=0, heap_target=2))
 
 
 @given(small_words, st.integers(0, 40), extra_tokens)
 def test_fuzz_list_order_changes_nothing(word_counts, n, extra):
     # the positions of a pair are merged in list order; the result must not depend on it (the
     # loop sorts the lists of (a, a) pairs, whose overlapping runs go left to right)
-    import toktok.merge.loop as m
-
-    m._REVERSE_LISTS = True
-    try:
-        base = Vocab.base(False)
-        base.tokens += extra
-        _check(word_counts, base, n)
-    finally:
-        m._REVERSE_LISTS = False
+    base = Vocab.base(False)
+    base.tokens += extra
+    _check(word_counts, base, n, Tuning(descending_lists=True))
 
 
-def test_reversed_lists_equal_reference(monkeypatch):
-    import toktok.merge.loop as m
-
-    monkeypatch.setattr(m, "_REVERSE_LISTS", True)
+def test_reversed_lists_equal_reference():
     df = pl.read_parquet(FIXTURES / "sample.parquet")
     wc = count_words(df["text"].head(60))
-    _check(dict(zip(wc["word"].to_list(), wc["count"].to_list())), Vocab.base(), 600)
-    assert m._last_stats[12] > 0  # lists sorted before merging overlapping runs
+    res = _check(dict(zip(wc["word"].to_list(), wc["count"].to_list())), Vocab.base(), 600,
+                 Tuning(descending_lists=True))
+    assert res.stats["lists_sorted"] > 0  # lists sorted before merging overlapping runs
 
 
 def test_fixture_equals_reference():
@@ -182,15 +167,9 @@ def _tiktoken_pieces(vocab: Vocab):
 def test_fuzz_segmentation_equals_tiktoken(long_from, words, extra):
     # extra tokens in arbitrary order, with holes: exactly the layouts warm starts bring; every
     # word through the plain loop, then through the heap that long words take
-    import toktok.merge.loop as m
-
     base = Vocab.base(False)
     base.tokens += extra
-    saved, m._SEGMENT_LONG = m._SEGMENT_LONG, long_from
-    try:
-        flat, off = segment(words, base)
-    finally:
-        m._SEGMENT_LONG = saved
+    flat, off = segment(words, base, long_from=long_from)
     encode = _tiktoken_pieces(base)
     for i, w in enumerate(words):
         assert flat[off[i]:off[i + 1]].tolist() == (encode(w) if w else [])
@@ -256,11 +235,10 @@ def test_checkpoints_concatenate_to_the_result(every):
     assert plain.token.tolist() == res.token.tolist() and plain.vocab.tokens == res.vocab.tokens
 
 
-def test_record_arrays_grow_when_reuses_fill_them(monkeypatch):
+def test_record_arrays_grow_when_reuses_fill_them():
     # many reused merges: the base holds every 3-byte string of the alphabet but no 2-byte one,
     # so rank-BPE reaches none of them and the merges that make them reuse them; with a tiny
     # record capacity the loop must be resumed with larger arrays
-    import toktok.merge.loop as m
 
     base = Vocab.base(False)
     alpha = b"abcd"
@@ -269,36 +247,26 @@ def test_record_arrays_grow_when_reuses_fill_them(monkeypatch):
     words = {bytes(rng.choice(list(alpha), int(rng.integers(2, 9))).tolist()): int(rng.integers(1, 50)) for _ in range(80)}
     want = _check(words, base, 30)
     assert want.reused.sum() > 4
-    first = [True]
-
-    def tiny_first(cap, f=m._records):
-        small, first[0] = first[0], False
-        return f(2 if small else cap)
-
-    monkeypatch.setattr(m, "_records", tiny_first)
     calls = []
-    got = learn_merges(list(words), np.array(list(words.values())), base, 30, checkpoint=lambda *a: calls.append(a), every=0)
+    got = learn_merges(list(words), np.array(list(words.values())), base, 30, checkpoint=lambda *a: calls.append(a),
+                       every=0, tuning=Tuning(records=2))
     assert got.token.tolist() == want.token.tolist() and got.reused.tolist() == want.reused.tolist()
     assert np.concatenate([c[2] for c in calls]).tolist() == want.token.tolist()
 
 
-def test_tight_tables_change_nothing(monkeypatch):
+def test_tight_tables_change_nothing():
     # no spare room at the start: the loop must rebuild its pair table, compact its pool of
     # position lists and grow it, refill its heap many times, and still learn exactly what it
     # learns with room to spare (which test_fixture_equals_reference holds to the reference)
-    import toktok.merge.loop as m
 
     df = pl.read_parquet(FIXTURES / "sample.parquet")
     wc = count_words(df["text"].head(400))
     words, counts = wc["word"].to_list(), np.array(wc["count"].to_list(), dtype=np.int64)
     roomy = learn_merges(words, counts, Vocab.base(False), 6000)
-    monkeypatch.setattr(m, "_PAIRS_PER_MERGE", 0)
-    monkeypatch.setattr(m, "_POOL_SPARE", 0)
-    monkeypatch.setattr(m, "_POOL_SLACK", 0)
-    monkeypatch.setattr(m, "_HEAP_TARGET", 16)
-    tight = learn_merges(words, counts, Vocab.base(False), 6000)
-    compactions, growths, rebuilds, refills = m._last_stats[8:12].tolist()
-    assert compactions > 0 and growths > 0 and rebuilds > 0 and refills > 0, m._last_stats
+    tight = learn_merges(words, counts, Vocab.base(False), 6000,
+                         tuning=Tuning(pairs_per_merge=0, pool_spare=0, pool_slack=0, heap_target=16))
+    for name in ("pool_compactions", "pool_growths", "table_rebuilds", "heap_refills"):
+        assert tight.stats[name] > 0, tight.stats
     for name in ("left", "right", "token", "count", "reused", "word_tokens"):
         assert getattr(tight, name).tolist() == getattr(roomy, name).tolist(), name
 

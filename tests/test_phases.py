@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 import toktok
 from toktok.cli import app
 from toktok.config import PhaseConfig, SourceConfig, TrainConfig
-from toktok.export import load_hf, read_tiktoken
+from toktok.formats.hf import load_hf
+from toktok.formats.tiktoken import read_tiktoken
 from toktok.pipeline import train
 from toktok.count.pretokenize import count_words
 from toktok.count.read import read_corpus

@@ -29,8 +29,7 @@ PAD = "pad " * 20
 
 
 def _scan_counts(texts, specials=(), threads=1, swar=True):
-    c = WordCounter(specials, threads)
-    c._no_swar = not swar
+    c = WordCounter(specials, threads, swar=swar)
     c.add(texts)
     return dict(c.result().iter_rows())
 
@@ -215,12 +214,11 @@ def test_result_is_cumulative():
     assert second == dict(count_words_reference(["one two", "two three three"] * 10 + ["three four"] * 5))
 
 
-def test_export_without_views(monkeypatch):
-    import toktok.count.pretokenize as pt
-
+def test_export_without_views():
     texts = ["short words and some quite long words: internationalization " * 3, "x" * 5000]
-    monkeypatch.setattr(pt, "_VIEW_BYTES_MAX", 0)
-    df = count_words(texts, threads=2)
+    c = WordCounter(threads=2)
+    c.add(texts)
+    df = c.result(views=False)
     assert df.schema == {"word": pl.Binary, "count": pl.Int64}
     assert dict(df.iter_rows()) == dict(count_words_reference(texts))
 
@@ -267,27 +265,23 @@ def test_class_table_cache(tmp_path, monkeypatch):
 
     fresh = pt._compute_class_tables()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.setattr(pt, "_TABLES", None)
     path = pt._class_cache_path()
     assert not path.exists()
-    flags, fold = pt._class_tables()  # computes and writes the cache
+    flags, fold = pt._cached_class_tables(path)  # computes and writes the cache
     assert path.exists() and path.parent == tmp_path / "toktok"
     assert np.array_equal(flags, fresh[0]) and np.array_equal(fold, fresh[1])
-    monkeypatch.setattr(pt, "_TABLES", None)
-    flags2, fold2 = pt._class_tables()  # read back from the cache
+    flags2, fold2 = pt._cached_class_tables(path)  # read back from the cache
     assert np.array_equal(flags2, fresh[0]) and np.array_equal(fold2, fresh[1])
     # a damaged cache is recomputed and replaced
     path.write_bytes(b"not an npz")
-    monkeypatch.setattr(pt, "_TABLES", None)
-    flags3, _ = pt._class_tables()
+    flags3, _ = pt._cached_class_tables(path)
     assert np.array_equal(flags3, fresh[0])
     assert np.load(path)["flags"].shape == (0x110000,)
     # a cache that cannot be written is skipped
     blocked = tmp_path / "file"
     blocked.write_text("x")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
-    monkeypatch.setattr(pt, "_TABLES", None)
-    flags4, _ = pt._class_tables()
+    flags4, _ = pt._cached_class_tables(pt._class_cache_path())
     assert np.array_equal(flags4, fresh[0])
 
 

@@ -25,7 +25,9 @@ from typer.testing import CliRunner
 
 import toktok
 from toktok.cli import app
-from toktok.export import load_hf, read_special_tokens_txt, read_tiktoken_ranks
+from toktok.formats.hf import load_hf
+from toktok.formats.specials import read_special_tokens_txt
+from toktok.formats.tiktoken import read_tiktoken_ranks
 from toktok.vocab import PATTERN
 from toktok.warmstart import convert, load_base
 

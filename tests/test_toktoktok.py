@@ -27,7 +27,7 @@ import toktok
 from toktok.cli import app
 from toktok.config import TrainConfig, load_config
 from toktok.errors import ConfigError
-from toktok.export import load_hf
+from toktok.formats.hf import load_hf
 from toktok.pipeline import train
 from toktok.rundir import RUN_FILE, OutputLayout, publish
 from toktok.vocab import PATTERN

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from toktok.errors import InputError, ParityError, VocabError
-from toktok.export import HF_FILE, TIKTOKEN_FILE, write_tiktoken
+from toktok.formats.common import HF_FILE, TIKTOKEN_FILE
+from toktok.formats.tiktoken import write_tiktoken
 from toktok.verify import DEFAULT_TEXTS, MAX_SLICE, VerifyReport, random_slices, special_texts, verify
 from toktok.vocab import Vocab
 

@@ -20,14 +20,9 @@ from typer.testing import CliRunner
 import toktok
 from toktok.cli import app
 from toktok.errors import VocabError
-from toktok.export import (
-    bytelevel_to_token,
-    follows_convention,
-    load_hf,
-    read_tiktoken_ranks,
-    token_to_bytelevel,
-    write_tiktoken,
-)
+from toktok.formats.hf import bytelevel_to_token, load_hf, token_to_bytelevel
+from toktok.formats.specials import follows_convention
+from toktok.formats.tiktoken import read_tiktoken_ranks, write_tiktoken
 from toktok.count.pretokenize import count_words
 from toktok.vocab import PATTERN, Vocab, hardcoded_tokens
 from toktok.warmstart import convert, load_base, read_hf_base, read_tiktoken_base
@@ -458,7 +453,7 @@ def _random_base(draw):
 @given(base=_random_base(), merges=st.integers(0, 30), hardcoded=st.booleans(), keep=st.booleans(), new_special=st.booleans())
 def test_fuzz_warm_start_keeps_every_base_id(tmp_path_factory, base, merges, hardcoded, keep, new_special):
     from toktok.config import TrainConfig
-    from toktok.export import write_hf
+    from toktok.formats.hf import write_hf
     from toktok.pipeline import train
 
     entries, kind = base

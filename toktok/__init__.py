@@ -38,7 +38,7 @@ def load_encoding(path, special_tokens=None):
 
     Example: ``load_encoding("out/demo").encode("hello")``.
     """
-    from .export import load_encoding as _load
+    from .formats.tiktoken import load_encoding as _load
 
     return _load(path, special_tokens)
 

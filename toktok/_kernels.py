@@ -87,6 +87,40 @@ def _prefetch(typingctx, arr, i):
     return types.void(arr, i), codegen
 
 
+@intrinsic
+def _address(typingctx, arr):
+    """The address of ``arr``'s first element, as an int64, for ``_peek``. A compiled helper
+    that takes arrays costs atomic reference-count updates per call, forceinlined or not; one
+    that takes addresses costs none (the caller keeps its arrays alive)."""
+    if not isinstance(arr, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        return builder.ptrtoint(ary.data, ir.IntType(64))
+
+    return types.int64(arr), codegen
+
+
+@intrinsic
+def _peek(typingctx, addr, i, dtype):
+    """Element ``i`` of a C-contiguous array of ``dtype`` at ``addr`` (``_address``); no bounds
+    check. Example (compiled): ``_peek(_address(a), np.int64(2), np.uint8) == a[2]``."""
+    if not isinstance(addr, types.Integer) or not isinstance(i, types.Integer):
+        return None
+    if not isinstance(dtype, types.NumberClass):
+        return None
+    item = dtype.instance_type
+
+    def codegen(context, builder, signature, args):
+        ll = context.get_data_type(item)
+        ptr = builder.inttoptr(args[0], ll.as_pointer())
+        i0 = context.cast(builder, args[1], signature.args[1], types.int64)
+        return builder.load(builder.gep(ptr, [i0]))
+
+    return item(addr, i, dtype), codegen
+
+
 _HUGE_PAGES = sys.platform.startswith("linux")
 
 

@@ -93,7 +93,7 @@ class TrainResult(TrainSummary):
     @cached_property
     def encoding(self):
         """The trained tokenizer as a ``tiktoken.Encoding`` (special tokens included)."""
-        from .export import load_encoding
+        from .formats.tiktoken import load_encoding
 
         return load_encoding(self.tiktoken if self.tiktoken is not None else self.out)
 

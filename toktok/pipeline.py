@@ -22,11 +22,11 @@ Layering: imports point down this list, never up (and make no cycle):
 (1) the edge, ``cli`` and ``api``: parse, call the library, map typed errors (no DuckDB, no run
 store: a DuckDB error that escapes the run store's own calls is translated here, in ``train``);
 (2) ``pipeline``, the one module that runs several stages, in order; (3) the stages, ``count/``,
-``merge/``, ``export``, ``verify``, ``warmstart``, ``insight/`` (the CLI's other commands call
+``merge/``, ``formats/``, ``verify``, ``warmstart``, ``insight/`` (the CLI's other commands call
 some of them directly), and the run's own rooms, ``resume``, ``store``, ``budget``; (4) the ground,
 ``config``, ``options``, ``rundir``, ``vocab``, ``errors``. Inside (3) a module may use another's
 public functions (``resume`` and ``insight`` store through ``store``, ``warmstart`` uses
-``export``); none imports ``config`` but for types: it takes plain values. The ground imports no
+``formats``); none imports ``config`` but for types: it takes plain values. The ground imports no
 stage (except ``options``, which redacts URLs with ``count.remote.redact``).
 Example: ``train(TrainConfig(["data_fixtures/"], "out/demo", merges=500))``.
 """
@@ -50,8 +50,11 @@ from . import resume
 from .config import PhaseConfig, TrainConfig
 from .errors import ConfigError, InputError, ToktokError
 from .insight.runfile import add_views, compression_curve, word_gains
-from .export import special_tokens_json, write_hf, write_tiktoken, _write_atomic
-from .merge.loop import learn_merges
+from .formats.common import write_atomic
+from .formats.hf import write_hf
+from .formats.specials import special_tokens_json
+from .formats.tiktoken import write_tiktoken
+from .merge import learn_merges
 from ._kernels import compiled, release_llvm_pages
 from .budget import BudgetPlan, fit_words, plan_budget
 from .count.local import ParitySample, Source, count_phase
@@ -604,7 +607,7 @@ def _export(run: _Run) -> None:
     run.special_ids = _specials_rule(vocab, run.base, cfg.tiktoken_name)
     run.store.put_meta("specials", run.special_ids)
     if vocab.pinned:
-        _write_atomic(special_tokens_file(staging / cfg.tiktoken_name), special_tokens_json(vocab))
+        write_atomic(special_tokens_file(staging / cfg.tiktoken_name), special_tokens_json(vocab))
     write_hf(vocab, staging, roles=cfg.roles)
     run.times["export"] = time.perf_counter() - t0
 

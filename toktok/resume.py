@@ -29,7 +29,7 @@ from .store import RunStore
 
 if TYPE_CHECKING:
     from .config import TrainConfig
-    from .merge.loop import MergeResult
+    from .merge import MergeResult
     from .rundir import Staging
 
 #: Seconds between checkpoints of the merge loop.

@@ -16,8 +16,9 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from .errors import InputError, ParityError
-from .export import (HF_FILE, _folder_and_tiktoken, _load_encoding_and_tokens, bytelevel_to_token, hf_file_of,
-                     load_hf, token_to_bytelevel)
+from .formats.common import HF_FILE, folder_and_tiktoken, hf_file_of
+from .formats.hf import bytelevel_to_token, load_hf, token_to_bytelevel
+from .formats.tiktoken import load_encoding_and_tokens
 
 #: Texts in a batch handed to each encoder at once (tokenizers encodes a batch in parallel).
 BATCH = 256
@@ -199,12 +200,12 @@ def verify(
     tiktoken encodes with ``allowed_special="all"``, HF with ``add_special_tokens=False``; tiktoken's
     ``decode_bytes`` must give ``text.encode()`` and HF's ``decode(ids, skip_special_tokens=False)``
     must give ``text``. ``special_tokens`` are the ``.tiktoken``'s (``{token: id}``, a list or a
-    file, see ``export.resolve_specials``; default: found beside it).
+    file, see ``formats.specials.resolve_specials``; default: found beside it).
     Example: ``verify("out/demo", ["hello world"], slices=200).ok``.
     """
     # Phase 1: load both and compare the vocabularies themselves.
     where = Path(out_dir)
-    tt = _folder_and_tiktoken(where)[1]
+    tt = folder_and_tiktoken(where)[1]
     # the tokenizer.json of a folder, else the one that goes with its .tiktoken (NAME.toktok/)
     hf_path = where / HF_FILE if (where / HF_FILE).is_file() else hf_file_of(tt)
     loaded: list = []
@@ -215,7 +216,7 @@ def verify(
         loaded.append(load_hf(hf_path))
         return {a.content: i for i, a in loaded[0].get_added_tokens_decoder().items() if a.special}
 
-    enc, tokens = _load_encoding_and_tokens(where, special_tokens, hf_specials if hf_path == hf_file_of(tt) else None)
+    enc, tokens = load_encoding_and_tokens(where, special_tokens, hf_specials if hf_path == hf_file_of(tt) else None)
     hf = loaded[0] if loaded else load_hf(hf_path)
     _check_same_vocab(where, enc, tokens, hf)
     del tokens

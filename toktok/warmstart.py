@@ -21,22 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ConfigError, OutputError, VocabError
-from .export import (
-    HF_CONFIG_FILE,
-    HF_FILE,
-    HF_SPECIAL_MAP_FILE,
-    TIKTOKEN_FILE,
-    _write_atomic,
-    bytelevel_to_token,
-    find_tiktoken,
-    read_json,
-    read_tiktoken_ranks,
-    resolve_specials,
-    special_tokens_file,
-    special_tokens_json,
-    write_hf,
-    write_tiktoken,
-)
+from .formats.common import (HF_CONFIG_FILE, HF_FILE, HF_SPECIAL_MAP_FILE, TIKTOKEN_FILE, find_tiktoken, read_json,
+                             write_atomic)
+from .formats.hf import bytelevel_to_token, write_hf
+from .formats.specials import resolve_specials, special_tokens_json
+from .formats.tiktoken import read_tiktoken_ranks, write_tiktoken
+from .rundir import special_tokens_file
 from .vocab import PATTERN, Vocab
 
 
@@ -190,6 +180,25 @@ def read_hf_base(path: str | os.PathLike) -> Base:
     disagrees with the id order, a token no merge makes, a non-special added token, an id hole.
     """
     p = Path(path)
+    # 0. a byte-level BPE model
+    doc, model, pre, vocab = _hf_model(p)
+    # 1. special tokens, at their ids
+    specials = _hf_specials(p, doc, vocab)
+    # 2. the model's tokens, by id
+    by_id = _hf_tokens(p, vocab, specials)
+    tokens_vocab = _assemble(p, by_id, specials, "token")
+    # 3. merges: each must make a token, in id order (HF applies merges by their order,
+    #    tiktoken by the merged token's id)
+    _check_hf_merges(p, model, by_id)
+    base = Base(tokens_vocab, p, "tokenizer.json", specials_from=str(p) if specials else None)
+    # 4. what is not carried over
+    base.warnings += _hf_not_kept(p, doc, pre)
+    return base
+
+
+def _hf_model(p: Path) -> tuple[dict, dict, list[dict], dict]:
+    """The parsed tokenizer.json, its model, its pre-tokenizer steps and its vocab, refused
+    with the reason unless the model is byte-level BPE."""
     doc = read_json(p)
     if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
         raise VocabError(f"{p}: no model; expected a Hugging Face tokenizer.json")
@@ -209,8 +218,12 @@ def read_hf_base(path: str | os.PathLike) -> Base:
     vocab = model.get("vocab")
     if not isinstance(vocab, dict) or not vocab:
         raise VocabError(f"{p}: the model has no vocab")
+    return doc, model, pre, vocab
 
-    # 1. special tokens, at their ids
+
+def _hf_specials(p: Path, doc: dict, vocab: dict) -> dict[str, int]:
+    """The special ``added_tokens`` at their ids; refused: a non-special added token, a special
+    that strips or matches words only, one whose id in the vocab differs."""
     specials: dict[str, int] = {}
     for a in doc.get("added_tokens") or []:
         content, i = a.get("content"), a.get("id")
@@ -227,8 +240,12 @@ def read_hf_base(path: str | os.PathLike) -> Base:
         if content in vocab and vocab[content] != i:
             raise VocabError(f"{p}: special token {content!r} has id {i} in added_tokens but {vocab[content]} in the vocab")
         specials[content] = i
+    return specials
 
-    # 2. the model's tokens, by id
+
+def _hf_tokens(p: Path, vocab: dict, specials: dict[str, int]) -> dict[int, bytes]:
+    """The model's tokens (specials aside) as bytes by id; refused: a bad or repeated id, a
+    token outside the byte-level alphabet."""
     by_id: dict[int, bytes] = {}
     for name, i in vocab.items():
         if not isinstance(i, int) or isinstance(i, bool) or i < 0:
@@ -243,10 +260,11 @@ def read_hf_base(path: str | os.PathLike) -> Base:
             raise VocabError(
                 f"{p}: not byte-level: token {name!r} (id {i}) is not spelled in the byte-level alphabet"
             ) from None
-    tokens_vocab = _assemble(p, by_id, specials, "token")
+    return by_id
 
-    # 3. merges: each must make a token, in id order (HF applies merges by their order,
-    #    tiktoken by the merged token's id)
+
+def _check_hf_merges(p: Path, model: dict, by_id: dict[int, bytes]) -> None:
+    """Every merge makes a token, in id order, and every token longer than a byte is made by one."""
     ids = {t: i for i, t in by_id.items()}
     made: set[int] = set()
     prev = -1
@@ -276,22 +294,25 @@ def read_hf_base(path: str | os.PathLike) -> Base:
                 "parts and Hugging Face would not, so the ids would encode differently"
             )
 
-    base = Base(tokens_vocab, p, "tokenizer.json", specials_from=str(p) if specials else None)
-    # 4. what is not carried over
+
+def _hf_not_kept(p: Path, doc: dict, pre: list[dict]) -> list[str]:
+    """Warnings for what the new tokenizer does not keep: another split pattern, a prefix space,
+    a post-processor, a normalizer."""
+    warnings: list[str] = []
     for c in pre:
         if c.get("type") == "Split":
             pat = (c.get("pattern") or {}).get("Regex") or (c.get("pattern") or {}).get("String")
             if pat != PATTERN:
-                base.warnings.append(f"{p.name}: its Split pattern is not toktok's; the new tokenizer keeps every id but splits text with the GPT-4 pattern")
+                warnings.append(f"{p.name}: its Split pattern is not toktok's; the new tokenizer keeps every id but splits text with the GPT-4 pattern")
         if c.get("type") == "ByteLevel" and c.get("use_regex", True):
-            base.warnings.append(f"{p.name}: it splits text with GPT-2's ByteLevel pattern; the new tokenizer keeps every id but splits text with the GPT-4 pattern")
+            warnings.append(f"{p.name}: it splits text with GPT-2's ByteLevel pattern; the new tokenizer keeps every id but splits text with the GPT-4 pattern")
         if c.get("type") == "ByteLevel" and c.get("add_prefix_space"):
-            base.warnings.append(f"{p.name}: its add_prefix_space is not kept")
+            warnings.append(f"{p.name}: its add_prefix_space is not kept")
     if doc.get("post_processor"):
-        base.warnings.append(f"{p.name}: its post-processor ({doc['post_processor'].get('type', '?')}) is not kept")
+        warnings.append(f"{p.name}: its post-processor ({doc['post_processor'].get('type', '?')}) is not kept")
     if doc.get("normalizer"):
-        base.warnings.append(f"{p.name}: its normalizer ({doc['normalizer'].get('type', '?')}) is not kept")
-    return base
+        warnings.append(f"{p.name}: its normalizer ({doc['normalizer'].get('type', '?')}) is not kept")
+    return warnings
 
 
 def add_tokens(vocab: Vocab, tokens: list[bytes]) -> list[int]:
@@ -357,7 +378,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, special_tokens=No
             raise OutputError(f"{tt.parent}: cannot create folder ({e.strerror or e})") from None
         written = [write_tiktoken(base.vocab, tt)]
         if base.vocab.special_ids():
-            _write_atomic(side, special_tokens_json(base.vocab))
+            write_atomic(side, special_tokens_json(base.vocab))
             written.append(side)
         elif side.exists():  # --force: a list left from an earlier file would give this one specials
             side.unlink()
@@ -375,7 +396,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, special_tokens=No
     with tempfile.TemporaryDirectory(prefix=".toktok-convert-") as tmp:
         write_tiktoken(base.vocab, Path(tmp) / TIKTOKEN_FILE)
         if base.vocab.pinned:
-            _write_atomic(special_tokens_file(Path(tmp) / TIKTOKEN_FILE), special_tokens_json(base.vocab))
+            write_atomic(special_tokens_file(Path(tmp) / TIKTOKEN_FILE), special_tokens_json(base.vocab))
         write_hf(base.vocab, tmp)
         verify(tmp)
         try:
@@ -383,7 +404,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, special_tokens=No
         except OSError as e:
             raise OutputError(f"{folder}: cannot create folder ({e.strerror or e})") from None
         for t in targets:
-            _write_atomic(t, (Path(tmp) / t.name).read_bytes())
+            write_atomic(t, (Path(tmp) / t.name).read_bytes())
     return targets
 
 

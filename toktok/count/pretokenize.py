@@ -141,32 +141,39 @@ def _class_tables() -> tuple[np.ndarray, np.ndarray]:
     """Per code point: class flags (letter, number, whitespace) and, for the letters of the
     contractions, the ASCII letter they fold to under (?i). Asked of Polars' own regex engine so
     that both paths classify every character the same way; kept in a small cache file
-    (``~/.cache/toktok/``, keyed by the Polars version) because asking takes about a second.
-    A cache that cannot be read or written is skipped."""
+    (``~/.cache/toktok/``, keyed by the Polars version) because asking takes about a second,
+    and in memory once read."""
     global _TABLES
     if _TABLES is None:
-        path = _class_cache_path()
-        try:
-            with np.load(path) as z:
-                flags, fold = z["flags"], z["fold"]
-            if not _tables_look_right(flags, fold):
-                raise ValueError("bad class cache")
-        except Exception:  # absent, unreadable or damaged: compute (and try to keep) them
-            flags, fold = _compute_class_tables()
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-                try:
-                    with os.fdopen(fd, "wb") as fh:
-                        np.savez_compressed(fh, flags=flags, fold=fold)
-                    os.replace(tmp, path)  # atomic: a reader never sees half a file
-                except BaseException:
-                    os.unlink(tmp)
-                    raise
-            except OSError:
-                pass
-        _TABLES = (flags, fold)
+        _TABLES = _cached_class_tables(_class_cache_path())
     return _TABLES
+
+
+def _cached_class_tables(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """The class tables from the cache file ``path``; computed and written there when it is
+    absent, unreadable or damaged. A cache that cannot be written is skipped.
+    Example: ``_cached_class_tables(_class_cache_path())[0][ord("a")] == _L``."""
+    try:
+        with np.load(path) as z:
+            flags, fold = z["flags"], z["fold"]
+        if not _tables_look_right(flags, fold):
+            raise ValueError("bad class cache")
+        return flags, fold
+    except Exception:  # absent, unreadable or damaged: compute (and try to keep) them
+        flags, fold = _compute_class_tables()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                np.savez_compressed(fh, flags=flags, fold=fold)
+            os.replace(tmp, path)  # atomic: a reader never sees half a file
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:
+        pass
+    return flags, fold
 
 
 def _byte_classes() -> np.ndarray:
@@ -808,11 +815,11 @@ class WordCounter:
     Example: ``c = WordCounter(); c.add(["a a"]); dict(c.result().iter_rows())[b" a"] == 1``.
     """
 
-    def __init__(self, specials: Sequence[str] = (), threads: int = 0):
+    def __init__(self, specials: Sequence[str] = (), threads: int = 0, *, swar: bool = True):
         self.specials = list(specials)
         self.threads = threads or pl.thread_pool_size()
+        self.swar = swar  # scan 8 bytes at a time where the ASCII classes allow (False: byte table only)
         self._tables: list[_Table] = []
-        self._no_swar = False  # tests: scan with the byte table only
 
     def memory_bytes(self) -> int:
         """Bytes held now by the counting tables and their arenas. Grows with the distinct words
@@ -850,7 +857,7 @@ class WordCounter:
         """Count the documents ``data[off[d]:off[d+1]]`` (valid UTF-8) across the threads."""
         flags, fold = _class_tables()
         ac = _byte_classes()
-        swar = _swar_ok() and not self._no_swar
+        swar = _swar_ok() and self.swar
         d64, base = _words64(data)
         n = off.shape[0] - 1
         k = max(1, min(self.threads, n))
@@ -875,8 +882,10 @@ class WordCounter:
 
         _in_threads(work, k)
 
-    def result(self) -> pl.DataFrame:
-        """One row per distinct word: ``word`` (Binary), ``count`` (Int64)."""
+    def result(self, *, views: bool = True) -> pl.DataFrame:
+        """One row per distinct word: ``word`` (Binary), ``count`` (Int64). The words are handed
+        to Polars as Arrow binary views (no copy) when their bytes fit one view buffer and
+        ``views`` is true, else as offsets (Polars copies them); the table is the same."""
         if not self._tables:
             return pl.DataFrame({"word": [], "count": []}, schema=_EMPTY_COUNTS)
         if len(self._tables) > 1:
@@ -885,7 +894,7 @@ class WordCounter:
         w0 = np.cumsum([0] + [p.words for p in parts]).tolist()
         out_cnt = np.empty(w0[-1], np.int64)
         o0 = np.cumsum([0] + [int(p.st[7]) for p in parts]).tolist()
-        if o0[-1] <= _VIEW_BYTES_MAX:
+        if views and o0[-1] <= _VIEW_BYTES_MAX:
             # Arrow binary views, which Polars takes as they are (no copy)
             views = np.empty(16 * w0[-1], np.uint8)
             vdata = np.empty(max(8, o0[-1]), np.uint8)

@@ -54,7 +54,9 @@ class _Tokenizer:
 
 
 def _load(spec: str, threads: int) -> _Tokenizer:
-    from ..export import HF_FILE, TIKTOKEN_FILE, load_encoding, load_hf
+    from ..formats.common import HF_FILE, TIKTOKEN_FILE
+    from ..formats.hf import load_hf
+    from ..formats.tiktoken import load_encoding
 
     p = Path(spec)
     if p.is_dir():

@@ -1,0 +1,235 @@
+"""The Hugging Face format: ``tokenizer.json`` (BPE with every split of each token as a merge,
+``ignore_merges``, GPT-2's byte-to-unicode vocabulary, Split + ByteLevel pre-tokenizers),
+``tokenizer_config.json`` and ``special_tokens_map.json`` for transformers; and reading them back.
+
+tiktoken merges the adjacent pair whose *concatenation* has the lowest rank, while HF's BPE walks
+an ordered merge list: the merges are every split of every token, ordered by (rank of the token,
+rank of left part, rank of right part) (``splits``), and ``ignore_merges`` takes a whole
+pre-token found in the vocabulary as is, like tiktoken does.
+Example: ``write_hf(vocab, "out"); load_hf("out").encode("hi").ids``.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import OutputError, VocabError
+from ..vocab import PATTERN, Vocab
+from .common import HF_CONFIG_FILE, HF_FILE, HF_SPECIAL_MAP_FILE, checked_vocab, write_atomic
+from .splits import _split_merges
+
+if TYPE_CHECKING:  # heavy imports stay lazy: the CLI must start fast
+    import tokenizers
+
+
+#: What transformers writes for "no limit" (``int(1e30)``); keeps long-input warnings away.
+MODEL_MAX_LENGTH = 1000000000000000019884624838656
+
+
+EOS_TOKEN = "<|endoftext|>"
+
+
+# GPT-2 byte <-> unicode mapping
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible byte -> printable character table, e.g. ``bytes_to_unicode()[32] == "Ġ"``."""
+    bs = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
+
+
+_BYTE_TO_CHAR = bytes_to_unicode()
+# Decoding bytes as latin-1 maps byte b to chr(b), so one str.translate does the whole token.
+_LATIN1_TO_BYTELEVEL = {b: c for b, c in _BYTE_TO_CHAR.items()}
+_BYTELEVEL_TO_LATIN1 = {ord(c): b for b, c in _BYTE_TO_CHAR.items()}
+
+
+def token_to_bytelevel(token: bytes) -> str:
+    """The Hugging Face ByteLevel spelling of token bytes, e.g. ``token_to_bytelevel(b" a") == "Ġa"``."""
+    return token.decode("latin-1").translate(_LATIN1_TO_BYTELEVEL)
+
+
+def bytelevel_to_token(text: str) -> bytes:
+    """Inverse of ``token_to_bytelevel``; raises VocabError on a character outside the table."""
+    try:
+        return text.translate(_BYTELEVEL_TO_LATIN1).encode("latin-1")
+    except UnicodeEncodeError as e:
+        raise VocabError(f"byte-level token {text!r} has character {text[e.start]!r} outside the byte table") from None
+
+
+def _added_token(content: str, id_: int) -> dict:
+    return {
+        "id": id_,
+        "content": content,
+        "single_word": False,
+        "lstrip": False,
+        "rstrip": False,
+        "normalized": False,
+        "special": True,
+    }
+
+
+# json's own string quoting (C-accelerated), as json.dumps(..., ensure_ascii=False) uses it.
+_quote = json.encoder.encode_basestring
+
+
+def hf_tokenizer_json(vocab: Vocab) -> bytes:
+    """The ``tokenizer.json`` content for ``vocab`` (see the module docstring for the recipe).
+
+    Deterministic: the same vocabulary always gives the same bytes.
+    Example: ``json.loads(hf_tokenizer_json(Vocab.base()))["model"]["type"] == "BPE"``.
+    """
+    # Phase 1: the small parts, laid out by json with a fixed key order.
+    skeleton = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [_added_token(s, i) for s, i in vocab.special_ids().items()],
+        "normalizer": None,
+        "pre_tokenizer": {
+            "type": "Sequence",
+            "pretokenizers": [
+                # Non-possessive pattern on purpose: Oniguruma reads `{1,3}+` as a repetition.
+                {"type": "Split", "pattern": {"Regex": PATTERN}, "behavior": "Isolated", "invert": False},
+                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+            ],
+        },
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": True,
+            "vocab": "@VOCAB@",
+            "merges": "@MERGES@",
+        },
+    }
+    head = json.dumps(skeleton, ensure_ascii=False, indent=2)
+
+    # Phase 2: vocab and merges, one entry per line; json's indent mode is pure Python and far
+    # too slow for a million merges, so these lines are assembled by hand (strings still escaped by json).
+    # A pinned special sits in the model's vocab under its own text (as HF's BpeTrainer puts
+    # its specials), so that HF keeps its id; no merge makes or uses it.
+    names = [_quote(vocab.pinned[i] if i in vocab.pinned else token_to_bytelevel(t)) for i, t in enumerate(vocab.tokens)]
+    vocab_body = ",\n".join(f"      {s}: {i}" for i, s in enumerate(names))
+    merges = _split_merges(vocab.tokens, vocab.pinned)
+    merges_body = ",\n".join(f"      [{names[a]}, {names[b]}]" for a, b in zip(merges[:, 0].tolist(), merges[:, 1].tolist()))
+    vocab_text = "{\n" + vocab_body + "\n    }" if names else "{}"
+    merges_text = "[\n" + merges_body + "\n    ]" if merges_body else "[]"
+
+    # Phase 3: splice. A special token could spell a placeholder too, but those sit in
+    # added_tokens, earlier in the document: the last occurrences are always the model's.
+    before, _, after = head.rpartition('"@MERGES@"')
+    before_v, _, between = before.rpartition('"@VOCAB@"')
+    text = before_v + vocab_text + between + merges_text + after
+    return (text + "\n").encode("utf-8")
+
+
+def hf_config_files(vocab: Vocab, roles: dict[str, str] | None = None) -> tuple[bytes, bytes]:
+    """The ``tokenizer_config.json`` and ``special_tokens_map.json`` contents for ``vocab``.
+
+    ``roles`` maps ``bos_token``/``eos_token``/``pad_token``/``unk_token`` to special tokens of
+    ``vocab``; without an ``eos_token`` role, ``<|endoftext|>`` is the eos token when it is special.
+    Example: ``json.loads(hf_config_files(v)[0])["tokenizer_class"] == "PreTrainedTokenizerFast"``.
+    """
+    decoder = {}
+    for s, i in vocab.special_ids().items():
+        entry = _added_token(s, i)
+        del entry["id"]
+        decoder[str(i)] = entry
+    config: dict = {"added_tokens_decoder": decoder}
+    special_map: dict = {}
+    specials = vocab.all_specials()
+    if specials:
+        config["additional_special_tokens"] = specials
+        special_map["additional_special_tokens"] = specials
+    roles = dict(roles or {})
+    if "eos_token" not in roles and EOS_TOKEN in specials:
+        roles["eos_token"] = EOS_TOKEN
+    for role in ("bos_token", "eos_token", "pad_token", "unk_token"):
+        if role in roles:
+            if roles[role] not in specials:
+                raise VocabError(f"{role} {roles[role]!r} is not one of the special tokens; pick one of them")
+            config[role] = special_map[role] = roles[role]
+    config.update(
+        {
+            "clean_up_tokenization_spaces": False,
+            "model_max_length": MODEL_MAX_LENGTH,
+            "tokenizer_class": "PreTrainedTokenizerFast",
+        }
+    )
+    dump = lambda o: (json.dumps(o, ensure_ascii=False, indent=2) + "\n").encode("utf-8")  # noqa: E731
+    return dump(config), dump(special_map)
+
+
+def write_hf(vocab: Vocab, out_dir: str | os.PathLike, *, roles: dict[str, str] | None = None) -> Path:
+    """Write ``tokenizer.json``, ``tokenizer_config.json`` and ``special_tokens_map.json`` into ``out_dir``
+    (``roles``: see ``hf_config_files``).
+
+    The folder loads with ``tokenizers.Tokenizer.from_file`` and
+    ``transformers.PreTrainedTokenizerFast.from_pretrained`` and gives tiktoken's ids.
+    Returns the folder. Example: ``write_hf(Vocab.base(), "out/demo")``.
+    """
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OutputError(f"{out}: cannot create folder ({e.strerror or e})") from None
+    vocab = checked_vocab(vocab)
+    config, special_map = hf_config_files(vocab, roles)
+    write_atomic(out / HF_FILE, hf_tokenizer_json(vocab))
+    write_atomic(out / HF_CONFIG_FILE, config)
+    write_atomic(out / HF_SPECIAL_MAP_FILE, special_map)
+    return out
+
+
+def read_hf_specials(tokenizer_json: str | os.PathLike) -> dict[str, int]:
+    """``{content: id}`` of the special ``added_tokens`` in a tokenizer.json; {} if the file is absent.
+
+    Example: ``read_hf_specials("out/demo/tokenizer.json") == {"<|endoftext|>": 2000}``.
+    """
+    p = Path(tokenizer_json)
+    if not p.exists():
+        return {}
+    try:
+        doc = json.loads(p.read_bytes())
+        return {a["content"]: int(a["id"]) for a in doc.get("added_tokens") or [] if a.get("special", True)}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
+        raise VocabError(f"{p}: cannot read added_tokens ({e})") from None
+
+
+def load_hf(path: str | os.PathLike) -> "tokenizers.Tokenizer":
+    """A ``tokenizers.Tokenizer`` from a folder holding ``tokenizer.json`` or from the file itself.
+
+    Example: ``load_hf("out/demo").encode("hello", add_special_tokens=False).ids``.
+    """
+    import tokenizers
+
+    p = Path(path)
+    if p.is_dir():
+        p = p / HF_FILE
+    if not p.is_file():
+        raise VocabError(f"{p}: no such file; expected a Hugging Face tokenizer.json")
+    try:
+        return tokenizers.Tokenizer.from_file(str(p))
+    except Exception as e:  # tokenizers raises a bare Exception on any parse problem
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise VocabError(f"{p}: Hugging Face tokenizers cannot load it ({msg})") from None

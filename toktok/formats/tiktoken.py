@@ -1,0 +1,197 @@
+"""The tiktoken format: a ``.tiktoken`` file of ``base64(token) rank`` lines (special tokens are
+not in it: see ``specials``), written, read back with errors that name the line, and loaded as a
+``tiktoken.Encoding``.
+Example: ``write_tiktoken(vocab, "out/tokenizer.tiktoken"); load_encoding("out").encode("hi")``.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import VocabError
+from ..vocab import PATTERN, Vocab
+from .common import TIKTOKEN_FILE, checked_vocab, folder_and_tiktoken, write_atomic
+from .specials import resolve_specials
+
+if TYPE_CHECKING:  # heavy imports stay lazy: the CLI must start fast
+    import tiktoken
+
+
+def tiktoken_text(vocab: Vocab) -> bytes:
+    """The ``.tiktoken`` file content: ``base64(token) rank`` per line, ranks 0..N-1.
+
+    Example: ``tiktoken_text(Vocab.base(hardcoded=False)).splitlines()[65] == b"QQ== 65"``.
+    """
+    pinned = vocab.pinned
+    return b"".join(base64.b64encode(t) + b" %d\n" % i for i, t in enumerate(vocab.tokens) if i not in pinned)
+
+
+def write_tiktoken(vocab: Vocab, path: str | os.PathLike) -> Path:
+    """Write ``vocab`` ranks as a standard tiktoken file at ``path`` (special tokens are not stored;
+    the ids of pinned specials are left out of the ranks).
+
+    Returns the path. Example: ``write_tiktoken(Vocab.base(), "out/tokenizer.tiktoken")``.
+    """
+    path = Path(path)
+    write_atomic(path, tiktoken_text(checked_vocab(vocab)))
+    return path
+
+
+_TIKTOKEN_FIX = "; each line must be 'base64(token) rank', fix or regenerate the file"
+
+
+def read_tiktoken_ranks(path: str | os.PathLike) -> tuple[dict[int, bytes], dict[int, int]]:
+    """``({rank: token bytes}, {rank: line number})`` of a ``.tiktoken`` file; ranks may have gaps.
+
+    Blank lines are skipped (as tiktoken does). Raises VocabError naming the file and line on a
+    malformed line, an empty token, or a repeated rank or token.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise VocabError(f"{path}: cannot read ({e.strerror or e})") from None
+    fast = _ranks_of_plain_lines(data)
+    if fast is not None:
+        return fast
+
+    by_rank: dict[int, bytes] = {}
+    rank_line: dict[int, int] = {}
+    token_line: dict[bytes, int] = {}
+    for lineno, raw in enumerate(data.splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        where = f"{path}:{lineno}"
+        parts = line.split()
+        if len(parts) != 2:
+            raise VocabError(f"{where}: expected 'base64 rank', got {raw[:60].decode('latin-1')!r}" + _TIKTOKEN_FIX)
+        b64, rank_text = parts
+        try:
+            token = base64.b64decode(b64, validate=True)
+        except (binascii.Error, ValueError):
+            raise VocabError(f"{where}: {b64[:60].decode('latin-1')!r} is not valid base64" + _TIKTOKEN_FIX) from None
+        if not rank_text.isdigit():
+            raise VocabError(f"{where}: rank {rank_text[:20].decode('latin-1')!r} is not a non-negative integer" + _TIKTOKEN_FIX)
+        rank = int(rank_text)
+        if not token:
+            raise VocabError(f"{where}: token of rank {rank} is empty" + _TIKTOKEN_FIX)
+        if rank in by_rank:
+            raise VocabError(f"{where}: rank {rank} already given on line {rank_line[rank]}; "
+                             "each rank must appear once, fix or regenerate the file")
+        if token in token_line:
+            raise VocabError(f"{where}: token {token!r} already given on line {token_line[token]}; "
+                             "each token must appear once, fix or regenerate the file")
+        by_rank[rank] = token
+        rank_line[rank] = lineno
+        token_line[token] = lineno
+
+    if not by_rank:
+        raise VocabError(f"{path}: no tokens; expected lines of 'base64 rank'")
+    return by_rank, rank_line
+
+
+#: A .tiktoken file as toktok and tiktoken write it: ``base64 rank`` lines, one space, "\n" ends.
+_PLAIN_TIKTOKEN = re.compile(rb"(?:(?:[A-Za-z0-9+/]+={0,2}|={1,2}) [0-9]+\n)*(?:(?:[A-Za-z0-9+/]+={0,2}|={1,2}) [0-9]+)?")
+
+
+def _ranks_of_plain_lines(data: bytes) -> tuple[dict[int, bytes], dict[int, int]] | None:
+    """``read_tiktoken_ranks`` of a file whose lines are all plain ``base64 rank`` (no blank line,
+    one space), decoded in bulk; None if it is not, or if a token is empty or repeated, or a
+    rank repeated: then the line-by-line reading names the line."""
+    if not data or _PLAIN_TIKTOKEN.fullmatch(data) is None:
+        return None
+    fields = data.split()
+    try:  # the regex checked what base64.b64decode(validate=True) checks, except the padding
+        tokens = list(map(binascii.a2b_base64, fields[0::2]))
+    except binascii.Error:
+        return None
+    ranks = list(map(int, fields[1::2]))
+    by_rank = dict(zip(ranks, tokens))
+    if len(by_rank) != len(ranks) or len(set(tokens)) != len(tokens) or not all(tokens):
+        return None
+    return by_rank, dict(zip(ranks, range(1, len(ranks) + 1)))
+
+
+def tokens_by_id(
+    path: str | os.PathLike, by_rank: dict[int, bytes], rank_line: dict[int, int], specials: dict[str, int]
+) -> list[bytes | None]:
+    """Token bytes by id, ``None`` at the ids of special tokens inside the rank range.
+
+    Every id up to the largest rank must be a rank or a special; a special must not take a
+    rank's id. Raises VocabError naming the file and line otherwise.
+    """
+    path = Path(path)
+    n = max(by_rank) + 1
+    special_at = {i: s for s, i in specials.items()}
+    for s, i in specials.items():
+        if i in by_rank:
+            raise VocabError(
+                f"{path}:{rank_line[i]}: special token {s!r} has id {i}, inside the {n} ranks where "
+                f"that id is the token {by_rank[i]!r}; give it an id no rank has"
+            )
+    if len(by_rank) + sum(1 for i in special_at if i < n) != n:
+        missing = next(r for r in range(n) if r not in by_rank and r not in special_at)
+        above = min(r for r in by_rank if r > missing)
+        raise VocabError(
+            f"{path}:{rank_line[above]}: rank {missing} is missing (this line has rank {above}); "
+            f"ranks must be 0..N-1 except the ids of special tokens"
+        )
+    return [by_rank.get(i) for i in range(n)]
+
+
+def read_tiktoken(path: str | os.PathLike) -> list[bytes]:
+    """Token bytes by rank from a ``.tiktoken`` file; lines may be in any order, ranks must be 0..N-1.
+
+    Blank lines are skipped (as tiktoken does). Raises VocabError naming the file and line on a
+    malformed line, an empty token, a repeated rank or token, or a missing rank.
+    Example: ``read_tiktoken("out/demo/tokenizer.tiktoken")[65] == b"A"``.
+    """
+    by_rank, rank_line = read_tiktoken_ranks(path)
+    return tokens_by_id(path, by_rank, rank_line, {})  # type: ignore[return-value]
+
+
+def specials_beside(tt_path: Path) -> dict[str, int]:
+    """Special tokens for a ``.tiktoken`` file as ``resolve_specials`` finds them beside it."""
+    by_rank, _ = read_tiktoken_ranks(tt_path)
+    return resolve_specials(tt_path, by_rank)[0]
+
+
+def load_encoding(path: str | os.PathLike, special_tokens=None) -> "tiktoken.Encoding":
+    """A ``tiktoken.Encoding`` for an output folder (its ``.tiktoken`` file: ``tokenizer.tiktoken``
+    or the only ``*.tiktoken``) or for a ``.tiktoken`` file.
+
+    ``special_tokens``: ``{token: id}``, a list of tokens (toktoktok's rule: id = number of
+    ranks + index), or a file (``NAME.special_tokens.json`` or a plain ``special_tokens.txt``);
+    by default they are found beside the file as ``resolve_specials`` says (none if nothing is there).
+    Example: ``load_encoding("out/demo").encode("hi<|endoftext|>", allowed_special="all")``.
+    """
+    return load_encoding_and_tokens(path, special_tokens)[0]
+
+
+def load_encoding_and_tokens(
+    path: str | os.PathLike, special_tokens=None, hf_specials=None
+) -> tuple["tiktoken.Encoding", list[bytes | None]]:
+    """``load_encoding`` plus the token bytes by id (tiktoken keeps its table private); ids of
+    special tokens inside the rank range hold ``None``. ``hf_specials``: see ``resolve_specials``."""
+    import tiktoken
+
+    folder, tt_path = folder_and_tiktoken(Path(path))
+    by_rank, rank_line = read_tiktoken_ranks(tt_path)
+    specials, _ = resolve_specials(tt_path, by_rank, special_tokens, hf_specials)
+    tokens = tokens_by_id(tt_path, by_rank, rank_line, specials)
+    name = folder.name if tt_path.name == TIKTOKEN_FILE else tt_path.stem
+    try:
+        enc = tiktoken.Encoding(
+            name=name or "toktok",
+            pat_str=PATTERN,
+            mergeable_ranks={t: i for i, t in by_rank.items()},
+            special_tokens=specials,
+        )
+        return enc, tokens
+    except (ValueError, AssertionError) as e:
+        raise VocabError(f"{tt_path}: tiktoken refuses the vocabulary ({e})") from None

@@ -1,0 +1,241 @@
+"""``learn_merges``: the merge stage's entry point, and what it returns (``MergeResult``).
+
+Segments the words under the starting vocabulary (``segment``), lays their positions out
+(``layout``), runs the compiled loop (``loop``) in a thread so that progress and checkpoints
+can be reported, and collects the merges, the grown vocabulary and the loop's statistics.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..vocab import Vocab
+from .layout import _layout, _token_bits, _tokens_per_word
+from .loop import _loop, _setup
+from .segment import _segment_ids
+from .tokens import _token_arrays
+
+
+STATS = ("records", "table_rows", "pool_entries", "heap_rows", "heap_pops", "new_tokens", "list_entries_read",
+         "merges_made", "pool_compactions", "pool_growths", "table_rebuilds", "heap_refills", "lists_sorted")
+"""Names of the loop's statistics (``MergeResult.stats``), in the order ``_loop`` counts them."""
+
+
+@dataclass
+class MergeResult:
+    """What one call of ``learn_merges`` learned.
+
+    ``left``/``right``/``token``/``count``/``reused`` are parallel arrays, one entry per merge in
+    the order the merges were applied; ``reused`` marks merges whose bytes already were a token
+    (no new id). ``vocab`` is the starting vocabulary plus the new tokens. ``stats`` counts what
+    the loop did (``STATS``: the largest table, pool and heap, heap pops, list entries read, pool
+    compactions and growths, table rebuilds, heap refills, lists sorted, ...) and ``times`` its
+    stages' seconds (segment, layout, setup, loop, their CPU seconds, total), for benchmarks.
+    """
+
+    vocab: Vocab
+    left: np.ndarray
+    right: np.ndarray
+    token: np.ndarray
+    count: np.ndarray
+    reused: np.ndarray
+    requested: int
+    word_tokens: np.ndarray  # tokens per input word after the merges, in input order
+    stats: dict[str, int] = field(default_factory=dict)
+    times: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def new_tokens(self) -> int:
+        return int((~self.reused).sum())
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """How much room the loop starts with; any values learn the same merges (tests hold it to
+    that with no room at all). Example: ``learn_merges(w, c, v, 9, tuning=Tuning(heap_target=2))``.
+    """
+
+    pairs_per_merge: int = 16  # the pair table starts with room for this many new pairs per merge
+    heap_target: int = 1 << 13  # pairs the heap is (re)filled with, at least (see heap._refill)
+    pool_spare: int = 4  # free pool entries at the start: this many 16ths of the lists ...
+    pool_slack: int = 1 << 16  # ... plus this many
+    records: int | None = None  # record rows at the start (None: the merges + 1024; grown when full)
+    descending_lists: bool = False  # start from descending lists of positions (see loop._setup)
+
+
+def learn_merges(
+    words,
+    counts: np.ndarray,
+    vocab: Vocab,
+    n_merges: int,
+    progress: Callable[[int], None] | None = None,
+    checkpoint: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], None] | None = None,
+    every: float = 2.0,
+    step: int = 1,
+    *,
+    tuning: Tuning = Tuning(),
+) -> MergeResult:
+    """Learn up to ``n_merges`` new tokens on ``words`` (with 64-bit ``counts``) on top of ``vocab``.
+
+    ``words`` is a list of bytes or an Arrow binary array. Stops early when no adjacent pair is
+    left (fewer new tokens than requested). Deterministic: the result depends only on the multiset
+    of (word, count) and the vocabulary. ``progress(n)`` is called with the new tokens so far.
+    ``checkpoint(left, right, token, count, reused)`` is called from the calling thread with copies
+    of the merges recorded since its previous call, at most every ``every`` seconds while the loop
+    runs and once at the end with the rest (maybe empty): its calls concatenate to the result's
+    arrays. With ``every <= 0`` it is called after every ``step`` new tokens (and the merges reused
+    on the way), deterministically: the loop then runs in the calling thread. ``tuning``: the
+    loop's starting room (``Tuning``).
+    Example: ``learn_merges([b"abab"], np.array([3]), Vocab.base(False), 1).vocab.tokens[256] == b"ab"``.
+    """
+    if n_merges < 0:
+        raise ValueError("n_merges must be >= 0")
+    counts = np.asarray(counts, dtype=np.int64)
+    vocab.check()
+    t0 = time.perf_counter()
+
+    # 1. segment under the starting vocabulary, lay the positions out, size the token tables
+    run = _Run(words, counts, vocab, n_merges, tuning)
+
+    # 2. the loop, in a thread (it releases the GIL) so that progress and checkpoints can be
+    #    reported, or in this thread, ``step`` new tokens at a time, with a checkpoint after each
+    if checkpoint is not None and every <= 0:
+        # deterministic, for tests of what an interrupted run leaves
+        def after_step() -> None:
+            if progress is not None:
+                progress(int(run.stats[5]))
+            run.emit(checkpoint)
+
+        run.loop(after_step, max(1, int(step)))
+    else:
+        _in_thread(run, progress, checkpoint, every)
+    if run.err is not None:
+        raise run.err
+
+    # 3. the merges, the rest of them checkpointed
+    tbytes, n_tokens, n_rec = run.out
+    left, right, token, count, reused = (r[:n_rec].copy() for r in run.rec)
+    reused = reused.astype(bool)
+    if checkpoint is not None:
+        last = run.last
+        checkpoint(left[last:].copy(), right[last:].copy(), token[last:].copy(), count[last:].copy(),
+                   reused[last:].copy())
+
+    # 4. new tokens' bytes and each word's final number of tokens
+    tstart, tlen = run.tstart, run.tlen
+    new_tokens = [bytes(tbytes[tstart[i] : tstart[i] + tlen[i]]) for i in range(run.n0, n_tokens)]
+    out = Vocab(list(vocab.tokens) + new_tokens, list(vocab.specials))
+    word_tokens = _tokens_per_word(run.P, run.lens, run.tb)
+    run.times["total"] = time.perf_counter() - t0
+    stats = dict(zip(STATS, run.stats.tolist()))
+    return MergeResult(out, left, right, token, count, reused, requested=n_merges, word_tokens=word_tokens,
+                       stats=stats, times=run.times)
+
+
+def _in_thread(run: "_Run", progress, checkpoint, every: float) -> None:
+    """``run.loop`` in a thread, reporting progress and checkpoints from this one meanwhile."""
+    th = threading.Thread(target=run.loop, name="toktok-merge", daemon=True)
+    th.start()
+    t_last = time.monotonic()
+    while th.is_alive():
+        th.join(0.1 if checkpoint is None else min(0.1, every))
+        if progress is not None:
+            progress(int(run.stats[5]))
+        if checkpoint is not None and th.is_alive() and time.monotonic() - t_last >= every:
+            run.emit(checkpoint)
+            t_last = time.monotonic()
+
+
+class _Run:
+    """One merge run's inputs laid out for the loop, its record arrays and its results.
+
+    The loop writes the merge records into arrays owned here and publishes their number in
+    ``stats[0]`` after each row is written, so that another thread can read them (``emit``)."""
+
+    def __init__(self, words, counts: np.ndarray, vocab: Vocab, n_merges: int, tuning: Tuning):
+        self.times: dict[str, float] = {}
+        t0 = time.perf_counter()
+        flat, offsets = _segment_ids(words, vocab)
+        self.lens = lens = np.diff(offsets)
+        self.times["segment"] = time.perf_counter() - t0
+        if counts.shape[0] != lens.shape[0]:
+            raise ValueError(f"{lens.shape[0]} words but {counts.shape[0]} counts")
+        if counts.shape[0] and counts.min() < 0:
+            raise ValueError("counts must be >= 0")
+        self.n0 = len(vocab.tokens)
+        # every merge (new token or reused) takes one token out of a word, so a word of k tokens
+        # allows at most k - 1: the arrays are sized by what the words allow, not by the request
+        # (--merges 1000000000 on a small corpus asked for gigabytes)
+        self.n_merges = min(n_merges, int(np.maximum(lens - 1, 0).sum()))
+        self.tb = _token_bits(self.n0 + self.n_merges)
+        self.P, self.ek, self.ev = _layout(flat, lens, counts, self.tb)
+        del flat, offsets
+        self.times["layout"] = time.perf_counter() - t0 - self.times["segment"]
+        # token byte tables sized for the final vocabulary
+        self.tdata, self.tstart, self.tlen = _token_arrays(vocab, self.n_merges)
+        self.tuning = tuning
+        self.stats = np.zeros(16, np.int64)
+        # reused merges spend no budget: the arrays are grown (and the loop resumed) if needed
+        self.rec = _records(tuning.records if tuning.records is not None else self.n_merges + 1024)
+        self.last = 0  # records checkpointed so far
+        self.out: tuple | None = None
+        self.err: BaseException | None = None
+
+    def emit(self, checkpoint) -> None:
+        """Checkpoint the records written since the last call (in the calling thread)."""
+        k = int(self.stats[0])  # rows below k are written; read k before the arrays
+        if k > self.last:
+            checkpoint(*(r[self.last : k].copy() for r in self.rec))
+            self.last = k
+
+    def loop(self, after_step: Callable[[], None] | None = None, step: int | None = None) -> None:
+        """The loop, ``step`` new tokens per call of ``_loop`` (``after_step`` after each); sets
+        ``out`` (token bytes, tokens, records) or ``err``."""
+        try:
+            self._loop(after_step, self.n_merges if step is None else step)
+        except BaseException as e:  # pragma: no cover - re-raised by learn_merges
+            self.err = e
+
+    def _loop(self, after_step, step: int) -> None:
+        u, times, n_merges, tstart, tlen = self.tuning, self.times, self.n_merges, self.tstart, self.tlen
+        t1 = time.perf_counter()
+        c1 = time.thread_time()
+        # ~16 new pairs per merge on natural text; never more than the positions
+        expect = min(u.pairs_per_merge * n_merges, self.P.shape[0])
+        bkeys, bids, T, L, pool, H, st = _setup(self.P, self.ek, self.ev, self.tb, self.tdata, tstart, tlen, self.n0,
+                                                expect, u.pool_spare, u.pool_slack, u.heap_target,
+                                                u.descending_lists)
+        times["setup"] = time.perf_counter() - t1
+        c2 = time.thread_time()
+        scratch = np.zeros((8, tstart.shape[0]), np.int64)
+        scratch[:2] = -1
+        td = self.tdata
+        while True:
+            rec = self.rec
+            target = min(n_merges, int(st[6]) + step)
+            td, T, L, pool, H = _loop(self.P, self.ek, self.ev, self.tb, td, tstart, tlen, bkeys, bids, T, L, pool,
+                                      H, st, scratch, target, u.heap_target, *rec, self.stats)
+            if st[7] >= rec[0].shape[0]:
+                more = _records(2 * rec[0].shape[0])
+                for old, new in zip(rec, more):
+                    new[: old.shape[0]] = old
+                self.rec = more  # before the loop publishes any row beyond the old arrays
+                continue
+            if after_step is not None:
+                after_step()
+            if st[6] < target or st[6] >= n_merges:  # no pair left, or done
+                break
+        self.out = (td, int(st[5]), int(st[7]))
+        times["loop"] = time.perf_counter() - t1 - times["setup"]
+        times["setup_cpu"] = c2 - c1
+        times["loop_cpu"] = time.thread_time() - c2
+
+
+def _records(cap: int) -> tuple[np.ndarray, ...]:
+    """Record arrays for ``cap`` merges: left, right, token, count, reused."""
+    return (np.empty(cap, np.int32), np.empty(cap, np.int32), np.empty(cap, np.int32),
+            np.empty(cap, np.int64), np.empty(cap, np.bool_))

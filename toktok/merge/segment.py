@@ -1,0 +1,347 @@
+"""Segmentation: tiktoken's rank-BPE of words under a vocabulary (or under each of its prefixes).
+
+``segment`` and ``Segmenter`` give each word's token ids (whole-piece lookup first, then the
+lowest-rank pair, leftmost on ties); long words go through a heap (``_segment_long``).
+``token_splits`` lists every split of a token into two tokens, for export's merges.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .._kernels import _EMPTY, _mix, internal
+from ..vocab import Vocab
+from .tokens import _flatten, _lookup, _token_arrays, _token_table
+
+SEGMENT_LONG = 64  # words this long or longer are segmented with a heap (_segment_long)
+
+
+@internal
+def _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, out, o, n_tokens):
+    """``_segment``'s rank-BPE of one long word ``data[s:s+n]`` (no whole-word match) in
+    O(n log n): the parts are a linked list and the candidate pairs a min-heap of (rank, start),
+    so the lowest rank, leftmost on ties, comes first, as in the plain loop. An entry is stale
+    when the part's pair no longer has that rank: a pair only ever grows, so it never gets the
+    same rank (the same bytes) back. A pair longer than the longest token is not looked up,
+    which bounds each lookup. Writes the ids at ``out[o:]``; returns the number of parts.
+    (Heap and lookups are written out here: see the note on reference counts above ``_sift_down``.)"""
+    big = np.int64(1) << 31
+    nxt = np.empty(n, np.int64)  # start of the next part (n after the last)
+    prv = np.empty(n, np.int64)  # start of the previous part (-1 before the first)
+    rank = np.empty(n, np.int64)  # rank of (this part, next part); big: none; -1: not a part
+    tid = np.empty(n, np.int64)  # the part's token id
+    # (rank << 32) | start; stale entries stay until popped: at most n - 1 at the start plus
+    # two per merge, and there are at most n - 1 merges
+    heap = np.empty(3 * n, np.int64)
+    hn = 0
+    for i in range(n):
+        nxt[i] = i + 1
+        prv[i] = i - 1
+        tid[i] = byte_id[data[s + i]]
+        r = pair2[np.int64(data[s + i]) * 256 + data[s + i + 1]] if i + 1 < n else -1
+        rank[i] = r if r >= 0 else big
+        if r >= 0:
+            heap[hn] = (r << 32) | i
+            hn += 1
+    # heapify: sift each parent down
+    for j in range(hn // 2 - 1, -1, -1):
+        key = heap[j]
+        i = j
+        while True:
+            c = 2 * i + 1
+            if c >= hn:
+                break
+            if c + 1 < hn and heap[c + 1] < heap[c]:
+                c += 1
+            if heap[c] >= key:
+                break
+            heap[i] = heap[c]
+            i = c
+        heap[i] = key
+    mask = np.uint64(bkeys.shape[0] - 1)
+    while hn > 0:
+        top = heap[0]
+        # pop: the last key sifts down from the root
+        hn -= 1
+        key = heap[hn]
+        i = 0
+        while True:
+            c = 2 * i + 1
+            if c >= hn:
+                break
+            if c + 1 < hn and heap[c + 1] < heap[c]:
+                c += 1
+            if heap[c] >= key:
+                break
+            heap[i] = heap[c]
+            i = c
+        if hn > 0:
+            heap[i] = key
+        r = top >> 32
+        i = top & 0xFFFFFFFF
+        if rank[i] != r:
+            continue  # stale
+        # merge part i with the next one
+        j = nxt[i]
+        k = nxt[j]
+        nxt[i] = k
+        if k < n:
+            prv[k] = i
+        rank[j] = -1
+        tid[i] = r
+        # the two pairs that changed: (i, next) and (previous, i)
+        for side in range(2):
+            if side == 0:
+                lo = i
+                hi = nxt[k] if k < n else -1
+            else:
+                lo = prv[i]
+                hi = k if lo >= 0 else -1
+            if hi < 0:
+                if side == 0:
+                    rank[i] = big
+                continue
+            t = -1
+            ln = hi - lo
+            if ln <= max_len:
+                h = np.uint64(0xCBF29CE484222325)  # _hash_range, written out
+                for q in range(s + lo, s + hi):
+                    h ^= np.uint64(data[q])
+                    h *= np.uint64(0x100000001B3)
+                hk = np.int64(h >> np.uint64(1))
+                x = _mix(hk) & mask
+                while bkeys[x] != _EMPTY:
+                    if bkeys[x] == hk:
+                        u = bids[x]
+                        if tlen[u] == ln:
+                            same = True
+                            su = tstart[u]
+                            for q in range(ln):
+                                if tdata[su + q] != data[s + lo + q]:
+                                    same = False
+                                    break
+                            if same:
+                                t = np.int64(u) if u < n_tokens else -1
+                                break
+                    x = (x + np.uint64(1)) & mask
+            if t < 0:
+                rank[lo] = big
+                continue
+            rank[lo] = t
+            # push
+            key = (t << 32) | lo
+            q = hn
+            while q > 0:
+                parent = (q - 1) >> 1
+                if heap[parent] <= key:
+                    break
+                heap[q] = heap[parent]
+                q = parent
+            heap[q] = key
+            hn += 1
+    m = 0
+    i = 0
+    while i < n:
+        out[o + m] = tid[i]
+        m += 1
+        i = nxt[i]
+    return m
+
+
+@njit(cache=True)
+def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bids):
+    """tiktoken's rank-BPE of every word: whole-word lookup, else merge the lowest-rank adjacent
+    pair (leftmost on ties) until no adjacent pair is a token. Returns flat ids and lengths.
+    Words of ``long_from`` bytes or more go through ``_segment_long`` (the same result in
+    O(n log n); the plain loop here rescans the word after each merge). Only the first
+    ``n_tokens`` tokens are used; ``bkeys``/``bids`` (``_token_table``) may hold more, so that
+    one table serves every prefix of a vocabulary."""
+    max_len = np.int64(0)
+    for t in range(n_tokens):
+        max_len = max(max_len, np.int64(tlen[t]))
+    # ranks of the two-byte tokens, so that the first round of every word needs no hashing
+    # and most words (no adjacent byte pair is a token) finish at once
+    byte_id = np.full(256, -1, np.int32)
+    for t in range(n_tokens):  # (the tokens are distinct: Vocab.check)
+        if tlen[t] == 1:
+            byte_id[tdata[tstart[t]]] = t
+    pair2 = np.full(65536, -1, np.int64)
+    for t in range(n_tokens):
+        if tlen[t] == 2:
+            pair2[np.int64(tdata[tstart[t]]) * 256 + tdata[tstart[t] + 1]] = t
+    n_words = offsets.shape[0] - 1
+    out = np.empty(data.shape[0], np.int32)
+    lens = np.zeros(n_words, np.int64)
+    bounds = np.empty(16, np.int64)
+    rk = np.empty(16, np.int64)
+    big = np.int64(1) << 62
+    o = np.int64(0)
+    for w in range(n_words):
+        s = offsets[w]
+        e = offsets[w + 1]
+        n = e - s
+        if n == 0:
+            continue
+        t = _lookup(bkeys, bids, tdata, tstart, tlen, data, s, n, n_tokens)
+        if t >= 0:
+            out[o] = t
+            o += 1
+            lens[w] = 1
+            continue
+        if n >= long_from:
+            k = _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, out, o, n_tokens)
+            o += k
+            lens[w] = k
+            continue
+        if bounds.shape[0] < n + 1:
+            bounds = np.empty(2 * (n + 1), np.int64)
+            rk = np.empty(2 * (n + 1), np.int64)
+        nb = n + 1
+        for i in range(nb):
+            bounds[i] = s + i
+        any_pair = False
+        for i in range(nb - 2):
+            r = pair2[np.int64(data[s + i]) * 256 + data[s + i + 1]]
+            rk[i] = r if r >= 0 else big
+            any_pair = any_pair or r >= 0
+        if not any_pair:
+            # single bytes: id = the byte's rank
+            for i in range(n):
+                out[o + i] = byte_id[data[s + i]]
+            o += n
+            lens[w] = n
+            continue
+        while nb > 2:
+            best = big
+            bi = -1
+            for i in range(nb - 2):
+                if rk[i] < best:
+                    best = rk[i]
+                    bi = i
+            if bi < 0:
+                break
+            # drop the boundary between parts bi and bi+1
+            for i in range(bi + 1, nb - 1):
+                bounds[i] = bounds[i + 1]
+            for i in range(bi + 1, nb - 3):
+                rk[i] = rk[i + 1]
+            nb -= 1
+            if bi + 2 < nb:
+                r = _lookup(bkeys, bids, tdata, tstart, tlen, data, bounds[bi], bounds[bi + 2] - bounds[bi], n_tokens)
+                rk[bi] = r if r >= 0 else big
+            if bi > 0:
+                r = _lookup(bkeys, bids, tdata, tstart, tlen, data, bounds[bi - 1], bounds[bi + 1] - bounds[bi - 1], n_tokens)
+                rk[bi - 1] = r if r >= 0 else big
+        for i in range(nb - 1):
+            out[o] = _lookup(bkeys, bids, tdata, tstart, tlen, data, bounds[i], bounds[i + 1] - bounds[i], n_tokens)
+            o += 1
+        lens[w] = nb - 1
+    return out[:o].copy(), lens
+
+
+@njit(cache=True)
+def _splits(tdata, tstart, tlen, bkeys, bids, skip, up_to):
+    """(token, left, right) of every split point of every token of at most ``up_to`` bytes
+    whose two halves are tokens, ids in ``skip`` neither split nor parts; in token order, then
+    left id order."""
+    n_tokens = tlen.shape[0]
+    byte_id = np.full(256, -1, np.int64)  # one-byte halves need no lookup
+    for t in range(n_tokens):
+        if tlen[t] == 1 and not skip[t]:
+            byte_id[tdata[tstart[t]]] = t
+    out = np.empty((1024, 3), np.int32)
+    m = 0
+    for t in range(n_tokens):
+        n = np.int64(tlen[t])
+        if skip[t] or n > up_to:
+            continue
+        s = tstart[t]
+        first = m
+        for k in range(1, n):
+            a = byte_id[tdata[s]] if k == 1 else _lookup(bkeys, bids, tdata, tstart, tlen, tdata, s, np.int64(k), n_tokens)
+            if a < 0 or skip[a]:
+                continue
+            b = byte_id[tdata[s + k]] if k == n - 1 else _lookup(bkeys, bids, tdata, tstart, tlen, tdata, s + k, n - k, n_tokens)
+            if b < 0 or skip[b]:
+                continue
+            if m == out.shape[0]:
+                grown = np.empty((2 * m, 3), np.int32)
+                for i in range(m):
+                    for j in range(3):
+                        grown[i, j] = out[i, j]
+                out = grown
+            # insert in left id order (a token has a few splits)
+            i = m
+            while i > first and out[i - 1, 1] > a:
+                for j in range(3):
+                    out[i, j] = out[i - 1, j]
+                i -= 1
+            out[i, 0] = t
+            out[i, 1] = a
+            out[i, 2] = b
+            m += 1
+    return out[:m].copy()
+
+
+def token_splits(tokens: list[bytes], skip, up_to: int) -> np.ndarray:
+    """Rows (token, left, right) of ``_splits`` for a list of distinct tokens (``skip``: ids,
+    e.g. pinned specials); compiled, for export's every-split-point merges of short tokens.
+    Example: ``token_splits([b"a", b"b", b"ab"], (), 64).tolist() == [[2, 0, 1]]``."""
+    n = len(tokens)
+    tlen = np.fromiter(map(len, tokens), np.int32, n)
+    tstart = np.zeros(n, np.int64)
+    if n:
+        np.cumsum(tlen[:-1], out=tstart[1:])
+    tdata = np.frombuffer(b"".join(tokens), np.uint8).copy() if n else np.zeros(1, np.uint8)
+    mask = np.zeros(n, np.bool_)
+    if skip:
+        mask[list(skip)] = True
+    bkeys, bids = _token_table(tdata, tstart, tlen, n, n)
+    return _splits(tdata, tstart, tlen, bkeys, bids, mask, up_to)
+
+
+def segment(words, vocab: Vocab, *, long_from: int = SEGMENT_LONG) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids of every word under ``vocab`` (tiktoken's rank-BPE) as one flat int32 array
+    plus offsets (len+1); words of ``long_from`` bytes or more take the heap (same result).
+    Example: ``segment([b"00a"], Vocab.base())[0].tolist() == [256, 97]``.
+    """
+    flat, offsets = _segment_ids(words, vocab, long_from=long_from)
+    return flat.astype(np.int32, copy=False), offsets
+
+
+def _segment_ids(words, vocab: Vocab, *, long_from: int = SEGMENT_LONG) -> tuple[np.ndarray, np.ndarray]:
+    """``segment``, except that under the 256 single bytes the ids are the words' bytes
+    themselves (uint8, no copy)."""
+    return Segmenter(*_token_arrays(vocab, 0), long_from=long_from).ids(words, len(vocab.tokens))
+
+
+class Segmenter:
+    """``segment`` under the first n tokens of a vocabulary given as token bytes (``tdata``,
+    ``tstart``, ``tlen``), for many n (the vocabulary as it was after each number of merges).
+    Example: ``Segmenter(*_token_arrays(v, 0))([b"00a"], 256)[0].tolist() == [48, 48, 97]``."""
+
+    def __init__(self, tdata: np.ndarray, tstart: np.ndarray, tlen: np.ndarray, *, long_from: int = SEGMENT_LONG):
+        self.long_from = long_from
+        # (writable, as the merge loop's own tables: one compiled _segment and _token_table)
+        self.tables = (tdata, tstart.astype(np.int64, copy=False), tlen.astype(np.int32, copy=False))
+        self._lookup: tuple[np.ndarray, np.ndarray] | None = None  # every token's hash table, built once
+        # under the 256 single bytes in byte order, a word's ids are its bytes
+        self._bytes = tlen.shape[0] >= 256 and bool(
+            (tlen[:256] == 1).all() and (tdata[tstart[:256]] == np.arange(256)).all())
+
+    def __call__(self, words, n: int) -> tuple[np.ndarray, np.ndarray]:
+        flat, offsets = self.ids(words, n)
+        return flat.astype(np.int32, copy=False), offsets
+
+    def ids(self, words, n: int) -> tuple[np.ndarray, np.ndarray]:
+        data, off = _flatten(words)
+        if n == 256 and self._bytes:
+            return data[off[0] : off[-1]], off - off[0]
+        if self._lookup is None:
+            n_all = self.tables[1].shape[0]
+            self._lookup = _token_table(*self.tables, n_all, n_all)
+        flat, lens = _segment(data, off, *self.tables, n, self.long_from, *self._lookup)
+        offsets = np.zeros(lens.shape[0] + 1, np.int64)
+        np.cumsum(lens, out=offsets[1:])
+        return flat, offsets
+

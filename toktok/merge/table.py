@@ -1,0 +1,249 @@
+"""The pair table and the pool of position lists the merge loop reads and updates.
+
+The table maps a pair (left id, right id), packed by ``_pkey``, to its total count and to the
+block of the pool that lists the positions where the pair was created; ``_initial_pairs`` builds
+both from the position array (``layout``), ``_rebuild`` regrows the table and ``_make_room``
+compacts or grows the pool. Kernels only; ``loop`` drives them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._kernels import _EMPTY, _empty_huge, _mix, inlined, internal
+from .layout import _TC, _escaped
+
+
+@inlined
+def _pkey(a, b):
+    return (np.int64(a) << 32) | np.int64(b)
+
+
+# The pair table is open addressing with linear probing over two parallel arrays: ``T`` rows
+# (pair key, count), 16 bytes, which the merge rounds probe and update, and ``L`` rows (head,
+# length) of the pair's list of positions in the pool, int32, read once per round.
+_KEY, _CNT = 0, 1
+_HEAD, _LEN = 0, 1
+
+
+@inlined
+def _tslot(T, key):
+    """Row of ``key`` in the pair table, or the empty row where it would go."""
+    mask = np.uint64(T.shape[0] - 1)
+    i = _mix(key) & mask
+    while True:
+        k = T[i, _KEY]
+        if k == key or k == _EMPTY:
+            return np.int64(i)
+        i = (i + np.uint64(1)) & mask
+
+
+@internal
+def _new_table(cap):
+    T = _empty_huge((cap, 2), np.int64)
+    L = _empty_huge((cap, 2), np.int32)
+    for i in range(cap):
+        T[i, _KEY] = _EMPTY
+        T[i, _CNT] = 0
+        L[i, _HEAD] = 0
+        L[i, _LEN] = 0
+    return T, L
+
+
+@internal
+def _rebuild(T, L, need):
+    """A table with room for ``need`` more pairs, at most half full. Pairs with no count are
+    dropped: a zero count means no live occurrence, so their lists hold only stale positions.
+    Returns the table, the rows in use, and how many list entries were dropped."""
+    live = 0
+    dropped = 0
+    for i in range(T.shape[0]):
+        if T[i, _KEY] != _EMPTY:
+            if T[i, _CNT] != 0:
+                live += 1
+            else:
+                dropped += L[i, _LEN]
+    cap = np.int64(1024)
+    while cap < 2 * (live + need):
+        cap *= 2
+    NT, NL = _new_table(cap)
+    for i in range(T.shape[0]):
+        if T[i, _KEY] != _EMPTY and T[i, _CNT] != 0:
+            s = _tslot(NT, T[i, _KEY])
+            NT[s, _KEY] = T[i, _KEY]
+            NT[s, _CNT] = T[i, _CNT]
+            NL[s, _HEAD] = L[i, _HEAD]
+            NL[s, _LEN] = L[i, _LEN]
+    return NT, NL, live, dropped
+
+
+@internal
+def _new_pool(n):
+    if n >= 2**31:
+        raise ValueError("toktok: too many pair positions for the merge loop (2**31)")
+    return _empty_huge(n, np.int32)
+
+
+@internal
+def _make_room(T, L, pool, pool_end, live, need):
+    """Room for ``need`` more entries after ``pool_end``. When at least an eighth of the pool is
+    garbage, the lists are compacted in place (in order of their blocks, so each moves down) and
+    the lists of pairs with no count (only stale positions) are dropped; if that is not enough
+    room, the pool grows by a quarter. Returns the pool, its new end, its entries in lists, and
+    1 (compacted) or 2 (grown)."""
+    if 8 * (pool_end - live) >= pool_end:
+        # rows with a list, ordered by block start: radix sort on (head << 32 | row)
+        n = 0
+        for i in range(T.shape[0]):
+            if T[i, _KEY] != _EMPTY and L[i, _LEN] > 0:
+                if T[i, _CNT] == 0:
+                    L[i, _LEN] = 0
+                else:
+                    n += 1
+        keys = np.empty(n, np.int64)
+        n = 0
+        for i in range(T.shape[0]):
+            if T[i, _KEY] != _EMPTY and L[i, _LEN] > 0:
+                keys[n] = (np.int64(L[i, _HEAD]) << 32) | i
+                n += 1
+        keys = _radix_sort(keys, np.int64(32))  # heads are distinct: their bits suffice
+        o = 0
+        for j in range(n):
+            i = keys[j] & 0xFFFFFFFF
+            h = L[i, _HEAD]
+            ln = L[i, _LEN]
+            if h != o:
+                for k in range(ln):
+                    pool[o + k] = pool[h + k]
+                L[i, _HEAD] = o
+            o += ln
+        live = o
+        pool_end = o
+        if pool.shape[0] - o >= need:
+            return pool, o, live, 1
+    out = _new_pool(max(pool.shape[0] + (pool.shape[0] >> 2), pool_end + need + (need >> 1)))
+    for i in range(pool_end):
+        out[i] = pool[i]
+    return out, pool_end, live, 2
+
+
+@internal
+def _radix_sort(a, lo):
+    """``a`` (non-negative int64) sorted by its bits from ``lo`` up (bits below ``lo`` keep
+    their input order): LSD radix sort, 16 bits a pass, none above the largest value."""
+    n = a.shape[0]
+    hi = 0
+    for i in range(n):
+        hi = max(hi, a[i])
+    b = np.empty(n, np.int64)
+    cnt = np.empty(1 << 16, np.int64)
+    shift = lo
+    while shift < 64 and (hi >> shift) > 0:
+        for d in range(1 << 16):
+            cnt[d] = 0
+        for i in range(n):
+            cnt[(a[i] >> shift) & 0xFFFF] += 1
+        acc = 0
+        for d in range(1 << 16):
+            c = cnt[d]
+            cnt[d] = acc
+            acc += c
+        for i in range(n):
+            d = (a[i] >> shift) & 0xFFFF
+            b[cnt[d]] = a[i]
+            cnt[d] += 1
+        a, b = b, a
+        shift += 16
+    return a
+
+
+@internal
+def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack):
+    """Pair table and pool for the starting positions, each list ascending. Small vocabularies
+    (bytes, hardcoded) count in a dense n×n array first, so the hash table sees each distinct
+    pair once. The table has room for ``expect`` more pairs, so that it rarely needs rebuilding
+    in the loop. The pool has room for ``spare``/16 of the entries plus ``slack`` more. Returns
+    (T, L, rows in use, pool, pool end)."""
+    n_rows = P.shape[0]
+    tmask = (np.int64(1) << tb) - 1
+    cmax = (np.int64(1) << (32 - tb)) - 1
+    n_used = 0
+    if n_tokens <= 2048:
+        nn = n_tokens * n_tokens
+        dcnt = np.zeros(nn, np.int64)
+        dlen = np.zeros(nn, np.int64)
+        for p in range(n_rows - 1):
+            v = np.int64(P[p, _TC])
+            ta = v & tmask
+            tn = np.int64(P[p + 1, _TC]) & tmask
+            if ta < tmask - 1 and tn < tmask - 1:
+                d = ta * n_tokens + tn
+                wc = v >> tb
+                if wc == cmax:
+                    wc = _escaped(ek, ev, p)
+                dcnt[d] += wc
+                dlen[d] += 1
+        acc = 0
+        n_pairs = 0
+        for d in range(nn):
+            if dlen[d] > 0:
+                n_pairs += 1
+        cap = np.int64(1024)
+        while cap < 2 * (n_pairs + expect):
+            cap *= 2
+        T, L = _new_table(cap)
+        for d in range(nn):
+            if dlen[d] > 0:
+                key = _pkey(d // n_tokens, d % n_tokens)
+                s = _tslot(T, key)
+                T[s, _KEY] = key
+                T[s, _CNT] = dcnt[d]
+                L[s, _HEAD] = acc
+                L[s, _LEN] = dlen[d]
+                n_used += 1
+                ln = dlen[d]
+                dlen[d] = acc  # from here on: where the next position of pair d goes
+                acc += ln
+        pool = _new_pool(acc + ((acc * spare) >> 4) + slack)
+        for p in range(n_rows - 1):
+            ta = np.int64(P[p, _TC]) & tmask
+            tn = np.int64(P[p + 1, _TC]) & tmask
+            if ta < tmask - 1 and tn < tmask - 1:
+                d = ta * n_tokens + tn
+                pool[dlen[d]] = p
+                dlen[d] += 1
+        return T, L, n_used, pool, acc
+    T, L = _new_table(np.int64(1024))
+    for p in range(n_rows - 1):
+        v = np.int64(P[p, _TC])
+        ta = v & tmask
+        tn = np.int64(P[p + 1, _TC]) & tmask
+        if ta < tmask - 1 and tn < tmask - 1:
+            if 2 * (n_used + 1) > T.shape[0]:
+                T, L, n_used, _ = _rebuild(T, L, T.shape[0])
+            key = _pkey(ta, tn)
+            s = _tslot(T, key)
+            if T[s, _KEY] == _EMPTY:
+                T[s, _KEY] = key
+                n_used += 1
+            wc = v >> tb
+            if wc == cmax:
+                wc = _escaped(ek, ev, p)
+            T[s, _CNT] += wc
+            L[s, _LEN] += 1
+    if 2 * (n_used + expect) > T.shape[0]:
+        T, L, n_used, _ = _rebuild(T, L, expect)
+    acc = 0
+    for i in range(T.shape[0]):
+        if T[i, _KEY] != _EMPTY:
+            L[i, _HEAD] = acc
+            acc += L[i, _LEN]
+            L[i, _LEN] = 0
+    pool = _new_pool(acc + ((acc * spare) >> 4) + slack)
+    for p in range(n_rows - 1):
+        ta = np.int64(P[p, _TC]) & tmask
+        tn = np.int64(P[p + 1, _TC]) & tmask
+        if ta < tmask - 1 and tn < tmask - 1:
+            s = _tslot(T, _pkey(ta, tn))
+            pool[L[s, _HEAD] + L[s, _LEN]] = p
+            L[s, _LEN] += 1
+    return T, L, n_used, pool, acc

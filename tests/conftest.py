@@ -90,3 +90,18 @@ def phase_pair(tmp_path_factory, insight_data) -> dict[str, Path]:
         train(cfg)
         out[name] = d / name
     return out
+
+
+def one_error_line(r, *needles: str) -> str:
+    """The bad-input contract on a CLI result (typer's ``CliRunner`` result or a finished
+    subprocess): exit code 2, no traceback, one line ``toktok: error: ...`` naming every needle.
+    Example: ``one_error_line(runner.invoke(app, ["train", "missing.txt"]), "missing.txt")``."""
+    code = r.returncode if hasattr(r, "returncode") else r.exit_code
+    output = r.stdout + r.stderr if hasattr(r, "returncode") else r.output
+    assert code == 2, output
+    assert "Traceback" not in output
+    lines = [ln for ln in output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("toktok: error: "), lines
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    return lines[0]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, ROOT, one_error_line
 from typer.testing import CliRunner
 
 import toktok
@@ -36,14 +36,6 @@ def _write(tmp_path: Path, text: str, name: str = "run.yaml") -> Path:
     p = tmp_path / name
     p.write_text(text)
     return p
-
-
-def _one_line_error(r, needle: str) -> str:
-    assert r.exit_code == 2, r.output
-    lines = [ln for ln in r.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("toktok: error:"), r.output
-    assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 # --- the schema ---------------------------------------------------------------------------------
@@ -183,7 +175,7 @@ def test_missing_config_file(in_tmp):
 def test_cli_config_error_is_one_line_exit_2(in_tmp):
     cfg = _write(in_tmp, "output: o/x.tiktoken\nphases: [{name: a, merges: 1, sources: [{paht: d}]}]\n")
     r = runner.invoke(app, ["train", "--config", str(cfg), "-q"])
-    _one_line_error(r, "run.yaml: phases[0].sources[0]: unknown key 'paht'")
+    one_error_line(r, "run.yaml: phases[0].sources[0]: unknown key 'paht'")
     assert not (in_tmp / "o").exists()
 
 
@@ -235,10 +227,10 @@ def test_force_replaces_only_toktok_folders(in_tmp):
     (in_tmp / "mine").mkdir()
     (in_tmp / "mine" / "precious.txt").write_text("keep me")
     r = runner.invoke(app, ["train", "data_fixtures/notes.txt", "--out", "mine", "--merges", "1", "--force", "-q"])
-    _one_line_error(r, "not a toktok output folder")
+    one_error_line(r, "not a toktok output folder")
     assert (in_tmp / "mine" / "precious.txt").read_text() == "keep me"
     r = runner.invoke(app, ["train", "data_fixtures/notes.txt", "--out", ".", "--merges", "1", "--force", "-q"])
-    _one_line_error(r, "is the current folder")
+    one_error_line(r, "is the current folder")
 
 
 # --- folders whose .tiktoken has another name ---------------------------------------------------

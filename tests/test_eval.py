@@ -6,7 +6,7 @@ import json
 
 import polars as pl
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, one_error_line
 from typer.testing import CliRunner
 
 import toktok
@@ -87,26 +87,18 @@ def test_eval_command_table_and_json(phase_pair, insight_data):
     assert doc["rows"][0]["docs"] == 265 + 531
 
 
-def _one_error_line(r, *needles):
-    assert r.exit_code == 2, r.output
-    lines = [ln for ln in r.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("toktok: error:"), r.output
-    for n in needles:
-        assert n in lines[0], lines[0]
-
-
 def test_eval_bad_input(insight_run, tmp_path):
     run, data = str(insight_run), str(FIXTURES / "sample.parquet")
-    _one_error_line(runner.invoke(app, ["eval", run, str(tmp_path / "nope"), "--data", data]), "nope", "no such tokenizer")
-    _one_error_line(runner.invoke(app, ["eval", run, "--data", str(tmp_path / "missing.parquet")]), "missing.parquet")
-    _one_error_line(runner.invoke(app, ["eval", run, "--data", data, "--by", "genre"]), "sample.parquet", "genre", "--by file")
-    _one_error_line(runner.invoke(app, ["eval", run, "--data", str(FIXTURES / "notes.txt"), "--by", "lang"]), "notes.txt", "lang")
-    _one_error_line(runner.invoke(app, ["eval", run]), "no data")
-    _one_error_line(runner.invoke(app, ["eval", run, "--dta", data]), "--dta")
-    _one_error_line(runner.invoke(app, ["eval", str(tmp_path), "--data", data]), "neither")
+    one_error_line(runner.invoke(app, ["eval", run, str(tmp_path / "nope"), "--data", data]), "nope", "no such tokenizer")
+    one_error_line(runner.invoke(app, ["eval", run, "--data", str(tmp_path / "missing.parquet")]), "missing.parquet")
+    one_error_line(runner.invoke(app, ["eval", run, "--data", data, "--by", "genre"]), "sample.parquet", "genre", "--by file")
+    one_error_line(runner.invoke(app, ["eval", run, "--data", str(FIXTURES / "notes.txt"), "--by", "lang"]), "notes.txt", "lang")
+    one_error_line(runner.invoke(app, ["eval", run]), "no data")
+    one_error_line(runner.invoke(app, ["eval", run, "--dta", data]), "--dta")
+    one_error_line(runner.invoke(app, ["eval", str(tmp_path), "--data", data]), "neither")
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "ok"}\nnot json\n')
-    _one_error_line(runner.invoke(app, ["eval", run, "--data", str(bad)]), "bad.jsonl:2")
+    one_error_line(runner.invoke(app, ["eval", run, "--data", str(bad)]), "bad.jsonl:2")
     with pytest.raises(InputError, match="text_col"):
         evaluate([run], [data], text_column="text_col")
     with pytest.raises(VocabError):
@@ -208,7 +200,7 @@ def test_empty_txt_is_no_document_like_an_empty_jsonl(insight_run, tmp_path):
     bom_txt.write_bytes(b"\xef\xbb\xbf")
     empty_jsonl.write_bytes(b"")
     for p in (empty_txt, bom_txt, empty_jsonl):
-        _one_error_line(runner.invoke(app, ["eval", str(insight_run), "--data", str(p)]), str(p), "no documents")
+        one_error_line(runner.invoke(app, ["eval", str(insight_run), "--data", str(p)]), str(p), "no documents")
     notes = FIXTURES / "notes.txt"
     rows = evaluate([str(insight_run)], [str(notes), str(empty_txt), str(bom_txt), str(empty_jsonl)], by="file")
     assert rows[0]["docs"] == 1 and [r["subset"] for r in rows] == ["all", str(notes)]
@@ -225,11 +217,11 @@ def test_eval_parquet_column_given_twice(insight_run, tmp_path):
     p = tmp_path / "dup.parquet"
     pq.write_table(pa.Table.from_arrays([pa.array(["a"]), pa.array(["b"]), pa.array(["en"]), pa.array(["fr"])],
                                         names=["text", "text", "lang", "lang"]), p)
-    _one_error_line(runner.invoke(app, ["eval", str(insight_run), "--data", str(p)]), str(p), "2 columns are named 'text'")
+    one_error_line(runner.invoke(app, ["eval", str(insight_run), "--data", str(p)]), str(p), "2 columns are named 'text'")
     q = tmp_path / "dup_by.parquet"
     pq.write_table(pa.Table.from_arrays([pa.array(["a"]), pa.array(["en"]), pa.array(["fr"])],
                                         names=["text", "lang", "lang"]), q)
-    _one_error_line(runner.invoke(app, ["eval", str(insight_run), "--data", str(q), "--by", "lang"]), "2 columns are named 'lang'")
+    one_error_line(runner.invoke(app, ["eval", str(insight_run), "--data", str(q), "--by", "lang"]), "2 columns are named 'lang'")
 
 
 # --- data read as training reads it (issue 15) ---------------------------------------------------
@@ -242,8 +234,8 @@ def test_eval_reads_data_as_training_does_with_bad_utf8(insight_run, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(b'{"text": "good text", "file": "x"}\n{"text": "bad \xff text", "file": "y"}\n')
     run = str(insight_run)
-    _one_error_line(runner.invoke(app, ["eval", run, "--data", str(bad)]), "bad.jsonl", "--bad-utf8")
-    _one_error_line(runner.invoke(app, ["eval", run, "--data", str(bad), "--bad-utf8", "drop"]), "--bad-utf8")
+    one_error_line(runner.invoke(app, ["eval", run, "--data", str(bad)]), "bad.jsonl", "--bad-utf8")
+    one_error_line(runner.invoke(app, ["eval", run, "--data", str(bad), "--bad-utf8", "drop"]), "--bad-utf8")
     skip = evaluate([run], [str(bad)], bad_utf8="skip", by="file")
     assert [(r["subset"], r["docs"], r["bytes"]) for r in skip] == [("all", 1, 9), (str(bad), 1, 9)]
     r = runner.invoke(app, ["eval", run, "--data", str(bad), "--bad-utf8", "replace", "--json"])

@@ -18,7 +18,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 import tiktoken
-from conftest import ROOT
+from conftest import ROOT, one_error_line
 from typer.testing import CliRunner
 
 import toktok
@@ -364,14 +364,6 @@ def test_query_resolution(insight_run, tmp_path):
 # --- the CLI: toktok sql, toktok show ------------------------------------------------------------
 
 
-def _one_error_line(r, *needles):
-    assert r.exit_code == 2, r.output
-    lines = [ln for ln in r.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("toktok: error:"), r.output
-    for n in needles:
-        assert n in lines[0], lines[0]
-
-
 def test_sql_command(insight_run, tmp_path):
     r = runner.invoke(app, ["sql", str(insight_run), "select merge_index, shown from merges_text order by 1 limit 3"])
     assert r.exit_code == 0, r.output
@@ -395,17 +387,17 @@ def test_sql_command(insight_run, tmp_path):
 def test_sql_command_errors(insight_run, tmp_path):
     bad = tmp_path / "broken.sql"
     bad.write_text("select nope from merges")
-    _one_error_line(runner.invoke(app, ["sql", str(insight_run), str(bad)]), "broken.sql:", "nope")
-    _one_error_line(runner.invoke(app, ["sql", str(insight_run), "selec 1"]), "query:", "syntax error")
-    _one_error_line(runner.invoke(app, ["sql", str(insight_run), "delete from merges"]), "query:")
-    _one_error_line(runner.invoke(app, ["sql", str(tmp_path / "none"), "merges"]), "none", "no run file")
+    one_error_line(runner.invoke(app, ["sql", str(insight_run), str(bad)]), "broken.sql:", "nope")
+    one_error_line(runner.invoke(app, ["sql", str(insight_run), "selec 1"]), "query:", "syntax error")
+    one_error_line(runner.invoke(app, ["sql", str(insight_run), "delete from merges"]), "query:")
+    one_error_line(runner.invoke(app, ["sql", str(tmp_path / "none"), "merges"]), "none", "no run file")
     garbage = tmp_path / "g" / "run.duckdb"
     garbage.parent.mkdir()
     garbage.write_bytes(b"not a database")
-    _one_error_line(runner.invoke(app, ["sql", str(garbage), "merges"]), "run.duckdb")
+    one_error_line(runner.invoke(app, ["sql", str(garbage), "merges"]), "run.duckdb")
     other = tmp_path / "other.duckdb"  # a DuckDB file, but not a run's
     duckdb.connect(str(other)).close()
-    _one_error_line(runner.invoke(app, ["sql", str(other), "select 1"]), "other.duckdb", "schema version None")
+    one_error_line(runner.invoke(app, ["sql", str(other), "select 1"]), "other.duckdb", "schema version None")
 
 
 def test_show_command(insight_run, tmp_path):
@@ -420,7 +412,7 @@ def test_show_command(insight_run, tmp_path):
     d = json.loads(r.output)
     assert d["vocab"] == {"byte": 256, "hardcoded": 1161, "merge": 300, "special": 1}
     assert d["parity"]["ok"] is True and d["sample"]["docs"] == 265 and d["phases"][0]["merges"] == 300
-    _one_error_line(runner.invoke(app, ["show", str(tmp_path)]), "no run file")
+    one_error_line(runner.invoke(app, ["show", str(tmp_path)]), "no run file")
 
 
 def _files(folder: Path) -> dict[str, tuple[bytes, int]]:
@@ -454,7 +446,7 @@ def test_sql_is_read_only_for_the_file_system(insight_run, tmp_path):
     ]
     for q in attempts:
         r = runner.invoke(app, ["sql", str(run), q])
-        _one_error_line(r, "query:")
+        one_error_line(r, "query:")
         if ("COPY" in q or "read_" in q or "glob" in q or "ATTACH" in q or "EXPORT" in q) and "run.duckdb" not in q:
             assert "toktok sql only reads the run file" in r.output and "--parquet FILE" in r.output, r.output
         with pytest.raises(QueryError):
@@ -469,7 +461,7 @@ def test_sql_is_read_only_for_the_file_system(insight_run, tmp_path):
     assert r.exit_code == 0 and pq.read_table(out).num_rows == 300
     # ... but not over a file of the run
     for target in (run / "tokenizer.json", run / "run.duckdb"):
-        _one_error_line(runner.invoke(app, ["sql", str(run), "merges", "--parquet", str(target)]),
+        one_error_line(runner.invoke(app, ["sql", str(run), "merges", "--parquet", str(target)]),
                         f"--parquet {target}", "pass a path outside the run's folder")
     assert _files(run) == before
 

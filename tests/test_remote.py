@@ -28,7 +28,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, ROOT, one_error_line
 
 if os.environ.get("CI"):
     import boto3  # noqa: F401 - CI installs the dev extra: a missing package fails there
@@ -163,16 +163,6 @@ def _inputs(out: Path) -> list[tuple]:
         return con.sql("select path, docs, text_bytes, docs_seen, bytes_seen from inputs order by path").fetchall()
     finally:
         con.close()
-
-
-def _one_error_line(r: subprocess.CompletedProcess, *needles: str) -> str:
-    assert r.returncode == 2, r.stderr
-    assert "Traceback" not in r.stderr + r.stdout
-    lines = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("toktok: error: "), lines
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
-    return lines[0]
 
 
 # --- the proxy in front of the store --------------------------------------------------------------
@@ -428,7 +418,7 @@ def test_storage_options_in_the_config_and_no_secret_in_any_output(store, local_
 def test_wrong_credentials_are_one_line(store, home, tmp_path):
     out = tmp_path / "o"
     r = _train(["s3://bucket/perf/*.parquet", "--out", out], store.env(home, AWS_SECRET_ACCESS_KEY="not-the-secret"))
-    line = _one_error_line(r, "s3://bucket/perf/", "access denied", "check the credentials")
+    line = one_error_line(r, "s3://bucket/perf/", "access denied", "check the credentials")
     assert "not-the-secret" not in line
     assert not out.exists() and not list(tmp_path.glob(".o*"))
 
@@ -443,7 +433,7 @@ def test_missing_objects_are_one_line(store, home, tmp_path, url, needles):
     outs = tmp_path / "outs"
     outs.mkdir()
     r = _train([url, "--out", outs / "o"], store.env(home))
-    _one_error_line(r, *needles)
+    one_error_line(r, *needles)
     assert os.listdir(outs) == []  # nothing published, no staging folder left
 
 
@@ -503,7 +493,7 @@ def test_store_down_mid_read_then_resume(store, full_ref, home, tmp_path):
         args = [*FULL, "--out", out, "--merges", "300"]
         t0 = time.monotonic()
         r = _train(args, env, driver=faults.command(every=0))  # counting checkpoints at every file
-        line = _one_error_line(r, "s3://bucket/perf/sample.parquet", "the store did not answer", "after 2 retries",
+        line = one_error_line(r, "s3://bucket/perf/sample.parquet", "the store did not answer", "after 2 retries",
                                "--resume")
         assert time.monotonic() - t0 < 120 and proxy.downs == 1
         assert not out.exists()
@@ -512,7 +502,7 @@ def test_store_down_mid_read_then_resume(store, full_ref, home, tmp_path):
         con.close()
         # still down: --resume cannot list the objects, and keeps the interrupted run
         r = _train(args + ["--resume"], env, driver=faults.command(every=0))
-        _one_error_line(r, "s3://bucket/perf/", "the store did not answer")
+        one_error_line(r, "s3://bucket/perf/", "the store did not answer")
         assert (tmp_path / ".tok.partial" / RUN_FILE).is_file()
         proxy.up()
         r = _train(args + ["--resume"], env, driver=faults.command(every=0))
@@ -548,7 +538,7 @@ def test_resume_refuses_an_object_that_changed(store, home, tmp_path):
     assert r.returncode == -signal.SIGKILL, r.stderr
     store.put("changing/a.txt", (FIXTURES / "notes.txt").read_bytes().replace(b"the", b"teh"))  # same size
     r = _train(args + ["--resume"], env, driver=faults.command(every=0))
-    _one_error_line(r, "s3://bucket/changing/a.txt", "changed since the interrupted run")
+    one_error_line(r, "s3://bucket/changing/a.txt", "changed since the interrupted run")
 
 
 # --- the Ray engine -------------------------------------------------------------------------------
@@ -664,9 +654,9 @@ def test_https_single_files_with_a_signed_query(store, home, tmp_path):
         gets = [s for s in web.seen if s[0] == "GET" and s[1] == "/sample.parquet"]
         assert gets and all(q == "sig=SIGNED-SECRET" and rng for _, _, q, rng in gets)  # ranges only
         r = _train([f"{web.url}/*.parquet", "--out", tmp_path / "glob"], store.env(home))
-        _one_error_line(r, f"{web.url}/*.parquet", "single files")
+        one_error_line(r, f"{web.url}/*.parquet", "single files")
         r = _train([f"{web.url}/nope.parquet", "--out", tmp_path / "nope"], store.env(home))
-        _one_error_line(r, f"{web.url}/nope.parquet", "no such object")
+        one_error_line(r, f"{web.url}/nope.parquet", "no such object")
     finally:
         web.close()
 

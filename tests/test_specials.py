@@ -20,7 +20,7 @@ import duckdb
 import polars as pl
 import pytest
 import tiktoken
-from conftest import FIXTURES
+from conftest import FIXTURES, one_error_line
 from typer.testing import CliRunner
 
 import toktok
@@ -280,16 +280,6 @@ def test_convert_round_trips_every_layout(flows, tmp_path, layout):
         assert {s: tk.encode_single_token(s) for s in ids} == ids
 
 
-def _one_line(r, *needles: str) -> str:
-    assert r.exit_code == 2, r.output
-    assert "Traceback" not in r.output
-    lines = [ln for ln in r.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("toktok: error: "), r.output
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
-    return lines[0]
-
-
 def _snapshot(d: Path) -> dict:
     return {str(p.relative_to(d)): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(d.rglob("*")) if p.is_file()}
 
@@ -306,17 +296,17 @@ def test_convert_never_replaces_a_file_silently(flows, tmp_path):
         only.mkdir()
         (only / name).write_text("mine")
         before = _snapshot(only)
-        _one_line(runner.invoke(app, ["convert", str(tt), str(only)]), str(only / name), "--force")
+        one_error_line(runner.invoke(app, ["convert", str(tt), str(only)]), str(only / name), "--force")
         assert _snapshot(only) == before
     before = _snapshot(dst)
-    _one_line(runner.invoke(app, ["convert", str(tt), str(dst)]), str(dst / "tokenizer.json"), "exists", "--force")
+    one_error_line(runner.invoke(app, ["convert", str(tt), str(dst)]), str(dst / "tokenizer.json"), "exists", "--force")
     assert _snapshot(dst) == before
     # tokenizer.json -> .tiktoken: the file and its specials list both count
     out = tmp_path / "t" / "x.tiktoken"
     assert runner.invoke(app, ["convert", str(dst / "tokenizer.json"), str(out)]).exit_code == 0
     (tmp_path / "t" / "x.tiktoken").unlink()
     before = _snapshot(tmp_path / "t")
-    _one_line(runner.invoke(app, ["convert", str(dst / "tokenizer.json"), str(out)]), "x.special_tokens.json", "--force")
+    one_error_line(runner.invoke(app, ["convert", str(dst / "tokenizer.json"), str(out)]), "x.special_tokens.json", "--force")
     assert _snapshot(tmp_path / "t") == before
     # --force replaces; converting a tokenizer without specials over it drops the stale list
     plain = tmp_path / "plain"
@@ -359,11 +349,11 @@ def test_convert_and_readers_take_a_plain_list(flows, tmp_path):
     # bad lists, through convert: one line naming the file (and line)
     bad = tmp_path / "bad.txt"
     bad.write_text("<|a|>\n\n<|b|>\n")
-    _one_line(runner.invoke(app, ["convert", str(tt), str(tmp_path / "x"), "--special-tokens", str(bad)]),
+    one_error_line(runner.invoke(app, ["convert", str(tt), str(tmp_path / "x"), "--special-tokens", str(bad)]),
               f"{bad}:2:", "blank line", "remove it")
     assert not (tmp_path / "x").exists()
-    _one_line(runner.invoke(app, ["convert", str(tt), str(tmp_path / "x"), "--special-tokens", str(tmp_path / "nope.txt")]),
+    one_error_line(runner.invoke(app, ["convert", str(tt), str(tmp_path / "x"), "--special-tokens", str(tmp_path / "nope.txt")]),
               "nope.txt", "no such special-token file")
-    _one_line(runner.invoke(app, ["convert", str(bare / "tokenizer.json"), str(tmp_path / "y.tiktoken"),
+    one_error_line(runner.invoke(app, ["convert", str(bare / "tokenizer.json"), str(tmp_path / "y.tiktoken"),
                                   "--special-tokens", str(flows["list"])]), "--special-tokens is for a .tiktoken")
     assert not (tmp_path / "x").exists() and not (tmp_path / "y.tiktoken").exists()

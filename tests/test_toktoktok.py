@@ -19,6 +19,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from conftest import one_error_line
 import tiktoken
 from typer.testing import CliRunner
 
@@ -204,16 +205,6 @@ def test_output_into_an_own_folder_keeps_todays_layout(tmp_path, monkeypatch):
     assert runner.invoke(app, ["-c", str(cfg), "-q", "--force"]).exit_code == 0
 
 
-def _one_line(r, *needles: str) -> str:
-    assert r.exit_code == 2, r.output
-    assert "Traceback" not in r.output
-    lines = [ln for ln in r.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("toktok: error: "), r.output
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
-    return lines[0]
-
-
 @pytest.mark.parametrize("force", [False, True])
 def test_output_never_replaces_files_toktok_did_not_write(tmp_path, monkeypatch, force):
     monkeypatch.chdir(tmp_path)
@@ -222,25 +213,25 @@ def test_output_never_replaces_files_toktok_did_not_write(tmp_path, monkeypatch,
     # a .tiktoken of the user's (no tokenizer.toktok/run.duckdb beside it)
     (tmp_path / "tokenizer.tiktoken").write_text("mine")
     before = _snapshot(tmp_path)
-    _one_line(runner.invoke(app, ["-c", str(cfg), "-q", *more]), "tokenizer.tiktoken", "toktok did not write it",
+    one_error_line(runner.invoke(app, ["-c", str(cfg), "-q", *more]), "tokenizer.tiktoken", "toktok did not write it",
               "name another output")
     assert _snapshot(tmp_path) == before
     # ... or its special-token list
     (tmp_path / "tokenizer.tiktoken").unlink()
     (tmp_path / "tokenizer.special_tokens.json").write_text("{}")
     before = _snapshot(tmp_path)
-    _one_line(runner.invoke(app, ["-c", str(cfg), "-q", *more]), "tokenizer.special_tokens.json", "toktok did not write it")
+    one_error_line(runner.invoke(app, ["-c", str(cfg), "-q", *more]), "tokenizer.special_tokens.json", "toktok did not write it")
     assert _snapshot(tmp_path) == before
     (tmp_path / "tokenizer.special_tokens.json").unlink()
     # a folder named NAME.toktok that is not toktok's; a file of that name
     (tmp_path / "tokenizer.toktok").mkdir()
     (tmp_path / "tokenizer.toktok" / "x.txt").write_text("mine")
     before = _snapshot(tmp_path)
-    _one_line(runner.invoke(app, ["-c", str(cfg), "-q", *more]), "tokenizer.toktok", "not a toktok output folder")
+    one_error_line(runner.invoke(app, ["-c", str(cfg), "-q", *more]), "tokenizer.toktok", "not a toktok output folder")
     assert _snapshot(tmp_path) == before
     shutil.rmtree(tmp_path / "tokenizer.toktok")
     (tmp_path / "tokenizer.toktok").write_text("mine")
-    _one_line(runner.invoke(app, ["-c", str(cfg), "-q", *more]), "tokenizer.toktok", "not a folder")
+    one_error_line(runner.invoke(app, ["-c", str(cfg), "-q", *more]), "tokenizer.toktok", "not a folder")
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]
 
 
@@ -252,7 +243,7 @@ def test_failed_run_leaves_a_shared_folder_as_it_was(tmp_path, monkeypatch):
     (tmp_path / "empty.txt").write_text("")
     bad = _config(tmp_path, "./tokenizer.tiktoken", source=str(tmp_path / "empty.txt"), name="bad.yaml")
     before = _snapshot(tmp_path)
-    _one_line(runner.invoke(app, ["-c", str(bad), "-q"]), "empty")
+    one_error_line(runner.invoke(app, ["-c", str(bad), "-q"]), "empty")
     assert _snapshot(tmp_path) == before
 
 
@@ -323,7 +314,7 @@ def test_dash_c_is_train_config(tmp_path, monkeypatch):
     assert len((tmp_path / "out" / "a" / "a.tiktoken").read_text().splitlines()) == 256 + 1161 + 7
     assert "-c" in runner.invoke(app, ["--help"]).output
     r = runner.invoke(app, ["-c", str(tmp_path / "nope.yaml")])
-    _one_line(r, "nope.yaml: no such config file")
+    one_error_line(r, "nope.yaml: no such config file")
 
 
 def _threads_of(pid: int) -> int:
@@ -411,11 +402,11 @@ def test_working_set_mb_holds_what_toktoktok_holds(tmp_path):
 def test_budget_errors_name_the_key_written(tmp_path):
     (tmp_path / "data.txt").write_text(TEXT)
     cfg = _config(tmp_path, str(tmp_path / "o" / "o.tiktoken"), "budget: 300MiB\n")
-    _one_line(runner.invoke(app, ["-c", str(cfg), "-q"]), f"{cfg}: budget: 300.0 MB is too small",
+    one_error_line(runner.invoke(app, ["-c", str(cfg), "-q"]), f"{cfg}: budget: 300.0 MB is too small",
               "the smallest budget that works")
-    _one_line(runner.invoke(app, ["-c", str(cfg), "-q", "--budget", "200MiB"]), "--budget 200.0 MB is too small")
+    one_error_line(runner.invoke(app, ["-c", str(cfg), "-q", "--budget", "200MiB"]), "--budget 200.0 MB is too small")
     ws = _config(tmp_path, str(tmp_path / "o" / "o.tiktoken"), "working_set_mb: -5\n", name="ws.yaml")
-    _one_line(runner.invoke(app, ["-c", str(ws), "-q"]), f"{ws}: working_set_mb: expected a number > 0")
+    one_error_line(runner.invoke(app, ["-c", str(ws), "-q"]), f"{ws}: working_set_mb: expected a number > 0")
     assert not (tmp_path / "o").exists()
 
 
@@ -520,5 +511,5 @@ def test_a_role_must_be_a_special_token(tmp_path, how):
     else:
         cfg = _config(tmp_path, str(out / "o.tiktoken"), "special_tokens: ['<|endoftext|>']\nroles: {unk_token: '<unk>'}\n")
         args, needle = ["-c", str(cfg)], f"{cfg}: roles.unk_token: '<unk>' is not one of the special tokens"
-    _one_line(runner.invoke(app, [*args, "-q"]), needle, "add it with --special-token")
+    one_error_line(runner.invoke(app, [*args, "-q"]), needle, "add it with --special-token")
     assert not out.exists() and sorted(os.listdir(tmp_path)) in (["data.txt"], ["data.txt", "run.yaml"])

@@ -75,32 +75,32 @@ Log = Callable[[str], None]
 
 
 @dataclass
-class PhaseSummary:
-    """What one phase read and learned."""
+class Totals:
+    """What a phase, or a whole run (the sum of its phases), read and learned."""
 
-    name: str
     merges_requested: int
     merges_learned: int
     reused_merges: int
     words: int
     docs: int
     text_bytes: int
+
+
+@dataclass
+class PhaseSummary(Totals):
+    """What one phase read and learned."""
+
+    name: str
     first_id: int  # id of the phase's first new token
     seconds: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
-class TrainSummary:
+class TrainSummary(Totals):
     """What a run produced, for the CLI's closing summary."""
 
     out: Path
     vocab_size: int
-    merges_requested: int
-    merges_learned: int
-    reused_merges: int
-    words: int
-    docs: int
-    text_bytes: int
     seconds: dict[str, float] = field(default_factory=dict)
     parity_strings: int = 0
     warnings: list[str] = field(default_factory=list)
@@ -567,8 +567,9 @@ def _merge(run: _Run, phase: PhaseConfig, counted: _Counted, fp: list, cp: dict 
         counted.warnings.append(f"{where}the corpus allows only {res.new_tokens} merges of the {n} asked for "
                                 "(no adjacent pair left); the vocabulary is smaller")
         run.warnings.append(counted.warnings[-1])
-    summary = PhaseSummary(phase.name, n, res.new_tokens, int(res.reused.sum()), len(words), counted.docs,
-                           counted.text_bytes, first_id, {"count": counted.seconds, "merge": t_merge})
+    summary = PhaseSummary(merges_requested=n, merges_learned=res.new_tokens, reused_merges=int(res.reused.sum()),
+                           words=len(words), docs=counted.docs, text_bytes=counted.text_bytes, name=phase.name,
+                           first_id=first_id, seconds={"count": counted.seconds, "merge": t_merge})
     resume.save_merged(store, phase.name, words, counts, res.word_tokens, {
         "fingerprint": fp, "warnings": counted.warnings, "summary": dataclasses.asdict(summary)})
     run.marks.done()
@@ -654,9 +655,8 @@ def _summary(run: _Run) -> TrainSummary:
     """What the run produced, for the CLI's closing summary and ``toktok.train``'s result."""
     s = run.summaries
     return TrainSummary(
-        out=run.layout.folder, vocab_size=run.vocab.size, merges_requested=sum(p.merges_requested for p in s),
-        merges_learned=sum(p.merges_learned for p in s), reused_merges=sum(p.reused_merges for p in s),
-        words=sum(p.words for p in s), docs=sum(p.docs for p in s), text_bytes=sum(p.text_bytes for p in s),
+        **{f.name: sum(getattr(p, f.name) for p in s) for f in dataclasses.fields(Totals)},
+        out=run.layout.folder, vocab_size=run.vocab.size,
         seconds=run.times, parity_strings=run.parity_strings, warnings=run.warnings, phases=s,
         warm_start=run.base.summary() if run.base is not None else None, tiktoken=run.layout.tiktoken,
         shared=run.layout.shared, specials=run.special_ids,

@@ -148,53 +148,51 @@ def _pieces(offs, data, unit, p_doc, p_k, p_start, p_end):
     room = p_doc.shape[0]
     m = 0
     for i in range(n):
-        s = offs[i]
         e = offs[i + 1]
-        b = s
+        b = offs[i]
+        long = e - b > unit
         k = 0
-        if e - s > unit:
-            while True:
-                # p: the byte where character number `unit` after b starts (e: there is none)
-                p = b
-                need = unit
-                while need > 0 and p < e:
-                    j = min(p + need, e)  # `need` characters take at least `need` bytes
-                    need -= _lead_bytes(data[p:j])
-                    p = j
-                    while p < e and (data[p] & 0xC0) == 0x80:
-                        p += 1
-                if p >= e:  # at most `unit` characters left: the last piece
-                    break
-                cut = -1  # the first safe cut from p on (_CUT): after "\n" + non-space, before
-                v = data[p:e]  # a space that follows non-space
-                for q in range(v.shape[0]):
-                    c = v[q]
-                    if c == 10:
-                        if p + q + 1 < e and not _space_at(data, p + q + 1):
-                            cut = p + q + 1
-                            break
-                    elif c == 32 and not _space_before(data, p + q, b):
-                        cut = p + q
-                        break
-                if cut < 0:
-                    break
-                if m + 1 >= room:  # cannot happen with the room above; never write past it
-                    return -1
-                p_doc[m] = i
-                p_k[m] = k
-                p_start[m] = b
-                p_end[m] = cut
-                m += 1
-                k += 1
-                b = cut
-        if m >= room:
-            return -1
-        p_doc[m] = i
-        p_k[m] = k
-        p_start[m] = b
-        p_end[m] = e
-        m += 1
+        while True:
+            cut = _next_cut(data, b, e, unit) if long else e
+            if m >= room:  # cannot happen with the room above; never write past it
+                return -1
+            p_doc[m] = i
+            p_k[m] = k
+            p_start[m] = b
+            p_end[m] = cut
+            m += 1
+            k += 1
+            if cut == e:  # the last piece (a cut is always before the end)
+                break
+            b = cut
     return m
+
+
+@inlined
+def _next_cut(data, b, e, unit):
+    """Where the piece of a long document that starts at byte ``b`` ends: the first safe cut
+    (``_CUT``: after "\n" + non-space, before a space that follows non-space) at or after the
+    byte where character number ``unit`` starts; ``e`` when at most ``unit`` characters are left
+    or no cut follows."""
+    p = b
+    need = unit
+    while need > 0 and p < e:
+        j = min(p + need, e)  # `need` characters take at least `need` bytes
+        need -= _lead_bytes(data[p:j])
+        p = j
+        while p < e and (data[p] & 0xC0) == 0x80:
+            p += 1
+    if p >= e:
+        return e
+    v = data[p:e]
+    for q in range(v.shape[0]):
+        c = v[q]
+        if c == 10:
+            if p + q + 1 < e and not _space_at(data, p + q + 1):
+                return p + q + 1
+        elif c == 32 and not _space_before(data, p + q, b):
+            return p + q
+    return e
 
 
 @njit(cache=True, nogil=True)

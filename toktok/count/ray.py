@@ -454,8 +454,8 @@ def count_phase(
         if capacity is None:
             pc = _count_all(ray, sources, seed, batch_bytes, specials, report, tag, unit_bytes, state, save, every)
         else:
-            pc = _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, tag,
-                                (unit_bytes, merge_min_bytes), state, save)
+            pc = _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, tag, unit_bytes,
+                                state, save, merge_min_bytes)
     finally:
         if connected:
             ray.shutdown()
@@ -498,11 +498,11 @@ def _reservoir_of(results: list[tuple[pa.Table, int, dict, pa.Table]], capacity:
     return res
 
 
-def _sample_pass(ray, sources, seed, capacity, batch_bytes, report, tag, units_min) -> list[Reservoir]:
+def _sample_pass(ray, sources, seed, capacity, batch_bytes, report, tag, unit_bytes,
+                 merge_min_bytes) -> list[Reservoir]:
     """The phase's files sampled by tasks, one per unit, each into its own reservoir; the
     driver merges them as they come into exactly the local engine's reservoirs (one per
-    ``capacity_split`` share). ``units_min``: (unit_bytes, merge_min_bytes)."""
-    unit_bytes, merge_min_bytes = units_min
+    ``capacity_split`` share)."""
     total = sum(s.size for s in sources)
     caps, group = capacity_split(sources, capacity)
     pools = [Reservoir(c, seed) for c in caps]
@@ -539,11 +539,11 @@ def _sample_pass(ray, sources, seed, capacity, batch_bytes, report, tag, units_m
     return pools
 
 
-def _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, tag, units_min,
-                   state, save) -> PhaseCount:
+def _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, tag, unit_bytes,
+                   state, save, merge_min_bytes) -> PhaseCount:
     t0 = time.perf_counter()
     if state.sample is None:  # else a resumed run has the sample already
-        pools = _sample_pass(ray, sources, seed, capacity, batch_bytes, report, tag, units_min)
+        pools = _sample_pass(ray, sources, seed, capacity, batch_bytes, report, tag, unit_bytes, merge_min_bytes)
         state = finish_sample(pools)
         del pools
         if save is not None:

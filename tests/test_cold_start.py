@@ -32,6 +32,13 @@ def test_compiled_is_false_on_an_empty_cache_and_true_once_the_helpers_are_cache
     assert _py("from toktok._kernels import compiled; print(compiled())", cache) == "True"
 
 
+def _cached_signatures(kernels: list[str], cache) -> list[int]:
+    """How many compiled versions Numba's cache holds for each ``module.kernel`` of toktok.merge."""
+    code = ("import importlib; print(*(len(getattr(importlib.import_module('toktok.merge.' + m), k)"
+            "._cache._cache_file._load_index()) for m, k in (x.split('.') for x in %r)))" % (kernels,))
+    return [int(x) for x in _py(code, cache).split()]
+
+
 @pytest.mark.slow
 def test_first_run_says_it_compiles_and_the_second_does_not(tmp_path):
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
@@ -42,6 +49,10 @@ def test_first_run_says_it_compiles_and_the_second_does_not(tmp_path):
     assert first.returncode == second.returncode == 0, first.stderr[-2000:] + second.stderr[-2000:]
     assert first.stderr.count(NOTICE) == 1
     assert NOTICE not in second.stderr
+    # the merge loop's kernels were compiled beside the run (toktok.merge.warm) with the argument
+    # types the run gives them: had the run compiled them again, their cache would hold a second one
+    assert _cached_signatures(["loop._setup", "loop._loop", "layout._tokens_per_word", "segment._splits"],
+                              tmp_path / "numba") == [1, 1, 1, 1]
     quiet = subprocess.run(cmd + ["-q"], cwd=ROOT, env={**env, "NUMBA_CACHE_DIR": str(tmp_path / "other")},
                            capture_output=True, text=True, timeout=900)
     assert quiet.returncode == 0 and NOTICE not in quiet.stderr

@@ -17,6 +17,10 @@ staging folder and the run file; an interrupted run's identity on ``--resume``),
 6. ``_export``, 7. ``_verify``, 8. ``_insight`` (the run file's views, compression curve and word
 gains: a stage the pipeline runs on purpose, so that every run file can be inspected as it is)
 and 9. ``_publish``. The state they share is a ``_Run``.
+Two cores are kept busy where a step leaves one idle: the "counted" and "merged" checkpoints are
+stored on a second connection while the merge loop, and the export and verification, run
+(``resume.Pending``, waited for by ``_settle``); on the first run after an install the merge
+loop's kernels compile in a second process while the words are counted (``merge.warm``).
 
 Layering: imports point down this list, never up (and make no cycle):
 (1) the edge, ``cli`` and ``api``: parse, call the library, map typed errors (no DuckDB, no run
@@ -54,7 +58,7 @@ from .formats.common import write_atomic
 from .formats.hf import write_hf
 from .formats.specials import special_tokens_json
 from .formats.tiktoken import write_tiktoken
-from .merge import learn_merges
+from .merge import learn_merges, warm
 from ._kernels import compiled, release_llvm_pages
 from .budget import BudgetPlan, fit_words, plan_budget
 from .count.local import ParitySample, Source, count_phase
@@ -254,6 +258,8 @@ class _Run:
     store: RunStore | None = None
     fingerprints: list[list[list]] = field(default_factory=list)
     kept: bool = False  # whether a failure leaves the staging folder for --resume
+    pending: resume.Pending | None = None  # the checkpoint being stored meanwhile (see _settle)
+    compiler: warm.Compiler | None = None  # the process compiling the merge kernels on a cold run
     ray_tuning: dict = field(default_factory=dict)  # more keywords of the Ray engine's count_phase
     parity: ParitySample = field(default_factory=ParitySample)
     # per phase, for the compression curve: its parity sample and the pieces its sample did not take
@@ -314,9 +320,11 @@ def _train(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: 
     run.kept = run.staging.resuming
     try:
         _open(run)
-        if cfg.verbose is not False and not compiled():  # the first run after an install waits for this
-            (log or _stderr)("toktok: compiling the kernels, once after an install (about half a minute); "
-                             "later runs load them from Numba's cache")
+        if not compiled():  # the first run after an install: the merge kernels compile beside it
+            run.compiler = warm.start()
+            if cfg.verbose is not False:
+                (log or _stderr)("toktok: compiling the kernels, once after an install (about 15 s more); "
+                                 "later runs load them from Numba's cache")
         for phase, sources, fp in zip(run.phases, run.plans, run.fingerprints):
             _phase(run, phase, sources, fp)
         _vocabulary(run)
@@ -324,10 +332,31 @@ def _train(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: 
         _verify(run)
         _insight(run)
         _publish(run)
+        if run.compiler is not None:  # a resumed run that learned no merge did not need it
+            run.compiler.stop()
     except BaseException as e:
+        if run.compiler is not None:
+            run.compiler.stop()
+        try:
+            _settle(run)
+        except BaseException:  # the first error is the one to report
+            pass
         resume.abandon(e, run.staging, run.kept)
         raise
     return _summary(run)
+
+
+def _settle(run: _Run) -> None:
+    """The checkpoint being stored in the background (:class:`toktok.resume.Pending`), if any,
+    stored: counted as a checkpoint from here on, and DuckDB's blocks cached by the write given
+    back. Called before anything that reads it or writes after it (the first merge checkpoint,
+    the next phase, the insight step, publishing) and when the run fails."""
+    pending, run.pending = run.pending, None
+    if pending is not None:
+        pending.wait()
+        run.kept = True
+        run.store.release_memory()
+        run.marks.done()
 
 
 def _stderr(line: str) -> None:
@@ -412,6 +441,7 @@ def _phase(run: _Run, phase: PhaseConfig, sources: list[Source], fp: list) -> No
     """3-4. One phase: its words counted (3, or as the interrupted run counted them) and its merges
     learned (4); a phase the interrupted run finished is taken from the run file as it is. Reads
     the phase's sources and (on ``--resume``) its checkpoint, which must have the inputs' ``fp``."""
+    _settle(run)
     cp = resume.phase_checkpoint(run.store, phase.name, fp, run.where(phase)) if run.staging.resuming else None
     if cp is not None and cp["stage"] == "merged":
         _restore_merged(run, phase, cp)
@@ -464,7 +494,8 @@ def _count(run: _Run, phase: PhaseConfig, sources: list[Source], fp: list) -> _C
     Reads the sources, from the interrupted run's counting checkpoint on ``--resume``; writes
     counting checkpoints on the way (either engine: at file boundaries every
     ``COUNT_EVERY`` x the merge loop's interval, a snapshot of the counts so far; and the finished
-    sample), then the phase's words, inputs and parity sample: the "counted" checkpoint."""
+    sample), then the phase's words, inputs and parity sample: the "counted" checkpoint, stored
+    while the merge loop runs (``run.pending``)."""
     cfg, store, marks, plan = run.cfg, run.store, run.marks, run.plan
     restored = None
     if run.staging.resuming:
@@ -502,10 +533,9 @@ def _count(run: _Run, phase: PhaseConfig, sources: list[Source], fp: list) -> _C
         raise resume.start_over(InputError(
             f"{run.where(phase)}{paths}: the corpus is empty (no text in {n_files} file(s)); "
             "check the sources and --text-column"))
-    resume.save_counted(store, phase.name, table, pc.parity, pc.held_out, sources, used, {
-        "fingerprint": fp, "warnings": warnings, "seconds_count": t_count, "docs": docs, "text_bytes": text_bytes})
-    run.kept = True
-    marks.done()
+    state = {"fingerprint": fp, "warnings": warnings, "seconds_count": t_count, "docs": docs, "text_bytes": text_bytes}
+    run.pending = resume.Pending(
+        lambda st: resume.save_counted(st, phase.name, table, pc.parity, pc.held_out, sources, used, state), store)
     _take_parity(run, phase.name, pc.parity, pc.held_out)
     return _Counted(table, warnings, t_count, docs, text_bytes)
 
@@ -523,6 +553,7 @@ class _MergeLog:
         self.prefix = f"[{phase.name}] " if run.tag(phase) else ""
 
     def __call__(self, left, right, token, count, reused) -> None:
+        _settle(self.run)  # the "counted" checkpoint comes first
         toks, say, rows = self.toks, self.run.say, []
         for lt, rt, t, c, r in zip(left.tolist(), right.tolist(), token.tolist(), count.tolist(), reused.tolist()):
             if not r:
@@ -542,13 +573,14 @@ def _merge(run: _Run, phase: PhaseConfig, counted: _Counted, fp: list, cp: dict 
     """4. The phase's merges on top of the vocabulary so far. Reads the counted word table (one
     copy of it during the merges, the run's peak of memory); writes the merges as they come
     (checkpoints every few seconds, :class:`_MergeLog`), then each word's tokens and the phase's
-    summary: the "merged" checkpoint. On ``--resume`` the loop runs again from the word table and
+    summary: the "merged" checkpoint, stored while the tokenizer is exported and verified. On ``--resume`` the loop runs again from the word table and
     must agree with the merges the interrupted run checkpointed (``cp``)."""
     store, where, tag = run.store, run.where(phase), run.tag(phase)
     words = counted.table["word"].to_arrow()  # a copy of the words: the table goes
     counts = counted.table["count"].to_numpy()
     counted.table = None
-    store.release_memory()
+    if run.pending is None:  # else once the "counted" checkpoint is stored (_settle)
+        store.release_memory()
     release_llvm_pages()
     t0 = time.perf_counter()
     n = phase.merges
@@ -558,7 +590,8 @@ def _merge(run: _Run, phase: PhaseConfig, counted: _Counted, fp: list, cp: dict 
     store.drop_merges(phase.name)
     start = Vocab(run.vocab.tokens, [], run.vocab.pinned)
     res = learn_merges(words, counts, start, n, progress=lambda k: run.report("merge" + tag, k, n),
-                       checkpoint=_MergeLog(run, phase), every=run.marks.every, step=run.marks.step)
+                       checkpoint=_MergeLog(run, phase), every=run.marks.every, step=run.marks.step,
+                       ready=run.compiler.wait if run.compiler is not None else None)
     run.report("merge" + tag, res.new_tokens, n)
     if prior is not None and prior.num_rows:
         resume.check_replay(prior, res, where)
@@ -570,9 +603,9 @@ def _merge(run: _Run, phase: PhaseConfig, counted: _Counted, fp: list, cp: dict 
     summary = PhaseSummary(merges_requested=n, merges_learned=res.new_tokens, reused_merges=int(res.reused.sum()),
                            words=len(words), docs=counted.docs, text_bytes=counted.text_bytes, name=phase.name,
                            first_id=first_id, seconds={"count": counted.seconds, "merge": t_merge})
-    resume.save_merged(store, phase.name, words, counts, res.word_tokens, {
-        "fingerprint": fp, "warnings": counted.warnings, "summary": dataclasses.asdict(summary)})
-    run.marks.done()
+    state = {"fingerprint": fp, "warnings": counted.warnings, "summary": dataclasses.asdict(summary)}
+    run.pending = resume.Pending(lambda st: resume.save_merged(st, phase.name, words, counts, res.word_tokens, state),
+                                 store)
     run.merge_index += len(res.left)
     run.vocab = Vocab(res.vocab.tokens, run.vocab.specials, run.vocab.pinned)
     run.kinds += ["merge"] * (len(run.vocab.tokens) - first_id)
@@ -628,6 +661,7 @@ def _insight(run: _Run) -> None:
     out, else on the parity sample of the input, labelled by file), word gains."""
     store = run.store
     t0 = time.perf_counter()
+    _settle(run)  # word gains read the words' tokens
     with store.translating():
         add_views(store)
         curve, curve_from, curve_text, curve_kinds = _curve_texts(run.parity.df, run.phase_parity, run.phase_held_out)
@@ -642,6 +676,7 @@ def _publish(run: _Run) -> None:
     """9. The run file finished (stage timings, parity, warnings, end time) and closed, then the
     staging folder published: renamed into place, whole (:meth:`toktok.rundir.Staging.publish`)."""
     store = run.store
+    _settle(run)
     for k, v in run.times.items():
         store.add_stage(k, v)
     store.put_meta("parity", {"ok": True, "strings": run.parity_strings, "tokens": run.parity_tokens})

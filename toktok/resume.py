@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -61,6 +62,34 @@ class Checkpoints:
         self.n += 1
         if self.on_checkpoint is not None:
             self.on_checkpoint(self.n)
+
+
+class Pending:
+    """A checkpoint being stored by ``save(store)`` in a thread of its own, on a second connection
+    to the run file, while the run goes on: the merge loop after the "counted" checkpoint, the
+    export and verification after the "merged" one (DuckDB writes without the GIL, on the core
+    those leave idle). The run file holds it, all or nothing, once ``wait`` returns; until then
+    the run reads nothing it writes and counts it as no checkpoint.
+    Example: ``Pending(lambda st: st.put_meta("k", 1), store).wait()``."""
+
+    def __init__(self, save: Callable[[RunStore], None], store: RunStore) -> None:
+        self._store = store.cursor()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._save, args=(save,), name="toktok-checkpoint", daemon=True)
+        self._thread.start()
+
+    def _save(self, save: Callable[[RunStore], None]) -> None:
+        try:
+            save(self._store)
+        except BaseException as e:  # raised by wait(), in the run's thread
+            self._error = e
+
+    def wait(self) -> None:
+        """Block until the checkpoint is stored; raise what storing it raised."""
+        self._thread.join()
+        self._store.con.close()
+        if self._error is not None:
+            raise self._error
 
 
 def start_over(e: ToktokError) -> ToktokError:
@@ -263,6 +292,6 @@ def check_replay(prior: pa.Table, res: MergeResult, where: str) -> None:
             "checkpointed (the inputs or toktok changed); start over with --force"))
 
 
-__all__ = ["Checkpoints", "CHECKPOINT_SECONDS", "begin", "identity", "fingerprint", "phase_checkpoint",
+__all__ = ["Checkpoints", "Pending", "CHECKPOINT_SECONDS", "begin", "identity", "fingerprint", "phase_checkpoint",
            "count_state", "save_count_state", "save_counted", "save_merged", "held_out_of", "check_replay",
            "start_over", "abandon"]

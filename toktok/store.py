@@ -109,6 +109,12 @@ class RunStore:
             raise ToktokError(f"{path}: run file schema version {version!r}, this toktok reads {SCHEMA_VERSION!r}")
         return store
 
+    def cursor(self) -> "RunStore":
+        """The same run file on a second connection (DuckDB's ``cursor()``: the same database,
+        its own transactions), for another thread; close it with ``.con.close()``.
+        Example: ``store.cursor().get_meta("seed") == store.get_meta("seed")``."""
+        return RunStore(self.con.cursor(), self.path, self.temp_dir, self.memory_limit, self.limit_shown)
+
     @classmethod
     def over(cls, con: duckdb.DuckDBPyConnection) -> "RunStore":
         """The run store of a connection opened elsewhere (the caller keeps and closes it).

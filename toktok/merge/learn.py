@@ -78,6 +78,7 @@ def learn_merges(
     step: int = 1,
     *,
     tuning: Tuning = Tuning(),
+    ready: Callable[[], None] | None = None,
 ) -> MergeResult:
     """Learn up to ``n_merges`` new tokens on ``words`` (with 64-bit ``counts``) on top of ``vocab``.
 
@@ -89,7 +90,8 @@ def learn_merges(
     runs and once at the end with the rest (maybe empty): its calls concatenate to the result's
     arrays. With ``every <= 0`` it is called after every ``step`` new tokens (and the merges reused
     on the way), deterministically: the loop then runs in the calling thread. ``tuning``: the
-    loop's starting room (``Tuning``).
+    loop's starting room (``Tuning``). ``ready()`` is called once the words are segmented and laid
+    out, before the loop's kernels are first called (a cold run waits there for ``merge.warm`` to compile them).
     Example: ``learn_merges([b"abab"], np.array([3]), Vocab.base(False), 1).vocab.tokens[256] == b"ab"``.
     """
     if n_merges < 0:
@@ -99,7 +101,7 @@ def learn_merges(
     t0 = time.perf_counter()
 
     # 1. segment under the starting vocabulary, lay the positions out, size the token tables
-    run = _Run(words, counts, vocab, n_merges, tuning)
+    run = _Run(words, counts, vocab, n_merges, tuning, ready)
 
     # 2. the loop, in a thread (it releases the GIL) so that progress and checkpoints can be
     #    reported, or in this thread, ``step`` new tokens at a time, with a checkpoint after each
@@ -156,7 +158,8 @@ class _Run:
     The loop writes the merge records into arrays owned here and publishes their number in
     ``stats[0]`` after each row is written, so that another thread can read them (``emit``)."""
 
-    def __init__(self, words, counts: np.ndarray, vocab: Vocab, n_merges: int, tuning: Tuning):
+    def __init__(self, words, counts: np.ndarray, vocab: Vocab, n_merges: int, tuning: Tuning,
+                 ready: Callable[[], None] | None = None):
         self.times: dict[str, float] = {}
         t0 = time.perf_counter()
         flat, offsets = _segment_ids(words, vocab)
@@ -173,6 +176,8 @@ class _Run:
         self.n_merges = min(n_merges, int(np.maximum(lens - 1, 0).sum()))
         self.tb = _token_bits(self.n0 + self.n_merges)
         self.P, self.ek, self.ev = _layout(flat, lens, counts, self.tb)
+        if ready is not None:
+            ready()
         del flat, offsets
         self.times["layout"] = time.perf_counter() - t0 - self.times["segment"]
         # token byte tables sized for the final vocabulary

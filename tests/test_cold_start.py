@@ -32,6 +32,27 @@ def test_compiled_is_false_on_an_empty_cache_and_true_once_the_helpers_are_cache
     assert _py("from toktok._kernels import compiled; print(compiled())", cache) == "True"
 
 
+def test_the_kernels_compiled_ahead_are_typed_as_a_run_calls_them():
+    # merge.warm compiles the loop's kernels by signature; a run (here: learn_merges on and off
+    # the 256 bytes) must call them with exactly those types, or it would compile them again
+    import numpy as np
+    import pyarrow as pa
+
+    from toktok.merge import learn_merges, warm
+    from toktok.vocab import Vocab
+
+    words = pa.array([b"the", b" them", b" then", b" there"], pa.large_binary())
+    counts = np.array([5, 3, 2, 1], np.int64)
+    counts.setflags(write=False)  # as a run's counts: a view of its word table
+    ahead = {kernel: tuple(sig) for kernel, sig in warm.signatures().items()}
+    before = {kernel: set(map(tuple, kernel.signatures)) for kernel in ahead}
+    for vocab in (Vocab.base(False), Vocab.base()):
+        learn_merges(words, counts, vocab, 3)
+    for kernel, sig in ahead.items():
+        used = set(map(tuple, kernel.signatures))
+        assert sig in used and used - before[kernel] <= {sig}, kernel.py_func.__name__
+
+
 def _cached_signatures(kernels: list[str], cache) -> list[int]:
     """How many compiled versions Numba's cache holds for each ``module.kernel`` of toktok.merge."""
     code = ("import importlib; print(*(len(getattr(importlib.import_module('toktok.merge.' + m), k)"

@@ -2,10 +2,10 @@
 
 Numba compiles a kernel the first time it is called and keeps it in its cache for later runs;
 on an empty cache that is ~25 s of one core, most of it for the merge loop. ``start`` runs
-``python -m toktok.merge.warm`` beside the run: it calls the loop's kernels (``_setup``,
-``_loop``, ``_tokens_per_word``) on a few words typed as a run types them, so that they land in
-the cache while the run compiles and runs its counting kernels, the segmentation and the layout
-(``_segment``, ``_layout``) on the other core; about half of the compiling each. The run waits for it
+``python -m toktok.merge.warm`` beside the run: it compiles the loop's kernels (``_setup``,
+``_loop``, ``_tokens_per_word``) for the argument types a run gives them, into the cache, while
+the run compiles and runs its counting kernels, the segmentation and the layout (``_segment``,
+``_layout``) on the other core: about half of the compiling each. The run waits for it
 (``Compiler.wait``) before its merge loop and then loads those kernels from the cache. Results
 never depend on it: if it fails, the run compiles them itself.
 Example: ``c = start(); ...; c.wait()``.
@@ -55,19 +55,39 @@ def start() -> Compiler:
     return Compiler(proc)
 
 
-def compile_kernels() -> None:
-    """Call the merge loop's kernels once, on a few words under the 256 byte tokens (so that the
-    segmentation, which the run compiles meanwhile, is not needed), with the argument types a
-    run gives them: words as Arrow binary, counts a read-only int64 view."""
-    import pyarrow as pa
+def signatures() -> dict:
+    """The argument types a run gives the merge loop's kernels, by kernel: ``{_setup: (...), ...}``.
+    The token tables, records and counters are typed from the arrays ``learn`` builds for them;
+    the position array (uint32 rows of two, ``layout._TC``), its escapes and the loop's state
+    (what ``_setup`` returns) are spelled out here (tests/test_cold_start.py holds them to a run's)."""
+    from numba import typeof, types
 
     from ..vocab import Vocab
-    from .learn import learn_merges
+    from .layout import _tokens_per_word
+    from .learn import _records
+    from .loop import _loop, _setup
+    from .tokens import _token_arrays
 
-    words = pa.array([b"the", b" them", b" then", b"aaaa", b" there"], pa.large_binary())
-    counts = np.array([5, 3, 2, 1, 1], np.int64)
-    counts.setflags(write=False)  # a run's counts are a read-only view of its word table
-    learn_merges(words, counts, Vocab.base(False), 4)
+    i64, i32 = types.int64, types.int32
+    arr = lambda dtype, ndim=1: types.Array(dtype, ndim, "C")  # noqa: E731
+    tdata, tstart, tlen = map(typeof, _token_arrays(Vocab.base(False), 1))
+    rec = tuple(map(typeof, _records(1)))
+    counters = typeof(np.zeros(16, np.int64))  # the loop's stats, and _setup's scalars (st)
+    P, ek, ev = arr(types.uint32, 2), arr(i64), arr(i64)  # _layout's
+    bkeys, bids, T, L, pool, H = arr(i64), arr(i32), arr(i64, 2), arr(i32, 2), arr(i32), arr(i64, 2)  # _setup's
+    return {
+        _setup: (P, ek, ev, i64, tdata, tstart, tlen, i64, i64, i64, i64, i64, types.boolean),
+        _loop: (P, ek, ev, i64, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, counters,
+                typeof(np.zeros((8, 1), np.int64)), i64, i64, *rec, counters),
+        _tokens_per_word: (P, typeof(np.zeros(1, np.int64)), i64),
+    }
+
+
+def compile_kernels() -> None:
+    """Compile the merge loop's kernels for the argument types a run gives them (``signatures``):
+    into Numba's cache, without running them (so without the layout, which the run compiles)."""
+    for kernel, sig in signatures().items():
+        kernel.compile(sig)
 
 if __name__ == "__main__":
     compile_kernels()

@@ -434,3 +434,46 @@ def test_resume_still_refuses_other_sources(tmp_path):
     r = _train(["b", *args, "--resume"], cwd=tmp_path)
     assert r.returncode == 2 and "sources" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert (tmp_path / ".tok.partial" / RUN_FILE).is_file()
+
+
+def _disk_full(store, *args, **kwargs):
+    """A checkpoint's save (``resume.save_counted``, ``save_merged``) on a full disk: DuckDB's error
+    inside the run store's own call, as a real one comes."""
+    with store.translating():
+        raise duckdb.IOException(f'IO Error: Could not write file "{store.path}.wal": No space left on device')
+
+
+def test_a_checkpoint_stored_in_the_background_that_fails_fails_the_run(tmp_path, monkeypatch):
+    # the "counted" checkpoint is written beside the merge loop (resume.Pending): its error is the
+    # run's, one line, and nothing is published or kept (no earlier checkpoint to resume from)
+    from typer.testing import CliRunner
+
+    import toktok.resume
+    from toktok.cli import app
+
+    monkeypatch.setattr(toktok.resume, "save_counted", _disk_full)
+    out = tmp_path / "tok"
+    r = CliRunner().invoke(app, ["train", str(FIXTURES / "notes.txt"), "--merges", "20", "--out", str(out), "-q"])
+    assert r.exit_code == 2 and "disk full" in r.output and len(r.output.strip().splitlines()) == 1, r.output
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_failed_merged_checkpoint_keeps_the_counted_one_and_resume_finishes(one_phase, tmp_path, monkeypatch):
+    # the "merged" checkpoint is written beside export and verify: when it fails, the run fails
+    # after them with its error, publishes nothing, and --resume goes on from the "counted" one
+    from typer.testing import CliRunner
+
+    import toktok.resume
+    from toktok.cli import app
+
+    args, ref = one_phase
+
+    monkeypatch.setattr(toktok.resume, "save_merged", _disk_full)
+    out = tmp_path / "tok"
+    r = CliRunner().invoke(app, ["train", *args, "--out", str(out), "-q"])
+    assert r.exit_code == 2 and "disk full" in r.output and "--resume" in r.output, r.output
+    assert not out.exists() and (tmp_path / ".tok.partial" / RUN_FILE).is_file()
+    monkeypatch.undo()
+    r = CliRunner().invoke(app, ["train", *args, "--out", str(out), "-q", "--resume"])
+    assert r.exit_code == 0, r.output
+    _same_run(out, ref)

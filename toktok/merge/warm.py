@@ -18,6 +18,11 @@ import sys
 import numpy as np
 
 
+#: The longest a run waits for the second process (it takes ~12 s on 2 cores); then it goes on
+#: without it, compiling what the cache lacks itself.
+WAIT_SECONDS = 300
+
+
 class Compiler:
     """The process compiling the merge kernels (``start``); ``wait`` returns once it has exited."""
 
@@ -33,7 +38,11 @@ class Compiler:
                 from .segment import token_splits
 
                 token_splits([b"a", b"b", b"ab"], (), 64)
-            self._proc.wait()
+            try:
+                self._proc.wait(timeout=WAIT_SECONDS)
+            except subprocess.TimeoutExpired:  # stuck: the run compiles what is missing itself
+                self._proc.kill()
+                self._proc.wait()
             self._proc = None
 
     def stop(self) -> None:

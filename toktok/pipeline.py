@@ -19,7 +19,7 @@ gains: a stage the pipeline runs on purpose, so that every run file can be inspe
 and 9. ``_publish``. The state they share is a ``_Run``.
 Two cores are kept busy where a step leaves one idle: the "counted" and "merged" checkpoints are
 stored on a second connection while the merge loop, and the export and verification, run
-(``resume.Pending``, waited for by ``_settle``); on the first run after an install the merge
+(``resume.Pending``, waited for by ``_settle``; in line under a memory budget); on the first run after an install the merge
 loop's kernels compile in a second process while the words are counted (``merge.warm``).
 
 Layering: imports point down this list, never up (and make no cycle):
@@ -346,6 +346,19 @@ def _train(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: 
     return _summary(run)
 
 
+def _checkpoint(run: _Run, save: Callable[[RunStore], None]) -> None:
+    """Store a phase's large checkpoint (``save(store)``): beside the steps that follow
+    (:class:`toktok.resume.Pending`, waited for by ``_settle``) when the run has no memory budget;
+    in line under a budget, whose plan does not hold DuckDB's write (and the copy of the word
+    table it keeps) and the next step's peak at once (the scale check peaked at 1.03x its budget)."""
+    if run.plan is None:
+        run.pending = resume.Pending(save, run.store)
+        return
+    save(run.store)
+    run.kept = True
+    run.marks.done()
+
+
 def _settle(run: _Run) -> None:
     """The checkpoint being stored in the background (:class:`toktok.resume.Pending`), if any,
     stored: counted as a checkpoint from here on, and DuckDB's blocks cached by the write given
@@ -495,7 +508,7 @@ def _count(run: _Run, phase: PhaseConfig, sources: list[Source], fp: list) -> _C
     counting checkpoints on the way (either engine: at file boundaries every
     ``COUNT_EVERY`` x the merge loop's interval, a snapshot of the counts so far; and the finished
     sample), then the phase's words, inputs and parity sample: the "counted" checkpoint, stored
-    while the merge loop runs (``run.pending``)."""
+    while the merge loop runs when the run has no budget (``_checkpoint``)."""
     cfg, store, marks, plan = run.cfg, run.store, run.marks, run.plan
     restored = None
     if run.staging.resuming:
@@ -534,8 +547,7 @@ def _count(run: _Run, phase: PhaseConfig, sources: list[Source], fp: list) -> _C
             f"{run.where(phase)}{paths}: the corpus is empty (no text in {n_files} file(s)); "
             "check the sources and --text-column"))
     state = {"fingerprint": fp, "warnings": warnings, "seconds_count": t_count, "docs": docs, "text_bytes": text_bytes}
-    run.pending = resume.Pending(
-        lambda st: resume.save_counted(st, phase.name, table, pc.parity, pc.held_out, sources, used, state), store)
+    _checkpoint(run, lambda st: resume.save_counted(st, phase.name, table, pc.parity, pc.held_out, sources, used, state))
     _take_parity(run, phase.name, pc.parity, pc.held_out)
     return _Counted(table, warnings, t_count, docs, text_bytes)
 
@@ -573,7 +585,8 @@ def _merge(run: _Run, phase: PhaseConfig, counted: _Counted, fp: list, cp: dict 
     """4. The phase's merges on top of the vocabulary so far. Reads the counted word table (one
     copy of it during the merges, the run's peak of memory); writes the merges as they come
     (checkpoints every few seconds, :class:`_MergeLog`), then each word's tokens and the phase's
-    summary: the "merged" checkpoint, stored while the tokenizer is exported and verified. On ``--resume`` the loop runs again from the word table and
+    summary: the "merged" checkpoint, stored while the tokenizer is exported and verified when the run
+    has no budget (``_checkpoint``). On ``--resume`` the loop runs again from the word table and
     must agree with the merges the interrupted run checkpointed (``cp``)."""
     store, where, tag = run.store, run.where(phase), run.tag(phase)
     words = counted.table["word"].to_arrow()  # a copy of the words: the table goes
@@ -604,8 +617,7 @@ def _merge(run: _Run, phase: PhaseConfig, counted: _Counted, fp: list, cp: dict 
                            words=len(words), docs=counted.docs, text_bytes=counted.text_bytes, name=phase.name,
                            first_id=first_id, seconds={"count": counted.seconds, "merge": t_merge})
     state = {"fingerprint": fp, "warnings": counted.warnings, "summary": dataclasses.asdict(summary)}
-    run.pending = resume.Pending(lambda st: resume.save_merged(st, phase.name, words, counts, res.word_tokens, state),
-                                 store)
+    _checkpoint(run, lambda st: resume.save_merged(st, phase.name, words, counts, res.word_tokens, state))
     run.merge_index += len(res.left)
     run.vocab = Vocab(res.vocab.tokens, run.vocab.specials, run.vocab.pinned)
     run.kinds += ["merge"] * (len(run.vocab.tokens) - first_id)

@@ -349,8 +349,8 @@ def _train(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: 
 def _checkpoint(run: _Run, save: Callable[[RunStore], None]) -> None:
     """Store a phase's large checkpoint (``save(store)``): beside the steps that follow
     (:class:`toktok.resume.Pending`, waited for by ``_settle``) when the run has no memory budget;
-    in line under a budget, whose plan does not hold DuckDB's write (and the copy of the word
-    table it keeps) and the next step's peak at once (the scale check peaked at 1.03x its budget)."""
+    in line under a budget, whose plan does not provide for DuckDB's write (and the word table
+    it keeps alive) beside the next step's allocations."""
     if run.plan is None:
         run.pending = resume.Pending(save, run.store)
         return

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 import polars as pl
 
+from .._kernels import release_llvm_pages
 from . import sample
 from .common import (PARITY_DOCS, CountState, ParitySample, PhaseCount, Progress, Source, capacity_split, count_batch,
                      count_part, doc_keys, finish_sample, full_ids, full_read_used, left_out_of, offer_file,
@@ -100,6 +101,9 @@ def sample_pass(
                 if abort.is_set() or first_error[0] < i:  # the error of an earlier file wins
                     return
                 read[0] += texts.nbytes
+                if not loaded.is_set():  # the sampling kernels are loaded now: LLVM's pages can go
+                    loaded.set()
+                    release_llvm_pages()
                 if read[0] >= tidy_every:  # give the free heap back now and then (roomy_heap)
                     read[0] = 0
                     tidy()
@@ -108,6 +112,7 @@ def sample_pass(
                 errors[i] = e
                 first_error[0] = min(first_error[0], i)
 
+    loaded = threading.Event()
     read = [0]  # bytes read since the heap was last tidied: about two batches, the reads' share
     tidy_every = 2 * batch_bytes
     with roomy_heap() as tidy:  # decoding Parquet pages without faulting fresh memory in for each
@@ -190,6 +195,7 @@ def count_phase(
     if state.parity is not None:
         parity.merge_frame(state.parity)
     t_saved = time.monotonic()
+    loaded = False
     for item in prefetch(_batches(sources, capacity, seed, batch_bytes, report, tag, times, state, save)):
         if item[0] is _FILE_DONE:
             _, k, path, used[path] = item
@@ -206,6 +212,8 @@ def count_phase(
             count_part(counter, parity, what)
         else:
             count_batch(counter, parity, *what)
+        if not loaded:  # loading the counting kernels touched LLVM's pages again: they can go
+            loaded = release_llvm_pages() >= 0
     words = counter.result()
     del counter
     words = sum_words([state.words, words]).sort("word")

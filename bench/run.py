@@ -243,23 +243,6 @@ def run_measured(cmd: list[str], log: Path, env_extra: dict[str, str]) -> dict:
     return {"wall_s": wall, "peak_rss": peak, "maxrss": usage.ru_maxrss * 1024, "exit_code": proc.returncode}
 
 
-def median_of(runs: list[dict]) -> dict:
-    """One trainer's figure from its repeated runs: the run of median wall time, with the median
-    peak RSS beside it and every run's wall and peak kept (``runs_wall_s``, ``runs_peak_rss``).
-    A failed run makes the figure that run's (failures are not averaged away)."""
-    import statistics
-
-    bad = [r for r in runs if r["status"] != "ok"]
-    if bad:
-        return bad[0]
-    ordered = sorted(runs, key=lambda r: r["wall_s"])
-    out = dict(ordered[(len(ordered) - 1) // 2])
-    out["peak_rss"] = statistics.median_low(r["peak_rss"] for r in runs)
-    out["runs_wall_s"] = [r["wall_s"] for r in runs]
-    out["runs_peak_rss"] = [r["peak_rss"] for r in runs]
-    return out
-
-
 def median_by(runs: list[dict], key: str) -> dict:
     """The run of median ``key`` (a failed run if any), with every run's ``key`` in ``runs_<key>``."""
     bad = [r for r in runs if r["status"] != "ok"]
@@ -267,6 +250,19 @@ def median_by(runs: list[dict], key: str) -> dict:
         return bad[0]
     out = dict(sorted(runs, key=lambda r: r[key])[(len(runs) - 1) // 2])
     out[f"runs_{key}"] = [r[key] for r in runs]
+    return out
+
+
+def median_of(runs: list[dict]) -> dict:
+    """One trainer's figure from its repeated runs: the run of median wall time (``median_by``),
+    with the median peak RSS beside it and every run's peak kept (``runs_peak_rss``). A failed
+    run makes the figure that run's (failures are not averaged away)."""
+    import statistics
+
+    out = median_by(runs, "wall_s")
+    if out["status"] == "ok":
+        out["peak_rss"] = statistics.median_low(r["peak_rss"] for r in runs)
+        out["runs_peak_rss"] = [r["peak_rss"] for r in runs]
     return out
 
 

@@ -349,14 +349,11 @@ def _train(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: 
 def _checkpoint(run: _Run, save: Callable[[RunStore], None]) -> None:
     """Store a phase's large checkpoint (``save(store)``): beside the steps that follow
     (:class:`toktok.resume.Pending`, waited for by ``_settle``) when the run has no memory budget;
-    in line under a budget, whose plan does not provide for DuckDB's write (and the word table
-    it keeps alive) beside the next step's allocations."""
-    if run.plan is None:
-        run.pending = resume.Pending(save, run.store)
-        return
-    save(run.store)
-    run.kept = True
-    run.marks.done()
+    waited for at once under a budget, whose plan does not provide for DuckDB's write (and the
+    word table it keeps alive) beside the next step's allocations."""
+    run.pending = resume.Pending(save, run.store)
+    if run.plan is not None:
+        _settle(run)
 
 
 def _settle(run: _Run) -> None:

@@ -213,7 +213,8 @@ def count_phase(
         else:
             count_batch(counter, parity, *what)
         if not loaded:  # loading the counting kernels touched LLVM's pages again: they can go
-            loaded = release_llvm_pages() >= 0
+            release_llvm_pages()
+            loaded = True
     words = counter.result()
     del counter
     words = sum_words([state.words, words]).sort("word")

@@ -1,5 +1,5 @@
-"""Compiled primitives shared by the counting and merge stages: hashing, growable arrays, and
-two memory hints (a prefetch, huge pages for large arrays)."""
+"""Compiled primitives shared by the counting and merge stages: hashing, growable arrays, a
+prefetch hint, and LLVM's code pages handed back to the kernel."""
 from __future__ import annotations
 
 import sys
@@ -119,48 +119,6 @@ def _peek(typingctx, addr, i, dtype):
         return builder.load(builder.gep(ptr, [i0]))
 
     return item(addr, i, dtype), codegen
-
-
-_HUGE_PAGES = sys.platform.startswith("linux")
-
-
-@intrinsic
-def _hugepages(typingctx, arr):
-    """Ask Linux to back ``arr`` with transparent huge pages (madvise MADV_HUGEPAGE on the whole
-    pages inside it), as NumPy does for its own large arrays; a no-op elsewhere. Call it right
-    after ``np.empty``, before the array is first written. Random access into arrays of hundreds
-    of MB then misses the TLB far less. Returns madvise's result (0 when skipped)."""
-    if not isinstance(arr, types.Array):
-        return None
-
-    def codegen(context, builder, signature, args):
-        i32 = ir.IntType(32)
-        if not _HUGE_PAGES:
-            return ir.Constant(i32, 0)
-        i64 = ir.IntType(64)
-        aryty = signature.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        page = ir.Constant(i64, 4095)
-        mask = ir.Constant(i64, ~4095 & (2**64 - 1))
-        ptr = builder.ptrtoint(ary.data, i64)
-        start = builder.and_(builder.add(ptr, page), mask)
-        end = builder.and_(builder.add(ptr, builder.mul(ary.nitems, ary.itemsize)), mask)
-        n = builder.select(builder.icmp_unsigned(">", end, start), builder.sub(end, start), ir.Constant(i64, 0))
-        i8p = ir.IntType(8).as_pointer()
-        fnty = ir.FunctionType(i32, [i8p, i64, i32])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "madvise")
-        return builder.call(fn, [builder.inttoptr(start, i8p), n, ir.Constant(i32, 14)])  # MADV_HUGEPAGE
-
-    return types.int32(arr), codegen
-
-
-@internal
-def _empty_huge(n, dtype):
-    """``np.empty(n, dtype)`` backed by huge pages where the system allows (see ``_hugepages``)."""
-    a = np.empty(n, dtype)
-    if a.nbytes >= (4 << 20):
-        _hugepages(a)
-    return a
 
 
 _MADV_PAGEOUT = 21  # Linux >= 5.4

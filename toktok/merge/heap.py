@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._kernels import _EMPTY, _address, _empty_huge, _peek, inlined, internal
+from .._kernels import _EMPTY, _address, _peek, inlined, internal
 from .table import _CNT, _KEY
 
 
@@ -124,7 +124,7 @@ def _heap_room(H, need):
     if need <= H.shape[0]:
         return H
     cap = max(need, H.shape[0] + (H.shape[0] >> 1))
-    N = _empty_huge((cap, 2), np.int64)
+    N = np.empty((cap, 2), np.int64)
     for i in range(H.shape[0]):  # loops, not slices, in this module: they compile much faster
         N[i, 0] = H[i, 0]
         N[i, 1] = H[i, 1]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .._kernels import _EMPTY, _empty_huge, _mix, internal
+from .._kernels import _EMPTY, _mix, internal
 
 
 # The position array ``P`` (uint32) has an 8-byte row per position: (word count << tb | token),
@@ -61,7 +61,7 @@ def _layout(flat, lens, counts, tb):
                 n_esc += lens[w]
     if n_rows >= 2**31:
         raise ValueError("toktok: too many token positions for the merge loop (2**31)")
-    P = _empty_huge((n_rows, 2), np.uint32)
+    P = np.empty((n_rows, 2), np.uint32)
     cap = 16
     while cap < 2 * n_esc:
         cap *= 2

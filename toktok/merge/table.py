@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._kernels import _EMPTY, _empty_huge, _mix, inlined, internal
+from .._kernels import _EMPTY, _mix, inlined, internal
 from .layout import _TC, _escaped
 
 
@@ -39,8 +39,8 @@ def _tslot(T, key):
 
 @internal
 def _new_table(cap):
-    T = _empty_huge((cap, 2), np.int64)
-    L = _empty_huge((cap, 2), np.int32)
+    T = np.empty((cap, 2), np.int64)
+    L = np.empty((cap, 2), np.int32)
     for i in range(cap):
         T[i, _KEY] = _EMPTY
         T[i, _CNT] = 0
@@ -80,7 +80,7 @@ def _rebuild(T, L, need):
 def _new_pool(n):
     if n >= 2**31:
         raise ValueError("toktok: too many pair positions for the merge loop (2**31)")
-    return _empty_huge(n, np.int32)
+    return np.empty(n, np.int32)
 
 
 @internal

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .._kernels import _EMPTY, _mix, internal
+from .._kernels import _EMPTY, _address, _mix, internal
 from ..vocab import Vocab
 from .tokens import _flatten, _lookup, _token_arrays, _token_table
 
@@ -169,6 +169,11 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bid
     for t in range(n_tokens):
         if tlen[t] == 2:
             pair2[np.int64(tdata[tstart[t]]) * 256 + tdata[tstart[t] + 1]] = t
+    # the tables by address, for _lookup (no reference counts per lookup)
+    keys_at, ids_at, tdata_at = _address(bkeys), _address(bids), _address(tdata)
+    tstart_at, tlen_at = _address(tstart), _address(tlen)
+    mask = np.uint64(bkeys.shape[0] - 1)
+    data_at = _address(data)
     n_words = offsets.shape[0] - 1
     out = np.empty(data.shape[0], np.int32)
     lens = np.zeros(n_words, np.int64)
@@ -182,7 +187,7 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bid
         n = e - s
         if n == 0:
             continue
-        t = _lookup(bkeys, bids, tdata, tstart, tlen, data, s, n, n_tokens)
+        t = _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data_at, s, n, n_tokens)
         if t >= 0:
             out[o] = t
             o += 1
@@ -227,13 +232,13 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bid
                 rk[i] = rk[i + 1]
             nb -= 1
             if bi + 2 < nb:
-                r = _lookup(bkeys, bids, tdata, tstart, tlen, data, bounds[bi], bounds[bi + 2] - bounds[bi], n_tokens)
+                r = _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data_at, bounds[bi], bounds[bi + 2] - bounds[bi], n_tokens)
                 rk[bi] = r if r >= 0 else big
             if bi > 0:
-                r = _lookup(bkeys, bids, tdata, tstart, tlen, data, bounds[bi - 1], bounds[bi + 1] - bounds[bi - 1], n_tokens)
+                r = _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data_at, bounds[bi - 1], bounds[bi + 1] - bounds[bi - 1], n_tokens)
                 rk[bi - 1] = r if r >= 0 else big
         for i in range(nb - 1):
-            out[o] = _lookup(bkeys, bids, tdata, tstart, tlen, data, bounds[i], bounds[i + 1] - bounds[i], n_tokens)
+            out[o] = _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data_at, bounds[i], bounds[i + 1] - bounds[i], n_tokens)
             o += 1
         lens[w] = nb - 1
     return out[:o].copy(), lens
@@ -249,6 +254,9 @@ def _splits(tdata, tstart, tlen, bkeys, bids, skip, up_to):
     for t in range(n_tokens):
         if tlen[t] == 1 and not skip[t]:
             byte_id[tdata[tstart[t]]] = t
+    keys_at, ids_at, tdata_at = _address(bkeys), _address(bids), _address(tdata)
+    tstart_at, tlen_at = _address(tstart), _address(tlen)
+    mask = np.uint64(bkeys.shape[0] - 1)
     out = np.empty((1024, 3), np.int32)
     m = 0
     for t in range(n_tokens):
@@ -258,10 +266,10 @@ def _splits(tdata, tstart, tlen, bkeys, bids, skip, up_to):
         s = tstart[t]
         first = m
         for k in range(1, n):
-            a = byte_id[tdata[s]] if k == 1 else _lookup(bkeys, bids, tdata, tstart, tlen, tdata, s, np.int64(k), n_tokens)
+            a = byte_id[tdata[s]] if k == 1 else _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, tdata_at, s, np.int64(k), n_tokens)
             if a < 0 or skip[a]:
                 continue
-            b = byte_id[tdata[s + k]] if k == n - 1 else _lookup(bkeys, bids, tdata, tstart, tlen, tdata, s + k, n - k, n_tokens)
+            b = byte_id[tdata[s + k]] if k == n - 1 else _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, tdata_at, s + k, n - k, n_tokens)
             if b < 0 or skip[b]:
                 continue
             if m == out.shape[0]:

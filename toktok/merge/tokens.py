@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
-from .._kernels import _EMPTY, _hash_range, _mix, internal
+from .._kernels import _EMPTY, _hash_range, _mix, _peek, inlined, internal
 from ..vocab import Vocab
 
 
@@ -74,26 +74,34 @@ def _token_table(tdata, tstart, tlen, n_tokens, max_tokens):
     return bkeys, bids
 
 
-@internal
-def _lookup(bkeys, bids, tdata, tstart, tlen, data, s, n, n_tokens):
-    """Id of the token with bytes data[s:s+n] if it is below ``n_tokens``, or -1."""
-    h = _hash_range(data, s, n)
-    mask = np.uint64(bkeys.shape[0] - 1)
-    i = _mix(h) & mask
-    while bkeys[i] != _EMPTY:
-        if bkeys[i] == h:
-            t = bids[i]
-            if tlen[t] == n:
-                st = tstart[t]
+@inlined
+def _lookup(bkeys, bids, tdata, tstart, tlen, mask, data, s, n, n_tokens):
+    """Id of the token with bytes data[s:s+n] if it is below ``n_tokens``, or -1. Every table
+    and ``data`` are given by their addresses (``_address``) and ``mask`` is the table's size
+    less one: called once or twice per word or split point, a helper taking the arrays would
+    cost more in reference counts than the lookup itself (see ``_kernels._address``)."""
+    h = np.uint64(0xCBF29CE484222325)  # _hash_range, on an address
+    for k in range(n):
+        h ^= np.uint64(_peek(data, s + k, np.uint8))
+        h *= np.uint64(0x100000001B3)
+    hk = np.int64(h >> np.uint64(1))
+    i = _mix(hk) & mask
+    while True:
+        key = _peek(bkeys, i, np.int64)
+        if key == _EMPTY:
+            return np.int64(-1)
+        if key == hk:
+            t = np.int64(_peek(bids, i, np.int32))
+            if _peek(tlen, t, np.int32) == n:
+                st = _peek(tstart, t, np.int64)
                 same = True
                 for k in range(n):
-                    if tdata[st + k] != data[s + k]:
+                    if _peek(tdata, st + k, np.uint8) != _peek(data, s + k, np.uint8):
                         same = False
                         break
                 if same:
-                    return t if t < n_tokens else -1
+                    return t if t < n_tokens else np.int64(-1)
         i = (i + np.uint64(1)) & mask
-    return -1
 
 
 Words = "list[bytes] | pa.BinaryArray | pa.ChunkedArray"

@@ -1,7 +1,10 @@
-"""verify(): passes on a good folder, and names the first string on every kind of disagreement."""
+"""verify(): passes on a good folder, and names the first string on every kind of disagreement,
+with HF's half in this process and in a second one (``verify.hf_side``) alike."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -9,7 +12,8 @@ import pytest
 from toktok.errors import InputError, ParityError, VocabError
 from toktok.formats.common import HF_FILE, TIKTOKEN_FILE
 from toktok.formats.tiktoken import write_tiktoken
-from toktok.verify import DEFAULT_TEXTS, MAX_SLICE, VerifyReport, random_slices, special_texts, verify
+from toktok.verify import DEFAULT_TEXTS, MAX_SLICE, VerifyReport, hf_path_of, random_slices, special_texts, verify
+from toktok.verify.hf_side import BYTES_PER_TOKEN, PROCESS_FROM_TOKENS, Local, Process, open_hf
 from toktok.vocab import Vocab
 
 try:  # the tiny BPE trainer and exporter live beside these tests (pytest puts tests/ on sys.path)
@@ -30,6 +34,17 @@ def _copy(src: Path, dst: Path) -> Path:
     return dst
 
 
+@pytest.fixture(params=["here", "process"])
+def side(request):
+    """Where ``check`` loads tokenizer.json: this process, or a second one."""
+    return request.param
+
+
+def check(folder: Path, *args, side: str, **kw) -> VerifyReport:
+    """``verify`` with HF's half opened as ``side`` says."""
+    return verify(folder, *args, hf=open_hf(hf_path_of(folder), process=side == "process"), **kw)
+
+
 def _edit_tokenizer_json(folder: Path, edit) -> None:
     path = folder / HF_FILE
     doc = json.loads(path.read_text(encoding="utf-8"))
@@ -37,8 +52,8 @@ def _edit_tokenizer_json(folder: Path, edit) -> None:
     path.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
 
 
-def test_default_texts_pass(good_dir):
-    report = verify(good_dir)
+def test_default_texts_pass(good_dir, side):
+    report = check(good_dir, side=side)
     assert isinstance(report, VerifyReport) and report.ok
     assert report.strings == len(DEFAULT_TEXTS) + len(special_texts(SPECIALS))
     assert report.tokens > 500
@@ -69,18 +84,18 @@ def test_random_slices_are_seeded_substrings():
     assert random_slices([""], 5) == [] and random_slices(texts, 0) == []
 
 
-def test_id_difference_names_the_string(good_dir, tmp_path):
+def test_id_difference_names_the_string(good_dir, tmp_path, side):
     # Without merges HF falls back to bytes for every pre-token not in the vocab as a whole.
     bad = _copy(good_dir, tmp_path / "bad")
     _edit_tokenizer_json(bad, lambda d: d["model"].update(merges=[]))
     with pytest.raises(ParityError) as e:
-        verify(bad, ["x", "x" + "the quick brown fox jumps over the lazy dog. " * 5])
+        check(bad, ["x", "x" + "the quick brown fox jumps over the lazy dog. " * 5], side=side)
     msg = str(e.value)
     assert "ids differ on '" in msg and "position" in msg and "tiktoken" in msg
     assert "..." in msg and len(msg) < 400 and "\n" not in msg
 
 
-def test_vocabulary_mismatch_is_reported(good_dir, tmp_path):
+def test_vocabulary_mismatch_is_reported(good_dir, tmp_path, side):
     bad = _copy(good_dir, tmp_path / "swap")
 
     def swap(doc):
@@ -90,21 +105,21 @@ def test_vocabulary_mismatch_is_reported(good_dir, tmp_path):
 
     _edit_tokenizer_json(bad, swap)
     with pytest.raises(ParityError, match="id 9[78] is"):
-        verify(bad, ["ab"])
+        check(bad, ["ab"], side=side)
 
     bad2 = _copy(good_dir, tmp_path / "short")
     n = len(tiny_vocab().tokens)
     write_tiktoken(Vocab(tiny_vocab().tokens[:-1]), bad2 / TIKTOKEN_FILE)
     with pytest.raises(ParityError, match=f"has {n - 1} ranks but tokenizer.json has {n} vocab entries"):
-        verify(bad2, ["ab"])
+        check(bad2, ["ab"], side=side)
 
 
-def test_decode_failure_is_reported(good_dir, tmp_path):
+def test_decode_failure_is_reported(good_dir, tmp_path, side):
     # Without the ByteLevel decoder HF returns the byte-level alphabet ("Ġ" for a space).
     bad = _copy(good_dir, tmp_path / "nodecoder")
     _edit_tokenizer_json(bad, lambda d: d.update(decoder=None))
     with pytest.raises(ParityError, match="HF decode does not round-trip"):
-        verify(bad, ["a b"])
+        check(bad, ["a b"], side=side)
 
 
 def test_lone_surrogate_is_an_input_error(good_dir):
@@ -115,3 +130,56 @@ def test_lone_surrogate_is_an_input_error(good_dir):
 def test_missing_folder_is_a_vocab_error(tmp_path):
     with pytest.raises(VocabError):
         verify(tmp_path / "absent")
+
+
+def _children() -> set[int]:
+    import psutil
+
+    return {p.pid for p in psutil.Process().children()}
+
+
+def test_hf_process_answers_as_this_process_does(good_dir):
+    path = good_dir / HF_FILE
+    texts = ["hello world", "a<|endoftext|>b", ""]
+    before = _children()
+    here, there = open_hf(path, process=False), open_hf(path, process=True)
+    assert isinstance(here, Local) and isinstance(there, Process)
+    assert _children() - before  # the second process runs
+    with here, there:
+        for call, args in [("vocab_size", ()), ("names_by_id", ()), ("vocab", ()), ("added", ()),
+                           ("specials", ()), ("encode", (texts,)), ("token_bytes", (300,)), ("token_bytes", (10**6,))]:
+            assert getattr(there, call)(*args) == getattr(here, call)(*args), call
+        assert here.names_by_id()[0].startswith("ĀāĂ")  # byte-level names in id order
+    assert _children() == before  # closed: the second process has exited
+
+
+def test_hf_process_raises_what_this_process_raises(tmp_path):
+    bad = tmp_path / HF_FILE
+    bad.write_text('{"model": ', encoding="utf-8")
+    errors = []
+    for process in (False, True):
+        with open_hf(bad, process=process) as hf, pytest.raises(VocabError) as e:
+            hf.load()  # quietly: the first call that needs the file says why it cannot load
+            hf.vocab_size()
+        errors.append(str(e.value))
+    assert errors[0] == errors[1] and str(bad) in errors[0] and "cannot load it" in errors[0]
+
+
+def test_hf_process_that_dies_is_replaced_by_this_one(good_dir):
+    with open_hf(good_dir / HF_FILE, process=True) as hf:
+        hf.load()
+        want = hf.encode(["hello world"])
+        os.kill(hf._proc.pid, signal.SIGKILL)
+        hf._proc.wait()
+        assert hf.encode(["hello world"]) == want and hf.vocab_size() > 256
+        assert isinstance(hf._local, Local)  # answered here
+
+
+def test_open_hf_loads_a_large_tokenizer_json_in_a_second_process(good_dir, tmp_path):
+    assert isinstance(open_hf(good_dir / HF_FILE), Local)  # a few KB: not worth a process
+    big = tmp_path / HF_FILE
+    doc = json.loads((good_dir / HF_FILE).read_text(encoding="utf-8"))
+    text = json.dumps(doc, ensure_ascii=False, indent=1)
+    big.write_text(text + " " * (PROCESS_FROM_TOKENS * BYTES_PER_TOKEN - len(text.encode())), encoding="utf-8")
+    with open_hf(big) as hf:
+        assert isinstance(hf, Process) and hf.vocab_size() == Local(good_dir / HF_FILE).vocab_size()

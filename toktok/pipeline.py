@@ -1,4 +1,4 @@
-"""The pipeline: read → pre-tokenize + count → merge (per phase) → export → verify → insight, one run end to end.
+"""The pipeline: read → pre-tokenize + count → merge (per phase) → export → insight → verify, one run end to end.
 
 Reads the sources of a ``TrainConfig``; writes into the output folder the tokenizer files (the
 ``.tiktoken`` file, ``tokenizer.json``, ``tokenizer_config.json``, ``special_tokens_map.json``)
@@ -13,14 +13,17 @@ after the parity check passed, so a failed run never leaves a half-written token
 ``train`` reads as its numbered steps, each a function that says what it reads and writes:
 1. ``_plan`` (options, budget, inputs, base: every check before any work), 2. ``_open`` (the
 staging folder and the run file; an interrupted run's identity on ``--resume``), per phase
-3. ``_count`` (or what the interrupted run counted) and 4. ``_merge``, then 5. ``_vocabulary``,
-6. ``_export``, 7. ``_verify``, 8. ``_insight`` (the run file's views, compression curve and word
-gains: a stage the pipeline runs on purpose, so that every run file can be inspected as it is)
-and 9. ``_publish``. The state they share is a ``_Run``.
+3. ``_count`` (or what the interrupted run counted) and 4. ``_merge``, then 5. ``_export``,
+6. ``_vocabulary``, 7. ``_insight`` (the run file's views, compression curve and word gains: a
+stage the pipeline runs on purpose, so that every run file can be inspected as it is),
+8. ``_verify`` and 9. ``_publish``. The state they share is a ``_Run``.
 Two cores are kept busy where a step leaves one idle: the "counted" and "merged" checkpoints are
-stored on a second connection while the merge loop, and the export and verification, run
-(``resume.Pending``, waited for by ``_settle``; in line under a memory budget); on the first run after an install the merge
-loop's kernels compile in a second process while the words are counted (``merge.warm``).
+stored on a second connection while the merge loop, and the export, run (``resume.Pending``,
+waited for by ``_settle``; in line under a memory budget); a large tokenizer.json loads into HF
+tokenizers in a second process from the export on, while the insight step and tiktoken's half of
+the verification run (``verify.open_hf``; in this process under a memory budget); on the first
+run after an install the merge loop's kernels compile in a second process while the words are
+counted (``merge.warm``).
 
 Layering: imports point down this list, never up (and make no cycle):
 (1) the edge, ``cli`` and ``api``: parse, call the library, map typed errors (no DuckDB, no run
@@ -54,7 +57,7 @@ from . import resume
 from .config import PhaseConfig, TrainConfig
 from .errors import ConfigError, InputError, ToktokError
 from .insight.runfile import add_views, compression_curve, word_gains
-from .formats.common import write_atomic
+from .formats.common import HF_FILE, write_atomic
 from .formats.hf import write_hf
 from .formats.specials import special_tokens_json
 from .formats.tiktoken import write_tiktoken
@@ -68,7 +71,7 @@ from .count.remote import redact
 from .resume import Checkpoints
 from .rundir import RUN_FILE, OutputLayout, Staging, open_staging, special_tokens_file
 from .store import RunStore, merges_table, resource_error
-from .verify import verify
+from .verify import HFSide, open_hf, verify, worth_a_process
 from .vocab import PATTERN, Vocab, hardcoded_tokens
 from .warmstart import Base, add_tokens, load_base
 
@@ -260,6 +263,7 @@ class _Run:
     kept: bool = False  # whether a failure leaves the staging folder for --resume
     pending: resume.Pending | None = None  # the checkpoint being stored meanwhile (see _settle)
     compiler: warm.Compiler | None = None  # the process compiling the merge kernels on a cold run
+    hf: HFSide | None = None  # HF tokenizers' half of the verification, loading since the export
     ray_tuning: dict = field(default_factory=dict)  # more keywords of the Ray engine's count_phase
     parity: ParitySample = field(default_factory=ParitySample)
     # per phase, for the compression curve: its parity sample and the pieces its sample did not take
@@ -327,16 +331,18 @@ def _train(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: 
                                  "later runs load them from Numba's cache")
         for phase, sources, fp in zip(run.phases, run.plans, run.fingerprints):
             _phase(run, phase, sources, fp)
-        _vocabulary(run)
         _export(run)
-        _verify(run)
+        _vocabulary(run)
         _insight(run)
+        _verify(run)
         _publish(run)
         if run.compiler is not None:  # a resumed run that learned no merge did not need it
             run.compiler.stop()
     except BaseException as e:
         if run.compiler is not None:
             run.compiler.stop()
+        if run.hf is not None:
+            run.hf.close()
         try:
             _settle(run)
         except BaseException:  # the first error is the one to report
@@ -624,11 +630,32 @@ def _merge(run: _Run, phase: PhaseConfig, counted: _Counted, fp: list, cp: dict 
     run.summaries.append(summary)
 
 
+def _export(run: _Run) -> None:
+    """5. The vocabulary after the last phase, checked, as tokenizer files in the staging folder:
+    tokenizer.json and the transformers files first (HF tokenizers starts loading it for step 8),
+    then the .tiktoken (special ids away from toktoktok's convention are declared beside it, and
+    in meta "specials")."""
+    cfg, vocab, staging = run.cfg, run.vocab, run.staging.path
+    t0 = time.perf_counter()
+    # tokenizers loads tokenizer.json from when it is written, in a second process (started now)
+    # when it is large (the load holds the GIL for most of a second) and the run has no memory
+    # budget (whose plan counts one process)
+    run.hf = open_hf(staging / HF_FILE, process=run.plan is None and worth_a_process(len(vocab.tokens)))
+    vocab.check()
+    write_hf(vocab, staging, roles=cfg.roles, check=False)
+    run.hf.load()
+    write_tiktoken(vocab, staging / cfg.tiktoken_name, check=False)
+    run.special_ids = _specials_rule(vocab, run.base, cfg.tiktoken_name)
+    run.store.put_meta("specials", run.special_ids)
+    if vocab.pinned:
+        write_atomic(special_tokens_file(staging / cfg.tiktoken_name), special_tokens_json(vocab))
+    run.times["export"] = time.perf_counter() - t0
+
+
 def _vocabulary(run: _Run) -> None:
-    """5. The vocabulary after the last phase, checked; writes it to the run file, with each
+    """6. The vocabulary after the last phase (checked by the export) in the run file, with each
     phase's summary (meta "phases")."""
     vocab, cfg = run.vocab, run.cfg
-    vocab.check()
     run.store.add_vocab(vocab.tokens, vocab.specials, run.kinds, run.phase_of)
     run.store.put_meta("phases", [
         {"name": s.name, "merges_requested": s.merges_requested, "merges_learned": s.merges_learned,
@@ -640,32 +667,8 @@ def _vocabulary(run: _Run) -> None:
     ])
 
 
-def _export(run: _Run) -> None:
-    """6. The tokenizer files, into the staging folder: the .tiktoken (special ids away from
-    toktoktok's convention are declared beside it, and in meta "specials"), tokenizer.json and
-    the transformers files."""
-    cfg, vocab, staging = run.cfg, run.vocab, run.staging.path
-    t0 = time.perf_counter()
-    write_tiktoken(vocab, staging / cfg.tiktoken_name)
-    run.special_ids = _specials_rule(vocab, run.base, cfg.tiktoken_name)
-    run.store.put_meta("specials", run.special_ids)
-    if vocab.pinned:
-        write_atomic(special_tokens_file(staging / cfg.tiktoken_name), special_tokens_json(vocab))
-    write_hf(vocab, staging, roles=cfg.roles)
-    run.times["export"] = time.perf_counter() - t0
-
-
-def _verify(run: _Run) -> None:
-    """7. tiktoken and HF tokenizers give the same ids: on the built-in set and on slices of the
-    run's parity sample (ParityError if not; nothing is published then)."""
-    t0 = time.perf_counter()
-    rep = verify(run.staging.path, run.parity.df["text"].to_list(), slices=run.cfg.verify_slices, seed=run.cfg.seed)
-    run.times["verify"] = time.perf_counter() - t0
-    run.parity_strings, run.parity_tokens = rep.strings, rep.tokens
-
-
 def _insight(run: _Run) -> None:
-    """8. What the run file offers for inspection (:mod:`toktok.insight.runfile`): views, the
+    """7. What the run file offers for inspection (:mod:`toktok.insight.runfile`): views, the
     compression curve and token usage (on text the run did not train on where a budget left some
     out, else on the parity sample of the input, labelled by file), word gains."""
     store = run.store
@@ -679,6 +682,17 @@ def _insight(run: _Run) -> None:
                               text=curve_text, text_by_phase=curve_kinds)
         word_gains(store)
     run.times["insight"] = time.perf_counter() - t0
+
+
+def _verify(run: _Run) -> None:
+    """8. tiktoken and HF tokenizers give the same ids: on the built-in set and on slices of the
+    run's parity sample (ParityError if not; nothing is published then)."""
+    t0 = time.perf_counter()
+    hf, run.hf = run.hf, None
+    rep = verify(run.staging.path, run.parity.df["text"].to_list(), slices=run.cfg.verify_slices,
+                 seed=run.cfg.seed, hf=hf)
+    run.times["verify"] = time.perf_counter() - t0
+    run.parity_strings, run.parity_tokens = rep.strings, rep.tokens
 
 
 def _publish(run: _Run) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -59,7 +60,30 @@ _BYTELEVEL_TO_LATIN1 = {ord(c): b for b, c in _BYTE_TO_CHAR.items()}
 
 def token_to_bytelevel(token: bytes) -> str:
     """The Hugging Face ByteLevel spelling of token bytes, e.g. ``token_to_bytelevel(b" a") == "Ġa"``."""
-    return token.decode("latin-1").translate(_LATIN1_TO_BYTELEVEL)
+    if len(token) < 4096:
+        return token.decode("latin-1").translate(_LATIN1_TO_BYTELEVEL)
+    # a whole vocabulary's bytes at once: a table lookup per byte, far faster than str.translate
+    import numpy as np
+
+    return _bytelevel_utf32()[np.frombuffer(token, np.uint8)].tobytes().decode("utf-32-le")
+
+
+@lru_cache(maxsize=1)
+def _bytelevel_utf32():
+    """Each byte's ByteLevel character as a UTF-32 (little-endian) code unit."""
+    import numpy as np
+
+    return np.array([ord(_BYTE_TO_CHAR[b]) for b in range(256)], "<u4")
+
+
+def _bytelevel_names(tokens: list[bytes]) -> list[str]:
+    """``token_to_bytelevel`` of each token, spelled all at once and cut apart."""
+    joined = token_to_bytelevel(b"".join(tokens))
+    out, at = [], 0
+    for t in tokens:
+        out.append(joined[at : at + len(t)])
+        at += len(t)
+    return out
 
 
 def bytelevel_to_token(text: str) -> bytes:
@@ -125,22 +149,67 @@ def hf_tokenizer_json(vocab: Vocab) -> bytes:
     head = json.dumps(skeleton, ensure_ascii=False, indent=2)
 
     # Phase 2: vocab and merges, one entry per line; json's indent mode is pure Python and far
-    # too slow for a million merges, so these lines are assembled by hand (strings still escaped by json).
+    # too slow for a million merges, so these lines are assembled by hand (names still escaped by
+    # json), all at once (``_lines``).
     # A pinned special sits in the model's vocab under its own text (as HF's BpeTrainer puts
     # its specials), so that HF keeps its id; no merge makes or uses it.
-    names = [_quote(vocab.pinned[i] if i in vocab.pinned else token_to_bytelevel(t)) for i, t in enumerate(vocab.tokens)]
-    vocab_body = ",\n".join(f"      {s}: {i}" for i, s in enumerate(names))
+    import numpy as np
+
+    names = list(map(_quote, _bytelevel_names(vocab.tokens)))
+    for i, s in vocab.pinned.items():
+        names[i] = _quote(s)
+    spelled = [n.encode("utf-8") for n in names]
+    ids = [b"%d" % i for i in range(len(names))]
+    name_len = np.fromiter(map(len, spelled), np.int64, len(spelled))
+    name_at = np.cumsum(name_len) - name_len
+    id_len = np.fromiter(map(len, ids), np.int64, len(ids))
+    id_at = np.cumsum(id_len) - id_len + int(name_len.sum())
+    pool = b"".join(spelled) + b"".join(ids)
+    vocab_body = _lines(pool, [b"      ", (name_at, name_len), b": ", (id_at, id_len)], b",\n")
     merges = _split_merges(vocab.tokens, vocab.pinned)
-    merges_body = ",\n".join(f"      [{names[a]}, {names[b]}]" for a, b in zip(merges[:, 0].tolist(), merges[:, 1].tolist()))
-    vocab_text = "{\n" + vocab_body + "\n    }" if names else "{}"
-    merges_text = "[\n" + merges_body + "\n    ]" if merges_body else "[]"
+    a, b = merges[:, 0], merges[:, 1]
+    merges_body = _lines(pool, [b"      [", (name_at[a], name_len[a]), b", ", (name_at[b], name_len[b]), b"]"], b",\n")
+    vocab_text = b"{\n" + vocab_body + b"\n    }" if names else b"{}"
+    merges_text = b"[\n" + merges_body + b"\n    ]" if merges_body else b"[]"
 
     # Phase 3: splice. A special token could spell a placeholder too, but those sit in
     # added_tokens, earlier in the document: the last occurrences are always the model's.
     before, _, after = head.rpartition('"@MERGES@"')
     before_v, _, between = before.rpartition('"@VOCAB@"')
-    text = before_v + vocab_text + between + merges_text + after
-    return (text + "\n").encode("utf-8")
+    return b"".join([before_v.encode("utf-8"), vocab_text, between.encode("utf-8"), merges_text,
+                     after.encode("utf-8"), b"\n"])
+
+
+def _lines(pool: bytes, fields: list, sep: bytes) -> bytes:
+    """Lines joined by ``sep``, each the concatenation of ``fields``: a constant (bytes), or per
+    line a slice of ``pool`` (arrays of starts and lengths, one entry a line). Built by one
+    gather of the bytes instead of a Python string per line (281k merges: 25 ms, not 0.2 s).
+    Example: ``_lines(b"ab", [b"<", (np.array([0, 1]), np.array([1, 1])), b">"], b",") == b"<a>,<b>"``."""
+    import numpy as np
+
+    consts = [f for f in fields if isinstance(f, bytes)] + [sep]
+    at, offset = {}, 0
+    for c in consts:
+        at.setdefault(c, offset)
+        offset += len(c)
+    src = np.frombuffer(b"".join(consts) + pool, np.uint8)
+    n = next((len(f[0]) for f in fields if not isinstance(f, bytes)), 0)
+    if n == 0:
+        return b""
+    starts, lens = [], []
+    for f in [*fields, sep]:
+        if isinstance(f, bytes):
+            starts.append(np.full(n, at[f], np.int64))
+            lens.append(np.full(n, len(f), np.int64))
+        else:
+            starts.append(np.asarray(f[0], np.int64) + offset)
+            lens.append(np.asarray(f[1], np.int64))
+    start = np.stack(starts, axis=1).ravel()
+    size = np.stack(lens, axis=1).ravel()
+    size[-1] = 0  # no separator after the last line
+    to = np.cumsum(size) - size
+    # byte j of the output comes from src[j - to[segment] + start[segment]]
+    return src[np.repeat(start - to, size) + np.arange(int(size.sum()))].tobytes()
 
 
 def hf_config_files(vocab: Vocab, roles: dict[str, str] | None = None) -> tuple[bytes, bytes]:
@@ -180,9 +249,10 @@ def hf_config_files(vocab: Vocab, roles: dict[str, str] | None = None) -> tuple[
     return dump(config), dump(special_map)
 
 
-def write_hf(vocab: Vocab, out_dir: str | os.PathLike, *, roles: dict[str, str] | None = None) -> Path:
+def write_hf(vocab: Vocab, out_dir: str | os.PathLike, *, roles: dict[str, str] | None = None,
+             check: bool = True) -> Path:
     """Write ``tokenizer.json``, ``tokenizer_config.json`` and ``special_tokens_map.json`` into ``out_dir``
-    (``roles``: see ``hf_config_files``).
+    (``roles``: see ``hf_config_files``; ``check=False``: the caller has run ``vocab.check()``).
 
     The folder loads with ``tokenizers.Tokenizer.from_file`` and
     ``transformers.PreTrainedTokenizerFast.from_pretrained`` and gives tiktoken's ids.
@@ -193,7 +263,7 @@ def write_hf(vocab: Vocab, out_dir: str | os.PathLike, *, roles: dict[str, str] 
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise OutputError(f"{out}: cannot create folder ({e.strerror or e})") from None
-    vocab = checked_vocab(vocab)
+    vocab = checked_vocab(vocab) if check else vocab
     config, special_map = hf_config_files(vocab, roles)
     write_atomic(out / HF_FILE, hf_tokenizer_json(vocab))
     write_atomic(out / HF_CONFIG_FILE, config)

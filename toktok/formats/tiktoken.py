@@ -26,18 +26,19 @@ def tiktoken_text(vocab: Vocab) -> bytes:
 
     Example: ``tiktoken_text(Vocab.base(hardcoded=False)).splitlines()[65] == b"QQ== 65"``.
     """
-    pinned = vocab.pinned
-    return b"".join(base64.b64encode(t) + b" %d\n" % i for i, t in enumerate(vocab.tokens) if i not in pinned)
+    pinned, b64 = vocab.pinned, binascii.b2a_base64
+    return b"".join(b64(t, newline=False) + b" %d\n" % i for i, t in enumerate(vocab.tokens) if i not in pinned)
 
 
-def write_tiktoken(vocab: Vocab, path: str | os.PathLike) -> Path:
+def write_tiktoken(vocab: Vocab, path: str | os.PathLike, *, check: bool = True) -> Path:
     """Write ``vocab`` ranks as a standard tiktoken file at ``path`` (special tokens are not stored;
-    the ids of pinned specials are left out of the ranks).
+    the ids of pinned specials are left out of the ranks). ``check=False``: the caller has run
+    ``vocab.check()`` on this vocabulary already.
 
     Returns the path. Example: ``write_tiktoken(Vocab.base(), "out/tokenizer.tiktoken")``.
     """
     path = Path(path)
-    write_atomic(path, tiktoken_text(checked_vocab(vocab)))
+    write_atomic(path, tiktoken_text(checked_vocab(vocab) if check else vocab))
     return path
 
 

@@ -3,7 +3,9 @@
 ``verify(out_dir)`` loads ``tokenizer.tiktoken`` (with tiktoken) and ``tokenizer.json`` (with
 ``tokenizers``), checks that both describe the same vocabulary, then encodes every text with both,
 compares ids, and checks that both decoders give the text back. The first disagreement raises
-``ParityError``. Example: ``verify("out/demo").tokens > 0``.
+``ParityError``. HF's half (:mod:`toktok.verify.hf_side`) loads a large tokenizer.json in a second
+process while this one loads tiktoken's half: the load holds the GIL for most of a second.
+Example: ``verify("out/demo").tokens > 0``.
 """
 from __future__ import annotations
 
@@ -13,12 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-import numpy as np
-
-from .errors import InputError, ParityError
-from .formats.common import HF_FILE, folder_and_tiktoken, hf_file_of
-from .formats.hf import bytelevel_to_token, load_hf, token_to_bytelevel
-from .formats.tiktoken import load_encoding_and_tokens
+from ..errors import InputError, ParityError
+from ..formats.common import HF_FILE, folder_and_tiktoken, hf_file_of
+from ..formats.hf import bytelevel_to_token, token_to_bytelevel
+from ..formats.tiktoken import load_encoding_and_tokens
+from .hf_side import HFSide, open_hf, worth_a_process
 
 #: Texts in a batch handed to each encoder at once (tokenizers encodes a batch in parallel).
 BATCH = 256
@@ -127,18 +128,18 @@ def _batches(texts: Iterable[str], size: int) -> Iterator[list[str]]:
         yield batch
 
 
-def _check_same_vocab(where: Path, enc, tokens: list[bytes], hf) -> None:
+def _check_same_vocab(where: Path, enc, tokens: list[bytes], hf: HFSide) -> None:
     """Raise ParityError unless both files give every id the same bytes and the same specials."""
     # Phase 1: ranks.
-    hf_vocab = hf.get_vocab(with_added_tokens=False)
-    if len(hf_vocab) != len(tokens):
+    n_hf = hf.vocab_size()
+    if n_hf != len(tokens):
         raise ParityError(
             f"{where}: tokenizer.tiktoken has {len(tokens)} ranks but tokenizer.json has "
-            f"{len(hf_vocab)} vocab entries; export both from the same vocabulary"
+            f"{n_hf} vocab entries; export both from the same vocabulary"
         )
     tt_specials = {s: enc.encode_single_token(s) for s in enc.special_tokens_set}
     special_at = {i: s for s, i in tt_specials.items()}
-    for name, i in ([] if _same_ranks(hf_vocab, tokens) else hf_vocab.items()):
+    for name, i in ([] if _same_ranks(hf, tokens) else hf.vocab().items()):
         if 0 <= i < len(tokens) and tokens[i] is None:
             # a special token inside the rank range: HF keeps it in the model under its text
             if special_at.get(i) != name:
@@ -149,33 +150,22 @@ def _check_same_vocab(where: Path, enc, tokens: list[bytes], hf) -> None:
         if tt != tok:
             raise ParityError(f"{where}: id {i} is {tok!r} in tokenizer.json but {tt!r} in tokenizer.tiktoken")
     # Phase 2: specials, by content and id.
-    hf_specials = {a.content: i for i, a in hf.get_added_tokens_decoder().items()}
+    hf_specials = hf.added()
     if tt_specials != hf_specials:
         raise ParityError(f"{where}: special tokens differ: tiktoken {tt_specials} vs tokenizer.json {hf_specials}")
 
 
-def _same_ranks(hf_vocab: dict[str, int], tokens: list[bytes | None]) -> bool:
+def _same_ranks(hf: HFSide, tokens: list[bytes | None]) -> bool:
     """Whether HF's vocab is exactly the tokens, id for id, each under its byte-level spelling
     (one character per byte): checked on all of them at once, spellings joined. False also when
     a special sits inside the rank range; the entry-by-entry check then decides."""
-    if None in tokens or len(hf_vocab) != len(tokens):
+    if None in tokens:
         return False
-    ids = np.fromiter(hf_vocab.values(), np.int64, len(hf_vocab))
-    order = np.argsort(ids)
-    if not np.array_equal(ids[order], np.arange(len(tokens))):
+    by_id = hf.names_by_id()
+    if by_id is None:
         return False
-    names = list(hf_vocab)
-    by_id = [names[i] for i in order.tolist()]
-    return (list(map(len, by_id)) == list(map(len, tokens))
-            and "".join(by_id) == token_to_bytelevel(b"".join(tokens)))
-
-
-def _hf_bytes(hf, i: int) -> bytes | str:
-    """Token bytes of an HF id for messages; specials stay as their text."""
-    name = hf.id_to_token(i)
-    if name is None or i in hf.get_added_tokens_decoder():
-        return name
-    return bytelevel_to_token(name)
+    joined, lengths = by_id
+    return lengths == list(map(len, tokens)) and joined == token_to_bytelevel(b"".join(tokens))
 
 
 def _first_diff(a: list[int], b: list[int]) -> int:
@@ -192,6 +182,7 @@ def verify(
     slices: int = 0,
     seed: int = 0,
     special_tokens=None,
+    hf: HFSide | None = None,
 ) -> VerifyReport:
     """Encode ``DEFAULT_TEXTS``, texts around each special token, and ``texts`` with
     tiktoken and HF tokenizers from ``out_dir``; raise ParityError at the first id or round-trip
@@ -200,27 +191,37 @@ def verify(
     tiktoken encodes with ``allowed_special="all"``, HF with ``add_special_tokens=False``; tiktoken's
     ``decode_bytes`` must give ``text.encode()`` and HF's ``decode(ids, skip_special_tokens=False)``
     must give ``text``. ``special_tokens`` are the ``.tiktoken``'s (``{token: id}``, a list or a
-    file, see ``formats.specials.resolve_specials``; default: found beside it).
+    file, see ``formats.specials.resolve_specials``; default: found beside it). ``hf``: HF's half
+    already opened on this folder's tokenizer.json (``open_hf(hf_path_of(out_dir))``, loading in a
+    second process while the caller did other work); closed here. By default a large tokenizer.json
+    loads in a second process while this one loads tiktoken's half (``open_hf``).
     Example: ``verify("out/demo", ["hello world"], slices=200).ok``.
     """
     # Phase 1: load both and compare the vocabularies themselves.
     where = Path(out_dir)
     tt = folder_and_tiktoken(where)[1]
-    # the tokenizer.json of a folder, else the one that goes with its .tiktoken (NAME.toktok/)
-    hf_path = where / HF_FILE if (where / HF_FILE).is_file() else hf_file_of(tt)
-    loaded: list = []
+    hf_path = hf_path_of(where)
+    if hf is None:
+        hf = open_hf(hf_path)
+        hf.load()  # in a second process, while this one loads tiktoken's half
+    with hf:
+        # tiktoken's specials come from the tokenizer.json that goes with the .tiktoken when
+        # nothing else gives them: when it is the one loaded here, it is parsed once, by tokenizers
+        enc, tokens = load_encoding_and_tokens(where, special_tokens, hf.specials if hf_path == hf_file_of(tt) else None)
+        _check_same_vocab(where, enc, tokens, hf)
+        del tokens
+        return _compare(where, enc, hf, texts, slices, seed)
 
-    def hf_specials() -> dict[str, int]:
-        """The specials of the tokenizer.json that tiktoken's side would read them from, when it
-        is the one loaded here (its JSON is parsed once, by tokenizers)."""
-        loaded.append(load_hf(hf_path))
-        return {a.content: i for i, a in loaded[0].get_added_tokens_decoder().items() if a.special}
 
-    enc, tokens = load_encoding_and_tokens(where, special_tokens, hf_specials if hf_path == hf_file_of(tt) else None)
-    hf = loaded[0] if loaded else load_hf(hf_path)
-    _check_same_vocab(where, enc, tokens, hf)
-    del tokens
+def hf_path_of(out_dir: str | os.PathLike) -> Path:
+    """The tokenizer.json ``verify(out_dir)`` compares: the folder's, else the one that goes with
+    its ``.tiktoken`` (in ``NAME.toktok/``). Example: ``hf_path_of("out/demo").name == "tokenizer.json"``."""
+    where = Path(out_dir)
+    return where / HF_FILE if (where / HF_FILE).is_file() else hf_file_of(folder_and_tiktoken(where)[1])
 
+
+def _compare(where: Path, enc, hf: HFSide, texts: Iterable[str] | None, slices: int, seed: int) -> VerifyReport:
+    """Phases 2 and 3 of ``verify``: the texts, encoded by both and compared one by one, in order."""
     # Phase 2: the texts to check.
     # The built-in set always runs; given texts and their random slices come after it.
     builtin = DEFAULT_TEXTS + special_texts(enc.special_tokens_set)
@@ -243,15 +244,14 @@ def verify(
                     f"(lone surrogate); tokenizers need UTF-8 text"
                 ) from None
         tt_all = enc.encode_batch(batch, allowed_special="all")
-        hf_all = [e.ids for e in hf.encode_batch(batch, add_special_tokens=False)]
-        hf_text = hf.decode_batch(hf_all, skip_special_tokens=False)
+        hf_all, hf_text = hf.encode(batch)
         for t, a, b, back in zip(batch, tt_all, hf_all, hf_text):
             if a != b:
                 i = _first_diff(a, b)
                 raise ParityError(
                     f"{where}: ids differ on {_short(t)} at position {i}: tiktoken {a[i:i + 4]} "
                     f"{[enc.decode_single_token_bytes(x) for x in a[i:i + 4]]} vs HF {b[i:i + 4]} "
-                    f"{[_hf_bytes(hf, x) for x in b[i:i + 4]]}"
+                    f"{[hf.token_bytes(x) for x in b[i:i + 4]]}"
                 )
             raw = enc.decode_bytes(a)
             if raw != t.encode("utf-8"):
@@ -261,4 +261,3 @@ def verify(
             strings += 1
             tokens += len(a)
     return VerifyReport(strings=strings, tokens=tokens)
-

@@ -1,0 +1,260 @@
+"""Hugging Face tokenizers' half of a verification: a ``tokenizer.json`` loaded, its vocabulary
+and added tokens read, texts encoded and decoded, in this process or in a second one.
+
+Loading a large tokenizer.json is most of a verification (tokenizers builds its merge table: 0.8 s
+for the 281k merges of a 131k vocabulary) and holds the GIL all along, so no thread can share it.
+``open_hf(path, process=True)`` starts ``python -m toktok.verify.hf_side``, and ``load()`` has it
+load the file while this process does tiktoken's half (and a run its insight step); the second
+process answers the same calls as ``Local`` does here, one pickled request and reply at a time on
+its stdin and stdout, errors included. If it cannot start or stops answering, ``Local`` answers
+here from then on: results never depend on it.
+Example: ``with open_hf("out/demo/tokenizer.json", process=True) as hf: hf.load(); hf.encode(["hi"])``.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+from typing import Union
+
+from ..errors import ToktokError
+from ..formats.hf import bytelevel_to_token, load_hf
+
+#: Tokens from which a tokenizer.json loads in a second process by default: below, loading it
+#: takes less than starting a process does.
+PROCESS_FROM_TOKENS = 16_384
+#: What a tokenizer.json takes per token, merges included (~70 bytes): to judge a file by its size.
+BYTES_PER_TOKEN = 64
+#: The calls a second process answers: ``Local``'s methods.
+CALLS = ("load", "specials", "added", "vocab_size", "names_by_id", "vocab", "encode", "token_bytes")
+
+
+def worth_a_process(tokens: int) -> bool:
+    """Whether a tokenizer.json of ``tokens`` tokens loads in a second process by default.
+    Example: ``worth_a_process(131_072) and not worth_a_process(3_000)``."""
+    return tokens >= PROCESS_FROM_TOKENS
+
+
+class Local:
+    """A tokenizer.json loaded in this process, at the first call (VocabError naming the file if
+    tokenizers cannot load it)."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self._tok = None
+        self._added: dict = {}
+        self._by_id: tuple | None = None
+
+    def load(self) -> None:
+        """Load the file now, and read its vocabulary by id (what every verification reads); if
+        that fails, the first call that needs the file raises why."""
+        try:
+            self.names_by_id()
+        except Exception:
+            pass
+
+    def _loaded(self):
+        """The ``tokenizers.Tokenizer``, loaded once."""
+        if self._tok is None:
+            self._tok = load_hf(self.path)
+            self._added = dict(self._tok.get_added_tokens_decoder())
+        return self._tok
+
+    def specials(self) -> dict[str, int]:
+        """``{content: id}`` of the special added tokens."""
+        self._loaded()
+        return {a.content: i for i, a in self._added.items() if a.special}
+
+    def added(self) -> dict[str, int]:
+        """``{content: id}`` of every added token."""
+        self._loaded()
+        return {a.content: i for i, a in self._added.items()}
+
+    def vocab_size(self) -> int:
+        """Entries of the model's vocabulary (added tokens outside it not counted)."""
+        return self._loaded().get_vocab_size(with_added_tokens=False)
+
+    def names_by_id(self) -> tuple[str, list[int]] | None:
+        """The model's vocabulary as one string, the name of each id 0..n-1 in order (an added
+        token's content where one has that id), and each name's length; None unless every id
+        0..n-1 has a name. (One string crosses a pipe far faster than a dict of 131k entries, and
+        compares to tiktoken's tokens in one step.)"""
+        if self._by_id is None:
+            tok = self._loaded()
+            # id by id: half the time of get_vocab's dict, and no reordering
+            names = list(map(tok.id_to_token, range(tok.get_vocab_size(with_added_tokens=False))))
+            self._by_id = (None,) if None in names else ("".join(names), list(map(len, names)))
+        return None if self._by_id == (None,) else self._by_id
+
+    def vocab(self) -> dict[str, int]:
+        """The model's vocabulary, ``{byte-level name: id}``."""
+        return self._loaded().get_vocab(with_added_tokens=False)
+
+    def encode(self, texts: list[str]) -> tuple[list[list[int]], list[str]]:
+        """Each text's ids (no special tokens added) and those ids decoded back (specials kept)."""
+        tok = self._loaded()
+        ids = [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
+        return ids, tok.decode_batch(ids, skip_special_tokens=False)
+
+    def token_bytes(self, i: int) -> bytes | str | None:
+        """An id's token bytes, for messages; an added token stays its text."""
+        name = self._loaded().id_to_token(i)
+        if name is None or i in self._added:
+            return name
+        return bytelevel_to_token(name)
+
+    def close(self) -> None:
+        self._tok = self._by_id = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Process:
+    """A tokenizer.json loading in a second process from now on; answers as ``Local`` does."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self._local: Local | None = None
+        self._unread = 0  # requests whose reply is read before the next call's (``load``)
+        try:
+            self._proc: subprocess.Popen | None = subprocess.Popen(
+                [sys.executable, "-m", "toktok.verify.hf_side", str(self.path)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        except OSError:
+            self._proc = None
+
+    def _send(self, name: str, args: tuple) -> bool:
+        try:
+            pickle.dump((name, args), self._proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            self._proc.stdin.flush()
+            return True
+        except (OSError, ValueError):
+            self.close()  # it died: this process answers from here on
+            return False
+
+    def _reply(self) -> tuple[bool, object] | None:
+        try:
+            return pickle.load(self._proc.stdout)
+        except (OSError, EOFError, pickle.UnpicklingError, ValueError):
+            self.close()  # it died or garbled its reply: this process answers from here on
+            return None
+
+    def _call(self, name: str, *args):
+        while self._proc is not None and self._unread:
+            self._unread -= 1
+            self._reply()  # load's: a failed load raises again at the call that needs the file
+        if self._proc is not None and self._send(name, args):
+            got = self._reply()
+            if got is not None:
+                ok, value = got
+                if ok:
+                    return value
+                raise value
+        if self._local is None:
+            self._local = Local(self.path)
+        return getattr(self._local, name)(*args)
+
+    def load(self) -> None:
+        """Have the second process load the file now; its reply is read with the next call's."""
+        if self._proc is not None and self._send("load", ()):
+            self._unread += 1
+
+    def specials(self) -> dict[str, int]:
+        return self._call("specials")
+
+    def added(self) -> dict[str, int]:
+        return self._call("added")
+
+    def vocab_size(self) -> int:
+        return self._call("vocab_size")
+
+    def names_by_id(self) -> tuple[str, list[int]] | None:
+        return self._call("names_by_id")
+
+    def vocab(self) -> dict[str, int]:
+        return self._call("vocab")
+
+    def encode(self, texts: list[str]) -> tuple[list[list[int]], list[str]]:
+        return self._call("encode", texts)
+
+    def token_bytes(self, i: int) -> bytes | str | None:
+        return self._call("token_bytes", i)
+
+    def close(self) -> None:
+        """End the second process (it exits when its stdin closes; killed if it does not)."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            try:
+                proc.stdin.close()
+                proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+#: Either half: both answer the same calls.
+HFSide = Union[Local, Process]
+
+
+def open_hf(path: str | os.PathLike, *, process: bool | None = None) -> HFSide:
+    """HF tokenizers' half of a verification for the tokenizer.json at ``path``: in a second
+    process (``process=True``), in this one (``False``), or the first when the file's size says
+    it holds ``PROCESS_FROM_TOKENS`` or more (None). The file loads at ``load()`` (which a caller
+    calls as soon as the file is written, to have it load meanwhile) or at the first call that
+    needs it. Close it (or use ``with``) when done.
+    Example: ``open_hf("out/demo/tokenizer.json", process=False).vocab_size() > 256``.
+    """
+    if process is None:
+        try:
+            process = worth_a_process(os.path.getsize(path) // BYTES_PER_TOKEN)
+        except OSError:
+            process = False  # Local names the missing file at the first call
+    return Process(path) if process else Local(path)
+
+
+def _pickled(value, ok: bool) -> bytes:
+    try:
+        return pickle.dumps((ok, value), protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # an exception that does not pickle still says what it says
+        return pickle.dumps((False, ToktokError(str(value))), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _serve(path: str) -> None:
+    """The second process: answer calls on ``path`` until stdin closes (``load`` first, usually)."""
+    # Replies alone go to the real stdout; anything else printed goes where stderr goes.
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    import tokenizers  # noqa: F401  (imported while the caller still writes the file)
+
+    side = Local(path)
+    inp = sys.stdin.buffer
+    while True:
+        try:
+            name, args = pickle.load(inp)
+        except EOFError:
+            return
+        try:
+            if name not in CALLS:
+                raise ToktokError(f"toktok.verify.hf_side: no call {name!r}")
+            reply = _pickled(getattr(side, name)(*args), True)
+        except Exception as e:
+            reply = _pickled(e, False)
+        out.write(reply)
+        out.flush()
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1])

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import FIXTURES
 from toktok.errors import InputError, ParityError, VocabError
 from toktok.formats.common import HF_FILE, TIKTOKEN_FILE
 from toktok.formats.tiktoken import write_tiktoken
@@ -183,3 +184,24 @@ def test_open_hf_loads_a_large_tokenizer_json_in_a_second_process(good_dir, tmp_
     big.write_text(text + " " * (PROCESS_FROM_TOKENS * BYTES_PER_TOKEN - len(text.encode())), encoding="utf-8")
     with open_hf(big) as hf:
         assert isinstance(hf, Process) and hf.vocab_size() == Local(good_dir / HF_FILE).vocab_size()
+
+
+def test_a_run_checks_a_large_vocabulary_with_hf_in_a_second_process(tmp_path):
+    """The pipeline opens HF's half before it writes tokenizer.json: in a second process from
+    PROCESS_FROM_TOKENS tokens on, here otherwise; the run file says which, and both publish a
+    tokenizer that verifies."""
+    import duckdb
+
+    from toktok.pipeline import TrainConfig, train
+    from toktok.rundir import RUN_FILE
+
+    where = {}
+    for name, merges in (("small", 300), ("large", PROCESS_FROM_TOKENS - 256 - 1161 + 50)):
+        out = tmp_path / name
+        s = train(TrainConfig(sources=[str(FIXTURES)], out=str(out), merges=merges, verify_slices=20, verbose=False))
+        assert s.vocab_size >= (PROCESS_FROM_TOKENS if name == "large" else 0) and verify(out).ok
+        with duckdb.connect(str(out / RUN_FILE), read_only=True) as con:
+            parity = json.loads(con.execute("select value from meta where key = 'parity'").fetchall()[0][0])
+        assert parity["ok"] is True and parity["strings"] > 20
+        where[name] = parity["hf_tokenizers"]
+    assert where == {"small": "this process", "large": "second process"}

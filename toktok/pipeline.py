@@ -274,6 +274,7 @@ class _Run:
     special_ids: dict = field(default_factory=dict)  # how the special ids were placed (_specials_rule)
     parity_strings: int = 0  # strings and tokens the parity check compared
     parity_tokens: int = 0
+    parity_hf: str = ""  # where HF tokenizers loaded tokenizer.json for the check (HFSide.where)
 
     def tag(self, phase: PhaseConfig) -> str:
         """The phase in progress stage names (`` english``); nothing for a one-phase run."""
@@ -692,7 +693,7 @@ def _verify(run: _Run) -> None:
     rep = verify(run.staging.path, run.parity.df["text"].to_list(), slices=run.cfg.verify_slices,
                  seed=run.cfg.seed, hf=hf)
     run.times["verify"] = time.perf_counter() - t0
-    run.parity_strings, run.parity_tokens = rep.strings, rep.tokens
+    run.parity_strings, run.parity_tokens, run.parity_hf = rep.strings, rep.tokens, hf.where
 
 
 def _publish(run: _Run) -> None:
@@ -702,7 +703,8 @@ def _publish(run: _Run) -> None:
     _settle(run)
     for k, v in run.times.items():
         store.add_stage(k, v)
-    store.put_meta("parity", {"ok": True, "strings": run.parity_strings, "tokens": run.parity_tokens})
+    store.put_meta("parity", {"ok": True, "strings": run.parity_strings, "tokens": run.parity_tokens,
+                              "hf_tokenizers": run.parity_hf})
     store.put_meta("warnings", run.warnings)
     store.put_meta("finished", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     store.close()

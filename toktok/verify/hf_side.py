@@ -105,6 +105,11 @@ class Local:
             return name
         return bytelevel_to_token(name)
 
+    @property
+    def where(self) -> str:
+        """Where the file was loaded: "this process"."""
+        return "this process"
+
     def close(self) -> None:
         self._tok = self._by_id = None
 
@@ -159,6 +164,12 @@ class Process:
         if self._local is None:
             self._local = Local(self.path)
         return getattr(self._local, name)(*args)
+
+    @property
+    def where(self) -> str:
+        """Where the calls were answered: "second process", or "this process" once it took over
+        (the second process did not start or stopped answering)."""
+        return "this process" if self._local is not None else "second process"
 
     def load(self) -> None:
         """Have the second process load the file now; its reply is read with the next call's."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .._kernels import _EMPTY, _address, _mix, internal
+from .._kernels import _address, internal
 from ..vocab import Vocab
 from .tokens import _flatten, _lookup, _token_arrays, _token_table
 
@@ -24,7 +24,8 @@ def _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, 
     when the part's pair no longer has that rank: a pair only ever grows, so it never gets the
     same rank (the same bytes) back. A pair longer than the longest token is not looked up,
     which bounds each lookup. Writes the ids at ``out[o:]``; returns the number of parts.
-    (Heap and lookups are written out here: see the note on reference counts above ``_sift_down``.)"""
+    (Its heap is written out here: a sift helper taking the arrays would pay reference counts on
+    every call, see ``heap._before``; lookups go through ``_lookup`` on the tables' addresses.)"""
     big = np.int64(1) << 31
     nxt = np.empty(n, np.int64)  # start of the next part (n after the last)
     prv = np.empty(n, np.int64)  # start of the previous part (-1 before the first)
@@ -58,6 +59,9 @@ def _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, 
             heap[i] = heap[c]
             i = c
         heap[i] = key
+    # the tables by address, for _lookup (no reference counts per lookup)
+    keys_at, ids_at, tdata_at = _address(bkeys), _address(bids), _address(tdata)
+    tstart_at, tlen_at, data_at = _address(tstart), _address(tlen), _address(data)
     mask = np.uint64(bkeys.shape[0] - 1)
     while hn > 0:
         top = heap[0]
@@ -101,29 +105,10 @@ def _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, 
                 if side == 0:
                     rank[i] = big
                 continue
-            t = -1
+            t = np.int64(-1)
             ln = hi - lo
             if ln <= max_len:
-                h = np.uint64(0xCBF29CE484222325)  # _hash_range, written out
-                for q in range(s + lo, s + hi):
-                    h ^= np.uint64(data[q])
-                    h *= np.uint64(0x100000001B3)
-                hk = np.int64(h >> np.uint64(1))
-                x = _mix(hk) & mask
-                while bkeys[x] != _EMPTY:
-                    if bkeys[x] == hk:
-                        u = bids[x]
-                        if tlen[u] == ln:
-                            same = True
-                            su = tstart[u]
-                            for q in range(ln):
-                                if tdata[su + q] != data[s + lo + q]:
-                                    same = False
-                                    break
-                            if same:
-                                t = np.int64(u) if u < n_tokens else -1
-                                break
-                    x = (x + np.uint64(1)) & mask
+                t = _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data_at, s + lo, ln, n_tokens)
             if t < 0:
                 rank[lo] = big
                 continue

@@ -205,3 +205,32 @@ def test_a_run_checks_a_large_vocabulary_with_hf_in_a_second_process(tmp_path):
         assert parity["ok"] is True and parity["strings"] > 20
         where[name] = parity["hf_tokenizers"]
     assert where == {"small": "this process", "large": "second process"}
+
+
+def test_hf_process_ends_with_the_process_that_started_it(good_dir):
+    """kill -9 of a run leaves no second process behind: it exits when its stdin closes."""
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    # the second process has answered a call and waits for the next one when its parent dies
+    code = ("import sys, time; from toktok.verify.hf_side import Process; p = Process(sys.argv[1]); p.load(); "
+            "p.vocab_size(); print(p._proc.pid, flush=True); time.sleep(120)")
+    parent = subprocess.Popen([sys.executable, "-c", code, str(good_dir / HF_FILE)], stdout=subprocess.PIPE, text=True)
+    child = psutil.Process(int(parent.stdout.readline()))
+    assert "toktok.verify.hf_side" in " ".join(child.cmdline())
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            if child.status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.05)
+    else:
+        child.kill()
+        pytest.fail("the second process outlived the process that started it")

@@ -38,7 +38,8 @@ def _merges(lo: int, hi: int):
 
 def test_merges_and_words_come_back_in_order_with_threads(tmp_path):
     """Many rows written in checkpoint-sized pieces and read back with 2 threads, in the same
-    session and after reopening (as --resume does): merge_index order, words sorted, every time.
+    session and after reopening (as --resume does): merge_index order, words in the order stored
+    (which set_tokens relies on), every time.
     (With preserve_insertion_order off, DuckDB returned blocks of ~2,048 rows in any order.)"""
     import numpy as np
 
@@ -61,7 +62,7 @@ def test_merges_and_words_come_back_in_order_with_threads(tmp_path):
             assert m["token"].to_pylist() == [b"t%06d" % i for i in range(n)]
             assert s.merges_of("other")["merge_index"].to_pylist() == list(range(n, n + 5000))
             w = s.words_of("main")["word"].to_pylist()
-            assert w == sorted(words)
+            assert w == words
 
     check(store)
     store.close()
@@ -69,3 +70,59 @@ def test_merges_and_words_come_back_in_order_with_threads(tmp_path):
     check(store)
     store.close()
     check(RunStore.open(path))
+
+
+def _row_ids(store: RunStore, phase: str) -> list:
+    """The row ids of a phase's words (a delete and insert gives them new ones, after the rest)."""
+    return [r for (r,) in store.con.execute("SELECT rowid FROM words WHERE phase = $p ORDER BY rowid",
+                                            {"p": phase}).fetchall()]
+
+
+def _tokens_by_word(store: RunStore, phase: str) -> dict:
+    return dict(store.con.execute("SELECT word, tokens FROM words WHERE phase = $p", {"p": phase}).fetchall())
+
+
+def test_set_tokens_updates_the_stored_words_in_place_in_slices(tmp_path, monkeypatch):
+    """The merged checkpoint's tokens land on the right words, across the update's slices and
+    with another phase's words stored before and after; under a budget's smallest DuckDB limit;
+    and no word is written twice (the file does not keep a deleted copy of the table)."""
+    import numpy as np
+    import pyarrow as pa
+
+    import toktok.store as store_mod
+
+    monkeypatch.setattr(store_mod, "TOKEN_ROWS", 1000)
+    store = RunStore.create(tmp_path / RUN_FILE, memory_limit=32 << 20, threads=2)
+    rng = np.random.default_rng(3)
+    n = 2_500
+    mine = [b"m%06d" % i for i in rng.permutation(n)]  # stored unsorted: order is what counts
+    store.put_words("a", pl.DataFrame({"word": [b"a1", b"a2"], "count": [1, 2]}))
+    store.put_words("main", pl.DataFrame({"word": mine, "count": list(range(n))}))
+    store.put_words("z", pl.DataFrame({"word": [b"z1"], "count": [5]}))
+    store.con.execute("CHECKPOINT")
+    rows = _row_ids(store, "main")
+    back = store.words_of("main")
+    assert back["word"].to_pylist() == mine
+    tokens = [len(w) + i % 7 for i, w in enumerate(mine)]
+    store.set_tokens("main", back["word"], back["count"].to_numpy(), tokens)
+    store.con.execute("CHECKPOINT")
+    assert _tokens_by_word(store, "main") == dict(zip(mine, tokens))
+    assert _tokens_by_word(store, "a") == {b"a1": None, b"a2": None}
+    assert _tokens_by_word(store, "z") == {b"z1": None}
+    assert store.words_of("main")["word"].to_pylist() == mine
+    assert _row_ids(store, "main") == rows  # updated in place, not deleted and inserted again
+    store.close()
+
+
+def test_set_tokens_rewrites_words_given_in_another_order(tmp_path):
+    """Words that are not the stored rows in their order are stored again, each with its tokens."""
+    import pyarrow as pa
+
+    store = RunStore.create(tmp_path / RUN_FILE, memory_limit=64 << 20, threads=1)
+    store.put_words("main", pl.DataFrame({"word": [b"b", b"a", b"c"], "count": [2, 1, 3]}))
+    store.set_tokens("main", pa.array([b"a", b"b", b"c"]), [1, 2, 3], [10, 20, 30])
+    assert _tokens_by_word(store, "main") == {b"a": 10, b"b": 20, b"c": 30}
+    assert dict(store.con.execute("SELECT word, count FROM words").fetchall()) == {b"a": 1, b"b": 2, b"c": 3}
+    store.set_tokens("main", pa.array([b"a", b"c"]), [1, 3], [11, 31])  # fewer words: rewritten too
+    assert _tokens_by_word(store, "main") == {b"a": 11, b"c": 31}
+    store.close()

@@ -691,3 +691,25 @@ def test_base64_blob_has_parity(long_run_encoders):
     blob = base64.b64encode(random.Random(3).randbytes(30_000)).decode()
     long_run_encoders.check(blob)
     long_run_encoders.check(base64.b64encode(random.Random(4).randbytes(5000)).decode())
+
+
+@settings(max_examples=200 * FUZZ, deadline=None)
+@given(pool=st.binary(max_size=40), data=st.data(),
+       consts=st.lists(st.binary(max_size=3), min_size=1, max_size=3), sep=st.binary(max_size=2))
+def test_lines_gathers_the_same_bytes_as_joining_them(pool, data, consts, sep):
+    """tokenizer.json's vocab and merge lines (formats.hf._lines, one gather) == joining each
+    line's pieces in Python, empty slices, empty constants and no lines included."""
+    import numpy as np
+
+    from toktok.formats.hf import _lines
+
+    n = data.draw(st.integers(0, 6))
+    slices = []
+    for _ in range(data.draw(st.integers(1, 2))):
+        at = [data.draw(st.integers(0, len(pool))) for _ in range(n)]
+        size = [data.draw(st.integers(0, len(pool) - a)) for a in at]
+        slices.append((np.array(at, np.int64), np.array(size, np.int64)))
+    fields = [f for pair in itertools.zip_longest(consts, slices) for f in pair if f is not None]
+    want = sep.join(b"".join(f if isinstance(f, bytes) else pool[f[0][i]: f[0][i] + f[1][i]] for f in fields)
+                    for i in range(n))
+    assert _lines(pool, fields, sep) == want

@@ -184,6 +184,7 @@ def _lines(pool: bytes, fields: list, sep: bytes) -> bytes:
     """Lines joined by ``sep``, each the concatenation of ``fields``: a constant (bytes), or per
     line a slice of ``pool`` (arrays of starts and lengths, one entry a line). Built by one
     gather of the bytes instead of a Python string per line (281k merges: 25 ms, not 0.2 s).
+    An empty slice is allowed; the output is empty when there are no lines.
     Example: ``_lines(b"ab", [b"<", (np.array([0, 1]), np.array([1, 1])), b">"], b",") == b"<a>,<b>"``."""
     import numpy as np
 
@@ -207,9 +208,19 @@ def _lines(pool: bytes, fields: list, sep: bytes) -> bytes:
     start = np.stack(starts, axis=1).ravel()
     size = np.stack(lens, axis=1).ravel()
     size[-1] = 0  # no separator after the last line
-    to = np.cumsum(size) - size
-    # byte j of the output comes from src[j - to[segment] + start[segment]]
-    return src[np.repeat(start - to, size) + np.arange(int(size.sum()))].tobytes()
+    keep = size > 0
+    start, size = start[keep], size[keep]
+    total = int(size.sum())
+    if total == 0:
+        return b""
+    # Output byte j comes from src[index[j]]: a running sum that steps by 1 within a slice and
+    # jumps to the next slice's start at its first byte (one index array, int32 where it fits).
+    index = np.ones(total, np.int32 if max(total, src.shape[0]) < 2**31 else np.int64)
+    first = np.cumsum(size) - size
+    index[first[1:]] = start[1:] - (start[:-1] + size[:-1] - 1)
+    index[0] = start[0]
+    np.cumsum(index, out=index)
+    return src[index].tobytes()
 
 
 def hf_config_files(vocab: Vocab, roles: dict[str, str] | None = None) -> tuple[bytes, bytes]:

@@ -713,3 +713,17 @@ def test_lines_gathers_the_same_bytes_as_joining_them(pool, data, consts, sep):
     want = sep.join(b"".join(f if isinstance(f, bytes) else pool[f[0][i]: f[0][i] + f[1][i]] for f in fields)
                     for i in range(n))
     assert _lines(pool, fields, sep) == want
+
+
+@settings(max_examples=200 * FUZZ, deadline=None)
+@given(tokens=st.lists(st.binary(max_size=12), max_size=30))
+def test_quoted_names_are_json_quoting_each_bytelevel_name(tokens):
+    """tokenizer.json's names spelled for all tokens at once (formats.hf._quoted_names) == json's
+    quoting of each token's ByteLevel name, in UTF-8: escapes ('"', '\\\\') and empty tokens included."""
+    import json
+
+    from toktok.formats.hf import _quoted_names
+
+    want = [json.dumps(token_to_bytelevel(t), ensure_ascii=False).encode("utf-8") for t in tokens]
+    pool, lengths = _quoted_names(tokens)
+    assert pool == b"".join(want) and lengths.tolist() == [len(w) for w in want]

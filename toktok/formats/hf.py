@@ -76,14 +76,45 @@ def _bytelevel_utf32():
     return np.array([ord(_BYTE_TO_CHAR[b]) for b in range(256)], "<u4")
 
 
-def _bytelevel_names(tokens: list[bytes]) -> list[str]:
-    """``token_to_bytelevel`` of each token, spelled all at once and cut apart."""
-    joined = token_to_bytelevel(b"".join(tokens))
-    out, at = [], 0
-    for t in tokens:
-        out.append(joined[at : at + len(t)])
-        at += len(t)
-    return out
+@lru_cache(maxsize=1)
+def _quoted_bytes():
+    """Each byte's ByteLevel character as json quotes it inside a string, in UTF-8 (one or two
+    bytes: ``"`` and ``\\`` are escaped, the rest are printable), as (first byte, second byte,
+    length) arrays."""
+    import numpy as np
+
+    spelled = [_quote(_BYTE_TO_CHAR[b])[1:-1].encode("utf-8") for b in range(256)]
+    assert all(1 <= len(x) <= 2 for x in spelled)
+    return (np.array([x[0] for x in spelled], np.uint8), np.array([x[-1] for x in spelled], np.uint8),
+            np.array([len(x) for x in spelled], np.int64))
+
+
+def _quoted_names(tokens: list[bytes]):
+    """The JSON strings of the tokens' ByteLevel names (``_quote(token_to_bytelevel(t))`` in
+    UTF-8), concatenated, and the length of each: built for all tokens at once by a table lookup
+    per byte (a 131k vocabulary in ~20 ms, where a Python string per token took ~0.3 s).
+    Example: ``_quoted_names([b" a", b"b"]) == ('"Ġa""b"'.encode(), array([5, 3]))``."""
+    import numpy as np
+
+    first, second, width = _quoted_bytes()
+    data = np.frombuffer(b"".join(tokens), np.uint8)
+    n = len(tokens)
+    tok_len = np.fromiter(map(len, tokens), np.int64, n)
+    out_len = width[data]
+    ends = np.cumsum(out_len)
+    tok_ends = np.cumsum(tok_len)
+    spelled_len = np.concatenate(([0], ends))[tok_ends] - np.concatenate(([0], ends))[tok_ends - tok_len]
+    name_len = spelled_len + 2
+    name_at = np.cumsum(name_len) - name_len
+    out = np.empty(int(name_len.sum()), np.uint8)
+    # byte j of token k goes after the quotes of tokens 0..k and the spellings of bytes before j
+    pos = ends - out_len + 2 * np.repeat(np.arange(n, dtype=np.int64), tok_len) + 1
+    out[pos] = first[data]
+    two = out_len == 2
+    out[pos[two] + 1] = second[data[two]]
+    out[name_at] = ord('"')
+    out[name_at + name_len - 1] = ord('"')
+    return out.tobytes(), name_len
 
 
 def bytelevel_to_token(text: str) -> bytes:
@@ -155,21 +186,21 @@ def hf_tokenizer_json(vocab: Vocab) -> bytes:
     # its specials), so that HF keeps its id; no merge makes or uses it.
     import numpy as np
 
-    names = list(map(_quote, _bytelevel_names(vocab.tokens)))
-    for i, s in vocab.pinned.items():
-        names[i] = _quote(s)
-    spelled = [n.encode("utf-8") for n in names]
-    ids = [b"%d" % i for i in range(len(names))]
-    name_len = np.fromiter(map(len, spelled), np.int64, len(spelled))
+    names, name_len = _quoted_names(vocab.tokens)
     name_at = np.cumsum(name_len) - name_len
+    pinned = [_quote(s).encode("utf-8") for s in vocab.pinned.values()]
+    for i, q in zip(vocab.pinned, pinned):  # spelled after the other names
+        name_at[i], name_len[i] = len(names), len(q)
+        names += q
+    ids = [b"%d" % i for i in range(len(vocab.tokens))]
     id_len = np.fromiter(map(len, ids), np.int64, len(ids))
-    id_at = np.cumsum(id_len) - id_len + int(name_len.sum())
-    pool = b"".join(spelled) + b"".join(ids)
+    id_at = np.cumsum(id_len) - id_len + len(names)
+    pool = names + b"".join(ids)
     vocab_body = _lines(pool, [b"      ", (name_at, name_len), b": ", (id_at, id_len)], b",\n")
     merges = _split_merges(vocab.tokens, vocab.pinned)
     a, b = merges[:, 0], merges[:, 1]
     merges_body = _lines(pool, [b"      [", (name_at[a], name_len[a]), b", ", (name_at[b], name_len[b]), b"]"], b",\n")
-    vocab_text = b"{\n" + vocab_body + b"\n    }" if names else b"{}"
+    vocab_text = b"{\n" + vocab_body + b"\n    }" if vocab.tokens else b"{}"
     merges_text = b"[\n" + merges_body + b"\n    ]" if merges_body else b"[]"
 
     # Phase 3: splice. A special token could spell a placeholder too, but those sit in

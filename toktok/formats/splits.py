@@ -41,7 +41,8 @@ def _split_merges(tokens: list[bytes], skip=None, up_to: int = SPLIT_ALL_UP_TO, 
 
     skip = skip or ()
     rows = [token_splits(tokens, skip, up_to)]
-    long = [(i, t) for i, t in enumerate(tokens) if len(t) > up_to and i not in skip]
+    lengths = np.fromiter(map(len, tokens), np.int64, len(tokens))
+    long = [(i, tokens[i]) for i in np.flatnonzero(lengths > up_to).tolist() if i not in skip]
     if long:
         ids = {t: i for i, t in enumerate(tokens) if i not in skip}
         if sum(len(t) ** 2 for _, t in long) <= plain_budget:

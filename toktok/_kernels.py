@@ -54,7 +54,7 @@ def _grow(arr, need):
     cap = arr.shape[0] * 2
     while cap < need:
         cap *= 2
-    out = np.empty(cap, arr.dtype)
+    out = _empty_array(cap, arr.dtype)
     for i in range(arr.shape[0]):  # a loop compiles much faster than a slice assignment
         out[i] = arr[i]
     return out
@@ -120,6 +120,74 @@ def _peek(typingctx, addr, i, dtype):
 
     return item(addr, i, dtype), codegen
 
+
+
+# New arrays in compiled code. ``np.empty``, ``np.zeros`` and ``np.full`` each compile a function
+# of their own (Numba's implementation of them) for every shape and dtype a kernel asks for: 40
+# such compilations on the first run after an install, 2.7 s of the compiling. These intrinsics
+# emit the same allocation (Numba's own ``_empty_nd_impl``) straight into the kernel that calls
+# them, so nothing more is compiled. Same arrays: C-contiguous, owned by Numba's runtime.
+
+
+def _array_type(typingctx, shape, dtype):
+    """The array type a constructor of ``shape`` (int or tuple of ints) and ``dtype`` returns."""
+    from numba.core.typing.npydecl import parse_dtype, parse_shape
+
+    item, ndim = parse_dtype(dtype), parse_shape(shape)
+    return None if item is None or ndim is None else types.Array(item, ndim, "C")
+
+
+def _allocate(context, builder, signature, args):
+    from numba.np.arrayobj import _empty_nd_impl, _parse_shape
+
+    ary = _empty_nd_impl(context, builder, signature.return_type,
+                         _parse_shape(context, builder, signature.args[0], args[0]))
+    return ary, builder.mul(ary.itemsize, ary.nitems)
+
+
+@intrinsic
+def _empty_array(typingctx, shape, dtype):
+    """``np.empty(shape, dtype)`` in compiled code, e.g. ``_empty_array((n, 2), np.int64)``."""
+    arr = _array_type(typingctx, shape, dtype)
+    if arr is None:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return _allocate(context, builder, signature, args)[0]._getvalue()
+
+    return arr(shape, dtype), codegen
+
+
+@intrinsic
+def _zero_array(typingctx, shape, dtype):
+    """``np.zeros(shape, dtype)`` in compiled code, e.g. ``_zero_array(n, np.int32)``."""
+    arr = _array_type(typingctx, shape, dtype)
+    if arr is None:
+        return None
+
+    def codegen(context, builder, signature, args):
+        ary, size = _allocate(context, builder, signature, args)
+        cgutils.memset(builder, ary.data, size, 0)
+        return ary._getvalue()
+
+    return arr(shape, dtype), codegen
+
+
+@intrinsic
+def _full_array(typingctx, shape, value, dtype):
+    """``np.full(shape, value, dtype)`` in compiled code, e.g. ``_full_array(256, -1, np.int32)``."""
+    arr = _array_type(typingctx, shape, dtype)
+    if arr is None or not isinstance(value, types.Number):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ary, _ = _allocate(context, builder, signature, args)
+        v = context.cast(builder, args[1], signature.args[1], arr.dtype)
+        with cgutils.for_range(builder, ary.nitems) as loop:
+            builder.store(v, builder.gep(ary.data, [loop.index]))
+        return ary._getvalue()
+
+    return arr(shape, value, dtype), codegen
 
 _MADV_PAGEOUT = 21  # Linux >= 5.4
 

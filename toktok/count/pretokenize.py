@@ -24,7 +24,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from .._kernels import _EMPTY, inlined, internal
+from .._kernels import _EMPTY, _empty_array, _zero_array, inlined, internal
 
 
 def _cut_specials(texts: pl.Series, specials: Sequence[str]) -> pl.Series:
@@ -63,8 +63,8 @@ _HI, _NL, _SP, _AP = 8, 16, 32, 64  # per byte only: lead of a non-ASCII char, \
 
 @njit(cache=True)
 def _utf8_encode_all(cps):
-    out = np.empty(cps.shape[0] * 4, np.uint8)
-    off = np.zeros(cps.shape[0] + 1, np.int32)
+    out = _empty_array(cps.shape[0] * 4, np.uint8)
+    off = _zero_array(cps.shape[0] + 1, np.int32)
     o = 0
     for i in range(cps.shape[0]):
         c = cps[i]

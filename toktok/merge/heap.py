@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._kernels import _EMPTY, _address, _peek, inlined, internal
+from .._kernels import _EMPTY, _address, _empty_array, _peek, _zero_array, inlined, internal
 from .table import _CNT, _KEY
 
 
@@ -87,7 +87,7 @@ def _refill(T, H, target, tdata, tstart, tlen):
     the pair with the largest count is in it while it is not empty, so a pop is exact; pairs that
     fall below the floor are dropped from it, and when it runs empty it is refilled with a lower
     floor. Most new pairs have small counts and are never pushed."""
-    hist = np.zeros(64, np.int64)
+    hist = _zero_array(64, np.int64)
     for i in range(T.shape[0]):
         c = T[i, _CNT]
         if T[i, _KEY] != _EMPTY and c > 0:
@@ -124,7 +124,7 @@ def _heap_room(H, need):
     if need <= H.shape[0]:
         return H
     cap = max(need, H.shape[0] + (H.shape[0] >> 1))
-    N = np.empty((cap, 2), np.int64)
+    N = _empty_array((cap, 2), np.int64)
     for i in range(H.shape[0]):  # loops, not slices, in this module: they compile much faster
         N[i, 0] = H[i, 0]
         N[i, 1] = H[i, 1]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .._kernels import _EMPTY, _mix, internal
+from .._kernels import _EMPTY, _empty_array, _full_array, _mix, _zero_array, internal
 
 
 # The position array ``P`` (uint32) has an 8-byte row per position: (word count << tb | token),
@@ -61,12 +61,12 @@ def _layout(flat, lens, counts, tb):
                 n_esc += lens[w]
     if n_rows >= 2**31:
         raise ValueError("toktok: too many token positions for the merge loop (2**31)")
-    P = np.empty((n_rows, 2), np.uint32)
+    P = _empty_array((n_rows, 2), np.uint32)
     cap = 16
     while cap < 2 * n_esc:
         cap *= 2
-    ek = np.full(cap, _EMPTY, np.int64)
-    ev = np.zeros(cap, np.int64)
+    ek = _full_array(cap, _EMPTY, np.int64)
+    ev = _zero_array(cap, np.int64)
     P[0, _TC] = np.uint32(tmask - 1)
     P[0, _LNK] = 0
     o = 1

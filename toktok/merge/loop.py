@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .._kernels import _EMPTY, _grow, _mix, _prefetch, internal
+from .._kernels import _EMPTY, _empty_array, _grow, _mix, _prefetch, _zero_array, internal
 from .heap import _heap_room, _push_rows, _refill, _sift_down
 from .layout import _LNK, _TC, _escaped
 from .table import _CNT, _HEAD, _KEY, _LEN, _initial_pairs, _make_room, _pkey, _radix_sort, _rebuild, _tslot
@@ -44,9 +44,9 @@ def _setup(P, ek, ev, tb, tdata, tstart, tlen, n_tokens, expect, spare, slack, h
                 pool[h + n - 1 - k] = x
 
     # 3. the heap holds the pairs with the largest counts (see ``_refill``)
-    H, hn, floor = _refill(T, np.empty((1024, 2), np.int64), heap_target, tdata, tstart, tlen)
+    H, hn, floor = _refill(T, _empty_array((1024, 2), np.int64), heap_target, tdata, tstart, tlen)
 
-    st = np.zeros(9, np.int64)
+    st = _zero_array(9, np.int64)
     st[8] = floor
     st[0] = n_used
     st[1] = pool_end
@@ -221,13 +221,13 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
     r_seen = scratch[5]
     l_tix = scratch[6]
     r_tix = scratch[7]
-    trow = np.empty(1024, np.int64)
-    tcnt = np.empty(1024, np.int64)
-    tkey = np.empty(1024, np.int64)
-    tinc = np.empty(1024, np.int64)
-    e_pos = np.empty(1024, np.int32)
-    e_tix = np.empty(1024, np.int32)
-    one = np.empty(1, np.int64)
+    trow = _empty_array(1024, np.int64)
+    tcnt = _empty_array(1024, np.int64)
+    tkey = _empty_array(1024, np.int64)
+    tinc = _empty_array(1024, np.int64)
+    e_pos = _empty_array(1024, np.int32)
+    e_tix = _empty_array(1024, np.int32)
+    one = _empty_array(1, np.int64)
 
     while n_new < n_merges and n_rec < rec_cap:
         if hn == 0:
@@ -290,7 +290,7 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
             # ascending order, except a reused token's old list followed by its new entries
             for k in range(head + 1, head + ln):
                 if pool[k] < pool[k - 1]:
-                    part = np.empty(ln, np.int64)
+                    part = _empty_array(ln, np.int64)
                     for i in range(ln):
                         part[i] = pool[head + i]
                     part = _radix_sort(part, np.int64(0))
@@ -299,13 +299,13 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
                     stats[12] += 1
                     break
         if trow.shape[0] < new_rows:
-            trow = np.empty(new_rows + 1024, np.int64)
-            tcnt = np.empty(new_rows + 1024, np.int64)
-            tkey = np.empty(new_rows + 1024, np.int64)
-            tinc = np.empty(new_rows + 1024, np.int64)
+            trow = _empty_array(new_rows + 1024, np.int64)
+            tcnt = _empty_array(new_rows + 1024, np.int64)
+            tkey = _empty_array(new_rows + 1024, np.int64)
+            tinc = _empty_array(new_rows + 1024, np.int64)
         if e_pos.shape[0] < 2 * ln:
-            e_pos = np.empty(2 * ln + 1024, np.int32)
-            e_tix = np.empty(2 * ln + 1024, np.int32)
+            e_pos = _empty_array(2 * ln + 1024, np.int32)
+            e_tix = _empty_array(2 * ln + 1024, np.int32)
 
         # 4. merge at every live position
         n_touched, n_ent, n_new_rows, n_live = _merge_round(

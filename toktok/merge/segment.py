@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .._kernels import _address, internal
+from .._kernels import _address, _empty_array, _full_array, _zero_array, internal
 from ..vocab import Vocab
 from .tokens import _flatten, _lookup, _token_arrays, _token_table
 
@@ -27,13 +27,13 @@ def _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, 
     (Its heap is written out here: a sift helper taking the arrays would pay reference counts on
     every call, see ``heap._before``; lookups go through ``_lookup`` on the tables' addresses.)"""
     big = np.int64(1) << 31
-    nxt = np.empty(n, np.int64)  # start of the next part (n after the last)
-    prv = np.empty(n, np.int64)  # start of the previous part (-1 before the first)
-    rank = np.empty(n, np.int64)  # rank of (this part, next part); big: none; -1: not a part
-    tid = np.empty(n, np.int64)  # the part's token id
+    nxt = _empty_array(n, np.int64)  # start of the next part (n after the last)
+    prv = _empty_array(n, np.int64)  # start of the previous part (-1 before the first)
+    rank = _empty_array(n, np.int64)  # rank of (this part, next part); big: none; -1: not a part
+    tid = _empty_array(n, np.int64)  # the part's token id
     # (rank << 32) | start; stale entries stay until popped: at most n - 1 at the start plus
     # two per merge, and there are at most n - 1 merges
-    heap = np.empty(3 * n, np.int64)
+    heap = _empty_array(3 * n, np.int64)
     hn = 0
     for i in range(n):
         nxt[i] = i + 1
@@ -146,11 +146,11 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bid
         max_len = max(max_len, np.int64(tlen[t]))
     # ranks of the two-byte tokens, so that the first round of every word needs no hashing
     # and most words (no adjacent byte pair is a token) finish at once
-    byte_id = np.full(256, -1, np.int32)
+    byte_id = _full_array(256, -1, np.int32)
     for t in range(n_tokens):  # (the tokens are distinct: Vocab.check)
         if tlen[t] == 1:
             byte_id[tdata[tstart[t]]] = t
-    pair2 = np.full(65536, -1, np.int64)
+    pair2 = _full_array(65536, -1, np.int64)
     for t in range(n_tokens):
         if tlen[t] == 2:
             pair2[np.int64(tdata[tstart[t]]) * 256 + tdata[tstart[t] + 1]] = t
@@ -160,10 +160,10 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bid
     mask = np.uint64(bkeys.shape[0] - 1)
     data_at = _address(data)
     n_words = offsets.shape[0] - 1
-    out = np.empty(data.shape[0], np.int32)
-    lens = np.zeros(n_words, np.int64)
-    bounds = np.empty(16, np.int64)
-    rk = np.empty(16, np.int64)
+    out = _empty_array(data.shape[0], np.int32)
+    lens = _zero_array(n_words, np.int64)
+    bounds = _empty_array(16, np.int64)
+    rk = _empty_array(16, np.int64)
     big = np.int64(1) << 62
     o = np.int64(0)
     for w in range(n_words):
@@ -184,8 +184,8 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bid
             lens[w] = k
             continue
         if bounds.shape[0] < n + 1:
-            bounds = np.empty(2 * (n + 1), np.int64)
-            rk = np.empty(2 * (n + 1), np.int64)
+            bounds = _empty_array(2 * (n + 1), np.int64)
+            rk = _empty_array(2 * (n + 1), np.int64)
         nb = n + 1
         for i in range(nb):
             bounds[i] = s + i
@@ -235,14 +235,14 @@ def _splits(tdata, tstart, tlen, bkeys, bids, skip, up_to):
     whose two halves are tokens, ids in ``skip`` neither split nor parts; in token order, then
     left id order."""
     n_tokens = tlen.shape[0]
-    byte_id = np.full(256, -1, np.int64)  # one-byte halves need no lookup
+    byte_id = _full_array(256, -1, np.int64)  # one-byte halves need no lookup
     for t in range(n_tokens):
         if tlen[t] == 1 and not skip[t]:
             byte_id[tdata[tstart[t]]] = t
     keys_at, ids_at, tdata_at = _address(bkeys), _address(bids), _address(tdata)
     tstart_at, tlen_at = _address(tstart), _address(tlen)
     mask = np.uint64(bkeys.shape[0] - 1)
-    out = np.empty((1024, 3), np.int32)
+    out = _empty_array((1024, 3), np.int32)
     m = 0
     for t in range(n_tokens):
         n = np.int64(tlen[t])
@@ -258,7 +258,7 @@ def _splits(tdata, tstart, tlen, bkeys, bids, skip, up_to):
             if b < 0 or skip[b]:
                 continue
             if m == out.shape[0]:
-                grown = np.empty((2 * m, 3), np.int32)
+                grown = _empty_array((2 * m, 3), np.int32)
                 for i in range(m):
                     for j in range(3):
                         grown[i, j] = out[i, j]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._kernels import _EMPTY, _mix, inlined, internal
+from .._kernels import _EMPTY, _empty_array, _mix, _zero_array, inlined, internal
 from .layout import _TC, _escaped
 
 
@@ -39,8 +39,8 @@ def _tslot(T, key):
 
 @internal
 def _new_table(cap):
-    T = np.empty((cap, 2), np.int64)
-    L = np.empty((cap, 2), np.int32)
+    T = _empty_array((cap, 2), np.int64)
+    L = _empty_array((cap, 2), np.int32)
     for i in range(cap):
         T[i, _KEY] = _EMPTY
         T[i, _CNT] = 0
@@ -80,7 +80,7 @@ def _rebuild(T, L, need):
 def _new_pool(n):
     if n >= 2**31:
         raise ValueError("toktok: too many pair positions for the merge loop (2**31)")
-    return np.empty(n, np.int32)
+    return _empty_array(n, np.int32)
 
 
 @internal
@@ -99,7 +99,7 @@ def _make_room(T, L, pool, pool_end, live, need):
                     L[i, _LEN] = 0
                 else:
                     n += 1
-        keys = np.empty(n, np.int64)
+        keys = _empty_array(n, np.int64)
         n = 0
         for i in range(T.shape[0]):
             if T[i, _KEY] != _EMPTY and L[i, _LEN] > 0:
@@ -134,8 +134,8 @@ def _radix_sort(a, lo):
     hi = 0
     for i in range(n):
         hi = max(hi, a[i])
-    b = np.empty(n, np.int64)
-    cnt = np.empty(1 << 16, np.int64)
+    b = _empty_array(n, np.int64)
+    cnt = _empty_array(1 << 16, np.int64)
     shift = lo
     while shift < 64 and (hi >> shift) > 0:
         for d in range(1 << 16):
@@ -169,8 +169,8 @@ def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack):
     n_used = 0
     if n_tokens <= 2048:
         nn = n_tokens * n_tokens
-        dcnt = np.zeros(nn, np.int64)
-        dlen = np.zeros(nn, np.int64)
+        dcnt = _zero_array(nn, np.int64)
+        dlen = _zero_array(nn, np.int64)
         for p in range(n_rows - 1):
             v = np.int64(P[p, _TC])
             ta = v & tmask

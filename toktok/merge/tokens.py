@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
-from .._kernels import _EMPTY, _hash_range, _mix, _peek, inlined, internal
+from .._kernels import _EMPTY, _full_array, _hash_range, _mix, _peek, _zero_array, inlined, internal
 from ..vocab import Vocab
 
 
@@ -67,8 +67,8 @@ def _token_table(tdata, tstart, tlen, n_tokens, max_tokens):
     cap = 16
     while cap < 2 * max_tokens:
         cap *= 2
-    bkeys = np.full(cap, _EMPTY, np.int64)
-    bids = np.zeros(cap, np.int32)
+    bkeys = _full_array(cap, _EMPTY, np.int64)
+    bids = _zero_array(cap, np.int32)
     for t in range(n_tokens):
         _put_token(bkeys, bids, _hash_range(tdata, tstart[t], np.int64(tlen[t])), t)
     return bkeys, bids

@@ -740,15 +740,21 @@ class _Table:
     def nbytes(self) -> int:
         return self.T.nbytes + self.arena.nbytes + self.st.nbytes
 
+    # The kernels that only read a table's arena get read-only views of it, as the scanner gets
+    # the text: one compiled version of each helper that reads words, not one per writability.
+    def arena_view(self) -> np.ndarray:
+        """The arena as a read-only view."""
+        return _readonly(self.arena.view())
+
     def a64(self) -> np.ndarray:
-        return self.arena.view(np.uint64) if sys.byteorder == "little" else _NO_WORDS
+        return _readonly(self.arena.view(np.uint64)) if sys.byteorder == "little" else _NO_WORDS
 
     def grow(self) -> None:
         """Make room for one more word (as the last kernel call asked)."""
         cap = self.T.shape[0]
         if self.st[0] >= cap * _MAX_LOAD[0] // _MAX_LOAD[1]:
             N = _new_rows(2 * cap)
-            _rehash(self.T, N, self.arena, self.a64(), np.uint64(65 - N.shape[0].bit_length()))
+            _rehash(self.T, N, self.arena_view(), self.a64(), np.uint64(65 - N.shape[0].bit_length()))
             self.T = N
         need = int(self.st[5])
         if need > self.arena.shape[0]:
@@ -900,7 +906,7 @@ class WordCounter:
             vdata = np.empty(max(8, o0[-1]), np.uint8)
 
             def export(p: int) -> None:
-                _export_views(parts[p].T, parts[p].arena, views, vdata, out_cnt, w0[p], o0[p])
+                _export_views(parts[p].T, parts[p].arena_view(), views, vdata, out_cnt, w0[p], o0[p])
 
             _in_threads(export, len(parts))
             col = pa.Array.from_buffers(pa.binary_view(), w0[-1], [None, pa.py_buffer(views), pa.py_buffer(vdata)])
@@ -910,7 +916,7 @@ class WordCounter:
         out_data = np.empty(max(1, o0[-1]), np.uint8)
         out_off = np.empty(w0[-1] + 1, np.int64)
         out_off[0] = 0
-        _in_threads(lambda p: _export(parts[p].T, parts[p].arena, out_data, out_off, out_cnt, w0[p], o0[p]), len(parts))
+        _in_threads(lambda p: _export(parts[p].T, parts[p].arena_view(), out_data, out_off, out_cnt, w0[p], o0[p]), len(parts))
         col = pa.LargeBinaryArray.from_buffers(
             pa.large_binary(), w0[-1], [None, pa.py_buffer(out_off), pa.py_buffer(out_data)]
         )
@@ -934,7 +940,7 @@ def _merge_tables(tables: list[_Table]) -> list[_Table]:
         for src in tables:
             a64 = src.a64()
             r = 0
-            while (r := _merge_part(src.T, src.arena, a64, r, p, nparts, tb.T, tb.arena, tb.st, tb.shift)) >= 0:
+            while (r := _merge_part(src.T, src.arena_view(), a64, r, p, nparts, tb.T, tb.arena, tb.st, tb.shift)) >= 0:
                 tb.grow()
 
     _in_threads(work, nparts)

@@ -328,7 +328,7 @@ def _train(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: 
         if not compiled():  # the first run after an install: the merge kernels compile beside it
             run.compiler = warm.start()
             if cfg.verbose is not False:
-                (log or _stderr)("toktok: compiling the kernels, once after an install (about 15 s more); "
+                (log or _stderr)("toktok: compiling the kernels, once after an install (about 10 s more); "
                                  "later runs load them from Numba's cache")
         for phase, sources, fp in zip(run.phases, run.plans, run.fingerprints):
             _phase(run, phase, sources, fp)

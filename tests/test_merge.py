@@ -290,3 +290,28 @@ def test_llvm_pages_given_back_change_nothing():
     assert after.vocab.tokens == ref
     c = count_words(["hello world hello"])
     assert dict(c.iter_rows()) == {b"hello": 1, b" world": 1, b" hello": 1}
+
+
+def test_array_intrinsics_make_what_numpy_makes():
+    """The kernels' array constructors (_kernels._empty_array, _zero_array, _full_array, which
+    compile nothing of their own) give NumPy's shapes, dtypes, layout and values, empty included."""
+    from numba import njit
+
+    from toktok._kernels import _empty_array, _full_array, _zero_array
+
+    @njit
+    def make(n):
+        e = _empty_array((n, 2), np.uint32)
+        e[:] = 5
+        like = _empty_array(n, e.dtype)
+        return e, like, _zero_array((n, 3), np.int64), _zero_array(n, np.bool_), _full_array(n, -1, np.int32), \
+            _full_array((n, 2), 7, np.uint8)
+
+    for n in (0, 1, 7, 4099):
+        e, like, z, zb, f, f2 = make(n)
+        want = (np.full((n, 2), 5, np.uint32), np.empty(n, np.uint32), np.zeros((n, 3), np.int64),
+                np.zeros(n, np.bool_), np.full(n, -1, np.int32), np.full((n, 2), 7, np.uint8))
+        for got, w in zip((e, like, z, zb, f, f2), want):
+            assert got.shape == w.shape and got.dtype == w.dtype and got.flags.c_contiguous
+        for got, w in zip((e, z, zb, f, f2), (want[0], *want[2:])):
+            assert np.array_equal(got, w)

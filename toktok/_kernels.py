@@ -129,7 +129,7 @@ def _peek(typingctx, addr, i, dtype):
 # them, so nothing more is compiled. Same arrays: C-contiguous, owned by Numba's runtime.
 
 
-def _array_type(typingctx, shape, dtype):
+def _array_type(shape, dtype):
     """The array type a constructor of ``shape`` (int or tuple of ints) and ``dtype`` returns."""
     from numba.core.typing.npydecl import parse_dtype, parse_shape
 
@@ -145,38 +145,37 @@ def _allocate(context, builder, signature, args):
     return ary, builder.mul(ary.itemsize, ary.nitems)
 
 
-@intrinsic
-def _empty_array(typingctx, shape, dtype):
-    """``np.empty(shape, dtype)`` in compiled code, e.g. ``_empty_array((n, 2), np.int64)``."""
-    arr = _array_type(typingctx, shape, dtype)
-    if arr is None:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return _allocate(context, builder, signature, args)[0]._getvalue()
-
-    return arr(shape, dtype), codegen
-
-
-@intrinsic
-def _zero_array(typingctx, shape, dtype):
-    """``np.zeros(shape, dtype)`` in compiled code, e.g. ``_zero_array(n, np.int32)``."""
-    arr = _array_type(typingctx, shape, dtype)
+def _new_array(shape, dtype, *, zeroed: bool):
+    """Signature and code generator of ``_empty_array`` (``zeroed``: of ``_zero_array``)."""
+    arr = _array_type(shape, dtype)
     if arr is None:
         return None
 
     def codegen(context, builder, signature, args):
         ary, size = _allocate(context, builder, signature, args)
-        cgutils.memset(builder, ary.data, size, 0)
+        if zeroed:
+            cgutils.memset(builder, ary.data, size, 0)
         return ary._getvalue()
 
     return arr(shape, dtype), codegen
 
 
 @intrinsic
+def _empty_array(typingctx, shape, dtype):
+    """``np.empty(shape, dtype)`` in compiled code, e.g. ``_empty_array((n, 2), np.int64)``."""
+    return _new_array(shape, dtype, zeroed=False)
+
+
+@intrinsic
+def _zero_array(typingctx, shape, dtype):
+    """``np.zeros(shape, dtype)`` in compiled code, e.g. ``_zero_array(n, np.int32)``."""
+    return _new_array(shape, dtype, zeroed=True)
+
+
+@intrinsic
 def _full_array(typingctx, shape, value, dtype):
     """``np.full(shape, value, dtype)`` in compiled code, e.g. ``_full_array(256, -1, np.int32)``."""
-    arr = _array_type(typingctx, shape, dtype)
+    arr = _array_type(shape, dtype)
     if arr is None or not isinstance(value, types.Number):
         return None
 

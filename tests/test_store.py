@@ -109,6 +109,9 @@ def test_set_tokens_updates_the_stored_words_in_place_in_slices(tmp_path, monkey
     assert _tokens_by_word(store, "main") == dict(zip(mine, tokens))
     assert _tokens_by_word(store, "a") == {b"a1": None, b"a2": None}
     assert _tokens_by_word(store, "z") == {b"z1": None}
+    z_rows = _row_ids(store, "z")
+    store.set_tokens("z", pa.array([b"z1"]), np.array([5]), [9])  # one word: its first is its last
+    assert _tokens_by_word(store, "z") == {b"z1": 9} and _row_ids(store, "z") == z_rows
     assert store.words_of("main")["word"].to_pylist() == mine
     assert _row_ids(store, "main") == rows  # updated in place, not deleted and inserted again
     store.close()

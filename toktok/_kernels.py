@@ -121,7 +121,6 @@ def _peek(typingctx, addr, i, dtype):
     return item(addr, i, dtype), codegen
 
 
-
 # New arrays in compiled code. ``np.empty``, ``np.zeros`` and ``np.full`` each compile a function
 # of their own (Numba's implementation of them) for every shape and dtype a kernel asks for: 40
 # such compilations on the first run after an install, 2.7 s of the compiling. These intrinsics
@@ -187,6 +186,7 @@ def _full_array(typingctx, shape, value, dtype):
         return ary._getvalue()
 
     return arr(shape, value, dtype), codegen
+
 
 _MADV_PAGEOUT = 21  # Linux >= 5.4
 

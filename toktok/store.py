@@ -322,7 +322,7 @@ class RunStore:
         first, last, stored = self.run("word_rows.span", {"phase": phase}).fetchone()
         if n and stored == n and last - first + 1 == n:
             ends = [w for (w,) in self.run("word_rows.words_at", {"first": first, "last": last}).fetchall()]
-            if ends == [words[0].as_py(), words[n - 1].as_py()] or (n == 1 and ends == [words[0].as_py()]):
+            if ends == [words[i].as_py() for i in sorted({0, n - 1})]:
                 tokens = pa.array(tokens, pa.int32())
                 for lo in range(0, n, TOKEN_ROWS):
                     m = min(TOKEN_ROWS, n - lo)

@@ -938,9 +938,9 @@ def _merge_tables(tables: list[_Table]) -> list[_Table]:
     def work(p: int) -> None:
         tb = out[p]
         for src in tables:
-            a64 = src.a64()
+            arena, a64 = src.arena_view(), src.a64()
             r = 0
-            while (r := _merge_part(src.T, src.arena_view(), a64, r, p, nparts, tb.T, tb.arena, tb.st, tb.shift)) >= 0:
+            while (r := _merge_part(src.T, arena, a64, r, p, nparts, tb.T, tb.arena, tb.st, tb.shift)) >= 0:
                 tb.grow()
 
     _in_threads(work, nparts)

@@ -102,8 +102,9 @@ def _quoted_names(tokens: list[bytes]):
     tok_len = np.fromiter(map(len, tokens), np.int64, n)
     out_len = width[data]
     ends = np.cumsum(out_len)
+    upto = np.concatenate(([0], ends))  # output bytes of the spellings before byte i
     tok_ends = np.cumsum(tok_len)
-    spelled_len = np.concatenate(([0], ends))[tok_ends] - np.concatenate(([0], ends))[tok_ends - tok_len]
+    spelled_len = upto[tok_ends] - upto[tok_ends - tok_len]
     name_len = spelled_len + 2
     name_at = np.cumsum(name_len) - name_len
     out = np.empty(int(name_len.sum()), np.uint8)

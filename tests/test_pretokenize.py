@@ -214,6 +214,75 @@ def test_result_is_cumulative():
     assert second == dict(count_words_reference(["one two", "two three three"] * 10 + ["three four"] * 5))
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+def test_result_is_cumulative_with_many_words(threads):
+    # what an earlier result() merged is merged again with what was counted since
+    texts = [" ".join(_word(i) for i in range(j, 60_000, 5)) for j in range(5)]
+    c = WordCounter(threads=threads)
+    seen = []
+    for i in range(0, len(texts), 2):
+        c.add(texts[i : i + 2])
+        seen += texts[i : i + 2]
+        assert dict(c.result().iter_rows()) == dict(count_words_reference(seen))
+
+
+def _table_of(texts, parts):
+    """A thread's counting table (of ``parts`` parts) holding the words of ``texts``."""
+    import numpy as np
+    import toktok.count.pretokenize as pt
+
+    raw = "".join(texts).encode()
+    data = np.frombuffer(raw, np.uint8)
+    off = np.cumsum([0] + [len(t.encode()) for t in texts]).astype(np.int64)
+    flags, fold = pt._class_tables()
+    tb = pt._Table(parts)
+    pt._scan_chunk(tb, (data, *pt._words64(data), off, pt._byte_classes(), flags, fold, True), 0, len(texts))
+    return tb
+
+
+def _rows(parts):
+    import toktok.count.pretokenize as pt
+
+    c = WordCounter(threads=len(parts))
+    c._parts = parts
+    assert all(isinstance(p, pt._Table) and p.parts == 1 for p in parts)
+    return dict(c.result().iter_rows())
+
+
+@pytest.mark.parametrize("room", [True, False])
+def test_tables_merge_in_place_in_the_roomiest(room):
+    import numpy as np
+    import toktok.count.pretokenize as pt
+
+    # long words that only one table has (new to the host: each part adds them to its own
+    # stretch of the host's arena), some that both have, short ones
+    big = [" ".join(_word(i) for i in range(0, 60_000 if room else 40_000))]
+    small = [" ".join(_word(i) for i in range(55_000 if room else 30_000, 70_000)) + " a bb ccc"]
+    a, b = _table_of(big, 2), _table_of(small, 2)
+    assert (a.cbits > b.cbits) == room
+    host = a if room else max((a, b), key=lambda t: (t.cbits, t.words))
+    used = int(host.st[0, 1])
+    parts = pt._merge_tables([b, a], [])
+    assert _rows(parts) == dict(count_words_reference(big + small))
+    for p in parts:
+        # in place: a view of the host's rows unless the part had to grow
+        assert np.shares_memory(p.T, host.T) == room
+        assert np.shares_memory(p.arena, host.arena)
+    # the parts' new long words went to stretches of the arena that do not overlap
+    ends = sorted((int(p.st[0, 1]) for p in parts))
+    assert ends[0] > used and ends[1] > ends[0]
+
+
+def test_counting_threads_end_with_the_result():
+    import threading
+
+    c = WordCounter(threads=2)
+    c.add([PAD * 50] * 40)
+    assert any(t.name.startswith("toktok-count") for t in threading.enumerate())
+    assert dict(c.result().iter_rows()) == dict(count_words_reference([PAD * 50] * 40))
+    assert not any(t.name.startswith("toktok-count") for t in threading.enumerate())
+
+
 def test_export_without_views():
     texts = ["short words and some quite long words: internationalization " * 3, "x" * 5000]
     c = WordCounter(threads=2)

@@ -9,9 +9,11 @@ exact look-around-free emulation inside Polars that the tests hold to the same r
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import sys
 import tempfile
+import threading
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -428,23 +430,31 @@ def _piece_end(data, d64, base, i, e, ac, flags, fold, swar):
 # --- counting tables ---------------------------------------------------------------------------
 #
 # One open-addressing table per thread, rows of two int64: key and count (16 bytes; linear
-# probing, at most 70% full). A word of up to 7 bytes is its own key: its bytes, little-endian,
-# and its length in bits 56-58, so it is compared exactly without touching anything else. A
-# longer word lives in the table's arena (a 1-byte length, or 255 and an 8-byte length, then the
-# bytes); its key is bit 62, 26 bits of its hash (bits 36-61) and its arena offset (bits 0-35),
-# so a probe compares bytes only when those hash bits agree. Kernels never allocate: when a table
-# or an arena is full they return, Python grows it (NumPy's large allocations get huge pages)
-# and calls again from where they stopped.
+# probing). A word of up to 7 bytes is its own key: its bytes, little-endian, and its length in
+# bits 56-58, so it is compared exactly without touching anything else. A longer word lives in
+# the table's arena (a 1-byte length, or 255 and an 8-byte length, then the bytes); its key is
+# bit 62, 26 bits of its hash (bits 36-61) and its arena offset (bits 0-35), so a probe compares
+# bytes only when those hash bits agree. Kernels never allocate: when a table or an arena is full
+# they return, Python grows it (NumPy's large allocations get huge pages) and calls again from
+# where they stopped.
+#
+# A thread's table is cut into one part per thread by bits 8-23 of the words' hash. Each part is
+# a table of its own: 2**cbits rows, at most 70% full, its rows picked by the hash's top bits,
+# its probes wrapping inside it. So merging the threads' tables is one part per thread, in place:
+# thread p adds part p of every other table into part p of one of them (each thread reads only
+# its share of the other tables, and writes into memory already touched).
+# st (per table, int64): row 0: 1 arena bytes used, 3/4 resume document and byte, 5 arena bytes
+# needed; row 1 + p, for part p: 0 words, 1 arena bytes of its words, 2 bytes of short words,
+# 6 bytes of long words, 7 bytes of words longer than 12 (those that an Arrow binary view does
+# not hold inline).
 
 _LONG = np.int64(1) << 62
 _OFF_BITS = 36
 _OFF_MASK = (np.int64(1) << _OFF_BITS) - 1
 _HEAD_MASK = ~_OFF_MASK
 _TAG_MASK = np.uint64((1 << 26) - 1)
-_MAX_LOAD = (7, 10)  # rows used <= cap * 7 // 10
-# st (per table): 0 rows used, 1 arena bytes used, 2 bytes of short words, 3/4 resume document
-# and byte, 5 arena bytes needed, 6 bytes of long words, 7 bytes of words longer than 12 (those
-# that an Arrow binary view does not hold inline)
+_MAX_LOAD = (7, 10)  # a part's words <= its rows * 7 // 10
+_MIN_BITS = 10  # a part has at least 2**10 rows
 _ST = 8
 
 
@@ -481,9 +491,17 @@ def _long_hash(d64, data, base, i, n):
 
 
 @inlined
-def _part(h, nparts):
-    """Which of ``nparts`` merged tables a word goes to (independent of table sizes)."""
-    return np.int64((h >> np.uint64(8)) & np.uint64(0xFFFF)) % nparts
+def _home(h, parts, cbits):
+    """The row where the word of hash h is looked for first in a table of ``parts`` parts of
+    2**cbits rows: its part, from bits 8-23 of h (a multiply, not a division), then a row of the
+    part from the top bits of h (independent of the part, so a part is a table of its own)."""
+    p = np.int64((((h >> np.uint64(8)) & np.uint64(0xFFFF)) * np.uint64(parts)) >> np.uint64(16))
+    return (p << cbits) | np.int64(h >> np.uint64(64 - cbits))
+
+
+@inlined
+def _limit(cbits):
+    return (np.int64(1) << cbits) * _MAX_LOAD[0] // _MAX_LOAD[1]
 
 
 @inlined
@@ -499,38 +517,41 @@ def _arena_word(arena, o):
 
 
 @inlined
-def _bump_short(T, st, limit, mask, shift, key, h, n, cnt):
-    """Add cnt to short word ``key``; False (nothing done) when the table must grow first."""
-    s = np.int64(h >> shift)
+def _bump_short(T, st, cbits, s, key, n, cnt):
+    """Add cnt to short word ``key`` whose home row is s; False (nothing done) when its part
+    must grow first."""
+    cmask = (np.int64(1) << cbits) - 1
+    q = 1 + (s >> cbits)
     while True:
         k = T[s, 0]
         if k == key:
             T[s, 1] += cnt
             return True
         if k == _EMPTY:
-            if st[0] >= limit:
+            if st[q, 0] >= _limit(cbits):
                 return False
             T[s, 0] = key
             T[s, 1] = cnt
-            st[0] += 1
-            st[2] += n
+            st[q, 0] += 1
+            st[q, 2] += n
             return True
-        s = (s + 1) & mask
+        s = (s & ~cmask) | ((s + 1) & cmask)
 
 
 @inlined
-def _bump_long(T, arena, st, limit, mask, shift, d64, data, base, i, n, h, cnt):
-    """Add cnt to long word data[i:i+n] of hash h; False (nothing done) when the table or the
-    arena (``st[5]`` bytes needed) must grow first."""
+def _bump_long(T, arena, st, cbits, s, d64, data, base, i, n, h, cnt):
+    """Add cnt to long word data[i:i+n] of hash h and home row s; False (nothing done) when its
+    part or the arena (``st[0, 5]`` bytes needed) must grow first."""
     head = _LONG | (np.int64((h >> np.uint64(8)) & _TAG_MASK) << _OFF_BITS)
-    s = np.int64(h >> shift)
+    cmask = (np.int64(1) << cbits) - 1
+    q = 1 + (s >> cbits)
     while True:
         k = T[s, 0]
         if k == _EMPTY:
-            o = st[1]
+            o = st[0, 1]
             w = o + 1 if n < 255 else o + 9
-            if st[0] >= limit or w + n > arena.shape[0]:
-                st[5] = w + n
+            if st[q, 0] >= _limit(cbits) or w + n > arena.shape[0]:
+                st[0, 5] = w + n
                 return False
             if n < 255:
                 arena[o] = n
@@ -540,13 +561,14 @@ def _bump_long(T, arena, st, limit, mask, shift, d64, data, base, i, n, h, cnt):
                     arena[o + 1 + t] = (n >> (8 * t)) & 0xFF
             for x in range(n):
                 arena[w + x] = data[i + x]
-            st[1] = w + n
-            st[6] += n
+            st[0, 1] = w + n
+            st[q, 1] += w + n - o
+            st[q, 6] += n
             if n > 12:
-                st[7] += n
+                st[q, 7] += n
             T[s, 0] = head | o
             T[s, 1] = cnt
-            st[0] += 1
+            st[q, 0] += 1
             return True
         if k & _HEAD_MASK == head:
             w, m = _arena_word(arena, k & _OFF_MASK)
@@ -559,31 +581,34 @@ def _bump_long(T, arena, st, limit, mask, shift, d64, data, base, i, n, h, cnt):
                 if same:
                     T[s, 1] += cnt
                     return True
-        s = (s + 1) & mask
+        s = (s & ~cmask) | ((s + 1) & cmask)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _scan_into(data, d64, base, offsets, d, i, hi, ac, flags, fold, swar, T, arena, st, shift):
+def _scan_into(data, d64, base, offsets, d, i, hi, ac, flags, fold, swar, T, arena, st, cbits):
     """Count PATTERN's pieces of documents d..hi-1 (document d from byte i on) into table T.
-    Returns 0 when done, 1 when T or the arena must grow (resume at document st[3], byte st[4]).
+    Returns 0 when done, 1 when T or the arena must grow (resume at document st[0, 3], byte
+    st[0, 4]).
 
     Software-pipelined by one piece: a piece's first table row is loaded as soon as its hash is
     known, and the piece is counted after the next one has been scanned, so a cache miss on a
     rare word overlaps with scanning instead of stalling it."""
-    mask = T.shape[0] - 1
-    limit = T.shape[0] * _MAX_LOAD[0] // _MAX_LOAD[1]
+    parts = T.shape[0] >> cbits
     while d < hi:
         e = offsets[d + 1]
-        pn = np.int64(0)  # the pending piece: length (0: none), start, key (short words), hash, first row
+        # the pending piece: length (0: none), start, key (short words), hash, home row, its key
+        pn = np.int64(0)
         pi = np.int64(0)
         pk = np.int64(0)
         ph = np.uint64(0)
+        ps = np.int64(0)
         pt = np.int64(0)
         while True:
             n = np.int64(0)
             j = i
             key = np.int64(0)
             h = np.uint64(0)
+            s = np.int64(0)
             t = np.int64(0)
             if i < e:
                 j = _piece_end(data, d64, base, i, e, ac, flags, fold, swar)
@@ -593,23 +618,24 @@ def _scan_into(data, d64, base, offsets, d, i, hi, ac, flags, fold, swar, T, are
                     h = _short_hash(key)
                 else:
                     h = _long_hash(d64, data, base, i, n)
-                t = T[np.int64(h >> shift), 0]  # the early load: brings the row's line in
+                s = _home(h, parts, cbits)
+                t = T[s, 0]  # the early load: brings the row's line in
             if pn:
                 if pn <= 7:
                     if pt == pk:
-                        T[np.int64(ph >> shift), 1] += 1
+                        T[ps, 1] += 1
                         ok = True
                     else:
-                        ok = _bump_short(T, st, limit, mask, shift, pk, ph, pn, np.int64(1))
+                        ok = _bump_short(T, st, cbits, ps, pk, pn, np.int64(1))
                 else:
-                    ok = _bump_long(T, arena, st, limit, mask, shift, d64, data, base, pi, pn, ph, np.int64(1))
+                    ok = _bump_long(T, arena, st, cbits, ps, d64, data, base, pi, pn, ph, np.int64(1))
                 if not ok:
-                    st[3] = d
-                    st[4] = pi
+                    st[0, 3] = d
+                    st[0, 4] = pi
                     return 1
             if n == 0:
                 break
-            pn, pi, pk, ph, pt = n, i, key, h, t
+            pn, pi, pk, ph, ps, pt = n, i, key, h, s, t
             i = j
         d += 1
         if d < hi:
@@ -627,37 +653,37 @@ def _row_hash(k, arena, a64):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _rehash(T, N, arena, a64, shift):
-    """Move every row of T into the empty, larger table N."""
-    mask = N.shape[0] - 1
+def _rehash(T, N, arena, a64, cbits):
+    """Move every row of T into the empty table N of as many parts, of 2**cbits rows each."""
+    parts = N.shape[0] >> cbits
+    cmask = (np.int64(1) << cbits) - 1
     for r in range(T.shape[0]):
         k = T[r, 0]
         if k == _EMPTY:
             continue
-        s = np.int64(_row_hash(k, arena, a64) >> shift)
+        s = _home(_row_hash(k, arena, a64), parts, cbits)
         while N[s, 0] != _EMPTY:
-            s = (s + 1) & mask
+            s = (s & ~cmask) | ((s + 1) & cmask)
         N[s, 0] = k
         N[s, 1] = T[r, 1]
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _merge_part(S, sarena, sa64, r, p, nparts, T, arena, st, shift):
-    """Add the words of table S (from row r on) that belong to part p into T. Returns -1 when
-    done, else the row to resume at once T or its arena has grown."""
-    mask = T.shape[0] - 1
-    limit = T.shape[0] * _MAX_LOAD[0] // _MAX_LOAD[1]
-    while r < S.shape[0]:
+def _merge_rows(S, sarena, sa64, r, hi, T, arena, st, cbits):
+    """Add the words in rows r..hi-1 of table S into T. Returns -1 when done, else the row to
+    resume at once T or its arena has grown."""
+    parts = T.shape[0] >> cbits
+    while r < hi:
         k = S[r, 0]
         if k != _EMPTY:
             h = _row_hash(k, sarena, sa64)
-            if _part(h, nparts) == p:
-                if k & _LONG:
-                    w, n = _arena_word(sarena, k & _OFF_MASK)
-                    if not _bump_long(T, arena, st, limit, mask, shift, sa64, sarena, np.int64(0), w, n, h, S[r, 1]):
-                        return r
-                elif not _bump_short(T, st, limit, mask, shift, k, h, k >> 56, S[r, 1]):
+            s = _home(h, parts, cbits)
+            if k & _LONG:
+                w, n = _arena_word(sarena, k & _OFF_MASK)
+                if not _bump_long(T, arena, st, cbits, s, sa64, sarena, np.int64(0), w, n, h, S[r, 1]):
                     return r
+            elif not _bump_short(T, st, cbits, s, k, k >> 56, S[r, 1]):
+                return r
         r += 1
     return -1
 
@@ -720,22 +746,43 @@ def _export_views(T, arena, views, vdata, out_cnt, w, o):
 
 
 class _Table:
-    """One counting table and its arena (see above); grows on the kernels' request."""
+    """A counting table of ``parts`` parts, and its arena (see above); grows on the kernels'
+    request. ``rows`` is what the parts start with, together."""
 
-    __slots__ = ("T", "arena", "st")
+    __slots__ = ("T", "arena", "st", "cbits")
 
-    def __init__(self, cap: int = 1 << 16, arena: int = 1 << 16):
-        self.T = _new_rows(cap)
+    def __init__(self, parts: int = 1, rows: int = 1 << 16, arena: int = 1 << 16):
+        self.cbits = max(_MIN_BITS, (max(1, rows // parts) - 1).bit_length())
+        self.T = _new_rows(parts << self.cbits)
         self.arena = np.empty(arena, np.uint8)
-        self.st = np.zeros(_ST, np.int64)
+        self.st = np.zeros((1 + parts, _ST), np.int64)
 
     @property
-    def shift(self) -> np.uint64:
-        return np.uint64(65 - self.T.shape[0].bit_length())
+    def parts(self) -> int:
+        return self.st.shape[0] - 1
 
     @property
     def words(self) -> int:
-        return int(self.st[0])
+        return int(self.st[1:, 0].sum())
+
+    def stat(self, col: int) -> int:
+        """Column ``col`` of st (see above) over all parts."""
+        return int(self.st[1:, col].sum())
+
+    def rows_of(self, p: int) -> tuple[int, int]:
+        """The rows of part p."""
+        return p << self.cbits, (p + 1) << self.cbits
+
+    def part(self, p: int, lo: int, hi: int) -> _Table:
+        """Part p as a table of one part: a view of its rows, which adds new long words to bytes
+        lo..hi-1 of this table's arena (the parts given as tables must be given stretches of
+        the arena that do not overlap)."""
+        t = _Table.__new__(_Table)
+        r0, r1 = self.rows_of(p)
+        t.T, t.arena, t.cbits = self.T[r0:r1], self.arena[:hi], self.cbits
+        t.st = self.st[[0, 1 + p]].copy()
+        t.st[0, 1] = lo
+        return t
 
     def nbytes(self) -> int:
         return self.T.nbytes + self.arena.nbytes + self.st.nbytes
@@ -747,16 +794,26 @@ class _Table:
         return _readonly(self.arena.view())
 
     def a64(self) -> np.ndarray:
-        return _readonly(self.arena.view(np.uint64)) if sys.byteorder == "little" else _NO_WORDS
+        """The arena as read-only uint64 words (a part's arena may end inside the last one)."""
+        if sys.byteorder != "little":
+            return _NO_WORDS
+        return _readonly(self.arena[: self.arena.shape[0] // 8 * 8].view(np.uint64))
 
-    def grow(self) -> None:
-        """Make room for one more word (as the last kernel call asked)."""
-        cap = self.T.shape[0]
-        if self.st[0] >= cap * _MAX_LOAD[0] // _MAX_LOAD[1]:
-            N = _new_rows(2 * cap)
-            _rehash(self.T, N, self.arena_view(), self.a64(), np.uint64(65 - N.shape[0].bit_length()))
-            self.T = N
-        need = int(self.st[5])
+    def grow(self, words: int = 0) -> None:
+        """Make room for one more word (as the last kernel call asked), or for ``words`` more
+        in a part."""
+        want = int(self.st[1:, 0].max()) + max(1, words)
+        cbits = self.cbits
+        while (1 << cbits) * _MAX_LOAD[0] // _MAX_LOAD[1] < want:
+            cbits += 1
+        if cbits > self.cbits:
+            N = _new_rows(self.parts << cbits)
+            _rehash(self.T, N, self.arena_view(), self.a64(), cbits)
+            self.T, self.cbits = N, cbits
+        self.fit_arena(int(self.st[0, 5]))
+
+    def fit_arena(self, need: int) -> None:
+        """Make the arena hold at least ``need`` bytes."""
         if need > self.arena.shape[0]:
             if need >= 1 << _OFF_BITS:
                 raise MemoryError("toktok: more than 64 GB of distinct long words")
@@ -764,7 +821,7 @@ class _Table:
             while size < need:
                 size *= 2
             a = np.empty(size, np.uint8)
-            a[: self.st[1]] = self.arena[: self.st[1]]
+            a[: self.st[0, 1]] = self.arena[: self.st[0, 1]]
             self.arena = a
 
 
@@ -805,8 +862,19 @@ def _in_threads(fn, n: int) -> None:
 
 
 _SLICE_BYTES = 8 << 20  # text converted and scanned at a time
+_SLICES_QUEUED = 1  # slices queued for the threads while the next one is converted
 _VIEW_BYTES_MAX = (1 << 31) - 1  # a binary view's offset is an int32
 _EMPTY_COUNTS = {"word": pl.Binary, "count": pl.Int64}
+
+
+def _scan_chunk(tb: _Table, scan: tuple, d: int, hi: int) -> None:
+    """Count documents d..hi-1 of ``scan`` (text, its 64-bit words and their base, offsets, the
+    class tables, swar) into table ``tb``, growing it as the scanner asks."""
+    data, d64, base, off, ac, flags, fold, swar = scan
+    i = int(off[d])
+    while d < hi and _scan_into(data, d64, base, off, d, i, hi, ac, flags, fold, swar, tb.T, tb.arena, tb.st, tb.cbits):
+        d, i = int(tb.st[0, 3]), int(tb.st[0, 4])
+        tb.grow()
 
 
 class WordCounter:
@@ -815,9 +883,10 @@ class WordCounter:
     It keeps one hash table per thread across batches (a batch is
     converted to Arrow ~8 MB at a time and each slice is cut into chunks of about equal bytes that
     the threads take in turn; the scanner releases the GIL) and merges them only in ``result()``
-    (in parallel: each thread builds the part of the merged table whose words hash to it), so
-    memory grows with the number of distinct words (about 16 bytes / 0.7 per word and thread,
-    plus the bytes of words longer than 7), not with the corpus; ``memory_bytes()`` tells it.
+    (in parallel: each table is cut into one part per thread by the words' hash, and thread p
+    adds part p of the others into part p of one of them), so memory grows with the number of distinct words
+    (about 16 bytes / 0.7 per word and thread, plus the bytes of words longer than 7), not with
+    the corpus; ``memory_bytes()`` tells it.
     Example: ``c = WordCounter(); c.add(["a a"]); dict(c.result().iter_rows())[b" a"] == 1``.
     """
 
@@ -825,12 +894,24 @@ class WordCounter:
         self.specials = list(specials)
         self.threads = threads or pl.thread_pool_size()
         self.swar = swar  # scan 8 bytes at a time where the ASCII classes allow (False: byte table only)
-        self._tables: list[_Table] = []
+        self._tables: list[_Table] = []  # one per thread, of one part per thread, counting since result()
+        self._parts: list[_Table] = []  # what result() merged: part p's words in table p
+        self._pool: ThreadPoolExecutor | None = None  # the counting threads, while they count
+        self._queued: list[list] = []  # per slice queued, its chunks' futures
+        self._mine = threading.local()  # a counting thread's table
+        self._ids = itertools.count()  # the next table a counting thread takes
 
     def memory_bytes(self) -> int:
-        """Bytes held now by the counting tables and their arenas. Grows with the distinct words
-        seen, not with the text."""
-        return sum(t.nbytes() for t in self._tables)
+        """Bytes held by the counting tables and their arenas once what is queued is counted.
+        Grows with the distinct words seen, not with the text."""
+        self._settle()
+        held: dict[int, int] = {}
+        for t in self._tables + self._parts:
+            for a in (t.T, t.arena, t.st):
+                while a.base is not None:  # a part's rows are a view of its thread's table
+                    a = a.base
+                held[id(a)] = a.nbytes
+        return sum(held.values())
 
     def add(self, texts: pl.Series | Iterable[str]) -> None:
         if not isinstance(texts, pl.Series):
@@ -860,46 +941,71 @@ class WordCounter:
             lo = hi
 
     def _scan_arrays(self, data: np.ndarray, off: np.ndarray) -> None:
-        """Count the documents ``data[off[d]:off[d+1]]`` (valid UTF-8) across the threads."""
-        flags, fold = _class_tables()
-        ac = _byte_classes()
-        swar = _swar_ok() and self.swar
-        d64, base = _words64(data)
+        """Count the documents ``data[off[d]:off[d+1]]`` (valid UTF-8): in line with one thread,
+        else queued for the counter's threads (``result()`` waits for them)."""
         n = off.shape[0] - 1
-        k = max(1, min(self.threads, n))
-        while len(self._tables) < k:
-            self._tables.append(_Table())
-        # a few chunks of about equal bytes per thread, taken in turn, so that a thread that
-        # is slowed down (by other work on the machine, or harder text) does not hold up the rest
-        m = min(n, 4 * k) if k > 1 else 1
+        if not self._tables:  # every thread's table, so that each part has a table to be merged in
+            self._tables = [_Table(self.threads) for _ in range(self.threads)]
+        scan = (data, *_words64(data), off, _byte_classes(), *_class_tables(), _swar_ok() and self.swar)
+        if self.threads == 1:
+            _scan_chunk(self._tables[0], scan, 0, n)
+            return
+        # A few chunks of about equal bytes per thread, taken in turn as each thread finishes its
+        # last, across slices and batches: a thread that is slowed down (by other work on the
+        # machine, or harder text) does not hold up the rest, and none waits at a slice's end
+        # while the next one is converted.
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="toktok-count")
+            self._mine, self._ids = threading.local(), itertools.count()
+        m = min(n, 4 * self.threads)
         cuts = np.searchsorted(off, np.linspace(off[0], off[-1], m + 1)).tolist()
         cuts[0], cuts[-1] = 0, n
-        chunks = iter(range(m))  # next() on it is atomic under the GIL
+        self._queued.append([self._pool.submit(self._count, scan, cuts[c], cuts[c + 1]) for c in range(m)])
+        while len(self._queued) > _SLICES_QUEUED:  # the text the queue holds
+            self._wait(self._queued.pop(0))
 
-        def work(t: int) -> None:
-            tb = self._tables[t]
-            for c in chunks:
-                d, i, hi = cuts[c], int(off[cuts[c]]), cuts[c + 1]
-                while d < hi and _scan_into(
-                    data, d64, base, off, d, i, hi, ac, flags, fold, swar, tb.T, tb.arena, tb.st, tb.shift
-                ):
-                    d, i = int(tb.st[3]), int(tb.st[4])
-                    tb.grow()
+    def _count(self, scan: tuple, d: int, hi: int) -> None:
+        """Documents d..hi-1 of ``scan`` into this thread's table (a pool thread takes the next
+        table the first time it runs)."""
+        tb = getattr(self._mine, "table", None)
+        if tb is None:
+            tb = self._mine.table = self._tables[next(self._ids)]
+        _scan_chunk(tb, scan, d, hi)
 
-        _in_threads(work, k)
+    @staticmethod
+    def _wait(futures: list) -> None:
+        for f in futures:
+            f.result()
+
+    def _settle(self) -> None:
+        """Wait for everything queued."""
+        while self._queued:
+            self._wait(self._queued.pop(0))
+
+    def _drain(self) -> None:
+        """Wait for everything queued; the threads end (a later ``add`` starts new ones)."""
+        try:
+            self._settle()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True, cancel_futures=True)
+                self._pool = None
+                self._queued = []
 
     def result(self, *, views: bool = True) -> pl.DataFrame:
         """One row per distinct word: ``word`` (Binary), ``count`` (Int64). The words are handed
         to Polars as Arrow binary views (no copy) when their bytes fit one view buffer and
         ``views`` is true, else as offsets (Polars copies them); the table is the same."""
-        if not self._tables:
+        self._drain()
+        if self._tables:
+            self._parts = _merge_tables(self._tables, self._parts)
+            self._tables = []
+        parts = self._parts
+        if not parts:
             return pl.DataFrame({"word": [], "count": []}, schema=_EMPTY_COUNTS)
-        if len(self._tables) > 1:
-            self._tables = _merge_tables(self._tables)
-        parts = self._tables
         w0 = np.cumsum([0] + [p.words for p in parts]).tolist()
         out_cnt = np.empty(w0[-1], np.int64)
-        o0 = np.cumsum([0] + [int(p.st[7]) for p in parts]).tolist()
+        o0 = np.cumsum([0] + [p.stat(7) for p in parts]).tolist()
         if views and o0[-1] <= _VIEW_BYTES_MAX:
             # Arrow binary views, which Polars takes as they are (no copy)
             views = np.empty(16 * w0[-1], np.uint8)
@@ -912,7 +1018,7 @@ class WordCounter:
             col = pa.Array.from_buffers(pa.binary_view(), w0[-1], [None, pa.py_buffer(views), pa.py_buffer(vdata)])
             return pl.DataFrame({"word": pl.Series("word", col), "count": out_cnt})
         # more long-word bytes than one view buffer can address: offsets, then Polars' copy
-        o0 = np.cumsum([0] + [int(p.st[2] + p.st[6]) for p in parts]).tolist()
+        o0 = np.cumsum([0] + [p.stat(2) + p.stat(6) for p in parts]).tolist()
         out_data = np.empty(max(1, o0[-1]), np.uint8)
         out_off = np.empty(w0[-1] + 1, np.int64)
         out_off[0] = 0
@@ -923,28 +1029,37 @@ class WordCounter:
         return pl.DataFrame({"word": pl.Series("word", col).cast(pl.Binary), "count": out_cnt})
 
 
-def _merge_tables(tables: list[_Table]) -> list[_Table]:
-    """The words of all tables, summed: table p of the result holds those of part p."""
-    nparts = len(tables)
-    # Sized for every word being in one table only (at most twice what is needed when the
-    # tables share most words), so that no part has to grow while it is built.
-    guess = sum(t.words for t in tables) // nparts + 1
-    cap = 1 << 10
-    while cap * _MAX_LOAD[0] // _MAX_LOAD[1] < guess:
-        cap *= 2
-    arena = sum(int(t.st[1]) for t in tables) // nparts + 64
-    out = [_Table(cap, (arena + 7) // 8 * 8) for _ in range(nparts)]
+def _merge_tables(tables: list[_Table], before: list[_Table]) -> list[_Table]:
+    """The words of the threads' ``tables`` (of one part per table) and of ``before`` (what an
+    earlier merge gave, table p holding part p), summed: table p of the result holds part p.
+
+    They are summed in one of the tables, the host (the one with the most rows per part): thread
+    p adds part p of the others into the host's part p, and the long words new to it to its own
+    stretch of the host's arena, reserved up front for all that it could add (address space:
+    only what is written takes memory). The part grows first if it could not hold its words and
+    the largest other part's (as many as there are when the threads saw the same words), then
+    as it fills."""
+    if len(tables) == 1 and not before:
+        return tables
+    host = max(tables, key=lambda t: (t.cbits, t.words))
+    srcs = [[(t, p) for t in tables if t is not host] + ([(before[p], 0)] if before else [])
+            for p in range(host.parts)]
+    ends = np.cumsum([int(host.st[0, 1])] + [sum(int(t.st[1 + i, 1]) for t, i in s) for s in srcs]).tolist()
+    host.fit_arena(ends[-1])
+    out: list[_Table | None] = [None] * host.parts
 
     def work(p: int) -> None:
-        tb = out[p]
-        for src in tables:
-            arena, a64 = src.arena_view(), src.a64()
-            r = 0
-            while (r := _merge_part(src.T, arena, a64, r, p, nparts, tb.T, tb.arena, tb.st, tb.shift)) >= 0:
-                tb.grow()
+        into = host.part(p, ends[p], ends[p + 1])
+        into.grow(max(int(t.st[1 + i, 0]) for t, i in srcs[p]))
+        for t, i in srcs[p]:
+            r, hi = t.rows_of(i)
+            arena, a64 = t.arena_view(), t.a64()
+            while (r := _merge_rows(t.T, arena, a64, r, hi, into.T, into.arena, into.st, into.cbits)) >= 0:
+                into.grow()
+        out[p] = into
 
-    _in_threads(work, nparts)
-    return out
+    _in_threads(work, host.parts)
+    return out  # type: ignore[return-value]
 
 
 def count_words(texts: pl.Series | Iterable[str], specials: Sequence[str] = (), threads: int = 0) -> pl.DataFrame:

@@ -273,6 +273,36 @@ def test_tables_merge_in_place_in_the_roomiest(room):
     assert ends[0] > used and ends[1] > ends[0]
 
 
+def test_a_keys_top_bits_are_its_words_hash():
+    # growing and merging find a word's row from its key: the top bits of its hash, kept in a
+    # long word's key (up to 26 of them), else computed from its bytes
+    import numpy as np
+    from numba import njit
+
+    import toktok.count.pretokenize as pt
+
+    @njit
+    def tops(T, arena, a64, cbits):
+        out = np.empty((T.shape[0], 2), np.int64)
+        for r in range(T.shape[0]):
+            k = T[r, 0]
+            out[r, 0] = pt._top(k, arena, a64, cbits)
+            if k & pt._LONG:
+                w, n = pt._arena_word(arena, k & pt._OFF_MASK)
+                h = pt._long_hash(a64, arena, np.int64(0), w, n)
+            else:
+                h = pt._short_hash(k)
+            out[r, 1] = np.int64(h >> np.uint64(64 - cbits))
+        return out
+
+    tb = _table_of([" ".join(_word(i) for i in range(5_000)) + " a bb " + "z" * 300], 1)
+    rows = tb.T[tb.T[:, 0] != pt._EMPTY]
+    assert (rows[:, 0] & pt._LONG != 0).sum() > 1000 and (rows[:, 0] & pt._LONG == 0).sum() > 100
+    for cbits in (10, 20, 26, 27, 40):
+        got = tops(rows, tb.arena_view(), tb.a64(), cbits)
+        assert (got[:, 0] == got[:, 1]).all(), cbits
+
+
 def test_counting_threads_end_with_the_result():
     import threading
 

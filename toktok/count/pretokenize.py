@@ -433,10 +433,12 @@ def _piece_end(data, d64, base, i, e, ac, flags, fold, swar):
 # probing). A word of up to 7 bytes is its own key: its bytes, little-endian, and its length in
 # bits 56-58, so it is compared exactly without touching anything else. A longer word lives in
 # the table's arena (a 1-byte length, or 255 and an 8-byte length, then the bytes); its key is
-# bit 62, 26 bits of its hash (bits 36-61) and its arena offset (bits 0-35), so a probe compares
-# bytes only when those hash bits agree. Kernels never allocate: when a table or an arena is full
-# they return, Python grows it (NumPy's large allocations get huge pages) and calls again from
-# where they stopped.
+# bit 62, the top 26 bits of its hash (in bits 36-61) and its arena offset (bits 0-35): a table
+# that grows or merges finds a word's row from its key, without reading its bytes, and a probe
+# compares bytes only when those hash bits agree (words whose first row is the same share the
+# bits that chose it, and differ in the rest: 6 bits in a part of 2**20 rows, 1 in 64 alike).
+# Kernels never allocate: when a table or an arena is full they return, Python grows it
+# (NumPy's large allocations get huge pages) and calls again from where they stopped.
 #
 # A thread's table is cut into one part per thread by bits 8-23 of the words' hash. Each part is
 # a table of its own: 2**cbits rows, at most 70% full, its rows picked by the hash's top bits,
@@ -452,7 +454,8 @@ _LONG = np.int64(1) << 62
 _OFF_BITS = 36
 _OFF_MASK = (np.int64(1) << _OFF_BITS) - 1
 _HEAD_MASK = ~_OFF_MASK
-_TAG_MASK = np.uint64((1 << 26) - 1)
+_TAG_BITS = 26
+_TAG_MASK = (np.int64(1) << _TAG_BITS) - 1
 _MAX_LOAD = (7, 10)  # a part's words <= its rows * 7 // 10
 _MIN_BITS = 10  # a part has at least 2**10 rows
 _ST = 8
@@ -517,6 +520,12 @@ def _arena_word(arena, o):
 
 
 @inlined
+def _head(h):
+    """A long word's key without its arena offset: the flag and the top bits of its hash h."""
+    return _LONG | (np.int64(h >> np.uint64(64 - _TAG_BITS)) << _OFF_BITS)
+
+
+@inlined
 def _bump_short(T, st, cbits, s, key, n, cnt):
     """Add cnt to short word ``key`` whose home row is s; False (nothing done) when its part
     must grow first."""
@@ -539,10 +548,9 @@ def _bump_short(T, st, cbits, s, key, n, cnt):
 
 
 @inlined
-def _bump_long(T, arena, st, cbits, s, d64, data, base, i, n, h, cnt):
-    """Add cnt to long word data[i:i+n] of hash h and home row s; False (nothing done) when its
-    part or the arena (``st[0, 5]`` bytes needed) must grow first."""
-    head = _LONG | (np.int64((h >> np.uint64(8)) & _TAG_MASK) << _OFF_BITS)
+def _bump_long(T, arena, st, cbits, s, d64, data, base, i, n, head, cnt):
+    """Add cnt to long word data[i:i+n] of key head ``head`` (``_head``) and home row s; False
+    (nothing done) when its part or the arena (``st[0, 5]`` bytes needed) must grow first."""
     cmask = (np.int64(1) << cbits) - 1
     q = 1 + (s >> cbits)
     while True:
@@ -628,7 +636,7 @@ def _scan_into(data, d64, base, offsets, d, i, hi, ac, flags, fold, swar, T, are
                     else:
                         ok = _bump_short(T, st, cbits, ps, pk, pn, np.int64(1))
                 else:
-                    ok = _bump_long(T, arena, st, cbits, ps, d64, data, base, pi, pn, ph, np.int64(1))
+                    ok = _bump_long(T, arena, st, cbits, ps, d64, data, base, pi, pn, _head(ph), np.int64(1))
                 if not ok:
                     st[0, 3] = d
                     st[0, 4] = pi
@@ -644,24 +652,28 @@ def _scan_into(data, d64, base, offsets, d, i, hi, ac, flags, fold, swar, T, are
 
 
 @inlined
-def _row_hash(k, arena, a64):
-    """The hash of the word of table key k (long words: from their bytes in the arena)."""
+def _top(k, arena, a64, cbits):
+    """The top cbits bits of the hash of the word of key k: for a long word, from its key when
+    they are there, else from its bytes in the arena."""
     if k & _LONG:
+        if cbits <= _TAG_BITS:
+            return ((k >> _OFF_BITS) & _TAG_MASK) >> (_TAG_BITS - cbits)
         w, n = _arena_word(arena, k & _OFF_MASK)
-        return _long_hash(a64, arena, np.int64(0), w, n)
-    return _short_hash(k)
+        return np.int64(_long_hash(a64, arena, np.int64(0), w, n) >> np.uint64(64 - cbits))
+    return np.int64(_short_hash(k) >> np.uint64(64 - cbits))
 
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _rehash(T, N, arena, a64, cbits):
     """Move every row of T into the empty table N of as many parts, of 2**cbits rows each."""
     parts = N.shape[0] >> cbits
+    old = T.shape[0] // parts  # rows of a part of T
     cmask = (np.int64(1) << cbits) - 1
     for r in range(T.shape[0]):
         k = T[r, 0]
         if k == _EMPTY:
             continue
-        s = _home(_row_hash(k, arena, a64), parts, cbits)
+        s = (r // old << cbits) | _top(k, arena, a64, cbits)
         while N[s, 0] != _EMPTY:
             s = (s & ~cmask) | ((s + 1) & cmask)
         N[s, 0] = k
@@ -670,17 +682,15 @@ def _rehash(T, N, arena, a64, cbits):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _merge_rows(S, sarena, sa64, r, hi, T, arena, st, cbits):
-    """Add the words in rows r..hi-1 of table S into T. Returns -1 when done, else the row to
-    resume at once T or its arena has grown."""
-    parts = T.shape[0] >> cbits
+    """Add the words in rows r..hi-1 of table S into T, a table of one part. Returns -1 when
+    done, else the row to resume at once T or its arena has grown."""
     while r < hi:
         k = S[r, 0]
         if k != _EMPTY:
-            h = _row_hash(k, sarena, sa64)
-            s = _home(h, parts, cbits)
+            s = _top(k, sarena, sa64, cbits)
             if k & _LONG:
                 w, n = _arena_word(sarena, k & _OFF_MASK)
-                if not _bump_long(T, arena, st, cbits, s, sa64, sarena, np.int64(0), w, n, h, S[r, 1]):
+                if not _bump_long(T, arena, st, cbits, s, sa64, sarena, np.int64(0), w, n, k & _HEAD_MASK, S[r, 1]):
                     return r
             elif not _bump_short(T, st, cbits, s, k, k >> 56, S[r, 1]):
                 return r

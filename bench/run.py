@@ -137,8 +137,10 @@ def work_rustbpe(files: list[str], vocab: int, threads: int, scratch: str) -> di
 
 def work_count(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
     """toktok's counting alone, as a run counts (one ``WordCounter`` over every batch, its
-    per-thread tables merged once at the end), timed without the reading and without loading
-    the kernels from Numba's cache (once per process, ~0.3 s, whatever the corpus: ``load_s``)."""
+    per-thread tables merged once at the end), timed without the reading (done first) and
+    without loading the kernels from Numba's cache (once per process, ~0.3 s, whatever the
+    corpus: ``load_s``). ``result_s``: the ``result()`` call (waiting for the last batch's
+    counting, the merge and the export)."""
     import polars as pl
 
     from toktok.count.pretokenize import WordCounter
@@ -149,17 +151,18 @@ def work_count(files: list[str], vocab: int, threads: int, scratch: str) -> dict
     warm.add(["Loading the kernels, 12 times over."] * 64)
     warm.result()
     load_s = time.perf_counter() - t0
+    # read first: the counter's threads count in the background of add(), so reading between
+    # the batches would overlap with (and compete with) the counting being timed
+    texts = [batch.texts for batch in read_corpus(files, text_column=TEXT_COLUMN).batches()]
+    nbytes = sum(int(t.str.len_bytes().sum() or 0) for t in texts)
     counter = WordCounter(threads=threads)
-    secs, nbytes = 0.0, 0
-    for batch in read_corpus(files, text_column=TEXT_COLUMN).batches():
-        t0 = time.perf_counter()
-        counter.add(batch.texts)
-        secs += time.perf_counter() - t0
-        nbytes += int(batch.texts.str.len_bytes().sum() or 0)
     t0 = time.perf_counter()
+    for t in texts:
+        counter.add(t)
+    t1 = time.perf_counter()
     words = counter.result()
-    merge_s = time.perf_counter() - t0
-    secs += merge_s
+    secs = time.perf_counter() - t0
+    merge_s = time.perf_counter() - t1
     return {"threads": threads or pl.thread_pool_size(), "polars_threads": pl.thread_pool_size(),
             "count_s": secs, "result_s": merge_s, "load_s": load_s, "text_bytes": nbytes,
             "mb_per_s": nbytes / 1e6 / secs if secs else None, "words": words.height}

@@ -890,13 +890,14 @@ def _scan_chunk(tb: _Table, scan: tuple, d: int, hi: int) -> None:
 class WordCounter:
     """Counts PATTERN's pieces over many batches of documents; ``result()`` gives the table.
 
-    It keeps one hash table per thread across batches (a batch is
-    converted to Arrow ~8 MB at a time and each slice is cut into chunks of about equal bytes that
-    the threads take in turn; the scanner releases the GIL) and merges them only in ``result()``
-    (in parallel: each table is cut into one part per thread by the words' hash, and thread p
-    adds part p of the others into part p of one of them), so memory grows with the number of distinct words
-    (about 16 bytes / 0.7 per word and thread, plus the bytes of words longer than 7), not with
-    the corpus; ``memory_bytes()`` tells it.
+    It keeps one hash table per thread across batches and merges them only in ``result()``. A
+    batch is converted to Arrow ~8 MB at a time and each slice is cut into chunks of about equal
+    bytes that the threads take from a queue as they finish their last (the scanner releases the
+    GIL), so ``add()`` returns while the last slice is counted and ``result()`` waits for it. The
+    merge is parallel: each table is cut into one part per thread by the words' hash, and thread
+    p adds part p of the others into part p of one of them. Memory grows with the number of
+    distinct words (about 16 bytes / 0.7 per word and thread, plus the bytes of words longer
+    than 7), not with the corpus; ``memory_bytes()`` tells it.
     Example: ``c = WordCounter(); c.add(["a a"]); dict(c.result().iter_rows())[b" a"] == 1``.
     """
 
@@ -964,13 +965,16 @@ class WordCounter:
         # last, across slices and batches: a thread that is slowed down (by other work on the
         # machine, or harder text) does not hold up the rest, and none waits at a slice's end
         # while the next one is converted.
-        if self._pool is None:
+        first = self._pool is None
+        if first:
             self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="toktok-count")
             self._mine, self._ids = threading.local(), itertools.count()
         m = min(n, 4 * self.threads)
         cuts = np.searchsorted(off, np.linspace(off[0], off[-1], m + 1)).tolist()
         cuts[0], cuts[-1] = 0, n
         self._queued.append([self._pool.submit(self._count, scan, cuts[c], cuts[c + 1]) for c in range(m)])
+        if first:  # the kernels are loaded once add() returns, as when counting in line
+            self._wait(self._queued[0][:1])
         while len(self._queued) > _SLICES_QUEUED:  # the text the queue holds
             self._wait(self._queued.pop(0))
 

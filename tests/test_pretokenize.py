@@ -306,11 +306,19 @@ def test_a_keys_top_bits_are_its_words_hash():
 def test_counting_threads_end_with_the_result():
     import threading
 
+    before = set(threading.enumerate())
     c = WordCounter(threads=2)
     c.add([PAD * 50] * 40)
-    assert any(t.name.startswith("toktok-count") for t in threading.enumerate())
+    mine = [t for t in threading.enumerate() if t not in before and t.name.startswith("toktok-count")]
+    assert mine
     assert dict(c.result().iter_rows()) == dict(count_words_reference([PAD * 50] * 40))
-    assert not any(t.name.startswith("toktok-count") for t in threading.enumerate())
+    assert not any(t.is_alive() for t in mine)
+    # close() (after an error) ends them without counting what is queued
+    c = WordCounter(threads=2)
+    c.add([PAD * 50] * 4000)
+    mine = [t for t in threading.enumerate() if t not in before and t.name.startswith("toktok-count")]
+    c.close()
+    assert mine and not any(t.is_alive() for t in mine)
 
 
 def test_export_without_views():

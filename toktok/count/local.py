@@ -196,26 +196,29 @@ def count_phase(
         parity.merge_frame(state.parity)
     t_saved = time.monotonic()
     loaded = False
-    for item in prefetch(_batches(sources, capacity, seed, batch_bytes, report, tag, times, state, save)):
-        if item[0] is _FILE_DONE:
-            _, k, path, used[path] = item
-            if save is not None and time.monotonic() - t_saved >= every and k + 1 < n_files:
-                # 1. checkpoint: everything counted in the files so far (a snapshot, not a delta)
-                state = snapshot(state, counter.result(), k + 1, used, parity)
-                counter = WordCounter(specials=specials or [], threads=threads)
-                save(state)
-                t_saved = time.monotonic()
-            continue
-        done, what = item
-        report("count" + tag, done, total)
-        if isinstance(what, pl.DataFrame):
-            count_part(counter, parity, what)
-        else:
-            count_batch(counter, parity, *what)
-        if not loaded:  # loading the counting kernels touched LLVM's pages again: they can go
-            release_llvm_pages()
-            loaded = True
-    words = counter.result()
+    try:
+        for item in prefetch(_batches(sources, capacity, seed, batch_bytes, report, tag, times, state, save)):
+            if item[0] is _FILE_DONE:
+                _, k, path, used[path] = item
+                if save is not None and time.monotonic() - t_saved >= every and k + 1 < n_files:
+                    # 1. checkpoint: everything counted in the files so far (a snapshot, not a delta)
+                    state = snapshot(state, counter.result(), k + 1, used, parity)
+                    counter = WordCounter(specials=specials or [], threads=threads)
+                    save(state)
+                    t_saved = time.monotonic()
+                continue
+            done, what = item
+            report("count" + tag, done, total)
+            if isinstance(what, pl.DataFrame):
+                count_part(counter, parity, what)
+            else:
+                count_batch(counter, parity, *what)
+            if not loaded:  # loading the counting kernels touched LLVM's pages again: they can go
+                release_llvm_pages()
+                loaded = True
+        words = counter.result()
+    finally:
+        counter.close()  # after an error its threads end now, not when it is collected
     del counter
     words = sum_words([state.words, words]).sort("word")
     if capacity is not None:

@@ -794,9 +794,6 @@ class _Table:
         t.st[0, 1] = lo
         return t
 
-    def nbytes(self) -> int:
-        return self.T.nbytes + self.arena.nbytes + self.st.nbytes
-
     # The kernels that only read a table's arena get read-only views of it, as the scanner gets
     # the text: one compiled version of each helper that reads words, not one per writability.
     def arena_view(self) -> np.ndarray:
@@ -1001,10 +998,15 @@ class WordCounter:
         try:
             self._settle()
         finally:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True, cancel_futures=True)
-                self._pool = None
-                self._queued = []
+            self.close()
+
+    def close(self) -> None:
+        """End the counting threads now, dropping what is queued and not yet counted (after an
+        error; ``result()`` ends them too, once all is counted)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        self._queued = []
 
     def result(self, *, views: bool = True) -> pl.DataFrame:
         """One row per distinct word: ``word`` (Binary), ``count`` (Int64). The words are handed

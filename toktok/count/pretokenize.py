@@ -14,7 +14,7 @@ import os
 import sys
 import tempfile
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -26,7 +26,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from .._kernels import _EMPTY, _empty_array, _zero_array, inlined, internal
+from .._kernels import _EMPTY, _empty_array, _zero_array, inlined
 
 
 def _cut_specials(texts: pl.Series, specials: Sequence[str]) -> pl.Series:
@@ -790,7 +790,7 @@ class _Table:
         t = _Table.__new__(_Table)
         r0, r1 = self.rows_of(p)
         t.T, t.arena, t.cbits = self.T[r0:r1], self.arena[:hi], self.cbits
-        t.st = self.st[[0, 1 + p]].copy()
+        t.st = self.st[[0, 1 + p]]  # a copy (fancy indexing)
         t.st[0, 1] = lo
         return t
 
@@ -906,8 +906,8 @@ class WordCounter:
         self._parts: list[_Table] = []  # what result() merged: part p's words in table p
         self._pool: ThreadPoolExecutor | None = None  # the counting threads, while they count
         self._queued: list[list] = []  # per slice queued, its chunks' futures
-        self._mine = threading.local()  # a counting thread's table
-        self._ids = itertools.count()  # the next table a counting thread takes
+        self._mine: threading.local | None = None  # with the threads: each one's table
+        self._ids: Iterator[int] | None = None  # with the threads: the next table one takes
 
     def memory_bytes(self) -> int:
         """Bytes held by the counting tables and their arenas once what is queued is counted.

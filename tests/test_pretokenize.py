@@ -240,37 +240,67 @@ def _table_of(texts, parts):
     return tb
 
 
-def _rows(parts):
-    import toktok.count.pretokenize as pt
-
-    c = WordCounter(threads=len(parts))
-    c._parts = parts
-    assert all(isinstance(p, pt._Table) and p.parts == 1 for p in parts)
-    return dict(c.result().iter_rows())
-
-
-@pytest.mark.parametrize("room", [True, False])
-def test_tables_merge_in_place_in_the_roomiest(room):
+def test_tables_fold_into_the_first_that_holds_the_word():
     import numpy as np
     import toktok.count.pretokenize as pt
 
-    # long words that only one table has (new to the host: each part adds them to its own
-    # stretch of the host's arena), some that both have, short ones
-    big = [" ".join(_word(i) for i in range(0, 60_000 if room else 40_000))]
-    small = [" ".join(_word(i) for i in range(55_000 if room else 30_000, 70_000)) + " a bb ccc"]
-    a, b = _table_of(big, 2), _table_of(small, 2)
-    assert (a.cbits > b.cbits) == room
-    host = a if room else max((a, b), key=lambda t: (t.cbits, t.words))
-    used = int(host.st[0, 1])
-    parts = pt._merge_tables([b, a], [])
-    assert _rows(parts) == dict(count_words_reference(big + small))
-    for p in parts:
-        # in place: a view of the host's rows unless the part had to grow
-        assert np.shares_memory(p.T, host.T) == room
-        assert np.shares_memory(p.arena, host.arena)
-    # the parts' new long words went to stretches of the arena that do not overlap
-    ends = sorted((int(p.st[0, 1]) for p in parts))
-    assert ends[0] > used and ends[1] > ends[0]
+    # three threads' tables (of two parts) of different sizes, their words partly shared; each
+    # table's first long word (at arena offset 0) is one the table before it holds elsewhere
+    texts = [
+        [" " + " ".join(["abcdefghijkl"] + [_word(i) for i in range(0, 40_000)] + ["internationalization"])],
+        [" " + " ".join(["internationalization"] + [_word(i) for i in range(30_000, 50_000)]) + " a bb ccc"],
+        [" " + " ".join([_word(i) for i in range(35_000, 60_000)]) + " a bb qrstuvwxyz internationalization"],
+    ]
+    tables = [_table_of(t, 2) for t in texts]
+    rows = [t.T for t in tables]
+    c = WordCounter(threads=2)
+    c._tables = list(tables)
+    df = c.result()
+    assert df["word"].is_unique().all()
+    assert dict(df.iter_rows()) == dict(count_words_reference(sum(texts, [])))
+    order = c._tables
+    assert order == [tables[0], tables[2], tables[1]]  # the roomiest first
+    # nothing inserted, nothing grown: each word counted in one row, in the first table that
+    # had it; the others' rows left at 0
+    assert all(t.T is r for t, r in zip(tables, rows))
+    held = [t.T[t.T[:, 0] != pt._EMPTY] for t in tables]  # an empty row's count is not set
+    assert sum(int((h[:, 1] > 0).sum()) for h in held) == df.height < sum(len(h) for h in held)
+    shared = " " + _word(36_000)
+    assert _count_in(order, shared) == [3, 0, 0]
+    assert _count_in(order, " internationalization") == [3, 0, 0]
+    assert _count_in(order, " bb") == [0, 2, 0]
+    assert _count_in(order, " qrstuvwxyz") == [0, 1, 0]
+    # counting on adds to rows left at 0; the next fold moves those counts again
+    more = [shared + " " + _word(55_000) + " bb internationalization zzzzzzzzzzzzzzzzz"]
+    data = np.frombuffer(more[0].encode(), np.uint8)
+    off = np.array([0, data.shape[0]], np.int64)
+    pt._scan_chunk(order[2], (data, *pt._words64(data), off, pt._byte_classes(), *pt._class_tables(), True), 0, 1)
+    assert _count_in(order, shared) == [3, 0, 1]
+    df = c.result()
+    assert df["word"].is_unique().all()
+    assert dict(df.iter_rows()) == dict(count_words_reference(sum(texts, []) + more))
+    assert _count_in(order, shared) == [4, 0, 0]
+    assert _count_in(order, " bb") == [0, 3, 0]
+
+
+def _count_in(tables, word):
+    """The count of ``word`` in each table (0 where it has no row)."""
+    import toktok.count.pretokenize as pt
+
+    word, out = word.encode(), []
+    for t in tables:
+        got = 0
+        for k, n in t.T[t.T[:, 0] != pt._EMPTY]:
+            if k & pt._LONG:
+                o = int(k & pt._OFF_MASK)
+                m = int(t.arena[o])  # its length (these words are shorter than 255 bytes)
+                b = t.arena[o + 1 : o + 1 + m].tobytes()
+            else:
+                b = int(k & ((1 << 56) - 1)).to_bytes(7, "little")[: k >> 56]
+            if b == word:
+                got = int(n)
+        out.append(got)
+    return out
 
 
 def test_a_keys_top_bits_are_its_words_hash():

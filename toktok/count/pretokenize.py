@@ -442,9 +442,14 @@ def _piece_end(data, d64, base, i, e, ac, flags, fold, swar):
 #
 # A thread's table is cut into one part per thread by bits 8-23 of the words' hash. Each part is
 # a table of its own: 2**cbits rows, at most 70% full, its rows picked by the hash's top bits,
-# its probes wrapping inside it. So merging the threads' tables is one part per thread, in place:
-# thread p adds part p of every other table into part p of one of them (each thread reads only
-# its share of the other tables, and writes into memory already touched).
+# its probes wrapping inside it. So merging the threads' tables is one part per thread, and it
+# inserts nothing: thread p takes part p of the tables in turn, and moves the count of each of
+# their words into the first table before it that holds the word, leaving 0. Each word is then
+# counted in one row, of the first table that holds it, which the export reads where it is: no
+# table grows at the merge (growing touches new memory, which cost more than the merge itself),
+# and each thread reads only its share of the tables. A row left at 0 stays a row of its table:
+# counting on adds to it, and the next merge moves that count again (the tables' order stays, so
+# the first table holding a word has never been moved from: its row is never at 0).
 # st (per table, int64): row 0: 1 arena bytes used, 3/4 resume document and byte, 5 arena bytes
 # needed; row 1 + p, for part p: 0 words, 1 arena bytes of its words, 2 bytes of short words,
 # 6 bytes of long words, 7 bytes of words longer than 12 (those that an Arrow binary view does
@@ -526,21 +531,21 @@ def _head(h):
 
 
 @inlined
-def _bump_short(T, st, cbits, s, key, n, cnt):
-    """Add cnt to short word ``key`` whose home row is s; False (nothing done) when its part
+def _bump_short(T, st, cbits, s, key, n):
+    """Count short word ``key`` whose home row is s once; False (nothing done) when its part
     must grow first."""
     cmask = (np.int64(1) << cbits) - 1
     q = 1 + (s >> cbits)
     while True:
         k = T[s, 0]
         if k == key:
-            T[s, 1] += cnt
+            T[s, 1] += 1
             return True
         if k == _EMPTY:
             if st[q, 0] >= _limit(cbits):
                 return False
             T[s, 0] = key
-            T[s, 1] = cnt
+            T[s, 1] = 1
             st[q, 0] += 1
             st[q, 2] += n
             return True
@@ -548,8 +553,8 @@ def _bump_short(T, st, cbits, s, key, n, cnt):
 
 
 @inlined
-def _bump_long(T, arena, st, cbits, s, d64, data, base, i, n, head, cnt):
-    """Add cnt to long word data[i:i+n] of key head ``head`` (``_head``) and home row s; False
+def _bump_long(T, arena, st, cbits, s, d64, data, base, i, n, head):
+    """Count long word data[i:i+n] of key head ``head`` (``_head``) and home row s once; False
     (nothing done) when its part or the arena (``st[0, 5]`` bytes needed) must grow first."""
     cmask = (np.int64(1) << cbits) - 1
     q = 1 + (s >> cbits)
@@ -575,7 +580,7 @@ def _bump_long(T, arena, st, cbits, s, d64, data, base, i, n, head, cnt):
             if n > 12:
                 st[q, 7] += n
             T[s, 0] = head | o
-            T[s, 1] = cnt
+            T[s, 1] = 1
             st[q, 0] += 1
             return True
         if k & _HEAD_MASK == head:
@@ -587,7 +592,7 @@ def _bump_long(T, arena, st, cbits, s, d64, data, base, i, n, head, cnt):
                         same = False
                         break
                 if same:
-                    T[s, 1] += cnt
+                    T[s, 1] += 1
                     return True
         s = (s & ~cmask) | ((s + 1) & cmask)
 
@@ -634,9 +639,9 @@ def _scan_into(data, d64, base, offsets, d, i, hi, ac, flags, fold, swar, T, are
                         T[ps, 1] += 1
                         ok = True
                     else:
-                        ok = _bump_short(T, st, cbits, ps, pk, pn, np.int64(1))
+                        ok = _bump_short(T, st, cbits, ps, pk, pn)
                 else:
-                    ok = _bump_long(T, arena, st, cbits, ps, d64, data, base, pi, pn, _head(ph), np.int64(1))
+                    ok = _bump_long(T, arena, st, cbits, ps, d64, data, base, pi, pn, _head(ph))
                 if not ok:
                     st[0, 3] = d
                     st[0, 4] = pi
@@ -681,29 +686,64 @@ def _rehash(T, N, arena, a64, cbits):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _merge_rows(S, sarena, sa64, r, hi, T, arena, st, cbits):
-    """Add the words in rows r..hi-1 of table S into T, a table of one part. Returns -1 when
-    done, else the row to resume at once T or its arena has grown."""
-    while r < hi:
+def _fold(S, sarena, sa64, D, darena, dcbits):
+    """Move the count of each word of S (rows of a part; rows at 0 skipped) into D (a part of
+    2**dcbits rows) where D holds the word, leaving 0 in S. Returns what S still counts: its
+    words, their bytes, and the bytes of those longer than 12."""
+    cmask = (np.int64(1) << dcbits) - 1
+    words = np.int64(0)
+    nbytes = np.int64(0)
+    long13 = np.int64(0)
+    for r in range(S.shape[0]):
         k = S[r, 0]
-        if k != _EMPTY:
-            s = _top(k, sarena, sa64, cbits)
-            if k & _LONG:
-                w, n = _arena_word(sarena, k & _OFF_MASK)
-                if not _bump_long(T, arena, st, cbits, s, sa64, sarena, np.int64(0), w, n, k & _HEAD_MASK, S[r, 1]):
-                    return r
-            elif not _bump_short(T, st, cbits, s, k, k >> 56, S[r, 1]):
-                return r
-        r += 1
-    return -1
+        c = S[r, 1]
+        if k == _EMPTY or c == 0:
+            continue
+        s = _top(k, sarena, sa64, dcbits)
+        long = k & _LONG != 0
+        if long:
+            w, n = _arena_word(sarena, k & _OFF_MASK)
+        else:
+            w, n = np.int64(0), k >> 56
+        head = k & _HEAD_MASK
+        found = False
+        while True:
+            t = D[s, 0]
+            if t == _EMPTY:
+                break
+            if not long:
+                if t == k:
+                    found = True
+                    break
+            elif t & _HEAD_MASK == head:
+                a, m = _arena_word(darena, t & _OFF_MASK)
+                if m == n:
+                    found = True
+                    for x in range(n):
+                        if darena[a + x] != sarena[w + x]:
+                            found = False
+                            break
+                    if found:
+                        break
+            s = (s & ~cmask) | ((s + 1) & cmask)
+        if found:
+            D[s, 1] += c
+            S[r, 1] = 0
+        else:
+            words += 1
+            nbytes += n
+            if n > 12:
+                long13 += n
+    return words, nbytes, long13
 
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _export(T, arena, out_data, out_off, out_cnt, w, o):
-    """Write T's words from row w / byte o of the output on (``out_off[w]`` already set)."""
+    """Write T's words (with a count) from row w / byte o of the output on (``out_off[w]``
+    already set); returns the row and byte after them."""
     for s in range(T.shape[0]):
         k = T[s, 0]
-        if k == _EMPTY:
+        if k == _EMPTY or T[s, 1] == 0:
             continue
         if k & _LONG:
             a, n = _arena_word(arena, k & _OFF_MASK)
@@ -717,16 +757,17 @@ def _export(T, arena, out_data, out_off, out_cnt, w, o):
         out_cnt[w] = T[s, 1]
         w += 1
         out_off[w] = o
+    return w, o
 
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _export_views(T, arena, views, vdata, out_cnt, w, o):
-    """Write T's words as Arrow binary views (16 bytes each: length, then the word if it has at
-    most 12 bytes, else its first 4 bytes, buffer 0 and its offset in ``vdata``) from row w and
-    ``vdata`` byte o on."""
+    """Write T's words (with a count) as Arrow binary views (16 bytes each: length, then the word
+    if it has at most 12 bytes, else its first 4 bytes, buffer 0 and its offset in ``vdata``)
+    from row w and ``vdata`` byte o on; returns the row and byte after them."""
     for s in range(T.shape[0]):
         k = T[s, 0]
-        if k == _EMPTY:
+        if k == _EMPTY or T[s, 1] == 0:
             continue
         v = w * 16
         for x in range(16):
@@ -753,6 +794,7 @@ def _export_views(T, arena, views, vdata, out_cnt, w, o):
             o += n
         out_cnt[w] = T[s, 1]
         w += 1
+    return w, o
 
 
 class _Table:
@@ -779,20 +821,9 @@ class _Table:
         """Column ``col`` of st (see above) over all parts."""
         return int(self.st[1:, col].sum())
 
-    def rows_of(self, p: int) -> tuple[int, int]:
-        """The rows of part p."""
-        return p << self.cbits, (p + 1) << self.cbits
-
-    def part(self, p: int, lo: int, hi: int) -> _Table:
-        """Part p as a table of one part: a view of its rows, which adds new long words to bytes
-        lo..hi-1 of this table's arena (the parts given as tables must be given stretches of
-        the arena that do not overlap)."""
-        t = _Table.__new__(_Table)
-        r0, r1 = self.rows_of(p)
-        t.T, t.arena, t.cbits = self.T[r0:r1], self.arena[:hi], self.cbits
-        t.st = self.st[[0, 1 + p]]  # a copy (fancy indexing)
-        t.st[0, 1] = lo
-        return t
+    def rows(self, p: int) -> np.ndarray:
+        """The rows of part p (a view)."""
+        return self.T[p << self.cbits : (p + 1) << self.cbits]
 
     # The kernels that only read a table's arena get read-only views of it, as the scanner gets
     # the text: one compiled version of each helper that reads words, not one per writability.
@@ -891,8 +922,9 @@ class WordCounter:
     batch is converted to Arrow ~8 MB at a time and each slice is cut into chunks of about equal
     bytes that the threads take from a queue as they finish their last (the scanner releases the
     GIL), so ``add()`` returns while the last slice is counted and ``result()`` waits for it. The
-    merge is parallel: each table is cut into one part per thread by the words' hash, and thread
-    p adds part p of the others into part p of one of them. Memory grows with the number of
+    merge is parallel and inserts nothing: each table is cut into one part per thread by the
+    words' hash, and thread p moves each count of part p into the first table that holds the
+    word. Memory grows with the number of
     distinct words (about 16 bytes / 0.7 per word and thread, plus the bytes of words longer
     than 7), not with the corpus; ``memory_bytes()`` tells it.
     Example: ``c = WordCounter(); c.add(["a a"]); dict(c.result().iter_rows())[b" a"] == 1``.
@@ -902,8 +934,8 @@ class WordCounter:
         self.specials = list(specials)
         self.threads = threads or pl.thread_pool_size()
         self.swar = swar  # scan 8 bytes at a time where the ASCII classes allow (False: byte table only)
-        self._tables: list[_Table] = []  # one per thread, of one part per thread, counting since result()
-        self._parts: list[_Table] = []  # what result() merged: part p's words in table p
+        self._tables: list[_Table] = []  # one per thread, of one part per thread
+        self._folded = False  # result() has ordered the tables (see there)
         self._pool: ThreadPoolExecutor | None = None  # the counting threads, while they count
         self._queued: list[list] = []  # per slice queued, its chunks' futures
         self._mine: threading.local | None = None  # with the threads: each one's table
@@ -913,13 +945,7 @@ class WordCounter:
         """Bytes held by the counting tables and their arenas once what is queued is counted.
         Grows with the distinct words seen, not with the text."""
         self._settle()
-        held: dict[int, int] = {}
-        for t in self._tables + self._parts:
-            for a in (t.T, t.arena, t.st):
-                while a.base is not None:  # a part's rows are a view of its thread's table
-                    a = a.base
-                held[id(a)] = a.nbytes
-        return sum(held.values())
+        return sum(t.T.nbytes + t.arena.nbytes + t.st.nbytes for t in self._tables)
 
     def add(self, texts: pl.Series | Iterable[str]) -> None:
         if not isinstance(texts, pl.Series):
@@ -952,7 +978,7 @@ class WordCounter:
         """Count the documents ``data[off[d]:off[d+1]]`` (valid UTF-8): in line with one thread,
         else queued for the counter's threads (``result()`` waits for them)."""
         n = off.shape[0] - 1
-        if not self._tables:  # every thread's table, so that each part has a table to be merged in
+        if not self._tables:  # every thread's table at once (the merge's order is fixed by then)
             self._tables = [_Table(self.threads) for _ in range(self.threads)]
         scan = (data, *_words64(data), off, _byte_classes(), *_class_tables(), _swar_ok() and self.swar)
         if self.threads == 1:
@@ -1013,69 +1039,64 @@ class WordCounter:
         to Polars as Arrow binary views (no copy) when their bytes fit one view buffer and
         ``views`` is true, else as offsets (Polars copies them); the table is the same."""
         self._drain()
-        if self._tables:
-            self._parts = _merge_tables(self._tables, self._parts)
-            self._tables = []
-        parts = self._parts
-        if not parts:
+        tables = self._tables
+        if not tables:
             return pl.DataFrame({"word": [], "count": []}, schema=_EMPTY_COUNTS)
-        w0 = np.cumsum([0] + [p.words for p in parts]).tolist()
+        if not self._folded:
+            # the roomiest table first, for good: it takes the most counts, and as no count is
+            # ever moved out of it, it keeps no row at 0 (its st tells what it holds)
+            tables.sort(key=lambda t: (t.cbits, t.words), reverse=True)
+            self._folded = True
+        kept = _fold_tables(tables)  # per part and table: words, bytes, bytes of words > 12
+        w0 = np.cumsum([0] + kept[:, :, 0].sum(axis=1).tolist()).tolist()
         out_cnt = np.empty(w0[-1], np.int64)
-        o0 = np.cumsum([0] + [p.stat(7) for p in parts]).tolist()
+
+        def export(p: int, o0: list[int], write, *out) -> None:
+            w, o = w0[p], o0[p]
+            for t in tables:
+                w, o = write(t.rows(p), t.arena_view(), *out, out_cnt, w, o)
+            if (w, o) != (w0[p + 1], o0[p + 1]):
+                raise RuntimeError("toktok: counting tables out of step (a bug: please report it)")
+
+        o0 = np.cumsum([0] + kept[:, :, 2].sum(axis=1).tolist()).tolist()
         if views and o0[-1] <= _VIEW_BYTES_MAX:
             # Arrow binary views, which Polars takes as they are (no copy)
             views = np.empty(16 * w0[-1], np.uint8)
             vdata = np.empty(max(8, o0[-1]), np.uint8)
-
-            def export(p: int) -> None:
-                _export_views(parts[p].T, parts[p].arena_view(), views, vdata, out_cnt, w0[p], o0[p])
-
-            _in_threads(export, len(parts))
+            _in_threads(lambda p: export(p, o0, _export_views, views, vdata), len(kept))
             col = pa.Array.from_buffers(pa.binary_view(), w0[-1], [None, pa.py_buffer(views), pa.py_buffer(vdata)])
             return pl.DataFrame({"word": pl.Series("word", col), "count": out_cnt})
         # more long-word bytes than one view buffer can address: offsets, then Polars' copy
-        o0 = np.cumsum([0] + [p.stat(2) + p.stat(6) for p in parts]).tolist()
+        o0 = np.cumsum([0] + kept[:, :, 1].sum(axis=1).tolist()).tolist()
         out_data = np.empty(max(1, o0[-1]), np.uint8)
         out_off = np.empty(w0[-1] + 1, np.int64)
         out_off[0] = 0
-        _in_threads(lambda p: _export(parts[p].T, parts[p].arena_view(), out_data, out_off, out_cnt, w0[p], o0[p]), len(parts))
+        _in_threads(lambda p: export(p, o0, _export, out_data, out_off), len(kept))
         col = pa.LargeBinaryArray.from_buffers(
             pa.large_binary(), w0[-1], [None, pa.py_buffer(out_off), pa.py_buffer(out_data)]
         )
         return pl.DataFrame({"word": pl.Series("word", col).cast(pl.Binary), "count": out_cnt})
 
 
-def _merge_tables(tables: list[_Table], before: list[_Table]) -> list[_Table]:
-    """The words of the threads' ``tables`` (of one part per table) and of ``before`` (what an
-    earlier merge gave, table p holding part p), summed: table p of the result holds part p.
-
-    They are summed in one of the tables, the host (the one with the most rows per part): thread
-    p adds part p of the others into the host's part p, and the long words new to it to its own
-    stretch of the host's arena, reserved up front for all that it could add (address space:
-    only what is written takes memory). The part grows first if it could not hold its words and
-    the largest other part's (as many as there are when the threads saw the same words), then
-    as it fills."""
-    if len(tables) == 1 and not before:
-        return tables
-    host = max(tables, key=lambda t: (t.cbits, t.words))
-    srcs = [[(t, p) for t in tables if t is not host] + ([(before[p], 0)] if before else [])
-            for p in range(host.parts)]
-    ends = np.cumsum([int(host.st[0, 1])] + [sum(int(t.st[1 + i, 1]) for t, i in s) for s in srcs]).tolist()
-    host.fit_arena(ends[-1])
-    out: list[_Table | None] = [None] * host.parts
+def _fold_tables(tables: list[_Table]) -> np.ndarray:
+    """Sum the words of the threads' ``tables`` (of as many parts each) where they are: thread p
+    takes part p of the tables in turn and moves the count of each word into the first table
+    before it that holds the word (``_fold``), so each word ends up counted in one row. The
+    tables must be in the order of any earlier fold. Returns, per part and table, what the
+    table still counts there: words, their bytes, the bytes of those longer than 12 (for the
+    first table, never moved from, what its st says)."""
+    kept = np.zeros((tables[0].parts, len(tables), 3), np.int64)
 
     def work(p: int) -> None:
-        into = host.part(p, ends[p], ends[p + 1])
-        into.grow(max(int(t.st[1 + i, 0]) for t, i in srcs[p]))
-        for t, i in srcs[p]:
-            r, hi = t.rows_of(i)
-            arena, a64 = t.arena_view(), t.a64()
-            while (r := _merge_rows(t.T, arena, a64, r, hi, into.T, into.arena, into.st, into.cbits)) >= 0:
-                into.grow()
-        out[p] = into
+        st = tables[0].st[1 + p]
+        kept[p, 0] = st[0], st[2] + st[6], st[7]
+        for k in range(1, len(tables)):
+            S, arena, a64 = tables[k].rows(p), tables[k].arena_view(), tables[k].a64()
+            for d in tables[:k]:
+                kept[p, k] = _fold(S, arena, a64, d.rows(p), d.arena_view(), d.cbits)
 
-    _in_threads(work, host.parts)
-    return out  # type: ignore[return-value]
+    _in_threads(work, len(kept))
+    return kept
 
 
 def count_words(texts: pl.Series | Iterable[str], specials: Sequence[str] = (), threads: int = 0) -> pl.DataFrame:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Benchmark: toktok vs Hugging Face ``tokenizers`` vs ``rustbpe`` on the same Parquet files.
 
-    python bench/run.py [--data GLOB...] [--vocab 32768 131072] [--repeat 3]
+    python bench/run.py [--data GLOB...] [--vocab 32768 131072] [--repeat 3] [--count-runs 7]
                         [--only toktok,hf,rustbpe,count,cold] [--threads N] [--json OUT]
 
 Every trainer runs in its own subprocess (``bench/run.py --worker NAME ...``) so that one
@@ -155,6 +155,11 @@ def work_count(files: list[str], vocab: int, threads: int, scratch: str) -> dict
     # the batches would overlap with (and compete with) the counting being timed
     texts = [batch.texts for batch in read_corpus(files, text_column=TEXT_COLUMN).batches()]
     nbytes = sum(int(t.str.len_bytes().sum() or 0) for t in texts)
+    if together := os.environ.get("BENCH_COUNT_TOGETHER"):  # "FOLDER:N": start with N-1 other workers
+        folder, n = together.rsplit(":", 1)
+        Path(folder, str(os.getpid())).touch()
+        while len(os.listdir(folder)) < int(n):
+            time.sleep(0.001)
     counter = WordCounter(threads=threads)
     t0 = time.perf_counter()
     for t in texts:
@@ -226,6 +231,23 @@ def run_worker(job: str, files: list[str], vocab: int, threads: int, scratch: st
         out["status"] = "unavailable" if out["exit_code"] == 3 else "failed"
         out["error"] = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
     return out
+
+
+def count_together(n: int, files: list[str], vocab: int, scratch: str, env: dict[str, str]) -> dict:
+    """n 1-thread count workers whose counting starts at once (each waits for the others once it
+    has read the corpus): what n cores give n independent countings on this machine (they share
+    only the machine: caches, memory, the host's other tenants), the ceiling for n threads.
+    count_s: the last one's time; runs_each_s: each one's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    folder = tempfile.mkdtemp(dir=scratch)
+    extra = {**env, **thread_env(1), "BENCH_COUNT_TOGETHER": f"{folder}:{n}"}
+    with ThreadPoolExecutor(n) as ex:
+        runs = list(ex.map(lambda k: run_worker(f"count:1:together{k}", files, vocab, 1, scratch, extra), range(n)))
+    if bad := [r for r in runs if r["status"] != "ok"]:
+        return bad[0]
+    return {"status": "ok", "workers": n, "count_s": max(r["count_s"] for r in runs),
+            "runs_each_s": [r["count_s"] for r in runs]}
 
 
 def run_measured(cmd: list[str], log: Path, env_extra: dict[str, str]) -> dict:
@@ -346,12 +368,22 @@ def report(fig: dict) -> None:
                  for r in c.values() if r.get("status") == "ok"]
         ok = [r for r in c.values() if r.get("status") == "ok"]
         speedup = f"; speed-up {ok[1]['mb_per_s'] / ok[0]['mb_per_s']:.2f}x (goal >= 1.8x)" if len(ok) == 2 else ""
+        if len(ok) == 2 and all("runs_count_s" in r for r in ok):
+            pairs = [x / y for x, y in zip(ok[0]["runs_count_s"], ok[1]["runs_count_s"])]
+            speedup += f", run by run {min(pairs):.2f}-{max(pairs):.2f}x"
         if len(ok) == 2 and all("load_s" in r for r in ok):
             with_load = [r["count_s"] + r["load_s"] for r in ok]
             speedup += (f"; {with_load[0] / with_load[1]:.2f}x counting the kernels' loading too "
                         f"({ok[0]['load_s']:.2f} and {ok[1]['load_s']:.2f} s, once per process)")
         con.print("toktok counting as a run counts (reading and loading the kernels excluded), median: "
                   + ", ".join(parts) + speedup)
+        tog = fig.get("counting_together")
+        if tog and tog.get("status") == "ok" and len(ok) == 2:
+            n, solo = tog["workers"], ok[0]["count_s"]
+            ceiling = n * solo / tog["count_s"]
+            con.print(f"the machine's own ceiling: {n} 1-thread countings at once took {tog['count_s']:.2f} s (median; "
+                      f"runs {', '.join(f'{x:.2f}' for x in tog['runs_count_s'])} s), one alone {solo:.2f} s: "
+                      f"{ceiling:.2f}x; {ok[1]['threads']} threads reach {ok[1]['mb_per_s'] / ok[0]['mb_per_s'] / ceiling:.0%} of it")
     for name, r in (c or {}).items():
         if r.get("status") in ("unavailable", "failed"):
             con.print(f"[red]{name} {r['status']}[/] (exit {r['exit_code']}):\n{escape(r['error'])}")
@@ -456,6 +488,9 @@ def main() -> None:
                     help="vocabulary sizes, 256 bytes included; one table each (default 32768 131072)")
     ap.add_argument("--repeat", type=int, default=3,
                     help="runs of each trainer per vocabulary, interleaved; the median is shown (default 3)")
+    ap.add_argument("--count-runs", type=int, default=7,
+                    help="runs of each counting configuration (1 thread, all cores), interleaved; the median "
+                         "is shown (default 7: on a shared 2-core machine one pair's ratio moves +-15%%)")
     ap.add_argument("--only", default=",".join(JOBS),
                     help=f"comma-separated subset of {','.join(JOBS)} (count = toktok's 1-thread vs all-core "
                          "counting, cold = the demo from an empty kernel cache)")
@@ -476,8 +511,8 @@ def main() -> None:
         ap.error(f"--only: unknown {', '.join(bad)}; choose from {', '.join(JOBS)}")
     if min(a.vocab) <= 256:
         ap.error("--vocab must be more than 256 (the byte tokens)")
-    if a.repeat < 1:
-        ap.error("--repeat must be 1 or more")
+    if a.repeat < 1 or a.count_runs < 1:
+        ap.error("--repeat and --count-runs must be 1 or more")
     try:
         import psutil
     except ImportError:
@@ -496,7 +531,7 @@ def main() -> None:
             "mem_gb": psutil.virtual_memory().total / 2**30, "load_start": os.getloadavg()[0],
             "python": platform.python_version(), "platform": platform.platform(),
         },
-        "threads": a.threads, "repeat": a.repeat, "data": data_stats(files), "by_vocab": {},
+        "threads": a.threads, "repeat": a.repeat, "count_runs": a.count_runs, "data": data_stats(files), "by_vocab": {},
     }
     if fig["machine"]["load_start"] > 0.5:
         print(f"bench: warning: load average is {fig['machine']['load_start']:.2f}; something else is "
@@ -527,15 +562,21 @@ def main() -> None:
             fig["by_vocab"][str(vocab)] = compare({name: median_of(r) for name, r in runs.items()})
         if "count" in only:
             counts: dict[int, list[dict]] = {}
+            together: list[dict] = []
             all_n = a.threads or os.cpu_count() or 1
-            for i in range(a.repeat):  # interleaved, as the trainers
+            for i in range(a.count_runs):  # interleaved, as the trainers
                 for n in dict.fromkeys([1, all_n]):
-                    print(f"bench: toktok counting with {n} thread(s) ({i + 1} of {a.repeat}) ...", file=sys.stderr)
+                    print(f"bench: toktok counting with {n} thread(s) ({i + 1} of {a.count_runs}) ...", file=sys.stderr)
                     # POLARS_MAX_THREADS, not just threads=1: the counter's own threads are only one
                     # of the places Polars runs in parallel
                     counts.setdefault(n, []).append(run_worker(f"count:{n}", files, a.vocab[0], n, scratch,
                                                                {**env, **thread_env(n)}))
+                if all_n > 1:
+                    print(f"bench: {all_n} 1-thread countings at once ({i + 1} of {a.count_runs}) ...", file=sys.stderr)
+                    together.append(count_together(all_n, files, a.vocab[0], scratch, env))
             fig["counting"] = {f"threads_{n}": median_by(r, "count_s") for n, r in counts.items()}
+            if together:
+                fig["counting_together"] = median_by(together, "count_s")
         if "cold" in only:
             colds = []
             for i in range(a.repeat):

@@ -818,10 +818,6 @@ class _Table:
     def words(self) -> int:
         return int(self.st[1:, 0].sum())
 
-    def stat(self, col: int) -> int:
-        """Column ``col`` of st (see above) over all parts."""
-        return int(self.st[1:, col].sum())
-
     def rows(self, p: int) -> np.ndarray:
         """The rows of part p (a view)."""
         return self.T[p << self.cbits : (p + 1) << self.cbits]
@@ -874,8 +870,8 @@ def _pages(n: int, dtype) -> np.ndarray:
     """A new array of n items, in memory mapped for it: without the huge pages NumPy asks for
     large arrays, for which Linux stops to compact memory when it is full of cached files (as
     when reading a corpus); a system that gives huge pages to all memory still gives them, where
-    it has them free. Counting the bench corpus, 8 runs each: the tables' growth took 0.11-0.20 s
-    of CPU against 0.08-0.35 s on one thread (scanning within noise), 0.19-0.22 s against 0.23-
+    it has them free. Counting the bench corpus, 6-8 runs each: the tables' growth took 0.11-0.20
+    s of CPU against 0.08-0.35 s on one thread (scanning within noise), 0.19-0.22 s against 0.23-
     0.37 s on two; a fresh 1.1M-word export 0.1 s against 0.2 s. Example: ``_pages(4, np.int64)``."""
     return np.frombuffer(mmap.mmap(-1, max(1, n * np.dtype(dtype).itemsize)), dtype, count=n)
 
@@ -935,9 +931,9 @@ class WordCounter:
     GIL), so ``add()`` returns while the last slice is counted and ``result()`` waits for it. The
     merge is parallel and inserts nothing: each table is cut into one part per thread by the
     words' hash, and thread p moves each count of part p into the first table that holds the
-    word. Memory grows with the number of
-    distinct words (about 16 bytes / 0.7 per word and thread, plus the bytes of words longer
-    than 7), not with the corpus; ``memory_bytes()`` tells it.
+    word. Memory grows with the number of distinct words (about 16 bytes / 0.7 per word and
+    thread, plus the bytes of words longer than 7), not with the corpus; ``memory_bytes()``
+    tells it.
     Example: ``c = WordCounter(); c.add(["a a"]); dict(c.result().iter_rows())[b" a"] == 1``.
     """
 

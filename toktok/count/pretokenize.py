@@ -526,6 +526,18 @@ def _arena_word(arena, o):
 
 
 @inlined
+def _holds(arena, k, data, i, n):
+    """Whether long-word key k's word in ``arena`` is data[i:i+n]."""
+    w, m = _arena_word(arena, k & _OFF_MASK)
+    if m != n:
+        return False
+    for x in range(n):
+        if arena[w + x] != data[i + x]:
+            return False
+    return True
+
+
+@inlined
 def _head(h):
     """A long word's key without its arena offset: the flag and the top bits of its hash h."""
     return _LONG | (np.int64(h >> np.uint64(64 - _TAG_BITS)) << _OFF_BITS)
@@ -584,17 +596,9 @@ def _bump_long(T, arena, st, cbits, s, d64, data, base, i, n, head):
             T[s, 1] = 1
             st[q, 0] += 1
             return True
-        if k & _HEAD_MASK == head:
-            w, m = _arena_word(arena, k & _OFF_MASK)
-            if m == n:
-                same = True
-                for x in range(n):
-                    if arena[w + x] != data[i + x]:
-                        same = False
-                        break
-                if same:
-                    T[s, 1] += 1
-                    return True
+        if k & _HEAD_MASK == head and _holds(arena, k, data, i, n):
+            T[s, 1] += 1
+            return True
         s = (s & ~cmask) | ((s + 1) & cmask)
 
 
@@ -712,20 +716,9 @@ def _fold(S, sarena, sa64, D, darena, dcbits):
             t = D[s, 0]
             if t == _EMPTY:
                 break
-            if not long:
-                if t == k:
-                    found = True
-                    break
-            elif t & _HEAD_MASK == head:
-                a, m = _arena_word(darena, t & _OFF_MASK)
-                if m == n:
-                    found = True
-                    for x in range(n):
-                        if darena[a + x] != sarena[w + x]:
-                            found = False
-                            break
-                    if found:
-                        break
+            if (not long and t == k) or (long and t & _HEAD_MASK == head and _holds(darena, t, sarena, w, n)):
+                found = True
+                break
             s = (s & ~cmask) | ((s + 1) & cmask)
         if found:
             D[s, 1] += c

@@ -158,7 +158,8 @@ def work_count(files: list[str], vocab: int, threads: int, scratch: str) -> dict
     if together := os.environ.get("BENCH_COUNT_TOGETHER"):  # "FOLDER:N": start with N-1 other workers
         folder, n = together.rsplit(":", 1)
         Path(folder, str(os.getpid())).touch()
-        while len(os.listdir(folder)) < int(n):
+        give_up = time.monotonic() + 600  # a worker that failed to start must not hold the others
+        while len(os.listdir(folder)) < int(n) and time.monotonic() < give_up:
             time.sleep(0.001)
     counter = WordCounter(threads=threads)
     t0 = time.perf_counter()

@@ -432,3 +432,39 @@ def test_class_tables_match_polars_per_char():
     for bit, pat in ((_L, r"^\p{L}$"), (_N, r"^\p{N}$"), (_W, r"^\s$")):
         assert [bool(flags[ord(c)] & bit) for c in chars] == s.str.contains(pat).to_list()
     assert fold[ord("\u017f")] == ord("s") and fold[ord("L")] == ord("l") and fold[ord("\u212a")] == 0
+
+
+# --- the reference, for small runs before the scanner is compiled ------------------------------
+
+
+def test_reference_then_scanner_equals_reference():
+    # the first documents up to reference_bytes go through the regex reference, the document that
+    # does not fit and every later batch through the scanner; the table is the same as either alone
+    df = pl.read_parquet(FIXTURES / "sample.parquet")["text"]
+    half = int(df.slice(0, 200).str.len_bytes().sum())
+    c = WordCounter(specials=["<|endoftext|>"], threads=2, reference_bytes=half + 1)
+    for i in range(0, df.len(), 150):
+        c.add(df.slice(i, 150))
+    assert c.reference_counted == half and c.reference_bytes == 0 and c._tables
+    ref = count_words_reference(df.to_list(), specials=["<|endoftext|>"])
+    got = c.result()
+    assert dict(got.iter_rows()) == dict(ref) and got.schema == {"word": pl.Binary, "count": pl.Int64}
+
+
+def test_reference_alone_compiles_nothing_and_matches():
+    texts = ["I'M DON'T we'll", "emoji 😀😀 and  👩\u200d💻", "  \r\n  \r\n x", "x   123", "end   "]
+    df = count_words(texts, threads=2, reference_bytes=1 << 20)
+    assert dict(df.iter_rows()) == dict(count_words_reference(texts))
+    c = WordCounter(reference_bytes=1 << 20)
+    c.add(texts)
+    assert c.memory_bytes() > 0 and not c._tables  # no scanner table was made
+    assert c.reference_counted == sum(len(t.encode()) for t in texts)
+
+
+def test_reference_allowance_is_for_small_runs_only():
+    from toktok.count.pretokenize import REFERENCE_BYTES, reference_allowance
+
+    assert reference_allowance(REFERENCE_BYTES + 1) == 0
+    assert reference_allowance(0) in (0, REFERENCE_BYTES)  # 0 once the scanner is in the cache
+    count_words(["compile the scanner"])
+    assert reference_allowance(0) == 0

@@ -221,11 +221,12 @@ def release_llvm_pages() -> int:
     return n
 
 
-def compiled() -> bool:
+def compiled(kernels: tuple = ()) -> bool:
     """Whether Numba's cache already holds the kernels (False on the first run after an install,
     when they compile: tens of seconds, once), e.g. ``if not compiled(): print("compiling ...")``.
-    Asks the cache index of two helpers every stage's kernels call; True when it cannot tell."""
+    Asks the cache index of ``kernels``, by default two helpers every stage's kernels call;
+    True when it cannot tell."""
     try:
-        return all(f._cache._cache_file._load_index() for f in (_hash_range, _grow))
+        return all(f._cache._cache_file._load_index() for f in kernels or (_hash_range, _grow))
     except Exception:  # Numba's cache internals moved: say nothing rather than something wrong
         return True

@@ -24,7 +24,7 @@ from . import sample
 from .common import (PARITY_DOCS, CountState, ParitySample, PhaseCount, Progress, Source, capacity_split, count_batch,
                      count_part, doc_keys, finish_sample, full_ids, full_read_used, left_out_of, offer_file,
                      phase_files, sample_parts, sample_step, snapshot, sum_words, with_every_file)
-from .pretokenize import WordCounter
+from .pretokenize import WordCounter, reference_allowance
 from .read import Corpus
 from .sample import Reservoir, SourceStats, roomy_heap
 
@@ -190,7 +190,8 @@ def count_phase(
     total = sum(s.size for s in sources)
     n_files = len(phase_files(sources))
     t0 = time.perf_counter()
-    counter = WordCounter(specials=specials or [], threads=threads)
+    reference = reference_allowance(total)  # a small run's text, on the first run after an install
+    counter = WordCounter(specials=specials or [], threads=threads, reference_bytes=reference)
     parity = ParitySample()
     if state.parity is not None:
         parity.merge_frame(state.parity)
@@ -203,7 +204,8 @@ def count_phase(
                 if save is not None and time.monotonic() - t_saved >= every and k + 1 < n_files:
                     # 1. checkpoint: everything counted in the files so far (a snapshot, not a delta)
                     state = snapshot(state, counter.result(), k + 1, used, parity)
-                    counter = WordCounter(specials=specials or [], threads=threads)
+                    reference -= counter.reference_counted
+                    counter = WordCounter(specials=specials or [], threads=threads, reference_bytes=reference)
                     save(state)
                     t_saved = time.monotonic()
                 continue

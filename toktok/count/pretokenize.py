@@ -8,6 +8,7 @@ exact look-around-free emulation inside Polars that the tests hold to the same r
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import mmap
@@ -15,6 +16,7 @@ import os
 import sys
 import tempfile
 import threading
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,7 +29,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from .._kernels import _EMPTY, _empty_array, _zero_array, inlined
+from .._kernels import _EMPTY, _empty_array, _zero_array, compiled, inlined
+from ..vocab import PATTERN
 
 
 def _cut_specials(texts: pl.Series, specials: Sequence[str]) -> pl.Series:
@@ -902,6 +905,31 @@ def _in_threads(fn, n: int) -> None:
 _SLICE_BYTES = 8 << 20  # text converted and scanned at a time
 _SLICES_QUEUED = 1  # slices queued for the threads while the next one is converted
 _VIEW_BYTES_MAX = (1 << 31) - 1  # a binary view's offset is an int32
+
+# --- the reference, for small runs before the scanner is compiled -------------------------------
+# Compiling the scanner takes ~5 s of a core, once after an install; the reference (the regex
+# package, which the scanner is tested equal to) counts ~6 MB/s. A run whose sources are small
+# counts with the reference on that first run and compiles nothing for counting (see
+# reference_allowance); the counts are the same.
+
+#: Text a run may count with the reference while the scanner is not compiled (~1.3 s of it).
+REFERENCE_BYTES = 8 << 20
+_REFERENCE_ENTRY_BYTES = 200  # a word in the reference's Counter: str, int and table slot (CPython)
+
+
+def reference_allowance(source_bytes: int) -> int:
+    """The text a run over ``source_bytes`` of sources counts with the reference instead of the
+    compiled scanner (``WordCounter(reference_bytes=...)``): ``REFERENCE_BYTES`` when the
+    scanner is not in Numba's cache yet and the sources are no larger, else 0.
+    Example: ``reference_allowance(1 << 40) == 0``."""
+    if source_bytes > REFERENCE_BYTES or compiled((_scan_into,)):
+        return 0
+    return REFERENCE_BYTES
+
+
+@functools.cache
+def _reference_matcher():
+    return regex.compile(PATTERN)
 _EMPTY_COUNTS = {"word": pl.Binary, "count": pl.Int64}
 
 
@@ -930,10 +958,15 @@ class WordCounter:
     Example: ``c = WordCounter(); c.add(["a a"]); dict(c.result().iter_rows())[b" a"] == 1``.
     """
 
-    def __init__(self, specials: Sequence[str] = (), threads: int = 0, *, swar: bool = True):
+    def __init__(self, specials: Sequence[str] = (), threads: int = 0, *, swar: bool = True,
+                 reference_bytes: int = 0):
         self.specials = list(specials)
         self.threads = threads or pl.thread_pool_size()
         self.swar = swar  # scan 8 bytes at a time where the ASCII classes allow (False: byte table only)
+        # text the reference may still count (see reference_allowance), and what it counted
+        self.reference_bytes = reference_bytes
+        self.reference_counted = 0
+        self._reference: Counter[str] = Counter()
         self._tables: list[_Table] = []  # one per thread, of one part per thread
         self._folded = False  # result() has ordered the tables (see there)
         self._pool: ThreadPoolExecutor | None = None  # the counting threads, while they count
@@ -945,15 +978,33 @@ class WordCounter:
         """Bytes held by the counting tables and their arenas once what is queued is counted.
         Grows with the distinct words seen, not with the text."""
         self._settle()
-        return sum(t.T.nbytes + t.arena.nbytes + t.st.nbytes for t in self._tables)
+        held = sum(t.T.nbytes + t.arena.nbytes + t.st.nbytes for t in self._tables)
+        return held + _REFERENCE_ENTRY_BYTES * len(self._reference)
 
     def add(self, texts: pl.Series | Iterable[str]) -> None:
         if not isinstance(texts, pl.Series):
             texts = pl.Series("text", list(texts), dtype=pl.String)
         texts = _cut_specials(texts.drop_nulls(), self.specials)
+        if self.reference_bytes > 0 and texts.len() > 0:
+            texts = self._count_reference(texts)
         if texts.len() == 0:
             return
         self._scan(texts)
+
+    def _count_reference(self, texts: pl.Series) -> pl.Series:
+        """Count the leading documents that fit in ``reference_bytes`` with the reference
+        (``regex``); returns the rest, for the scanner (which takes every later batch too)."""
+        ends = texts.str.len_bytes().cast(pl.Int64).cum_sum().to_numpy()
+        k = int(np.searchsorted(ends, self.reference_bytes, side="right"))
+        if k:
+            findall = _reference_matcher().findall
+            for doc in texts.slice(0, k).to_list():
+                self._reference.update(findall(doc))
+            self.reference_bytes -= int(ends[k - 1])
+            self.reference_counted += int(ends[k - 1])
+        if k < len(ends):
+            self.reference_bytes = 0
+        return texts.slice(k)
 
     def _scan(self, texts: pl.Series) -> None:
         # Slices of about _SLICE_BYTES, so the contiguous copy that Arrow's string layout needs
@@ -1039,6 +1090,18 @@ class WordCounter:
         to Polars as Arrow binary views (no copy) when their bytes fit one view buffer and
         ``views`` is true, else as offsets (Polars copies them); the table is the same."""
         self._drain()
+        if not self._reference:
+            return self._scanned(views)
+        ref = pl.DataFrame({"word": [w.encode() for w in self._reference], "count": list(self._reference.values())},
+                           schema=_EMPTY_COUNTS)
+        if not self._tables:
+            return ref
+        from .common import sum_words
+
+        return sum_words([self._scanned(views), ref])
+
+    def _scanned(self, views: bool) -> pl.DataFrame:
+        """The scanner's words (``result``)."""
         tables = self._tables
         if not tables:
             return pl.DataFrame({"word": [], "count": []}, schema=_EMPTY_COUNTS)
@@ -1099,13 +1162,15 @@ def _fold_tables(tables: list[_Table]) -> np.ndarray:
     return kept
 
 
-def count_words(texts: pl.Series | Iterable[str], specials: Sequence[str] = (), threads: int = 0) -> pl.DataFrame:
+def count_words(texts: pl.Series | Iterable[str], specials: Sequence[str] = (), threads: int = 0, *,
+                reference_bytes: int = 0) -> pl.DataFrame:
     """Word counts of PATTERN's pieces over documents, identical to ``regex.findall`` + Counter.
 
     Returns columns ``word`` (Binary) and ``count`` (Int64), one row per distinct word, in no
     particular order. Special tokens are cut out first and never counted; ``threads=0`` uses
-    every core. Example: ``count_words(["a a"]).sort("word").rows() == [(b" a", 1), (b"a", 1)]``.
+    every core; the first ``reference_bytes`` of text are counted by the reference (``regex``,
+    see ``reference_allowance``). Example: ``count_words(["a a"]).sort("word").rows() == [(b" a", 1), (b"a", 1)]``.
     """
-    counter = WordCounter(specials, threads)
+    counter = WordCounter(specials, threads, reference_bytes=reference_bytes)
     counter.add(texts)
     return counter.result()

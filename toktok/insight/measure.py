@@ -59,12 +59,14 @@ def pieces(docs: list[str], index: np.ndarray, n_subsets: int, threads: int) -> 
     words of every subset, 'all' included."""
     import polars as pl
 
-    from ..count.pretokenize import count_words
+    from ..count.pretokenize import count_words, reference_allowance
 
+    # a few MB of documents: on the first run after an install, counted without compiling the scanner
+    reference = reference_allowance(int(utf8_bytes(docs).sum()))
     frames = []
     for s in range(1, n_subsets) if n_subsets > 1 else [0]:
         part = docs if n_subsets == 1 else [d for d, g in zip(docs, index.tolist()) if g == s]
-        frames.append(count_words(part, threads=threads).with_columns(subset=pl.lit(s, pl.Int64)))
+        frames.append(count_words(part, threads=threads, reference_bytes=reference).with_columns(subset=pl.lit(s, pl.Int64)))
     df = pl.concat(frames)
     return df["word"].to_arrow(), df["count"].to_numpy().astype(np.int64), df["subset"].to_numpy().astype(np.int64)
 

@@ -2,12 +2,12 @@
 
 Numba compiles a kernel the first time it is called and keeps it in its cache for later runs;
 on an empty cache that is ~25 s of one core, most of it for the merge loop. ``start`` runs
-``python -m toktok.merge.warm`` beside the run: it compiles the loop's kernels (``_setup``,
-``_loop``, ``_tokens_per_word``) for the argument types a run gives them, into the cache, while
-the run compiles and runs its counting kernels, the segmentation and the layout (``_segment``,
-``_layout``) on the other core: about half of the compiling each. The run waits for it
-(``Compiler.wait``) before its merge loop and then loads those kernels from the cache. Results
-never depend on it: if it fails, the run compiles them itself.
+``python -m toktok.merge.warm`` beside the run: it compiles the loop (``_loop`` and
+``_tokens_per_word``, ``AHEAD``) for the argument types a run gives them, into the cache, while
+the run counts and compiles the segmentation and the layout (``_segment``, ``_layout``) on the
+other core, then the loop's setup and the export's kernel (``_setup``, ``_splits``) as it waits
+for the loop (``Compiler.wait``): about half of the compiling each. The run then loads the loop
+from the cache. Results never depend on it: if it fails, the run compiles the loop itself.
 Example: ``c = start(); ...; c.wait()``.
 """
 from __future__ import annotations
@@ -18,9 +18,11 @@ import sys
 import numpy as np
 
 
-#: The longest a run waits for the second process (it takes ~12 s on 2 cores); then it goes on
+#: The longest a run waits for the second process (it takes ~8 s on 2 cores); then it goes on
 #: without it, compiling what the cache lacks itself.
 WAIT_SECONDS = 300
+#: The kernels the second process compiles (the run compiles the rest of ``signatures``).
+AHEAD = ("_loop", "_tokens_per_word")
 
 
 class Compiler:
@@ -31,12 +33,14 @@ class Compiler:
 
     def wait(self) -> None:
         """Block until the kernels are in the cache (or the process failed: then the caller
-        compiles them). While the process works, this one compiles the export's kernel
-        (``_splits``, through ``token_splits``: its argument types do not depend on the tokens)."""
+        compiles them). While the process works, this one compiles the loop's setup (``_setup``)
+        and the export's kernel (``_splits``, through ``token_splits``: its argument types do
+        not depend on the tokens)."""
         if self._proc is not None:
             if self._proc.poll() is None:
                 from .segment import token_splits
 
+                compile_kernels([k for k in signatures() if k.py_func.__name__ not in AHEAD])
                 token_splits([b"a", b"b", b"ab"], (), 64)
             try:
                 self._proc.wait(timeout=WAIT_SECONDS)
@@ -92,11 +96,14 @@ def signatures() -> dict:
     }
 
 
-def compile_kernels() -> None:
-    """Compile the merge loop's kernels for the argument types a run gives them (``signatures``):
-    into Numba's cache, without running them (so without the layout, which the run compiles)."""
+def compile_kernels(kernels=None) -> None:
+    """Compile the merge loop's ``kernels`` (default: all) for the argument types a run gives
+    them (``signatures``): into Numba's cache, without running them (so without the layout,
+    which the run compiles)."""
     for kernel, sig in signatures().items():
-        kernel.compile(sig)
+        if kernels is None or kernel in kernels:
+            kernel.compile(sig)
+
 
 if __name__ == "__main__":
-    compile_kernels()
+    compile_kernels([k for k in signatures() if k.py_func.__name__ in AHEAD])

@@ -175,6 +175,37 @@ def test_fuzz_segmentation_equals_tiktoken(long_from, words, extra):
         assert flat[off[i]:off[i + 1]].tolist() == (encode(w) if w else [])
 
 
+@given(
+    words=st.lists(st.lists(st.sampled_from(["a", "b", " ", "c", "0", "é", "😀"]), min_size=1, max_size=70).map(
+        lambda cs: "".join(cs).encode()), min_size=1, max_size=10),
+    extra=st.lists(st.lists(st.sampled_from(b"ab c0"), min_size=2, max_size=5).map(bytes), max_size=12, unique=True),
+)
+def test_fuzz_tiktoken_segmenter_equals_compiled(words, extra):
+    # a run's Segmenter takes tiktoken itself while _segment is not compiled (the first run after
+    # an install); here both ways, on every prefix of the vocabulary
+    from toktok.merge import Segmenter
+    from toktok.merge.tokens import _token_arrays, _flatten
+
+    base = Vocab.base()
+    base.tokens += [t for t in extra if t not in set(base.tokens)]
+    sg = Segmenter(*_token_arrays(base, 0))
+    data, off = _flatten(words)
+    for n in (257, 1417, len(base.tokens)):
+        flat, offsets = sg.ids(words, n)
+        got = sg._by_tiktoken(data, off, n)
+        assert got is not None and got[0].tolist() == flat.tolist() and got[1].tolist() == offsets.tolist()
+
+
+def test_tiktoken_segmenter_declines_what_it_cannot_take():
+    from toktok.merge import Segmenter
+    from toktok.merge.tokens import _token_arrays, _flatten
+
+    v = Vocab.base()
+    assert Segmenter(*_token_arrays(v, 0))._by_tiktoken(*_flatten([b"ok", b"\xff\xfe"]), len(v.tokens)) is None
+    v.tokens.append(b"00")  # the same bytes as id 256
+    assert Segmenter(*_token_arrays(v, 0))._by_tiktoken(*_flatten([b"ok"]), len(v.tokens)) is None
+
+
 def _run_vocab(unit: bytes, n: int) -> Vocab:
     """Bytes + hardcoded tokens + the powers-of-two runs of ``unit`` and a few odd lengths, in a
     mixed order (as a phase trained on a long run of it leaves them)."""

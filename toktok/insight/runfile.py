@@ -181,7 +181,7 @@ class _Prefixes:
         if self._segmenter is None:
             from ..merge import Segmenter
 
-            self._segmenter = Segmenter(*self._tables)
+            self._segmenter = Segmenter(*self._tables, reference=True)
         return self._segmenter(pieces, self.size(k))
 
 

@@ -162,7 +162,7 @@ class _Run:
                  ready: Callable[[], None] | None = None):
         self.times: dict[str, float] = {}
         t0 = time.perf_counter()
-        flat, offsets = _segment_ids(words, vocab)
+        flat, offsets = _segment_ids(words, vocab, reference=True)
         self.lens = lens = np.diff(offsets)
         self.times["segment"] = time.perf_counter() - t0
         if counts.shape[0] != lens.shape[0]:

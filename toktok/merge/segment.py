@@ -6,14 +6,20 @@ lowest-rank pair, leftmost on ties); long words go through a heap (``_segment_lo
 """
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from numba import njit
 
-from .._kernels import _address, _empty_array, _full_array, _zero_array, internal
+from .._kernels import _address, _empty_array, _full_array, _zero_array, compiled, internal
 from ..vocab import Vocab
 from .tokens import _flatten, _lookup, _token_arrays, _token_table
 
 SEGMENT_LONG = 64  # words this long or longer are segmented with a heap (_segment_long)
+#: A run's Segmenter (``reference=True``) segments this many words or fewer with tiktoken itself
+#: while ``_segment`` is not compiled (the first run after an install): tiktoken's BPE is the
+#: definition, so the ids are the same, and a small run does not spend ~3 s compiling.
+REFERENCE_WORDS = 200_000
 
 
 @internal
@@ -302,10 +308,11 @@ def segment(words, vocab: Vocab, *, long_from: int = SEGMENT_LONG) -> tuple[np.n
     return flat.astype(np.int32, copy=False), offsets
 
 
-def _segment_ids(words, vocab: Vocab, *, long_from: int = SEGMENT_LONG) -> tuple[np.ndarray, np.ndarray]:
+def _segment_ids(words, vocab: Vocab, *, long_from: int = SEGMENT_LONG, reference: bool = False
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """``segment``, except that under the 256 single bytes the ids are the words' bytes
-    themselves (uint8, no copy)."""
-    return Segmenter(*_token_arrays(vocab, 0), long_from=long_from).ids(words, len(vocab.tokens))
+    themselves (uint8, no copy); ``reference``: see ``Segmenter``."""
+    return Segmenter(*_token_arrays(vocab, 0), long_from=long_from, reference=reference).ids(words, len(vocab.tokens))
 
 
 class Segmenter:
@@ -313,8 +320,10 @@ class Segmenter:
     ``tstart``, ``tlen``), for many n (the vocabulary as it was after each number of merges).
     Example: ``Segmenter(*_token_arrays(v, 0))([b"00a"], 256)[0].tolist() == [48, 48, 97]``."""
 
-    def __init__(self, tdata: np.ndarray, tstart: np.ndarray, tlen: np.ndarray, *, long_from: int = SEGMENT_LONG):
+    def __init__(self, tdata: np.ndarray, tstart: np.ndarray, tlen: np.ndarray, *, long_from: int = SEGMENT_LONG,
+                 reference: bool = False):
         self.long_from = long_from
+        self.reference = reference  # a few words by tiktoken while _segment is not compiled
         # (writable, as the merge loop's own tables: one compiled _segment and _token_table)
         self.tables = (tdata, tstart.astype(np.int64, copy=False), tlen.astype(np.int32, copy=False))
         self._lookup: tuple[np.ndarray, np.ndarray] | None = None  # every token's hash table, built once
@@ -330,11 +339,40 @@ class Segmenter:
         data, off = _flatten(words)
         if n == 256 and self._bytes:
             return data[off[0] : off[-1]], off - off[0]
+        if self.reference and off.shape[0] - 1 <= REFERENCE_WORDS and not compiled((_segment,)):
+            got = self._by_tiktoken(data, off, n)
+            if got is not None:
+                return got
         if self._lookup is None:
             n_all = self.tables[1].shape[0]
             self._lookup = _token_table(*self.tables, n_all, n_all)
         flat, lens = _segment(data, off, *self.tables, n, self.long_from, *self._lookup)
         offsets = np.zeros(lens.shape[0] + 1, np.int64)
         np.cumsum(lens, out=offsets[1:])
+        return flat, offsets
+
+    def _by_tiktoken(self, data: np.ndarray, off: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """``ids`` by tiktoken, each word one piece (None if a word is not UTF-8, which its
+        encoder takes only as text, or if two of the tokens are the same bytes)."""
+        import tiktoken
+
+        buf = data.tobytes()
+        lo = int(off[0])
+        ends = (off - lo).tolist()
+        try:
+            texts = [buf[ends[i] : ends[i + 1]].decode("utf-8") for i in range(len(ends) - 1)]
+        except UnicodeDecodeError:
+            return None
+        tdata, tstart, tlen = self.tables
+        tb = tdata.tobytes()
+        ranks = {tb[s : s + ln]: i for i, (s, ln) in enumerate(zip(tstart[:n].tolist(), tlen[:n].tolist()))}
+        if len(ranks) != n or b"" in ranks:
+            return None
+        enc = tiktoken.Encoding("toktok-segment", pat_str=r"[\s\S]+", mergeable_ranks=ranks, special_tokens={})
+        ids = [enc.encode_ordinary(t) for t in texts]
+        lens = np.fromiter(map(len, ids), np.int64, len(ids))
+        offsets = np.zeros(len(ids) + 1, np.int64)
+        np.cumsum(lens, out=offsets[1:])
+        flat = np.fromiter(itertools.chain.from_iterable(ids), np.int32, int(offsets[-1]))
         return flat, offsets
 

@@ -15,7 +15,8 @@ _EMPTY = -1
 
 # How the kernels are compiled (the first run after an install compiles them; later runs load
 # them from Numba's cache). A helper that only compiled code calls needs no CPython or C
-# wrapper (their code is a fifth of a helper's compile time). A small helper on a hot path is
+# wrapper (their code is a fifth of a helper's compile time), and a kernel Python calls needs no C
+# wrapper (``no_cfunc_wrapper=True``: nothing takes its address). A small helper on a hot path is
 # inlined by LLVM (``forceinline``), not by Numba (``inline="always"``, which copies the helper's
 # IR into every call site and retypes it: 12 of the scanner's 13 s of compiling; the machine
 # code is the same). Integers passed to a compiled helper are typed (``np.int64(0)``, not ``0``):

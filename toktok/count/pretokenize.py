@@ -67,7 +67,7 @@ _L, _N, _W = 1, 2, 4  # letter, number, whitespace: per code point, from Polars
 _HI, _NL, _SP, _AP = 8, 16, 32, 64  # per byte only: lead of a non-ASCII char, \r or \n, ' ', '
 
 
-@njit(cache=True)
+@njit(cache=True, no_cfunc_wrapper=True)
 def _utf8_encode_all(cps):
     out = _empty_array(cps.shape[0] * 4, np.uint8)
     off = _zero_array(cps.shape[0] + 1, np.int32)
@@ -605,7 +605,7 @@ def _bump_long(T, arena, st, cbits, s, d64, data, base, i, n, head):
         s = (s & ~cmask) | ((s + 1) & cmask)
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, no_cfunc_wrapper=True, nogil=True, _nrt=False)
 def _scan_into(data, d64, base, offsets, d, i, hi, ac, flags, fold, swar, T, arena, st, cbits):
     """Count PATTERN's pieces of documents d..hi-1 (document d from byte i on) into table T.
     Returns 0 when done, 1 when T or the arena must grow (resume at document st[0, 3], byte
@@ -676,7 +676,7 @@ def _top(k, arena, a64, cbits):
     return np.int64(_short_hash(k) >> np.uint64(64 - cbits))
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, no_cfunc_wrapper=True, nogil=True, _nrt=False)
 def _rehash(T, N, arena, a64, cbits):
     """Move every row of T into the empty table N of as many parts, of 2**cbits rows each."""
     parts = N.shape[0] >> cbits
@@ -693,7 +693,7 @@ def _rehash(T, N, arena, a64, cbits):
         N[s, 1] = T[r, 1]
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, no_cfunc_wrapper=True, nogil=True, _nrt=False)
 def _fold(S, sarena, sa64, D, darena, dcbits):
     """Move the count of each word of S (rows of a part; rows at 0 skipped) into D (a part of
     2**dcbits rows) where D holds the word, leaving 0 in S. Returns what S still counts: its
@@ -734,7 +734,7 @@ def _fold(S, sarena, sa64, D, darena, dcbits):
     return words, nbytes, long13
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, no_cfunc_wrapper=True, nogil=True, _nrt=False)
 def _export(T, arena, out_data, out_off, out_cnt, w, o):
     """Write T's words (with a count) from row w / byte o of the output on (``out_off[w]``
     already set); returns the row and byte after them."""
@@ -757,7 +757,7 @@ def _export(T, arena, out_data, out_off, out_cnt, w, o):
     return w, o
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, no_cfunc_wrapper=True, nogil=True, _nrt=False)
 def _export_views(T, arena, views, vdata, out_cnt, w, o):
     """Write T's words (with a count) as Arrow binary views (16 bytes each: length, then the word
     if it has at most 12 bytes, else its first 4 bytes, buffer 0 and its offset in ``vdata``)

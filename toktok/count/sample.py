@@ -93,7 +93,7 @@ def _cut(text: str, unit: int) -> list[str]:
     return out
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, no_cfunc_wrapper=True, forceinline=True)
 def _space_at(data, q):
     """Whether the character at byte ``q`` of valid UTF-8 is whitespace for the regex module's
     ``\\s`` (Unicode White_Space: \\t-\\r, space, U+0085 U+00A0 U+1680 U+2000-200A U+2028 U+2029
@@ -136,7 +136,7 @@ def _space_before(data, q, start):
     return _space_at(data, t)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, no_cfunc_wrapper=True, nogil=True)
 def _pieces(offs, data, unit, p_doc, p_k, p_start, p_end):
     """``_cut`` on UTF-8 bytes for every document ``data[offs[i]:offs[i+1]]`` longer than ``unit``
     bytes (the others are one piece): writes each piece's document, index and byte range, in
@@ -195,7 +195,7 @@ def _next_cut(data, b, e, unit):
     return e
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, no_cfunc_wrapper=True, nogil=True)
 def _copy_ranges(data, starts, ends, out, pos):
     """Copy the byte ranges ``data[starts[i]:ends[i]]`` one after the other into ``out`` from
     ``pos`` on; returns where they end."""
@@ -206,7 +206,7 @@ def _copy_ranges(data, starts, ends, out, pos):
     return pos
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, no_cfunc_wrapper=True, nogil=True)
 def _compact_ranges(buf, starts, ends):
     """Move the byte ranges ``buf[starts[i]:ends[i]]`` (increasing, disjoint) to the front of
     ``buf``, one after the other, in place; returns where they end."""

@@ -46,7 +46,7 @@ def _escaped(ek, ev, p):
     return ev[i]
 
 
-@njit(cache=True)
+@njit(cache=True, no_cfunc_wrapper=True)
 def _layout(flat, lens, counts, tb):
     """The position array (see ``_TC``) of every word with two or more tokens (one-token words
     never change), in word order, and the side table of counts too large for their rows."""
@@ -94,7 +94,7 @@ def _layout(flat, lens, counts, tb):
     return P, ek, ev
 
 
-@njit(cache=True)
+@njit(cache=True, no_cfunc_wrapper=True)
 def _tokens_per_word(P, lens, tb):
     """Each word's number of tokens after the loop: its live rows (see ``_layout``)."""
     tmask = (np.int64(1) << tb) - 1

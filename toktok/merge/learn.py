@@ -17,6 +17,7 @@ from ..vocab import Vocab
 from .layout import _layout, _token_bits, _tokens_per_word
 from .loop import _loop, _setup
 from .segment import _segment_ids
+from .table import make_room, rebuild_table
 from .tokens import _token_arrays
 
 
@@ -218,12 +219,23 @@ class _Run:
         c2 = time.thread_time()
         scratch = np.zeros((8, tstart.shape[0]), np.int64)
         scratch[:2] = -1
+        work = _work_arrays()
         td = self.tdata
         while True:
             rec = self.rec
             target = min(n_merges, int(st[6]) + step)
-            td, T, L, pool, H = _loop(self.P, self.ek, self.ev, self.tb, td, tstart, tlen, bkeys, bids, T, L, pool,
-                                      H, st, scratch, target, u.heap_target, *rec, self.stats)
+            td, T, L, pool, H, *work = _loop(self.P, self.ek, self.ev, self.tb, td, tstart, tlen, bkeys, bids, T, L,
+                                             pool, H, st, scratch, *work, target, u.heap_target, *rec, self.stats)
+            if st[9]:  # the pair table is full: rebuilt to at most half full, then the loop goes on
+                T, L, st[0], dropped = rebuild_table(T, L, st[9])
+                st[2] -= dropped
+                st[9] = 0
+                self.stats[10] += 1
+                continue
+            if st[10]:  # a round's new lists need room in the pool: compacted or grown, the round goes on
+                pool, st[1], st[2], how = make_room(T, L, pool, st[1], st[2], st[11])
+                self.stats[7 + how] += 1
+                continue
             if st[7] >= rec[0].shape[0]:
                 more = _records(2 * rec[0].shape[0])
                 for old, new in zip(rec, more):
@@ -238,6 +250,12 @@ class _Run:
         times["loop"] = time.perf_counter() - t1 - times["setup"]
         times["setup_cpu"] = c2 - c1
         times["loop_cpu"] = time.thread_time() - c2
+
+
+def _work_arrays() -> list[np.ndarray]:
+    """A merge round's work arrays for ``_loop`` (touched rows: row, count, key, increment; new
+    entries: position, touched index), grown by the loop as rounds need."""
+    return [np.empty(1024, np.int64) for _ in range(4)] + [np.empty(1024, np.int32) for _ in range(2)]
 
 
 def _records(cap: int) -> tuple[np.ndarray, ...]:

@@ -4,7 +4,9 @@ The loop is incremental: an 8-byte row per token position (token and word count 
 link; ``layout``), a list of positions per pair in one pool, pair counts in a hash table updated
 by deltas (``table``), and a lazy max-heap that holds only the pairs with large counts
 (``heap``). ``_setup`` builds that state; ``_loop`` runs rounds of ``_merge_round`` until it has
-made the merges asked for, no pair is left, or its record arrays are full. A round reads only
+made the merges asked for, no pair is left, its record arrays are full, or the pair table or
+the pool is full (the caller rebuilds or grows it: ``table.rebuild_table``, ``table.make_room``;
+rarely needed). A round reads only
 the chosen pair's positions, with the rows of the next ones prefetched, and writes the new
 pairs' lists as whole blocks after it. ``learn`` drives it from Python.
 """
@@ -16,11 +18,11 @@ from numba import njit
 from .._kernels import _EMPTY, _empty_array, _grow, _mix, _prefetch, _zero_array, internal
 from .heap import _heap_room, _push_rows, _refill, _sift_down
 from .layout import _LNK, _TC, _escaped
-from .table import _CNT, _HEAD, _KEY, _LEN, _initial_pairs, _make_room, _pkey, _radix_sort, _rebuild, _tslot
+from .table import _CNT, _HEAD, _KEY, _LEN, _initial_pairs, _pkey, _radix_sort, _tslot
 from .tokens import _bytes_hash, _find_token, _put_token, _token_table
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, no_cfunc_wrapper=True, nogil=True)
 def _setup(P, ek, ev, tb, tdata, tstart, tlen, n_tokens, expect, spare, slack, heap_target, reverse):
     """The loop's starting state: token bytes lookup, pair table with each pair's positions,
     heap. Returns (bkeys, bids, T, L, pool, H, st) with the scalars in ``st`` (see ``_loop``).
@@ -46,7 +48,7 @@ def _setup(P, ek, ev, tb, tdata, tstart, tlen, n_tokens, expect, spare, slack, h
     # 3. the heap holds the pairs with the largest counts (see ``_refill``)
     H, hn, floor = _refill(T, _empty_array((1024, 2), np.int64), heap_target, tdata, tstart, tlen)
 
-    st = _zero_array(9, np.int64)
+    st = _zero_array(20, np.int64)
     st[8] = floor
     st[0] = n_used
     st[1] = pool_end
@@ -183,23 +185,30 @@ def _merge_round(P, ek, ev, tb, T, pool, head, ln, s0, a, b, t, stamp, l_stamp, 
     return n_touched, n_ent, n_new_rows, live
 
 
-@njit(cache=True, nogil=True)
-def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, scratch, n_merges,
-          heap_target, r_left, r_right, r_tok, r_cnt, r_reused, stats):
+@njit(cache=True, no_cfunc_wrapper=True, nogil=True)
+def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, scratch, trow, tcnt, tkey, tinc,
+          e_pos, e_tix, n_merges, heap_target, r_left, r_right, r_tok, r_cnt, r_reused, stats):
     """Greedy BPE over the position array ``P`` (see ``_TC``), from the state of ``_setup``.
 
     ``P`` is rewritten in place. Each pair keeps the list of positions where it was created (a
     block of the pool), so a round reads only the chosen pair's positions; the new pairs'
     positions are gathered during the round and written as new blocks after it. Merge k is
     written to row k of the ``r_*`` arrays before ``stats[0] = k + 1`` is published. Runs until
-    ``n_merges`` new tokens, no pair left, or the record arrays are full (then it can be called
-    again with larger ones). ``st`` holds the scalars [pairs in use, pool end, pool entries in
-    lists, heap size, token bytes end, tokens, new tokens, records, heap floor] and is updated.
+    ``n_merges`` new tokens, no pair left, the record arrays are full (then it can be called
+    again with larger ones), the pair table needs rebuilding (``st[9]`` > 0: the rows the next
+    round needs; the caller rebuilds it with ``rebuild_table`` and calls again) or a round's new
+    lists need room in the pool (``st[10]`` = 1, ``st[11]`` entries; the caller makes room with
+    ``make_room`` and calls again: the round, kept in ``st[12:20]`` and the work arrays, goes
+    on). ``st`` holds the scalars [pairs in use, pool end, pool entries in lists, heap size,
+    token bytes end, tokens, new tokens, records, heap floor, rows asked for, (the waiting
+    round)] and is updated.
     ``stats`` reports to another thread: [records, largest pair table, largest pool, largest
     heap, heap pops, new tokens, list entries read, merges made, pool compactions, pool growths,
     table rebuilds, heap refills, lists sorted]. ``scratch`` holds 8 rows of per-token state
-    kept from call to call (the first two all -1 at the start). Returns the (maybe reallocated)
-    tdata, T, L, pool, H.
+    kept from call to call (the first two all -1 at the start); ``trow``, ``tcnt``, ``tkey``,
+    ``tinc`` (int64) and ``e_pos``, ``e_tix`` (int32) are a round's work arrays (see
+    ``_merge_round``), grown as needed. Returns the (maybe reallocated) tdata, T, L, pool, H and
+    work arrays.
     """
     n_used = st[0]
     pool_end = st[1]
@@ -221,115 +230,141 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
     r_seen = scratch[5]
     l_tix = scratch[6]
     r_tix = scratch[7]
-    trow = _empty_array(1024, np.int64)
-    tcnt = _empty_array(1024, np.int64)
-    tkey = _empty_array(1024, np.int64)
-    tinc = _empty_array(1024, np.int64)
-    e_pos = _empty_array(1024, np.int32)
-    e_tix = _empty_array(1024, np.int32)
     one = _empty_array(1, np.int64)
+    # a round whose new lists waited for room in the pool (see step 6) goes on first
+    waiting = st[10] != 0
 
-    while n_new < n_merges and n_rec < rec_cap:
-        if hn == 0:
-            if floor == 1:
-                break  # no pair left
-            H, hn, floor = _refill(T, H, heap_target, tdata, tstart, tlen)
-            stats[11] += 1
-            continue
-        # 1. pop the best pair; stale entries (count moved since the push) are skipped or re-pushed
-        stats[4] += 1
-        c = H[0, 0]
-        a = np.int32(H[0, 1] >> 32)
-        b = np.int32(H[0, 1] & 0xFFFFFFFF)
-        hn -= 1
-        if hn > 0:
-            H[0, 0] = H[hn, 0]
-            H[0, 1] = H[hn, 1]
-            _sift_down(H, hn, np.int64(0), tdata, tstart, tlen)
-        s0 = _tslot(T, _pkey(a, b))
-        cur = T[s0, _CNT] if T[s0, _KEY] != _EMPTY else 0
-        if cur != c:
-            if floor <= cur < c:
+    while waiting or (n_new < n_merges and n_rec < rec_cap):
+        if waiting:
+            waiting = False
+            st[10] = 0
+            need = st[11]
+            n_touched = st[12]
+            n_ent = st[13]
+            head = st[14]
+            a = np.int32(st[15])
+            b = np.int32(st[16])
+            t = st[17]
+            c = st[18]
+            reused = st[19] != 0
+            free = head
+            free_end = free  # the freed block may have been compacted away
+        else:
+            if hn == 0:
+                if floor == 1:
+                    break  # no pair left
+                H, hn, floor = _refill(T, H, heap_target, tdata, tstart, tlen)
+                stats[11] += 1
+                continue
+            # 1. pop the best pair; stale entries (count moved since the push) are skipped or re-pushed
+            stats[4] += 1
+            c = H[0, 0]
+            a = np.int32(H[0, 1] >> 32)
+            b = np.int32(H[0, 1] & 0xFFFFFFFF)
+            hn -= 1
+            if hn > 0:
+                H[0, 0] = H[hn, 0]
+                H[0, 1] = H[hn, 1]
+                _sift_down(H, hn, np.int64(0), tdata, tstart, tlen)
+            s0 = _tslot(T, _pkey(a, b))
+            cur = T[s0, _CNT] if T[s0, _KEY] != _EMPTY else 0
+            if cur != c:
+                if floor <= cur < c:
+                    H = _heap_room(H, hn + 1)
+                    one[0] = s0
+                    hn = _push_rows(H, hn, T, one, np.int64(1), floor, tdata, tstart, tlen)
+                continue
+
+            # 2. room in the pair table for the round's new rows, (x's token, t) and (t, y's token):
+            #    linear probing stays short up to 3/4 full. Else the pair goes back on the heap and
+            #    the caller rebuilds the table (rare: it starts with room for the pairs expected; and
+            #    the loop, compiled once after an install, compiles faster without the rebuild)
+            h = _bytes_hash(tdata, tstart, tlen, a, b)
+            t = _find_token(bkeys, bids, tdata, tstart, tlen, a, b, h)
+            reused = t >= 0
+            ln = np.int64(L[s0, _LEN])
+            new_rows = min(2 * ln, 2 * (n_tokens if reused else n_tokens + 1))
+            if 4 * (n_used + new_rows) > 3 * T.shape[0]:
                 H = _heap_room(H, hn + 1)
                 one[0] = s0
                 hn = _push_rows(H, hn, T, one, np.int64(1), floor, tdata, tstart, tlen)
-            continue
+                st[9] = new_rows
+                break
 
-        # 2. the merged token: an existing one with the same bytes, or a new id
-        h = _bytes_hash(tdata, tstart, tlen, a, b)
-        t = _find_token(bkeys, bids, tdata, tstart, tlen, a, b, h)
-        reused = t >= 0
-        if not reused:
-            t = n_tokens
-            n_tokens += 1
-            n_new += 1
-            la = tlen[a]
-            lb = tlen[b]
-            tdata = _grow(tdata, tdata_end + la + lb)
-            for i in range(la):
-                tdata[tdata_end + i] = tdata[tstart[a] + i]
-            for i in range(lb):
-                tdata[tdata_end + la + i] = tdata[tstart[b] + i]
-            tstart[t] = tdata_end
-            tlen[t] = la + lb
-            tdata_end += la + lb
-            _put_token(bkeys, bids, h, t)
+            # 3. the merged token: an existing one with the same bytes, or a new id
+            if not reused:
+                t = n_tokens
+                n_tokens += 1
+                n_new += 1
+                la = tlen[a]
+                lb = tlen[b]
+                tdata = _grow(tdata, tdata_end + la + lb)
+                for i in range(la):
+                    tdata[tdata_end + i] = tdata[tstart[a] + i]
+                for i in range(lb):
+                    tdata[tdata_end + la + i] = tdata[tstart[b] + i]
+                tstart[t] = tdata_end
+                tlen[t] = la + lb
+                tdata_end += la + lb
+                _put_token(bkeys, bids, h, t)
 
-        # 3. room for the round: table rows (so that they stay put), touched rows and entries
-        ln = np.int64(L[s0, _LEN])
-        new_rows = min(2 * ln, 2 * n_tokens)  # (x's token, t) and (t, y's token)
-        if 4 * (n_used + new_rows) > 3 * T.shape[0]:
-            # linear probing stays short up to 3/4 full; rebuilt to at most half full
-            T, L, n_used, dropped = _rebuild(T, L, new_rows)
-            pool_live -= dropped
-            stats[10] += 1
-            s0 = _tslot(T, _pkey(a, b))
-        head = np.int64(L[s0, _HEAD])
-        if a == b:
-            # overlapping runs (a a a) must be merged left to right; lists are created in
-            # ascending order, except a reused token's old list followed by its new entries
-            for k in range(head + 1, head + ln):
-                if pool[k] < pool[k - 1]:
-                    part = _empty_array(ln, np.int64)
-                    for i in range(ln):
-                        part[i] = pool[head + i]
-                    part = _radix_sort(part, np.int64(0))
-                    for i in range(ln):
-                        pool[head + i] = part[i]
-                    stats[12] += 1
-                    break
-        if trow.shape[0] < new_rows:
-            trow = _empty_array(new_rows + 1024, np.int64)
-            tcnt = _empty_array(new_rows + 1024, np.int64)
-            tkey = _empty_array(new_rows + 1024, np.int64)
-            tinc = _empty_array(new_rows + 1024, np.int64)
-        if e_pos.shape[0] < 2 * ln:
-            e_pos = _empty_array(2 * ln + 1024, np.int32)
-            e_tix = _empty_array(2 * ln + 1024, np.int32)
+            # 4. room for the round's touched rows and entries
+            head = np.int64(L[s0, _HEAD])
+            if a == b:
+                # overlapping runs (a a a) must be merged left to right; lists are created in
+                # ascending order, except a reused token's old list followed by its new entries
+                for k in range(head + 1, head + ln):
+                    if pool[k] < pool[k - 1]:
+                        part = _empty_array(ln, np.int64)
+                        for i in range(ln):
+                            part[i] = pool[head + i]
+                        part = _radix_sort(part, np.int64(0))
+                        for i in range(ln):
+                            pool[head + i] = part[i]
+                        stats[12] += 1
+                        break
+            if trow.shape[0] < new_rows:
+                trow = _empty_array(new_rows + 1024, np.int64)
+                tcnt = _empty_array(new_rows + 1024, np.int64)
+                tkey = _empty_array(new_rows + 1024, np.int64)
+                tinc = _empty_array(new_rows + 1024, np.int64)
+            if e_pos.shape[0] < 2 * ln:
+                e_pos = _empty_array(2 * ln + 1024, np.int32)
+                e_tix = _empty_array(2 * ln + 1024, np.int32)
 
-        # 4. merge at every live position
-        n_touched, n_ent, n_new_rows, n_live = _merge_round(
-            P, ek, ev, tb, T, pool, head, ln, s0, a, b, t, n_rec, l_stamp, r_stamp, l_sum, r_sum,
-            l_seen, r_seen, l_tix, r_tix, tkey, tinc, tcnt, trow, e_pos, e_tix)
-        n_used += n_new_rows
-        stats[6] += ln
-        stats[7] += n_live
-        # the merged pair is gone everywhere; its list is garbage now
-        pool_live -= ln
-        L[s0, _LEN] = 0
+            # 5. merge at every live position
+            n_touched, n_ent, n_new_rows, n_live = _merge_round(
+                P, ek, ev, tb, T, pool, head, ln, s0, a, b, t, n_rec, l_stamp, r_stamp, l_sum, r_sum,
+                l_seen, r_seen, l_tix, r_tix, tkey, tinc, tcnt, trow, e_pos, e_tix)
+            n_used += n_new_rows
+            stats[6] += ln
+            stats[7] += n_live
+            # the merged pair is gone everywhere; its list is garbage now
+            pool_live -= ln
+            L[s0, _LEN] = 0
 
-        # 5. append the new occurrences: each touched pair gets a new block (its old list, when
-        #    a reused token's pair already had one, then the new positions in merge order),
-        #    first in the merged pair's freed block while they fit, then at the pool's end
-        need = n_ent
-        for i in range(n_touched):
-            need += L[trow[i], _LEN]
-        free = head
-        free_end = head + ln
-        if pool_end + need > pool.shape[0]:
-            pool, pool_end, pool_live, how = _make_room(T, L, pool, pool_end, pool_live, need)
-            stats[7 + how] += 1
-            free_end = free  # the freed block may have been compacted away
+            # 6. append the new occurrences: each touched pair gets a new block (its old list,
+            #    when a reused token's pair already had one, then the new positions in merge
+            #    order), first in the merged pair's freed block while they fit, then at the
+            #    pool's end. Without room there, the caller compacts or grows the pool (rare;
+            #    and the loop, compiled once after an install, compiles faster without it)
+            need = n_ent
+            for i in range(n_touched):
+                need += L[trow[i], _LEN]
+            free = head
+            free_end = head + ln
+            if pool_end + need > pool.shape[0]:
+                st[10] = 1
+                st[11] = need
+                st[12] = n_touched
+                st[13] = n_ent
+                st[14] = head
+                st[15] = a
+                st[16] = b
+                st[17] = t
+                st[18] = c
+                st[19] = reused
+                break
         for i in range(n_touched):
             s = trow[i]
             old = L[s, _LEN]
@@ -352,7 +387,7 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
             tcnt[i] += 1
         pool_live += n_ent
 
-        # 6. push the pairs whose counts grew (decreases stay lazy in the heap)
+        # 7. push the pairs whose counts grew (decreases stay lazy in the heap)
         H = _heap_room(H, hn + n_touched)
         hn = _push_rows(H, hn, T, trow, n_touched, floor, tdata, tstart, tlen)
 
@@ -377,4 +412,4 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
     st[6] = n_new
     st[7] = n_rec
     st[8] = floor
-    return tdata, T, L, pool, H
+    return tdata, T, L, pool, H, trow, tcnt, tkey, tinc, e_pos, e_tix

@@ -139,7 +139,7 @@ def _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, 
     return m
 
 
-@njit(cache=True)
+@njit(cache=True, no_cfunc_wrapper=True)
 def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bids):
     """tiktoken's rank-BPE of every word: whole-word lookup, else merge the lowest-rank adjacent
     pair (leftmost on ties) until no adjacent pair is a token. Returns flat ids and lengths.
@@ -235,7 +235,7 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bid
     return out[:o].copy(), lens
 
 
-@njit(cache=True)
+@njit(cache=True, no_cfunc_wrapper=True)
 def _splits(tdata, tstart, tlen, bkeys, bids, skip, up_to):
     """(token, left, right) of every split point of every token of at most ``up_to`` bytes
     whose two halves are tokens, ids in ``skip`` neither split nor parts; in token order, then

@@ -3,11 +3,13 @@
 The table maps a pair (left id, right id), packed by ``_pkey``, to its total count and to the
 block of the pool that lists the positions where the pair was created; ``_initial_pairs`` builds
 both from the position array (``layout``), ``_rebuild`` regrows the table and ``_make_room``
-compacts or grows the pool. Kernels only; ``loop`` drives them.
+compacts or grows the pool (from Python, ``rebuild_table`` and ``make_room``, when the loop
+stops for them). Kernels only; ``loop`` drives them.
 """
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from .._kernels import _EMPTY, _empty_array, _mix, _zero_array, inlined, internal
 from .layout import _TC, _escaped
@@ -74,6 +76,20 @@ def _rebuild(T, L, need):
             NL[s, _HEAD] = L[i, _HEAD]
             NL[s, _LEN] = L[i, _LEN]
     return NT, NL, live, dropped
+
+
+@njit(cache=True, no_cfunc_wrapper=True, nogil=True)
+def rebuild_table(T, L, need):
+    """``_rebuild``, for the merge loop's caller (``_loop`` stops when its table needs it):
+    compiled only by a run that gets there, e.g. ``T, L, live, dropped = rebuild_table(T, L, 64)``."""
+    return _rebuild(T, L, need)
+
+
+@njit(cache=True, no_cfunc_wrapper=True, nogil=True)
+def make_room(T, L, pool, pool_end, live, need):
+    """``_make_room``, for the merge loop's caller (``_loop`` stops when a round needs it):
+    compiled only by a run that gets there, e.g. ``pool, end, live, how = make_room(T, L, pool, end, live, 64)``."""
+    return _make_room(T, L, pool, pool_end, live, need)
 
 
 @internal

@@ -62,7 +62,7 @@ def _put_token(bkeys, bids, h, t):
     bids[i] = t
 
 
-@njit(cache=True)
+@njit(cache=True, no_cfunc_wrapper=True)
 def _token_table(tdata, tstart, tlen, n_tokens, max_tokens):
     cap = 16
     while cap < 2 * max_tokens:

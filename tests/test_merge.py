@@ -196,12 +196,18 @@ def test_fuzz_tiktoken_segmenter_equals_compiled(words, extra):
         assert got is not None and got[0].tolist() == flat.tolist() and got[1].tolist() == offsets.tolist()
 
 
-def test_tiktoken_segmenter_declines_what_it_cannot_take():
+def test_tiktoken_segmenter_takes_any_bytes_and_arrow_slices_and_declines_duplicates():
+    import pyarrow as pa
+
     from toktok.merge import Segmenter
     from toktok.merge.tokens import _token_arrays, _flatten
 
     v = Vocab.base()
-    assert Segmenter(*_token_arrays(v, 0))._by_tiktoken(*_flatten([b"ok", b"\xff\xfe"]), len(v.tokens)) is None
+    sg = Segmenter(*_token_arrays(v, 0))
+    words = pa.array([b"skipped", b"ok", b"\xff\xfe 000", b"  \n\n"], pa.large_binary()).slice(1)
+    flat, offsets = sg._by_tiktoken(*_flatten(words), len(v.tokens))
+    want_flat, want_off = sg.ids(words, len(v.tokens))
+    assert flat.tolist() == want_flat.tolist() and offsets.tolist() == want_off.tolist()
     v.tokens.append(b"00")  # the same bytes as id 256
     assert Segmenter(*_token_arrays(v, 0))._by_tiktoken(*_flatten([b"ok"]), len(v.tokens)) is None
 

@@ -352,24 +352,28 @@ class Segmenter:
         return flat, offsets
 
     def _by_tiktoken(self, data: np.ndarray, off: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None:
-        """``ids`` by tiktoken, each word one piece (None if a word is not UTF-8, which its
-        encoder takes only as text, or if two of the tokens are the same bytes)."""
+        """``ids`` by tiktoken's own BPE of a piece, a word at a time (None where this tiktoken
+        lacks it, or if two of the tokens are the same bytes)."""
         import tiktoken
 
-        buf = data.tobytes()
-        lo = int(off[0])
-        ends = (off - lo).tolist()
-        try:
-            texts = [buf[ends[i] : ends[i + 1]].decode("utf-8") for i in range(len(ends) - 1)]
-        except UnicodeDecodeError:
-            return None
         tdata, tstart, tlen = self.tables
         tb = tdata.tobytes()
         ranks = {tb[s : s + ln]: i for i, (s, ln) in enumerate(zip(tstart[:n].tolist(), tlen[:n].tolist()))}
         if len(ranks) != n or b"" in ranks:
             return None
         enc = tiktoken.Encoding("toktok-segment", pat_str=r"[\s\S]+", mergeable_ranks=ranks, special_tokens={})
-        ids = [enc.encode_ordinary(t) for t in texts]
+        piece = getattr(enc, "_encode_single_piece", None)  # (tiktoken 0.4 to 0.14 at least)
+        if piece is None:
+            return None
+        lo = int(off[0])
+        buf = data[lo : int(off[-1])].tobytes()
+        ends = (off - lo).tolist()
+        get = ranks.get
+        ids = []
+        for i in range(len(ends) - 1):
+            w = buf[ends[i] : ends[i + 1]]
+            t = get(w)  # a whole word that is a token: tiktoken's first step, without the call
+            ids.append((t,) if t is not None else piece(w))
         lens = np.fromiter(map(len, ids), np.int64, len(ids))
         offsets = np.zeros(len(ids) + 1, np.int64)
         np.cumsum(lens, out=offsets[1:])

@@ -77,3 +77,20 @@ def test_first_run_says_it_compiles_and_the_second_does_not(tmp_path):
     quiet = subprocess.run(cmd + ["-q"], cwd=ROOT, env={**env, "NUMBA_CACHE_DIR": str(tmp_path / "other")},
                            capture_output=True, text=True, timeout=900)
     assert quiet.returncode == 0 and NOTICE not in quiet.stderr
+    # a small first run counts with the regex reference and segments with tiktoken instead of
+    # compiling the scanner and _segment: the same tokenizer and run file as the compiled paths
+    assert _cached_signatures(["segment._segment"], tmp_path / "numba") == [0]
+    _py("from toktok.count.pretokenize import count_words; from toktok.merge import segment; "
+        "from toktok.vocab import Vocab; count_words(['a b']); segment([b'ab'], Vocab.base())", tmp_path / "numba")
+    third = subprocess.run(cmd[:-3] + ["--out", str(tmp_path / "compiled"), "--force"], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=900)
+    assert third.returncode == 0, third.stderr[-2000:]
+    for name in ("tokenizer.json", "tokenizer.tiktoken"):
+        assert (tmp_path / "tok" / name).read_bytes() == (tmp_path / "compiled" / name).read_bytes(), name
+    import duckdb
+
+    with duckdb.connect(str(tmp_path / "tok" / "run.duckdb"), read_only=True) as a, \
+            duckdb.connect(str(tmp_path / "compiled" / "run.duckdb"), read_only=True) as b:
+        for table in ("words", "merges", "compression", "word_gains"):
+            q = f"select * from {table} order by all"
+            assert a.sql(q).fetchall() == b.sql(q).fetchall(), table

@@ -66,6 +66,7 @@ from ._kernels import compiled, release_llvm_pages
 from .budget import BudgetPlan, fit_words, plan_budget
 from .count.local import ParitySample, Source, count_phase
 from .count.memory import check_sources, corpus_of
+from .count.pretokenize import REFERENCE_BYTES
 from .count.read import read_corpus
 from .count.remote import redact
 from .resume import Checkpoints
@@ -266,6 +267,13 @@ class _Run:
     hf: HFSide | None = None  # HF tokenizers' half of the verification, loading since the export
     ray_tuning: dict = field(default_factory=dict)  # more keywords of the Ray engine's count_phase
     parity: ParitySample = field(default_factory=ParitySample)
+
+    @property
+    def small(self) -> bool:
+        """A run over a few MB (``REFERENCE_BYTES``): before the scanner and the segmentation are
+        compiled, it counts and segments with their references instead (see ``reference_allowance``)."""
+        return sum(src.size for srcs in self.plans for src in srcs) <= REFERENCE_BYTES
+
     # per phase, for the compression curve: its parity sample and the pieces its sample did not take
     phase_parity: dict[str, pl.DataFrame] = field(default_factory=dict)
     phase_held_out: dict[str, pl.DataFrame | None] = field(default_factory=dict)
@@ -608,7 +616,7 @@ def _merge(run: _Run, phase: PhaseConfig, counted: _Counted, fp: list, cp: dict 
     start = Vocab(run.vocab.tokens, [], run.vocab.pinned)
     res = learn_merges(words, counts, start, n, progress=lambda k: run.report("merge" + tag, k, n),
                        checkpoint=_MergeLog(run, phase), every=run.marks.every, step=run.marks.step,
-                       ready=run.compiler.wait if run.compiler is not None else None)
+                       ready=run.compiler.wait if run.compiler is not None else None, reference=run.small)
     run.report("merge" + tag, res.new_tokens, n)
     if prior is not None and prior.num_rows:
         resume.check_replay(prior, res, where)
@@ -680,8 +688,8 @@ def _insight(run: _Run) -> None:
         curve, curve_from, curve_text, curve_kinds = _curve_texts(run.parity.df, run.phase_parity, run.phase_held_out)
         if curve:
             compression_curve(store, curve, by=curve_from, threads=run.threads, checkpoints=8,
-                              text=curve_text, text_by_phase=curve_kinds)
-        word_gains(store)
+                              text=curve_text, text_by_phase=curve_kinds, reference=run.small)
+        word_gains(store, reference=run.small)
     run.times["insight"] = time.perf_counter() - t0
 
 

@@ -138,7 +138,8 @@ class _Prefixes:
     equal to tiktoken by the tests), without building a tiktoken encoding per k.
     """
 
-    def __init__(self, store: RunStore):
+    def __init__(self, store: RunStore, reference: bool = False):
+        self.reference = reference  # a small run's: see merge.Segmenter
         vocab = store.arrow("prefixes.vocab")
         special = vocab["special"].to_numpy(zero_copy_only=False)
         ranked = np.flatnonzero(~special)
@@ -181,7 +182,7 @@ class _Prefixes:
         if self._segmenter is None:
             from ..merge import Segmenter
 
-            self._segmenter = Segmenter(*self._tables, reference=True)
+            self._segmenter = Segmenter(*self._tables, reference=self.reference)
         return self._segmenter(pieces, self.size(k))
 
 
@@ -242,6 +243,7 @@ def compression_curve(
     write: bool = True,
     text: str = "given",
     text_by_phase: dict | None = None,
+    reference: bool = False,
 ):
     """Bytes per token of ``texts`` after every ``every`` merges, overall and per group.
 
@@ -258,7 +260,8 @@ def compression_curve(
     meta('compression') records the sample, with ``text``: what the texts are, "given" (by the
     caller), "held_out" (text the run did not train on: pieces its sampled phases left out),
     "training" (documents the run trained on: its parity sample) or "mixed" (per phase in
-    ``text_by_phase``). Returns the rows as a polars DataFrame.
+    ``text_by_phase``). ``reference``: a small run's (see ``merge.Segmenter``). Returns the rows
+    as a polars DataFrame.
     Example: ``compression_curve("out/demo", df, by="lang", every=100)``.
     """
     import polars as pl
@@ -267,7 +270,7 @@ def compression_curve(
     threads = threads or os.cpu_count() or 1
     subsets, gidx = measure.subsets(groups, len(docs))
     with _connect(run, read_only=not write) as store:
-        pre = _Prefixes(store)
+        pre = _Prefixes(store, reference)
         ks = _checkpoints(pre.n_merges, every, checkpoints)
         ndocs = measure.sums(np.ones(len(docs), np.int64), gidx, len(subsets))
         sbytes = measure.sums(measure.utf8_bytes(docs), gidx, len(subsets))
@@ -323,14 +326,15 @@ def _usage(flat: np.ndarray, off: np.ndarray, counts: np.ndarray, of: np.ndarray
     })
 
 
-def word_gains(run: RunLike, top: int = 50_000, *, write: bool = True):
+def word_gains(run: RunLike, top: int = 50_000, *, write: bool = True, reference: bool = False):
     """For each phase, its ``top`` most frequent words in tokens before and after its merges.
 
     "Before" is the vocabulary the phase started from, "after" the one it ended with (both as
     tiktoken prefixes of the final ids). With ``write`` the rows replace the ``word_gains``
     table (``phase``, ``word``, ``count``, ``tokens_before``, ``tokens_after``); the ready query
     ``sql/phase_gains.sql`` ranks them by tokens saved (count x tokens gained). Words that are not
-    valid UTF-8 on their own are left out. Returns a polars DataFrame.
+    valid UTF-8 on their own are left out. ``reference``: a small run's (see ``merge.Segmenter``).
+    Returns a polars DataFrame.
     Example: ``word_gains("out/demo", top=10_000)``.
     """
     import polars as pl
@@ -338,7 +342,7 @@ def word_gains(run: RunLike, top: int = 50_000, *, write: bool = True):
     schema = {"phase": pl.String, "word": pl.Binary, "count": pl.Int64, "tokens_before": pl.Int32, "tokens_after": pl.Int32}
     frames = []
     with _connect(run, read_only=not write) as store:
-        pre = _Prefixes(store)
+        pre = _Prefixes(store, reference)
         phases = store.run("prefixes.phase_ranges").fetchall()
         for phase, k0, k1 in phases:
             rows = store.arrow("top_words", {"phase": phase, "n": int(top)})

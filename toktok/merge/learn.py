@@ -80,6 +80,7 @@ def learn_merges(
     *,
     tuning: Tuning = Tuning(),
     ready: Callable[[], None] | None = None,
+    reference: bool = False,
 ) -> MergeResult:
     """Learn up to ``n_merges`` new tokens on ``words`` (with 64-bit ``counts``) on top of ``vocab``.
 
@@ -93,6 +94,7 @@ def learn_merges(
     on the way), deterministically: the loop then runs in the calling thread. ``tuning``: the
     loop's starting room (``Tuning``). ``ready()`` is called once the words are segmented and laid
     out, before the loop's kernels are first called (a cold run waits there for ``merge.warm`` to compile them).
+    ``reference``: a small run's (see ``Segmenter``).
     Example: ``learn_merges([b"abab"], np.array([3]), Vocab.base(False), 1).vocab.tokens[256] == b"ab"``.
     """
     if n_merges < 0:
@@ -102,7 +104,7 @@ def learn_merges(
     t0 = time.perf_counter()
 
     # 1. segment under the starting vocabulary, lay the positions out, size the token tables
-    run = _Run(words, counts, vocab, n_merges, tuning, ready)
+    run = _Run(words, counts, vocab, n_merges, tuning, ready, reference)
 
     # 2. the loop, in a thread (it releases the GIL) so that progress and checkpoints can be
     #    reported, or in this thread, ``step`` new tokens at a time, with a checkpoint after each
@@ -160,10 +162,10 @@ class _Run:
     ``stats[0]`` after each row is written, so that another thread can read them (``emit``)."""
 
     def __init__(self, words, counts: np.ndarray, vocab: Vocab, n_merges: int, tuning: Tuning,
-                 ready: Callable[[], None] | None = None):
+                 ready: Callable[[], None] | None = None, reference: bool = False):
         self.times: dict[str, float] = {}
         t0 = time.perf_counter()
-        flat, offsets = _segment_ids(words, vocab, reference=True)
+        flat, offsets = _segment_ids(words, vocab, reference=reference)
         self.lens = lens = np.diff(offsets)
         self.times["segment"] = time.perf_counter() - t0
         if counts.shape[0] != lens.shape[0]:

@@ -16,8 +16,8 @@ from ..vocab import Vocab
 from .tokens import _flatten, _lookup, _token_arrays, _token_table
 
 SEGMENT_LONG = 64  # words this long or longer are segmented with a heap (_segment_long)
-#: A run's Segmenter (``reference=True``) segments this many words or fewer with tiktoken itself
-#: while ``_segment`` is not compiled (the first run after an install): tiktoken's BPE is the
+#: A small run's Segmenter (``reference=True``) segments this many words or fewer with tiktoken
+#: itself while ``_segment`` is not compiled (as after an install): tiktoken's BPE is the
 #: definition, so the ids are the same, and a small run does not spend ~3 s compiling.
 REFERENCE_WORDS = 200_000
 
@@ -318,12 +318,15 @@ def _segment_ids(words, vocab: Vocab, *, long_from: int = SEGMENT_LONG, referenc
 class Segmenter:
     """``segment`` under the first n tokens of a vocabulary given as token bytes (``tdata``,
     ``tstart``, ``tlen``), for many n (the vocabulary as it was after each number of merges).
+    ``reference``: a small run's (the pipeline's ``small``), which segments up to
+    ``REFERENCE_WORDS`` words with tiktoken while ``_segment`` is not compiled: a small run never
+    compiles it, a larger one does once.
     Example: ``Segmenter(*_token_arrays(v, 0))([b"00a"], 256)[0].tolist() == [48, 48, 97]``."""
 
     def __init__(self, tdata: np.ndarray, tstart: np.ndarray, tlen: np.ndarray, *, long_from: int = SEGMENT_LONG,
                  reference: bool = False):
         self.long_from = long_from
-        self.reference = reference  # a few words by tiktoken while _segment is not compiled
+        self.reference = reference
         # (writable, as the merge loop's own tables: one compiled _segment and _token_table)
         self.tables = (tdata, tstart.astype(np.int64, copy=False), tlen.astype(np.int32, copy=False))
         self._lookup: tuple[np.ndarray, np.ndarray] | None = None  # every token's hash table, built once

@@ -190,7 +190,7 @@ def count_phase(
     total = sum(s.size for s in sources)
     n_files = len(phase_files(sources))
     t0 = time.perf_counter()
-    reference = reference_allowance(total)  # a small run's text, on the first run after an install
+    reference = reference_allowance(total)  # a small run's text, while the scanner is not compiled
     counter = WordCounter(specials=specials or [], threads=threads, reference_bytes=reference)
     parity = ParitySample()
     if state.parity is not None:

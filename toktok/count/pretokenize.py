@@ -908,9 +908,9 @@ _VIEW_BYTES_MAX = (1 << 31) - 1  # a binary view's offset is an int32
 
 # --- the reference, for small runs before the scanner is compiled -------------------------------
 # Compiling the scanner takes ~5 s of a core, once after an install; the reference (the regex
-# package, which the scanner is tested equal to) counts ~6 MB/s. A run whose sources are small
-# counts with the reference on that first run and compiles nothing for counting (see
-# reference_allowance); the counts are the same.
+# package, which the scanner is tested equal to) counts 6-9 MB/s. A run whose sources are small
+# counts with the reference while the scanner is not compiled, so it compiles nothing for
+# counting (see reference_allowance); the counts are the same.
 
 #: Text a run may count with the reference while the scanner is not compiled (~1.3 s of it).
 REFERENCE_BYTES = 8 << 20
@@ -930,6 +930,8 @@ def reference_allowance(source_bytes: int) -> int:
 @functools.cache
 def _reference_matcher():
     return regex.compile(PATTERN)
+
+
 _EMPTY_COUNTS = {"word": pl.Binary, "count": pl.Int64}
 
 
@@ -975,8 +977,9 @@ class WordCounter:
         self._ids: Iterator[int] | None = None  # with the threads: the next table one takes
 
     def memory_bytes(self) -> int:
-        """Bytes held by the counting tables and their arenas once what is queued is counted.
-        Grows with the distinct words seen, not with the text."""
+        """Bytes held by the counting tables and their arenas once what is queued is counted
+        (and an estimate for the words the reference counted). Grows with the distinct words
+        seen, not with the text."""
         self._settle()
         held = sum(t.T.nbytes + t.arena.nbytes + t.st.nbytes for t in self._tables)
         return held + _REFERENCE_ENTRY_BYTES * len(self._reference)

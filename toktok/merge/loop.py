@@ -6,9 +6,9 @@ by deltas (``table``), and a lazy max-heap that holds only the pairs with large 
 (``heap``). ``_setup`` builds that state; ``_loop`` runs rounds of ``_merge_round`` until it has
 made the merges asked for, no pair is left, its record arrays are full, or the pair table or
 the pool is full (the caller rebuilds or grows it: ``table.rebuild_table``, ``table.make_room``;
-rarely needed). A round reads only
-the chosen pair's positions, with the rows of the next ones prefetched, and writes the new
-pairs' lists as whole blocks after it. ``learn`` drives it from Python.
+rarely needed). A round reads only the chosen pair's positions, with the rows of the next ones
+prefetched, and writes the new pairs' lists as whole blocks after it. ``learn`` drives it from
+Python.
 """
 from __future__ import annotations
 
@@ -238,7 +238,6 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
         if waiting:
             waiting = False
             st[10] = 0
-            need = st[11]
             n_touched = st[12]
             n_ent = st[13]
             head = st[14]

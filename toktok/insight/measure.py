@@ -61,7 +61,7 @@ def pieces(docs: list[str], index: np.ndarray, n_subsets: int, threads: int) -> 
 
     from ..count.pretokenize import count_words, reference_allowance
 
-    # a few MB of documents: on the first run after an install, counted without compiling the scanner
+    # a few MB of documents: counted without compiling the scanner where it is not compiled yet
     reference = reference_allowance(int(utf8_bytes(docs).sum()))
     frames = []
     for s in range(1, n_subsets) if n_subsets > 1 else [0]:

@@ -35,9 +35,9 @@ class Compiler:
 
     def wait(self) -> None:
         """Block until the kernels are in the cache (or the process failed: then the caller
-        compiles them). While the process works, this one compiles the loop's setup and the words'
-        token counts (``_setup``, ``_tokens_per_word``) and the export's kernel (``_splits``, through ``token_splits``: its argument types do
-        not depend on the tokens)."""
+        compiles them). While the process works, this one compiles the loop's setup and the
+        words' token counts (``_setup``, ``_tokens_per_word``) and the export's kernel
+        (``_splits``, through ``token_splits``: its argument types do not depend on the tokens)."""
         if self._proc is not None:
             if self._proc.poll() is None:
                 from .segment import token_splits

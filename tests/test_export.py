@@ -696,23 +696,24 @@ def test_base64_blob_has_parity(long_run_encoders):
 @settings(max_examples=200 * FUZZ, deadline=None)
 @given(pool=st.binary(max_size=40), data=st.data(),
        consts=st.lists(st.binary(max_size=3), min_size=1, max_size=3), sep=st.binary(max_size=2))
-def test_lines_gathers_the_same_bytes_as_joining_them(pool, data, consts, sep):
-    """tokenizer.json's vocab and merge lines (formats.hf._lines, one gather) == joining each
-    line's pieces in Python, empty slices, empty constants and no lines included."""
+def test_lines_spells_the_same_bytes_as_joining_them(pool, data, consts, sep):
+    """tokenizer.json's vocab and merge lines (formats.spell.lines, compiled) == joining each
+    line's pieces in Python: empty slices, empty constants, a column used twice and no lines."""
     import numpy as np
 
-    from toktok.formats.hf import _lines
+    from toktok.formats.spell import lines
 
-    n = data.draw(st.integers(0, 6))
-    slices = []
-    for _ in range(data.draw(st.integers(1, 2))):
-        at = [data.draw(st.integers(0, len(pool))) for _ in range(n)]
-        size = [data.draw(st.integers(0, len(pool) - a)) for a in at]
-        slices.append((np.array(at, np.int64), np.array(size, np.int64)))
-    fields = [f for pair in itertools.zip_longest(consts, slices) for f in pair if f is not None]
-    want = sep.join(b"".join(f if isinstance(f, bytes) else pool[f[0][i]: f[0][i] + f[1][i]] for f in fields)
-                    for i in range(n))
-    assert _lines(pool, fields, sep) == want
+    k = data.draw(st.integers(1, 5))  # slices in the table
+    at = [data.draw(st.integers(0, len(pool))) for _ in range(k)]
+    size = [data.draw(st.integers(0, len(pool) - a)) for a in at]
+    cols = data.draw(st.integers(1, 2))
+    rows = np.array(data.draw(st.lists(st.lists(st.integers(0, k - 1), min_size=cols, max_size=cols), max_size=6)),
+                    np.int64).reshape(-1, cols)
+    columns = [data.draw(st.integers(0, cols - 1)) for _ in consts]
+    fields = [f for pair in itertools.zip_longest(consts, columns) for f in pair if f is not None]
+    want = sep.join(b"".join(f if isinstance(f, bytes) else pool[at[r[f]]: at[r[f]] + size[r[f]]] for f in fields)
+                    for r in rows.tolist())
+    assert lines(pool, np.array(at), np.array(size), rows, fields, sep) == want
 
 
 @settings(max_examples=200 * FUZZ, deadline=None)

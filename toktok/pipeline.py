@@ -60,6 +60,7 @@ from .insight.runfile import add_views, compression_curve, word_gains
 from .formats.common import HF_FILE, write_atomic
 from .formats.hf import write_hf
 from .formats.specials import special_tokens_json
+from .formats.spell import compile_kernels as compile_export_kernels
 from .formats.tiktoken import write_tiktoken
 from .merge import learn_merges, warm
 from ._kernels import compiled, release_llvm_pages
@@ -334,7 +335,7 @@ def _train(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: 
     try:
         _open(run)
         if not compiled():  # the first run after an install: the merge kernels compile beside it
-            run.compiler = warm.start()
+            run.compiler = warm.start(also=compile_export_kernels)
             if cfg.verbose is not False:
                 (log or _stderr)("toktok: compiling the kernels, once after an install (about 10 s more); "
                                  "later runs load them from Numba's cache")

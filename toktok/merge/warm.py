@@ -4,9 +4,9 @@ Numba compiles a kernel the first time it is called and keeps it in its cache fo
 on an empty cache that is ~25 s of one core, most of it for the merge loop. ``start`` runs
 ``python -m toktok.merge.warm`` beside the run: it compiles the loop (``_loop``, ``AHEAD``) for
 the argument types a run gives it, into the cache, while the run counts and compiles the layout
-(``_layout``) on the other core, then the loop's setup, the words' token counts and the
-export's kernel (``_setup``, ``_tokens_per_word``, ``_splits``) as it waits for the loop
-(``Compiler.wait``). The run then loads the loop from the cache. Results never depend on it:
+(``_layout``) on the other core, then the loop's setup and the words' token counts
+(``_setup``, ``_tokens_per_word``) and what the caller adds (a run: the export's kernels) as it
+waits for the loop (``Compiler.wait``). The run then loads the loop from the cache. Results never depend on it:
 if it fails, the run compiles the loop itself. (The loop leaves its rare steps, rebuilding the
 pair table and making room in the pool, to its caller: a run compiles them only if it needs
 them, and the loop compiles in ~6 s instead of ~10 s.)
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Callable
 
 import numpy as np
 
@@ -30,20 +31,18 @@ AHEAD = ("_loop",)
 class Compiler:
     """The process compiling the merge kernels (``start``); ``wait`` returns once it has exited."""
 
-    def __init__(self, proc: subprocess.Popen | None) -> None:
-        self._proc = proc
+    def __init__(self, proc: subprocess.Popen | None, also: Callable[[], None] | None = None) -> None:
+        self._proc, self._also = proc, also
 
     def wait(self) -> None:
         """Block until the kernels are in the cache (or the process failed: then the caller
         compiles them). While the process works, this one compiles the loop's setup and the
-        words' token counts (``_setup``, ``_tokens_per_word``) and the export's kernel
-        (``_splits``, through ``token_splits``: its argument types do not depend on the tokens)."""
+        words' token counts (``_setup``, ``_tokens_per_word``), then calls ``also`` (``start``)."""
         if self._proc is not None:
             if self._proc.poll() is None:
-                from .segment import token_splits
-
                 compile_kernels([k for k in signatures() if k.py_func.__name__ not in AHEAD])
-                token_splits([b"a", b"b", b"ab"], (), 64)
+                if self._also is not None:
+                    self._also()
             try:
                 self._proc.wait(timeout=WAIT_SECONDS)
             except subprocess.TimeoutExpired:  # stuck: the run compiles what is missing itself
@@ -59,15 +58,16 @@ class Compiler:
             self._proc = None
 
 
-def start() -> Compiler:
+def start(also: Callable[[], None] | None = None) -> Compiler:
     """A process compiling the merge loop's kernels into Numba's cache (same interpreter,
-    same environment, so the same cache folder); a no-op Compiler where it cannot start."""
+    same environment, so the same cache folder); a no-op Compiler where it cannot start.
+    ``also``: what else this process compiles while it waits for that one (``Compiler.wait``)."""
     try:
         proc = subprocess.Popen([sys.executable, "-m", "toktok.merge.warm"], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     except OSError:
         return Compiler(None)
-    return Compiler(proc)
+    return Compiler(proc, also)
 
 
 def signatures() -> dict:

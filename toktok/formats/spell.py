@@ -1,7 +1,7 @@
 """The long parts of the tokenizer files spelled by a compiled kernel: ``tokenizer.json``'s vocab
 and merge lines (``lines``), one line per token or merge, each a few constants and slices of a
-pool of names. At 131,072 tokens that is ~10 MB of text in ~0.1 s; a gather with NumPy took
-~0.4 s there, most of it the kernel's page faults for ~200 MB of index arrays.
+pool of names. At 131,072 tokens that is ~10 MB of text in ~0.07 s; a gather with NumPy took
+0.4-0.8 s of a run there, most of it faulting in the pages of its ~200 MB of index arrays.
 Example: ``lines(b"ab", [0, 1], [1, 1], [[0], [1]], [b"<", 0, b">"], b",") == b"<a>,<b>"``.
 """
 from __future__ import annotations

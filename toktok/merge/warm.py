@@ -6,10 +6,10 @@ on an empty cache that is ~25 s of one core, most of it for the merge loop. ``st
 the argument types a run gives it, into the cache, while the run counts and compiles the layout
 (``_layout``) on the other core, then the loop's setup and the words' token counts
 (``_setup``, ``_tokens_per_word``) and what the caller adds (a run: the export's kernels) as it
-waits for the loop (``Compiler.wait``). The run then loads the loop from the cache. Results never depend on it:
-if it fails, the run compiles the loop itself. (The loop leaves its rare steps, rebuilding the
-pair table and making room in the pool, to its caller: a run compiles them only if it needs
-them, and the loop compiles in ~6 s instead of ~10 s.)
+waits for the loop (``Compiler.wait``). The run then loads the loop from the cache. Results
+never depend on it: if it fails, the run compiles the loop itself. (The loop leaves its rare
+steps, rebuilding the pair table and making room in the pool, to its caller: a run compiles them
+only if it needs them, and the loop compiles in ~6 s instead of ~10 s.)
 Example: ``c = start(); ...; c.wait()``.
 """
 from __future__ import annotations

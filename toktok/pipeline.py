@@ -269,12 +269,6 @@ class _Run:
     ray_tuning: dict = field(default_factory=dict)  # more keywords of the Ray engine's count_phase
     parity: ParitySample = field(default_factory=ParitySample)
 
-    @property
-    def small(self) -> bool:
-        """A run over a few MB (``REFERENCE_BYTES``): before the scanner and the segmentation are
-        compiled, it counts and segments with their references instead (see ``reference_allowance``)."""
-        return sum(src.size for srcs in self.plans for src in srcs) <= REFERENCE_BYTES
-
     # per phase, for the compression curve: its parity sample and the pieces its sample did not take
     phase_parity: dict[str, pl.DataFrame] = field(default_factory=dict)
     phase_held_out: dict[str, pl.DataFrame | None] = field(default_factory=dict)
@@ -284,6 +278,12 @@ class _Run:
     parity_strings: int = 0  # strings and tokens the parity check compared
     parity_tokens: int = 0
     parity_hf: str = ""  # where HF tokenizers loaded tokenizer.json for the check (HFSide.where)
+
+    @property
+    def small(self) -> bool:
+        """A run over a few MB (``REFERENCE_BYTES``): before the scanner and the segmentation are
+        compiled, it counts and segments with their references instead (see ``reference_allowance``)."""
+        return sum(src.size for srcs in self.plans for src in srcs) <= REFERENCE_BYTES
 
     def tag(self, phase: PhaseConfig) -> str:
         """The phase in progress stage names (`` english``); nothing for a one-phase run."""

@@ -75,9 +75,9 @@ def compile_kernels() -> None:
     """Compile the export's kernels into Numba's cache (or load them from it): this one and the
     splits' (``merge.token_splits``); their argument types do not depend on the vocabulary. A
     first run calls it while it waits for the merge loop's kernels (``merge.warm``)."""
-    from .splits import _split_merges
+    from .splits import all_split_merges
 
-    _split_merges([b"a", b"b", b"ab"])
+    all_split_merges([b"a", b"b", b"ab"])
     lines(b"a", [0], [1], [[0]], [b"<", 0], b",")
 
 

@@ -9,12 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .errors import VocabError
+from .patterns import CL100K
 
-#: The GPT-4 (cl100k) pre-tokenization pattern, exactly as tiktoken's original cl100k_base.
-PATTERN = (
-    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"""
-    r""" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
-)
+#: The GPT-4 (cl100k) pre-tokenization pattern, the default (the named patterns: :mod:`toktok.patterns`).
+PATTERN = CL100K
 
 OPERATORS = [
     "==", "!=", "<=", ">=", "+=", "-=", "*=", "/=", "->", "=>",

@@ -202,6 +202,7 @@ class Unit:
     key: str = ""  # the file's part of its documents' identities (common.doc_keys)
     location: tuple | None = None  # an object in a store: (URL, storage options, size) to open it
     file: int = 0
+    footer: object = None  # the Parquet metadata read on the driver (SourceFile.footer): not fetched again
 
 
 def _row_ranges(f: SourceFile, corpus: Corpus, unit_bytes: int) -> list[tuple[tuple[int, ...], int, float]] | None:
@@ -212,7 +213,7 @@ def _row_ranges(f: SourceFile, corpus: Corpus, unit_bytes: int) -> list[tuple[tu
     a range as in the whole file, so identities (and the sample) do not change."""
     if f.kind != "parquet" or corpus.bad_utf8 == "skip":
         return None
-    md = open_parquet(f.path, corpus.text_column).metadata
+    md = open_parquet(f.path, corpus.text_column, f.footer).metadata
     if md.num_row_groups < 2:
         return None
     leaves = [md.schema.column(j).path for j in range(md.num_columns)]
@@ -254,7 +255,8 @@ def plan_units(sources: list[Source], group: list[int] | None = None, unit_bytes
         c = sources[si].corpus
         where = remote.location(f.path) if remote.is_url(f.path) else None
         base = dict(path=f.path, kind=f.kind, size=f.size, text_column=c.text_column, bad_utf8=c.bad_utf8,
-                    cwd=cwd, group=group[si] if group else 0, key=keys[f.path], location=where, file=k)
+                    cwd=cwd, group=group[si] if group else 0, key=keys[f.path], location=where, file=k,
+                    footer=f.footer)
         ranges = _row_ranges(f, c, unit_bytes)
         if ranges is None:
             units.append(Unit(**base))
@@ -270,7 +272,7 @@ def _open_unit(unit: Unit) -> Corpus:
         remote.register(unit.path, *unit.location)
     elif not os.path.isabs(unit.path) and os.path.isdir(unit.cwd) and os.getcwd() != unit.cwd:
         os.chdir(unit.cwd)
-    f = SourceFile(unit.path, unit.kind, unit.size, key=unit.key, row_groups=unit.groups)
+    f = SourceFile(unit.path, unit.kind, unit.size, key=unit.key, row_groups=unit.groups, footer=unit.footer)
     return Corpus([f], unit.text_column, unit.bad_utf8)
 
 

@@ -102,6 +102,8 @@ class Proxy:
         return f"127.0.0.1:{self.port}"
 
     def up(self) -> None:
+        if self._sock is not None:
+            return
         sock = socket.socket()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", self.port))
@@ -249,7 +251,7 @@ class Store:
     def env(self, home: Path, **extra: str) -> dict[str, str]:
         drop = ("AWS_", "TOKTOK_", "GOOGLE_", "STORAGE_EMULATOR", "AZURE_", "HF_", "SSL_CERT", "GCSFS_")
         env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
-        env.update(HOME=str(home), **self._env(), **extra)
+        env.update({"HOME": str(home), **self._env(), **extra})
         return env
 
     def bad_env(self, home: Path) -> dict[str, str]:

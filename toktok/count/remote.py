@@ -239,6 +239,10 @@ def filesystem(url: str, options: dict | None = None):
                           f"({_one_line(e)}); check the option names") from None
     except ValueError as e:
         raise ConfigError(f"{display(url)}: {_one_line(e)}; check the URL and storage_options") from None
+    except Exception as e:  # noqa: BLE001 - a client that cannot load its credentials (a bad key file, ...)
+        raise InputError(f"{display(url)}: the {protocol} client cannot use the credentials given "
+                         f"({type(e).__name__}: {_one_line(e)}); check the credentials (AWS_* or ~/.aws, "
+                         "GOOGLE_APPLICATION_CREDENTIALS, AZURE_STORAGE_*, HF_TOKEN) or storage_options") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -246,8 +250,13 @@ def filesystem(url: str, options: dict | None = None):
 # ---------------------------------------------------------------------------------------------
 
 
+_URL_IN_TEXT = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>()]+")
+
+
 def _one_line(e: BaseException) -> str:
-    return one_line(e, 200)
+    """The cause in one line, each URL in it as :func:`display` shows it: a client's message may
+    quote the URL it asked for, a signed URL's signature with it."""
+    return _URL_IN_TEXT.sub(lambda m: display(m.group(0)), one_line(e, 400))[:200]
 
 
 def _status(e: BaseException) -> int | None:
@@ -283,6 +292,9 @@ def classify(e: BaseException) -> str | None:
 
 def _fail(name: str, kind: str, e: BaseException) -> InputError:
     cause = _one_line(e)
+    if kind == "missing" and (scheme_of(name) or "").startswith("http"):  # fsspec's http client says
+        return InputError(f"{name}: no such object, or access denied ({cause}); check the URL (a signed "  # 404 for 403
+                          "URL's signature may be wrong or expired)")
     if kind == "missing":
         return InputError(f"{name}: no such object or bucket ({cause}); check the URL")
     return InputError(f"{name}: access denied ({cause}); check the credentials (AWS_* or ~/.aws, "

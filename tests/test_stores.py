@@ -226,7 +226,7 @@ def test_wrong_credentials_are_one_line(store, home, tmp_path):
 # --- the store goes down mid-read -----------------------------------------------------------------------
 
 
-@pytest.mark.slow  # two runs per store, ~40 s each on a loaded 2-core machine
+@pytest.mark.slow  # 45-200 s per store on a loaded 2-core machine (azure-core and huggingface_hub retry inside)
 def test_store_down_mid_read_then_resume(store, disk_ref, home, tmp_path):
     """The store stops answering while the full phase reads its last object (the Parquet one, after
     its footer and some of its row groups): after the retries one line naming the object and

@@ -4,6 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 
 .PHONY: install dev demo test test-slow bench lock clean
+AZURITE := .ci/node/node_modules/.bin/azurite-blob
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -18,11 +19,16 @@ dev: $(BIN)/python
 demo: install
 	$(BIN)/toktok train data_fixtures/ --out out/demo --merges 2000 --special-token '<|endoftext|>' --force
 
-test: dev
+# Azurite (Azure Blob's emulator, for tests/test_stores.py) from npm, as .ci/node/package-lock.json pins it
+$(AZURITE): .ci/node/package.json .ci/node/package-lock.json
+	npm ci --prefix .ci/node --no-audit --no-fund --loglevel=error
+	touch $@
+
+test: dev $(AZURITE)
 	$(BIN)/python -m pytest
 
 # slow mode: the slow tests and the whole suite again, every hypothesis budget times 10
-test-slow: dev
+test-slow: dev $(AZURITE)
 	TOKTOK_FUZZ=10 $(BIN)/python -m pytest -m "slow or not slow"
 
 bench: $(BIN)/python
@@ -35,4 +41,4 @@ lock: dev
 	{ sed -n '/^#/p' constraints.txt; $(BIN)/pip freeze --exclude-editable; } > constraints.txt.new && mv constraints.txt.new constraints.txt
 
 clean:
-	rm -rf $(VENV) out
+	rm -rf $(VENV) out .ci/node/node_modules

@@ -16,6 +16,10 @@ times, alternating, the fastest kept):
     - ``polars``: ``pl.scan_parquet(url, storage_options=...).select("text").collect()``
 * train: ``toktok train`` on the local files and on the s3:// glob (full read, ``--merges``), the
   tokenizer files compared byte for byte.
+* stores (``--stores gs,az,https,hf``; ``--stores ''`` skips them): the same files in each other
+  store's server on 127.0.0.1 (tests/stores.py: fake-gcs-server, Azurite, a TLS file server, a Hub
+  file API server), read by toktok (``read``, the ``fsspec`` layer above) from a listing of the
+  prefix (https: file by file), one store at a time; the requests each file cost are counted.
 
 Reports MB/s of text (the UTF-8 bytes of the text column) and the load average before each row.
 moto's server is pure Python (Werkzeug), so it bounds what any client gets here: the figures
@@ -83,10 +87,10 @@ def work_read(layer: str, files: list[str], endpoint: str) -> dict:
     urls = [f"s3://bucket/perf/{Path(f).name}" for f in files]
     t0 = time.perf_counter()
     nbytes = 0
-    if layer in ("local", "fsspec"):
+    if layer in ("local", "fsspec", "url"):
         from toktok.count.read import read_corpus
 
-        corpus = read_corpus(files if layer == "local" else urls)
+        corpus = read_corpus(files if layer == "local" else files if layer == "url" else urls)
         for f in corpus.files:
             for arr in corpus.arrow_texts(f, 32 << 20):
                 nbytes += pa.compute.sum(pa.compute.binary_length(arr)).as_py() or 0
@@ -118,6 +122,36 @@ def work_read(layer: str, files: list[str], endpoint: str) -> dict:
     return {"seconds": time.perf_counter() - t0, "text_bytes": nbytes}
 
 
+def bench_stores(schemes: list[str], files: list[str], repeat: int, tmp: Path) -> dict:
+    """toktok's read of the same files from each store's server (tests/stores.py), fastest of
+    ``repeat``, with the requests the store saw per file."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import stores
+
+    out = {}
+    tree = {f"perf/{Path(f).name}": Path(f).read_bytes() for f in files}
+    for scheme in schemes:
+        root = tmp / f"store-{scheme}"
+        root.mkdir()
+        home = root / "home"
+        home.mkdir()
+        s = stores.start(scheme, root, tree)
+        try:
+            urls = [s.url(k) for k in sorted(tree)] if scheme == "https" else [f"{s.base}/perf/"]
+            best = None
+            for _ in range(repeat):
+                s.proxy.clear()
+                load = os.getloadavg()[0]
+                r = run_worker(["url", "-", *urls], s.env(home))
+                r["load"], r["requests_per_file"] = load, len(s.proxy.requests) / len(tree)
+                best = r if best is None or r["seconds"] < best["seconds"] else best
+            out[scheme] = best
+        finally:
+            s.stop()
+            del s
+    return out
+
+
 def run_worker(args: list[str], env: dict) -> dict:
     r = subprocess.run([sys.executable, __file__, "--worker", *args], capture_output=True, text=True, env=env, cwd=ROOT)
     if r.returncode != 0:
@@ -141,6 +175,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--copies", type=int, default=1, help="use each file this many times (copies on disk and in the store)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--stores", default="gs,az,https,hf", help="the other stores to read from ('' for none)")
     ap.add_argument("--worker", nargs="+", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
@@ -193,6 +228,16 @@ def main() -> None:
         results["train"] = {"seconds": times, "identical": same, "merges": a.merges}
         if not same:
             sys.exit("bench/remote: the s3 run's tokenizer differs from the local run's")
+        schemes = [x for x in a.stores.split(",") if x]
+        if schemes:
+            with tempfile.TemporaryDirectory() as d:
+                results["stores"] = got = bench_stores(schemes, files, a.repeat, Path(d))
+            print(f"\n{'read from each store':<22}{'seconds':>9}{'MB/s':>9}{'vs disk':>9}{'req/file':>9}{'load':>7}")
+            local = best["local"]
+            for name, r in [("local disk", local), *got.items()]:
+                mbs = r["text_bytes"] / 1e6 / r["seconds"]
+                print(f"{name:<22}{r['seconds']:>9.2f}{mbs:>9.1f}{r['seconds'] and local['seconds'] / r['seconds']:>9.2f}"
+                      f"{r.get('requests_per_file', 0):>9.1f}{r['load']:>7.2f}")
     finally:
         proc.terminate()
         proc.wait(10)

@@ -201,7 +201,6 @@ def test_bad_sources_fail_before_any_work_in_one_line(corpus, tmp_path, make, ki
     ({"bad_utf8": "ignore"}, ["bad_utf8 'ignore': use error, replace or skip"]),
     ({"special_tokens": ["<|x|>", "<|x|>"]}, ["special_tokens '<|x|>' is given twice"]),
     ({"roles": {"eos_token": "<|nope|>"}}, ["eos_token '<|nope|>' is not one of the special tokens"]),
-    ({"engine": "ray"}, ["source-1: in-memory data cannot be read by Ray workers", "engine='local'"]),
     ({"resume": True, "data": "generator"}, ["resume=True: source-1 is a one-shot generator", "force=True"]),
 ])
 def test_bad_options_name_the_keyword(corpus, tmp_path, kw, needles):

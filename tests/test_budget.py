@@ -73,3 +73,24 @@ def test_cap_leaves_room_for_the_pair_table_of_the_merges_asked_for():
     assert cap_words(lens, counts, room + MERGE_BYTES_PER_MERGE, n_merges=1).tolist() == [0, 1, 2]
     assert cap_words(lens, counts, room + MERGE_BYTES_PER_MERGE - 1, n_merges=1).tolist() == [0, 1]
     assert merge_bytes(lens, 10) == room + 10 * MERGE_BYTES_PER_MERGE
+
+
+def test_the_plan_counts_the_read_ahead():
+    """The blocks read ahead from objects in a store have their share of the budget, within what the
+    plan hands out, and the readers follow it (toktok.count.remote)."""
+    from toktok.budget import HEADROOM, READAHEAD_BYTES
+    from toktok.count import remote
+
+    assert READAHEAD_BYTES == remote.READAHEAD_BYTES
+    for budget in (512 << 20, 2 << 30, 64 << 30):
+        p = plan_budget(budget, baseline=300 << 20)
+        avail = budget * (1 - HEADROOM) - p.baseline
+        # its own 4% beside the others' 22 + 58 + 8 + 4 (DuckDB's floor aside)
+        assert 0 < p.readahead_bytes <= min(READAHEAD_BYTES, 0.04 * avail + 1)
+        assert p.sample_bytes + p.work_bytes + p.batch_bytes + p.readahead_bytes <= 0.92 * avail + 4
+    try:
+        remote.set_readahead(plan_budget(512 << 20, baseline=300 << 20).readahead_bytes)
+        assert remote.readahead_bytes() < READAHEAD_BYTES and remote.block_bytes() * 2 <= remote.readahead_bytes()
+    finally:
+        remote.set_readahead(None)
+    assert remote.block_bytes() == remote.BLOCK_BYTES

@@ -261,3 +261,60 @@ def test_kill9_while_ray_counts_resumes_from_the_checkpoint(cluster, tmp_path, b
                        timeout=300, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     _assert_same(local, out)
+
+
+# --- data in memory (toktok/count/shipped.py) -------------------------------------------------------
+
+
+def _memory(kind: str):
+    """sample.parquet's texts as data in memory of one kind (a fresh object each call: a generator is
+    read once)."""
+    import polars as pl
+
+    df = pl.read_parquet(FIXTURES / "sample.parquet").select("text", "lang")
+    return {"pandas": df.to_pandas, "polars": lambda: df, "arrow": df.to_arrow,
+            "list": lambda: df["text"].to_list(), "generator": lambda: (t for t in df["text"].to_list())}[kind]()
+
+
+def _memory_phases(kind: str) -> dict:
+    """A full phase and a sampled one (a text budget well under the data's ~300 KB)."""
+    return dict(phases=[PhaseConfig("full", 200, [SourceConfig("docs", kind="memory", data=_memory(kind))]),
+                        PhaseConfig("sampled", 200, [SourceConfig("more", kind="memory", data=_memory(kind))],
+                                    budget="60KB")])
+
+
+@pytest.fixture(scope="module")
+def local_memory(tmp_path_factory) -> Path:
+    return _train(tmp_path_factory.mktemp("local-memory") / "out", "local", **_memory_phases("list"))
+
+
+@pytest.mark.parametrize("kind", ["pandas", "polars", "list", "generator"])
+def test_data_in_memory_matches_local(cluster, local_memory, tmp_path, kind):
+    """toktok.train on data in memory with engine="ray": the data goes to the object store (tables by
+    reference, cut into row ranges of 64 KB here; iterables read in batches) and the run gives the
+    local engine's files and run file, a full phase and a sampled one."""
+    out = _train(tmp_path / "ray", "ray", **_memory_phases(kind))
+    _assert_same(local_memory, out)
+    assert _sampled(out) and {p for p, _, _ in _sampled(out)} == {"more"}
+    assert _table(out, "select distinct path from inputs order by path") == [("docs",), ("more",)]
+
+
+def test_tables_in_memory_are_cut_by_rows(cluster):
+    """A table is put in the object store once and cut into row ranges (by reference); a column with
+    nulls stays one unit, as a list does (read on the driver in batches)."""
+    import polars as pl
+
+    from toktok.count.common import Source
+    from toktok.count.memory import corpus_of
+
+    def units(data):
+        src = SourceConfig("docs", kind="memory", data=data)
+        return engine_ray.plan_units([Source(corpus_of(src, "text", "error"))], unit_bytes=64 << 10)
+
+    cut = units(_memory("polars"))
+    assert len(cut) > 2 and [u.memory[0] for u in cut] == ["table"] * len(cut)
+    assert [u.first_row for u in cut] == [u.memory[3] for u in cut] and cut[0].first_row == 0
+    assert len({u.memory[1] for u in cut}) == 1  # one object for every unit
+    with_null = pl.DataFrame({"text": ["a", None, "b"]})
+    assert [u.memory[0] for u in units(with_null)] == ["table"] and len(units(with_null)) == 1
+    assert [u.memory[0] for u in units(_memory("list"))] == ["batches"]

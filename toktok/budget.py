@@ -30,6 +30,9 @@ BASELINE_STEP = 32 << 20
 BASELINE_FLOOR = 320 << 20
 #: Headroom kept free for allocator slack and short-lived copies.
 HEADROOM = 0.08
+#: The most the read-ahead of objects in a store holds (``toktok.count.remote.READAHEAD_BYTES``,
+#: written here too: the budget does not import the readers).
+READAHEAD_BYTES = 16 << 20
 
 # Bytes the merge loop needs, measured on the bench corpus (12.05 M positions, 1.12 M words,
 # 32,512 merges: +221 MiB): per position (token of a word with two or more tokens) the position
@@ -71,6 +74,8 @@ class BudgetPlan:
     work_bytes: int
     duckdb_bytes: int
     batch_bytes: int
+    #: What the blocks read ahead from objects in a store hold at most (``toktok.count.remote``).
+    readahead_bytes: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -81,7 +86,8 @@ def plan_budget(budget: int, baseline: int | None = None, *, name: str = "--budg
     the option as ``name``: ``--budget`` or ``run.yaml: budget:``).
 
     Of what is left after the baseline and the headroom: 22% sampled text (its trimming briefly
-    doubles it), 58% word tables and merge loop, 8% DuckDB, 4% read batches.
+    doubles it), 58% word tables and merge loop, 8% DuckDB, 4% read batches, and up to 4% (at
+    most ``READAHEAD_BYTES``) for the blocks read ahead from objects in a store.
     """
     # the measured RSS moves by a few pages from run to run: rounded up, so that the same budget
     # always gives the same plan, hence the same sample and the same tokenizer for a seed
@@ -102,6 +108,7 @@ def plan_budget(budget: int, baseline: int | None = None, *, name: str = "--budg
         # DuckDB's floor: with 300 k words, 16 MiB ran out of memory now and then (2 threads)
         duckdb_bytes=max(int(avail * 0.08), 32 << 20),
         batch_bytes=int(min(32 << 20, max(1 << 20, avail * 0.04))),
+        readahead_bytes=int(min(READAHEAD_BYTES, avail * 0.04)),
     )
 
 

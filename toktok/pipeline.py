@@ -69,7 +69,7 @@ from .count.local import ParitySample, Source, count_phase
 from .count.memory import check_sources, corpus_of
 from .count.pretokenize import REFERENCE_BYTES
 from .count.read import read_corpus
-from .count.remote import redact
+from .count.remote import redact, set_readahead
 from .resume import Checkpoints
 from .rundir import RUN_FILE, OutputLayout, Staging, open_staging, special_tokens_file
 from .store import RunStore, merges_table, resource_error
@@ -538,6 +538,7 @@ def _count(run: _Run, phase: PhaseConfig, sources: list[Source], fp: list) -> _C
         count = partial(run.ray_count, address=cfg.ray_address, **checkpoints, **run.ray_tuning)
     else:
         count = partial(count_phase, **checkpoints)
+    set_readahead(plan.readahead_bytes if plan is not None else None)  # blocks of objects read ahead
     pc = count(sources, seed=cfg.seed, capacity=_phase_capacity(cfg, phase, plan),
                batch_bytes=plan.batch_bytes if plan is not None else 32 << 20, specials=run.specials,
                threads=run.threads, report=run.report, tag=run.tag(phase))

@@ -15,7 +15,7 @@ Re-iterable sources (lists, tables, frames, datasets) are fingerprinted for ``re
 kind, rows and a digest of the texts read (CRC-32 of their bytes, of their lengths and of the rows
 kept), computed during the pass; one-shot iterators (generators, record-batch readers) cannot be
 read twice, so a run on them does not resume. Ray workers cannot see this process's memory: the
-Ray engine refuses these sources (``TrainConfig.validate``).
+Ray engine puts the data in the cluster's object store (:mod:`toktok.count.shipped`).
 Example: ``corpus_of(SourceConfig("notes", kind="memory", data=["hi", "yo"]), "text", "error")``.
 """
 from __future__ import annotations
@@ -229,6 +229,7 @@ class MemoryFile(SourceFile):
     def __init__(self, data: _Data):
         super().__init__(data.name, KIND, int(data.nbytes))
         self.data = data
+        self.first_row = 0  # the row of the data's first row in its source (a Ray unit's rows: toktok.count.shipped)
         self._fp: list = [data.name, KIND, data.what, data.rows, None]
 
     @property
@@ -253,7 +254,7 @@ class MemoryFile(SourceFile):
         if self.data.rows and self.data.nbytes:
             rows = max(1, min(1 << 20, batch_bytes // max(1, self.data.nbytes // max(1, self.data.rows))))
         crc_data = crc_lens = crc_rows = 0
-        row = 0
+        row = self.first_row
         if not self.reiterable and getattr(self, "_read_once", False):
             raise InputError(f"{self.path}: a {self.data.what} can be read only once, and was; give a list, a "
                              "table or a DataFrame to read it again")
@@ -300,17 +301,14 @@ def corpus_of(src: Any, text_column: str, bad_utf8: str, *, resume: bool = False
 
 
 def check_sources(phases: list, *, resume: bool, engine: str) -> None:
-    """What a run with in-memory sources cannot do, refused before any work: the Ray engine (its
-    workers cannot see this process's memory), ``resume`` on a one-shot iterator, and one one-shot
-    iterator given twice (the second read would find it empty)."""
+    """What a run with in-memory sources cannot do, refused before any work: ``resume`` on a
+    one-shot iterator, and one one-shot iterator given twice (the second read would find it empty).
+    (``engine`` is the run's: the Ray engine ships the data to its cluster, :mod:`toktok.count.shipped`.)"""
     seen: dict[int, str] = {}
     for ph in phases:
         for src in ph.sources:
             if getattr(src, "kind", None) != KIND:
                 continue
-            if engine == "ray":
-                raise ConfigError(f"{src.path}: in-memory data cannot be read by Ray workers (engine='ray'); use "
-                                  "engine='local', or write it to Parquet files and pass their paths")
             one_shot = _one_shot(src.data)
             if one_shot and resume:
                 raise ConfigError(f"resume=True: {src.path} is a one-shot {_what(src.data)}, which cannot be read "

@@ -47,7 +47,9 @@ from .common import (CountState, ParitySample, PhaseCount, Progress, Source, cap
                      doc_keys, finish_sample, full_ids, full_read_used, offer_file, phase_files, sample_parts,
                      sample_step, snapshot, sum_words, with_every_file)
 from ..errors import ConfigError, ResourceError, ToktokError, one_line
+from .memory import KIND
 from .read import Corpus, SourceFile, open_parquet
+from .shipped import open_payload, ship
 from .sample import Reservoir
 
 #: What to tell a user whose Python has no Ray.
@@ -202,6 +204,8 @@ class Unit:
     key: str = ""  # the file's part of its documents' identities (common.doc_keys)
     location: tuple | None = None  # an object in a store: (URL, storage options, size) to open it
     file: int = 0
+    footer: object = None  # the Parquet metadata read on the driver (SourceFile.footer): not fetched again
+    memory: tuple | None = None  # data in memory: where its part is in the object store (count.shipped)
 
 
 def _row_ranges(f: SourceFile, corpus: Corpus, unit_bytes: int) -> list[tuple[tuple[int, ...], int, float]] | None:
@@ -212,7 +216,7 @@ def _row_ranges(f: SourceFile, corpus: Corpus, unit_bytes: int) -> list[tuple[tu
     a range as in the whole file, so identities (and the sample) do not change."""
     if f.kind != "parquet" or corpus.bad_utf8 == "skip":
         return None
-    md = open_parquet(f.path, corpus.text_column).metadata
+    md = open_parquet(f.path, corpus.text_column, f.footer).metadata
     if md.num_row_groups < 2:
         return None
     leaves = [md.schema.column(j).path for j in range(md.num_columns)]
@@ -243,9 +247,10 @@ def _row_ranges(f: SourceFile, corpus: Corpus, unit_bytes: int) -> list[tuple[tu
 
 
 def plan_units(sources: list[Source], group: list[int] | None = None, unit_bytes: int = UNIT_BYTES,
-               first_file: int = 0) -> list[Unit]:
+               first_file: int = 0, batch_bytes: int = 32 << 20) -> list[Unit]:
     """The phase's files from file ``first_file`` on (in phase order) as work units, in order;
-    ``group[i]``: the reservoir source i samples into (``common.capacity_split``; default 0)."""
+    ``group[i]``: the reservoir source i samples into (``common.capacity_split``; default 0). Data
+    in memory is put in the object store here (:func:`toktok.count.shipped.ship`)."""
     cwd = os.getcwd()
     keys = doc_keys(sources)
     units = []
@@ -254,7 +259,12 @@ def plan_units(sources: list[Source], group: list[int] | None = None, unit_bytes
         c = sources[si].corpus
         where = remote.location(f.path) if remote.is_url(f.path) else None
         base = dict(path=f.path, kind=f.kind, size=f.size, text_column=c.text_column, bad_utf8=c.bad_utf8,
-                    cwd=cwd, group=group[si] if group else 0, key=keys[f.path], location=where, file=k)
+                    cwd=cwd, group=group[si] if group else 0, key=keys[f.path], location=where, file=k,
+                    footer=f.footer)
+        if f.kind == KIND:  # data in memory: to the object store, cut as shipped.ship says
+            units += [Unit(**base, first_row=r, share=sh, memory=p)
+                      for r, sh, p in ship(require_ray(), f, c, unit_bytes, batch_bytes)]
+            continue
         ranges = _row_ranges(f, c, unit_bytes)
         if ranges is None:
             units.append(Unit(**base))
@@ -265,12 +275,15 @@ def plan_units(sources: list[Source], group: list[int] | None = None, unit_bytes
 
 def _open_unit(unit: Unit) -> Corpus:
     """The unit's file (its row groups only, for a range) as a one-file Corpus, relative paths
-    taken against the driver's folder, an object in a store opened as the driver would."""
+    taken against the driver's folder, an object in a store opened as the driver would, data in
+    memory read from the object store."""
+    if unit.memory is not None:
+        return open_payload(require_ray(), unit.path, unit.memory, unit.text_column, unit.bad_utf8)
     if unit.location is not None:
         remote.register(unit.path, *unit.location)
     elif not os.path.isabs(unit.path) and os.path.isdir(unit.cwd) and os.getcwd() != unit.cwd:
         os.chdir(unit.cwd)
-    f = SourceFile(unit.path, unit.kind, unit.size, key=unit.key, row_groups=unit.groups)
+    f = SourceFile(unit.path, unit.kind, unit.size, key=unit.key, row_groups=unit.groups, footer=unit.footer)
     return Corpus([f], unit.text_column, unit.bad_utf8)
 
 
@@ -472,7 +485,7 @@ def _threads_per_task(ray, n_tasks: int) -> int:
 def _count_all(ray, sources, seed, batch_bytes, specials, report, tag, unit_bytes, state, save, every) -> PhaseCount:
     files = phase_files(sources)
     total = sum(f.size for _, f in files)
-    units = plan_units(sources, None, unit_bytes, first_file=state.files_done)
+    units = plan_units(sources, None, unit_bytes, first_file=state.files_done, batch_bytes=batch_bytes)
     k = _threads_per_task(ray, len(units))
     count_unit = ray.remote(num_cpus=k, num_returns=3)(_count_unit)
     folded = _InOrder(ray, units, len(files), state, save, every)
@@ -506,7 +519,7 @@ def _sample_pass(ray, sources, seed, capacity, batch_bytes, report, tag, unit_by
     total = sum(s.size for s in sources)
     caps, group = capacity_split(sources, capacity)
     pools = [Reservoir(c, seed) for c in caps]
-    units = plan_units(sources, group, unit_bytes)
+    units = plan_units(sources, group, unit_bytes, batch_bytes=batch_bytes)
     sample_unit = ray.remote(num_cpus=1, num_returns=4)(_sample_unit)
     pending: list[list] = [[] for _ in caps]  # results not merged yet, per reservoir
     pending_bytes = [0] * len(caps)

@@ -26,8 +26,8 @@ import json
 import os
 import re
 import stat
-from dataclasses import dataclass
-from typing import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import polars as pl
@@ -75,7 +75,8 @@ class SourceFile:
     identity (``source_key``): ``a.parquet`` whether the corpus is ``data/``, ``/mnt/x/data/*.parquet``
     or ``s3://bucket/data/``. ``etag`` is an object's version tag in a store (None for local files).
     ``row_groups`` makes it a part of a Parquet file (a Ray work unit): only those row groups are
-    read, their rows numbered as in the whole file.
+    read, their rows numbered as in the whole file. ``footer`` is the Parquet metadata of an object
+    in a store as read when its sources were resolved, kept so that its footer is fetched once.
     """
 
     path: str
@@ -84,6 +85,7 @@ class SourceFile:
     key: str = ""
     etag: str | None = None
     row_groups: tuple[int, ...] | None = None
+    footer: Any = field(default=None, repr=False, compare=False)  # pyarrow FileMetaData
 
 
 @dataclass
@@ -537,7 +539,7 @@ class Corpus:
             for batch in Corpus([f], self.text_column, self.bad_utf8).batches(batch_bytes):
                 yield batch.texts.to_arrow()
             return
-        pf = open_parquet(f.path, self.text_column)
+        pf = open_parquet(f.path, self.text_column, f.footer)
         st = {"docs": 0, "bytes": 0, "skipped": 0}
         for _row, text, _rows, _labels in self._parquet_reads(pf, f, self._per_read(pf, batch_bytes), st):
             yield text
@@ -557,7 +559,7 @@ class Corpus:
         return max(1, min(1 << 20, batch_bytes // avg))
 
     def _parquet(self, f: SourceFile, batch_bytes: int, st: dict) -> Iterator[tuple[Batch, int]]:
-        pf = open_parquet(f.path, self.text_column)
+        pf = open_parquet(f.path, self.text_column, f.footer)
         label = None
         if self.label_column is not None and self.label_column in pf.schema_arrow.names:
             label = _one_column(f.path, pf.schema_arrow.names, self.label_column, "to read")
@@ -573,8 +575,11 @@ class Corpus:
         col, md, path = self.text_column, pf.metadata, f.path
         first = np.cumsum([0] + [md.row_group(g).num_rows for g in range(md.num_row_groups)]).tolist()
         columns = list(dict.fromkeys([col] + ([label] if label else [])))
+        groups = range(md.num_row_groups) if f.row_groups is None else f.row_groups
+        if len(columns) == 1:  # an object in a store: the next block is fetched while one is read
+            remote.plan_parquet(pf, groups, col)
         # Row group by row group, so that a corrupt page is reported with the rows it holds.
-        for g in range(md.num_row_groups) if f.row_groups is None else f.row_groups:
+        for g in groups:
             row, end = first[g], first[g + 1]
             try:
                 for rb in pf.iter_batches(batch_size=per_read, row_groups=[g], columns=columns,
@@ -897,14 +902,16 @@ def _one_column(path: str, names: list[str], col: str, what: str, fix: str = "")
     return col
 
 
-def open_parquet(path: str, col: str) -> pq.ParquetFile:
+def open_parquet(path: str, col: str, metadata: Any = None) -> pq.ParquetFile:
     """Open a Parquet file (a URL on its store) and check its text column ``col``; InputError
-    names the file and the fix. Reading its footer costs one request for a URL.
+    names the file and the fix. Reading its footer costs one request for a URL, none when its
+    ``metadata`` (``SourceFile.footer``) is given.
     Example: ``open_parquet("data/a.parquet", "text").metadata.num_row_groups``."""
     try:
         # buffer_size streams pages instead of loading a whole column chunk (a row group can be
         # the whole file), so memory stays ~batch_bytes.
-        pf = remote.parquet_file(path) if remote.is_url(path) else pq.ParquetFile(path, buffer_size=1 << 20)
+        pf = remote.parquet_file(path, metadata=metadata) if remote.is_url(path) else \
+            pq.ParquetFile(path, buffer_size=1 << 20, metadata=metadata)
         schema = pf.schema_arrow
     except (pa.ArrowException, OSError) as e:
         raise InputError(f"{path}: not a readable Parquet file ({one_line(e)}); the file is "
@@ -1061,7 +1068,9 @@ def read_corpus(sources: list[str], text_column: str = "text", bad_utf8: str = "
     files = resolve_sources(sources, skipped=skipped, storage_options=storage_options)
     for f in files:
         if f.kind == "parquet":
-            open_parquet(f.path, text_column)
+            pf = open_parquet(f.path, text_column, f.footer)
+            if remote.is_url(f.path):  # kept: the footer of an object in a store is fetched once
+                f.footer = pf.metadata
     corpus = Corpus(files, text_column, bad_utf8, label_column)
     corpus.warnings = skipped
     return corpus

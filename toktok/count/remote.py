@@ -8,10 +8,15 @@ aiohttp for http(s)), each client an optional extra (``pip install 'toktok[s3]'`
 ``[azure]``, ``[hf]``, ``[http]`` or ``[remote]`` for all). Nothing is downloaded whole and
 nothing is written locally: :func:`open_file` gives a seekable file whose reads are range
 requests (``cat_file`` with a start and an end; the size comes from the listing, so opening costs
-no request). Parquet (:func:`parquet_file`) costs its footer, then the text column's pages, row
-group by row group, in reads of up to ``BLOCK_BYTES`` that never cross the column chunk's end
-(pyarrow's buffered page reader, pre-buffering off, no read-ahead of ours), so the other columns
-are not fetched; JSONL / ``.jsonl.zst`` / ``.txt`` objects are streamed, ``BLOCK_BYTES`` a request. Credentials come from each client's usual
+no request). Parquet (:func:`parquet_file`) costs its footer (once: the metadata read when the
+sources are resolved is kept with the file, ``SourceFile.footer``), then the text column's pages,
+row group by row group, in reads of up to a block (``BLOCK_BYTES``) that never cross the column
+chunk's end (pyarrow's buffered page reader, pre-buffering off), so the other columns are not
+fetched; JSONL / ``.jsonl.zst`` / ``.txt`` objects are streamed, a block a request. While one block
+is decoded and counted the next one is fetched in the background (:meth:`RemoteFile.plan` for
+Parquet: the next part of the text column, in the next row group when this one is done); the
+blocks read ahead by every open object together hold at most :func:`readahead_bytes` (a memory
+budget sets it: :func:`set_readahead`). Credentials come from each client's usual
 places (``AWS_*`` and ``~/.aws``, ``AWS_ENDPOINT_URL`` for S3-compatible stores,
 ``GOOGLE_APPLICATION_CREDENTIALS``, ``AZURE_STORAGE_*``, ``HF_TOKEN``) and optional
 ``storage_options`` (passed to the client); :func:`redact` keeps them out of everything toktok
@@ -27,8 +32,10 @@ from __future__ import annotations
 
 import importlib
 import io
+import logging
 import os
 import re
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -48,8 +55,12 @@ SCHEMES = {
     "http": ("http", "aiohttp", "http"),
     "https": ("http", "aiohttp", "http"),
 }
-#: Bytes per range request: the read-ahead of a streamed object, the page buffer of a Parquet one.
+#: Bytes per range request (at most): a block of a streamed object, the page buffer of a Parquet one.
 BLOCK_BYTES = 8 << 20
+#: Bytes the blocks read ahead hold at most, all open objects together, without a memory budget.
+READAHEAD_BYTES = 2 * BLOCK_BYTES
+#: The smallest block: a budget that leaves less read-ahead still reads in requests of this size.
+MIN_BLOCK_BYTES = 1 << 18
 #: Seconds before the first retry of a transient fault; each further wait doubles.
 RETRY_WAIT = 1.0
 #: Retries of a transient fault (``TOKTOK_REMOTE_RETRIES`` overrides it): 1+2+4+8+16 = 31 s.
@@ -121,6 +132,60 @@ def location(name: str) -> tuple[str, dict, int | None]:
     return _WHERE.get(name, (name, {}, None))
 
 
+class _Allowance:
+    """The bytes that blocks read ahead may hold, shared by every open object of the process: a
+    block is fetched ahead only when its bytes fit (else it is fetched when it is needed)."""
+
+    def __init__(self, total: int):
+        self.total, self.held = total, 0
+        self._lock = threading.Lock()
+
+    def take(self, n: int) -> bool:
+        with self._lock:
+            if self.held + n > self.total:
+                return False
+            self.held += n
+            return True
+
+    def give(self, n: int) -> None:
+        with self._lock:
+            self.held -= n
+
+
+_AHEAD = _Allowance(READAHEAD_BYTES)
+_POOL = None  # the read-ahead's threads, started on first use
+_POOL_LOCK = threading.Lock()
+
+
+def set_readahead(total: int | None) -> None:
+    """Bound the read-ahead of every object opened from now on to ``total`` bytes together (None:
+    ``READAHEAD_BYTES``); blocks shrink to half of it (at least ``MIN_BLOCK_BYTES``), so that one
+    block read ahead of each of two objects read at once fits. The pipeline calls it with
+    ``BudgetPlan.readahead_bytes``. Example: ``set_readahead(4 << 20); block_bytes() == 2 << 20``."""
+    global _AHEAD
+    _AHEAD = _Allowance(READAHEAD_BYTES if total is None else max(0, int(total)))
+
+
+def readahead_bytes() -> int:
+    """What the read-ahead of all open objects holds at most (:func:`set_readahead`)."""
+    return _AHEAD.total
+
+
+def block_bytes() -> int:
+    """Bytes per range request: ``BLOCK_BYTES``, or half the read-ahead allowance if that is less."""
+    return max(MIN_BLOCK_BYTES, min(BLOCK_BYTES, _AHEAD.total // 2))
+
+
+def _pool():
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="toktok-readahead")
+        return _POOL
+
+
 # ---------------------------------------------------------------------------------------------
 # Clients
 # ---------------------------------------------------------------------------------------------
@@ -163,12 +228,24 @@ def filesystem(url: str, options: dict | None = None):
         fs, path = url_to_fs(url, **_defaults(protocol, options or {}))
         if protocol == "s3":
             fs.retries = 1  # s3fs's own retry loop (a class attribute, not an option): one try
+        elif protocol == "hf":  # huggingface_hub logs each of its own retries; toktok reports the fault once
+            logging.getLogger("huggingface_hub.utils._http").setLevel(logging.ERROR)
+        elif protocol == "gcs" and "_request" not in vars(fs):
+            # gcsfs retries each request 6 times (~30 s of waits, fixed when the class is defined);
+            # the undecorated request is one try, as for S3: toktok retries, with its own waits
+            plain = getattr(type(fs)._request, "__wrapped__", None)
+            if plain is not None:
+                fs._request = plain.__get__(fs)
         return fs, path
     except TypeError as e:  # an option the client does not take
         raise ConfigError(f"{display(url)}: storage_options not accepted by the {protocol} client "
                           f"({_one_line(e)}); check the option names") from None
     except ValueError as e:
         raise ConfigError(f"{display(url)}: {_one_line(e)}; check the URL and storage_options") from None
+    except Exception as e:  # noqa: BLE001 - a client that cannot load its credentials (a bad key file, ...)
+        raise InputError(f"{display(url)}: the {protocol} client cannot use the credentials given "
+                         f"({type(e).__name__}: {_one_line(e)}); check the credentials (AWS_* or ~/.aws, "
+                         "GOOGLE_APPLICATION_CREDENTIALS, AZURE_STORAGE_*, HF_TOKEN) or storage_options") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,8 +253,13 @@ def filesystem(url: str, options: dict | None = None):
 # ---------------------------------------------------------------------------------------------
 
 
+_URL_IN_TEXT = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>()]+")
+
+
 def _one_line(e: BaseException) -> str:
-    return one_line(e, 200)
+    """The cause in one line, each URL in it as :func:`display` shows it: a client's message may
+    quote the URL it asked for, a signed URL's signature with it."""
+    return _URL_IN_TEXT.sub(lambda m: display(m.group(0)), one_line(e, 400))[:200]
 
 
 def _status(e: BaseException) -> int | None:
@@ -208,11 +290,17 @@ def classify(e: BaseException) -> str | None:
         return "transient"
     if isinstance(e, OSError) and not isinstance(e, (NotADirectoryError, FileExistsError)):
         return "transient"  # an I/O error of the client (a reset, a short read, ...)
-    return None
+    if re.search(r"ServiceRequestError|ServiceResponseError", names):
+        return "transient"  # azure-core: the request could not be sent, or its answer was cut
+    cause = e.__cause__ or e.__context__
+    return classify(cause) if cause is not None and cause is not e else None
 
 
 def _fail(name: str, kind: str, e: BaseException) -> InputError:
     cause = _one_line(e)
+    if kind == "missing" and (scheme_of(name) or "").startswith("http"):  # fsspec's http client says
+        return InputError(f"{name}: no such object, or access denied ({cause}); check the URL (a signed "  # 404 for 403
+                          "URL's signature may be wrong or expired)")
     if kind == "missing":
         return InputError(f"{name}: no such object or bucket ({cause}); check the URL")
     return InputError(f"{name}: access denied ({cause}); check the credentials (AWS_* or ~/.aws, "
@@ -352,19 +440,31 @@ def _wanted(key: str, kind_of) -> bool:
 
 class RemoteFile(io.RawIOBase):
     """A read-only, seekable file over an object: each read is one range request (``cat_file``
-    with start and end), of at least ``BLOCK_BYTES`` when ``readahead`` (the rest is kept for the
-    next reads); a transient fault is retried (:func:`call`). The size comes from the listing,
-    so opening costs no request. Example: ``open_file("s3://b/a.txt").read(5)``."""
+    with start and end) unless a block fetched before holds it; a transient fault is retried
+    (:func:`call`). The size comes from the listing, so opening costs no request.
+
+    ``stream``: reads are of at least a block (``block_bytes()``), kept for the next reads, and
+    the next block is fetched in the background while this one is used (JSONL, text). Without
+    it reads are exact, and :meth:`plan` names the byte ranges that will be read in order (a
+    Parquet file's text column chunks), whose next block is fetched ahead the same way. A block
+    is fetched ahead only within the process's read-ahead allowance (:func:`set_readahead`).
+    Example: ``open_file("s3://b/a.txt").read(5)``."""
 
     def __init__(self, name: str, size: int | None = None, readahead: bool = True):
         super().__init__()
         self.name = name
         self._url, self._options, known = location(name)
-        self._readahead = readahead
+        self._stream = readahead
         self._fs = self._path = None
         self._pos = 0
         self._size = size if size is not None else known
-        self._buf, self._buf_at = b"", 0  # bytes read ahead, and their offset in the object
+        self._buf, self._buf_at = b"", 0  # the block being read, and its offset in the object
+        self._ranges: list[tuple[int, int]] = []  # planned (start, end) ranges, in reading order
+        self._ahead = None  # (start, end, future) of the block fetched ahead
+        self._block = block_bytes()
+        self._allow = _AHEAD  # the allowance in force when opened (set_readahead replaces it)
+        #: Requests made, and how many of them were fetched ahead (tests, bench).
+        self.requests = self.ahead_used = 0
 
     def _target(self):
         if self._fs is None:
@@ -391,25 +491,87 @@ class RemoteFile(io.RawIOBase):
         self._pos = max(0, offset + (self.size() if base is None else base))
         return self._pos
 
+    def plan(self, ranges: list[tuple[int, int]]) -> None:
+        """The byte ranges that will be read next, in order (a Parquet file's text column chunks,
+        row group by row group): while one block of them is read, the next is fetched."""
+        self._ranges = sorted((int(a), int(b)) for a, b in ranges if b > a)
+
+    def _fetch(self, start: int, end: int) -> bytes:
+        """Bytes [start, end) of the object: one range request, retried (:func:`call`)."""
+        fs, path = self._target()
+        extra = {"cache_type": "none"} if type(fs).__name__ == "HfFileSystem" else {}  # exactly the range
+        got = call(lambda: fs.cat_file(path, start=start, end=end, **extra), self.name)
+        if len(got) != end - start:  # a short body: the object changed or the store cut it
+            raise InputError(f"{self.name}: the store sent {len(got)} of {end - start} bytes at "
+                             f"offset {start}; the object may have changed, rerun")
+        return got
+
+    def _next_range(self, at: int) -> tuple[int, int] | None:
+        """The block to fetch ahead once the reads reached offset ``at``."""
+        size = self.size()
+        if self._stream:
+            return (at, min(size, at + self._block)) if at < size else None
+        for lo, hi in self._ranges:
+            if hi > at:
+                lo = max(lo, at)
+                return lo, min(hi, lo + self._block)
+        return None
+
+    def _read_ahead(self, at: int) -> None:
+        if self._ahead is not None or self.closed:
+            return
+        nxt = self._next_range(at)
+        if nxt is None or not self._allow.take(nxt[1] - nxt[0]):
+            return
+        self.requests += 1
+        self._ahead = (*nxt, _pool().submit(self._fetch, *nxt))
+
+    def _drop_ahead(self) -> None:
+        if self._ahead is None:
+            return
+        lo, hi, fut = self._ahead
+        self._ahead = None
+        if fut.cancel() or fut.done():
+            self._allow.give(hi - lo)
+        else:  # still arriving: its bytes are held until then
+            fut.add_done_callback(lambda _f, allow=self._allow: allow.give(hi - lo))
+
+    def _from_ahead(self, start: int, end: int) -> bool:
+        """Make the block fetched ahead the current one if it holds [start, end) (waiting for it);
+        drop it if the reads went past it."""
+        if self._ahead is None:
+            return False
+        lo, hi, fut = self._ahead
+        if not (lo <= start and end <= hi):
+            if start >= lo:  # the reads moved on (or jumped): it will not be used
+                self._drop_ahead()
+            return False
+        self._ahead = None
+        try:
+            data = fut.result()
+        finally:
+            self._allow.give(hi - lo)
+        self._buf, self._buf_at = data, lo
+        self.ahead_used += 1
+        return True
+
     def read(self, n: int = -1) -> bytes:
         size = self.size()
         end = size if n is None or n < 0 else min(size, self._pos + n)
         if end <= self._pos:
             return b""
-        lo = self._pos - self._buf_at
-        if 0 <= lo and self._pos + (end - self._pos) <= self._buf_at + len(self._buf):
-            data = self._buf[lo:lo + end - self._pos]
-        else:
-            fetch_end = min(size, max(end, self._pos + BLOCK_BYTES)) if self._readahead else end
-            fs, path = self._target()
-            start = self._pos
-            got = call(lambda: fs.cat_file(path, start=start, end=fetch_end), self.name)
-            if len(got) != fetch_end - start:  # a short body: the object changed or the store cut it
-                raise InputError(f"{self.name}: the store sent {len(got)} of {fetch_end - start} bytes at "
-                                 f"offset {start}; the object may have changed, rerun")
-            self._buf, self._buf_at = (got, start) if self._readahead else (b"", 0)
-            data = got[:end - start] if self._readahead else got
-        self._pos += len(data)
+        start = self._pos
+        lo = start - self._buf_at
+        if not (0 <= lo and end <= self._buf_at + len(self._buf)) and not self._from_ahead(start, end):
+            fetch_end = min(size, max(end, start + self._block)) if self._stream else end
+            self.requests += 1
+            self._buf, self._buf_at = self._fetch(start, fetch_end), start
+        lo = start - self._buf_at
+        data = self._buf[lo:lo + end - start]
+        self._pos = end
+        if end >= self._buf_at + len(self._buf):  # used up: only the block read ahead stays
+            self._buf, self._buf_at = b"", end
+        self._read_ahead(self._buf_at + len(self._buf) if self._buf else end)
         return data
 
     def readall(self) -> bytes:
@@ -422,22 +584,47 @@ class RemoteFile(io.RawIOBase):
 
     def close(self) -> None:
         self._buf = b""
+        self._drop_ahead()
         super().close()
 
 
 def open_file(name: str, size: int | None = None, readahead: bool = True) -> RemoteFile:
-    """A :class:`RemoteFile` for a registered name (or a plain URL)."""
+    """A :class:`RemoteFile` for a registered name (or a plain URL); ``readahead``: streamed."""
     return RemoteFile(name, size, readahead)
 
 
-def parquet_file(name: str, size: int | None = None):
-    """A ``pyarrow.parquet.ParquetFile`` over the object: the footer is read at once, the pages
-    on demand through pyarrow's buffered reader (``BLOCK_BYTES`` per read, within the column
-    chunk); pre-buffering (on by default) would fetch each whole column chunk at once."""
+def parquet_file(name: str, size: int | None = None, metadata=None):
+    """A ``pyarrow.parquet.ParquetFile`` over the object: the footer is read at once unless its
+    ``metadata`` is given (read before: no request), the pages on demand through pyarrow's
+    buffered reader (a block per read, within the column chunk; :func:`plan_parquet` reads the
+    next block ahead); pre-buffering (on by default) would fetch each whole column chunk at once."""
     import pyarrow.parquet as pq
 
-    return pq.ParquetFile(open_file(name, size, readahead=False), buffer_size=BLOCK_BYTES, pre_buffer=False)
+    raw = open_file(name, size, readahead=False)
+    pf = pq.ParquetFile(raw, metadata=metadata, buffer_size=raw._block, pre_buffer=False)
+    pf.toktok_source = raw
+    return pf
+
+
+def plan_parquet(pf, row_groups, column: str) -> None:
+    """Tell the object under ``pf`` (opened by :func:`parquet_file`) that column ``column`` of
+    ``row_groups`` will be read in this order, so that the next block is fetched while one is
+    read. Does nothing for a local file or a column it does not find."""
+    raw = getattr(pf, "toktok_source", None)
+    md = pf.metadata
+    leaves = [md.schema.column(j).path for j in range(md.num_columns)]
+    if raw is None or leaves.count(column) != 1:
+        return
+    ci = leaves.index(column)
+    ranges = []
+    for g in row_groups:
+        col = md.row_group(g).column(ci)
+        start = col.data_page_offset
+        if col.has_dictionary_page and col.dictionary_page_offset and col.dictionary_page_offset < start:
+            start = col.dictionary_page_offset  # as pyarrow computes the column chunk's range
+        ranges.append((start, start + col.total_compressed_size))
+    raw.plan(ranges)
 
 
 __all__ = ["SCHEMES", "is_url", "scheme_of", "display", "redact", "resolve", "open_file", "parquet_file",
-           "register", "location", "filesystem", "call", "classify", "RemoteFile"]
+           "plan_parquet", "set_readahead", "readahead_bytes", "block_bytes", "register", "location", "filesystem", "call", "classify", "RemoteFile"]

@@ -190,7 +190,7 @@ def _read_file(corpus, by: str | None) -> tuple[list[str], list | None]:
     if by and not by_file and f.kind == "txt":
         raise InputError(f"{f.path}: a .txt file has no column {by!r}; use --by {BY_FILE} or Parquet/JSONL data")
     if by and not by_file and f.kind == "parquet":
-        names = open_parquet(f.path, corpus.text_column).schema_arrow.names
+        names = open_parquet(f.path, corpus.text_column, f.footer).schema_arrow.names
         if by not in names:
             raise InputError(f"{f.path}: no column {by!r} to group by (columns: {', '.join(names)}); use --by "
                              f"{BY_FILE} to group by file")

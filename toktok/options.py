@@ -285,8 +285,9 @@ class _Progress(Kind):
         if callable(v):
             return v
         if v not in opt.choices:
+            python = not where.startswith("-") and not where.endswith(":")  # a keyword of toktok.train
             raise ConfigError(f"{at(where, repr(v))}: use {_choices(opt.choices)}"
-                              + (", or a callable progress(stage, done, total)" if where.endswith("=") else ""))
+                              + (", or a callable progress(stage, done, total)" if python else ""))
         return v
 
 

@@ -307,3 +307,10 @@ def test_plain_special_tokens_are_unchanged(chatml_run):
     assert [{k: a[k] for k in FLAGS} for a in doc["added_tokens"]] == [FLAGS] * 3
     assert not list(chatml_run.glob("*.special_tokens.json"))
     assert isinstance(toktok.load_encoding(chatml_run), tiktoken.Encoding)
+
+
+def test_a_warm_start_from_flagged_specials_says_how_to_keep_them(llama3_run, tmp_path):
+    folder, tt = llama3_run
+    r = runner.invoke(app, ["train", str(FIXTURES / "notes.txt"), "--out", str(tmp_path / "o"), "--warm-start",
+                            str(folder / "tokenizer.json"), "-q"])
+    one_error_line(r, "tokenizer.json", "'<|end_header_id|>'", "rstrip set", "special_tokens:")

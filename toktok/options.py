@@ -408,7 +408,8 @@ OPTIONS: tuple[Option, ...] = (
            "az://, hf://, https://): credentials, endpoint_url, ...; a source's own go over the run's",
            yaml="storage_options", scope=("run", "source"), secret=True),
     Option("verbose", FLAG, None, "Log merges 1-10 and every 100th (pair, new token, id, count) to stderr; "
-           "false: no merge log and no progress bars", cli=("--verbose", "-v"), yaml="verbose", toktoktok=True),
+           "false: no merge log and no progress (unless --progress)", cli=("--verbose", "-v"), yaml="verbose",
+           toktoktok=True),
     Option("chat_template", PATH, None, "Chat template for transformers' apply_chat_template, written to "
            "tokenizer_config.json: a Jinja file, or chatml or llama3 (their special tokens must be the run's)",
            cli=("--chat-template",), yaml="chat_template", metavar="FILE|NAME"),

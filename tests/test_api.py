@@ -89,7 +89,11 @@ def test_result_gives_the_encoding_the_hf_tokenizer_and_the_run(corpus, tmp_path
     assert [(p.name, p.merges_learned) for p in r.phases] == [("main", MERGES)]
     text = "Hello world <|endoftext|> and more text, 中文 too"
     ids = r.encoding.encode(text, allowed_special="all")
-    assert ids == r.hf().encode(text).ids and r.encoding.decode(ids) == text
+    from transformers import PreTrainedTokenizerFast
+
+    tok = r.hf()  # a ready transformers tokenizer: the same ids, the run's roles
+    assert isinstance(tok, PreTrainedTokenizerFast) and tok.eos_token == "<|endoftext|>"
+    assert ids == tok.encode(text) == tok(text)["input_ids"] and r.encoding.decode(ids) == tok.decode(ids) == text
     con = r.run()
     assert con.execute("select count(*) from merges").fetchone()[0] == MERGES
     with pytest.raises(duckdb.Error):

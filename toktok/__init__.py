@@ -17,6 +17,7 @@ from .errors import ToktokError  # noqa: E402
 _LAZY = {
     "train": ("api", "train"), "Phase": ("api", "Phase"), "Source": ("api", "Source"),
     "TrainResult": ("api", "TrainResult"), "PATTERN": ("vocab", "PATTERN"), "Vocab": ("vocab", "Vocab"),
+    "SpecialToken": ("added", "SpecialToken"), "encode_like_hf": ("added", "encode_like_hf"),
 }
 
 
@@ -43,5 +44,5 @@ def load_encoding(path, special_tokens=None):
     return _load(path, special_tokens)
 
 
-__all__ = ["train", "Phase", "Source", "TrainResult", "PATTERN", "Vocab", "ToktokError", "load_encoding",
-           "__version__"]
+__all__ = ["train", "Phase", "Source", "TrainResult", "PATTERN", "Vocab", "SpecialToken", "encode_like_hf",
+           "ToktokError", "load_encoding", "__version__"]

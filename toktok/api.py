@@ -19,14 +19,15 @@ import os
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from .config import PhaseConfig, SourceConfig, TrainConfig, build_config
 from .errors import ConfigError, InputError
 from .pipeline import PhaseSummary, TrainSummary
 
-#: How a run reports progress: ``progress(stage, done, total)``; total may be None.
-Progress = Callable[[str, int, "int | None"], None]
+#: How a run reports progress: ``progress(stage, done, total)`` (total may be None), or a mode of
+#: ``--progress``: "rich", "plain", "json" or "none" (:mod:`toktok.progress`).
+Progress = Union[Callable[[str, int, Optional[int]], None], str]
 
 
 @dataclass
@@ -71,9 +72,10 @@ class TrainResult(TrainSummary):
     ``tiktoken``: the .tiktoken file; ``files``: every file written, by name; ``phases``: one
     :class:`~toktok.pipeline.PhaseSummary` per phase; plus the run's totals (``vocab_size``,
     ``merges_learned``, ``docs``, ``text_bytes``, ``seconds``, ``warnings``, ...).
-    ``encoding`` is a ready ``tiktoken.Encoding``, ``hf()`` a ``tokenizers.Tokenizer`` and
-    ``run()`` a read-only DuckDB connection to the run file.
-    Example: ``r.encoding.encode("hello") == r.hf().encode("hello").ids``.
+    ``encoding`` is a ready ``tiktoken.Encoding``, ``hf()`` a ready
+    ``transformers.PreTrainedTokenizerFast`` and ``run()`` a read-only DuckDB connection to the
+    run file.
+    Example: ``r.encoding.encode("hello") == r.hf().encode("hello")``.
     """
 
     files: dict[str, Path] = field(default_factory=dict)
@@ -98,10 +100,18 @@ class TrainResult(TrainSummary):
         return load_encoding(self.tiktoken if self.tiktoken is not None else self.out)
 
     def hf(self):
-        """The trained tokenizer as a Hugging Face ``tokenizers.Tokenizer``."""
-        from tokenizers import Tokenizer
-
-        return Tokenizer.from_file(str(Path(self.out) / "tokenizer.json"))
+        """The trained tokenizer as a ready ``transformers.PreTrainedTokenizerFast`` (its roles,
+        added-token flags and chat template from tokenizer_config.json): the same ids as
+        ``encoding``, and ``apply_chat_template``. Needs transformers (``pip install
+        'toktok[transformers]'``); ConfigError saying so without it. HF tokenizers' own
+        ``tokenizers.Tokenizer`` is ``r.hf().backend_tokenizer``, or
+        ``tokenizers.Tokenizer.from_file(r.files["tokenizer.json"])`` without transformers."""
+        try:
+            from transformers import PreTrainedTokenizerFast
+        except ImportError:
+            raise ConfigError("TrainResult.hf() needs transformers: pip install 'toktok[transformers]' (or load "
+                              "tokenizer.json with tokenizers.Tokenizer.from_file)") from None
+        return PreTrainedTokenizerFast.from_pretrained(str(self.out))
 
     def run(self):
         """A read-only DuckDB connection to the run file (``run.duckdb``: tables and views in
@@ -114,11 +124,29 @@ class TrainResult(TrainSummary):
 
 
 def train_config(cfg: TrainConfig, *, progress: Progress | None = None,
-                 log: Callable[[str], None] | None = None) -> TrainResult:
-    """Run a ``TrainConfig`` (validated here) and return its :class:`TrainResult`."""
+                 log: Callable[[str], None] | None = None, console: Any = None) -> TrainResult:
+    """Run a ``TrainConfig`` (validated here) and return its :class:`TrainResult`. ``progress``
+    (default: ``cfg.progress``; None reports nothing) is a callable or a mode of ``--progress``
+    (:func:`toktok.progress.reporter`, whose Rich bars go to ``console``): it hears the run's end
+    too (a ``json`` one writes the summary, or the error, as its last line)."""
+    from .options import OPTION
     from .pipeline import train as run
+    from .progress import reporter
 
-    return TrainResult.of(run(cfg, progress=progress, log=log))
+    mode = progress if progress is not None else cfg.progress
+    if mode is not None:
+        mode = OPTION["progress"].check(mode, cfg.name_of("progress"))
+    rep = reporter(mode, console=console)
+    try:
+        try:
+            result = TrainResult.of(run(cfg, progress=rep, log=log))
+        finally:
+            rep.close()
+    except BaseException as e:
+        rep.fail(e)
+        raise
+    rep.finish(result)
+    return result
 
 
 def train(
@@ -128,7 +156,7 @@ def train(
     out: str | os.PathLike | None = None,
     output: str | os.PathLike | None = None,
     merges: int | None = None,
-    special_tokens: Sequence[str] | None = None,
+    special_tokens: Sequence[str | Mapping[str, Any]] | None = None,
     text_column: str | None = None,
     bad_utf8: str | None = None,
     hardcoded: bool | None = None,
@@ -144,9 +172,10 @@ def train(
     ray_address: str | None = None,
     roles: Mapping[str, str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    chat_template: str | os.PathLike | None = None,
     verbose: bool | None = None,
-    phases: Sequence[Phase] | None = None,
     progress: Progress | None = None,
+    phases: Sequence[Phase] | None = None,
     log: Callable[[str], None] | None = None,
 ) -> TrainResult:
     """Train a byte-level BPE tokenizer and write it (.tiktoken, tokenizer.json, run.duckdb).
@@ -161,9 +190,13 @@ def train(
     (``--memory-limit`` is ``memory_limit``, ``--bos-token`` is ``roles={"bos_token": ...}``,
     ``-q`` is ``verbose=False``); None leaves an option at the config's value or its default.
     Sizes take ints (bytes) or strings such as ``"512MB"``. ``config`` reads a YAML config first;
-    ``phases`` is a list of :class:`Phase`. ``progress(stage, done, total)`` and ``log(line)``
-    receive the progress and the verbose merge log. Raises a ``ToktokError`` (one line naming the
-    option or input and what to do) on bad input, before any work where it can.
+    ``phases`` is a list of :class:`Phase`. ``special_tokens`` entries are texts, or mappings /
+    :class:`~toktok.added.SpecialToken` with HF's added-token flags
+    (``{"content": "<|eot|>", "rstrip": True}``). ``progress`` is a callable
+    ``progress(stage, done, total)`` or a mode of ``--progress`` ("rich", "plain", "json" on
+    stderr, "none"; default: nothing); ``log(line)`` receives the verbose merge log. Raises a
+    ``ToktokError`` (one line naming the option or input and what to do) on bad input, before any
+    work where it can.
 
     Example::
 
@@ -172,11 +205,11 @@ def train(
         r = toktok.train(df, out="out/wiki", merges=8000, special_tokens=["<|endoftext|>"],
                          budget="2GB", seed=1)
         r.encoding.encode("hello world")   # a tiktoken.Encoding
-        r.hf().encode("hello world").ids   # the same ids from tokenizers
+        r.hf().encode("hello world")       # the same ids from transformers
         r.run().sql("select * from phases").show()
     """
     given = {k: v for k, v in locals().items()
-             if k not in ("sources", "config", "progress", "log", "phases") and v is not None}
+             if k not in ("sources", "config", "log", "phases") and v is not None}
     if phases is not None:
         if sources is not None:
             raise ConfigError("sources given both as sources= and in phases=; give each phase its sources")
@@ -194,14 +227,14 @@ def train(
     for k in ("roles", "storage_options"):
         if k in given:
             given[k] = dict(given[k])
-    for k in ("out", "output", "warm_start"):
+    for k in ("out", "output", "warm_start", "chat_template"):
         if k in given:
             given[k] = os.fspath(given[k])
     if config is None and out is None and output is None:
         raise ConfigError("no output given; pass out='DIR' (the output folder) or output='DIR/NAME.tiktoken'")
     cfg = build_config(None if config is None else os.fspath(config), srcs, given, named=lambda k: k)
     try:
-        return train_config(cfg, progress=progress, log=log)
+        return train_config(cfg, log=log)
     except InputError as e:
         if "no such file or directory" in str(e) and isinstance(sources, (list, tuple)) and all(
                 isinstance(s, str) for s in sources):

@@ -7,13 +7,13 @@ the same, as toktoktok's CLI; ``toktok convert SRC DST`` converts a tokenizer.js
 """
 from __future__ import annotations
 
+import json
 import sys
 from contextlib import contextmanager
 from typing import List, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
@@ -102,7 +102,7 @@ def _train_parameters() -> list:
             ann, default = Optional[str], typer.Option(None, *opt.cli, help=escape(opt.help))
         params.append(P(opt.name, P.KEYWORD_ONLY, annotation=ann, default=default))
     params.append(P("quiet", P.KEYWORD_ONLY, annotation=bool,
-                    default=typer.Option(False, "--quiet", "-q", help="No progress bars and no merge log")))
+                    default=typer.Option(False, "--quiet", "-q", help="No progress (unless --progress is given) and no merge log")))
     params.append(P("debug", P.KEYWORD_ONLY, annotation=bool,
                     default=typer.Option(False, "--debug", help="Show tracebacks")))
     return params
@@ -131,7 +131,7 @@ def train(**values) -> None:
     """Train a byte-level BPE tokenizer and write .tiktoken + tokenizer.json with identical ids."""
     debug, quiet = values.pop("debug"), values.pop("quiet")
     sources, config = list(values.pop("sources") or []), values.pop("config")
-    cfg = None
+    cfg, reporting = None, False
     try:
         from .api import train_config
         from .config import build_config
@@ -144,25 +144,16 @@ def train(**values) -> None:
         def log(line: str) -> None:  # data (tokens) printed as they are, never as markup
             err.print(line, markup=False, highlight=False, emoji=False, soft_wrap=True)
 
-        if quiet or cfg.verbose is False or not err.is_terminal:
-            summary = train_config(cfg, log=log)
-        else:
-            with Progress(
-                TextColumn("{task.description}", markup=False), BarColumn(), TaskProgressColumn(),
-                TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), console=err, transient=True,
-            ) as bar:
-                tasks: dict[str, int] = {}
-
-                def progress(stage: str, done: int, total: Optional[int]) -> None:
-                    if stage not in tasks:
-                        tasks[stage] = bar.add_task(printable(stage), total=total, rate="")
-                    t = bar.tasks[tasks[stage]]
-                    el = t.elapsed or 0
-                    rate = (f"{done / el / 1e6:.1f} MB/s" if stage.startswith("count") else f"{done / el:,.0f}/s") if el > 0 else ""
-                    bar.update(tasks[stage], completed=done, total=total, rate=rate)
-
-                summary = train_config(cfg, progress=progress, log=log)
+        # --progress (or the config's progress:) wins; else -q / verbose: false is none, and
+        # the default is bars on a terminal, plain lines elsewhere (a log, a scheduler)
+        mode = cfg.progress or ("none" if quiet or cfg.verbose is False else "rich" if err.is_terminal else "plain")
+        reporting = True  # from here on the reporter ends the JSON stream, error included
+        summary = train_config(cfg, progress=mode, log=log, console=err)
     except ToktokError as e:
+        if not reporting and "json" in (values.get("progress"), cfg and cfg.progress):
+            from .progress import error_of
+
+            print(json.dumps(error_of(e), ensure_ascii=False), file=sys.stderr, flush=True)
         _fail(e, debug)
         return
     except KeyboardInterrupt:

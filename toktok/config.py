@@ -13,6 +13,7 @@ The config file takes toktoktok's schema unchanged plus toktok's own keys::
     verbose: true                    # log merges 1-10 and every 100th; false = no progress bars
     special_tokens: ["<|endoftext|>"]
     roles: {eos_token: "<|endoftext|>"}  # toktok: bos/eos/pad/unk_token for transformers
+    chat_template: chat.jinja        # toktok: a Jinja file, or chatml / llama3 (tokenizer_config.json)
     warm_start: {file: base.tiktoken}   # or a tokenizer.json
     phases:
       - name: general
@@ -24,7 +25,9 @@ The config file takes toktoktok's schema unchanged plus toktok's own keys::
             text_column: body            # toktok: Parquet column / JSONL field
         budget: 50MB                     # toktok: text to read in this phase
     # toktok's own top-level keys: seed, text_column, budget, memory_limit, hardcoded,
-    # bad_utf8, engine (local/ray), ray_address, roles, storage_options (URL sources; also per source)
+    # bad_utf8, engine (local/ray), ray_address, roles, storage_options (URL sources; also per source),
+    # chat_template, progress (rich/plain/json/none); a special token may be a mapping with
+    # HF's added-token flags: {content: "<|eot|>", rstrip: true} (toktok.added)
 
 Relative paths are taken as they are, i.e. against the current directory; ``~`` is expanded.
 Example: ``parse_size("512MB") == 512 * 1000**2``.
@@ -166,6 +169,8 @@ class TrainConfig:
     working_set_mb: int | None = None  # toktoktok's: text held per phase, x 2^20 / 4 bytes
     roles: dict[str, str] = field(default_factory=dict)  # bos_token/eos_token/pad_token/unk_token
     storage_options: dict | None = None  # options of the store clients of URL sources (toktok.remote)
+    chat_template: str | None = None  # a Jinja file or a named template (toktok.formats.chat)
+    progress: Any = None  # rich, plain, json, none or a callable (toktok.progress); None: the edge's default
     given_as: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     written: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
@@ -301,10 +306,12 @@ class TrainConfig:
         """The configuration as the run file records it (JSON-able; in-memory data by name)."""
         d = {}
         for f in fields(self):
-            if f.name in ("given_as", "written"):
+            if f.name in ("given_as", "written", "progress"):  # progress: how it reports (maybe a callable)
                 continue
             v = getattr(self, f.name)
-            if f.name == "phases":
+            if f.name == "special_tokens":  # with their added-token flags (toktok.added.SpecialToken)
+                v = [t.config() if hasattr(t, "config") else t for t in v]
+            elif f.name == "phases":
                 v = [p.to_dict() for p in v]
             elif f.name == "sources":
                 v = [s.to_dict() if isinstance(s, SourceConfig) else os.fspath(s) for s in v]

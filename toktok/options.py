@@ -190,32 +190,46 @@ class _MiB(Kind):
 
 
 class _Tokens(Kind):
-    """A list of distinct non-empty strings (special tokens, in id order)."""
+    """A list of distinct special tokens, in id order: each its text, or (YAML, Python) a mapping
+    ``{content: TEXT, rstrip: true, ...}`` / a ``toktok.SpecialToken`` with HF's added-token flags
+    (:mod:`toktok.added`; read into a ``SpecialToken``, a ``str``)."""
 
     def from_yaml(self, opt, v, where):
+        from .added import special_token
+
         if not isinstance(v, list):
             raise ConfigError(f"{where} expected a list, got {kind_of_value(v)}")
         stem = where[:-1] if where.endswith(":") else where
+        out: list[str] = []
         for k, s in enumerate(v):
+            if isinstance(s, dict):
+                s = special_token(s, f"{stem}[{k}]")
             if not isinstance(s, str) or not s:
                 raise ConfigError(f"{stem}[{k}]: expected the token's text, got {kind_of_value(s)}")
-            if s in v[:k]:
-                raise ConfigError(f"{stem}[{k}]: {s!r} is given twice; list each special token once")
-        return list(v)
+            if s in out:
+                raise ConfigError(f"{stem}[{k}]: {str(s)!r} is given twice; list each special token once")
+            out.append(s)
+        return out
 
     def check(self, opt, v, where):
+        from collections.abc import Mapping
+
+        from .added import special_token
+
         if isinstance(v, str) or not isinstance(v, (list, tuple)):
             raise ConfigError(f"{where} expected a list of tokens, got {kind_of_value(v)}")
-        seen: set[str] = set()
-        for s in v:
+        out: list[str] = []
+        for k, s in enumerate(v):
+            if isinstance(s, Mapping):
+                s = special_token(s, f"{where.rstrip('=')}[{k}]")
             if not isinstance(s, str):
                 raise ConfigError(f"{where} expected the token's text, got {kind_of_value(s)}")
             if not s:
                 raise ConfigError(f"{where} is empty; give the token's text")
-            if s in seen:
-                raise ConfigError(f"{at(where, repr(s))} is given twice; give each special token once")
-            seen.add(s)
-        return list(v)
+            if s in out:
+                raise ConfigError(f"{at(where, repr(str(s)))} is given twice; give each special token once")
+            out.append(special_token(s, where))
+        return out
 
 
 class _Mapping(Kind):
@@ -263,6 +277,20 @@ class _StoreOptions(Kind):
         return dict(v)
 
 
+class _Progress(Kind):
+    """How a run reports progress: one of ``opt.choices``, or (from Python) a callable
+    ``progress(stage, done, total)``."""
+
+    def check(self, opt, v, where):
+        if callable(v):
+            return v
+        if v not in opt.choices:
+            python = not where.startswith("-") and not where.endswith(":")  # a keyword of toktok.train
+            raise ConfigError(f"{at(where, repr(v))}: use {_choices(opt.choices)}"
+                              + (", or a callable progress(stage, done, total)" if python else ""))
+        return v
+
+
 class _Any(Kind):
     """Checked elsewhere (the phases, the sources)."""
 
@@ -270,6 +298,7 @@ class _Any(Kind):
 _WHOLE, _SIZE, _TEXT, _PATH, _CHOICE, _FLAG, _NUMBER = _Whole(), _Size(), _Text(), _Path(), _Choice(), _Flag(), _Number()
 WHOLE, SIZE, TEXT, PATH, CHOICE, FLAG, NUMBER = _WHOLE, _SIZE, _TEXT, _PATH, _CHOICE, _FLAG, _NUMBER
 MIB, TOKENS, MAPPING, STORE_OPTIONS, ANY = _MiB(), _Tokens(), _Mapping(), _StoreOptions(), _Any()
+PROGRESS = _Progress()
 
 
 @dataclass(frozen=True)
@@ -328,6 +357,8 @@ class Option:
 ROLES = ("bos_token", "eos_token", "pad_token", "unk_token")
 ENGINES = ("local", "ray")
 BAD_UTF8 = ("error", "replace", "skip")
+#: How a run reports progress (``--progress``): :mod:`toktok.progress`.
+PROGRESS_MODES = ("rich", "plain", "json", "none")
 
 #: Every option of ``toktok train`` / ``toktok.train`` / a config file, in the order of ``--help``.
 OPTIONS: tuple[Option, ...] = (
@@ -377,7 +408,14 @@ OPTIONS: tuple[Option, ...] = (
            "az://, hf://, https://): credentials, endpoint_url, ...; a source's own go over the run's",
            yaml="storage_options", scope=("run", "source"), secret=True),
     Option("verbose", FLAG, None, "Log merges 1-10 and every 100th (pair, new token, id, count) to stderr; "
-           "false: no merge log and no progress bars", cli=("--verbose", "-v"), yaml="verbose", toktoktok=True),
+           "false: no merge log and no progress (unless --progress)", cli=("--verbose", "-v"), yaml="verbose",
+           toktoktok=True),
+    Option("chat_template", PATH, None, "Chat template for transformers' apply_chat_template, written to "
+           "tokenizer_config.json: a Jinja file, or chatml or llama3 (their special tokens must be the run's)",
+           cli=("--chat-template",), yaml="chat_template", metavar="FILE|NAME"),
+    Option("progress", PROGRESS, None, "Progress on stderr: rich (bars; default on a terminal), plain (a line per "
+           "stage every few seconds; default otherwise), json (JSON lines) or none", cli=("--progress",),
+           yaml="progress", stored=False, choices=PROGRESS_MODES),
     Option("phases", ANY, (), "Training phases in order, each with its name, merges, sources and budget",
            yaml="phases", toktoktok=True),
     # a phase
@@ -397,11 +435,11 @@ OPTIONS: tuple[Option, ...] = (
 OPTION: dict[str, Option] = {o.name: o for o in OPTIONS}
 #: Flags of ``toktok train`` that are not options of a run: how the command prints.
 CLI_ONLY = {
-    "--quiet": "verbose=False: no progress bars and no merge log",
+    "--quiet": "verbose=False: no progress (unless --progress is given) and no merge log",
     "--debug": "show tracebacks (the library raises them anyway)",
 }
 #: Keywords of ``toktok.train`` that neither the command line nor a config file has: Python callables.
-PYTHON_ONLY = {"progress": "a callback progress(stage, done, total)", "log": "where verbose merge lines go"}
+PYTHON_ONLY = {"log": "where verbose merge lines go"}
 
 
 def redacted(name: str, value: Any) -> Any:

@@ -58,6 +58,7 @@ from .config import PhaseConfig, TrainConfig
 from .errors import ConfigError, InputError, ToktokError
 from .insight.runfile import add_views, compression_curve, word_gains
 from .formats.common import HF_FILE, write_atomic
+from .formats.chat import check_specials as check_chat_specials, resolve as chat_template
 from .formats.hf import write_hf
 from .formats.specials import special_tokens_json
 from .formats.spell import compile_kernels as compile_export_kernels
@@ -74,6 +75,7 @@ from .resume import Checkpoints
 from .rundir import RUN_FILE, OutputLayout, Staging, open_staging, special_tokens_file
 from .store import RunStore, merges_table, resource_error
 from .verify import HFSide, open_hf, verify, worth_a_process
+from .added import added_flags
 from .vocab import PATTERN, Vocab, hardcoded_tokens
 from .warmstart import Base, add_tokens, load_base
 
@@ -278,6 +280,8 @@ class _Run:
     parity_strings: int = 0  # strings and tokens the parity check compared
     parity_tokens: int = 0
     parity_hf: str = ""  # where HF tokenizers loaded tokenizer.json for the check (HFSide.where)
+    added: dict = field(default_factory=dict)  # {special: added-token flags} where they differ (toktok.added)
+    chat_template: str | None = None  # the Jinja text for tokenizer_config.json
 
     @property
     def small(self) -> bool:
@@ -420,13 +424,20 @@ def _plan(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: C
     vocab, kinds, base = _start_vocab(cfg)
     if base is not None:
         warnings += base.warnings
-    vocab.specials, unlisted = _run_specials(cfg.special_tokens, vocab, base)
+    listed = [str(t) for t in cfg.special_tokens]  # their added-token flags: for the export (_Run.added)
+    vocab.specials, unlisted = _run_specials(listed, vocab, base)
     if unlisted and cfg.special_tokens:
         warnings.append(f"the base's special tokens {', '.join(map(repr, unlisted))} are not in special_tokens; "
                         "they follow the listed ones (list every special token, as toktoktok needs, to choose the order)")
     vocab.check()
     specials = vocab.all_specials()
     cfg.check_roles(specials)
+    chat = None
+    if cfg.chat_template is not None:  # read and parsed now; a named one's specials must be the run's
+        where = cfg.name_of("chat_template")
+        tpl = chat_template(cfg.chat_template, where)
+        check_chat_specials(tpl, specials, where)
+        chat = tpl.text
     inputs = [(f.path, "a source") for srcs in plans for src in srcs for f in src.corpus.files if f.kind != "memory"]
     inputs += [(src.path, "a source") for ph in phases for src in ph.sources
                if src.kind != "memory" and os.path.isdir(os.path.expanduser(src.path))]
@@ -436,7 +447,7 @@ def _plan(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: C
     return _Run(cfg=cfg, layout=cfg.layout(), phases=phases, plans=plans, plan=plan, ray_count=ray_count,
                 threads=threads, report=progress or (lambda stage, done, total: None), say=say, marks=marks,
                 vocab=vocab, kinds=kinds, phase_of=[None] * len(vocab.tokens), base=base, specials=specials,
-                inputs=inputs, warnings=warnings)
+                inputs=inputs, warnings=warnings, added=added_flags(cfg.special_tokens), chat_template=chat)
 
 
 def _open(run: _Run) -> None:
@@ -618,7 +629,7 @@ def _merge(run: _Run, phase: PhaseConfig, counted: _Counted, fp: list, cp: dict 
     start = Vocab(run.vocab.tokens, [], run.vocab.pinned)
     res = learn_merges(words, counts, start, n, progress=lambda k: run.report("merge" + tag, k, n),
                        checkpoint=_MergeLog(run, phase), every=run.marks.every, step=run.marks.step,
-                       ready=run.compiler.wait if run.compiler is not None else None, reference=run.small)
+                       ready=partial(_compiled, run) if run.compiler is not None else None, reference=run.small)
     run.report("merge" + tag, res.new_tokens, n)
     if prior is not None and prior.num_rows:
         resume.check_replay(prior, res, where)
@@ -641,6 +652,14 @@ def _merge(run: _Run, phase: PhaseConfig, counted: _Counted, fp: list, cp: dict 
     run.summaries.append(summary)
 
 
+def _compiled(run: _Run) -> None:
+    """The merge loop's kernels, compiled by the cold run's second process (``merge.warm``) and
+    this one: waited for, as the stage ``compile`` inside the merge's (its ETA is not known)."""
+    run.report("compile", 0, 1)
+    run.compiler.wait()
+    run.report("compile", 1, 1)
+
+
 def _export(run: _Run) -> None:
     """5. The vocabulary after the last phase, checked, as tokenizer files in the staging folder:
     tokenizer.json and the transformers files first (HF tokenizers starts loading it for step 8),
@@ -648,18 +667,24 @@ def _export(run: _Run) -> None:
     in meta "specials")."""
     cfg, vocab, staging = run.cfg, run.vocab, run.staging.path
     t0 = time.perf_counter()
+    run.report("export", 0, 3)
     # tokenizers loads tokenizer.json from when it is written, in a second process (started now)
     # when it is large (the load holds the GIL for most of a second) and the run has no memory
     # budget (whose plan counts one process)
     run.hf = open_hf(staging / HF_FILE, process=run.plan is None and worth_a_process(len(vocab.tokens)))
     vocab.check()
-    write_hf(vocab, staging, roles=cfg.roles, check=False)
+    write_hf(vocab, staging, roles=cfg.roles, check=False, added=run.added, chat_template=run.chat_template)
     run.hf.load()
+    run.report("export", 1, 3)
     write_tiktoken(vocab, staging / cfg.tiktoken_name, check=False)
+    run.report("export", 2, 3)
     run.special_ids = _specials_rule(vocab, run.base, cfg.tiktoken_name)
     run.store.put_meta("specials", run.special_ids)
-    if vocab.pinned:
+    # an added token that is not special is not in tokenizer.json's specials, where the .tiktoken's
+    # are looked for: declared beside it then
+    if vocab.pinned or any(not f["special"] for f in run.added.values()):
         write_atomic(special_tokens_file(staging / cfg.tiktoken_name), special_tokens_json(vocab))
+    run.report("export", 3, 3)
     run.times["export"] = time.perf_counter() - t0
 
 
@@ -684,14 +709,18 @@ def _insight(run: _Run) -> None:
     out, else on the parity sample of the input, labelled by file), word gains."""
     store = run.store
     t0 = time.perf_counter()
+    run.report("insight", 0, 3)
     _settle(run)  # word gains read the words' tokens
     with store.translating():
         add_views(store)
+        run.report("insight", 1, 3)
         curve, curve_from, curve_text, curve_kinds = _curve_texts(run.parity.df, run.phase_parity, run.phase_held_out)
         if curve:
             compression_curve(store, curve, by=curve_from, threads=run.threads, checkpoints=8,
                               text=curve_text, text_by_phase=curve_kinds, reference=run.small)
+        run.report("insight", 2, 3)
         word_gains(store, reference=run.small)
+    run.report("insight", 3, 3)
     run.times["insight"] = time.perf_counter() - t0
 
 
@@ -701,7 +730,7 @@ def _verify(run: _Run) -> None:
     t0 = time.perf_counter()
     hf, run.hf = run.hf, None
     rep = verify(run.staging.path, run.parity.df["text"].to_list(), slices=run.cfg.verify_slices,
-                 seed=run.cfg.seed, hf=hf)
+                 seed=run.cfg.seed, hf=hf, progress=lambda done, total: run.report("verify", done, total))
     run.times["verify"] = time.perf_counter() - t0
     run.parity_strings, run.parity_tokens, run.parity_hf = rep.strings, rep.tokens, hf.where
 

@@ -236,7 +236,9 @@ def _hf_specials(p: Path, doc: dict, vocab: dict) -> dict[str, int]:
             )
         for flag in ("lstrip", "rstrip", "single_word"):
             if a.get(flag):
-                raise VocabError(f"{p}: special token {content!r} (id {i}) has {flag} set; tiktoken's specials match the text exactly")
+                raise VocabError(f"{p}: special token {content!r} (id {i}) has {flag} set, which a warm start does not "
+                                 f"carry over; set it false there and give it in the run's special_tokens: "
+                                 f"({{content: ..., {flag}: true}})")
         if content in vocab and vocab[content] != i:
             raise VocabError(f"{p}: special token {content!r} has id {i} in added_tokens but {vocab[content]} in the vocab")
         specials[content] = i

@@ -16,7 +16,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 import polars as pl
 
 from .._kernels import release_llvm_pages
@@ -72,7 +72,8 @@ def sample_pass(
     :func:`~toktok.count.common.capacity_split` says. Returns the reservoirs in source order (a
     shared one repeated)."""
     total = sum(s.size for s in sources)
-    done = 0
+    if any(f.kind == "memory" and not f.size for _, f in phase_files(sources)):
+        total = None  # data in an iterable: its size is known once it is read
     caps, group = capacity_split(sources, capacity)
     reservoirs = [Reservoir(c, seed) for c in caps]
     pools = [reservoirs[g] for g in group]
@@ -93,6 +94,22 @@ def sample_pass(
     abort = threading.Event()
 
     def run(i: int) -> None:
+        with lock:
+            active.add(i)
+        try:
+            read_file(i)
+        finally:
+            with lock:
+                active.discard(i)
+                files_done[0] += inside.file_done(jobs[i][1], text_of[i])
+            finished.put(i)
+
+    def so_far() -> int:
+        """Bytes of the files done, and of those being read how far they are (:class:`_InFile`)."""
+        with lock:
+            return files_done[0] + sum(inside.at(jobs[i][1], text_of[i]) for i in active)
+
+    def read_file(i: int) -> None:
         corpus, f, res = jobs[i]
         if abort.is_set() or first_error[0] < i:
             return
@@ -101,6 +118,7 @@ def sample_pass(
                 if abort.is_set() or first_error[0] < i:  # the error of an earlier file wins
                     return
                 read[0] += texts.nbytes
+                text_of[i] += texts.nbytes
                 if not loaded.is_set():  # the sampling kernels are loaded now: LLVM's pages can go
                     loaded.set()
                     release_llvm_pages()
@@ -115,14 +133,27 @@ def sample_pass(
     loaded = threading.Event()
     read = [0]  # bytes read since the heap was last tidied: about two batches, the reads' share
     tidy_every = 2 * batch_bytes
+    # progress: the files done, and how far into its file each worker is (_InFile), every
+    # SAMPLE_POLL seconds at least, so that one large file shows how far it is too
+    finished: queue.Queue = queue.Queue()
+    active: set[int] = set()
+    text_of = [0] * len(jobs)  # bytes of text read of each file
+    files_done = [0]
+    inside = _InFile()
     with roomy_heap() as tidy:  # decoding Parquet pages without faulting fresh memory in for each
         pool = ThreadPoolExecutor(workers, thread_name_prefix="toktok-sample")
         try:
-            futures = {pool.submit(run, i): i for i in range(len(jobs))}
-            for fut in as_completed(futures):
-                fut.result()
-                done += jobs[futures[fut]][1].size
-                report("sample" + tag, done, total)
+            for i in range(len(jobs)):
+                pool.submit(run, i)
+            report("sample" + tag, 0, total)
+            left = len(jobs)
+            while left:
+                try:
+                    finished.get(timeout=SAMPLE_POLL)
+                    left -= 1
+                except queue.Empty:
+                    pass
+                report("sample" + tag, so_far(), total)
         finally:
             abort.set()
             pool.shutdown(wait=True, cancel_futures=True)
@@ -132,6 +163,39 @@ def sample_pass(
 
 
 _FILE_DONE = "file done"
+_TOTAL = "total"  # a sampled phase counts its sample: (_TOTAL, its bytes) comes before the first part
+
+#: Bytes of a compressed file (Parquet, .jsonl.zst) per byte of its text, until the phase's
+#: first such file says: where a file's progress is estimated from the text read of it.
+COMPRESSED_PRIOR = 1 / 3
+#: Seconds between progress reports of the sample pass while no file finishes.
+SAMPLE_POLL = 0.5
+
+
+class _InFile:
+    """How far into a file counting is, in bytes of the file, from the bytes of text read of it:
+    a plain file's text is about its size; a compressed one's is estimated at the ratio of the
+    compressed files the phase read before (``COMPRESSED_PRIOR`` for the first). Never past the
+    file's size, whose bytes count once it is done; a file of unknown size (data in a Python
+    iterable) counts its text."""
+
+    def __init__(self) -> None:
+        self.file_bytes = self.text_bytes = 0  # of the compressed files done
+
+    def at(self, f, text: int) -> int:
+        if f.kind == "memory" and not f.size:
+            return text
+        ratio = 1.0
+        if f.kind in ("parquet", "jsonl.zst"):
+            ratio = self.file_bytes / self.text_bytes if self.text_bytes else COMPRESSED_PRIOR
+        return min(int(text * ratio), f.size)
+
+    def file_done(self, f, text: int) -> int:
+        """The file's bytes, once counted (its text, for a file of unknown size)."""
+        if f.kind in ("parquet", "jsonl.zst") and text:
+            self.file_bytes += f.size
+            self.text_bytes += text
+        return text if f.kind == "memory" and not f.size else f.size
 
 
 def _batches(
@@ -145,14 +209,16 @@ def _batches(
     (``state.sample`` when a resumed run has it; else ``state`` gets the one the pass takes)."""
     if capacity is None:
         keys = doc_keys(sources)
-        done = 0
+        done, inside = 0, _InFile()
         for k, (src, f) in enumerate(phase_files(sources)):
+            text = 0  # bytes of text of the file read before the batch
             if k >= state.files_done:  # else counted before the interruption
                 c = Corpus([f], src.corpus.text_column, src.corpus.bad_utf8)
                 for batch in c.batches(batch_bytes):
-                    yield done, (batch.path, batch.texts, *full_ids(keys[f.path], batch, seed))
+                    yield done + inside.at(f, text), (batch.path, batch.texts, *full_ids(keys[f.path], batch, seed))
+                    text = c.stats[f.path]["bytes"]
                 yield _FILE_DONE, k, f.path, full_read_used(c.stats.get(f.path, {}))
-            done += f.size
+            done += inside.file_done(f, text)
         return
     if state.sample is None:
         t0 = time.perf_counter()
@@ -164,6 +230,7 @@ def _batches(
         if save is not None:
             save(state)
     counted = 0
+    yield _TOTAL, int(state.sample["bytes"].sum()) if state.sample.height else 0
     for part in sample_parts(state.sample, batch_bytes):
         yield counted, part
         counted += int(part["bytes"].sum())
@@ -189,6 +256,9 @@ def count_phase(
     used = {k: dict(v) for k, v in state.used.items()}
     total = sum(s.size for s in sources)
     n_files = len(phase_files(sources))
+    # what counting goes through, for progress: the sources' bytes (None while data in an
+    # iterable is not read: its size is not known), or a sampled phase's sample
+    shown = None if any(f.kind == "memory" and not f.size for _, f in phase_files(sources)) else total
     t0 = time.perf_counter()
     reference = reference_allowance(total)  # a small run's text, while the scanner is not compiled
     counter = WordCounter(specials=specials or [], threads=threads, reference_bytes=reference)
@@ -199,6 +269,9 @@ def count_phase(
     loaded = False
     try:
         for item in prefetch(_batches(sources, capacity, seed, batch_bytes, report, tag, times, state, save)):
+            if item[0] is _TOTAL:
+                shown = item[1]
+                continue
             if item[0] is _FILE_DONE:
                 _, k, path, used[path] = item
                 if save is not None and time.monotonic() - t_saved >= every and k + 1 < n_files:
@@ -210,7 +283,7 @@ def count_phase(
                     t_saved = time.monotonic()
                 continue
             done, what = item
-            report("count" + tag, done, total)
+            report("count" + tag, done, shown)
             if isinstance(what, pl.DataFrame):
                 count_part(counter, parity, what)
             else:
@@ -225,7 +298,9 @@ def count_phase(
     words = sum_words([state.words, words]).sort("word")
     if capacity is not None:
         used = {k: dict(v) for k, v in state.used.items()}
-    report("count" + tag, total, total)
+    if shown is None:
+        shown = sum(u["bytes"] for u in used.values())
+    report("count" + tag, shown, shown)
     times["count"] = time.perf_counter() - t0 - times.get("sample", 0.0)
     return PhaseCount(words, with_every_file(used, sources), parity.df, times,
                       held_out=state.held_out if capacity is not None else None)

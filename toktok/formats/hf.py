@@ -16,6 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..added import FLAGS
 from ..errors import OutputError, VocabError
 from ..vocab import PATTERN, Vocab
 from .common import HF_CONFIG_FILE, HF_FILE, HF_SPECIAL_MAP_FILE, checked_vocab, write_atomic
@@ -126,24 +127,20 @@ def bytelevel_to_token(text: str) -> bytes:
         raise VocabError(f"byte-level token {text!r} has character {text[e.start]!r} outside the byte table") from None
 
 
-def _added_token(content: str, id_: int) -> dict:
-    return {
-        "id": id_,
-        "content": content,
-        "single_word": False,
-        "lstrip": False,
-        "rstrip": False,
-        "normalized": False,
-        "special": True,
-    }
+def _added_token(content: str, id_: int, flags: dict | None = None) -> dict:
+    """An ``added_tokens`` entry; ``flags`` (see :mod:`toktok.added`) over a special token's defaults."""
+    fl = {**FLAGS, **(flags or {})}
+    return {"id": id_, "content": content, **{k: fl[k] for k in ("single_word", "lstrip", "rstrip", "normalized",
+                                                                  "special")}}
 
 
 # json's own string quoting (C-accelerated), as json.dumps(..., ensure_ascii=False) uses it.
 _quote = json.encoder.encode_basestring
 
 
-def hf_tokenizer_json(vocab: Vocab) -> bytes:
-    """The ``tokenizer.json`` content for ``vocab`` (see the module docstring for the recipe).
+def hf_tokenizer_json(vocab: Vocab, *, added: dict[str, dict] | None = None) -> bytes:
+    """The ``tokenizer.json`` content for ``vocab`` (see the module docstring for the recipe);
+    ``added``: ``{special: flags}`` of the specials whose added-token flags differ from the defaults.
 
     Deterministic: the same vocabulary always gives the same bytes.
     Example: ``json.loads(hf_tokenizer_json(Vocab.base()))["model"]["type"] == "BPE"``.
@@ -153,7 +150,7 @@ def hf_tokenizer_json(vocab: Vocab) -> bytes:
         "version": "1.0",
         "truncation": None,
         "padding": None,
-        "added_tokens": [_added_token(s, i) for s, i in vocab.special_ids().items()],
+        "added_tokens": [_added_token(s, i, (added or {}).get(s)) for s, i in vocab.special_ids().items()],
         "normalizer": None,
         "pre_tokenizer": {
             "type": "Sequence",
@@ -216,24 +213,29 @@ def hf_tokenizer_json(vocab: Vocab) -> bytes:
                      after.encode("utf-8"), b"\n"])
 
 
-def hf_config_files(vocab: Vocab, roles: dict[str, str] | None = None) -> tuple[bytes, bytes]:
+def hf_config_files(vocab: Vocab, roles: dict[str, str] | None = None, *, added: dict[str, dict] | None = None,
+                    chat_template: str | None = None) -> tuple[bytes, bytes]:
     """The ``tokenizer_config.json`` and ``special_tokens_map.json`` contents for ``vocab``.
 
     ``roles`` maps ``bos_token``/``eos_token``/``pad_token``/``unk_token`` to special tokens of
     ``vocab``; without an ``eos_token`` role, ``<|endoftext|>`` is the eos token when it is special.
+    ``added``: ``{special: flags}`` as for :func:`hf_tokenizer_json` (a token with ``special``
+    false is an added token, not one of transformers' special tokens); ``chat_template``: the Jinja
+    text of transformers' ``apply_chat_template``.
     Example: ``json.loads(hf_config_files(v)[0])["tokenizer_class"] == "PreTrainedTokenizerFast"``.
     """
     decoder = {}
     for s, i in vocab.special_ids().items():
-        entry = _added_token(s, i)
+        entry = _added_token(s, i, (added or {}).get(s))
         del entry["id"]
         decoder[str(i)] = entry
     config: dict = {"added_tokens_decoder": decoder}
     special_map: dict = {}
-    specials = vocab.all_specials()
+    specials = [s for s in vocab.all_specials() if (added or {}).get(s, FLAGS)["special"]]
     if specials:
         config["additional_special_tokens"] = specials
         special_map["additional_special_tokens"] = specials
+    specials = vocab.all_specials()  # a role may name any added token
     roles = dict(roles or {})
     if "eos_token" not in roles and EOS_TOKEN in specials:
         roles["eos_token"] = EOS_TOKEN
@@ -242,6 +244,8 @@ def hf_config_files(vocab: Vocab, roles: dict[str, str] | None = None) -> tuple[
             if roles[role] not in specials:
                 raise VocabError(f"{role} {roles[role]!r} is not one of the special tokens; pick one of them")
             config[role] = special_map[role] = roles[role]
+    if chat_template is not None:
+        config["chat_template"] = chat_template
     config.update(
         {
             "clean_up_tokenization_spaces": False,
@@ -254,9 +258,10 @@ def hf_config_files(vocab: Vocab, roles: dict[str, str] | None = None) -> tuple[
 
 
 def write_hf(vocab: Vocab, out_dir: str | os.PathLike, *, roles: dict[str, str] | None = None,
-             check: bool = True) -> Path:
+             check: bool = True, added: dict[str, dict] | None = None, chat_template: str | None = None) -> Path:
     """Write ``tokenizer.json``, ``tokenizer_config.json`` and ``special_tokens_map.json`` into ``out_dir``
-    (``roles``: see ``hf_config_files``; ``check=False``: the caller has run ``vocab.check()``).
+    (``roles``, ``added``, ``chat_template``: see ``hf_config_files``; ``check=False``: the caller
+    has run ``vocab.check()``).
 
     The folder loads with ``tokenizers.Tokenizer.from_file`` and
     ``transformers.PreTrainedTokenizerFast.from_pretrained`` and gives tiktoken's ids.
@@ -268,8 +273,8 @@ def write_hf(vocab: Vocab, out_dir: str | os.PathLike, *, roles: dict[str, str] 
     except OSError as e:
         raise OutputError(f"{out}: cannot create folder ({e.strerror or e})") from None
     vocab = checked_vocab(vocab) if check else vocab
-    config, special_map = hf_config_files(vocab, roles)
-    write_atomic(out / HF_FILE, hf_tokenizer_json(vocab))
+    config, special_map = hf_config_files(vocab, roles, added=added, chat_template=chat_template)
+    write_atomic(out / HF_FILE, hf_tokenizer_json(vocab, added=added))
     write_atomic(out / HF_CONFIG_FILE, config)
     write_atomic(out / HF_SPECIAL_MAP_FILE, special_map)
     return out

@@ -196,7 +196,8 @@ def run_summary(d: dict) -> Group:
     else:
         opts = [f"merges {cfg['merges']:,}" if isinstance(cfg.get("merges"), int) else "merges ?"]
     if cfg.get("special_tokens"):
-        opts.append("specials " + " ".join(cfg["special_tokens"]))
+        opts.append("specials " + " ".join(t.get("content", "?") if isinstance(t, dict) else str(t)  # flagged: a mapping
+                                           for t in cfg["special_tokens"]))
     if cfg.get("warm_start"):
         opts.append(f"warm start {cfg['warm_start']}")
     def size(v):  # sizes are stored as ints (bytes) since the option registry; older runs hold text

@@ -13,8 +13,9 @@ import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
+from ..added import encode_like_hf, needs_split, text_like_hf
 from ..errors import InputError, ParityError
 from ..formats.common import HF_FILE, folder_and_tiktoken, hf_file_of
 from ..formats.hf import bytelevel_to_token, token_to_bytelevel
@@ -183,6 +184,7 @@ def verify(
     seed: int = 0,
     special_tokens=None,
     hf: HFSide | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> VerifyReport:
     """Encode ``DEFAULT_TEXTS``, texts around each special token, and ``texts`` with
     tiktoken and HF tokenizers from ``out_dir``; raise ParityError at the first id or round-trip
@@ -195,6 +197,10 @@ def verify(
     already opened on this folder's tokenizer.json (``open_hf(hf_path_of(out_dir))``, loading in a
     second process while the caller did other work); closed here. By default a large tokenizer.json
     loads in a second process while this one loads tiktoken's half (``open_hf``).
+    Added tokens whose flags make HF cut text otherwise (``lstrip``, ``rstrip``, ``single_word``:
+    :mod:`toktok.added`) are compared as HF cuts them: tiktoken's ids are
+    ``encode_like_hf(enc, text, flags)`` and both decodes must give ``text_like_hf(text, flags)``.
+    ``progress(done, total)`` hears the strings compared so far.
     Example: ``verify("out/demo", ["hello world"], slices=200).ok``.
     """
     # Phase 1: load both and compare the vocabularies themselves.
@@ -210,7 +216,7 @@ def verify(
         enc, tokens = load_encoding_and_tokens(where, special_tokens, hf.specials if hf_path == hf_file_of(tt) else None)
         _check_same_vocab(where, enc, tokens, hf)
         del tokens
-        return _compare(where, enc, hf, texts, slices, seed)
+        return _compare(where, enc, hf, texts, slices, seed, progress)
 
 
 def hf_path_of(out_dir: str | os.PathLike) -> Path:
@@ -220,7 +226,8 @@ def hf_path_of(out_dir: str | os.PathLike) -> Path:
     return where / HF_FILE if (where / HF_FILE).is_file() else hf_file_of(folder_and_tiktoken(where)[1])
 
 
-def _compare(where: Path, enc, hf: HFSide, texts: Iterable[str] | None, slices: int, seed: int) -> VerifyReport:
+def _compare(where: Path, enc, hf: HFSide, texts: Iterable[str] | None, slices: int, seed: int,
+             progress: Callable[[int, int], None] | None = None) -> VerifyReport:
     """Phases 2 and 3 of ``verify``: the texts, encoded by both and compared one by one, in order."""
     # Phase 2: the texts to check.
     # The built-in set always runs; given texts and their random slices come after it.
@@ -230,8 +237,13 @@ def _compare(where: Path, enc, hf: HFSide, texts: Iterable[str] | None, slices: 
     if slices > 0:
         stream = [*stream, *random_slices(given or builtin, slices, seed)]
 
-    # Phase 3: encode in batches and compare text by text, in order.
+    # Phase 3: encode in batches and compare text by text, in order; tiktoken's ids as HF cuts
+    # the added tokens when their flags make it cut otherwise (toktok.added)
+    added = hf.flags()
+    like_hf = needs_split(added)
     strings = tokens = 0
+    if progress is not None:
+        progress(0, len(stream))
     for batch in _batches(stream, BATCH):
         for k, t in enumerate(batch):
             if not isinstance(t, str):
@@ -243,9 +255,13 @@ def _compare(where: Path, enc, hf: HFSide, texts: Iterable[str] | None, slices: 
                     f"text {strings + k} {_short(t)}: not valid Unicode at character {e.start} "
                     f"(lone surrogate); tokenizers need UTF-8 text"
                 ) from None
-        tt_all = enc.encode_batch(batch, allowed_special="all")
+        if like_hf:
+            tt_all = [encode_like_hf(enc, t, added) for t in batch]
+        else:
+            tt_all = enc.encode_batch(batch, allowed_special="all")
         hf_all, hf_text = hf.encode(batch)
         for t, a, b, back in zip(batch, tt_all, hf_all, hf_text):
+            want = text_like_hf(t, added) if like_hf else t
             if a != b:
                 i = _first_diff(a, b)
                 raise ParityError(
@@ -254,10 +270,12 @@ def _compare(where: Path, enc, hf: HFSide, texts: Iterable[str] | None, slices: 
                     f"{[hf.token_bytes(x) for x in b[i:i + 4]]}"
                 )
             raw = enc.decode_bytes(a)
-            if raw != t.encode("utf-8"):
+            if raw != want.encode("utf-8"):
                 raise ParityError(f"{where}: tiktoken decode does not round-trip {_short(t)}: got {_short(raw.decode('utf-8', 'replace'))}")
-            if back != t:
+            if back != want:
                 raise ParityError(f"{where}: HF decode does not round-trip {_short(t)}: got {_short(back)}")
             strings += 1
             tokens += len(a)
+        if progress is not None:
+            progress(strings, len(stream))
     return VerifyReport(strings=strings, tokens=tokens)

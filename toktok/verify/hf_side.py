@@ -31,7 +31,7 @@ BYTES_PER_TOKEN = 64
 #: How long a closed second process has to exit before it is killed.
 EXIT_SECONDS = 5
 #: The calls a second process answers: ``Local``'s methods.
-CALLS = ("load", "specials", "added", "vocab_size", "names_by_id", "vocab", "encode", "token_bytes")
+CALLS = ("load", "specials", "added", "vocab_size", "names_by_id", "vocab", "encode", "token_bytes", "flags")
 
 
 def worth_a_process(tokens: int) -> bool:
@@ -78,6 +78,13 @@ class Local:
     def vocab_size(self) -> int:
         """Entries of the model's vocabulary (added tokens outside it not counted)."""
         return self._loaded().get_vocab_size(with_added_tokens=False)
+
+    def flags(self) -> dict[str, dict[str, bool]]:
+        """``{content: flags}`` of every added token (``lstrip``, ``rstrip``, ... as
+        :data:`toktok.added.FLAGS`): how HF cuts text on them."""
+        self._loaded()
+        return {a.content: {"single_word": a.single_word, "lstrip": a.lstrip, "rstrip": a.rstrip,
+                            "normalized": a.normalized, "special": a.special} for a in self._added.values()}
 
     def names_by_id(self) -> tuple[str, list[int]] | None:
         """The model's vocabulary as one string, the name of each id 0..n-1 in order (an added
@@ -187,6 +194,9 @@ class Process:
 
     def vocab_size(self) -> int:
         return self._call("vocab_size")
+
+    def flags(self) -> dict[str, dict[str, bool]]:
+        return self._call("flags")
 
     def names_by_id(self) -> tuple[str, list[int]] | None:
         return self._call("names_by_id")

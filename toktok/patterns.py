@@ -112,9 +112,13 @@ def _compiled(regex_text: str):
 
 
 def _shown(text: str, limit: int = 60) -> str:
-    """``repr(text)``, cut to about ``limit`` characters."""
-    r = repr(text)
-    return r if len(r) <= limit else repr(text[: max(1, limit - 8)])[:-1] + "...'"
+    """``text`` in quotes as typed (backslashes single; control characters escaped, so that it stays
+    on one line), cut to about ``limit`` characters."""
+    def spell(t: str) -> str:
+        return "".join(c if c.isprintable() else repr(c)[1:-1] for c in t)
+
+    r = spell(text)
+    return f"'{r}'" if len(r) <= limit - 2 else f"'{spell(text[: max(1, limit - 8)])[: limit - 6]}...'"
 
 
 def resolve(text: str) -> Pattern:
@@ -524,11 +528,18 @@ def _compile_error(p: Pattern, names: list[str]) -> _Refused | None:
     return None
 
 
+#: Custom patterns that passed the check, by their HF form: a tokenizer.json written with one is
+#: read back as that very pattern (its tiktoken form included).
+_BY_HF: dict[str, Pattern] = {}
+
+
 @functools.lru_cache(maxsize=32)
 def _checked(text: str, keep: bool) -> Pattern | _Refused:
     key = ALIASES.get(text, text)
     if key in NAMED:
         return NAMED[key]
+    if keep and text in _BY_HF:
+        return _BY_HF[text]
     if not text:
         return _Refused("the regex", "it is empty")
     try:
@@ -543,7 +554,10 @@ def _checked(text: str, keep: bool) -> Pattern | _Refused:
         if regex_form == p.regex:
             return p
     p = Pattern("custom", regex_form, hf_form)
-    return _compile_error(p, reader.names) or _probe(p, reader.literals) or p
+    refused = _compile_error(p, reader.names) or _probe(p, reader.literals)
+    if refused is None:
+        _BY_HF.setdefault(p.hf, p)
+    return refused or p
 
 
 def check(value: str | Pattern, where: str = "--pattern", *, keep: bool = False) -> Pattern:
@@ -569,8 +583,9 @@ def check(value: str | Pattern, where: str = "--pattern", *, keep: bool = False)
 
 
 def same(a: Pattern, b: Pattern) -> bool:
-    """Whether two patterns split text alike by definition (the same regex)."""
-    return a.regex == b.regex
+    """Whether two checked patterns split text alike by definition: the same regex for tiktoken,
+    or the same for HF (each checked pattern's two forms read alike)."""
+    return a.regex == b.regex or a.hf == b.hf
 
 
 def hardcoded(pattern: Pattern, tokens: list[bytes]) -> list[bytes]:

@@ -19,6 +19,7 @@ from ..errors import InputError, ParityError
 from ..formats.common import HF_FILE, folder_and_tiktoken, hf_file_of
 from ..formats.hf import bytelevel_to_token, token_to_bytelevel
 from ..formats.tiktoken import load_encoding_and_tokens
+from ..patterns import EDGE_TEXTS
 from .hf_side import HFSide, open_hf, worth_a_process
 
 #: Texts in a batch handed to each encoder at once (tokenizers encodes a batch in parallel).
@@ -68,6 +69,9 @@ DEFAULT_TEXTS: list[str] = [
     "combining: e\u0301 a\u0308 n\u0303 o\u0302\u0323 Z\u0351\u0352\u0353\u0354 \u0301lead",
     "controls \x00\x01\x1b[0m\x7f and line sep \u2028 para sep \u2029 nel \x85 end",
     "mixed: naïve café 東京 Москва 🚀 x=1; y='two'\n\tz = [3, 4]",
+    # where the named patterns differ (camelCase, contractions, digit runs, spaces before numbers,
+    # "/" after punctuation) and the regex engines' edges (toktok.patterns)
+    *EDGE_TEXTS,
 ]
 
 
@@ -183,6 +187,7 @@ def verify(
     seed: int = 0,
     special_tokens=None,
     hf: HFSide | None = None,
+    pattern=None,
 ) -> VerifyReport:
     """Encode ``DEFAULT_TEXTS``, texts around each special token, and ``texts`` with
     tiktoken and HF tokenizers from ``out_dir``; raise ParityError at the first id or round-trip
@@ -194,7 +199,9 @@ def verify(
     file, see ``formats.specials.resolve_specials``; default: found beside it). ``hf``: HF's half
     already opened on this folder's tokenizer.json (``open_hf(hf_path_of(out_dir))``, loading in a
     second process while the caller did other work); closed here. By default a large tokenizer.json
-    loads in a second process while this one loads tiktoken's half (``open_hf``).
+    loads in a second process while this one loads tiktoken's half (``open_hf``). tiktoken splits
+    text with the pattern recorded beside the ``.tiktoken`` (the tokenizer.json's Split); ``pattern``
+    (a run's own) must agree with it.
     Example: ``verify("out/demo", ["hello world"], slices=200).ok``.
     """
     # Phase 1: load both and compare the vocabularies themselves.
@@ -207,7 +214,8 @@ def verify(
     with hf:
         # tiktoken's specials come from the tokenizer.json that goes with the .tiktoken when
         # nothing else gives them: when it is the one loaded here, it is parsed once, by tokenizers
-        enc, tokens = load_encoding_and_tokens(where, special_tokens, hf.specials if hf_path == hf_file_of(tt) else None)
+        enc, tokens = load_encoding_and_tokens(where, special_tokens, hf.specials if hf_path == hf_file_of(tt) else None,
+                                               pattern=pattern)
         _check_same_vocab(where, enc, tokens, hf)
         del tokens
         return _compare(where, enc, hf, texts, slices, seed)

@@ -67,6 +67,15 @@ class PhaseCount:
     parity: pl.DataFrame
     seconds: dict[str, float] = field(default_factory=dict)
     held_out: pl.DataFrame | None = None
+    #: MB (10**6 bytes) of text counted per second of the count stage, when a pattern without a
+    #: compiled scanner (a custom regex) was counted through ``regex``; None otherwise.
+    regex_mb_s: float | None = None
+
+
+def regex_rate(nbytes: int, seconds: float) -> float | None:
+    """``PhaseCount.regex_mb_s`` of ``nbytes`` counted through regex in ``seconds``; None when
+    nothing was. Example: ``regex_rate(8_000_000, 2.0) == 4.0``."""
+    return nbytes / 1e6 / seconds if nbytes and seconds > 0 else None
 
 
 @dataclass
@@ -274,4 +283,4 @@ class ParitySample:
 __all__ = ["Source", "PhaseCount", "CountState", "ParitySample", "Progress", "PARITY_DOCS", "phase_files",
            "doc_keys", "capacity_split", "sample_step", "offer_file", "full_ids", "empty_used", "full_read_used",
            "with_every_file", "left_out_of", "finish_sample", "sample_parts", "count_batch", "count_part",
-           "sum_words", "snapshot"]
+           "sum_words", "snapshot", "regex_rate"]

@@ -20,10 +20,11 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 import polars as pl
 
 from .._kernels import release_llvm_pages
+from ..patterns import DEFAULT, Pattern
 from . import sample
 from .common import (PARITY_DOCS, CountState, ParitySample, PhaseCount, Progress, Source, capacity_split, count_batch,
                      count_part, doc_keys, finish_sample, full_ids, full_read_used, left_out_of, offer_file,
-                     phase_files, sample_parts, sample_step, snapshot, sum_words, with_every_file)
+                     phase_files, regex_rate, sample_parts, sample_step, snapshot, sum_words, with_every_file)
 from .pretokenize import WordCounter, reference_allowance
 from .read import Corpus
 from .sample import Reservoir, SourceStats, roomy_heap
@@ -173,10 +174,10 @@ def count_phase(
     sources: list[Source], *, seed: int = 0, capacity: int | None = None, batch_bytes: int = 32 << 20,
     specials: list[str] | None = None, threads: int | None = None, report: Progress | None = None,
     tag: str = "", restored: CountState | None = None, save: Callable[[CountState], None] | None = None,
-    every: float = 30.0,
+    every: float = 30.0, pattern: Pattern = DEFAULT,
 ) -> PhaseCount:
     """Read (and, with a ``capacity`` in bytes of text, sample) a phase's sources and count their
-    words with the GPT-4 pre-tokenizer, special tokens cut out.
+    words with the pre-tokenizer ``pattern`` (GPT-4's by default), special tokens cut out.
 
     ``save(state)`` is called with a :class:`CountState` at file boundaries at most every
     ``every`` seconds (full read) or once after the sample pass (sampled); ``restored`` (a state
@@ -190,8 +191,9 @@ def count_phase(
     total = sum(s.size for s in sources)
     n_files = len(phase_files(sources))
     t0 = time.perf_counter()
-    reference = reference_allowance(total)  # a small run's text, while the scanner is not compiled
-    counter = WordCounter(specials=specials or [], threads=threads, reference_bytes=reference)
+    reference = reference_allowance(total, pattern)  # a small run's text, while the scanner is not compiled
+    counter = WordCounter(specials=specials or [], threads=threads, reference_bytes=reference, pattern=pattern)
+    regex_bytes = 0  # counted through regex (a pattern without a compiled scanner)
     parity = ParitySample()
     if state.parity is not None:
         parity.merge_frame(state.parity)
@@ -205,7 +207,9 @@ def count_phase(
                     # 1. checkpoint: everything counted in the files so far (a snapshot, not a delta)
                     state = snapshot(state, counter.result(), k + 1, used, parity)
                     reference -= counter.reference_counted
-                    counter = WordCounter(specials=specials or [], threads=threads, reference_bytes=reference)
+                    regex_bytes += counter.regex_counted
+                    counter = WordCounter(specials=specials or [], threads=threads, reference_bytes=reference,
+                                          pattern=pattern)
                     save(state)
                     t_saved = time.monotonic()
                 continue
@@ -219,6 +223,7 @@ def count_phase(
                 release_llvm_pages()
                 loaded = True
         words = counter.result()
+        regex_bytes += counter.regex_counted
     finally:
         counter.close()  # after an error its threads end now, not when it is collected
     del counter
@@ -228,7 +233,8 @@ def count_phase(
     report("count" + tag, total, total)
     times["count"] = time.perf_counter() - t0 - times.get("sample", 0.0)
     return PhaseCount(words, with_every_file(used, sources), parity.df, times,
-                      held_out=state.held_out if capacity is not None else None)
+                      held_out=state.held_out if capacity is not None else None,
+                      regex_mb_s=regex_rate(regex_bytes, times["count"]))
 
 
 __all__ = ["count_phase", "sample_pass", "prefetch",

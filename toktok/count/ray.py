@@ -44,9 +44,10 @@ import pyarrow as pa
 
 from . import remote
 from .common import (CountState, ParitySample, PhaseCount, Progress, Source, capacity_split, count_batch, count_part,
-                     doc_keys, finish_sample, full_ids, full_read_used, offer_file, phase_files, sample_parts,
-                     sample_step, snapshot, sum_words, with_every_file)
+                     doc_keys, finish_sample, full_ids, full_read_used, offer_file, phase_files, regex_rate,
+                     sample_parts, sample_step, snapshot, sum_words, with_every_file)
 from ..errors import ConfigError, ResourceError, ToktokError, one_line
+from ..patterns import DEFAULT, Pattern
 from .read import Corpus, SourceFile, open_parquet
 from .sample import Reservoir
 
@@ -282,12 +283,13 @@ def _parity_arrow(p: ParitySample) -> pa.Table:
     return p.df.to_arrow(compat_level=pl.CompatLevel.oldest())
 
 
-def _count_unit(unit: Unit, specials: list[str], seed: int, batch_bytes: int, threads: int):
+def _count_unit(unit: Unit, specials: list[str], seed: int, batch_bytes: int, threads: int,
+                pattern: Pattern = DEFAULT):
     """Task: count every document of a unit -> (word table, parity candidates, file stats), its
     documents numbered as ``Corpus.batches`` numbers them in the whole file."""
     from .pretokenize import WordCounter
 
-    counter = WordCounter(specials=specials, threads=threads)
+    counter = WordCounter(specials=specials, threads=threads, pattern=pattern)
     parity = ParitySample()
     corpus = _open_unit(unit)
     for batch in corpus.batches(batch_bytes):
@@ -316,11 +318,11 @@ def _sample_unit(unit: Unit, res_capacity: int, capacity: int, seed: int, batch_
     return df.to_arrow(compat_level=pl.CompatLevel.oldest()), int(res.threshold), seen, aside
 
 
-def _count_sample(part: pa.Table, specials: list[str], threads: int):
+def _count_sample(part: pa.Table, specials: list[str], threads: int, pattern: Pattern = DEFAULT):
     """Task: count a slice of the merged sample (source, hash, row, text) -> (words, parity)."""
     from .pretokenize import WordCounter
 
-    counter = WordCounter(specials=specials, threads=threads)
+    counter = WordCounter(specials=specials, threads=threads, pattern=pattern)
     parity = ParitySample()
     count_part(counter, parity, pl.from_arrow(part))
     return _words_arrow(counter.result()), _parity_arrow(parity)
@@ -430,6 +432,7 @@ def count_phase(
     specials: list[str] | None = None, threads: int | None = None, report: Progress | None = None,
     tag: str = "", address: str | None = None, unit_bytes: int | None = None, merge_min_bytes: int | None = None,
     restored: CountState | None = None, save: Callable[[CountState], None] | None = None, every: float = 30.0,
+    pattern: Pattern = DEFAULT,
 ) -> PhaseCount:
     """``toktok.count.local.count_phase`` on a Ray cluster: same arguments, same result, the same
     checkpoints (``save``, ``restored``, ``every``: the counts of the first files at file
@@ -452,15 +455,20 @@ def count_phase(
     connected = _connect(address, threads)
     try:
         if capacity is None:
-            pc = _count_all(ray, sources, seed, batch_bytes, specials, report, tag, unit_bytes, state, save, every)
+            pc, counted = _count_all(ray, sources, seed, batch_bytes, specials, report, tag, unit_bytes, state,
+                                     save, every, pattern)
         else:
-            pc = _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, tag, unit_bytes,
-                                state, save, merge_min_bytes)
+            pc, counted = _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, tag,
+                                         unit_bytes, state, save, merge_min_bytes, pattern)
     finally:
         if connected:
             ray.shutdown()
     with_every_file(pc.used, sources)
     pc.seconds["count"] = time.perf_counter() - t0 - pc.seconds.get("sample", 0.0)
+    from .pretokenize import has_scanner
+
+    if not has_scanner(pattern):
+        pc.regex_mb_s = regex_rate(counted, pc.seconds["count"])
     return pc
 
 
@@ -469,7 +477,9 @@ def _threads_per_task(ray, n_tasks: int) -> int:
     return max(1, min(node, total // max(n_tasks, 1)))
 
 
-def _count_all(ray, sources, seed, batch_bytes, specials, report, tag, unit_bytes, state, save, every) -> PhaseCount:
+def _count_all(ray, sources, seed, batch_bytes, specials, report, tag, unit_bytes, state, save, every,
+               pattern) -> tuple[PhaseCount, int]:
+    """Every document of the phase counted by tasks, one per unit -> (the count, its text's bytes)."""
     files = phase_files(sources)
     total = sum(f.size for _, f in files)
     units = plan_units(sources, None, unit_bytes, first_file=state.files_done)
@@ -479,14 +489,17 @@ def _count_all(ray, sources, seed, batch_bytes, specials, report, tag, unit_byte
     done = float(sum(f.size for _, f in files[:state.files_done]))  # counted before an interruption
     report("count" + tag, int(done), total)
     inflight = 2 * max(1, _cpus(ray)[0] // k)
-    submit = lambda i: count_unit.remote(units[i], specials, seed, batch_bytes, k)  # noqa: E731
+    submit = lambda i: count_unit.remote(units[i], specials, seed, batch_bytes, k, pattern)  # noqa: E731
+    counted = 0
     for i, (words, parity, stats) in _stream(ray, submit, len(units), inflight):
-        folded.add(i, words, pl.from_arrow(_get(ray, parity)), _get(ray, stats))
+        stats = _get(ray, stats)
+        counted += stats.get("bytes", 0)
+        folded.add(i, words, pl.from_arrow(_get(ray, parity)), stats)
         done += units[i].size * units[i].share
         report("count" + tag, int(done), total)
     words = folded.words()
     report("count" + tag, total, total)
-    return PhaseCount(words, folded.used, folded.parity.df, {})
+    return PhaseCount(words, folded.used, folded.parity.df, {}), counted
 
 
 def _reservoir_of(results: list[tuple[pa.Table, int, dict, pa.Table]], capacity: int, seed: int) -> Reservoir:
@@ -540,7 +553,8 @@ def _sample_pass(ray, sources, seed, capacity, batch_bytes, report, tag, unit_by
 
 
 def _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, tag, unit_bytes,
-                   state, save, merge_min_bytes) -> PhaseCount:
+                   state, save, merge_min_bytes, pattern) -> tuple[PhaseCount, int]:
+    """The phase's sample taken by tasks, then counted by tasks -> (the count, its text's bytes)."""
     t0 = time.perf_counter()
     if state.sample is None:  # else a resumed run has the sample already
         pools = _sample_pass(ray, sources, seed, capacity, batch_bytes, report, tag, unit_bytes, merge_min_bytes)
@@ -561,7 +575,7 @@ def _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, 
     parity_refs = []
     for part in parts:
         table = part.select("source", "hash", "row", "text").to_arrow(compat_level=pl.CompatLevel.oldest())
-        words, parity = count_sample.remote(ray.put(table), specials, 1)
+        words, parity = count_sample.remote(ray.put(table), specials, 1, pattern)
         tree.add(words)
         parity_refs.append(parity)
     part = parts = None  # the slices live in the object store now
@@ -570,7 +584,7 @@ def _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, 
     for j, ref in enumerate(parity_refs):
         parity_all.merge_frame(pl.from_arrow(_get(ray, ref)))
         report("count" + tag, int(sample_bytes * (j + 1) / len(parity_refs)), sample_bytes)
-    return PhaseCount(tree.result(ray), used, parity_all.df, {"sample": sample_seconds}, held_out=held_out)
+    return PhaseCount(tree.result(ray), used, parity_all.df, {"sample": sample_seconds}, held_out=held_out), sample_bytes
 
 
 __all__ = ["count_phase", "start_local", "require_ray", "plan_units", "Unit", "INSTALL_HINT"]

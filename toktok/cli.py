@@ -228,12 +228,15 @@ def _pattern_line(summary) -> str:
     from .vocab import hardcoded_tokens
 
     everyone = len(hardcoded_tokens())
-    if not summary.hardcoded:
-        return summary.pattern
+    line = summary.pattern
     if summary.hardcoded == everyone:
-        return f"{summary.pattern}; hardcoded {everyone:,}"
-    return (f"{summary.pattern}; hardcoded {summary.hardcoded:,} of {everyone:,} (the rest never form one piece "
-            f"under {summary.pattern})")
+        line += f"; hardcoded {everyone:,}"
+    elif summary.hardcoded:
+        line += f"; hardcoded {summary.hardcoded:,} of {everyone:,} (the rest never form one piece under it)"
+    if summary.regex_mb_s:
+        lo, hi = min(summary.regex_mb_s), max(summary.regex_mb_s)
+        line += f"; counted through regex at {lo:,.1f}" + (f"-{hi:,.1f}" if hi - lo >= 0.05 else "") + " MB/s"
+    return line
 
 
 @app.command("convert")

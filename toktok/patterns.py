@@ -83,6 +83,20 @@ class Pattern:
             return NAMED[d["name"]]
         return cls("custom", d["regex"], d.get("hf") or d["regex"])
 
+    @classmethod
+    def from_meta(cls, value: str | None) -> "Pattern":
+        """The pattern of a run file's ``meta('pattern')``: a JSON object (:meth:`to_dict`), or the
+        regex itself (run files before patterns had names: cl100k); cl100k when there is none."""
+        if not value:
+            return DEFAULT
+        import json
+
+        try:
+            d = json.loads(value)
+        except ValueError:
+            return resolve(value)
+        return cls.from_dict(d) if isinstance(d, dict) else resolve(value)
+
     def findall(self, text: str) -> list[str]:
         """The pieces of ``text``, as the ``regex`` package splits it (tiktoken's split)."""
         return _compiled(self.regex).findall(text)

@@ -122,6 +122,7 @@ class TrainSummary(Totals):
     specials: dict = field(default_factory=dict)
     pattern: str = "cl100k"  # the pre-tokenizer, as Pattern.label() says it
     hardcoded: int = 0  # hardcoded tokens added (of the 1,161: those the pattern forms as one piece)
+    regex_mb_s: list[float] = field(default_factory=list)  # counting through regex (no scanner), per phase
 
 
 def _versions() -> dict[str, str]:
@@ -291,6 +292,7 @@ class _Run:
     ray_tuning: dict = field(default_factory=dict)  # more keywords of the Ray engine's count_phase
     parity: ParitySample = field(default_factory=ParitySample)
     pattern: Pattern = DEFAULT  # the pre-tokenizer: --pattern, a warm start's own, or cl100k
+    regex_mb_s: list[float] = field(default_factory=list)  # per phase counted through regex: MB/s
 
     # per phase, for the compression curve: its parity sample and the pieces its sample did not take
     phase_parity: dict[str, pl.DataFrame] = field(default_factory=dict)
@@ -565,7 +567,9 @@ def _count(run: _Run, phase: PhaseConfig, sources: list[Source], fp: list) -> _C
         count = partial(count_phase, **checkpoints)
     pc = count(sources, seed=cfg.seed, capacity=_phase_capacity(cfg, phase, plan),
                batch_bytes=plan.batch_bytes if plan is not None else 32 << 20, specials=run.specials,
-               threads=run.threads, report=run.report, tag=run.tag(phase))
+               threads=run.threads, report=run.report, tag=run.tag(phase), pattern=run.pattern)
+    if pc.regex_mb_s is not None:
+        run.regex_mb_s.append(pc.regex_mb_s)
     table, used, warnings = pc.words, pc.used, []
     if plan is not None:  # the merge loop's arrays must fit the budget: drop the rarest words if not
         try:
@@ -754,7 +758,7 @@ def _summary(run: _Run) -> TrainSummary:
         seconds=run.times, parity_strings=run.parity_strings, warnings=run.warnings, phases=s,
         warm_start=run.base.summary() if run.base is not None else None, tiktoken=run.layout.tiktoken,
         shared=run.layout.shared, specials=run.special_ids, pattern=run.pattern.label(),
-        hardcoded=run.kinds.count("hardcoded"),
+        hardcoded=run.kinds.count("hardcoded"), regex_mb_s=run.regex_mb_s,
     )
 
 

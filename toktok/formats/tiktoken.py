@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import ConfigError, VocabError
+from ..errors import ConfigError, ToktokError, VocabError
 from ..patterns import DEFAULT, Pattern, check, same
 from ..rundir import RUN_FILE, companion_name
 from ..vocab import Vocab
@@ -182,30 +182,22 @@ def recorded_pattern(tt_path: Path) -> tuple[Pattern | None, Path | None, str | 
     return None, None, None
 
 
-def _run_pattern(run: Path) -> Pattern | None:
-    """A run file's ``meta('pattern')``: a JSON object (``Pattern.to_dict``), or the regex itself
-    (runs before patterns had names: cl100k)."""
-    import json
-
+def _run_pattern(run: Path) -> Pattern:
+    """A run file's ``meta('pattern')`` (:meth:`toktok.patterns.Pattern.from_meta`)."""
     import duckdb
 
     from ..store import RunStore
 
     try:
         store = RunStore.open(run, read_only=True)
-    except (duckdb.Error, ValueError, OSError) as e:
+        try:
+            value = store.get_meta("pattern")
+        finally:
+            store.con.close()
+    except (duckdb.Error, ToktokError) as e:
         raise VocabError(f"{run}: cannot read the pattern it records ({' '.join(str(e).split())[:100]}); pass "
                          "pattern= (--pattern)") from None
-    try:
-        value = store.get_meta("pattern")
-    finally:
-        store.con.close()
-    if value is None:
-        return None
-    try:
-        return Pattern.from_dict(json.loads(value))
-    except (ValueError, TypeError, KeyError, AttributeError):
-        return check(value, f"{run}: meta pattern")
+    return Pattern.from_meta(value)
 
 
 def encoding_pattern(tt_path: Path, given=None, where: str = "pattern=") -> Pattern:

@@ -306,10 +306,9 @@ def compression_curve(
 def _run_pattern(store: RunStore):
     """The pre-tokenizer pattern the run trained with (its run file's ``pattern``; GPT-4's for
     a run file without one)."""
-    from ..patterns import DEFAULT, resolve
+    from ..patterns import Pattern
 
-    rx = store.get_meta("pattern")
-    return resolve(rx) if rx else DEFAULT
+    return Pattern.from_meta(store.get_meta("pattern"))
 
 
 def _usage(flat: np.ndarray, off: np.ndarray, counts: np.ndarray, of: np.ndarray, subsets: list[str], n: int) -> pa.Table:

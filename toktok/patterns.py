@@ -170,15 +170,15 @@ class _Refused(Exception):
 _ESCAPES = set("sSdDwWbBAzntrfvxupP")
 _ESCAPES_IN_CLASS = set("sSdDwWntrfvxupP")
 _ESCAPE_WHY = {
-    "G": "where the last match ended: tiktoken's engine has no \\G",
-    "K": "a match reset: the engines would cut the text around it differently",
+    "G": "where the last match ended: tiktoken's engine has no \\G; drop it",
+    "K": "a match reset: the engines would cut the text around it differently; drop it",
     "Z": "the end or before a final newline in Oniguruma and regex, unknown to tiktoken's engine; use \\z",
-    "h": "hex digits in Oniguruma, unknown to the others",
-    "R": "a line break in Oniguruma and regex only",
-    "X": "a grapheme cluster in Oniguruma and regex only",
+    "h": "hex digits in Oniguruma, unknown to the others; write [0-9a-fA-F]",
+    "R": "a line break in Oniguruma and regex only; write the line ends as a class",
+    "X": "a grapheme cluster in Oniguruma and regex only; write \\P{M}\\p{M}*",
     "Q": "a quoted run in Oniguruma only; escape the characters one by one",
-    "k": "a backreference; the engines keep groups differently",
-    "g": "a subroutine or backreference, not in tiktoken's engine",
+    "k": "a backreference, which the engines keep differently; drop it",
+    "g": "a subroutine or backreference, not in tiktoken's engine; drop it",
 }
 _FLAG = re.compile(r"([a-zA-Z]*)(?:-([a-zA-Z]*))?([:)])")
 _INTERVAL = re.compile(r"\{(\d*)(,?)(\d*)\}")
@@ -240,13 +240,15 @@ class _Reader:
         e = s[i + 1]
         end = i + 2
         if e.isdigit():
-            raise _Refused(s[i:end], "a backreference or octal escape; the engines read them differently")
+            raise _Refused(s[i:end], "a backreference or octal escape, which the engines read differently; "
+                                     "drop it, or write the character as \\xHH")
         if e.isalpha():
             ok = _ESCAPES_IN_CLASS if in_class else _ESCAPES
             if e not in ok:
-                why = _ESCAPE_WHY.get(e, "an escape the three engines do not read alike")
+                why = _ESCAPE_WHY.get(e, "an escape the three engines do not read alike; escape only punctuation, "
+                                         "or use \\p{...}, \\s, \\d, \\w, \\xHH")
                 if in_class and e in "bBAz":
-                    why = "not a character inside a class (\\b is a backspace in some engines)"
+                    why = "not a character inside a class (\\b is a backspace in some engines); write \\x08"
                 raise _Refused(s[i:end], why)
             if e in "pP":
                 end = self._property(i)
@@ -271,7 +273,7 @@ class _Reader:
                                        "the short form as plain letters")
         close = s.find("}", i + 3)
         if close < 0:
-            raise _Refused(s[i:i + 3], "an unclosed property name")
+            raise _Refused(s[i:i + 3], "an unclosed property name; close it with }")
         self.names.append(s[i:close + 1])
         return close + 1
 
@@ -303,7 +305,7 @@ class _Reader:
             else:
                 self.literals.add(c)
                 j += 1
-        raise _Refused(s[start:start + 10], "an unclosed class")
+        raise _Refused(s[start:start + 10], "an unclosed class; close it with ]")
 
     def _open(self) -> None:
         s, i = self.s, self.i
@@ -318,18 +320,18 @@ class _Reader:
         if rest.startswith(("P<", "<")):
             close = s.find(">", i)
             if close < 0:
-                raise _Refused(s[i:i + 4], "an unclosed group name")
+                raise _Refused(s[i:i + 4], "an unclosed group name; close it with >")
             raw = s[i:close + 1]  # HF's Oniguruma lacks (?P<name>: it gets (?<name>
             return self._push(raw, "(?<" + raw[raw.index("<") + 1:], len(raw))
         m = _FLAG.match(rest)
         if not m or (not m.group(1) and m.group(2) is None):
-            raise _Refused("(?" + rest[:1], "a group construct the three engines do not share "
-                                            "(comments, conditionals, recursion, branch reset, ...)")
+            raise _Refused("(?" + rest[:1], "a group construct the three engines do not share (comments, "
+                                            "conditionals, recursion, ...); use (?:, (?=, (?! or (?>")
         text = "(?" + m.group(0)
         odd = sorted(set(m.group(1) + (m.group(2) or "")) - {"i"})
         if odd:
             raise _Refused(text, f"inline flag {odd[0]}: only i reads alike in the three engines "
-                                 "(HF's Oniguruma lacks s, reads m as dot-all, ...)")
+                                 "(HF's Oniguruma lacks s, reads m as dot-all, ...); drop it")
         if m.group(3) == ")":  # a flag for the rest of the pattern
             if i != 0 or m.group(2) is not None:
                 raise _Refused(text, "a flag group after the start: regex applies it to the whole pattern, "
@@ -361,7 +363,8 @@ class _Reader:
         j = i + len(q)
         mode = s[j] if j < len(s) and s[j] in "+?" else ""
         if self.atom is None:
-            raise _Refused(s[i:j + 1], "a repetition of nothing (or of a repetition)")
+            raise _Refused(s[i:j + 1], "a repetition of nothing (or of a repetition); escape it, or wrap "
+                                       "what it repeats in (?:...)")
         atom = self.parts[self.atom:]
         tt_atom, hf_atom = "".join(p[0] for p in atom), "".join(p[1] for p in atom)
         tt = tt_atom + q + mode
@@ -478,12 +481,12 @@ def _difference(texts: list[str], want: list[list[str]], got: list[list[str]]) -
             continue
         k = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
         at = sum(map(len, a[:k]))
-        near = t[max(0, at - 8): at + 16]
-        return f"{_shown(near, 34)} as {_pieces_shown(b[k:k + 3])}, the regex package as {_pieces_shown(a[k:k + 3])}"
+        near = t[max(0, at - 6): at + 12]
+        return f"{_shown(near, 26)} as {_pieces_shown(b[k:k + 3])}, regex as {_pieces_shown(a[k:k + 3])}"
     return None
 
 
-def _pieces_shown(pieces: list[str], limit: int = 40) -> str:
+def _pieces_shown(pieces: list[str], limit: int = 34) -> str:
     r = repr(pieces)
     return r if len(r) <= limit else r[: limit - 4] + "...]"
 
@@ -506,7 +509,7 @@ def _probe(p: Pattern, literals: set[str]) -> _Refused | None:
                           ("tiktoken's engine", lambda: _tiktoken_pieces(p.regex, texts))):
         diff = _difference(texts, ref, split())
         if diff is not None:
-            return _Refused("read differently", f"{engine} splits {diff}")
+            return _Refused("read differently", f"{engine} splits {diff}; change that part of the regex")
     return None
 
 
@@ -536,9 +539,10 @@ def _compile_error(p: Pattern, names: list[str]) -> _Refused | None:
                 try:
                     compile_(name)
                 except BaseException:
-                    return _Refused(name, f"a property {engine} does not know")
+                    return _Refused(name, f"a property {engine} does not know; use a general category "
+                                          "(\\p{L}, \\p{Nd}, ...) or a script (\\p{Han}, ...)")
             msg = " ".join(str(e).split())[:80] or type(e).__name__
-            return _Refused("the regex", f"{engine} cannot compile it ({msg})")
+            return _Refused("the regex", f"{engine} cannot compile it ({msg}); fix the regex")
     return None
 
 
@@ -563,7 +567,7 @@ def _checked(text: str, keep: bool) -> Pattern | _Refused:
     regex_form, hf_form = reader.forms
     if keep and (regex_form, hf_form) != (text, text):
         return _Refused("the regex", "HF's Oniguruma and tiktoken's engine need it written differently "
-                                     "(^, $, X{n,m}+ or X{n}?), so one regex cannot serve both")
+                                     "(^, $, X{n,m}+ or X{n}?), so one regex cannot serve both; rewrite it")
     for p in NAMED.values():
         if regex_form == p.regex:
             return p

@@ -310,8 +310,11 @@ def split_pattern(pre_tokenizer, where: str = "tokenizer.json") -> tuple[Pattern
     """The pattern a tokenizer.json's ``pre_tokenizer`` splits text with, as ``(pattern, None)``
     when toktok reads it the same way in tiktoken (one ``Split`` of a regex, ``Isolated``, beside
     ``ByteLevel`` without its own regex: the regex checked as written, :func:`toktok.patterns.check`;
-    or ``ByteLevel`` with its regex alone: GPT-2's), else ``(None, why)``.
+    or ``ByteLevel`` with its regex alone: GPT-2's), else ``(None, why)``; ``(None, None)`` without
+    a pre-tokenizer.
     Example: ``split_pattern(json.load(open("out/demo/tokenizer.json"))["pre_tokenizer"])[0].name == "cl100k"``."""
+    if pre_tokenizer is None:
+        return None, None  # records none (a tokenizer.json kept beside a .tiktoken for its specials)
     parts = _components(pre_tokenizer, [])
     splits = [c for c in parts if c.get("type") == "Split"]
     levels = [c for c in parts if c.get("type") == "ByteLevel"]

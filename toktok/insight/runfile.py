@@ -311,6 +311,13 @@ def _run_pattern(store: RunStore):
     return Pattern.from_meta(store.get_meta("pattern"))
 
 
+def _pattern_label(value: str | None) -> str:
+    """The run's pattern as ``toktok show`` says it: its name, or ``custom`` and the regex."""
+    from ..patterns import Pattern
+
+    return Pattern.from_meta(value).label()
+
+
 def _usage(flat: np.ndarray, off: np.ndarray, counts: np.ndarray, of: np.ndarray, subsets: list[str], n: int) -> pa.Table:
     """Per subset ('all' first, then the groups): how often each id is used, ids ascending."""
     lens = np.diff(off)
@@ -492,6 +499,7 @@ def describe(run: RunLike) -> dict:
             "vocab_size": store.run("describe.vocab_size").fetchall()[0][0],
             "words": rows("words")[0],
             "parity": js("parity"),
+            "pattern": _pattern_label(meta.get("pattern")),
             "specials": js("specials"),
             "stages": dict(store.run("describe.stages").fetchall()),
             "warnings": js("warnings", []),

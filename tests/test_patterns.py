@@ -333,3 +333,15 @@ def test_an_unreadable_split_beside_a_tiktoken_is_said(runs, tmp_path):
     with pytest.raises(ToktokError, match="tiktoken cannot split text as this tokenizer.json does"):
         toktok.load_encoding(d)
     assert toktok.load_encoding(d, pattern="gpt2")._pat_str == NAMED["gpt2"].regex
+
+
+def test_the_pattern_is_part_of_a_runs_identity():
+    """--resume must be given the same pattern: it is one of the options a resume repeats."""
+    from toktok.config import TrainConfig
+    from toktok.resume import IDENTITY, identity
+
+    cfg = TrainConfig([str(FIXTURES / "notes.txt")], "out/x", pattern="llama3")
+    cfg.validate()
+    assert "pattern" in IDENTITY and cfg.pattern is NAMED["cl100k"]
+    assert identity(cfg)["pattern"] == "llama3"  # as given
+    assert TrainConfig([str(FIXTURES / "notes.txt")], "out/x").to_dict()["pattern"] is None

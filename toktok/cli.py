@@ -99,7 +99,7 @@ def _train_parameters() -> list:
             ann = Optional[bool] if opt.default is None else bool
             default = typer.Option(opt.default, *opt.cli, help=escape(opt.help))
         else:
-            ann, default = Optional[str], typer.Option(None, *opt.cli, help=escape(opt.help))
+            ann, default = Optional[str], typer.Option(None, *opt.cli, help=escape(opt.help), metavar=opt.metavar)
         params.append(P(opt.name, P.KEYWORD_ONLY, annotation=ann, default=default))
     params.append(P("quiet", P.KEYWORD_ONLY, annotation=bool,
                     default=typer.Option(False, "--quiet", "-q", help="No progress bars and no merge log")))

@@ -583,7 +583,7 @@ def check(value: str | Pattern, where: str = "--pattern", *, keep: bool = False)
     (:func:`rewrite`), compiled by the three engines and split by them alike on the probes
     (:func:`probe_texts`). ``keep``: the regex is HF's as written (a tokenizer.json's Split), so
     nothing may need rewriting. ConfigError naming ``where`` and the construct otherwise.
-    Example: ``check("(?<=a)b|.", "pattern=")`` raises ``ConfigError("pattern='(?<=a)b|.': (?<= ...")``."""
+    Example: ``check("(?<=a)b|.")`` raises ``ConfigError("--pattern '(?<=a)b|.': (?<=: a look-behind ...")``."""
     if isinstance(value, Pattern):
         value = value.name if value.named else value.regex
     if not isinstance(value, str):

@@ -140,12 +140,12 @@ def sample_step(kind: str, capacity: int, batch_bytes: int, default: int) -> int
 
 def offer_file(res: Reservoir, corpus: Corpus, f: SourceFile, key: str, step: int,
                first_row: int = 0) -> Iterator[pa.Array]:
-    """Offer the documents of ``f`` (read ``step`` bytes at a time, :func:`sample_step`) to
-    ``res``, each identified by (``key``, its index among the file's texts, counted from
-    ``first_row``: where a part of a file starts); yields each read once offered, so that the
-    caller can stop or tidy between reads."""
+    """Offer the documents of ``f`` (read ``step`` bytes at a time, :func:`sample_step`, a text
+    file cut where ``res.pattern`` cuts) to ``res``, each identified by (``key``, its index among
+    the file's texts, counted from ``first_row``: where a part of a file starts); yields each
+    read once offered, so that the caller can stop or tidy between reads."""
     row = first_row
-    for texts in corpus.arrow_texts(f, step):
+    for texts in corpus.arrow_texts(f, step, pattern=res.pattern):
         res.offer(f.path, row, texts, key=key)
         row += len(texts)
         yield texts

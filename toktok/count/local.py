@@ -68,14 +68,15 @@ def prefetch(items: Iterator, depth: int = 1) -> Iterator:
 
 def sample_pass(
     sources: list[Source], capacity: int, seed: int, batch_bytes: int, report: Progress, tag: str = "",
+    pattern: Pattern = DEFAULT,
 ) -> list[Reservoir]:
     """One pass over every file of the phase into seeded reservoir(s), shared as
-    :func:`~toktok.count.common.capacity_split` says. Returns the reservoirs in source order (a
-    shared one repeated)."""
+    :func:`~toktok.count.common.capacity_split` says, long documents cut where ``pattern`` cuts.
+    Returns the reservoirs in source order (a shared one repeated)."""
     total = sum(s.size for s in sources)
     done = 0
     caps, group = capacity_split(sources, capacity)
-    reservoirs = [Reservoir(c, seed) for c in caps]
+    reservoirs = [Reservoir(c, seed, pattern=pattern) for c in caps]
     pools = [reservoirs[g] for g in group]
     # Files are read in parallel (Parquet decoding and UTF-8 checks release the GIL), each by one
     # thread in file order, straight from Arrow: only the kept pieces are copied (sample.py). The
@@ -137,7 +138,7 @@ _FILE_DONE = "file done"
 
 def _batches(
     sources: list[Source], capacity: int | None, seed: int, batch_bytes: int, report: Progress, tag: str,
-    times: dict[str, float], state: CountState, save: Callable[[CountState], None] | None,
+    times: dict[str, float], state: CountState, save: Callable[[CountState], None] | None, pattern: Pattern,
 ) -> Iterator[tuple]:
     """What a phase counts, in order, with the bytes done before it: (done, (path, texts, hashes,
     rows)) for each batch of a full read, then (_FILE_DONE, file index, path, its statistics) after
@@ -150,14 +151,14 @@ def _batches(
         for k, (src, f) in enumerate(phase_files(sources)):
             if k >= state.files_done:  # else counted before the interruption
                 c = Corpus([f], src.corpus.text_column, src.corpus.bad_utf8)
-                for batch in c.batches(batch_bytes):
+                for batch in c.batches(batch_bytes, pattern=pattern):
                     yield done, (batch.path, batch.texts, *full_ids(keys[f.path], batch, seed))
                 yield _FILE_DONE, k, f.path, full_read_used(c.stats.get(f.path, {}))
             done += f.size
         return
     if state.sample is None:
         t0 = time.perf_counter()
-        pools = sample_pass(sources, capacity, seed, batch_bytes, report, tag)
+        pools = sample_pass(sources, capacity, seed, batch_bytes, report, tag, pattern)
         times["sample"] = times.get("sample", 0.0) + time.perf_counter() - t0
         taken = finish_sample(pools)
         del pools
@@ -200,7 +201,7 @@ def count_phase(
     t_saved = time.monotonic()
     loaded = False
     try:
-        for item in prefetch(_batches(sources, capacity, seed, batch_bytes, report, tag, times, state, save)):
+        for item in prefetch(_batches(sources, capacity, seed, batch_bytes, report, tag, times, state, save, pattern)):
             if item[0] is _FILE_DONE:
                 _, k, path, used[path] = item
                 if save is not None and time.monotonic() - t_saved >= every and k + 1 < n_files:

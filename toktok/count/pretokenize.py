@@ -8,7 +8,6 @@ exact look-around-free emulation inside Polars that the tests hold to the same r
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import itertools
 import mmap
@@ -31,6 +30,7 @@ from numba.extending import intrinsic
 
 from .._kernels import _EMPTY, _empty_array, _zero_array, compiled, inlined
 from ..patterns import DEFAULT, Pattern
+from .cuts import matcher, pieces
 
 
 def _cut_specials(texts: pl.Series, specials: Sequence[str]) -> pl.Series:
@@ -940,15 +940,8 @@ def has_scanner(pattern: Pattern) -> bool:
     return _scanner(pattern) is not None
 
 
-@functools.cache
-def _matcher(rx: str) -> regex.Pattern:
-    """``rx`` compiled once by the ``regex`` package, the reference (and the engine of a pattern
-    without a compiled scanner)."""
-    return regex.compile(rx)
-
-
 def _reference_matcher():
-    return _matcher(DEFAULT.regex)
+    return matcher(DEFAULT.regex)
 
 
 _EMPTY_COUNTS = {"word": pl.Binary, "count": pl.Int64}
@@ -1029,9 +1022,9 @@ class WordCounter:
         ends = texts.str.len_bytes().cast(pl.Int64).cum_sum().to_numpy()
         k = int(np.searchsorted(ends, self.reference_bytes, side="right"))
         if k:
-            findall = _matcher(self.pattern.regex).findall
+            rx = self.pattern.regex
             for doc in texts.slice(0, k).to_list():
-                self._reference.update(findall(doc))
+                self._reference.update(pieces(rx, doc))
             self.reference_bytes -= int(ends[k - 1])
             self.reference_counted += int(ends[k - 1])
         if k < len(ends):
@@ -1211,9 +1204,8 @@ class WordCounter:
 def _findall_into(counter: Counter, rx: str, texts: pl.Series, concurrent: bool) -> None:
     """Count the pieces of regex ``rx`` in each of ``texts`` into ``counter`` (``concurrent``:
     release the GIL while matching, for counting threads)."""
-    findall = _matcher(rx).findall
     for doc in texts.to_list():
-        counter.update(findall(doc, concurrent=concurrent))
+        counter.update(pieces(rx, doc, concurrent=concurrent))
 
 
 def _counter_frame(counter: Counter) -> pl.DataFrame:

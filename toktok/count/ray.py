@@ -292,12 +292,13 @@ def _count_unit(unit: Unit, specials: list[str], seed: int, batch_bytes: int, th
     counter = WordCounter(specials=specials, threads=threads, pattern=pattern)
     parity = ParitySample()
     corpus = _open_unit(unit)
-    for batch in corpus.batches(batch_bytes):
+    for batch in corpus.batches(batch_bytes, pattern=pattern):
         count_batch(counter, parity, batch.path, batch.texts, *full_ids(unit.key, batch, seed))
     return _words_arrow(counter.result()), _parity_arrow(parity), corpus.stats.get(unit.path, {})
 
 
-def _sample_unit(unit: Unit, res_capacity: int, capacity: int, seed: int, batch_bytes: int, threshold: int):
+def _sample_unit(unit: Unit, res_capacity: int, capacity: int, seed: int, batch_bytes: int, threshold: int,
+                 pattern: Pattern = DEFAULT):
     """Task: a unit's documents into its own reservoir, offered as the local engine offers them
     (``common.offer_file``) -> (the kept pieces as Arrow, the reservoir's threshold, docs/bytes
     seen per file, the pieces with the largest hashes it set aside as Arrow: ``Reservoir.fold``
@@ -306,7 +307,7 @@ def _sample_unit(unit: Unit, res_capacity: int, capacity: int, seed: int, batch_
     ``threshold`` is the merged sample's on the driver when the task was sent: the final threshold
     can only be lower, so pieces hashing at or above it are dropped here at once (exact, and what
     comes back shrinks to about the unit's share of the sample once the driver's is full)."""
-    res = Reservoir(res_capacity, seed)
+    res = Reservoir(res_capacity, seed, pattern=pattern)
     res.threshold = np.uint64(threshold)
     corpus = _open_unit(unit)
     step = sample_step(unit.kind, capacity, batch_bytes, batch_bytes)
@@ -502,23 +503,24 @@ def _count_all(ray, sources, seed, batch_bytes, specials, report, tag, unit_byte
     return PhaseCount(words, folded.used, folded.parity.df, {}), counted
 
 
-def _reservoir_of(results: list[tuple[pa.Table, int, dict, pa.Table]], capacity: int, seed: int) -> Reservoir:
+def _reservoir_of(results: list[tuple[pa.Table, int, dict, pa.Table]], capacity: int, seed: int,
+                  pattern: Pattern) -> Reservoir:
     """Workers' reservoirs rebuilt on the driver as one, ready for one ``Reservoir.merge``:
     merging them one by one gives the same sample, but sorts the whole sample each time."""
-    res = Reservoir(capacity, seed)
+    res = Reservoir(capacity, seed, pattern=pattern)
     for table, threshold, seen, aside in results:
         res.fold(pl.from_arrow(table), threshold, seen, pl.from_arrow(aside))
     return res
 
 
 def _sample_pass(ray, sources, seed, capacity, batch_bytes, report, tag, unit_bytes,
-                 merge_min_bytes) -> list[Reservoir]:
+                 merge_min_bytes, pattern) -> list[Reservoir]:
     """The phase's files sampled by tasks, one per unit, each into its own reservoir; the
     driver merges them as they come into exactly the local engine's reservoirs (one per
     ``capacity_split`` share)."""
     total = sum(s.size for s in sources)
     caps, group = capacity_split(sources, capacity)
-    pools = [Reservoir(c, seed) for c in caps]
+    pools = [Reservoir(c, seed, pattern=pattern) for c in caps]
     units = plan_units(sources, group, unit_bytes)
     sample_unit = ray.remote(num_cpus=1, num_returns=4)(_sample_unit)
     pending: list[list] = [[] for _ in caps]  # results not merged yet, per reservoir
@@ -526,12 +528,13 @@ def _sample_pass(ray, sources, seed, capacity, batch_bytes, report, tag, unit_by
 
     def flush(g: int) -> None:
         if pending[g]:
-            pools[g].merge(_reservoir_of(pending[g], caps[g], seed))
+            pools[g].merge(_reservoir_of(pending[g], caps[g], seed, pattern))
             pending[g], pending_bytes[g] = [], 0
 
     def submit(i: int):
         u = units[i]
-        return sample_unit.remote(u, caps[u.group], capacity, seed, batch_bytes, int(pools[u.group].threshold))
+        return sample_unit.remote(u, caps[u.group], capacity, seed, batch_bytes, int(pools[u.group].threshold),
+                                  pattern)
 
     done = 0.0
     report("sample" + tag, 0, total)
@@ -557,7 +560,8 @@ def _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, 
     """The phase's sample taken by tasks, then counted by tasks -> (the count, its text's bytes)."""
     t0 = time.perf_counter()
     if state.sample is None:  # else a resumed run has the sample already
-        pools = _sample_pass(ray, sources, seed, capacity, batch_bytes, report, tag, unit_bytes, merge_min_bytes)
+        pools = _sample_pass(ray, sources, seed, capacity, batch_bytes, report, tag, unit_bytes, merge_min_bytes,
+                             pattern)
         state = finish_sample(pools)
         del pools
         if save is not None:

@@ -196,6 +196,7 @@ class _Reader:
         self.atom: int | None = None  # index in parts where the last atom starts
         self.names: list[str] = []
         self.literals: set[str] = set()
+        self.forms: tuple[str, str] = ("", "")  # what read() returns
 
     def read(self) -> tuple[str, str]:
         s = self.s
@@ -370,7 +371,7 @@ class _Reader:
         tt = tt_atom + q + mode
         if mode == "+" and q[0] == "{":  # Oniguruma: X{1,3}+ is (X{1,3})+
             hf = f"(?>{hf_atom}{q})"
-        elif mode == "?" and q[0] == "{" and not m.group(2):  # Oniguruma: X{3}? is (X{3})?
+        elif mode == "?" and q[0] == "{" and "," not in q:  # Oniguruma: X{3}? is (X{3})?
             hf = hf_atom + q
         else:
             hf = hf_atom + q + mode
@@ -438,7 +439,7 @@ def probe_texts(literals: set[str] | frozenset = frozenset(), *, count: int = 60
     and ``count`` seeded random strings (1..16 characters) over an alphabet of edge characters
     and the literals. Example: ``len(probe_texts(count=10)) > len(EDGE_TEXTS)``."""
     out = list(EDGE_TEXTS)
-    lits = sorted(c for c in literals if c not in "\ud800\udfff" and not 0xD800 <= ord(c) <= 0xDFFF)
+    lits = sorted(c for c in literals if not 0xD800 <= ord(c) <= 0xDFFF)
     for c in lits:
         variants = {c, c.upper(), c.lower(), c.casefold()}
         out += [f"{v}" for v in sorted(variants)] + [f"x{c}y", f" {c}{c}{c} ", f"{c}\n{c}", f"A{c}1"]

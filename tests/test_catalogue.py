@@ -353,6 +353,18 @@ def _wordpiece_json(d: Path) -> Path:
     return p
 
 
+def _qwen2_base(d: Path):
+    """A tokenizer.json base that splits with qwen2, trained on with --pattern o200k."""
+    from toktok.formats.hf import write_hf
+    from toktok.patterns import NAMED
+
+    v = Vocab.base(hardcoded=False)
+    v.tokens += [b"he", b"hel"]
+    write_hf(v, d / "base", pattern=NAMED["qwen2"])
+    p = d / "base" / "tokenizer.json"
+    return [str(_good(d)), "--warm-start", str(p), "--merges", "5", "--pattern", "o200k"], ["--pattern o200k", "qwen2"]
+
+
 def _cfg(body: str, needles: list[str]):
     def make(d: Path):
         good = _good(d)
@@ -450,6 +462,17 @@ CATALOGUE = [
     Case("special-tokens-txt-disagrees-with-tokenizer-json",
          _warm_with_list("<|a|>\n", hf_specials={"<|b|>": 258}), "remove one"),
     Case("warm-start-tokenizer-json-not-bpe", _warm_file(_wordpiece_json, ["WordPiece"]), "byte-level BPE only"),
+    # --pattern: a regex tiktoken and HF tokenizers would read differently, refused before any work
+    Case("pattern-look-behind", _opts("--pattern", r"(?<=a)b|[\s\S]", needles=[r"--pattern '(?<=a)b|[\s\S]'",
+                                                                          "look-behind"]), "use a look-ahead"),
+    Case("pattern-read-differently", _opts("--pattern", r"(?i:ss)+|[\s\S]", needles=[
+        "--pattern", "read differently", "HF tokenizers' Oniguruma splits"]), "change that part of the regex"),
+    Case("pattern-unknown-property", _opts("--pattern", r"\p{Foo}|[\s\S]", needles=[r"\p{Foo}"]),
+         "use a general category"),
+    Case("pattern-not-a-regex", _opts("--pattern", "(", needles=["--pattern '('", "cannot compile"]), "fix the regex"),
+    Case("pattern-leaves-text-unmatched", _opts("--pattern", r"\p{L}+", needles=["text left unmatched"]),
+         "end the pattern with a catch-all"),
+    Case("pattern-disagrees-with-the-warm-start-base", _qwen2_base, "leave the pattern out"),
     # config with unknown keys (named by location) or wrong types
     Case("config-unknown-key", _cfg(PHASE.replace("path:", "paht:"), ["phases[0].sources[0]", "'paht'"]), "(known: "),
     Case("config-unknown-top-key", _cfg("outptu: x\n" + PHASE, ["'outptu'"]), "(known: "),

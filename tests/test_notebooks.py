@@ -29,7 +29,7 @@ def _text(nb) -> str:
 
 def test_notebooks_are_stored_without_outputs():
     found = sorted(NOTEBOOKS.glob("*.ipynb"))
-    assert {p.name for p in found} >= {"run_insight.ipynb", "compare_tokenizers.ipynb"}
+    assert {p.name for p in found} >= {"run_insight.ipynb", "compare_tokenizers.ipynb", "compare_patterns.ipynb"}
     for p in found:
         nb = nbformat.read(p, as_version=4)
         nbformat.validate(nb)
@@ -85,3 +85,18 @@ def test_train_from_python_notebook(tmp_path, monkeypatch):
     text = _text(nb)
     assert "same .tiktoken: True" in text and "sample" in text and "memory" in text
     assert (tmp_path / "from_dataframe" / "tokenizer.tiktoken").is_file()
+
+
+def test_compare_patterns_notebook(insight_data, tmp_path, monkeypatch):
+    """Trains cl100k, o200k and qwen2 vocabularies of one size on the same data and compares them
+    with toktok eval on the held-out half, by language."""
+    nb = _execute("compare_patterns.ipynb", {
+        "TOKTOK_DATA": str(insight_data["train"]), "TOKTOK_HELD_OUT": str(insight_data["heldout"]),
+        "TOKTOK_OUT": str(tmp_path), "TOKTOK_VOCAB": "2000", "TOKTOK_BY": "lang"}, monkeypatch)
+    assert _images(nb) >= 2
+    text = _text(nb)
+    assert "3 patterns on 265 held-out documents" in text
+    assert "qwen2   2,000 tokens: 256 bytes + 61 hardcoded" in text and "cl100k  2,000 tokens" in text
+    assert "o200k   He's |  got" in text  # the splits, one line per pattern
+    for name in ("cl100k", "o200k", "qwen2"):
+        assert (tmp_path / name / "tokenizer.json").is_file()

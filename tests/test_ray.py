@@ -318,3 +318,22 @@ def test_tables_in_memory_are_cut_by_rows(cluster):
     with_null = pl.DataFrame({"text": ["a", None, "b"]})
     assert [u.memory[0] for u in units(with_null)] == ["table"] and len(units(with_null)) == 1
     assert [u.memory[0] for u in units(_memory("list"))] == ["batches"]
+
+
+@pytest.mark.parametrize("budget", [False, True], ids=["full-read", "sampled"])
+def test_ray_counts_other_patterns_as_the_local_engine_does(cluster, budget):
+    """A named pattern other than cl100k and a custom regex (counted through regex on the
+    workers): the same word table, statistics and parity sample as the local engine."""
+    from test_pattern_count import CUSTOM
+
+    from toktok.count.local import count_phase as count_local
+    from toktok.count.pretokenize import has_scanner
+    from toktok.patterns import NAMED
+
+    sources, kw = _phase(budget)
+    for pattern in (NAMED["o200k"], CUSTOM["digits"]):
+        local = count_local(sources, **kw, pattern=pattern)
+        got = engine_ray.count_phase(sources, **kw, **SMALL_UNITS, pattern=pattern)
+        assert got.words.equals(local.words) and got.used == local.used and got.parity.equals(local.parity)
+        assert not local.words.equals(count_local(sources, **kw).words)  # the pattern was used
+        assert (got.regex_mb_s is None) == (local.regex_mb_s is None) == has_scanner(pattern)

@@ -141,7 +141,7 @@ def _kernel_pieces(texts: list[str], unit: int) -> list[list[str]]:
     lens = np.diff(offs)
     room = len(texts) + int((lens // unit).sum())
     doc, k, s, e = (np.empty(room, np.int64) for _ in range(4))
-    m = _pieces(offs, data, unit, doc, k, s, e)
+    m = _pieces(offs, data, unit, doc, k, s, e, 0)
     out: list[list[str]] = [[] for _ in texts]
     raw = data.tobytes()
     for d, kk, a, b in zip(doc[:m], k[:m], s[:m], e[:m]):

@@ -28,6 +28,8 @@ from toktok.cli import app
 from toktok.formats.hf import load_hf
 from toktok.formats.specials import read_special_tokens_txt
 from toktok.formats.tiktoken import read_tiktoken_ranks
+from toktok.formats.hf import read_split
+from toktok.patterns import NAMED
 from toktok.vocab import PATTERN
 from toktok.warmstart import convert, load_base
 
@@ -48,9 +50,10 @@ def _texts(specials: list[str]) -> list[str]:
     return SAMPLE[:25] + mixed
 
 
-def toktoktok_encoding(tt: Path, special_txt: Path | None) -> tiktoken.Encoding:
+def toktoktok_encoding(tt: Path, special_txt: Path | None, pat_str: str = PATTERN) -> tiktoken.Encoding:
     """A loader that knows only toktoktok's convention (as its scripts load a .tiktoken): ranks as
-    written, special id = number of ranks + line index of special_tokens.txt."""
+    written, special id = number of ranks + line index of special_tokens.txt; ``pat_str``: the
+    pattern the run split text with."""
     ranks = {}
     for line in tt.read_text().splitlines():
         if line.strip():
@@ -61,7 +64,7 @@ def toktoktok_encoding(tt: Path, special_txt: Path | None) -> tiktoken.Encoding:
         for i, line in enumerate(special_txt.read_text().splitlines()):
             if line.strip():
                 specials[line.strip()] = len(ranks) + i
-    return tiktoken.Encoding("toktoktok", pat_str=PATTERN, mergeable_ranks=ranks, special_tokens=specials)
+    return tiktoken.Encoding("toktoktok", pat_str=pat_str, mergeable_ranks=ranks, special_tokens=specials)
 
 
 def _same_ids(out: Path, loaders: list[tiktoken.Encoding], texts: list[str]) -> None:
@@ -212,8 +215,9 @@ def test_hf_layout_base_keeps_its_ids_and_declares_them(flows):
     log = flows["hf_log"]
     assert "gaps at 0, 1" in log and "declared in tokenizer.special_tokens.json" in log
     plain = [t for t in _texts([]) if not any(s in t for s in want)]
-    _same_ids(out, [toktoktok_encoding(tt, None)], plain)
-    declared = tiktoken.Encoding("declared", pat_str=PATTERN, mergeable_ranks={t: i for i, t in ranks.items()},
+    gpt2 = NAMED["gpt2"].regex  # BpeTrainer's base splits with ByteLevel's regex, GPT-2's: the warm start keeps it
+    _same_ids(out, [toktoktok_encoding(tt, None, gpt2)], plain)
+    declared = tiktoken.Encoding("declared", pat_str=gpt2, mergeable_ranks={t: i for i, t in ranks.items()},
                                  special_tokens=json.loads((out / "tokenizer.special_tokens.json").read_text()))
     _same_ids(out, [declared], _texts(list(want)))
     # the declared output as the next base: every id kept, again declared
@@ -256,6 +260,7 @@ def test_convert_round_trips_every_layout(flows, tmp_path, layout):
     extra = ["--special-tokens", str(given)] if given else []
     r = runner.invoke(app, ["convert", str(tt), str(tmp_path / "hf"), *extra])
     assert r.exit_code == 0, r.output
+    pattern = read_split(tmp_path / "hf" / "tokenizer.json")[0]  # recorded beside tt, else cl100k
     doc = json.loads((tmp_path / "hf" / "tokenizer.json").read_text())
     assert {a["content"]: a["id"] for a in doc["added_tokens"]} == ids
     # and back: the same bytes, the same special ids
@@ -264,10 +269,11 @@ def test_convert_round_trips_every_layout(flows, tmp_path, layout):
     assert (tmp_path / "back" / "x.tiktoken").read_bytes() == tt.read_bytes()
     side = tmp_path / "back" / "x.special_tokens.json"
     assert (json.loads(side.read_text()) if side.exists() else {}) == ids
-    enc = toktok.load_encoding(tmp_path / "back" / "x.tiktoken")
+    enc = toktok.load_encoding(tmp_path / "back" / "x.tiktoken", pattern=pattern)  # a .tiktoken alone records none
     assert {s: enc.encode_single_token(s) for s in ids} == ids
-    # tokenizer.json -> .tiktoken -> tokenizer.json gives the same bytes too
-    r = runner.invoke(app, ["convert", str(tmp_path / "back" / "x.tiktoken"), str(tmp_path / "hf2")])
+    # tokenizer.json -> .tiktoken -> tokenizer.json gives the same bytes too (given the pattern)
+    r = runner.invoke(app, ["convert", str(tmp_path / "back" / "x.tiktoken"), str(tmp_path / "hf2"), "--pattern",
+                            pattern.name])
     assert r.exit_code == 0, r.output
     for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         assert (tmp_path / "hf2" / f).read_bytes() == (tmp_path / "hf" / f).read_bytes(), f

@@ -24,6 +24,7 @@ from toktok.formats.hf import bytelevel_to_token, load_hf, token_to_bytelevel
 from toktok.formats.specials import follows_convention
 from toktok.formats.tiktoken import read_tiktoken_ranks, write_tiktoken
 from toktok.count.pretokenize import count_words
+from toktok.patterns import DEFAULT, NAMED
 from toktok.vocab import PATTERN, Vocab, hardcoded_tokens
 from toktok.warmstart import convert, load_base, read_hf_base, read_tiktoken_base
 
@@ -46,8 +47,8 @@ def _bpe_trainer_json(path: Path, vocab_size: int, specials: list[str], alphabet
     return path
 
 
-def _word_counts(texts: list[str], specials: list[str]) -> dict[bytes, int]:
-    table = count_words(texts, specials=specials).sort("word")
+def _word_counts(texts: list[str], specials: list[str], pattern=DEFAULT) -> dict[bytes, int]:
+    table = count_words(texts, specials=specials, pattern=pattern).sort("word")
     return dict(zip(table["word"].to_list(), table["count"].to_list()))
 
 
@@ -78,8 +79,18 @@ def warm_hf(hf_base, tmp_path_factory) -> Path:
     r = runner.invoke(app, ["train", str(FIXTURES / "sample.parquet"), "--out", str(out), "--merges", str(NEW_MERGES),
                             "--warm-start", str(hf_base), "-s", "<|endoftext|>", "-s", "<|new|>", "-q"])
     assert r.exit_code == 0, r.output
-    assert "GPT-2's ByteLevel pattern" in r.output  # what is not carried over is said
+    assert "warning" not in r.output  # ByteLevel's own regex is GPT-2's: kept, nothing to warn about
     return out
+
+
+def test_a_warm_start_keeps_its_bases_pattern(warm_hf):
+    """BpeTrainer's base splits with ByteLevel's own regex, GPT-2's: the new tokenizer splits with gpt2."""
+    con = duckdb.connect(str(warm_hf / "run.duckdb"), read_only=True)
+    meta = json.loads(con.execute("select value from meta where key = 'pattern'").fetchone()[0])
+    assert (meta["name"], meta["from"]) == ("gpt2", "warm start")
+    doc = json.loads((warm_hf / "tokenizer.json").read_text())
+    assert doc["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] == NAMED["gpt2"].hf
+    assert toktok.load_encoding(warm_hf)._pat_str == NAMED["gpt2"].regex
 
 
 def test_hf_base_layout(hf_base):
@@ -139,7 +150,7 @@ def test_untouched_words_keep_their_base_encoding_hf(hf_base, warm_hf):
     enc = toktok.load_encoding(warm_hf)
     tokens = read_tiktoken_ranks(next(warm_hf.glob("*.tiktoken")))[0]
     new_tokens = {tokens[i] for i in range(600, 600 + NEW_MERGES)}
-    words = list(_word_counts(SAMPLE, HF_SPECIALS))
+    words = list(_word_counts(SAMPLE, HF_SPECIALS, NAMED["gpt2"]))
 
     def base_ids(w):  # the base's own BPE (HF, merge list) on the word
         return [t.id for t in base_hf.model.tokenize(token_to_bytelevel(w))]
@@ -149,7 +160,7 @@ def test_untouched_words_keep_their_base_encoding_hf(hf_base, warm_hf):
 
 def test_warm_merges_equal_the_reference(hf_base, warm_hf):
     v = read_hf_base(hf_base).vocab  # placeholders at the special ids: no word holds them
-    wc = _word_counts(SAMPLE, ["<|endoftext|>", "<|pad|>", "<|new|>"])
+    wc = _word_counts(SAMPLE, ["<|endoftext|>", "<|pad|>", "<|new|>"], NAMED["gpt2"])
     ref_tokens, ref_merges = reference_train(wc, v.tokens, NEW_MERGES)
     con = duckdb.connect(str(warm_hf / "run.duckdb"), read_only=True)
     got = con.execute("select left_id, right_id, token_id, count, reused from merges order by merge_index").fetchall()

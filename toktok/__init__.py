@@ -32,16 +32,18 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'toktok' has no attribute {name!r}")
 
 
-def load_encoding(path, special_tokens=None):
+def load_encoding(path, special_tokens=None, *, pattern=None):
     """A ready ``tiktoken.Encoding`` for a toktok output folder or ``.tiktoken`` file; its special
     tokens are found beside it, or given: ``{token: id}``, a list, a ``special_tokens.txt`` (ids
-    after the last rank, toktoktok's rule) or a ``NAME.special_tokens.json``.
+    after the last rank, toktoktok's rule) or a ``NAME.special_tokens.json``. It splits text with
+    the pattern recorded beside it (tokenizer.json, else run.duckdb); ``pattern`` (``"o200k"``, a
+    regex) is for a bare ``.tiktoken``, whose default is cl100k.
 
     Example: ``load_encoding("out/demo").encode("hello")``.
     """
     from .formats.tiktoken import load_encoding as _load
 
-    return _load(path, special_tokens)
+    return _load(path, special_tokens, pattern=pattern)
 
 
 __all__ = ["train", "Phase", "Source", "TrainResult", "PATTERN", "Vocab", "SpecialToken", "encode_like_hf",

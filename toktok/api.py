@@ -160,6 +160,7 @@ def train(
     text_column: str | None = None,
     bad_utf8: str | None = None,
     hardcoded: bool | None = None,
+    pattern: str | None = None,
     warm_start: str | os.PathLike | None = None,
     budget: int | str | None = None,
     force: bool | None = None,

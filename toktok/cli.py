@@ -99,7 +99,7 @@ def _train_parameters() -> list:
             ann = Optional[bool] if opt.default is None else bool
             default = typer.Option(opt.default, *opt.cli, help=escape(opt.help))
         else:
-            ann, default = Optional[str], typer.Option(None, *opt.cli, help=escape(opt.help))
+            ann, default = Optional[str], typer.Option(None, *opt.cli, help=escape(opt.help), metavar=opt.metavar)
         params.append(P(opt.name, P.KEYWORD_ONLY, annotation=ann, default=default))
     params.append(P("quiet", P.KEYWORD_ONLY, annotation=bool,
                     default=typer.Option(False, "--quiet", "-q", help="No progress (unless --progress is given) and no merge log")))
@@ -201,6 +201,7 @@ def _print_summary(summary) -> None:
         from .insight.report import specials_line
 
         t.add_row("special ids", literal(specials_line(summary.specials)))
+    t.add_row("pattern", literal(_pattern_line(summary)))
     t.add_row("merges", f"{summary.merges_learned:,} learned of {summary.merges_requested:,}"
               + (f" ({summary.reused_merges} reused existing tokens)" if summary.reused_merges else ""))
     if len(summary.phases) > 1:
@@ -213,11 +214,28 @@ def _print_summary(summary) -> None:
     out.print(t)
 
 
+def _pattern_line(summary) -> str:
+    """The summary's pattern row: the pattern, and how many hardcoded tokens it kept."""
+    from .vocab import hardcoded_tokens
+
+    everyone = len(hardcoded_tokens())
+    line = summary.pattern
+    if summary.hardcoded == everyone:
+        line += f"; hardcoded {everyone:,}"
+    elif summary.hardcoded:
+        line += f"; hardcoded {summary.hardcoded:,} of {everyone:,} (the rest never form one piece under it)"
+    if summary.regex_mb_s:
+        lo, hi = min(summary.regex_mb_s), max(summary.regex_mb_s)
+        line += f"; counted through regex at {lo:,.1f}" + (f"-{hi:,.1f}" if hi - lo >= 0.05 else "") + " MB/s"
+    return line
+
+
 @app.command("convert")
 def convert_cmd(
     src: str = typer.Argument(..., help="A tokenizer.json (byte-level BPE) or a .tiktoken file (or a folder holding one)"),
     dst: str = typer.Argument(..., help="tokenizer.json -> a .tiktoken path (or folder); .tiktoken -> a folder for the Hugging Face files"),
     special_tokens: Optional[str] = typer.Option(None, "--special-tokens", help="The .tiktoken's special tokens: a special_tokens.txt (one a line, ids after the last rank) or a NAME.special_tokens.json (default: found beside it)"),
+    pattern: Optional[str] = typer.Option(None, "--pattern", metavar="NAME|REGEX", help="The pre-tokenizer of a .tiktoken that records none beside it (default cl100k; see toktok train --pattern)"),
     force: bool = typer.Option(False, "--force", help="Replace destination files that exist"),
     debug: bool = typer.Option(False, "--debug"),
 ) -> None:
@@ -225,7 +243,8 @@ def convert_cmd(
     try:
         from .warmstart import convert
 
-        written = convert(src, dst, special_tokens=special_tokens, force=force)
+        with _warnings():
+            written = convert(src, dst, special_tokens=special_tokens, force=force, pattern=pattern)
     except ToktokError as e:
         _fail(e, debug)
         return
@@ -320,6 +339,7 @@ def eval_cmd(
     by: Optional[str] = typer.Option(None, "--by", help="Also compare per value of this column (e.g. lang, source); 'file' = per data file"),
     text_column: str = typer.Option("text", "--text-column", help="Parquet column / JSONL field with the text"),
     bad_utf8: str = typer.Option("error", "--bad-utf8", help=_help("bad_utf8")),
+    pattern: Optional[str] = typer.Option(None, "--pattern", metavar="NAME|REGEX", help="The pre-tokenizer of .tiktoken files that record none beside them (default cl100k)"),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (for machines) instead of a table"),
     debug: bool = typer.Option(False, "--debug"),
 ) -> None:
@@ -347,7 +367,7 @@ def eval_cmd(
             raise ConfigError("no data given; put --data and the files to evaluate on after the tokenizers")
         with _warnings() as said:
             rows = evaluate(toks, data, by=by, text_column=text_column,
-                            bad_utf8=OPTION["bad_utf8"].from_text(bad_utf8, "--bad-utf8"))
+                            bad_utf8=OPTION["bad_utf8"].from_text(bad_utf8, "--bad-utf8"), pattern=pattern)
         if as_json:
             print(json.dumps({"words": WORD_UNIT, "by": by, "data": data, "tokenizers": toks, "rows": rows,
                               "warnings": said}, indent=1, ensure_ascii=False))

@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, OutputError
-from .options import (ANY, ENGINES, OPTION, ROLES, SIZE, at, kind_of_value, parse_size, redacted, run_options,
-                      yaml_keys)  # parse_size: re-exported (toktok.config.parse_size)
+from .options import (ANY, ENGINES, OPTION, ROLES, SIZE, SPLIT, at, kind_of_value, parse_size, redacted,
+                      run_options, yaml_keys)  # parse_size: re-exported (toktok.config.parse_size)
 from .rundir import RUN_FILE, OutputLayout, output_layout
 
 #: File names toktok writes beside the .tiktoken file; ``output`` may not take one of them.
@@ -171,6 +171,7 @@ class TrainConfig:
     storage_options: dict | None = None  # options of the store clients of URL sources (toktok.remote)
     chat_template: str | None = None  # a Jinja file or a named template (toktok.formats.chat)
     progress: Any = None  # rich, plain, json, none or a callable (toktok.progress); None: the edge's default
+    pattern: Any = None  # a name or regex; a patterns.Pattern after validate; None: cl100k (a warm start: its base's)
     given_as: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     written: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
@@ -217,7 +218,7 @@ class TrainConfig:
             value = getattr(self, opt.name, None)
             if opt.kind is ANY or opt.name in ("out", "output", "config") or value is None:
                 continue
-            if opt.kind is SIZE and isinstance(value, str):
+            if opt.kind in (SIZE, SPLIT) and isinstance(value, str):
                 self.written.setdefault(opt.name, value)
             setattr(self, opt.name, opt.check(value, self.name_of(opt.name)))
         if not self.out:
@@ -315,6 +316,8 @@ class TrainConfig:
                 v = [p.to_dict() for p in v]
             elif f.name == "sources":
                 v = [s.to_dict() if isinstance(s, SourceConfig) else os.fspath(s) for s in v]
+            elif f.name == "pattern" and v is not None and not isinstance(v, str):  # as given: name or regex
+                v = self.written.get("pattern") or (v.name if v.named else v.regex)
             elif isinstance(v, (list, dict)):
                 v = type(v)(v)
             d[f.name] = redacted(f.name, v)

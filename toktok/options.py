@@ -291,6 +291,26 @@ class _Progress(Kind):
         return v
 
 
+class _Split(Kind):
+    """A pre-tokenizer pattern: a name (``cl100k``, ``o200k``, ``gpt2``, ``qwen2``, ``llama3``) or a
+    regex, read as written; the one check turns it into a :class:`toktok.patterns.Pattern`,
+    refusing a regex that tiktoken and HF tokenizers would read differently (:func:`toktok.patterns.check`)."""
+
+    def from_text(self, opt, text, where):
+        return self.from_yaml(opt, text, where)
+
+    def from_yaml(self, opt, v, where):
+        if not isinstance(v, str) or not v:
+            raise ConfigError(f"{where} expected a pattern name (cl100k, o200k, gpt2, qwen2, llama3) or a regex, "
+                              f"got {kind_of_value(v)}")
+        return v
+
+    def check(self, opt, v, where):
+        from .patterns import check
+
+        return check(v, where)
+
+
 class _Any(Kind):
     """Checked elsewhere (the phases, the sources)."""
 
@@ -299,6 +319,7 @@ _WHOLE, _SIZE, _TEXT, _PATH, _CHOICE, _FLAG, _NUMBER = _Whole(), _Size(), _Text(
 WHOLE, SIZE, TEXT, PATH, CHOICE, FLAG, NUMBER = _WHOLE, _SIZE, _TEXT, _PATH, _CHOICE, _FLAG, _NUMBER
 MIB, TOKENS, MAPPING, STORE_OPTIONS, ANY = _MiB(), _Tokens(), _Mapping(), _StoreOptions(), _Any()
 PROGRESS = _Progress()
+SPLIT = _Split()
 
 
 @dataclass(frozen=True)
@@ -378,6 +399,9 @@ OPTIONS: tuple[Option, ...] = (
            yaml="bad_utf8", choices=BAD_UTF8),
     Option("hardcoded", FLAG, None, "Add the hardcoded tokens (default: yes from scratch, no on a warm start)",
            cli=("--hardcoded/--no-hardcoded",), yaml="hardcoded"),
+    Option("pattern", SPLIT, None, "Pre-tokenizer: cl100k (default; a warm start keeps its base's), o200k, gpt2, "
+           "qwen2, llama3 (= cl100k), or a regex that tiktoken and HF tokenizers read alike", cli=("--pattern",),
+           yaml="pattern", metavar="NAME|REGEX"),
     Option("warm_start", PATH, None, "Start from this .tiktoken or tokenizer.json, keeping every id",
            cli=("--warm-start",), yaml="warm_start", toktoktok=True),
     Option("budget", SIZE, None, "Memory budget of the whole run, e.g. 512MB or 8GB: larger corpora are sampled to fit",

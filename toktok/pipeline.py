@@ -76,7 +76,9 @@ from .rundir import RUN_FILE, OutputLayout, Staging, open_staging, special_token
 from .store import RunStore, merges_table, resource_error
 from .verify import HFSide, open_hf, verify, worth_a_process
 from .added import added_flags
-from .vocab import PATTERN, Vocab, hardcoded_tokens
+from .options import at
+from .patterns import DEFAULT, Pattern, same
+from .vocab import Vocab, hardcoded_tokens
 from .warmstart import Base, add_tokens, load_base
 
 #: How a run reports progress: ``progress(stage, done, total)``; total may be None.
@@ -120,6 +122,9 @@ class TrainSummary(Totals):
     tiktoken: Path | None = None
     shared: bool = False  # the .tiktoken went into a folder toktok does not own; ``out`` is beside it
     specials: dict = field(default_factory=dict)
+    pattern: str = "cl100k"  # the pre-tokenizer, as Pattern.label() says it
+    hardcoded: int = 0  # hardcoded tokens added (of the 1,161: those the pattern forms as one piece)
+    regex_mb_s: list[float] = field(default_factory=list)  # counting through regex (no scanner), per phase
 
 
 def _versions() -> dict[str, str]:
@@ -165,19 +170,37 @@ def _phase_capacity(cfg: TrainConfig, phase: PhaseConfig, plan: BudgetPlan | Non
     return min(caps) if caps else None
 
 
-def _start_vocab(cfg: TrainConfig) -> tuple[Vocab, list[str], Base | None]:
-    """The starting vocabulary and each id's kind: the bytes (+ hardcoded tokens), or a warm-start
-    base (+ hardcoded tokens only when asked) whose ids are all kept."""
+def _start_vocab(cfg: TrainConfig) -> tuple[Vocab, list[str], Base | None, Pattern]:
+    """The starting vocabulary, each id's kind and the run's pattern: the bytes (+ the hardcoded
+    tokens the pattern forms as one piece), or a warm-start base (+ those only when asked) whose
+    ids are all kept, and whose pattern the run keeps (:func:`_warm_pattern`)."""
     if cfg.warm_start is None:
-        vocab = Vocab.base(hardcoded=cfg.use_hardcoded())
+        pattern = cfg.pattern or DEFAULT
+        vocab = Vocab.base(hardcoded=cfg.use_hardcoded(), pattern=pattern)
         kinds = ["byte"] * 256 + ["hardcoded"] * (len(vocab.tokens) - 256)
-        return vocab, kinds, None
+        return vocab, kinds, None, pattern
     base = load_base(cfg.warm_start)
+    pattern = _warm_pattern(cfg, base)
     vocab = base.kept_vocab()
     kinds = ["special" if i in vocab.pinned else "byte" if len(t) == 1 else "base" for i, t in enumerate(vocab.tokens)]
     if cfg.use_hardcoded():
-        kinds += ["hardcoded"] * len(add_tokens(vocab, hardcoded_tokens()))
-    return vocab, kinds, base
+        kinds += ["hardcoded"] * len(add_tokens(vocab, hardcoded_tokens(pattern)))
+    return vocab, kinds, base, pattern
+
+
+def _warm_pattern(cfg: TrainConfig, base: Base) -> Pattern:
+    """A warm start's pattern: its base's own (its tokenizer.json's Split, or the tokenizer.json or
+    run file beside its .tiktoken), which ``--pattern`` may repeat but not change; ``--pattern``
+    (else cl100k) for a base that records none."""
+    given, own = cfg.pattern, base.pattern
+    if own is None or given is None:
+        return own or given or DEFAULT
+    if not same(own, given):
+        shown = cfg.written.get("pattern") or given.label()
+        raise ConfigError(f"{at(cfg.name_of('pattern'), repr(shown) if not given.named else shown)}: the warm-start "
+                          f"base {base.path.name} splits text with {own.label(40)}, and a warm start keeps its "
+                          f"base's pattern; leave the pattern out (or give {own.name if own.named else 'the same regex'})")
+    return own
 
 
 def _run_specials(listed: list[str], vocab: Vocab, base: Base | None) -> tuple[list[str], list[str]]:
@@ -270,6 +293,8 @@ class _Run:
     hf: HFSide | None = None  # HF tokenizers' half of the verification, loading since the export
     ray_tuning: dict = field(default_factory=dict)  # more keywords of the Ray engine's count_phase
     parity: ParitySample = field(default_factory=ParitySample)
+    pattern: Pattern = DEFAULT  # the pre-tokenizer: --pattern, a warm start's own, or cl100k
+    regex_mb_s: list[float] = field(default_factory=list)  # per phase counted through regex: MB/s
 
     # per phase, for the compression curve: its parity sample and the pieces its sample did not take
     phase_parity: dict[str, pl.DataFrame] = field(default_factory=dict)
@@ -421,7 +446,7 @@ def _plan(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: C
     plan = plan_budget(cfg.budget, name=cfg.name_of("budget")) if cfg.budget is not None else None
     plans = [_resolve_phase(cfg, ph) for ph in phases]
     warnings += dict.fromkeys(w for srcs in plans for src in srcs for w in src.corpus.warnings)
-    vocab, kinds, base = _start_vocab(cfg)
+    vocab, kinds, base, pattern = _start_vocab(cfg)
     if base is not None:
         warnings += base.warnings
     listed = [str(t) for t in cfg.special_tokens]  # their added-token flags: for the export (_Run.added)
@@ -447,7 +472,8 @@ def _plan(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: C
     return _Run(cfg=cfg, layout=cfg.layout(), phases=phases, plans=plans, plan=plan, ray_count=ray_count,
                 threads=threads, report=progress or (lambda stage, done, total: None), say=say, marks=marks,
                 vocab=vocab, kinds=kinds, phase_of=[None] * len(vocab.tokens), base=base, specials=specials,
-                inputs=inputs, warnings=warnings, added=added_flags(cfg.special_tokens), chat_template=chat)
+                inputs=inputs, warnings=warnings, added=added_flags(cfg.special_tokens), chat_template=chat,
+                pattern=pattern)
 
 
 def _open(run: _Run) -> None:
@@ -468,7 +494,9 @@ def _open(run: _Run) -> None:
     store.put_meta("config", cfg.to_dict())
     store.put_meta("versions", _versions())
     store.put_meta("seed", str(cfg.seed))
-    store.put_meta("pattern", PATTERN)
+    store.put_meta("pattern", {**run.pattern.to_dict(), "given": cfg.written.get("pattern"),
+                               "from": "warm start" if run.base is not None and run.base.pattern is not None else
+                               "option" if cfg.pattern is not None else "default"})
     store.put_meta("resumed" if resuming else "started", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     if run.base is not None:
         store.put_meta("warm_start", {**run.base.summary(), "hardcoded_added": run.kinds.count("hardcoded")})
@@ -552,7 +580,9 @@ def _count(run: _Run, phase: PhaseConfig, sources: list[Source], fp: list) -> _C
     set_readahead(plan.readahead_bytes if plan is not None else None)  # blocks of objects read ahead
     pc = count(sources, seed=cfg.seed, capacity=_phase_capacity(cfg, phase, plan),
                batch_bytes=plan.batch_bytes if plan is not None else 32 << 20, specials=run.specials,
-               threads=run.threads, report=run.report, tag=run.tag(phase))
+               threads=run.threads, report=run.report, tag=run.tag(phase), pattern=run.pattern)
+    if pc.regex_mb_s is not None:
+        run.regex_mb_s.append(pc.regex_mb_s)
     table, used, warnings = pc.words, pc.used, []
     if plan is not None:  # the merge loop's arrays must fit the budget: drop the rarest words if not
         try:
@@ -673,7 +703,8 @@ def _export(run: _Run) -> None:
     # budget (whose plan counts one process)
     run.hf = open_hf(staging / HF_FILE, process=run.plan is None and worth_a_process(len(vocab.tokens)))
     vocab.check()
-    write_hf(vocab, staging, roles=cfg.roles, check=False, added=run.added, chat_template=run.chat_template)
+    write_hf(vocab, staging, roles=cfg.roles, check=False, pattern=run.pattern, added=run.added,
+             chat_template=run.chat_template)
     run.hf.load()
     run.report("export", 1, 3)
     write_tiktoken(vocab, staging / cfg.tiktoken_name, check=False)
@@ -730,7 +761,8 @@ def _verify(run: _Run) -> None:
     t0 = time.perf_counter()
     hf, run.hf = run.hf, None
     rep = verify(run.staging.path, run.parity.df["text"].to_list(), slices=run.cfg.verify_slices,
-                 seed=run.cfg.seed, hf=hf, progress=lambda done, total: run.report("verify", done, total))
+                 seed=run.cfg.seed, hf=hf, pattern=run.pattern,
+                 progress=lambda done, total: run.report("verify", done, total))
     run.times["verify"] = time.perf_counter() - t0
     run.parity_strings, run.parity_tokens, run.parity_hf = rep.strings, rep.tokens, hf.where
 
@@ -758,7 +790,8 @@ def _summary(run: _Run) -> TrainSummary:
         out=run.layout.folder, vocab_size=run.vocab.size,
         seconds=run.times, parity_strings=run.parity_strings, warnings=run.warnings, phases=s,
         warm_start=run.base.summary() if run.base is not None else None, tiktoken=run.layout.tiktoken,
-        shared=run.layout.shared, specials=run.special_ids,
+        shared=run.layout.shared, specials=run.special_ids, pattern=run.pattern.label(),
+        hardcoded=run.kinds.count("hardcoded"), regex_mb_s=run.regex_mb_s,
     )
 
 

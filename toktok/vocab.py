@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .errors import VocabError
-from .patterns import CL100K
+from .patterns import CL100K, Pattern, hardcoded
 
 #: The GPT-4 (cl100k) pre-tokenization pattern, the default (the named patterns: :mod:`toktok.patterns`).
 PATTERN = CL100K
@@ -20,8 +20,10 @@ OPERATORS = [
 ]
 
 
-def hardcoded_tokens() -> list[bytes]:
-    """The 1,161 hardcoded merges in id order (ids 256..1416), e.g. ``hardcoded_tokens()[0] == b"00"``."""
+def hardcoded_tokens(pattern: Pattern | None = None) -> list[bytes]:
+    """The 1,161 hardcoded merges in id order (ids 256..1416), e.g. ``hardcoded_tokens()[0] == b"00"``;
+    with a ``pattern``, those of them it can produce as one piece, in the same order (all 1,161
+    under cl100k, 61 under qwen2: no digit pairs or triples): :func:`toktok.patterns.hardcoded`."""
     toks: list[str] = []
     toks += [f"{i:02d}" for i in range(100)]
     toks += [f"{i:03d}" for i in range(1000)]
@@ -32,7 +34,7 @@ def hardcoded_tokens() -> list[bytes]:
     toks += ["..", "..."]
     out = [t.encode() for t in toks]
     assert len(out) == 1161 and len(set(out)) == 1161
-    return out
+    return out if pattern is None else hardcoded(pattern, out)
 
 
 @dataclass
@@ -52,10 +54,11 @@ class Vocab:
     pinned: dict[int, str] = field(default_factory=dict)
 
     @classmethod
-    def base(cls, hardcoded: bool = True) -> "Vocab":
+    def base(cls, hardcoded: bool = True, pattern: Pattern | None = None) -> "Vocab":
+        """The 256 bytes, then the hardcoded tokens (those ``pattern`` can produce as one piece)."""
         toks = [bytes([b]) for b in range(256)]
         if hardcoded:
-            toks += hardcoded_tokens()
+            toks += hardcoded_tokens(pattern)
         return cls(toks)
 
     @property

@@ -23,11 +23,12 @@ from pathlib import Path
 from .errors import ConfigError, OutputError, VocabError
 from .formats.common import (HF_CONFIG_FILE, HF_FILE, HF_SPECIAL_MAP_FILE, TIKTOKEN_FILE, find_tiktoken, read_json,
                              write_atomic)
-from .formats.hf import bytelevel_to_token, write_hf
+from .formats.hf import bytelevel_to_token, split_pattern, write_hf
 from .formats.specials import resolve_specials, special_tokens_json
-from .formats.tiktoken import read_tiktoken_ranks, write_tiktoken
+from .formats.tiktoken import encoding_pattern, read_tiktoken_ranks, recorded_pattern, write_tiktoken
+from .patterns import DEFAULT, Pattern
 from .rundir import special_tokens_file
-from .vocab import PATTERN, Vocab
+from .vocab import Vocab
 
 
 @dataclass
@@ -38,13 +39,16 @@ class Base:
     base follows the convention, specials right after its last rank: it counts as bare, and they
     are applied again after the new ranks). ``kind`` is "tiktoken" or "tokenizer.json";
     ``specials_from`` names the file its specials came from; ``warnings`` say what of the base is
-    not carried over (e.g. its pattern)."""
+    not carried over (e.g. a pattern tiktoken cannot follow). ``pattern``: the pre-tokenizer the
+    base records (its tokenizer.json's Split, or the tokenizer.json or run file beside a
+    ``.tiktoken``), which a warm start keeps; None when it records none it can keep."""
 
     vocab: Vocab
     path: Path
     kind: str
     warnings: list[str] = field(default_factory=list)
     specials_from: str | None = None
+    pattern: Pattern | None = None
 
     @property
     def bare(self) -> bool:
@@ -70,6 +74,7 @@ class Base:
             "specials": {s: i for i, s in sorted(kept.pinned.items())},
             "specials_after": self.vocab.special_ids() if self.bare else {},
             "specials_from": self.specials_from,
+            "pattern": self.pattern.label() if self.pattern is not None else None,
         }
 
 
@@ -144,7 +149,11 @@ def read_tiktoken_base(path: str | os.PathLike, specials=None) -> Base:
     p = Path(path)
     by_rank, _ = read_tiktoken_ranks(p)
     sp, where = resolve_specials(p, by_rank, specials)
-    return Base(_assemble(p, by_rank, sp, "rank"), p, "tiktoken", specials_from=where if sp else None)
+    base = Base(_assemble(p, by_rank, sp, "rank"), p, "tiktoken", specials_from=where if sp else None)
+    base.pattern, source, why = recorded_pattern(p)
+    if why is not None:
+        base.warnings.append(_not_followed(source, why))
+    return base
 
 
 def _find_types(node, out: list[dict]) -> list[dict]:
@@ -191,9 +200,17 @@ def read_hf_base(path: str | os.PathLike) -> Base:
     #    tiktoken by the merged token's id)
     _check_hf_merges(p, model, by_id)
     base = Base(tokens_vocab, p, "tokenizer.json", specials_from=str(p) if specials else None)
-    # 4. what is not carried over
+    # 4. its pattern, kept when tiktoken can follow it, and what is not carried over
+    base.pattern, why = split_pattern(doc.get("pre_tokenizer"), str(p))
+    if why is not None:
+        base.warnings.append(_not_followed(p, why))
     base.warnings += _hf_not_kept(p, doc, pre)
     return base
+
+
+def _not_followed(p: Path, why: str) -> str:
+    return (f"{p.name}: {why}, which tiktoken cannot follow; the new tokenizer keeps every id but splits text "
+            "with the run's pattern (--pattern, default cl100k)")
 
 
 def _hf_model(p: Path) -> tuple[dict, dict, list[dict], dict]:
@@ -298,16 +315,10 @@ def _check_hf_merges(p: Path, model: dict, by_id: dict[int, bytes]) -> None:
 
 
 def _hf_not_kept(p: Path, doc: dict, pre: list[dict]) -> list[str]:
-    """Warnings for what the new tokenizer does not keep: another split pattern, a prefix space,
-    a post-processor, a normalizer."""
+    """Warnings for what the new tokenizer does not keep: a prefix space, a post-processor, a
+    normalizer (its pattern: :func:`toktok.formats.hf.split_pattern`)."""
     warnings: list[str] = []
     for c in pre:
-        if c.get("type") == "Split":
-            pat = (c.get("pattern") or {}).get("Regex") or (c.get("pattern") or {}).get("String")
-            if pat != PATTERN:
-                warnings.append(f"{p.name}: its Split pattern is not toktok's; the new tokenizer keeps every id but splits text with the GPT-4 pattern")
-        if c.get("type") == "ByteLevel" and c.get("use_regex", True):
-            warnings.append(f"{p.name}: it splits text with GPT-2's ByteLevel pattern; the new tokenizer keeps every id but splits text with the GPT-4 pattern")
         if c.get("type") == "ByteLevel" and c.get("add_prefix_space"):
             warnings.append(f"{p.name}: its add_prefix_space is not kept")
     if doc.get("post_processor"):
@@ -343,17 +354,21 @@ def _refuse_existing(paths: list[Path], force: bool) -> None:
             raise OutputError(f"{p}: exists; pass --force to replace it (or give another destination)")
 
 
-def convert(src: str | os.PathLike, dst: str | os.PathLike, *, special_tokens=None, force: bool = False) -> list[Path]:
+def convert(src: str | os.PathLike, dst: str | os.PathLike, *, special_tokens=None, force: bool = False,
+            pattern=None) -> list[Path]:
     """Convert between a ``tokenizer.json`` and a ``.tiktoken`` file, ids kept; returns the files written.
 
     * ``tokenizer.json`` (or a folder holding one) -> ``DST`` (a ``.tiktoken`` path, or a folder
       that gets ``tokenizer.tiktoken``): the ranks, plus ``<name>.special_tokens.json``
-      (``{token: id}``) when the source has special tokens, whatever their layout.
+      (``{token: id}``) when the source has special tokens, whatever their layout. A ``.tiktoken``
+      does not record its pattern: a ``ToktokWarning`` says which to give ``load_encoding`` when
+      it is not cl100k and no tokenizer.json sits beside the new file.
     * ``.tiktoken`` -> ``DST`` folder (or a path ending in ``tokenizer.json``): ``tokenizer.json``,
       ``tokenizer_config.json``, ``special_tokens_map.json``, checked for id parity with tiktoken
       first. Its special tokens: ``special_tokens`` (``{token: id}``, a list, or a file:
       ``NAME.special_tokens.json`` or toktoktok's plain ``special_tokens.txt``), else found beside it
-      (see ``export.resolve_specials``).
+      (see ``export.resolve_specials``). Its pattern (the Split written): the one recorded beside it
+      (a tokenizer.json, a run file), else ``pattern`` (a name or a regex), else cl100k.
     An existing destination file is refused unless ``force``; each file is written under a
     temporary name and renamed into place, so none is ever half-written.
     ``.tiktoken`` -> ``tokenizer.json`` -> ``.tiktoken`` gives back the same bytes and special ids.
@@ -370,21 +385,9 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, special_tokens=No
     if s.suffix == ".json":
         if special_tokens is not None:
             raise ConfigError(f"{s}: a tokenizer.json holds its own special tokens; --special-tokens is for a .tiktoken source")
-        base = read_hf_base(s)
-        tt = d if d.suffix == ".tiktoken" else d / TIKTOKEN_FILE
-        side = special_tokens_file(tt)
-        _refuse_existing([tt, side], force)
-        try:
-            tt.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise OutputError(f"{tt.parent}: cannot create folder ({e.strerror or e})") from None
-        written = [write_tiktoken(base.vocab, tt)]
-        if base.vocab.special_ids():
-            write_atomic(side, special_tokens_json(base.vocab))
-            written.append(side)
-        elif side.exists():  # --force: a list left from an earlier file would give this one specials
-            side.unlink()
-        return written
+        if pattern is not None:
+            raise ConfigError(f"{s}: a tokenizer.json holds its own pattern; --pattern is for a .tiktoken source")
+        return _to_tiktoken(read_hf_base(s), d, force)
     if d.suffix == ".json" and d.name != HF_FILE and not d.is_dir():
         raise ConfigError(f"{d}: the Hugging Face files are written into a folder; give a folder (or .../tokenizer.json)")
     folder = d.parent if d.name == HF_FILE else d
@@ -392,6 +395,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, special_tokens=No
         raise OutputError(f"{folder}: exists and is not a folder; give a folder for the Hugging Face files")
     targets = [folder / name for name in (HF_FILE, HF_CONFIG_FILE, HF_SPECIAL_MAP_FILE)]
     _refuse_existing(targets, force)
+    split = encoding_pattern(s, pattern, "--pattern")
     base = read_tiktoken_base(s, special_tokens)
     from .verify import verify
 
@@ -399,8 +403,8 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, special_tokens=No
         write_tiktoken(base.vocab, Path(tmp) / TIKTOKEN_FILE)
         if base.vocab.pinned:
             write_atomic(special_tokens_file(Path(tmp) / TIKTOKEN_FILE), special_tokens_json(base.vocab))
-        write_hf(base.vocab, tmp)
-        verify(tmp)
+        write_hf(base.vocab, tmp, pattern=split)
+        verify(tmp, pattern=split)
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -408,6 +412,33 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, special_tokens=No
         for t in targets:
             write_atomic(t, (Path(tmp) / t.name).read_bytes())
     return targets
+
+
+def _to_tiktoken(base: Base, d: Path, force: bool) -> list[Path]:
+    """``convert``'s first way: a tokenizer.json's base written as a ``.tiktoken`` at ``d``."""
+    import warnings
+
+    from .errors import ToktokWarning
+
+    tt = d if d.suffix == ".tiktoken" else d / TIKTOKEN_FILE
+    side = special_tokens_file(tt)
+    _refuse_existing([tt, side], force)
+    try:
+        tt.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OutputError(f"{tt.parent}: cannot create folder ({e.strerror or e})") from None
+    written = [write_tiktoken(base.vocab, tt)]
+    if base.vocab.special_ids():
+        write_atomic(side, special_tokens_json(base.vocab))
+        written.append(side)
+    elif side.exists():  # --force: a list left from an earlier file would give this one specials
+        side.unlink()
+    if base.pattern is not None and base.pattern is not DEFAULT and not (tt.parent / HF_FILE).is_file():
+        shown = base.pattern.name if base.pattern.named else "the regex of its Split"
+        warnings.warn(ToktokWarning(f"{tt}: {base.path.name} splits text with {base.pattern.label()}, which a "
+                                    f".tiktoken does not record; load it with pattern= ({shown}) or keep "
+                                    "the tokenizer.json beside it"))
+    return written
 
 
 __all__ = ["Base", "load_base", "read_tiktoken_base", "read_hf_base", "add_tokens", "convert"]

@@ -20,10 +20,11 @@ from concurrent.futures import ThreadPoolExecutor
 import polars as pl
 
 from .._kernels import release_llvm_pages
+from ..patterns import DEFAULT, Pattern
 from . import sample
 from .common import (PARITY_DOCS, CountState, ParitySample, PhaseCount, Progress, Source, capacity_split, count_batch,
                      count_part, doc_keys, finish_sample, full_ids, full_read_used, left_out_of, offer_file,
-                     phase_files, sample_parts, sample_step, snapshot, sum_words, with_every_file)
+                     phase_files, regex_rate, sample_parts, sample_step, snapshot, sum_words, with_every_file)
 from .pretokenize import WordCounter, reference_allowance
 from .read import Corpus
 from .sample import Reservoir, SourceStats, roomy_heap
@@ -67,15 +68,16 @@ def prefetch(items: Iterator, depth: int = 1) -> Iterator:
 
 def sample_pass(
     sources: list[Source], capacity: int, seed: int, batch_bytes: int, report: Progress, tag: str = "",
+    pattern: Pattern = DEFAULT,
 ) -> list[Reservoir]:
     """One pass over every file of the phase into seeded reservoir(s), shared as
-    :func:`~toktok.count.common.capacity_split` says. Returns the reservoirs in source order (a
-    shared one repeated)."""
+    :func:`~toktok.count.common.capacity_split` says, long documents cut where ``pattern`` cuts.
+    Returns the reservoirs in source order (a shared one repeated)."""
     total = sum(s.size for s in sources)
     if any(f.kind == "memory" and not f.size for _, f in phase_files(sources)):
         total = None  # data in an iterable: its size is known once it is read
     caps, group = capacity_split(sources, capacity)
-    reservoirs = [Reservoir(c, seed) for c in caps]
+    reservoirs = [Reservoir(c, seed, pattern=pattern) for c in caps]
     pools = [reservoirs[g] for g in group]
     # Files are read in parallel (Parquet decoding and UTF-8 checks release the GIL), each by one
     # thread in file order, straight from Arrow: only the kept pieces are copied (sample.py). The
@@ -200,7 +202,7 @@ class _InFile:
 
 def _batches(
     sources: list[Source], capacity: int | None, seed: int, batch_bytes: int, report: Progress, tag: str,
-    times: dict[str, float], state: CountState, save: Callable[[CountState], None] | None,
+    times: dict[str, float], state: CountState, save: Callable[[CountState], None] | None, pattern: Pattern,
 ) -> Iterator[tuple]:
     """What a phase counts, in order, with the bytes done before it: (done, (path, texts, hashes,
     rows)) for each batch of a full read, then (_FILE_DONE, file index, path, its statistics) after
@@ -214,7 +216,7 @@ def _batches(
             text = 0  # bytes of text of the file read before the batch
             if k >= state.files_done:  # else counted before the interruption
                 c = Corpus([f], src.corpus.text_column, src.corpus.bad_utf8)
-                for batch in c.batches(batch_bytes):
+                for batch in c.batches(batch_bytes, pattern=pattern):
                     yield done + inside.at(f, text), (batch.path, batch.texts, *full_ids(keys[f.path], batch, seed))
                     text = c.stats[f.path]["bytes"]
                 yield _FILE_DONE, k, f.path, full_read_used(c.stats.get(f.path, {}))
@@ -222,7 +224,7 @@ def _batches(
         return
     if state.sample is None:
         t0 = time.perf_counter()
-        pools = sample_pass(sources, capacity, seed, batch_bytes, report, tag)
+        pools = sample_pass(sources, capacity, seed, batch_bytes, report, tag, pattern)
         times["sample"] = times.get("sample", 0.0) + time.perf_counter() - t0
         taken = finish_sample(pools)
         del pools
@@ -240,10 +242,10 @@ def count_phase(
     sources: list[Source], *, seed: int = 0, capacity: int | None = None, batch_bytes: int = 32 << 20,
     specials: list[str] | None = None, threads: int | None = None, report: Progress | None = None,
     tag: str = "", restored: CountState | None = None, save: Callable[[CountState], None] | None = None,
-    every: float = 30.0,
+    every: float = 30.0, pattern: Pattern = DEFAULT,
 ) -> PhaseCount:
     """Read (and, with a ``capacity`` in bytes of text, sample) a phase's sources and count their
-    words with the GPT-4 pre-tokenizer, special tokens cut out.
+    words with the pre-tokenizer ``pattern`` (GPT-4's by default), special tokens cut out.
 
     ``save(state)`` is called with a :class:`CountState` at file boundaries at most every
     ``every`` seconds (full read) or once after the sample pass (sampled); ``restored`` (a state
@@ -260,15 +262,16 @@ def count_phase(
     # iterable is not read: its size is not known), or a sampled phase's sample
     shown = None if any(f.kind == "memory" and not f.size for _, f in phase_files(sources)) else total
     t0 = time.perf_counter()
-    reference = reference_allowance(total)  # a small run's text, while the scanner is not compiled
-    counter = WordCounter(specials=specials or [], threads=threads, reference_bytes=reference)
+    reference = reference_allowance(total, pattern)  # a small run's text, while the scanner is not compiled
+    counter = WordCounter(specials=specials or [], threads=threads, reference_bytes=reference, pattern=pattern)
+    regex_bytes = 0  # counted through regex (a pattern without a compiled scanner)
     parity = ParitySample()
     if state.parity is not None:
         parity.merge_frame(state.parity)
     t_saved = time.monotonic()
     loaded = False
     try:
-        for item in prefetch(_batches(sources, capacity, seed, batch_bytes, report, tag, times, state, save)):
+        for item in prefetch(_batches(sources, capacity, seed, batch_bytes, report, tag, times, state, save, pattern)):
             if item[0] is _TOTAL:
                 shown = item[1]
                 continue
@@ -278,7 +281,9 @@ def count_phase(
                     # 1. checkpoint: everything counted in the files so far (a snapshot, not a delta)
                     state = snapshot(state, counter.result(), k + 1, used, parity)
                     reference -= counter.reference_counted
-                    counter = WordCounter(specials=specials or [], threads=threads, reference_bytes=reference)
+                    regex_bytes += counter.regex_counted
+                    counter = WordCounter(specials=specials or [], threads=threads, reference_bytes=reference,
+                                          pattern=pattern)
                     save(state)
                     t_saved = time.monotonic()
                 continue
@@ -292,6 +297,7 @@ def count_phase(
                 release_llvm_pages()
                 loaded = True
         words = counter.result()
+        regex_bytes += counter.regex_counted
     finally:
         counter.close()  # after an error its threads end now, not when it is collected
     del counter
@@ -303,7 +309,8 @@ def count_phase(
     report("count" + tag, shown, shown)
     times["count"] = time.perf_counter() - t0 - times.get("sample", 0.0)
     return PhaseCount(words, with_every_file(used, sources), parity.df, times,
-                      held_out=state.held_out if capacity is not None else None)
+                      held_out=state.held_out if capacity is not None else None,
+                      regex_mb_s=regex_rate(regex_bytes, times["count"]))
 
 
 __all__ = ["count_phase", "sample_pass", "prefetch",

@@ -8,7 +8,6 @@ exact look-around-free emulation inside Polars that the tests hold to the same r
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import itertools
 import mmap
@@ -30,7 +29,8 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 from .._kernels import _EMPTY, _empty_array, _zero_array, compiled, inlined
-from ..vocab import PATTERN
+from ..patterns import DEFAULT, Pattern
+from .cuts import matcher, pieces
 
 
 def _cut_specials(texts: pl.Series, specials: Sequence[str]) -> pl.Series:
@@ -917,19 +917,31 @@ REFERENCE_BYTES = 8 << 20
 _REFERENCE_ENTRY_BYTES = 200  # a word in the reference's Counter: str, int and table slot (CPython)
 
 
-def reference_allowance(source_bytes: int) -> int:
+def reference_allowance(source_bytes: int, pattern: Pattern = DEFAULT) -> int:
     """The text a run over ``source_bytes`` of sources counts with the reference instead of the
-    compiled scanner (``WordCounter(reference_bytes=...)``): ``REFERENCE_BYTES`` when the
-    scanner is not in Numba's cache yet and the sources are no larger, else 0.
+    compiled scanner of ``pattern`` (``WordCounter(reference_bytes=...)``): ``REFERENCE_BYTES``
+    when that scanner is not in Numba's cache yet and the sources are no larger, else 0 (and 0
+    for a pattern without a scanner, which counts through the reference anyway).
     Example: ``reference_allowance(1 << 40) == 0``."""
-    if source_bytes > REFERENCE_BYTES or compiled((_scan_into,)):
+    scanner = _scanner(pattern)
+    if scanner is None or source_bytes > REFERENCE_BYTES or compiled((scanner,)):
         return 0
     return REFERENCE_BYTES
 
 
-@functools.cache
+def _scanner(pattern: Pattern):
+    """The compiled scanner of ``pattern``, or None when it counts through ``regex``."""
+    return _scan_into if pattern.name == "cl100k" else None
+
+
+def has_scanner(pattern: Pattern) -> bool:
+    """Whether ``pattern`` counts through a compiled scanner (else through ``regex``).
+    Example: ``has_scanner(patterns.DEFAULT)``."""
+    return _scanner(pattern) is not None
+
+
 def _reference_matcher():
-    return regex.compile(PATTERN)
+    return matcher(DEFAULT.regex)
 
 
 _EMPTY_COUNTS = {"word": pl.Binary, "count": pl.Int64}
@@ -946,29 +958,35 @@ def _scan_chunk(tb: _Table, scan: tuple, d: int, hi: int) -> None:
 
 
 class WordCounter:
-    """Counts PATTERN's pieces over many batches of documents; ``result()`` gives the table.
+    """Counts a pattern's pieces over many batches of documents; ``result()`` gives the table.
 
-    It keeps one hash table per thread across batches and merges them only in ``result()``. A
-    batch is converted to Arrow ~8 MB at a time and each slice is cut into chunks of about equal
-    bytes that the threads take from a queue as they finish their last (the scanner releases the
-    GIL), so ``add()`` returns while the last slice is counted and ``result()`` waits for it. The
-    merge is parallel and inserts nothing: each table is cut into one part per thread by the
-    words' hash, and thread p moves each count of part p into the first table that holds the
-    word. Memory grows with the number of distinct words (about 16 bytes / 0.7 per word and
-    thread, plus the bytes of words longer than 7), not with the corpus; ``memory_bytes()``
-    tells it.
+    A named pattern is counted by its compiled scanner. It keeps one hash table per thread
+    across batches and merges them only in ``result()``. A batch is converted to Arrow ~8 MB at
+    a time and each slice is cut into chunks of about equal bytes that the threads take from a
+    queue as they finish their last (the scanner releases the GIL), so ``add()`` returns while
+    the last slice is counted and ``result()`` waits for it. The merge is parallel and inserts
+    nothing: each table is cut into one part per thread by the words' hash, and thread p moves
+    each count of part p into the first table that holds the word. Memory grows with the number
+    of distinct words (about 16 bytes / 0.7 per word and thread, plus the bytes of words longer
+    than 7), not with the corpus; ``memory_bytes()`` tells it. Any other pattern is counted by
+    the ``regex`` package on the same threads (``findall`` releases the GIL while it matches),
+    into one ``Counter`` per thread; ``regex_counted`` tells how many bytes.
     Example: ``c = WordCounter(); c.add(["a a"]); dict(c.result().iter_rows())[b" a"] == 1``.
     """
 
     def __init__(self, specials: Sequence[str] = (), threads: int = 0, *, swar: bool = True,
-                 reference_bytes: int = 0):
+                 reference_bytes: int = 0, pattern: Pattern = DEFAULT):
         self.specials = list(specials)
         self.threads = threads or pl.thread_pool_size()
         self.swar = swar  # scan 8 bytes at a time where the ASCII classes allow (False: byte table only)
+        self.pattern = pattern
+        self._kernel = _scanner(pattern)  # None: the pattern counts through regex
         # text the reference may still count (see reference_allowance), and what it counted
-        self.reference_bytes = reference_bytes
+        self.reference_bytes = reference_bytes if self._kernel is not None else 0
         self.reference_counted = 0
         self._reference: Counter[str] = Counter()
+        self.regex_counted = 0  # bytes counted through regex on the threads (no compiled scanner)
+        self._counters: list[Counter[str]] = []  # with regex on the threads: one per thread
         self._tables: list[_Table] = []  # one per thread, of one part per thread
         self._folded = False  # result() has ordered the tables (see there)
         self._pool: ThreadPoolExecutor | None = None  # the counting threads, while they count
@@ -978,11 +996,12 @@ class WordCounter:
 
     def memory_bytes(self) -> int:
         """Bytes held by the counting tables and their arenas once what is queued is counted
-        (and an estimate for the words the reference counted). Grows with the distinct words
-        seen, not with the text."""
+        (and an estimate for the words the reference or regex counted). Grows with the distinct
+        words seen, not with the text."""
         self._settle()
         held = sum(t.T.nbytes + t.arena.nbytes + t.st.nbytes for t in self._tables)
-        return held + _REFERENCE_ENTRY_BYTES * len(self._reference)
+        words = len(self._reference) + sum(len(c) for c in self._counters)
+        return held + _REFERENCE_ENTRY_BYTES * words
 
     def add(self, texts: pl.Series | Iterable[str]) -> None:
         if not isinstance(texts, pl.Series):
@@ -992,7 +1011,10 @@ class WordCounter:
             texts = self._count_reference(texts)
         if texts.len() == 0:
             return
-        self._scan(texts)
+        if self._kernel is None:
+            self._count_regex(texts)
+        else:
+            self._scan(texts)
 
     def _count_reference(self, texts: pl.Series) -> pl.Series:
         """Count the leading documents that fit in ``reference_bytes`` with the reference
@@ -1000,14 +1022,57 @@ class WordCounter:
         ends = texts.str.len_bytes().cast(pl.Int64).cum_sum().to_numpy()
         k = int(np.searchsorted(ends, self.reference_bytes, side="right"))
         if k:
-            findall = _reference_matcher().findall
+            rx = self.pattern.regex
             for doc in texts.slice(0, k).to_list():
-                self._reference.update(findall(doc))
+                self._reference.update(pieces(rx, doc))
             self.reference_bytes -= int(ends[k - 1])
             self.reference_counted += int(ends[k - 1])
         if k < len(ends):
             self.reference_bytes = 0
         return texts.slice(k)
+
+    def _count_regex(self, texts: pl.Series) -> None:
+        """Count documents with the pattern's regex: in line with one thread, else in chunks of
+        about equal bytes queued for the counter's threads, as the scanner's are."""
+        if not self._counters:
+            self._counters = [Counter() for _ in range(self.threads)]
+        ends = texts.str.len_bytes().cast(pl.Int64).cum_sum().to_numpy()
+        self.regex_counted += int(ends[-1])
+        if self.threads == 1:
+            _findall_into(self._counters[0], self.pattern.regex, texts, False)
+            return
+        lo = 0
+        while lo < len(ends):
+            start = int(ends[lo - 1]) if lo else 0
+            hi = max(lo + 1, int(np.searchsorted(ends, start + _SLICE_BYTES, side="right")))
+            n = hi - lo
+            m = min(n, 4 * self.threads)
+            cuts = np.searchsorted(ends[lo:hi], np.linspace(start, ends[hi - 1], m + 1), side="right").tolist()
+            cuts[0], cuts[-1] = 0, n
+            chunks = [texts.slice(lo + cuts[c], cuts[c + 1] - cuts[c]) for c in range(m) if cuts[c + 1] > cuts[c]]
+            self._enqueue([(self._findall, (chunk,)) for chunk in chunks])
+            lo = hi
+
+    def _findall(self, texts: pl.Series) -> None:
+        """Documents ``texts`` into this thread's Counter (a pool thread takes the next one the
+        first time it runs)."""
+        c = getattr(self._mine, "counter", None)
+        if c is None:
+            c = self._mine.counter = self._counters[next(self._ids)]
+        _findall_into(c, self.pattern.regex, texts, True)
+
+    def _enqueue(self, jobs: list[tuple]) -> None:
+        """Queue ``jobs`` (function, arguments) for the counting threads, started on first use;
+        waits while more than ``_SLICES_QUEUED`` slices are queued."""
+        first = self._pool is None
+        if first:
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="toktok-count")
+            self._mine, self._ids = threading.local(), itertools.count()
+        self._queued.append([self._pool.submit(fn, *args) for fn, args in jobs])
+        if first:  # the kernels are loaded once add() returns, as when counting in line
+            self._wait(self._queued[0][:1])
+        while len(self._queued) > _SLICES_QUEUED:  # the text the queue holds
+            self._wait(self._queued.pop(0))
 
     def _scan(self, texts: pl.Series) -> None:
         # Slices of about _SLICE_BYTES, so the contiguous copy that Arrow's string layout needs
@@ -1042,18 +1107,10 @@ class WordCounter:
         # last, across slices and batches: a thread that is slowed down (by other work on the
         # machine, or harder text) does not hold up the rest, and none waits at a slice's end
         # while the next one is converted.
-        first = self._pool is None
-        if first:
-            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="toktok-count")
-            self._mine, self._ids = threading.local(), itertools.count()
         m = min(n, 4 * self.threads)
         cuts = np.searchsorted(off, np.linspace(off[0], off[-1], m + 1)).tolist()
         cuts[0], cuts[-1] = 0, n
-        self._queued.append([self._pool.submit(self._count, scan, cuts[c], cuts[c + 1]) for c in range(m)])
-        if first:  # the kernels are loaded once add() returns, as when counting in line
-            self._wait(self._queued[0][:1])
-        while len(self._queued) > _SLICES_QUEUED:  # the text the queue holds
-            self._wait(self._queued.pop(0))
+        self._enqueue([(self._count, (scan, cuts[c], cuts[c + 1])) for c in range(m)])
 
     def _count(self, scan: tuple, d: int, hi: int) -> None:
         """Documents d..hi-1 of ``scan`` into this thread's table (a pool thread takes the next
@@ -1093,15 +1150,15 @@ class WordCounter:
         to Polars as Arrow binary views (no copy) when their bytes fit one view buffer and
         ``views`` is true, else as offsets (Polars copies them); the table is the same."""
         self._drain()
-        if not self._reference:
+        counted = [c for c in (self._reference, *self._counters) if c]
+        if not counted:
             return self._scanned(views)
-        ref = pl.DataFrame({"word": [w.encode() for w in self._reference], "count": list(self._reference.values())},
-                           schema=_EMPTY_COUNTS)
-        if not self._tables:
-            return ref
+        frames = [_counter_frame(c) for c in counted]
+        if self._tables:
+            frames.insert(0, self._scanned(views))
         from .common import sum_words
 
-        return sum_words([self._scanned(views), ref])
+        return sum_words(frames)
 
     def _scanned(self, views: bool) -> pl.DataFrame:
         """The scanner's words (``result``)."""
@@ -1144,6 +1201,19 @@ class WordCounter:
         return pl.DataFrame({"word": pl.Series("word", col).cast(pl.Binary), "count": out_cnt})
 
 
+def _findall_into(counter: Counter, rx: str, texts: pl.Series, concurrent: bool) -> None:
+    """Count the pieces of regex ``rx`` in each of ``texts`` into ``counter`` (``concurrent``:
+    release the GIL while matching, for counting threads)."""
+    for doc in texts.to_list():
+        counter.update(pieces(rx, doc, concurrent=concurrent))
+
+
+def _counter_frame(counter: Counter) -> pl.DataFrame:
+    """A Counter of str pieces as a word table (word Binary, count Int64)."""
+    return pl.DataFrame({"word": [w.encode() for w in counter], "count": list(counter.values())},
+                        schema=_EMPTY_COUNTS)
+
+
 def _fold_tables(tables: list[_Table]) -> np.ndarray:
     """Sum the words of the threads' ``tables`` (of as many parts each) where they are: thread p
     takes part p of the tables in turn and moves the count of each word into the first table
@@ -1166,14 +1236,14 @@ def _fold_tables(tables: list[_Table]) -> np.ndarray:
 
 
 def count_words(texts: pl.Series | Iterable[str], specials: Sequence[str] = (), threads: int = 0, *,
-                reference_bytes: int = 0) -> pl.DataFrame:
-    """Word counts of PATTERN's pieces over documents, identical to ``regex.findall`` + Counter.
+                reference_bytes: int = 0, pattern: Pattern = DEFAULT) -> pl.DataFrame:
+    """Word counts of ``pattern``'s pieces over documents, identical to ``regex.findall`` + Counter.
 
     Returns columns ``word`` (Binary) and ``count`` (Int64), one row per distinct word, in no
     particular order. Special tokens are cut out first and never counted; ``threads=0`` uses
     every core; the first ``reference_bytes`` of text are counted by the reference (``regex``,
     see ``reference_allowance``). Example: ``count_words(["a a"]).sort("word").rows() == [(b" a", 1), (b"a", 1)]``.
     """
-    counter = WordCounter(specials, threads, reference_bytes=reference_bytes)
+    counter = WordCounter(specials, threads, reference_bytes=reference_bytes, pattern=pattern)
     counter.add(texts)
     return counter.result()

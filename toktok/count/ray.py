@@ -44,9 +44,10 @@ import pyarrow as pa
 
 from . import remote
 from .common import (CountState, ParitySample, PhaseCount, Progress, Source, capacity_split, count_batch, count_part,
-                     doc_keys, finish_sample, full_ids, full_read_used, offer_file, phase_files, sample_parts,
-                     sample_step, snapshot, sum_words, with_every_file)
+                     doc_keys, finish_sample, full_ids, full_read_used, offer_file, phase_files, regex_rate,
+                     sample_parts, sample_step, snapshot, sum_words, with_every_file)
 from ..errors import ConfigError, ResourceError, ToktokError, one_line
+from ..patterns import DEFAULT, Pattern
 from .memory import KIND
 from .read import Corpus, SourceFile, open_parquet
 from .shipped import open_payload, ship
@@ -295,20 +296,22 @@ def _parity_arrow(p: ParitySample) -> pa.Table:
     return p.df.to_arrow(compat_level=pl.CompatLevel.oldest())
 
 
-def _count_unit(unit: Unit, specials: list[str], seed: int, batch_bytes: int, threads: int):
+def _count_unit(unit: Unit, specials: list[str], seed: int, batch_bytes: int, threads: int,
+                pattern: Pattern = DEFAULT):
     """Task: count every document of a unit -> (word table, parity candidates, file stats), its
     documents numbered as ``Corpus.batches`` numbers them in the whole file."""
     from .pretokenize import WordCounter
 
-    counter = WordCounter(specials=specials, threads=threads)
+    counter = WordCounter(specials=specials, threads=threads, pattern=pattern)
     parity = ParitySample()
     corpus = _open_unit(unit)
-    for batch in corpus.batches(batch_bytes):
+    for batch in corpus.batches(batch_bytes, pattern=pattern):
         count_batch(counter, parity, batch.path, batch.texts, *full_ids(unit.key, batch, seed))
     return _words_arrow(counter.result()), _parity_arrow(parity), corpus.stats.get(unit.path, {})
 
 
-def _sample_unit(unit: Unit, res_capacity: int, capacity: int, seed: int, batch_bytes: int, threshold: int):
+def _sample_unit(unit: Unit, res_capacity: int, capacity: int, seed: int, batch_bytes: int, threshold: int,
+                 pattern: Pattern = DEFAULT):
     """Task: a unit's documents into its own reservoir, offered as the local engine offers them
     (``common.offer_file``) -> (the kept pieces as Arrow, the reservoir's threshold, docs/bytes
     seen per file, the pieces with the largest hashes it set aside as Arrow: ``Reservoir.fold``
@@ -317,7 +320,7 @@ def _sample_unit(unit: Unit, res_capacity: int, capacity: int, seed: int, batch_
     ``threshold`` is the merged sample's on the driver when the task was sent: the final threshold
     can only be lower, so pieces hashing at or above it are dropped here at once (exact, and what
     comes back shrinks to about the unit's share of the sample once the driver's is full)."""
-    res = Reservoir(res_capacity, seed)
+    res = Reservoir(res_capacity, seed, pattern=pattern)
     res.threshold = np.uint64(threshold)
     corpus = _open_unit(unit)
     step = sample_step(unit.kind, capacity, batch_bytes, batch_bytes)
@@ -329,11 +332,11 @@ def _sample_unit(unit: Unit, res_capacity: int, capacity: int, seed: int, batch_
     return df.to_arrow(compat_level=pl.CompatLevel.oldest()), int(res.threshold), seen, aside
 
 
-def _count_sample(part: pa.Table, specials: list[str], threads: int):
+def _count_sample(part: pa.Table, specials: list[str], threads: int, pattern: Pattern = DEFAULT):
     """Task: count a slice of the merged sample (source, hash, row, text) -> (words, parity)."""
     from .pretokenize import WordCounter
 
-    counter = WordCounter(specials=specials, threads=threads)
+    counter = WordCounter(specials=specials, threads=threads, pattern=pattern)
     parity = ParitySample()
     count_part(counter, parity, pl.from_arrow(part))
     return _words_arrow(counter.result()), _parity_arrow(parity)
@@ -443,6 +446,7 @@ def count_phase(
     specials: list[str] | None = None, threads: int | None = None, report: Progress | None = None,
     tag: str = "", address: str | None = None, unit_bytes: int | None = None, merge_min_bytes: int | None = None,
     restored: CountState | None = None, save: Callable[[CountState], None] | None = None, every: float = 30.0,
+    pattern: Pattern = DEFAULT,
 ) -> PhaseCount:
     """``toktok.count.local.count_phase`` on a Ray cluster: same arguments, same result, the same
     checkpoints (``save``, ``restored``, ``every``: the counts of the first files at file
@@ -465,15 +469,20 @@ def count_phase(
     connected = _connect(address, threads)
     try:
         if capacity is None:
-            pc = _count_all(ray, sources, seed, batch_bytes, specials, report, tag, unit_bytes, state, save, every)
+            pc, counted = _count_all(ray, sources, seed, batch_bytes, specials, report, tag, unit_bytes, state,
+                                     save, every, pattern)
         else:
-            pc = _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, tag, unit_bytes,
-                                state, save, merge_min_bytes)
+            pc, counted = _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, tag,
+                                         unit_bytes, state, save, merge_min_bytes, pattern)
     finally:
         if connected:
             ray.shutdown()
     with_every_file(pc.used, sources)
     pc.seconds["count"] = time.perf_counter() - t0 - pc.seconds.get("sample", 0.0)
+    from .pretokenize import has_scanner
+
+    if not has_scanner(pattern):
+        pc.regex_mb_s = regex_rate(counted, pc.seconds["count"])
     return pc
 
 
@@ -482,7 +491,9 @@ def _threads_per_task(ray, n_tasks: int) -> int:
     return max(1, min(node, total // max(n_tasks, 1)))
 
 
-def _count_all(ray, sources, seed, batch_bytes, specials, report, tag, unit_bytes, state, save, every) -> PhaseCount:
+def _count_all(ray, sources, seed, batch_bytes, specials, report, tag, unit_bytes, state, save, every,
+               pattern) -> tuple[PhaseCount, int]:
+    """Every document of the phase counted by tasks, one per unit -> (the count, its text's bytes)."""
     files = phase_files(sources)
     total = sum(f.size for _, f in files)
     units = plan_units(sources, None, unit_bytes, first_file=state.files_done, batch_bytes=batch_bytes)
@@ -492,33 +503,37 @@ def _count_all(ray, sources, seed, batch_bytes, specials, report, tag, unit_byte
     done = float(sum(f.size for _, f in files[:state.files_done]))  # counted before an interruption
     report("count" + tag, int(done), total)
     inflight = 2 * max(1, _cpus(ray)[0] // k)
-    submit = lambda i: count_unit.remote(units[i], specials, seed, batch_bytes, k)  # noqa: E731
+    submit = lambda i: count_unit.remote(units[i], specials, seed, batch_bytes, k, pattern)  # noqa: E731
+    counted = 0
     for i, (words, parity, stats) in _stream(ray, submit, len(units), inflight):
-        folded.add(i, words, pl.from_arrow(_get(ray, parity)), _get(ray, stats))
+        stats = _get(ray, stats)
+        counted += stats.get("bytes", 0)
+        folded.add(i, words, pl.from_arrow(_get(ray, parity)), stats)
         done += units[i].size * units[i].share
         report("count" + tag, int(done), total)
     words = folded.words()
     report("count" + tag, total, total)
-    return PhaseCount(words, folded.used, folded.parity.df, {})
+    return PhaseCount(words, folded.used, folded.parity.df, {}), counted
 
 
-def _reservoir_of(results: list[tuple[pa.Table, int, dict, pa.Table]], capacity: int, seed: int) -> Reservoir:
+def _reservoir_of(results: list[tuple[pa.Table, int, dict, pa.Table]], capacity: int, seed: int,
+                  pattern: Pattern) -> Reservoir:
     """Workers' reservoirs rebuilt on the driver as one, ready for one ``Reservoir.merge``:
     merging them one by one gives the same sample, but sorts the whole sample each time."""
-    res = Reservoir(capacity, seed)
+    res = Reservoir(capacity, seed, pattern=pattern)
     for table, threshold, seen, aside in results:
         res.fold(pl.from_arrow(table), threshold, seen, pl.from_arrow(aside))
     return res
 
 
 def _sample_pass(ray, sources, seed, capacity, batch_bytes, report, tag, unit_bytes,
-                 merge_min_bytes) -> list[Reservoir]:
+                 merge_min_bytes, pattern) -> list[Reservoir]:
     """The phase's files sampled by tasks, one per unit, each into its own reservoir; the
     driver merges them as they come into exactly the local engine's reservoirs (one per
     ``capacity_split`` share)."""
     total = sum(s.size for s in sources)
     caps, group = capacity_split(sources, capacity)
-    pools = [Reservoir(c, seed) for c in caps]
+    pools = [Reservoir(c, seed, pattern=pattern) for c in caps]
     units = plan_units(sources, group, unit_bytes, batch_bytes=batch_bytes)
     sample_unit = ray.remote(num_cpus=1, num_returns=4)(_sample_unit)
     pending: list[list] = [[] for _ in caps]  # results not merged yet, per reservoir
@@ -526,12 +541,13 @@ def _sample_pass(ray, sources, seed, capacity, batch_bytes, report, tag, unit_by
 
     def flush(g: int) -> None:
         if pending[g]:
-            pools[g].merge(_reservoir_of(pending[g], caps[g], seed))
+            pools[g].merge(_reservoir_of(pending[g], caps[g], seed, pattern))
             pending[g], pending_bytes[g] = [], 0
 
     def submit(i: int):
         u = units[i]
-        return sample_unit.remote(u, caps[u.group], capacity, seed, batch_bytes, int(pools[u.group].threshold))
+        return sample_unit.remote(u, caps[u.group], capacity, seed, batch_bytes, int(pools[u.group].threshold),
+                                  pattern)
 
     done = 0.0
     report("sample" + tag, 0, total)
@@ -553,10 +569,12 @@ def _sample_pass(ray, sources, seed, capacity, batch_bytes, report, tag, unit_by
 
 
 def _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, tag, unit_bytes,
-                   state, save, merge_min_bytes) -> PhaseCount:
+                   state, save, merge_min_bytes, pattern) -> tuple[PhaseCount, int]:
+    """The phase's sample taken by tasks, then counted by tasks -> (the count, its text's bytes)."""
     t0 = time.perf_counter()
     if state.sample is None:  # else a resumed run has the sample already
-        pools = _sample_pass(ray, sources, seed, capacity, batch_bytes, report, tag, unit_bytes, merge_min_bytes)
+        pools = _sample_pass(ray, sources, seed, capacity, batch_bytes, report, tag, unit_bytes, merge_min_bytes,
+                             pattern)
         state = finish_sample(pools)
         del pools
         if save is not None:
@@ -574,7 +592,7 @@ def _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, 
     parity_refs = []
     for part in parts:
         table = part.select("source", "hash", "row", "text").to_arrow(compat_level=pl.CompatLevel.oldest())
-        words, parity = count_sample.remote(ray.put(table), specials, 1)
+        words, parity = count_sample.remote(ray.put(table), specials, 1, pattern)
         tree.add(words)
         parity_refs.append(parity)
     part = parts = None  # the slices live in the object store now
@@ -583,7 +601,7 @@ def _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, 
     for j, ref in enumerate(parity_refs):
         parity_all.merge_frame(pl.from_arrow(_get(ray, ref)))
         report("count" + tag, int(sample_bytes * (j + 1) / len(parity_refs)), sample_bytes)
-    return PhaseCount(tree.result(ray), used, parity_all.df, {"sample": sample_seconds}, held_out=held_out)
+    return PhaseCount(tree.result(ray), used, parity_all.df, {"sample": sample_seconds}, held_out=held_out), sample_bytes
 
 
 __all__ = ["count_phase", "start_local", "require_ray", "plan_units", "Unit", "INSTALL_HINT"]

@@ -34,10 +34,11 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-import regex
 
 from . import remote
 from ..errors import ConfigError, InputError, one_line
+from ..patterns import DEFAULT, Pattern
+from .cuts import REGEX_MARGIN, rule, split_point
 
 #: File kinds by name suffix (checked in this order, so ``.jsonl.zst`` wins over ``.zst``).
 SUFFIXES = ((".jsonl.zst", "jsonl.zst"), (".parquet", "parquet"), (".jsonl", "jsonl"),
@@ -46,24 +47,8 @@ BAD_UTF8_POLICIES = ("error", "replace", "skip")
 _SUPPORTED = ".parquet, .jsonl, .jsonl.zst or .txt"
 _UTF8_HINT = "fix the file or pass --bad-utf8 replace (or skip)"
 
-# A cut right after "\n" is a GPT-4 pre-tokenizer boundary when the next character is not
-# whitespace: no alternative of toktok.vocab.PATTERN matches "\n" followed by non-space (the only
-# newline-ending alternatives end at the newline run), and the one lookahead, \s+(?!\S), never
-# competes because \s*[\r\n]+ is tried first. "\s" is the regex module's (Unicode White_Space,
-# as in PATTERN); \x1c-\x1f are excluded too because Python's str.isspace() counts them, so the
-# cut stays safe for either notion of whitespace. (?r) searches backwards: the last point wins.
-_SPLIT_RE = regex.compile(r"(?r)\n(?=[^\s\x1c-\x1f])")
-# The same rule on UTF-8 bytes, so big files are cut before decoding (a str of non-Latin-1 text
-# costs 2-4 bytes per character): not followed by a whitespace character (the ASCII ones, then
-# U+0085 U+00A0 U+1680 U+2000-200A U+2028 U+2029 U+202F U+205F U+3000; tests check this list
-# against the regex module), and followed by one complete character, so a sequence cut by the
-# end of the buffer is never taken for non-whitespace.
-_SPLIT_RE_BYTES = regex.compile(
-    rb"(?r)\n"
-    rb"(?![\t\n\x0b\x0c\r\x1c-\x1f ]|\xc2[\x85\xa0]|\xe1\x9a\x80|\xe2\x80[\x80-\x8a\xa8\xa9\xaf]"
-    rb"|\xe2\x81\x9f|\xe3\x80\x80)"
-    rb"(?=[\x00-\x7f]|[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3})"
-)
+# Big .txt files are cut where the pattern's pieces of the parts are those of the whole
+# (toktok.count.cuts: a named pattern's rule, or a custom regex's own match ends).
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -454,15 +439,14 @@ def _with_keys(files: list[SourceFile], sources: list[str]) -> list[SourceFile]:
     return files
 
 
-def _split_point(text: str | bytes | bytearray, start: int = 0) -> int:
-    """Index into ``text`` of the last safe cut at or after ``start`` (0 if none): right after a
-    ``"\\n"`` followed by a non-whitespace character, which is always a GPT-4 pre-tokenizer
-    boundary, so ``findall(PATTERN, t[:i]) + findall(PATTERN, t[i:]) == findall(PATTERN, t)``.
-    UTF-8 bytes give the same cut as a byte index. Example: ``_split_point("a\\n b\\nc") == 5``.
+def _split_point(text: str | bytes | bytearray, start: int = 0, pattern: Pattern = DEFAULT) -> int:
+    """Index into ``text`` of the last safe cut at or after ``start`` (0 if none), where
+    ``findall(p, t[:i]) + findall(p, t[i:]) == findall(p, t)`` for ``pattern`` p
+    (:func:`toktok.count.cuts.split_point`; for GPT-4's, right after a ``"\\n"`` followed by a
+    non-whitespace character). UTF-8 bytes give the same cut as a byte index.
+    Example: ``_split_point("a\\n b\\nc") == 5``.
     """
-    rx = _SPLIT_RE if isinstance(text, str) else _SPLIT_RE_BYTES
-    m = rx.search(text, start)
-    return m.end() if m else 0
+    return split_point(text, pattern, start)
 
 
 def _utf8_complete(data: bytes) -> int:
@@ -498,12 +482,12 @@ class Corpus:
         #: reached twice): warning lines for the run's summary.
         self.warnings: list[str] = []
 
-    def batches(self, batch_bytes: int = 32 << 20) -> Iterator[Batch]:
+    def batches(self, batch_bytes: int = 32 << 20, *, pattern: Pattern = DEFAULT) -> Iterator[Batch]:
         """Yield the documents of every file, file by file, in batches of about ``batch_bytes``.
 
         A batch never mixes files; a single document bigger than ``batch_bytes`` is a batch of its
-        own, except ``.txt`` files, which are cut at pre-tokenizer-safe newlines.
-        Example: ``next(read_corpus(["a.txt"]).batches()).texts[0]``.
+        own, except ``.txt`` files, which are cut where the pre-tokenizer ``pattern`` cuts anyway
+        (:mod:`toktok.count.cuts`). Example: ``next(read_corpus(["a.txt"]).batches()).texts[0]``.
         """
         if not isinstance(batch_bytes, int) or batch_bytes < 1:
             raise ConfigError(f"batch_bytes={batch_bytes!r}: must be a positive integer")
@@ -514,7 +498,8 @@ class Corpus:
                       "txt": self._txt, "memory": self._memory}[f.kind]
             # Readers yield (batch, UTF-8 bytes): they know the size cheaply, and Polars'
             # str.len_bytes() on a multi-MB string costs several times its size in memory.
-            for batch, nbytes in reader(f, batch_bytes, st):
+            for batch, nbytes in (self._txt(f, batch_bytes, st, pattern) if f.kind == "txt"
+                                  else reader(f, batch_bytes, st)):
                 # A .txt file is one document however many chunks it is cut into.
                 st["docs"] = 1 if f.kind == "txt" else st["docs"] + len(batch.texts)
                 st["bytes"] += nbytes
@@ -526,17 +511,19 @@ class Corpus:
 
     # ---- Parquet ----------------------------------------------------------------------------
 
-    def arrow_texts(self, f: SourceFile, batch_bytes: int = 32 << 20) -> Iterator[pa.Array]:
+    def arrow_texts(self, f: SourceFile, batch_bytes: int = 32 << 20, *,
+                    pattern: Pattern = DEFAULT) -> Iterator[pa.Array]:
         """The documents of file ``f`` as Arrow ``large_string`` arrays of valid UTF-8 without
         nulls (``bad_utf8`` applied, same errors), in file order: what :meth:`batches` yields for
         it, without the Polars conversion (Parquet: one array per read of about ``batch_bytes``;
-        other kinds: per batch). ``stats`` is not touched. The sample pass reads this way.
+        other kinds: per batch; ``.txt`` cut for ``pattern``). ``stats`` is not touched. The
+        sample pass reads this way.
         Example: ``sum(len(a) for a in corpus.arrow_texts(corpus.files[0]))``."""
         if f.kind == "memory":  # data in memory (toktok.memory) reads itself
             yield from f.arrow_texts(self, batch_bytes)
             return
         if f.kind != "parquet":
-            for batch in Corpus([f], self.text_column, self.bad_utf8).batches(batch_bytes):
+            for batch in Corpus([f], self.text_column, self.bad_utf8).batches(batch_bytes, pattern=pattern):
                 yield batch.texts.to_arrow()
             return
         pf = open_parquet(f.path, self.text_column, f.footer)
@@ -719,7 +706,8 @@ class Corpus:
 
     # ---- txt --------------------------------------------------------------------------------
 
-    def _txt(self, f: SourceFile, batch_bytes: int, st: dict) -> Iterator[tuple[Batch, int]]:
+    def _txt(self, f: SourceFile, batch_bytes: int, st: dict,
+             pattern: Pattern = DEFAULT) -> Iterator[tuple[Batch, int]]:
         path = f.path
         if f.size <= batch_bytes:  # the common case: one read, one document, one batch
             data, off = _read_all(path), 0
@@ -737,7 +725,11 @@ class Corpus:
             st["skipped"] += 1
             return
         # Cut the raw bytes, then decode each piece: a "\n" byte always ends any UTF-8 sequence
-        # (valid or not), so pieces decode exactly as the whole file would.
+        # (valid or not), so pieces decode exactly as the whole file would (a custom regex's cut
+        # is between valid chars: cuts.regex_split_point).
+        custom = rule(pattern) is None
+        if custom:  # its cut is matched from the piece's start, REGEX_MARGIN before the end
+            batch_bytes = max(batch_bytes, 2 * REGEX_MARGIN)
         buf = bytearray()
         base = 0  # file offset of buf[0]
         scan_from = 0  # buf[:scan_from] holds no split point
@@ -753,7 +745,7 @@ class Corpus:
                     del buf[:3]  # a UTF-8 BOM is not text
                     base = 3
                 # -4: a "\n" near the old end may have been waiting for its next character.
-                cut = _split_point(buf, max(0, scan_from - 4))
+                cut = _split_point(buf, 0 if custom else max(0, scan_from - 4), pattern)
                 if not cut:  # one giant line so far: keep reading, and don't rescan this part
                     scan_from = len(buf)
                     continue

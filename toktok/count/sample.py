@@ -9,8 +9,9 @@ sample depends only on the seed and the set of documents, not on batch boundarie
 samples taken by parallel workers merge (``Reservoir.merge``) into exactly the one-process sample.
 A document above the current threshold is dropped before its text is copied or pre-tokenized.
 Documents longer than ``unit`` (1 KiB) are sampled in pieces cut only where the pre-tokenizer cuts
-anyway (``_cut`` is the definition; ``_pieces`` does the same, compiled, on the UTF-8 bytes of an
-Arrow batch), so that long documents do not make the sample lumpy. The pass costs little more than
+anyway (``_cut`` is the definition, by the pattern's rule in :mod:`toktok.count.cuts`; ``_pieces``
+does the same, compiled, on the UTF-8 bytes of an Arrow batch), so that long documents do not
+make the sample lumpy; a custom regex has no rule, and its documents are sampled whole. The pass costs little more than
 decoding the input: the text is read once to find the cuts, hashes are vectorized, only the kept
 pieces are copied out of the batch, and a trim compacts the kept ones in place (``_Store``).
 Example: ``r = Reservoir(1 << 20, seed=0); r.offer("a.txt", 0, pl.Series(["hi"])); r.bytes == 2``.
@@ -27,17 +28,19 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
-import regex
 from numba import njit
 
 from .._kernels import inlined
+from ..patterns import DEFAULT, Pattern
+from .cuts import rule
 
 # Safe cuts, where the GPT-4 pre-tokenizer cuts anyway (findall of the two sides = findall of the
-# whole): right after "\n" when non-whitespace follows (no alternative of toktok.vocab.PATTERN
-# matches "\n" + non-space), and right before a space that follows non-whitespace (no token
-# continues from non-whitespace into a space, and the prefix does not end in whitespace, so the one
-# lookahead, \s+(?!\S), sees the same text on both sides). \s and \S are the regex module's.
-_CUT = regex.compile(r"\n(?=\S)|(?<=\S)(?= )")
+# whole): right after "\n" when non-whitespace follows (no alternative of cl100k matches "\n" +
+# non-space), and right before a space that follows non-whitespace (no token continues from
+# non-whitespace into a space, and the prefix does not end in whitespace, so the one lookahead,
+# \s+(?!\S), sees the same text on both sides). \s and \S are the regex module's. Other
+# patterns' rules: toktok.count.cuts.
+_CUT = rule(DEFAULT).sample
 
 #: Bytes of text per read in the sample pass (count.local.sample_pass; does not change the sample).
 READ_BYTES = 1 << 20
@@ -79,12 +82,16 @@ def doc_hashes(key: str, first_row: int, n: int, seed: int) -> np.ndarray:
         return _splitmix(ids.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) ^ _source_salt(key, seed))
 
 
-def _cut(text: str, unit: int) -> list[str]:
-    """``text`` in pieces of ``unit`` characters or a few more, cut only at safe points (``_CUT``):
-    each piece ends at the first safe cut at least ``unit`` characters after its start."""
+def _cut(text: str, unit: int, pattern: Pattern = DEFAULT) -> list[str]:
+    """``text`` in pieces of ``unit`` characters or a few more, cut only at safe points of
+    ``pattern`` (its rule's ``sample``; ``_CUT`` for GPT-4's): each piece ends at the first safe
+    cut at least ``unit`` characters after its start. A custom regex's text is one piece."""
+    r = rule(pattern)
+    if r is None:
+        return [text]
     out, start = [], 0
     while len(text) - start > unit:
-        m = _CUT.search(text, start + unit)
+        m = r.sample.search(text, start + unit)
         if not m:
             break
         out.append(text[start : m.end()])
@@ -137,9 +144,10 @@ def _space_before(data, q, start):
 
 
 @njit(cache=True, no_cfunc_wrapper=True, nogil=True)
-def _pieces(offs, data, unit, p_doc, p_k, p_start, p_end):
+def _pieces(offs, data, unit, p_doc, p_k, p_start, p_end, kind):
     """``_cut`` on UTF-8 bytes for every document ``data[offs[i]:offs[i+1]]`` longer than ``unit``
-    bytes (the others are one piece): writes each piece's document, index and byte range, in
+    bytes (the others are one piece), by cut rule ``kind`` (``cuts.Rule.kind``; -1: no cuts):
+    writes each piece's document, index and byte range, in
     document order, and returns how many. Never touches the text of a short document; reads a
     long one about once (``unit`` characters are skipped by counting lead bytes over runs as long
     as the characters still to skip, then the next safe cut is searched). Room needed:
@@ -150,10 +158,10 @@ def _pieces(offs, data, unit, p_doc, p_k, p_start, p_end):
     for i in range(n):
         e = offs[i + 1]
         b = offs[i]
-        long = e - b > unit
+        long = e - b > unit and kind >= 0
         k = 0
         while True:
-            cut = _next_cut(data, b, e, unit) if long else e
+            cut = _next_cut(data, b, e, unit, kind) if long else e
             if m >= room:  # cannot happen with the room above; never write past it
                 return -1
             p_doc[m] = i
@@ -169,11 +177,12 @@ def _pieces(offs, data, unit, p_doc, p_k, p_start, p_end):
 
 
 @inlined
-def _next_cut(data, b, e, unit):
+def _next_cut(data, b, e, unit, kind):
     """Where the piece of a long document that starts at byte ``b`` ends: the first safe cut
-    (``_CUT``: after "\n" + non-space, before a space that follows non-space) at or after the
-    byte where character number ``unit`` starts; ``e`` when at most ``unit`` characters are left
-    or no cut follows."""
+    of rule ``kind`` (``_CUT``, kind 0: after "\n" + non-space, before a space that follows
+    non-space; kind 1: nor "\n" + "/"; kind 2: nor whitespace + "\n") at or after the byte where
+    character number ``unit`` starts; ``e`` when at most ``unit`` characters are left or no cut
+    follows."""
     p = b
     need = unit
     while need > 0 and p < e:
@@ -189,7 +198,9 @@ def _next_cut(data, b, e, unit):
         c = v[q]
         if c == 10:
             if p + q + 1 < e and not _space_at(data, p + q + 1):
-                return p + q + 1
+                if (kind == 0 or (kind == 1 and data[p + q + 1] != 47)
+                        or (kind == 2 and not _space_before(data, p + q, b))):
+                    return p + q + 1
         elif c == 32 and not _space_before(data, p + q, b):
             return p + q
     return e
@@ -358,6 +369,7 @@ class Reservoir:
     capacity: int
     seed: int = 0
     unit: int = 1024  # documents longer than this are sampled in pieces of about this size
+    pattern: Pattern = DEFAULT  # the pre-tokenizer: the pieces are cut where it cuts (cuts.rule)
     threshold: np.uint64 = _MAX  # documents hashing at or above it can never be in the sample
     bytes: int = 0
     stats: dict[str, SourceStats] = field(default_factory=dict)
@@ -366,6 +378,12 @@ class Reservoir:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     #: the LEFT_OUT pieces with the largest hashes offered so far, largest first: (hash, source, row, text)
     _aside: list = field(default_factory=list, repr=False, compare=False)
+
+    @property
+    def cut_kind(self) -> int:
+        """The compiled sampler's number of the pattern's cut rule (-1: a custom regex, no cuts)."""
+        r = rule(self.pattern)
+        return -1 if r is None else r.kind
 
     @property
     def full(self) -> bool:
@@ -389,7 +407,7 @@ class Reservoir:
             room = n + int((lens[long] // self.unit).sum())
             p_doc, p_k = np.empty(room, np.int64), np.empty(room, np.int64)
             starts, ends = np.empty(room, np.int64), np.empty(room, np.int64)
-            m = _pieces(offs, data, self.unit, p_doc, p_k, starts, ends)
+            m = _pieces(offs, data, self.unit, p_doc, p_k, starts, ends, self.cut_kind)
             if m < 0:  # pragma: no cover - the room is a proven bound
                 raise AssertionError("sample: piece table overflow")
             ids = rows[p_doc[:m]] + p_k[:m]  # identity of a piece: (row, piece index) in 64 bits
@@ -487,9 +505,9 @@ class Reservoir:
             st.bytes_seen += nbytes
 
     def merge(self, other: "Reservoir") -> None:
-        """Fold in a reservoir taken with the same seed and capacity over other documents."""
-        if (other.seed, other.capacity) != (self.seed, self.capacity):
-            raise ValueError("reservoirs with different seeds or capacities do not merge")
+        """Fold in a reservoir taken with the same seed, capacity and pattern over other documents."""
+        if (other.seed, other.capacity, other.pattern) != (self.seed, self.capacity, self.pattern):
+            raise ValueError("reservoirs with different seeds, capacities or patterns do not merge")
         for name, s in other.stats.items():
             mine = self.stats.setdefault(name, SourceStats())
             mine.docs_seen += s.docs_seen

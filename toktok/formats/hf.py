@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..added import FLAGS
-from ..errors import OutputError, VocabError
-from ..vocab import PATTERN, Vocab
+from ..errors import ConfigError, OutputError, VocabError
+from ..patterns import DEFAULT, GPT2, Pattern, check
+from ..vocab import Vocab
 from .common import HF_CONFIG_FILE, HF_FILE, HF_SPECIAL_MAP_FILE, checked_vocab, write_atomic
 from .splits import _split_merges
 
@@ -138,11 +139,12 @@ def _added_token(content: str, id_: int, flags: dict | None = None) -> dict:
 _quote = json.encoder.encode_basestring
 
 
-def hf_tokenizer_json(vocab: Vocab, *, added: dict[str, dict] | None = None) -> bytes:
-    """The ``tokenizer.json`` content for ``vocab`` (see the module docstring for the recipe);
-    ``added``: ``{special: flags}`` of the specials whose added-token flags differ from the defaults.
+def hf_tokenizer_json(vocab: Vocab, pattern: Pattern = DEFAULT, *, added: dict[str, dict] | None = None) -> bytes:
+    """The ``tokenizer.json`` content for ``vocab`` split by ``pattern`` (its HF form; see the module
+    docstring for the recipe); ``added``: ``{special: flags}`` of the specials whose added-token
+    flags differ from the defaults.
 
-    Deterministic: the same vocabulary always gives the same bytes.
+    Deterministic: the same vocabulary and pattern always give the same bytes.
     Example: ``json.loads(hf_tokenizer_json(Vocab.base()))["model"]["type"] == "BPE"``.
     """
     # Phase 1: the small parts, laid out by json with a fixed key order.
@@ -155,8 +157,8 @@ def hf_tokenizer_json(vocab: Vocab, *, added: dict[str, dict] | None = None) -> 
         "pre_tokenizer": {
             "type": "Sequence",
             "pretokenizers": [
-                # Non-possessive pattern on purpose: Oniguruma reads `{1,3}+` as a repetition.
-                {"type": "Split", "pattern": {"Regex": PATTERN}, "behavior": "Isolated", "invert": False},
+                # HF's form (toktok.patterns): Oniguruma reads `{1,3}+` as a repetition, `^`/`$` as line anchors
+                {"type": "Split", "pattern": {"Regex": pattern.hf}, "behavior": "Isolated", "invert": False},
                 {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
             ],
         },
@@ -258,10 +260,11 @@ def hf_config_files(vocab: Vocab, roles: dict[str, str] | None = None, *, added:
 
 
 def write_hf(vocab: Vocab, out_dir: str | os.PathLike, *, roles: dict[str, str] | None = None,
-             check: bool = True, added: dict[str, dict] | None = None, chat_template: str | None = None) -> Path:
+             check: bool = True, pattern: Pattern = DEFAULT, added: dict[str, dict] | None = None,
+             chat_template: str | None = None) -> Path:
     """Write ``tokenizer.json``, ``tokenizer_config.json`` and ``special_tokens_map.json`` into ``out_dir``
     (``roles``, ``added``, ``chat_template``: see ``hf_config_files``; ``check=False``: the caller
-    has run ``vocab.check()``).
+    has run ``vocab.check()``; ``pattern``: the pre-tokenizer, whose HF form the Split gets).
 
     The folder loads with ``tokenizers.Tokenizer.from_file`` and
     ``transformers.PreTrainedTokenizerFast.from_pretrained`` and gives tiktoken's ids.
@@ -274,7 +277,7 @@ def write_hf(vocab: Vocab, out_dir: str | os.PathLike, *, roles: dict[str, str] 
         raise OutputError(f"{out}: cannot create folder ({e.strerror or e})") from None
     vocab = checked_vocab(vocab) if check else vocab
     config, special_map = hf_config_files(vocab, roles, added=added, chat_template=chat_template)
-    write_atomic(out / HF_FILE, hf_tokenizer_json(vocab, added=added))
+    write_atomic(out / HF_FILE, hf_tokenizer_json(vocab, pattern, added=added))
     write_atomic(out / HF_CONFIG_FILE, config)
     write_atomic(out / HF_SPECIAL_MAP_FILE, special_map)
     return out
@@ -293,6 +296,74 @@ def read_hf_specials(tokenizer_json: str | os.PathLike) -> dict[str, int]:
         return {a["content"]: int(a["id"]) for a in doc.get("added_tokens") or [] if a.get("special", True)}
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
         raise VocabError(f"{p}: cannot read added_tokens ({e})") from None
+
+
+def _components(node, out: list[dict]) -> list[dict]:
+    """Every component of a pre-tokenizer tree (a ``Sequence``'s steps), depth first."""
+    if isinstance(node, dict):
+        if "type" in node and node.get("type") != "Sequence":
+            out.append(node)
+        for v in node.values():
+            _components(v, out)
+    elif isinstance(node, list):
+        for v in node:
+            _components(v, out)
+    return out
+
+
+def split_pattern(pre_tokenizer, where: str = "tokenizer.json") -> tuple[Pattern | None, str | None]:
+    """The pattern a tokenizer.json's ``pre_tokenizer`` splits text with, as ``(pattern, None)``
+    when toktok reads it the same way in tiktoken (one ``Split`` of a regex, ``Isolated``, beside
+    ``ByteLevel`` without its own regex: the regex checked as written, :func:`toktok.patterns.check`;
+    or ``ByteLevel`` with its regex alone: GPT-2's), else ``(None, why)``; ``(None, None)`` without
+    a pre-tokenizer.
+    Example: ``split_pattern(json.load(open("out/demo/tokenizer.json"))["pre_tokenizer"])[0].name == "cl100k"``."""
+    if pre_tokenizer is None:
+        return None, None  # records none (a tokenizer.json kept beside a .tiktoken for its specials)
+    parts = _components(pre_tokenizer, [])
+    splits = [c for c in parts if c.get("type") == "Split"]
+    levels = [c for c in parts if c.get("type") == "ByteLevel"]
+    regex_levels = [c for c in levels if c.get("use_regex", True)]
+    others = [c.get("type", "?") for c in parts if c.get("type") not in ("Split", "ByteLevel")]
+    if others:
+        return None, f"its pre-tokenizer has a {others[0]} step"
+    if not splits:
+        if regex_levels:
+            return check(GPT2), None  # ByteLevel's own regex is GPT-2's
+        return None, "it has no Split pattern"
+    if len(splits) > 1 or regex_levels:
+        return None, "it splits text twice (several Split steps, or a Split and ByteLevel's own regex)"
+    sp = splits[0]
+    regex_text = (sp.get("pattern") or {}).get("Regex")
+    if not isinstance(regex_text, str) or sp.get("behavior") != "Isolated" or sp.get("invert"):
+        return None, "its Split is not one regex split Isolated"
+    try:
+        return check(regex_text, f"{where}: pre_tokenizer Split", keep=True), None
+    except ConfigError as e:
+        return None, str(e).split(": ", 2)[-1]
+
+
+def read_split(path: str | os.PathLike) -> tuple[Pattern | None, str | None]:
+    """:func:`split_pattern` of a tokenizer.json file. A file laid out as toktok and HF write it
+    (two-space indent) is read only from its ``pre_tokenizer`` key on, not parsed whole."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise VocabError(f"{p}: cannot read ({e.strerror or e})") from None
+    marker = b'\n  "pre_tokenizer": '  # a key at depth 1: JSON strings cannot hold a raw newline
+    key = data.find(marker)
+    try:
+        text = data[key + len(marker):key + len(marker) + (1 << 20)].decode("utf-8", "ignore")
+        pre = json.JSONDecoder().raw_decode(text)[0] if key >= 0 else None
+    except ValueError:
+        key = -1
+    if key < 0:
+        try:
+            pre = json.loads(data).get("pre_tokenizer")
+        except (ValueError, AttributeError) as e:
+            raise VocabError(f"{p}: not valid JSON ({e}); fix the file or give another") from None
+    return split_pattern(pre, str(p))
 
 
 def load_hf(path: str | os.PathLike) -> "tokenizers.Tokenizer":

@@ -12,9 +12,11 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import VocabError
-from ..vocab import PATTERN, Vocab
-from .common import TIKTOKEN_FILE, checked_vocab, folder_and_tiktoken, write_atomic
+from ..errors import ConfigError, ToktokError, VocabError
+from ..patterns import DEFAULT, Pattern, check, same
+from ..rundir import RUN_FILE, companion_name
+from ..vocab import Vocab
+from .common import TIKTOKEN_FILE, checked_vocab, folder_and_tiktoken, hf_file_of, write_atomic
 from .specials import resolve_specials
 
 if TYPE_CHECKING:  # heavy imports stay lazy: the CLI must start fast
@@ -162,26 +164,88 @@ def specials_beside(tt_path: Path) -> dict[str, int]:
     return resolve_specials(tt_path, by_rank)[0]
 
 
-def load_encoding(path: str | os.PathLike, special_tokens=None) -> "tiktoken.Encoding":
+def recorded_pattern(tt_path: Path) -> tuple[Pattern | None, Path | None, str | None]:
+    """The pattern recorded beside a ``.tiktoken``, the file that records it, and why it cannot be
+    used when it cannot: the Split of the tokenizer.json that goes with it
+    (:func:`toktok.formats.hf.read_split`; ``(None, file, why)`` when tiktoken cannot split text as
+    it does), else the run file's ``meta('pattern')``; ``(None, None, None)`` when neither is there."""
+    from .hf import read_split
+
+    hf = hf_file_of(tt_path)
+    if hf.is_file():
+        p, why = read_split(hf)
+        return p, hf, why
+    comp = tt_path.parent / companion_name(tt_path.name) / RUN_FILE
+    run = comp if comp.is_file() else tt_path.parent / RUN_FILE
+    if run.is_file():
+        return _run_pattern(run), run, None
+    return None, None, None
+
+
+def _run_pattern(run: Path) -> Pattern:
+    """A run file's ``meta('pattern')`` (:meth:`toktok.patterns.Pattern.from_meta`)."""
+    import duckdb
+
+    from ..store import RunStore
+
+    try:
+        store = RunStore.open(run, read_only=True)
+        try:
+            value = store.get_meta("pattern")
+        finally:
+            store.con.close()
+    except (duckdb.Error, ToktokError) as e:
+        raise VocabError(f"{run}: cannot read the pattern it records ({' '.join(str(e).split())[:100]}); pass "
+                         "pattern= (--pattern)") from None
+    return Pattern.from_meta(value)
+
+
+def encoding_pattern(tt_path: Path, given=None, where: str = "pattern=") -> Pattern:
+    """The pattern a ``.tiktoken`` is loaded with: the one recorded beside it (:func:`recorded_pattern`),
+    else ``given`` (a name, a regex or a Pattern, checked), else cl100k. ``given`` must agree with
+    a recorded one (ConfigError naming ``where`` otherwise)."""
+    recorded, source, why = recorded_pattern(tt_path)
+    if why is not None:
+        if given is not None:
+            return given if isinstance(given, Pattern) else check(given, where)
+        raise VocabError(f"{source}: tiktoken cannot split text as this tokenizer.json does ({why}); pass "
+                         f"{where.rstrip('= ')}= (--pattern) to load {tt_path.name} with a pattern of your choice"[:300])
+    if given is None:
+        return recorded or DEFAULT
+    p = given if isinstance(given, Pattern) else check(given, where)
+    if recorded is not None and not same(p, recorded):
+        shown = given.label() if isinstance(given, Pattern) else given
+        head = f"{where}{shown}" if where.endswith("=") else f"{where} {shown}"
+        alt = recorded.name if recorded.named else "the same regex"
+        raise ConfigError(f"{head}: {source} records the pattern {recorded.label()}; leave "
+                          f"{where.rstrip('= ')} out (or pass {alt})"[:300])
+    return p
+
+
+def load_encoding(path: str | os.PathLike, special_tokens=None, *, pattern=None) -> "tiktoken.Encoding":
     """A ``tiktoken.Encoding`` for an output folder (its ``.tiktoken`` file: ``tokenizer.tiktoken``
     or the only ``*.tiktoken``) or for a ``.tiktoken`` file.
 
     ``special_tokens``: ``{token: id}``, a list of tokens (toktoktok's rule: id = number of
     ranks + index), or a file (``NAME.special_tokens.json`` or a plain ``special_tokens.txt``);
     by default they are found beside the file as ``resolve_specials`` says (none if nothing is there).
+    The pre-tokenizer is the one recorded beside the file (the tokenizer.json that goes with it,
+    else its run file); ``pattern`` (``"o200k"``, a regex, a :class:`toktok.patterns.Pattern`) is for a
+    bare ``.tiktoken`` (default cl100k) and must agree with a recorded one.
     Example: ``load_encoding("out/demo").encode("hi<|endoftext|>", allowed_special="all")``.
     """
-    return load_encoding_and_tokens(path, special_tokens)[0]
+    return load_encoding_and_tokens(path, special_tokens, pattern=pattern)[0]
 
 
 def load_encoding_and_tokens(
-    path: str | os.PathLike, special_tokens=None, hf_specials=None
+    path: str | os.PathLike, special_tokens=None, hf_specials=None, *, pattern=None
 ) -> tuple["tiktoken.Encoding", list[bytes | None]]:
     """``load_encoding`` plus the token bytes by id (tiktoken keeps its table private); ids of
     special tokens inside the rank range hold ``None``. ``hf_specials``: see ``resolve_specials``."""
     import tiktoken
 
     folder, tt_path = folder_and_tiktoken(Path(path))
+    split = encoding_pattern(tt_path, pattern)
     by_rank, rank_line = read_tiktoken_ranks(tt_path)
     specials, _ = resolve_specials(tt_path, by_rank, special_tokens, hf_specials)
     tokens = tokens_by_id(tt_path, by_rank, rank_line, specials)
@@ -189,7 +253,7 @@ def load_encoding_and_tokens(
     try:
         enc = tiktoken.Encoding(
             name=name or "toktok",
-            pat_str=PATTERN,
+            pat_str=split.regex,
             mergeable_ranks={t: i for i, t in by_rank.items()},
             special_tokens=specials,
         )

@@ -53,10 +53,11 @@ class _Tokenizer:
     encode_lost: Callable[[list[str]], tuple[list[list[int]], list[int]]] | None = None
 
 
-def _load(spec: str, threads: int) -> _Tokenizer:
-    from ..formats.common import HF_FILE, TIKTOKEN_FILE
+def _load(spec: str, threads: int, pattern=None) -> _Tokenizer:
+    """A tokenizer to compare; ``pattern``: the pre-tokenizer of a .tiktoken that records none."""
+    from ..formats.common import HF_FILE, TIKTOKEN_FILE, folder_and_tiktoken
     from ..formats.hf import load_hf
-    from ..formats.tiktoken import load_encoding
+    from ..formats.tiktoken import load_encoding, recorded_pattern
 
     p = Path(spec)
     if p.is_dir():
@@ -88,7 +89,8 @@ def _load(spec: str, threads: int) -> _Tokenizer:
                 return [e.ids for e in encs], _lost_chars(encs, texts, unk_id)
             t.encode_lost = encode_lost
         return t
-    enc = load_encoding(p)  # specials from tokenizer.json beside it, if any
+    bare = pattern is not None and recorded_pattern(folder_and_tiktoken(p)[1])[1] is None
+    enc = load_encoding(p, pattern=pattern if bare else None)  # specials, pattern: from beside it, if any
     return _Tokenizer(
         name="", path=str(spec), kind="tiktoken", vocab_size=enc.n_vocab,
         encode=lambda texts: enc.encode_batch(texts, allowed_special="all", num_threads=threads),
@@ -238,6 +240,7 @@ def evaluate(
     text_column: str = "text",
     bad_utf8: str = "error",
     threads: int = 0,
+    pattern=None,
 ) -> list[dict]:
     """Compare ``tokenizers`` on ``data``: one row per (subset, tokenizer).
 
@@ -249,6 +252,8 @@ def evaluate(
     produced) and ``vocab_utilization`` (= vocab_used / vocab_size). Rows come subset by subset
     ('all' first, then sorted), tokenizers in the given order. The data is read as training reads
     it (``toktok.count.read``): ``bad_utf8`` is "error", "replace" or "skip".
+    A ``.tiktoken`` splits text with the pattern recorded beside it (its tokenizer.json, else its
+    run file), else with ``pattern`` (a name or a regex; default cl100k).
     Raises VocabError for a tokenizer that cannot be loaded and InputError for bad data.
     Example: ``evaluate(["out/small", "out/big"], ["data_fixtures/sample.parquet"], by="lang")``.
     """
@@ -257,7 +262,11 @@ def evaluate(
     if not data:
         raise ConfigError("no data given; pass --data with Parquet, JSONL or text files")
     threads = threads or os.cpu_count() or 1
-    toks = [_load(str(t), threads) for t in tokenizers]
+    if pattern is not None:
+        from ..patterns import check
+
+        pattern = check(pattern, "--pattern")
+    toks = [_load(str(t), threads, pattern) for t in tokenizers]
     for t, name in zip(toks, _names([str(t) for t in tokenizers])):
         t.name = name
     docs, groups = _read_data(data, text_column, by, bad_utf8)

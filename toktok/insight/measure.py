@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from ..patterns import DEFAULT, Pattern
+
 #: The subset of every document.
 ALL = "all"
 
@@ -52,21 +54,24 @@ def ratio(amount: int, per: int) -> float | None:
     return amount / per if per else None
 
 
-def pieces(docs: list[str], index: np.ndarray, n_subsets: int, threads: int) -> tuple[pa.Array, np.ndarray, np.ndarray]:
-    """The distinct pieces of the pattern (the words toktok counts) in each subset's documents:
-    (pieces, their counts, their subset index); without groups (one subset) the pieces of all
-    documents, subset 0. Pieces of disjoint groups add up, so ``sums(counts, of, n)`` gives the
-    words of every subset, 'all' included."""
+def pieces(docs: list[str], index: np.ndarray, n_subsets: int, threads: int, *,
+           pattern: Pattern | None = None) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """The distinct pieces of ``pattern`` (the words toktok counts; default GPT-4's) in each
+    subset's documents: (pieces, their counts, their subset index); without groups (one subset)
+    the pieces of all documents, subset 0. Pieces of disjoint groups add up, so ``sums(counts,
+    of, n)`` gives the words of every subset, 'all' included."""
     import polars as pl
 
     from ..count.pretokenize import count_words, reference_allowance
 
+    pattern = pattern or DEFAULT
     # a few MB of documents: counted without compiling the scanner where it is not compiled yet
-    reference = reference_allowance(int(utf8_bytes(docs).sum()))
+    reference = reference_allowance(int(utf8_bytes(docs).sum()), pattern)
     frames = []
     for s in range(1, n_subsets) if n_subsets > 1 else [0]:
         part = docs if n_subsets == 1 else [d for d, g in zip(docs, index.tolist()) if g == s]
-        frames.append(count_words(part, threads=threads, reference_bytes=reference).with_columns(subset=pl.lit(s, pl.Int64)))
+        words = count_words(part, threads=threads, reference_bytes=reference, pattern=pattern)
+        frames.append(words.with_columns(subset=pl.lit(s, pl.Int64)))
     df = pl.concat(frames)
     return df["word"].to_arrow(), df["count"].to_numpy().astype(np.int64), df["subset"].to_numpy().astype(np.int64)
 

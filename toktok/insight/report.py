@@ -211,6 +211,8 @@ def run_summary(d: dict) -> Group:
 
     if cfg.get("budget"):
         opts.append(f"budget {size(cfg['budget'])}")
+    if d.get("pattern"):
+        opts.append(f"pattern {d['pattern']}")
     opts += [f"seed {cfg.get('seed', '?')}", f"memory {size(cfg.get('memory_limit', '?'))}"]
     if cfg.get("config_file"):
         opts.append(f"from {cfg['config_file']}")

@@ -277,7 +277,7 @@ def compression_curve(
         # each group's distinct pieces of the pattern once, with their counts: a document's
         # tokens are its pieces' tokens (tiktoken encodes piece by piece), so every point of the
         # curve encodes these pieces instead of the documents
-        words, counts, of = measure.pieces(docs, gidx, len(subsets), threads)
+        words, counts, of = measure.pieces(docs, gidx, len(subsets), threads, pattern=_run_pattern(store))
         rows = []
         usage = None
         for k in ks:
@@ -301,6 +301,21 @@ def compression_curve(
             store.replace_insight({"compression": frame.to_arrow(), "token_usage": usage},
                                   meta={"compression": json.dumps(info, sort_keys=True)})
     return frame
+
+
+def _run_pattern(store: RunStore):
+    """The pre-tokenizer pattern the run trained with (its run file's ``pattern``; GPT-4's for
+    a run file without one)."""
+    from ..patterns import Pattern
+
+    return Pattern.from_meta(store.get_meta("pattern"))
+
+
+def _pattern_label(value: str | None) -> str:
+    """The run's pattern as ``toktok show`` says it: its name, or ``custom`` and the regex."""
+    from ..patterns import Pattern
+
+    return Pattern.from_meta(value).label()
 
 
 def _usage(flat: np.ndarray, off: np.ndarray, counts: np.ndarray, of: np.ndarray, subsets: list[str], n: int) -> pa.Table:
@@ -484,6 +499,7 @@ def describe(run: RunLike) -> dict:
             "vocab_size": store.run("describe.vocab_size").fetchall()[0][0],
             "words": rows("words")[0],
             "parity": js("parity"),
+            "pattern": _pattern_label(meta.get("pattern")),
             "specials": js("specials"),
             "stages": dict(store.run("describe.stages").fetchall()),
             "warnings": js("warnings", []),

@@ -20,6 +20,7 @@ from ..errors import InputError, ParityError
 from ..formats.common import HF_FILE, folder_and_tiktoken, hf_file_of
 from ..formats.hf import bytelevel_to_token, token_to_bytelevel
 from ..formats.tiktoken import load_encoding_and_tokens
+from ..patterns import EDGE_TEXTS
 from .hf_side import HFSide, open_hf, worth_a_process
 
 #: Texts in a batch handed to each encoder at once (tokenizers encodes a batch in parallel).
@@ -69,6 +70,9 @@ DEFAULT_TEXTS: list[str] = [
     "combining: e\u0301 a\u0308 n\u0303 o\u0302\u0323 Z\u0351\u0352\u0353\u0354 \u0301lead",
     "controls \x00\x01\x1b[0m\x7f and line sep \u2028 para sep \u2029 nel \x85 end",
     "mixed: naïve café 東京 Москва 🚀 x=1; y='two'\n\tz = [3, 4]",
+    # where the named patterns differ (camelCase, contractions, digit runs, spaces before numbers,
+    # "/" after punctuation) and the regex engines' edges (toktok.patterns)
+    *EDGE_TEXTS,
 ]
 
 
@@ -185,6 +189,7 @@ def verify(
     special_tokens=None,
     hf: HFSide | None = None,
     progress: Callable[[int, int], None] | None = None,
+    pattern=None,
 ) -> VerifyReport:
     """Encode ``DEFAULT_TEXTS``, texts around each special token, and ``texts`` with
     tiktoken and HF tokenizers from ``out_dir``; raise ParityError at the first id or round-trip
@@ -196,7 +201,9 @@ def verify(
     file, see ``formats.specials.resolve_specials``; default: found beside it). ``hf``: HF's half
     already opened on this folder's tokenizer.json (``open_hf(hf_path_of(out_dir))``, loading in a
     second process while the caller did other work); closed here. By default a large tokenizer.json
-    loads in a second process while this one loads tiktoken's half (``open_hf``).
+    loads in a second process while this one loads tiktoken's half (``open_hf``). tiktoken splits
+    text with the pattern recorded beside the ``.tiktoken`` (the tokenizer.json's Split); ``pattern``
+    (a run's own) must agree with it.
     Added tokens whose flags make HF cut text otherwise (``lstrip``, ``rstrip``, ``single_word``:
     :mod:`toktok.added`) are compared as HF cuts them: tiktoken's ids are
     ``encode_like_hf(enc, text, flags)`` and both decodes must give ``text_like_hf(text, flags)``.
@@ -213,7 +220,8 @@ def verify(
     with hf:
         # tiktoken's specials come from the tokenizer.json that goes with the .tiktoken when
         # nothing else gives them: when it is the one loaded here, it is parsed once, by tokenizers
-        enc, tokens = load_encoding_and_tokens(where, special_tokens, hf.specials if hf_path == hf_file_of(tt) else None)
+        enc, tokens = load_encoding_and_tokens(where, special_tokens, hf.specials if hf_path == hf_file_of(tt) else None,
+                                               pattern=pattern)
         _check_same_vocab(where, enc, tokens, hf)
         del tokens
         return _compare(where, enc, hf, texts, slices, seed, progress)

@@ -1,0 +1,178 @@
+"""Safe cuts: where a long document may be cut so that a pattern's pieces of the parts are the
+pieces of the whole (``findall(p, t[:i]) + findall(p, t[i:]) == findall(p, t)``).
+
+The reader cuts big ``.txt`` files (:mod:`toktok.count.read`) and the sampler cuts long documents
+into ~1 KiB pieces (:mod:`toktok.count.sample`) only at such points. For a named pattern they are
+found by a rule of its structure (:data:`RULES`, proven in the comments below and held by
+``tests/test_cuts.py``):
+
+- ``"\\n"`` followed by non-whitespace (``nl``): for cl100k and qwen2 no alternative matches
+  ``"\\n"`` followed by non-space (the alternatives ending in newlines end at the newline run), and
+  the one look-ahead, ``\\s+(?!\\S)``, never competes, because ``\\s*[\\r\\n]+`` is tried first.
+  o200k's punctuation alternative ends in ``[\\r\\n/]*``, so there the next char must not be
+  ``/`` either (``nl-no-slash``). GPT-2 has no newline alternative: a whitespace run before
+  non-space gives its last char to the next piece, so a run ending in ``"\\n"`` splits before the
+  ``"\\n"`` unless the run is that ``"\\n"`` alone (``nl-alone``: non-whitespace on both sides).
+- Before a space that follows non-whitespace (the sampler's second rule, for every named
+  pattern): no alternative continues from non-whitespace into a space, and the part before ends
+  in non-whitespace, so the look-ahead sees the same text on both sides.
+
+"Whitespace" is the ``regex`` package's ``\\s`` (Unicode White_Space), as in the patterns; the
+reader's rules also treat ``\\x1c``-``\\x1f`` as whitespace (Python's ``str.isspace`` does), which
+only leaves out cuts. A custom regex has no rule: the sampler does not cut its documents, and the
+reader cuts only at the end of a match of the regex itself, found by matching it from the
+previous cut (:func:`regex_split_point`).
+Example: ``split_point("a\\n b\\nc", NAMED["cl100k"]) == 5``.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import regex
+
+from ..patterns import Pattern
+
+# UTF-8 of a whitespace char (the ASCII ones and \x1c-\x1f, then U+0085 U+00A0 U+1680
+# U+2000-200A U+2028 U+2029 U+202F U+205F U+3000; tests check this list against the regex
+# module), and of one complete char (a sequence cut by the end of a buffer is never taken for
+# non-whitespace).
+_WS_BYTES = (rb"[\t\n\x0b\x0c\r\x1c-\x1f ]|\xc2[\x85\xa0]|\xe1\x9a\x80|\xe2\x80[\x80-\x8a\xa8\xa9\xaf]"
+             rb"|\xe2\x81\x9f|\xe3\x80\x80")
+_CHAR_BYTES = rb"(?=[\x00-\x7f]|[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3})"
+
+
+class Rule:
+    """A named pattern's newline cut: ``text`` and ``data`` (``(?r)``: search backwards, the
+    last cut wins) find it in a str and in UTF-8 bytes; ``sample`` is the sampler's ``_CUT``
+    (newline cut or a space after non-whitespace, searched forwards); ``kind`` numbers the rule
+    for the compiled sampler (``sample._next_cut``)."""
+
+    def __init__(self, kind: int, text: str, data: bytes, sample: str):
+        self.kind = kind
+        self.text = regex.compile(text)
+        self.data = regex.compile(data)
+        self.sample = regex.compile(sample)
+
+
+_NL = Rule(0, r"(?r)\n(?=[^\s\x1c-\x1f])", rb"(?r)\n(?!" + _WS_BYTES + rb")" + _CHAR_BYTES,
+           r"\n(?=\S)|(?<=\S)(?= )")
+_NL_NO_SLASH = Rule(1, r"(?r)\n(?=[^\s\x1c-\x1f/])", rb"(?r)\n(?!" + _WS_BYTES + rb"|/)" + _CHAR_BYTES,
+                    r"\n(?=[^\s/])|(?<=\S)(?= )")
+_NL_ALONE = Rule(2, r"(?r)(?<![\s\x1c-\x1f])\n(?=[^\s\x1c-\x1f])",
+                 rb"(?r)(?<!" + _WS_BYTES + rb")\n(?!" + _WS_BYTES + rb")" + _CHAR_BYTES,
+                 r"(?<=\S)\n(?=\S)|(?<=\S)(?= )")
+#: The cut rule of each named pattern.
+RULES = {"cl100k": _NL, "qwen2": _NL, "o200k": _NL_NO_SLASH, "gpt2": _NL_ALONE}
+
+#: A custom regex's cut is at least this many characters before the end of the text read so far:
+#: its matches up to there are taken to be the whole document's, which holds unless one attempt
+#: to match reads this far ahead of where its match ends.
+REGEX_MARGIN = 1 << 16
+#: ... and the matches of this many characters before the cut are checked to be the same when
+#: the text ends at the cut.
+REGEX_CHECK = 1 << 14
+
+
+def rule(pattern: Pattern) -> Rule | None:
+    """The cut rule of a named pattern; None for a custom regex."""
+    return RULES.get(pattern.name)
+
+
+def split_point(text: str | bytes | bytearray, pattern: Pattern, start: int = 0) -> int:
+    """Index into ``text`` (a str, or UTF-8 bytes that start at a cut or at the document's start)
+    of the last safe cut at or after ``start``; 0 if none. A named pattern's rule gives the same
+    cut for a str and its bytes; a custom regex's cut is where one of its matches ends
+    (:func:`regex_split_point`). Example: ``split_point(b"a\\nb", NAMED["gpt2"]) == 2``."""
+    r = rule(pattern)
+    if r is None:
+        return regex_split_point(text, pattern.regex, start)
+    m = (r.text if isinstance(text, str) else r.data).search(text, start)
+    return m.end() if m else 0
+
+
+@functools.cache
+def matcher(rx: str) -> regex.Pattern:
+    """``rx`` compiled once by the ``regex`` package."""
+    return regex.compile(rx)
+
+
+def pieces(rx: str, text: str, pos: int = 0, endpos: int | None = None, *, concurrent: bool = False) -> list[str]:
+    """The matches of ``rx`` in ``text[pos:endpos]``, whole (as tiktoken and HF take them; a
+    regex with groups is not read as ``findall`` reads it), e.g. ``pieces(r"(a)b", "abab") == ["ab", "ab"]``."""
+    m = matcher(rx)
+    end = len(text) if endpos is None else endpos
+    if m.groups == 0:
+        return m.findall(text, pos, end, concurrent=concurrent)
+    return [x.group() for x in m.finditer(text, pos, end, concurrent=concurrent)]
+
+
+def regex_split_point(text: str | bytes | bytearray, rx: str, start: int = 0) -> int:
+    """The last end of a non-empty match of ``rx`` at least ``REGEX_MARGIN`` characters before the
+    end of ``text`` (a str, or UTF-8 bytes) and at or after ``start``, matching from ``text``'s
+    start (which must be the document's start or such a cut), as an index into ``text``; 0 if
+    none.
+
+    The cut is kept only where it changes nothing: the matches of the ``REGEX_CHECK`` characters
+    before it are the same when the text ends there (a look-ahead or a backtracking alternative
+    may see the end), and the chars on both sides are valid UTF-8 (so each side decodes as the
+    whole would). Costs one pass of the regex over ``text``."""
+    if isinstance(text, str):
+        s = text
+    else:
+        s = bytes(text).decode("utf-8", "surrogateescape")  # one char per invalid byte, exactly reversible
+    limit = len(s) - REGEX_MARGIN
+    if limit <= 0:
+        return 0
+    found = pieces(rx, s, concurrent=True)
+    lens = np.fromiter(map(len, found), np.int64, len(found))
+    ends = np.cumsum(lens)
+    if not found or ends[-1] != len(s):
+        return _sparse_split_point(s, rx, limit, start, text)
+    # the matches cover the text end to end (as a pre-tokenizer's do): their ends are the sums
+    k = int(np.searchsorted(ends, limit, side="right")) - 1
+    while k >= 0:
+        c = int(ends[k])
+        if lens[k] == 0 or not _valid_around(s, c):
+            k -= 1
+            continue
+        a = int(np.searchsorted(ends, c - REGEX_CHECK, side="left"))  # the first match ending >= c - CHECK
+        lo = int(ends[a - 1]) if a > 0 else 0
+        if pieces(rx, s, lo, c) == found[a : k + 1]:
+            return _index(text, s, c, start)
+        k = a - 1  # a cut before the window that failed
+    return 0
+
+
+def _sparse_split_point(s: str, rx: str, limit: int, start: int, text) -> int:
+    """``regex_split_point`` for a regex whose matches leave gaps: from ``finditer``'s spans."""
+    spans = [m.span() for m in matcher(rx).finditer(s, concurrent=True)]
+    k = len(spans) - 1
+    while k >= 0:
+        b, c = spans[k]
+        if c > limit or c == b or not _valid_around(s, c):
+            k -= 1
+            continue
+        a = k
+        while a > 0 and spans[a - 1][1] >= c - REGEX_CHECK:
+            a -= 1
+        lo = spans[a - 1][1] if a > 0 else 0  # where the search that found match a started
+        if [m.span() for m in matcher(rx).finditer(s, lo, c)] == spans[a : k + 1]:
+            return _index(text, s, c, start)
+        k = a - 1
+    return 0
+
+
+def _valid_around(s: str, c: int) -> bool:
+    """Whether the chars on both sides of ``c`` are not escaped invalid bytes (U+DC80-DCFF)."""
+    return all(not ("\udc80" <= s[i] <= "\udcff") for i in (c - 1, c) if 0 <= i < len(s))
+
+
+def _index(text, s: str, c: int, start: int) -> int:
+    """Char index ``c`` of ``s`` as an index into ``text`` (bytes: its UTF-8 offset); 0 before ``start``."""
+    i = c if isinstance(text, str) else len(s[:c].encode("utf-8", "surrogateescape"))
+    return i if i >= start and i > 0 else 0
+
+
+__all__ = ["RULES", "Rule", "rule", "split_point", "regex_split_point", "pieces", "matcher", "REGEX_MARGIN",
+           "REGEX_CHECK"]

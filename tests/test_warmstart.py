@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 import tiktoken
 from conftest import FIXTURES, FUZZ
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from oracles.reference_bpe import train as reference_train
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -462,6 +462,10 @@ def _random_base(draw):
 
 @settings(max_examples=8 * FUZZ, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(base=_random_base(), merges=st.integers(0, 30), hardcoded=st.booleans(), keep=st.booleans(), new_special=st.booleans())
+# specials inside the ranks and right after the last one, no merge after them: HF keeps the last as an
+# added token only, as tiktoken does (it was a model entry too: one more than tiktoken's ranks)
+@example(base=(["<|a|>", *(bytes([b]) for b in range(256)), b"ab", "<|b|>"], "tiktoken"), merges=0, hardcoded=False,
+         keep=False, new_special=False)
 def test_fuzz_warm_start_keeps_every_base_id(tmp_path_factory, base, merges, hardcoded, keep, new_special):
     from toktok.config import TrainConfig
     from toktok.formats.hf import write_hf

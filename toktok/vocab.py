@@ -83,6 +83,19 @@ class Vocab:
         """Every special token, in id order."""
         return list(self.special_ids())
 
+    def settled(self) -> "Vocab":
+        """The same ids, with pinned specials that no rank follows (a warm-start base's specials
+        right after its last rank, kept at their ids when no merge came after them) moved to the
+        specials after the last rank: so HF keeps them as added tokens only, as tiktoken does,
+        and both count the same ranks. Example: ``Vocab([b"a", b"<s>"], [], {1: "<s>"}).settled().specials == ["<s>"]``."""
+        n, pinned, tail = len(self.tokens), dict(self.pinned), []
+        while n and n - 1 in pinned:
+            n -= 1
+            tail.append(pinned.pop(n))
+        if not tail:
+            return self
+        return Vocab(self.tokens[:n], tail[::-1] + self.specials, pinned)
+
     def check(self) -> None:
         """Raise VocabError unless tokens are unique, non-empty and every single byte is present."""
         seen: dict[bytes, int] = {}

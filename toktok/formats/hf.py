@@ -275,7 +275,7 @@ def write_hf(vocab: Vocab, out_dir: str | os.PathLike, *, roles: dict[str, str] 
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise OutputError(f"{out}: cannot create folder ({e.strerror or e})") from None
-    vocab = checked_vocab(vocab) if check else vocab
+    vocab = (checked_vocab(vocab) if check else vocab).settled()
     config, special_map = hf_config_files(vocab, roles, added=added, chat_template=chat_template)
     write_atomic(out / HF_FILE, hf_tokenizer_json(vocab, pattern, added=added))
     write_atomic(out / HF_CONFIG_FILE, config)

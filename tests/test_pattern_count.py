@@ -8,7 +8,9 @@ from collections import Counter
 import polars as pl
 import pytest
 import regex
-from conftest import FIXTURES
+from conftest import FIXTURES, FUZZ
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from toktok.count.pretokenize import WordCounter, count_words, has_scanner
 from toktok.patterns import NAMED, Pattern
@@ -79,3 +81,142 @@ def test_count_phase_takes_a_pattern(tmp_path):
         assert (pc.regex_mb_s is None) == has_scanner(pattern)
         assert pattern.name != "custom" or pc.regex_mb_s > 0
     assert count_phase(sources, threads=2).regex_mb_s is None
+
+
+# --- the compiled scanners of the named patterns (and regex for the custom ones) ------------------
+
+# Pieces that hit every alternative of every pattern and the boundaries between them: whitespace of
+# every kind and \r\n mixes, "/" after newlines (o200k), apostrophes with the contraction letters
+# in both cases and their folds (ſ, K), letters of each class o200k tells apart (Lu, Ll, Lt, Lm,
+# Lo) and marks (M, not letters), digits of other scripts, runs that cross the 8-byte reads.
+ATOMS = [
+    " ", "  ", "   ", "\t", "\n", "\r", "\r\n", "\n\r", "\n\n", "\xa0", "\u3000", "\u2028", "\x0b", "\x0c", "\x85",
+    "\x1c", "/", "//", "!", "(", ".", "-", "_", "'", "'s", "'S", "'t", "'ll", "'LL", "'Ll", "'re", "'Re", "'ve",
+    "'m", "'D", "'x", "ſ", "\u212a", "a", "Z", "é", "É", "ж", "Ж", "Ω", "ω", "中", "한", "ǅ", "ǈ", "ʰ", "ˆ",
+    "ª", "々", "\u0301", "\u0308", "\u093f", "\u20dd", "\u200d", "1", "٣", "²", "Ⅻ", "¾", "߀", "😀",
+    "👩\u200d💻", "\x00", "Hello", "WORLD", "camelCase", "HTTPServer", "xml", "ABCdef", "abcDEF", "12345",
+    "ÀÉÎõü", "e\u0301", "E\u0301", "\u0301a", "ǅungla", "ʰʰa",
+]
+TEXTS = st.lists(st.sampled_from(ATOMS), max_size=40).map("".join)
+PAD = "pad Pad PAD 123 'll " * 6  # text longer than 64 bytes is read 8 bytes at a time
+
+
+def _scan_counts(texts, pattern, swar=True):
+    c = WordCounter(threads=1, swar=swar, pattern=pattern)
+    c.add(texts)
+    return dict(c.result().iter_rows())
+
+
+def _same(texts, pattern):
+    texts = list(texts)
+    ref = reference(texts, pattern)
+    assert dict(count_words(texts, pattern=pattern).iter_rows()) == ref
+    if has_scanner(pattern):
+        assert _scan_counts(texts, pattern, swar=False) == ref
+        padded = reference(texts + [PAD], pattern)
+        for swar in (True, False):
+            assert _scan_counts(texts + [PAD], pattern, swar) == padded, swar
+
+
+@pytest.mark.parametrize("name", list(PATTERNS))
+@settings(max_examples=150 * FUZZ, deadline=None)
+@given(texts=st.lists(TEXTS, min_size=1, max_size=4))
+def test_fuzz_atoms(name, texts):
+    _same(texts, PATTERNS[name])
+
+
+@pytest.mark.parametrize("name", list(PATTERNS))
+@settings(max_examples=60 * FUZZ, deadline=None)
+@given(texts=st.lists(st.text(st.characters(exclude_categories=["Cs", "Cn"]), max_size=40), max_size=5))
+def test_fuzz_unicode(name, texts):
+    _same(texts, PATTERNS[name])
+
+
+# letters, marks and apostrophes only: o200k's first two alternatives backtracking between
+# its overlapping classes (Lm, Lo and marks are in both)
+LETTERS = ["A", "a", "Z", "z", "É", "é", "ǅ", "ʰ", "中", "\u0301", "'", "'s", "'S", "'ll", " ", "!", "\n"]
+
+
+@settings(max_examples=300 * FUZZ, deadline=None)
+@given(text=st.lists(st.sampled_from(LETTERS), max_size=30).map("".join))
+def test_fuzz_o200k_letters(text):
+    _same([text, text * 3], NAMED["o200k"])
+
+
+EDGES = [
+    "", " ", "   ", "a", "hello  world", "x   123", "x \t!y", "x\t\t'sy", "  's", "\n\n  y  ", "foo   (bar)",
+    "I'M DON'T we'll", "a\u3000\u3000b", "tab\t\tnumbers\t12", "end with spaces   ", "  \r\n  \r\n x",
+    "1234567 3.14159", "emoji 😀😀 and  👩\u200d💻", "ſ's 'ſ 'S", "a \u0301b", "a!\n/b", "x\n//\n/y", "a \nb",
+    "HTTPServer's camelCaseWord XMLHttpRequest", "ǅungla ǅUNGLA", "ʰʰʰ ʰA Aʰ", "\u0301\u0301A", "!\u0301A",
+    " \u0301Ab", "'S'S'S", "A'sB", "12345678901 ٣٣٣٣", " 123 ' 12", "don't DON'T Don'T",
+]
+
+
+@pytest.mark.parametrize("name", list(PATTERNS))
+@pytest.mark.parametrize("text", EDGES)
+def test_edge_strings(name, text):
+    _same([text], PATTERNS[name])
+
+
+@pytest.mark.parametrize("name", list(NAMED))
+@settings(max_examples=50 * FUZZ, deadline=None)
+@given(before=st.integers(0, 20), after=st.integers(0, 20),
+       ch=st.sampled_from(["é", "É", "ж", "中", "😀", "\u00a0", "\u3000", "٣", "\u0301", "¿", "ǅ", "ʰ"]))
+def test_non_ascii_at_every_offset(name, before, after, ch):
+    # a non-ASCII char at every position of runs of capitals, small letters, digits, spaces and
+    # punctuation, so it falls at every offset of an 8-byte read
+    texts = ["a" * before + ch + "b" * after, "A" * before + ch + "B" * after, "A" * before + ch + "b" * after,
+             " " * before + ch + " " * after + "x", "!" * before + ch + "?" * after, "7" * before + ch + "8" * after,
+             "x" + " " * before + ch + "y" * after]
+    _same(texts, NAMED[name])
+
+
+@pytest.mark.parametrize("name", list(NAMED))
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 13, 255, 256, 5000])
+def test_word_lengths(name, n):
+    words = ["a" * n, "A" * n, "A" + "b" * (n - 1), " " + "b" * (n - 1), "é" * (n // 2), "1" * n, "!" * n, " " * n]
+    _same([" ".join(words), "\n".join(words) + "\n", "x".join(words) * 2], NAMED[name])
+
+
+def test_o200k_class_tables_match_polars_per_char():
+    import numpy as np
+
+    import toktok.count.pretokenize as pt
+
+    ac, flags = pt._o200k_tables()
+    assert ac.dtype == flags.dtype == np.uint16 and pt._o200k_swar_ok()
+    chars = [c for a in ATOMS + LETTERS for c in a] + ["\u1c90", "\u0345", "\u02b0", "\u2160", "\u00aa"]
+    s = pl.Series(chars)
+    for bit, pat in pt._O200K_CLASSES:
+        assert [bool(flags[ord(c)] & bit) for c in chars] == s.str.contains(pat).to_list()
+    cl = pt._class_tables()[0]
+    assert (flags & 0xFF == cl).all()  # cl100k's classes kept as they are
+
+
+def test_o200k_class_cache(tmp_path, monkeypatch):
+    import numpy as np
+
+    import toktok.count.pretokenize as pt
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    path = pt._o200k_cache_path()
+    assert path.parent == tmp_path / "toktok" and path.name.startswith("classes-o200k-")
+    assert path.name != pt._class_cache_path().name  # cl100k's cache file stays as it is
+    got = pt._cached(path, lambda: {"classes": pt._compute_o200k_classes()}, pt._o200k_looks_right)
+    assert path.exists() and pt._o200k_looks_right(got)
+    path.write_bytes(b"damaged")
+    again = pt._cached(path, lambda: {"classes": pt._compute_o200k_classes()}, pt._o200k_looks_right)
+    assert np.array_equal(again["classes"], got["classes"])
+
+
+@pytest.mark.parametrize("name", list(NAMED))
+def test_reference_then_scanner_equals_reference(name):
+    # a small run counts its first documents with regex while the scanner is not compiled
+    pattern = NAMED[name]
+    texts = pl.read_parquet(FIXTURES / "sample.parquet")["text"]
+    half = int(texts.slice(0, 200).str.len_bytes().sum())
+    c = WordCounter(threads=2, reference_bytes=half + 1, pattern=pattern)
+    for i in range(0, texts.len(), 150):
+        c.add(texts.slice(i, 150))
+    assert c.reference_counted == half and c._tables
+    assert dict(c.result().iter_rows()) == reference(texts.to_list(), pattern)

@@ -68,19 +68,20 @@ def test_a_custom_regex_counts_through_regex_on_the_threads():
     assert dict(c.result().iter_rows())[b"5"] == 9003
 
 
-def test_count_phase_takes_a_pattern(tmp_path):
+@pytest.mark.parametrize("name", list(PATTERNS))
+def test_count_phase_on_the_fixtures_equals_findall(name):
+    """Every file of data_fixtures/ (Parquet, JSONL, text), read and counted as a run counts."""
     from toktok.count.common import Source
     from toktok.count.local import count_phase
     from toktok.count.read import read_corpus
 
-    sources = [Source(read_corpus([str(FIXTURES / "sample.parquet"), str(FIXTURES / "notes.txt")]))]
-    texts = pl.read_parquet(FIXTURES / "sample.parquet")["text"].to_list() + [(FIXTURES / "notes.txt").read_text()]
-    for pattern in (NAMED["gpt2"], CUSTOM["bpeasy"]):
-        pc = count_phase(sources, threads=2, pattern=pattern)
-        assert dict(pc.words.iter_rows()) == reference(texts, pattern)
-        assert (pc.regex_mb_s is None) == has_scanner(pattern)
-        assert pattern.name != "custom" or pc.regex_mb_s > 0
-    assert count_phase(sources, threads=2).regex_mb_s is None
+    pattern = PATTERNS[name]
+    files = [str(FIXTURES / n) for n in ("sample.parquet", "extra.jsonl", "notes.txt")]
+    texts = [t for b in read_corpus(files).batches() for t in b.texts.to_list()]
+    pc = count_phase([Source(read_corpus(files))], threads=2, pattern=pattern, specials=["<|endoftext|>"])
+    assert dict(pc.words.iter_rows()) == reference(texts, pattern, ["<|endoftext|>"])
+    assert (pc.regex_mb_s is None) == has_scanner(pattern)
+    assert pattern.name != "custom" or pc.regex_mb_s > 0
 
 
 # --- the compiled scanners of the named patterns (and regex for the custom ones) ------------------
@@ -125,11 +126,29 @@ def test_fuzz_atoms(name, texts):
     _same(texts, PATTERNS[name])
 
 
+# U+0295 is Ll in the Unicode of Polars' and tiktoken's Rust regex engine (and Python's), Lo in
+# the newer one of the regex package: the scanners classify it as tiktoken does, so it is left out
+# of the comparison with regex (the only assigned char where their classes differ; others are
+# newly assigned, Cn for Python's unicodedata, which hypothesis leaves out).
+RECLASSIFIED = "\u0295"
+
+
 @pytest.mark.parametrize("name", list(PATTERNS))
 @settings(max_examples=60 * FUZZ, deadline=None)
-@given(texts=st.lists(st.text(st.characters(exclude_categories=["Cs", "Cn"]), max_size=40), max_size=5))
+@given(texts=st.lists(st.text(st.characters(exclude_categories=["Cs", "Cn"], exclude_characters=RECLASSIFIED),
+                              max_size=40), max_size=5))
 def test_fuzz_unicode(name, texts):
     _same(texts, PATTERNS[name])
+
+
+def test_o200k_reads_u0295_as_tiktoken_does():
+    import unicodedata
+
+    import toktok.count.pretokenize as pt
+
+    assert unicodedata.category(RECLASSIFIED) == "Ll" and pl.Series([RECLASSIFIED]).str.contains(r"^\p{Ll}$")[0]
+    assert pt._o200k_tables()[1][0x295] & (pt._UP | pt._LO) == pt._LO
+    assert sorted(dict(count_words(["\u0295Ab"], pattern=NAMED["o200k"]).iter_rows())) == ["Ab".encode(), "\u0295".encode()]
 
 
 # letters, marks and apostrophes only: o200k's first two alternatives backtracking between

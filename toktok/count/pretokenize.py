@@ -32,7 +32,7 @@ from numba.extending import intrinsic
 
 from .._kernels import _EMPTY, _empty_array, _zero_array, compiled, inlined
 from ..patterns import DEFAULT, Pattern
-from .cuts import matcher, pieces
+from .cuts import pieces
 
 
 def _cut_specials(texts: pl.Series, specials: Sequence[str]) -> pl.Series:
@@ -1271,10 +1271,6 @@ def has_scanner(pattern: Pattern) -> bool:
     """Whether ``pattern`` counts through a compiled scanner (else through ``regex``).
     Example: ``has_scanner(patterns.DEFAULT)``."""
     return _scanner(pattern) is not None
-
-
-def _reference_matcher():
-    return matcher(DEFAULT.regex)
 
 
 _EMPTY_COUNTS = {"word": pl.Binary, "count": pl.Int64}

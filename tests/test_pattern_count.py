@@ -139,7 +139,8 @@ def test_o200k_reads_u0295_as_tiktoken_does():
 
     assert unicodedata.category(RECLASSIFIED) == "Ll" and pl.Series([RECLASSIFIED]).str.contains(r"^\p{Ll}$")[0]
     assert pt._o200k_tables()[1][0x295] & (pt._UP | pt._LO) == pt._LO
-    assert sorted(dict(count_words(["\u0295Ab"], pattern=NAMED["o200k"]).iter_rows())) == ["Ab".encode(), "\u0295".encode()]
+    words = dict(count_words(["\u0295Ab"], pattern=NAMED["o200k"]).iter_rows())
+    assert sorted(words) == ["Ab".encode(), "\u0295".encode()]  # the regex package: ["\u0295Ab"]
 
 
 # letters, marks and apostrophes only: o200k's first two alternatives backtracking between

@@ -244,3 +244,25 @@ def test_shared_corpus_equals_findall(name):
     for f in files:
         texts = pl.read_parquet(f, columns=["text"])["text"]
         assert dict(count_words(texts, pattern=NAMED[name]).iter_rows()) == reference(texts.to_list(), NAMED[name]), f
+
+
+def test_a_small_first_run_compiles_no_scanner_of_any_pattern(tmp_path):
+    """As for cl100k (tests/test_cold_start.py): with an empty kernel cache a small run of any
+    named pattern counts through the reference, and compiles no scanner."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    code = ("from toktok.count.pretokenize import count_words, reference_allowance, REFERENCE_BYTES, _SCANNERS\n"
+            "from toktok._kernels import compiled\nfrom toktok.patterns import NAMED\n"
+            "for name, p in NAMED.items():\n"
+            "    r = reference_allowance(1000, p)\n"
+            "    assert r == REFERENCE_BYTES, name\n"
+            "    assert dict(count_words(['Hello World'], reference_bytes=r, pattern=p).iter_rows()), name\n"
+            "    assert not compiled((_SCANNERS[name],)), name\n"
+            "print('ok')\n")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]

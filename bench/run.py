@@ -3,6 +3,7 @@
 
     python bench/run.py [--data GLOB...] [--vocab 32768 131072] [--repeat 3] [--count-runs 7]
                         [--only toktok,hf,rustbpe,count,cold] [--threads N] [--json OUT]
+                        [--patterns cl100k,o200k,gpt2,qwen2,custom]
 
 Every trainer runs in its own subprocess (``bench/run.py --worker NAME ...``) so that one
 trainer's allocator state, thread pools and page-cache habits never leak into another's figures.
@@ -40,6 +41,13 @@ TAIL = ("export", "verify", "insight")
 DEMO = ["train", str(REPO / "data_fixtures"), "--merges", "2000", "--special-token", "<|endoftext|>",
         "--force", "-q"]
 SAMPLE_SECONDS = 0.05
+# The patterns counted beside cl100k (``--only count``): the named ones, and a custom regex (which
+# counts through the regex package: bpeasy's split, letters with their marks, numbers of up to 4
+# digits).
+CUSTOM_PATTERN = r"""(?:[\p{L}\p{M}]+|\p{N}{1,4}|[^\s\p{L}\p{N}\p{M}]+)|\s+"""
+PATTERNS = ("cl100k", "o200k", "gpt2", "qwen2", "custom")
+# Runs of the custom regex's counting (at most): it counts ~10x slower than the scanners.
+CUSTOM_RUNS = 3
 # Documents per Arrow batch when feeding HF and rustbpe. Small enough that reading never holds
 # more than a few MB of text; the trainers buffer internally anyway (rustbpe: 8192 texts).
 READ_BATCH_ROWS = 1024
@@ -135,19 +143,28 @@ def work_rustbpe(files: list[str], vocab: int, threads: int, scratch: str) -> di
             "version": version("rustbpe"), "pattern_used": tok.get_pattern(), "tokens": tokens}
 
 
+def _bench_pattern():
+    """The pattern a count worker counts (BENCH_PATTERN: a name of ``PATTERNS``; cl100k by default)."""
+    from toktok import patterns
+
+    name = os.environ.get("BENCH_PATTERN", "cl100k")
+    return patterns.resolve(CUSTOM_PATTERN if name == "custom" else name)
+
+
 def work_count(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
     """toktok's counting alone, as a run counts (one ``WordCounter`` over every batch, its
     per-thread tables merged once at the end), timed without the reading (done first) and
     without loading the kernels from Numba's cache (once per process, ~0.3 s, whatever the
     corpus: ``load_s``). ``result_s``: the ``result()`` call (waiting for the last batch's
-    counting, the merge and the export)."""
+    counting, the merge and the export). The pattern is BENCH_PATTERN's (``_bench_pattern``)."""
     import polars as pl
 
     from toktok.count.pretokenize import WordCounter
     from toktok.count.read import read_corpus
 
+    pattern = _bench_pattern()
     t0 = time.perf_counter()
-    warm = WordCounter(threads=threads)
+    warm = WordCounter(threads=threads, pattern=pattern)
     warm.add(["Loading the kernels, 12 times over."] * 64)
     warm.result()
     load_s = time.perf_counter() - t0
@@ -161,7 +178,7 @@ def work_count(files: list[str], vocab: int, threads: int, scratch: str) -> dict
         give_up = time.monotonic() + 600  # a worker that failed to start must not hold the others
         while len(os.listdir(folder)) < int(n) and time.monotonic() < give_up:
             time.sleep(0.001)
-    counter = WordCounter(threads=threads)
+    counter = WordCounter(threads=threads, pattern=pattern)
     t0 = time.perf_counter()
     for t in texts:
         counter.add(t)
@@ -171,7 +188,8 @@ def work_count(files: list[str], vocab: int, threads: int, scratch: str) -> dict
     merge_s = time.perf_counter() - t1
     return {"threads": threads or pl.thread_pool_size(), "polars_threads": pl.thread_pool_size(),
             "count_s": secs, "result_s": merge_s, "load_s": load_s, "text_bytes": nbytes,
-            "mb_per_s": nbytes / 1e6 / secs if secs else None, "words": words.height}
+            "mb_per_s": nbytes / 1e6 / secs if secs else None, "words": words.height,
+            "pattern": pattern.name if pattern.named else "custom"}
 
 
 def work_warmup(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
@@ -385,7 +403,8 @@ def report(fig: dict) -> None:
             con.print(f"the machine's own ceiling: {n} 1-thread countings at once took {tog['count_s']:.2f} s (median; "
                       f"runs {', '.join(f'{x:.2f}' for x in tog['runs_count_s'])} s), one alone {solo:.2f} s: "
                       f"{ceiling:.2f}x; {ok[1]['threads']} threads reach {ok[1]['mb_per_s'] / ok[0]['mb_per_s'] / ceiling:.0%} of it")
-    for name, r in (c or {}).items():
+    report_patterns(con, fig.get("counting_patterns"))
+    for name, r in {**(c or {}), **(fig.get("counting_patterns") or {})}.items():
         if r.get("status") in ("unavailable", "failed"):
             con.print(f"[red]{name} {r['status']}[/] (exit {r['exit_code']}):\n{escape(r['error'])}")
     cold = fig.get("cold_start")
@@ -399,6 +418,27 @@ def report(fig: dict) -> None:
             r = cold[name]
             if r["exit_code"] != 0:
                 con.print(f"[red]demo ({name} cache) failed[/] (exit {r['exit_code']}):\n{escape(r['error'])}")
+
+
+def report_patterns(con, per: dict | None) -> None:
+    """One row per pattern: its counting throughput on all cores and its share of cl100k's."""
+    if not per:
+        return
+    from rich.table import Table
+
+    base = per.get("cl100k", {})
+    t = Table(title="counting per pattern, all cores (reading and loading the kernels excluded), median")
+    for col in ("pattern", "engine", "MB/s", "of cl100k", "runs s", "words"):
+        t.add_column(col, justify="left" if col in ("pattern", "engine") else "right")
+    for name, r in per.items():
+        if r.get("status") != "ok":
+            t.add_row(name, r.get("status", "?"), *["—"] * 4)
+            continue
+        share = (f"{r['mb_per_s'] / base['mb_per_s']:.0%}" if base.get("status") == "ok" else "—")
+        t.add_row(name, "regex" if name == "custom" else "scanner", f"{r['mb_per_s']:.1f}", share,
+                  ", ".join(f"{x:.2f}" for x in r.get("runs_count_s", [r["count_s"]])), f"{r['words']:,}")
+    con.print(t)
+    con.print("goal: each named pattern >= 80% of cl100k; custom regex: " + CUSTOM_PATTERN)
 
 
 def report_vocab(con, vocab: int, per: dict, d: dict) -> None:
@@ -496,6 +536,9 @@ def main() -> None:
                     help=f"comma-separated subset of {','.join(JOBS)} (count = toktok's 1-thread vs all-core "
                          "counting, cold = the demo from an empty kernel cache)")
     ap.add_argument("--threads", type=int, default=0, help="cap every trainer's threads (0 = all cores)")
+    ap.add_argument("--patterns", default=",".join(PATTERNS),
+                    help=f"with count: the patterns counted on all cores, one row each (default {','.join(PATTERNS)}; "
+                         "'' for none)")
     ap.add_argument("--json", metavar="OUT", help="also write the figures to this JSON file")
     ap.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     ap.add_argument("--result", help=argparse.SUPPRESS)
@@ -514,6 +557,9 @@ def main() -> None:
         ap.error("--vocab must be more than 256 (the byte tokens)")
     if a.repeat < 1 or a.count_runs < 1:
         ap.error("--repeat and --count-runs must be 1 or more")
+    pats = [x.strip() for x in a.patterns.split(",") if x.strip()]
+    if bad := [x for x in pats if x not in PATTERNS]:
+        ap.error(f"--patterns: unknown {', '.join(bad)}; choose from {', '.join(PATTERNS)}")
     try:
         import psutil
     except ImportError:
@@ -564,6 +610,7 @@ def main() -> None:
         if "count" in only:
             counts: dict[int, list[dict]] = {}
             together: list[dict] = []
+            by_pattern: dict[str, list[dict]] = {}
             all_n = a.threads or os.cpu_count() or 1
             for i in range(a.count_runs):  # interleaved, as the trainers
                 for n in dict.fromkeys([1, all_n]):
@@ -572,10 +619,24 @@ def main() -> None:
                     # of the places Polars runs in parallel
                     counts.setdefault(n, []).append(run_worker(f"count:{n}", files, a.vocab[0], n, scratch,
                                                                {**env, **thread_env(n)}))
+                # the other patterns on all cores, beside cl100k's run of the same round
+                for p in pats:
+                    if p == "cl100k":
+                        by_pattern.setdefault(p, []).append(counts[all_n][-1])
+                        continue
+                    if p == "custom" and i >= CUSTOM_RUNS:
+                        continue
+                    print(f"bench: toktok counting {p} with {all_n} thread(s) ({i + 1} of {a.count_runs}) ...",
+                          file=sys.stderr)
+                    by_pattern.setdefault(p, []).append(run_worker(f"count:{all_n}:{p}", files, a.vocab[0], all_n,
+                                                                   scratch, {**env, **thread_env(all_n),
+                                                                             "BENCH_PATTERN": p}))
                 if all_n > 1:
                     print(f"bench: {all_n} 1-thread countings at once ({i + 1} of {a.count_runs}) ...", file=sys.stderr)
                     together.append(count_together(all_n, files, a.vocab[0], scratch, env))
             fig["counting"] = {f"threads_{n}": median_by(r, "count_s") for n, r in counts.items()}
+            if by_pattern:
+                fig["counting_patterns"] = {p: median_by(r, "count_s") for p, r in by_pattern.items()}
             if together:
                 fig["counting_together"] = median_by(together, "count_s")
         if "cold" in only:

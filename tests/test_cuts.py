@@ -39,7 +39,7 @@ def _split(pattern, text: str, at: list[int]) -> list[str]:
 
 
 @pytest.mark.parametrize("name", list(NAMED))
-@settings(max_examples=300 * FUZZ, deadline=None)
+@settings(max_examples=150 * FUZZ, deadline=None)
 @given(text=TEXTS)
 def test_every_rule_cut_is_a_boundary(name, text):
     pattern = NAMED[name]
@@ -82,7 +82,7 @@ def test_bytes_rules_know_every_whitespace_character(name):
 
 
 @pytest.mark.parametrize("name", list(PATTERNS))
-@settings(max_examples=100 * FUZZ, deadline=None)
+@settings(max_examples=50 * FUZZ, deadline=None)
 @given(texts=st.lists(TEXTS, min_size=1, max_size=5), unit=st.integers(1, 40))
 def test_sampler_pieces_split_as_the_whole_and_compiled_equals_definition(name, texts, unit):
     pattern = PATTERNS[name]
@@ -118,7 +118,7 @@ LOOKAHEAD = r"\w+(?=\d)|\w+|\s+(?!\S)|\s+|[^\w\s]+"
 
 
 @pytest.mark.parametrize("rx", [CUSTOM["digits"].regex, CUSTOM["bpeasy"].regex, SPARSE, LOOKAHEAD, r"(a)|[^a]+"])
-@settings(max_examples=150 * FUZZ, deadline=None)
+@settings(max_examples=60 * FUZZ, deadline=None)
 @given(text=TEXTS)
 def test_custom_regex_cut_is_a_boundary(rx, text):
     with small_margins():

@@ -8,7 +8,9 @@ from collections import Counter
 import polars as pl
 import pytest
 import regex
-from conftest import FIXTURES
+from conftest import FIXTURES, FUZZ
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from toktok.count.pretokenize import WordCounter, count_words, has_scanner
 from toktok.patterns import NAMED, Pattern
@@ -38,15 +40,6 @@ def reference(texts, pattern: Pattern, specials=()) -> dict[bytes, int]:
     return dict(out)
 
 
-@pytest.mark.parametrize("name", list(PATTERNS))
-@pytest.mark.parametrize("threads", [1, 2])
-def test_fixture_counts_equal_findall(name, threads):
-    texts = pl.read_parquet(FIXTURES / "sample.parquet")["text"]
-    got = count_words(texts, ["<|endoftext|>"], threads, pattern=PATTERNS[name])
-    assert got.schema == {"word": pl.Binary, "count": pl.Int64}
-    assert dict(got.iter_rows()) == reference(texts.to_list(), PATTERNS[name], ["<|endoftext|>"])
-
-
 def test_a_custom_regex_counts_through_regex_on_the_threads():
     import threading
 
@@ -66,16 +59,210 @@ def test_a_custom_regex_counts_through_regex_on_the_threads():
     assert dict(c.result().iter_rows())[b"5"] == 9003
 
 
-def test_count_phase_takes_a_pattern(tmp_path):
+@pytest.mark.parametrize("name", list(PATTERNS))
+def test_count_phase_on_the_fixtures_equals_findall(name):
+    """Every file of data_fixtures/ (Parquet, JSONL, text), read and counted as a run counts."""
     from toktok.count.common import Source
     from toktok.count.local import count_phase
     from toktok.count.read import read_corpus
 
-    sources = [Source(read_corpus([str(FIXTURES / "sample.parquet"), str(FIXTURES / "notes.txt")]))]
-    texts = pl.read_parquet(FIXTURES / "sample.parquet")["text"].to_list() + [(FIXTURES / "notes.txt").read_text()]
-    for pattern in (NAMED["gpt2"], CUSTOM["bpeasy"]):
-        pc = count_phase(sources, threads=2, pattern=pattern)
-        assert dict(pc.words.iter_rows()) == reference(texts, pattern)
-        assert (pc.regex_mb_s is None) == has_scanner(pattern)
-        assert pattern.name != "custom" or pc.regex_mb_s > 0
-    assert count_phase(sources, threads=2).regex_mb_s is None
+    pattern = PATTERNS[name]
+    files = [str(FIXTURES / n) for n in ("sample.parquet", "extra.jsonl", "notes.txt")]
+    texts = [t for b in read_corpus(files).batches() for t in b.texts.to_list()]
+    pc = count_phase([Source(read_corpus(files))], threads=2, pattern=pattern, specials=["<|endoftext|>"])
+    assert dict(pc.words.iter_rows()) == reference(texts, pattern, ["<|endoftext|>"])
+    assert (pc.regex_mb_s is None) == has_scanner(pattern)
+    assert pattern.name != "custom" or pc.regex_mb_s > 0
+
+
+# --- the compiled scanners of the named patterns (and regex for the custom ones) ------------------
+
+# Pieces that hit every alternative of every pattern and the boundaries between them: whitespace of
+# every kind and \r\n mixes, "/" after newlines (o200k), apostrophes with the contraction letters
+# in both cases and their folds (ſ, K), letters of each class o200k tells apart (Lu, Ll, Lt, Lm,
+# Lo) and marks (M, not letters), digits of other scripts, runs that cross the 8-byte reads.
+ATOMS = [
+    " ", "  ", "   ", "\t", "\n", "\r", "\r\n", "\n\r", "\n\n", "\xa0", "\u3000", "\u2028", "\x0b", "\x0c", "\x85",
+    "\x1c", "/", "//", "!", "(", ".", "-", "_", "'", "'s", "'S", "'t", "'ll", "'LL", "'Ll", "'re", "'Re", "'ve",
+    "'m", "'D", "'x", "ſ", "\u212a", "a", "Z", "é", "É", "ж", "Ж", "Ω", "ω", "中", "한", "ǅ", "ǈ", "ʰ", "ˆ",
+    "ª", "々", "\u0301", "\u0308", "\u093f", "\u20dd", "\u200d", "1", "٣", "²", "Ⅻ", "¾", "߀", "😀",
+    "👩\u200d💻", "\x00", "Hello", "WORLD", "camelCase", "HTTPServer", "xml", "ABCdef", "abcDEF", "12345",
+    "ÀÉÎõü", "e\u0301", "E\u0301", "\u0301a", "ǅungla", "ʰʰa",
+]
+TEXTS = st.lists(st.sampled_from(ATOMS), max_size=40).map("".join)
+PAD = "pad Pad PAD 123 'll " * 6  # text longer than 64 bytes is read 8 bytes at a time
+
+
+def _scan_counts(texts, pattern, swar=True):
+    c = WordCounter(threads=1, swar=swar, pattern=pattern)
+    c.add(texts)
+    return dict(c.result().iter_rows())
+
+
+def _same(texts, pattern):
+    texts = list(texts)
+    ref = reference(texts, pattern)
+    assert dict(count_words(texts, threads=1, pattern=pattern).iter_rows()) == ref
+    if has_scanner(pattern):
+        assert _scan_counts(texts, pattern, swar=False) == ref
+        padded = reference(texts + [PAD], pattern)
+        for swar in (True, False):
+            assert _scan_counts(texts + [PAD], pattern, swar) == padded, swar
+
+
+@pytest.mark.parametrize("name", list(PATTERNS))
+@settings(max_examples=50 * FUZZ, deadline=None)
+@given(texts=st.lists(TEXTS, min_size=1, max_size=4))
+def test_fuzz_atoms(name, texts):
+    _same(texts, PATTERNS[name])
+
+
+# U+0295 is Ll in the Unicode of Polars' and tiktoken's Rust regex engine (and Python's), Lo in
+# the newer one of the regex package: the scanners classify it as tiktoken does, so it is left out
+# of the comparison with regex (the only assigned char where their classes differ; others are
+# newly assigned, Cn for Python's unicodedata, which hypothesis leaves out).
+RECLASSIFIED = "\u0295"
+
+
+@pytest.mark.parametrize("name", list(PATTERNS))
+@settings(max_examples=25 * FUZZ, deadline=None)
+@given(texts=st.lists(st.text(st.characters(exclude_categories=["Cs", "Cn"], exclude_characters=RECLASSIFIED),
+                              max_size=40), max_size=5))
+def test_fuzz_unicode(name, texts):
+    _same(texts, PATTERNS[name])
+
+
+def test_o200k_reads_u0295_as_tiktoken_does():
+    import unicodedata
+
+    import toktok.count.pretokenize as pt
+
+    assert unicodedata.category(RECLASSIFIED) == "Ll" and pl.Series([RECLASSIFIED]).str.contains(r"^\p{Ll}$")[0]
+    assert pt._o200k_tables()[1][0x295] & (pt._UP | pt._LO) == pt._LO
+    words = dict(count_words(["\u0295Ab"], pattern=NAMED["o200k"]).iter_rows())
+    assert sorted(words) == ["Ab".encode(), "\u0295".encode()]  # the regex package: ["\u0295Ab"]
+
+
+# letters, marks and apostrophes only: o200k's first two alternatives backtracking between
+# its overlapping classes (Lm, Lo and marks are in both)
+LETTERS = ["A", "a", "Z", "z", "É", "é", "ǅ", "ʰ", "中", "\u0301", "'", "'s", "'S", "'ll", " ", "!", "\n"]
+
+
+@settings(max_examples=100 * FUZZ, deadline=None)
+@given(text=st.lists(st.sampled_from(LETTERS), max_size=30).map("".join))
+def test_fuzz_o200k_letters(text):
+    _same([text, text * 3], NAMED["o200k"])
+
+
+EDGES = [
+    "", " ", "   ", "a", "hello  world", "x   123", "x \t!y", "x\t\t'sy", "  's", "\n\n  y  ", "foo   (bar)",
+    "I'M DON'T we'll", "a\u3000\u3000b", "tab\t\tnumbers\t12", "end with spaces   ", "  \r\n  \r\n x",
+    "1234567 3.14159", "emoji 😀😀 and  👩\u200d💻", "ſ's 'ſ 'S", "a \u0301b", "a!\n/b", "x\n//\n/y", "a \nb",
+    "HTTPServer's camelCaseWord XMLHttpRequest", "ǅungla ǅUNGLA", "ʰʰʰ ʰA Aʰ", "\u0301\u0301A", "!\u0301A",
+    " \u0301Ab", "'S'S'S", "A'sB", "12345678901 ٣٣٣٣", " 123 ' 12", "don't DON'T Don'T",
+]
+
+
+@pytest.mark.parametrize("name", list(PATTERNS))
+@pytest.mark.parametrize("text", EDGES)
+def test_edge_strings(name, text):
+    _same([text], PATTERNS[name])
+
+
+@pytest.mark.parametrize("name", list(NAMED))
+@settings(max_examples=20 * FUZZ, deadline=None)
+@given(before=st.integers(0, 20), after=st.integers(0, 20),
+       ch=st.sampled_from(["é", "É", "ж", "中", "😀", "\u00a0", "\u3000", "٣", "\u0301", "¿", "ǅ", "ʰ"]))
+def test_non_ascii_at_every_offset(name, before, after, ch):
+    # a non-ASCII char at every position of runs of capitals, small letters, digits, spaces and
+    # punctuation, so it falls at every offset of an 8-byte read
+    texts = ["a" * before + ch + "b" * after, "A" * before + ch + "B" * after, "A" * before + ch + "b" * after,
+             " " * before + ch + " " * after + "x", "!" * before + ch + "?" * after, "7" * before + ch + "8" * after,
+             "x" + " " * before + ch + "y" * after]
+    _same(texts, NAMED[name])
+
+
+@pytest.mark.parametrize("name", list(NAMED))
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 13, 255, 256, 5000])
+def test_word_lengths(name, n):
+    words = ["a" * n, "A" * n, "A" + "b" * (n - 1), " " + "b" * (n - 1), "é" * (n // 2), "1" * n, "!" * n, " " * n]
+    _same([" ".join(words), "\n".join(words) + "\n", "x".join(words) * 2], NAMED[name])
+
+
+def test_o200k_class_tables_match_polars_per_char():
+    import numpy as np
+
+    import toktok.count.pretokenize as pt
+
+    ac, flags = pt._o200k_tables()
+    assert ac.dtype == flags.dtype == np.uint16 and pt._o200k_swar_ok()
+    chars = [c for a in ATOMS + LETTERS for c in a] + ["\u1c90", "\u0345", "\u02b0", "\u2160", "\u00aa"]
+    s = pl.Series(chars)
+    for bit, pat in pt._O200K_CLASSES:
+        assert [bool(flags[ord(c)] & bit) for c in chars] == s.str.contains(pat).to_list()
+    cl = pt._class_tables()[0]
+    assert (flags & 0xFF == cl).all()  # cl100k's classes kept as they are
+
+
+def test_o200k_class_cache(tmp_path, monkeypatch):
+    import numpy as np
+
+    import toktok.count.pretokenize as pt
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    path = pt._o200k_cache_path()
+    assert path.parent == tmp_path / "toktok" and path.name.startswith("classes-o200k-")
+    assert path.name != pt._class_cache_path().name  # cl100k's cache file stays as it is
+    got = pt._cached(path, lambda: {"classes": pt._compute_o200k_classes()}, pt._o200k_looks_right)
+    assert path.exists() and pt._o200k_looks_right(got)
+    path.write_bytes(b"damaged")
+    again = pt._cached(path, lambda: {"classes": pt._compute_o200k_classes()}, pt._o200k_looks_right)
+    assert np.array_equal(again["classes"], got["classes"])
+
+
+@pytest.mark.parametrize("name", list(NAMED))
+def test_reference_then_scanner_equals_reference(name):
+    # a small run counts its first documents with regex while the scanner is not compiled
+    pattern = NAMED[name]
+    texts = pl.read_parquet(FIXTURES / "sample.parquet")["text"]
+    half = int(texts.slice(0, 200).str.len_bytes().sum())
+    c = WordCounter(threads=2, reference_bytes=half + 1, pattern=pattern)
+    for i in range(0, texts.len(), 150):
+        c.add(texts.slice(i, 150))
+    assert c.reference_counted == half and c._tables
+    assert dict(c.result().iter_rows()) == reference(texts.to_list(), pattern)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["o200k", "gpt2", "qwen2"])
+def test_shared_corpus_equals_findall(name):
+    import glob
+
+    files = sorted(glob.glob(str(FIXTURES.parent.parent / "shared" / "corpus" / "*.parquet")))
+    if not files:
+        pytest.skip("../shared/corpus not present")
+    for f in files:
+        texts = pl.read_parquet(f, columns=["text"])["text"]
+        assert dict(count_words(texts, pattern=NAMED[name]).iter_rows()) == reference(texts.to_list(), NAMED[name]), f
+
+
+def test_a_small_first_run_compiles_no_scanner_of_any_pattern(tmp_path):
+    """As for cl100k (tests/test_cold_start.py): with an empty kernel cache a small run of any
+    named pattern counts through the reference, and compiles no scanner."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    code = ("from toktok.count.pretokenize import count_words, reference_allowance, REFERENCE_BYTES, _SCANNERS\n"
+            "from toktok._kernels import compiled\nfrom toktok.patterns import NAMED\n"
+            "for name, p in NAMED.items():\n"
+            "    r = reference_allowance(1000, p)\n"
+            "    assert r == REFERENCE_BYTES, name\n"
+            "    assert dict(count_words(['Hello World'], reference_bytes=r, pattern=p).iter_rows()), name\n"
+            "    assert not compiled((_SCANNERS[name],)), name\n"
+            "print('ok')\n")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]

@@ -1,10 +1,12 @@
 """Pre-tokenize and count: documents in, a word-count table out (the pre-tokenize stage).
 
-Owns the GPT-4 (cl100k) split. Reads batches of documents (``pl.Series`` of str), writes a
-``pl.DataFrame`` with columns ``word`` (Binary, UTF-8 bytes of one pre-token) and ``count``
-(Int64). Counting runs a compiled matcher of the pattern on UTF-8 bytes with per-thread hash
-tables. The ``regex`` package is the reference it is tested equal to (``tests/oracles``, with an
-exact look-around-free emulation inside Polars that the tests hold to the same reference).
+Owns how each pre-tokenizer pattern (:mod:`toktok.patterns`) splits text. Reads batches of
+documents (``pl.Series`` of str), writes a ``pl.DataFrame`` with columns ``word`` (Binary, UTF-8
+bytes of one pre-token) and ``count`` (Int64). A named pattern (cl100k, o200k, gpt2, qwen2) is
+counted by a compiled matcher of it on UTF-8 bytes with per-thread hash tables; any other regex by
+the ``regex`` package on the counting threads. The ``regex`` package is the reference the
+matchers are tested equal to (``tests/oracles``, with an exact look-around-free emulation of
+cl100k inside Polars that the tests hold to the same reference).
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from numba.extending import intrinsic
 
 from .._kernels import _EMPTY, _empty_array, _zero_array, compiled, inlined
 from ..patterns import DEFAULT, Pattern
-from .cuts import matcher, pieces
+from .cuts import pieces
 
 
 def _cut_specials(texts: pl.Series, specials: Sequence[str]) -> pl.Series:
@@ -49,11 +51,13 @@ def _cut_specials(texts: pl.Series, specials: Sequence[str]) -> pl.Series:
     return pl.concat([texts.filter(~mask), pl.Series(texts.name, parts, dtype=pl.String)])
 
 
-# --- the compiled scanner: PATTERN matched by hand on UTF-8 bytes ------------------------------
+# --- the compiled scanners: each named pattern matched by hand on UTF-8 bytes -------------------
 #
-# The pattern is simple enough to match without a regex engine: a character class table (letter,
-# number, whitespace, as Polars' Rust regex classifies them) and one branch per alternative, in
-# the pattern's order. ASCII chars are classified by a 256-entry byte table, runs of ASCII letters
+# The patterns are simple enough to match without a regex engine: a character class table (letter,
+# number, whitespace, as Polars' Rust regex classifies them; o200k's letter classes too) and one
+# branch per alternative, in the pattern's order. One kernel per pattern (the same loop, the
+# pattern's ``piece_end`` inlined): one kernel taking the pattern as a runtime parameter measured
+# 1-3% more CPU time per pass, and compiles every pattern's code on cl100k's first large run. ASCII chars are classified by a 256-entry byte table, runs of ASCII letters
 # and punctuation are skipped 8 bytes at a time, and only bytes >= 0x80 are decoded. Pieces are
 # counted in a hash table keyed by their bytes. It is held equal to the `regex` package by the
 # same tests as the Polars path.
@@ -65,6 +69,8 @@ def _cut_specials(texts: pl.Series, specials: Sequence[str]) -> pl.Series:
 
 _L, _N, _W = 1, 2, 4  # letter, number, whitespace: per code point, from Polars
 _HI, _NL, _SP, _AP = 8, 16, 32, 64  # per byte only: lead of a non-ASCII char, \r or \n, ' ', '
+# o200k's tables only (uint16): in [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], in [\p{Ll}\p{Lm}\p{Lo}\p{M}]; per byte: '/'
+_UP, _LO, _SL = 256, 512, 1024
 
 
 @njit(cache=True, no_cfunc_wrapper=True)
@@ -107,16 +113,21 @@ _FOLDS = "strevmld"
 _CLASS_CHUNK = 1 << 16
 
 
-def _compute_class_tables() -> tuple[np.ndarray, np.ndarray]:
-    """The tables asked of Polars' regex engine, 64K code points at a time (a Series of all 1.1M
-    code points at once costs ~84 MB of transient memory)."""
-    flags = np.zeros(0x110000, np.uint8)
-    fold = np.zeros(0x110000, np.uint8)
+def _class_chunks() -> Iterator[tuple[np.ndarray, pl.Series]]:
+    """Every code point (surrogates left out) as (code points, a String Series of their chars),
+    64K at a time (a Series of all 1.1M code points at once costs ~84 MB of transient memory)."""
     for lo in range(0, 0x110000, _CLASS_CHUNK):
         cps = np.arange(lo, min(lo + _CLASS_CHUNK, 0x110000), dtype=np.int64)
         cps = cps[(cps < 0xD800) | (cps > 0xDFFF)]  # surrogates are not characters
         data, off = _utf8_encode_all(cps)
-        s = pl.Series("c", pa.StringArray.from_buffers(len(cps), pa.py_buffer(off), pa.py_buffer(data)))
+        yield cps, pl.Series("c", pa.StringArray.from_buffers(len(cps), pa.py_buffer(off), pa.py_buffer(data)))
+
+
+def _compute_class_tables() -> tuple[np.ndarray, np.ndarray]:
+    """The tables asked of Polars' regex engine."""
+    flags = np.zeros(0x110000, np.uint8)
+    fold = np.zeros(0x110000, np.uint8)
+    for cps, s in _class_chunks():
         for bit, pat in _CLASS_PATTERNS:
             flags[cps[s.str.contains(pat).to_numpy()]] |= bit
         # the folds of the contraction letters are few: find them all, then which letter each is
@@ -159,27 +170,76 @@ def _cached_class_tables(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """The class tables from the cache file ``path``; computed and written there when it is
     absent, unreadable or damaged. A cache that cannot be written is skipped.
     Example: ``_cached_class_tables(_class_cache_path())[0][ord("a")] == _L``."""
+    got = _cached(path, lambda: dict(zip(("flags", "fold"), _compute_class_tables())),
+                  lambda z: _tables_look_right(z["flags"], z["fold"]))
+    return got["flags"], got["fold"]
+
+
+def _cached(path: Path, compute, looks_right) -> dict[str, np.ndarray]:
+    """Arrays by name from the cache file ``path`` when it is there and ``looks_right`` of them,
+    else ``compute()`` (written to ``path``, atomically; skipped if it cannot be written)."""
     try:
         with np.load(path) as z:
-            flags, fold = z["flags"], z["fold"]
-        if not _tables_look_right(flags, fold):
+            got = {k: z[k] for k in z.files}
+        if not looks_right(got):
             raise ValueError("bad class cache")
-        return flags, fold
+        return got
     except Exception:  # absent, unreadable or damaged: compute (and try to keep) them
-        flags, fold = _compute_class_tables()
+        got = compute()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as fh:
-                np.savez_compressed(fh, flags=flags, fold=fold)
+                np.savez_compressed(fh, **got)
             os.replace(tmp, path)  # atomic: a reader never sees half a file
         except BaseException:
             os.unlink(tmp)
             raise
     except OSError:
         pass
-    return flags, fold
+    return got
+
+
+# o200k's letter classes, asked of Polars as cl100k's are, in a cache file of their own (cl100k's
+# stays as it is).
+_O200K_CLASSES = ((_UP, r"^[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]$"), (_LO, r"^[\p{Ll}\p{Lm}\p{Lo}\p{M}]$"))
+_O200K_TABLES: tuple[np.ndarray, np.ndarray] | None = None
+
+
+def _o200k_cache_path() -> Path:
+    digest = hashlib.sha1(repr((_O200K_CLASSES, 0x110000)).encode()).hexdigest()[:12]
+    return _class_cache_path().with_name(f"classes-o200k-polars{pl.__version__}-{digest}.npz")
+
+
+def _compute_o200k_classes() -> np.ndarray:
+    """Per code point, o200k's bits _UP and _LO (uint16), from Polars' regex engine."""
+    out = np.zeros(0x110000, np.uint16)
+    for cps, s in _class_chunks():
+        for bit, pat in _O200K_CLASSES:
+            out[cps[s.str.contains(pat).to_numpy()]] |= bit
+    return out
+
+
+def _o200k_looks_right(z: dict) -> bool:
+    u = z.get("classes")
+    return (u is not None and u.shape == (0x110000,) and u.dtype == np.uint16
+            and u[ord("A")] == _UP and u[ord("a")] == _LO and u[0x4E2D] == _UP | _LO
+            and u[0x0301] == _UP | _LO and u[0x01C5] == _UP and u[ord("!")] == 0 and int(u.max()) <= _UP | _LO)
+
+
+def _o200k_tables() -> tuple[np.ndarray, np.ndarray]:
+    """o200k's (per byte, per code point) class tables: cl100k's as uint16, with _UP and _LO
+    (and _SL for "/")."""
+    global _O200K_TABLES
+    if _O200K_TABLES is None:
+        extra = _cached(_o200k_cache_path(), lambda: {"classes": _compute_o200k_classes()}, _o200k_looks_right)
+        flags = _class_tables()[0].astype(np.uint16) | extra["classes"]
+        ac = np.full(256, _HI, np.uint16)
+        ac[:128] = flags[:128] | _byte_classes()[:128]
+        ac[47] |= _SL
+        _O200K_TABLES = ac, flags
+    return _O200K_TABLES
 
 
 def _byte_classes() -> np.ndarray:
@@ -208,6 +268,24 @@ def _swar_ok() -> bool:
             want[lo : hi + 1] = bit
         _SWAR_OK = bool((flags[:128] == want).all())
     return _SWAR_OK
+
+
+def _o200k_swar_ok() -> bool:
+    """``_swar_ok``, and o200k's ASCII capitals [A-Z] and small letters [a-z] as it assumes."""
+    flags = _o200k_tables()[1][:128]
+    want = np.zeros(128, np.uint16)
+    want[65:91], want[97:123] = _UP, _LO
+    return _swar_ok() and bool((flags & (_UP | _LO) == want).all())
+
+
+def _scan_tables(pattern: Pattern) -> tuple:
+    """(kernel, per-byte classes, per-code-point classes, folds, whether 8 bytes at a time may be
+    read) of a named pattern's scanner."""
+    flags, fold = _class_tables()
+    if pattern.name == "o200k":
+        ac, flags16 = _o200k_tables()
+        return _scan_o200k, ac, flags16, fold, _o200k_swar_ok()
+    return _SCANNERS[pattern.name], _byte_classes(), flags, fold, _swar_ok()
 
 
 @inlined
@@ -323,8 +401,9 @@ def _skip_letters(data, d64, base, k, e, ac, flags, swar):
 
 
 @inlined
-def _skip_other(data, d64, base, k, e, ac, flags, swar):
-    """End of ``[^\\s\\p{L}\\p{N}]*[\\r\\n]*`` from byte k."""
+def _skip_other(data, d64, base, k, e, ac, flags, swar, tail):
+    """End of ``[^\\s\\p{L}\\p{N}]*`` from byte k, then of the run of bytes of class ``tail``
+    after it (``_NL``: ``[\\r\\n]*``; 0: none)."""
     while k < e:
         if swar:
             while True:
@@ -345,14 +424,15 @@ def _skip_other(data, d64, base, k, e, ac, flags, swar):
             k += n
         else:
             break
-    while k < e and ac[data[k]] & _NL:
+    while k < e and ac[data[k]] & tail:
         k += 1
     return k
 
 
 @inlined
-def _space_end(data, i, e, ac, flags):
-    """PATTERN's match at a whitespace char i that joins nothing after it (alternatives 5-7).
+def _space_end(data, i, e, ac, flags, newlines):
+    """The match at a whitespace char i that joins nothing after it: cl100k's alternatives 5-7
+    (``\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+``), or without the first (``newlines`` false: GPT-2's).
     Char by char: runs are mostly one or two chars, too short for 8 bytes at a time to pay."""
     k = i
     last_nl = -1
@@ -368,7 +448,7 @@ def _space_end(data, i, e, ac, flags):
         chars += 1
         k += n
     # 5. \s*[\r\n]+ : the match ends after the run's last newline, if any
-    if last_nl >= 0:
+    if newlines and last_nl >= 0:
         return last_nl
     # 6. \s+(?!\S) and 7. \s+ : a run at the end is whole; before non-space it leaves its last
     #    char to the next piece, unless it is one char long
@@ -395,8 +475,9 @@ def _contraction_end(data, j, e, fold):
 
 
 @inlined
-def _piece_end(data, d64, base, i, e, ac, flags, fold, swar):
-    """End (exclusive) of PATTERN's match starting at byte i of a document ending at e."""
+def _piece_end_gpt4(data, d64, base, i, e, ac, flags, fold, swar, digits):
+    """End (exclusive) of cl100k's match starting at byte i of a document ending at e, numbers
+    ``\\p{N}{1,digits}`` (3: cl100k, 1: qwen2)."""
     f, n = _cls(data, i, e, ac, flags)
     j = i + n
     # 2. [^\r\n\p{L}\p{N}]?\p{L}+ with nothing before the letters (1. needs an apostrophe)
@@ -404,7 +485,7 @@ def _piece_end(data, d64, base, i, e, ac, flags, fold, swar):
         return _skip_letters(data, d64, base, j, e, ac, flags, swar)
     # 3. \p{N}{1,3}
     if f & _N:
-        for _ in range(2):
+        for _ in range(digits - 1):
             if j >= e:
                 break
             f2, n2 = _cls(data, j, e, ac, flags)
@@ -425,10 +506,224 @@ def _piece_end(data, d64, base, i, e, ac, flags, fold, swar):
         return _skip_letters(data, d64, base, j + n1, e, ac, flags, swar)
     # 4.  ?[^\s\p{L}\p{N}]+[\r\n]*
     if f & _W == 0:
-        return _skip_other(data, d64, base, j, e, ac, flags, swar)
+        return _skip_other(data, d64, base, j, e, ac, flags, swar, np.int64(_NL))
     if f & _SP and f1 & (_L | _N | _W) == 0:
-        return _skip_other(data, d64, base, j + n1, e, ac, flags, swar)
-    return _space_end(data, i, e, ac, flags)
+        return _skip_other(data, d64, base, j + n1, e, ac, flags, swar, np.int64(_NL))
+    return _space_end(data, i, e, ac, flags, True)
+
+
+@inlined
+def _piece_end(data, d64, base, i, e, ac, flags, fold, swar):
+    """End (exclusive) of cl100k's match starting at byte i of a document ending at e."""
+    return _piece_end_gpt4(data, d64, base, i, e, ac, flags, fold, swar, np.int64(3))
+
+
+@inlined
+def _piece_end_qwen2(data, d64, base, i, e, ac, flags, fold, swar):
+    """End (exclusive) of qwen2's match (cl100k's, numbers one by one) at byte i."""
+    return _piece_end_gpt4(data, d64, base, i, e, ac, flags, fold, swar, np.int64(1))
+
+
+# --- GPT-2 (r50k): 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ ------
+# Contractions case-sensitive and before anything else, only a space (U+0020) joins what follows
+# it, numbers unbounded, no newline alternative: cl100k's classes and tables suffice.
+
+
+@inlined
+def _skip_digits(data, k, e, ac, flags):
+    """End of the run of numbers from byte k (\\p{N}*)."""
+    while k < e:
+        f, n = _cls(data, k, e, ac, flags)
+        if f & _N == 0:
+            break
+        k += n
+    return k
+
+
+@inlined
+def _contraction_cs(data, j, e):
+    """End of 's|'t|'re|'ve|'m|'ll|'d (case-sensitive) whose apostrophe ends at byte j, or -1."""
+    if j >= e:
+        return -1
+    b = data[j]
+    if b == 115 or b == 116 or b == 109 or b == 100:  # s t m d
+        return j + 1
+    if j + 1 < e:
+        b2 = data[j + 1]
+        if (b == 108 and b2 == 108) or ((b == 114 or b == 118) and b2 == 101):  # ll re ve
+            return j + 2
+    return -1
+
+
+@inlined
+def _piece_end_gpt2(data, d64, base, i, e, ac, flags, fold, swar):
+    """End (exclusive) of GPT-2's match starting at byte i of a document ending at e."""
+    f, n = _cls(data, i, e, ac, flags)
+    j = i + n
+    if f & _L:
+        return _skip_letters(data, d64, base, j, e, ac, flags, swar)
+    if f & _N:
+        return _skip_digits(data, j, e, ac, flags)
+    if f & _AP:
+        k = _contraction_cs(data, j, e)
+        if k >= 0:
+            return k
+    if j >= e:
+        return j
+    if f & _SP:  # " ?" before letters, numbers or other chars
+        f1, n1 = _cls(data, j, e, ac, flags)
+        if f1 & _L:
+            return _skip_letters(data, d64, base, j + n1, e, ac, flags, swar)
+        if f1 & _N:
+            return _skip_digits(data, j + n1, e, ac, flags)
+        if f1 & (_L | _N | _W) == 0:
+            return _skip_other(data, d64, base, j + n1, e, ac, flags, swar, np.int64(0))
+    elif f & _W == 0:
+        return _skip_other(data, d64, base, j, e, ac, flags, swar, np.int64(0))
+    return _space_end(data, i, e, ac, flags, False)
+
+
+# --- o200k ---------------------------------------------------------------------------------------
+# [^\r\n\p{L}\p{N}]?[U]*[W]+C?|[^\r\n\p{L}\p{N}]?[U]+[W]*C?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|
+# \s*[\r\n]+|\s+(?!\S)|\s+, with U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], W = [\p{Ll}\p{Lm}\p{Lo}\p{M}] and
+# C = (?i:'s|'t|'re|'ve|'m|'ll|'d). Lm, Lo and marks are in both U and W, and marks are not \p{L}
+# (so a mark may also be the optional first char). The first two alternatives, matched as the
+# regex backtracks, leftmost-first: U* takes the longest run of U chars (R); when the char after R
+# is in W, W+ takes the run of W chars from there; otherwise U* gives back chars until the one
+# after it is in W, so the match ends after the last char of R that is in W (which W+ takes alone:
+# the chars after it in R are not in W); when R holds none, alternative 1 fails with that start.
+# Alternative 2 is tried only when alternative 1 failed both with and without the first char: R
+# is then all Lu/Lt with no W char after it, and U+W* ends where R ends. C, optional and greedy,
+# is tried once where the letters end. These tables are cl100k's classes as uint16 with the bits
+# _UP (in U), _LO (in W) and, per byte only, _SL ("/").
+
+@inlined
+def _upper_bits(w):
+    return _between(w & _LOW7, np.int64(0x41), np.int64(0x5A)) & ~w
+
+
+@inlined
+def _lower_bits(w):
+    return _between(w & _LOW7, np.int64(0x61), np.int64(0x7A)) & ~w
+
+
+@inlined
+def _skip_upper(data, d64, base, k, e, ac, flags, swar):
+    """End of [U]* from byte k, and the end of the last char of that run which is also in W
+    (-1: none; ASCII capitals are not)."""
+    last = np.int64(-1)
+    while k < e:
+        if swar:
+            while True:
+                t = np.int64(_ctz(~_upper_bits(_ld8(d64, data, base, k)) & _HIGHS)) >> 3
+                k += t
+                if t < 8 or k >= e:
+                    break
+            if k >= e:
+                return e, last
+        a = ac[data[k]]
+        if a & _UP:
+            k += 1
+        elif a & _HI:
+            c, n = _decode(data, k, e)
+            g = flags[c]
+            if g & _UP == 0:
+                break
+            k += n
+            if g & _LO:
+                last = k
+        else:
+            break
+    return k, last
+
+
+@inlined
+def _skip_lower(data, d64, base, k, e, ac, flags, swar):
+    """End of [W]* from byte k."""
+    while k < e:
+        if swar:
+            while True:
+                t = np.int64(_ctz(~_lower_bits(_ld8(d64, data, base, k)) & _HIGHS)) >> 3
+                k += t
+                if t < 8 or k >= e:
+                    break
+            if k >= e:
+                return e
+        a = ac[data[k]]
+        if a & _LO:
+            k += 1
+        elif a & _HI:
+            c, n = _decode(data, k, e)
+            if flags[c] & _LO == 0:
+                break
+            k += n
+        else:
+            break
+    return k
+
+
+@inlined
+def _upper_lower(data, d64, base, p, e, ac, flags, swar):
+    """End of [U]*[W]+ matched from byte p as the regex backtracks (see above), or -1."""
+    r, last = _skip_upper(data, d64, base, p, e, ac, flags, swar)
+    if r < e:
+        f, n = _cls(data, r, e, ac, flags)
+        if f & _LO:
+            return _skip_lower(data, d64, base, r + n, e, ac, flags, swar)
+    return last
+
+
+@inlined
+def _contraction_after(data, k, e, fold):
+    """End of the optional (?i:'s|'t|'re|'ve|'m|'ll|'d) at byte k."""
+    if k < e and data[k] == 39:
+        c = _contraction_end(data, k + 1, e, fold)
+        if c >= 0:
+            return c
+    return k
+
+
+@inlined
+def _piece_end_o200k(data, d64, base, i, e, ac, flags, fold, swar):
+    """End (exclusive) of o200k's match starting at byte i of a document ending at e."""
+    f, n = _cls(data, i, e, ac, flags)
+    j = i + n
+    # 1./2. from a letter (only Lu/Lt fail 1., and 2. takes their run)
+    if f & _L:
+        k = _upper_lower(data, d64, base, i, e, ac, flags, swar)
+        if k < 0:
+            k, _ = _skip_upper(data, d64, base, i, e, ac, flags, swar)
+        return _contraction_after(data, k, e, fold)
+    # 3. \p{N}{1,3}
+    if f & _N:
+        for _ in range(2):
+            if j >= e:
+                break
+            f2, n2 = _cls(data, j, e, ac, flags)
+            if f2 & _N == 0:
+                break
+            j += n2
+        return j
+    if f & _NL == 0:  # i may be the optional first char of 1./2.
+        if j < e:
+            k = _upper_lower(data, d64, base, j, e, ac, flags, swar)
+            if k >= 0:
+                return _contraction_after(data, k, e, fold)
+        if f & _UP:  # a mark: 1. without the first char takes it alone
+            return _contraction_after(data, j, e, fold)
+        if j < e:
+            k, _ = _skip_upper(data, d64, base, j, e, ac, flags, swar)
+            if k > j:
+                return _contraction_after(data, k, e, fold)
+    if j >= e:  # one char left: it is the piece whichever alternative takes it
+        return j
+    # 4.  ?[^\s\p{L}\p{N}]+[\r\n/]*
+    if f & _W == 0:
+        return _skip_other(data, d64, base, j, e, ac, flags, swar, np.int64(_NL | _SL))
+    f1, n1 = _cls(data, j, e, ac, flags)
+    if f & _SP and f1 & (_L | _N | _W) == 0:
+        return _skip_other(data, d64, base, j + n1, e, ac, flags, swar, np.int64(_NL | _SL))
+    return _space_end(data, i, e, ac, flags, True)
 
 
 # --- counting tables ---------------------------------------------------------------------------
@@ -605,11 +900,15 @@ def _bump_long(T, arena, st, cbits, s, d64, data, base, i, n, head):
         s = (s & ~cmask) | ((s + 1) & cmask)
 
 
-@njit(cache=True, no_cfunc_wrapper=True, nogil=True, _nrt=False)
-def _scan_into(data, d64, base, offsets, d, i, hi, ac, flags, fold, swar, T, arena, st, cbits):
-    """Count PATTERN's pieces of documents d..hi-1 (document d from byte i on) into table T.
-    Returns 0 when done, 1 when T or the arena must grow (resume at document st[0, 3], byte
-    st[0, 4]).
+# The loop is inlined into each pattern's kernel, reference counting off as the kernel's.
+_loop = njit(cache=True, forceinline=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, _nrt=False)
+
+
+@_loop
+def _scan_loop(piece_end, data, d64, base, offsets, d, i, hi, ac, flags, fold, swar, T, arena, st, cbits):
+    """Count the pieces of documents d..hi-1 (document d from byte i on) into table T, each piece
+    ending where ``piece_end`` (a pattern's, inlined: one kernel per pattern) says. Returns 0
+    when done, 1 when T or the arena must grow (resume at document st[0, 3], byte st[0, 4]).
 
     Software-pipelined by one piece: a piece's first table row is loaded as soon as its hash is
     known, and the piece is counted after the next one has been scanned, so a cache miss on a
@@ -632,7 +931,7 @@ def _scan_into(data, d64, base, offsets, d, i, hi, ac, flags, fold, swar, T, are
             s = np.int64(0)
             t = np.int64(0)
             if i < e:
-                j = _piece_end(data, d64, base, i, e, ac, flags, fold, swar)
+                j = piece_end(data, d64, base, i, e, ac, flags, fold, swar)
                 n = j - i
                 if n <= 7:
                     key = np.int64(_ld8(d64, data, base, i) & _low(n)) | (n << 56)
@@ -662,6 +961,40 @@ def _scan_into(data, d64, base, offsets, d, i, hi, ac, flags, fold, swar, T, are
         if d < hi:
             i = offsets[d]
     return 0
+
+# The kernels, one per named pattern: the same loop with the pattern's piece_end inlined.
+_kernel = njit(cache=True, no_cfunc_wrapper=True, nogil=True, _nrt=False)
+
+
+@_kernel
+def _scan_into(data, d64, base, offsets, d, i, hi, ac, flags, fold, swar, T, arena, st, cbits):
+    """cl100k's pieces of documents d..hi-1 into T (``_scan_loop``)."""
+    return _scan_loop(_piece_end, data, d64, base, offsets, d, i, hi, ac, flags, fold, swar, T, arena, st, cbits)
+
+
+@_kernel
+def _scan_o200k(data, d64, base, offsets, d, i, hi, ac, flags, fold, swar, T, arena, st, cbits):
+    """o200k's pieces of documents d..hi-1 into T (``_scan_loop``)."""
+    return _scan_loop(_piece_end_o200k, data, d64, base, offsets, d, i, hi, ac, flags, fold, swar, T, arena, st,
+                      cbits)
+
+
+@_kernel
+def _scan_gpt2(data, d64, base, offsets, d, i, hi, ac, flags, fold, swar, T, arena, st, cbits):
+    """GPT-2's pieces of documents d..hi-1 into T (``_scan_loop``)."""
+    return _scan_loop(_piece_end_gpt2, data, d64, base, offsets, d, i, hi, ac, flags, fold, swar, T, arena, st,
+                      cbits)
+
+
+@_kernel
+def _scan_qwen2(data, d64, base, offsets, d, i, hi, ac, flags, fold, swar, T, arena, st, cbits):
+    """qwen2's pieces of documents d..hi-1 into T (``_scan_loop``)."""
+    return _scan_loop(_piece_end_qwen2, data, d64, base, offsets, d, i, hi, ac, flags, fold, swar, T, arena, st,
+                      cbits)
+
+
+#: Each named pattern's kernel.
+_SCANNERS = {"cl100k": _scan_into, "o200k": _scan_o200k, "gpt2": _scan_gpt2, "qwen2": _scan_qwen2}
 
 
 @inlined
@@ -931,7 +1264,7 @@ def reference_allowance(source_bytes: int, pattern: Pattern = DEFAULT) -> int:
 
 def _scanner(pattern: Pattern):
     """The compiled scanner of ``pattern``, or None when it counts through ``regex``."""
-    return _scan_into if pattern.name == "cl100k" else None
+    return _SCANNERS.get(pattern.name) if pattern.named else None
 
 
 def has_scanner(pattern: Pattern) -> bool:
@@ -940,19 +1273,17 @@ def has_scanner(pattern: Pattern) -> bool:
     return _scanner(pattern) is not None
 
 
-def _reference_matcher():
-    return matcher(DEFAULT.regex)
-
-
 _EMPTY_COUNTS = {"word": pl.Binary, "count": pl.Int64}
 
 
-def _scan_chunk(tb: _Table, scan: tuple, d: int, hi: int) -> None:
+def _scan_chunk(tb: _Table, scan: tuple, d: int, hi: int, kernel=None) -> None:
     """Count documents d..hi-1 of ``scan`` (text, its 64-bit words and their base, offsets, the
-    class tables, swar) into table ``tb``, growing it as the scanner asks."""
+    class tables, swar) into table ``tb`` with a pattern's ``kernel`` (default cl100k's),
+    growing the table as the kernel asks."""
+    kernel = kernel or _scan_into
     data, d64, base, off, ac, flags, fold, swar = scan
     i = int(off[d])
-    while d < hi and _scan_into(data, d64, base, off, d, i, hi, ac, flags, fold, swar, tb.T, tb.arena, tb.st, tb.cbits):
+    while d < hi and kernel(data, d64, base, off, d, i, hi, ac, flags, fold, swar, tb.T, tb.arena, tb.st, tb.cbits):
         d, i = int(tb.st[0, 3]), int(tb.st[0, 4])
         tb.grow()
 
@@ -1099,9 +1430,10 @@ class WordCounter:
         n = off.shape[0] - 1
         if not self._tables:  # every thread's table at once (the merge's order is fixed by then)
             self._tables = [_Table(self.threads) for _ in range(self.threads)]
-        scan = (data, *_words64(data), off, _byte_classes(), *_class_tables(), _swar_ok() and self.swar)
+        kernel, ac, flags, fold, swar = _scan_tables(self.pattern)
+        scan = (data, *_words64(data), off, ac, flags, fold, swar and self.swar)
         if self.threads == 1:
-            _scan_chunk(self._tables[0], scan, 0, n)
+            _scan_chunk(self._tables[0], scan, 0, n, kernel)
             return
         # A few chunks of about equal bytes per thread, taken in turn as each thread finishes its
         # last, across slices and batches: a thread that is slowed down (by other work on the
@@ -1110,15 +1442,15 @@ class WordCounter:
         m = min(n, 4 * self.threads)
         cuts = np.searchsorted(off, np.linspace(off[0], off[-1], m + 1)).tolist()
         cuts[0], cuts[-1] = 0, n
-        self._enqueue([(self._count, (scan, cuts[c], cuts[c + 1])) for c in range(m)])
+        self._enqueue([(self._count, (scan, cuts[c], cuts[c + 1], kernel)) for c in range(m)])
 
-    def _count(self, scan: tuple, d: int, hi: int) -> None:
+    def _count(self, scan: tuple, d: int, hi: int, kernel) -> None:
         """Documents d..hi-1 of ``scan`` into this thread's table (a pool thread takes the next
         table the first time it runs)."""
         tb = getattr(self._mine, "table", None)
         if tb is None:
             tb = self._mine.table = self._tables[next(self._ids)]
-        _scan_chunk(tb, scan, d, hi)
+        _scan_chunk(tb, scan, d, hi, kernel)
 
     @staticmethod
     def _wait(futures: list) -> None:

@@ -11,9 +11,10 @@ A document above the current threshold is dropped before its text is copied or p
 Documents longer than ``unit`` (1 KiB) are sampled in pieces cut only where the pre-tokenizer cuts
 anyway (``_cut`` is the definition, by the pattern's rule in :mod:`toktok.count.cuts`; ``_pieces``
 does the same, compiled, on the UTF-8 bytes of an Arrow batch), so that long documents do not
-make the sample lumpy; a custom regex has no rule, and its documents are sampled whole. The pass costs little more than
-decoding the input: the text is read once to find the cuts, hashes are vectorized, only the kept
-pieces are copied out of the batch, and a trim compacts the kept ones in place (``_Store``).
+make the sample lumpy; a custom regex has no rule, and its documents are sampled whole. The pass
+costs little more than decoding the input: the text is read once to find the cuts, hashes are
+vectorized, only the kept pieces are copied out of the batch, and a trim compacts the kept ones in
+place (``_Store``).
 Example: ``r = Reservoir(1 << 20, seed=0); r.offer("a.txt", 0, pl.Series(["hi"])); r.bytes == 2``.
 """
 from __future__ import annotations

@@ -561,7 +561,7 @@ def build_config(config: str | os.PathLike | None, sources: list, overrides: dic
             cfg.merges = n
             name("merges")
     if "out" in ov and ov["out"] is not None:
-        ov["out"] = os.path.expanduser(os.fspath(ov["out"]))
+        ov["out"] = os.path.expanduser(OPTION["out"].check(ov["out"], named("out") if named else "--out"))
         cfg.output = None
     for role, tok in (ov.pop("roles", None) or {}).items():
         cfg.roles[role] = tok

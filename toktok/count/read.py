@@ -615,6 +615,10 @@ class Corpus:
                 texts.append(v.decode("utf-8"))
             except UnicodeDecodeError as e:
                 if self.bad_utf8 == "error":
+                    if _surrogate_at(v, e.start) and any(f.path == path and f.kind == "memory" for f in self.files):
+                        raise InputError(f"{path}: row {first_row + i}: a lone surrogate (such as '\\ud800') at "
+                                         f"character {len(v[:e.start].decode())}, not Unicode; fix the text or "
+                                         "pass bad_utf8='replace' (or 'skip')") from None
                     raise InputError(f"{path}: row {first_row + i}: invalid UTF-8 at byte "
                                      f"{e.start} of column '{self.text_column}'; "
                                      f"{_UTF8_HINT}") from None
@@ -795,6 +799,15 @@ class Corpus:
                 st["skipped"] += 1
                 return None
             return data.decode("utf-8", "replace")
+
+
+def _surrogate_at(data: bytes, at: int) -> bool:
+    """Whether ``data`` holds a lone surrogate at byte ``at``, as a Python str's encoding with
+    ``surrogatepass`` writes it (in-memory data). Example: ``_surrogate_at(b"a\\xed\\xa0\\x80", 1)``."""
+    try:
+        return len(data[at:at + 3].decode("utf-8", "surrogatepass")) == 1
+    except UnicodeDecodeError:
+        return False
 
 
 def pack(path: str, reads: Iterable[tuple], batch_bytes: int) -> Iterator[tuple[Batch, int]]:

@@ -35,10 +35,8 @@ class ToktokError(Exception):
 
     exit_code = 2
 
-    def __init__(self, *args: object) -> None:
-        if len(args) == 1 and isinstance(args[0], str):
-            args = (_fit(args[0]),)
-        super().__init__(*args)
+    def __str__(self) -> str:  # also when a caller added to ``args`` (resume.abandon's note)
+        return _fit(super().__str__())
 
 
 class InputError(ToktokError):

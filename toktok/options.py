@@ -121,7 +121,8 @@ class _Size(Kind):
             raise ConfigError(f"{where} size {shown(v)} is not understood; use e.g. 512MB, 8GB or 2GiB") from None
         if n <= 0:
             raise ConfigError(f"{where} size {shown(v)} must be more than 0 bytes")
-        if n > _MOST_BYTES:  # DuckDB cannot even parse a limit near 10**22
+        # DuckDB cannot even parse a limit near 10**22 (--memory-limit has its own: the machine's memory)
+        if n > _MOST_BYTES and opt.name != "memory_limit":
             raise ConfigError(f"{where} size {shown(v)} is beyond any machine; pass at most 1EiB, e.g. 8GB")
         return n
 

@@ -72,7 +72,7 @@ from .count.pretokenize import REFERENCE_BYTES
 from .count.read import read_corpus
 from .count.remote import redact, set_readahead
 from .resume import Checkpoints
-from .rundir import RUN_FILE, OutputLayout, Staging, open_staging, special_tokens_file
+from .rundir import RUN_FILE, OutputLayout, Staging, no_room, open_staging, special_tokens_file
 from .store import RunStore, merges_table, resource_error
 from .verify import HFSide, open_hf, verify, worth_a_process
 from .added import added_flags
@@ -581,6 +581,7 @@ def _count(run: _Run, phase: PhaseConfig, sources: list[Source], fp: list) -> _C
     pc = count(sources, seed=cfg.seed, capacity=_phase_capacity(cfg, phase, plan),
                batch_bytes=plan.batch_bytes if plan is not None else 32 << 20, specials=run.specials,
                threads=run.threads, report=run.report, tag=run.tag(phase), pattern=run.pattern)
+    resume.check_unchanged(sources, fp, run.where(phase))
     if pc.regex_mb_s is not None:
         run.regex_mb_s.append(pc.regex_mb_s)
     table, used, warnings = pc.words, pc.used, []
@@ -703,18 +704,21 @@ def _export(run: _Run) -> None:
     # budget (whose plan counts one process)
     run.hf = open_hf(staging / HF_FILE, process=run.plan is None and worth_a_process(len(vocab.tokens)))
     vocab.check()
-    write_hf(vocab, staging, roles=cfg.roles, check=False, pattern=run.pattern, added=run.added,
-             chat_template=run.chat_template)
-    run.hf.load()
-    run.report("export", 1, 3)
-    write_tiktoken(vocab, staging / cfg.tiktoken_name, check=False)
-    run.report("export", 2, 3)
-    run.special_ids = _specials_rule(vocab, run.base, cfg.tiktoken_name)
-    run.store.put_meta("specials", run.special_ids)
-    # an added token that is not special is not in tokenizer.json's specials, where the .tiktoken's
-    # are looked for: declared beside it then
-    if vocab.pinned or any(not f["special"] for f in run.added.values()):
-        write_atomic(special_tokens_file(staging / cfg.tiktoken_name), special_tokens_json(vocab))
+    try:
+        write_hf(vocab, staging, roles=cfg.roles, check=False, pattern=run.pattern, added=run.added,
+                 chat_template=run.chat_template)
+        run.hf.load()
+        run.report("export", 1, 3)
+        write_tiktoken(vocab, staging / cfg.tiktoken_name, check=False)
+        run.report("export", 2, 3)
+        run.special_ids = _specials_rule(vocab, run.base, cfg.tiktoken_name)
+        run.store.put_meta("specials", run.special_ids)
+        # an added token that is not special is not in tokenizer.json's specials, where the .tiktoken's
+        # are looked for: declared beside it then
+        if vocab.pinned or any(not f["special"] for f in run.added.values()):
+            write_atomic(special_tokens_file(staging / cfg.tiktoken_name), special_tokens_json(vocab))
+    except OSError as e:  # a full or read-only disk: one line, nothing published (the staging folder goes)
+        raise no_room(e, run.layout.folder, staging, len(vocab.tokens)) from None
     run.report("export", 3, 3)
     run.times["export"] = time.perf_counter() - t0
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, OutputError
+from .errors import ConfigError, OutputError, shown
 from .options import (ANY, ENGINES, OPTION, ROLES, SIZE, SPLIT, at, kind_of_value, parse_size, redacted,
                       run_options, yaml_keys)  # parse_size: re-exported (toktok.config.parse_size)
 from .rundir import RUN_FILE, OutputLayout, output_layout
@@ -232,7 +232,7 @@ class TrainConfig:
             if not ph.name or not isinstance(ph.name, str):
                 raise ConfigError(f"{where}.name: give the phase a name")
             if ph.name in names:
-                raise ConfigError(f"{where}.name: phase {ph.name!r} is named twice; names must differ")
+                raise ConfigError(f"{where}.name: phase {shown(ph.name)} is named twice; names must differ")
             names.add(ph.name)
             ph.merges = OPTION["merges"].check(ph.merges, f"{where}.merges:")
             if ph.budget is not None:
@@ -254,7 +254,7 @@ class TrainConfig:
             raise ConfigError(f"--ray-address {self.ray_address}: needs --engine ray (engine: ray in the config)")
         for role, tok in self.roles.items():
             if role not in ROLES:
-                raise ConfigError(f"{self.name_of(role)}: unknown role {role!r}; use {', '.join(ROLES)}")
+                raise ConfigError(f"{self.name_of(role)}: unknown role {shown(role)}; use {', '.join(ROLES)}")
             if not isinstance(tok, str) or not tok:
                 raise ConfigError(f"{self.name_of(role)} is empty; give one of the special tokens")
 
@@ -263,7 +263,7 @@ class TrainConfig:
         for role, tok in self.roles.items():
             if tok not in specials:
                 have = ", ".join(specials) if specials else "none"
-                raise ConfigError(f"{self.name_of(role)} {tok!r} is not one of the special tokens ({have}); "
+                raise ConfigError(f"{self.name_of(role)} {shown(tok)} is not one of the special tokens ({have}); "
                                   "add it with --special-token (special_tokens: in a config) or pick one of them")
 
     def thread_count(self) -> tuple[int, str | None]:

@@ -13,7 +13,7 @@ LIMIT = 300
 def shown(value: object, limit: int = 60) -> str:
     """User input as a message echoes it: its ``repr`` for a str (quotes, newlines and control
     characters escaped), else ``str``, on one line and cut to ``limit`` characters with ``...``.
-    Example: ``shown("first line\\nsecond " * 20, 20) == "'first line\\\\nsec..."``."""
+    Example: ``shown("first line\\nsecond " * 20, 20) == "'first line\\\\nseco..."``."""
     text = repr(value) if isinstance(value, str) else str(value)
     text = text.replace("\r", "\\r").replace("\n", "\\n")
     return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -736,7 +736,7 @@ def _merge(run: _Run, phase: PhaseConfig, counted: _Counted, fp: list, cp: dict 
         resume.check_replay(prior, res, where)
     t_merge = time.perf_counter() - t0
     if res.new_tokens < n and res.stopped_at:
-        counted.warnings.append(f"{where}{run.cfg.name_of('min_frequency')} {run.cfg.min_frequency} stopped the "
+        counted.warnings.append(f"{where}{at(run.cfg.name_of('min_frequency'), str(run.cfg.min_frequency))} stopped the "
                                 f"merges at {res.new_tokens:,} of {n:,}: the best pair left occurs {res.stopped_at:,} "
                                 "times")
         run.warnings.append(counted.warnings[-1])

@@ -250,7 +250,8 @@ def _reserve(run: "_Run") -> None:
     run.specials += names
     run.reserved = len(names)
     if short:
-        run.warnings.append(f"{at(cfg.name_of('vocab_size'), str(run.phases[-1].vocab_size))}: the merges stopped "
+        where = cfg.name_of("vocab_size") if not cfg.phases else f"phases[{len(run.phases) - 1}].vocab_size:"
+        run.warnings.append(f"{at(where, str(run.phases[-1].vocab_size))}: the merges stopped "
                             f"{short:,} short; {short:,} reserved special tokens fill ids {vocab.size:,}.."
                             f"{vocab.size + short - 1:,}")
 

@@ -217,3 +217,18 @@ def test_phase_keyword_takes_vocab_size(tmp_path):
     assert r.vocab_size == 1500
     with pytest.raises(ConfigError, match="merges= .* or vocab_size="):
         toktok.train(phases=[toktok.Phase("a", sources=[str(FIXTURES / "notes.txt")])], out=tmp_path / "p")
+
+
+def test_vocab_size_flag_replaces_a_one_phase_configs_merges(tmp_path):
+    cfg = tmp_path / "one.yaml"
+    cfg.write_text(f"output: {tmp_path / 'o' / 'one.tiktoken'}\nphases:\n  - name: a\n    merges: 5\n"
+                   f"    sources: [{{file: {FIXTURES / 'notes.txt'}}}]\n")
+    r = runner.invoke(app, ["train", "--config", str(cfg), "--vocab-size", "1500", "-q"])
+    assert r.exit_code == 0, r.output
+    assert toktok.load_encoding(tmp_path / "o" / "one.tiktoken").n_vocab == 1500
+    # a config's phases each give their own; the flag is refused for several
+    two = tmp_path / "two.yaml"
+    two.write_text(cfg.read_text().replace("phases:\n", "phases:\n  - {name: b, merges: 5, sources: [" +
+                                           str(FIXTURES / "notes.txt") + "]}\n"))
+    r = runner.invoke(app, ["train", "--config", str(two), "--vocab-size", "1500", "-q"])
+    assert r.exit_code == 2 and "set vocab_size per phase" in r.output

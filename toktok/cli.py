@@ -297,13 +297,31 @@ def verify_cmd(
     out.print(f"toktok: parity ok: {rep.strings:,} strings, {rep.tokens:,} tokens, tiktoken == HF tokenizers")
 
 
+def _list_ready(value: bool) -> None:
+    """``toktok sql --list``: each ready query's name, what it shows and where it is read from."""
+    if not value:
+        return
+    from pathlib import Path
+
+    from .insight.runfile import READY_DIR, ready_about, ready_queries
+
+    queries = ready_queries()
+    width = max(map(len, queries), default=0)
+    for name, path in queries.items():
+        where = "" if path.parent.resolve() == READY_DIR.resolve() else f"  [{Path(path)}]"
+        out.print(literal(f"{name:<{width}}  {ready_about(path)}{where}"), soft_wrap=True)
+    raise typer.Exit()
+
+
 @app.command("sql")
 def sql_cmd(
     run: str = typer.Argument(..., help="A toktok output folder or its run.duckdb"),
-    query: str = typer.Argument(..., help="SQL, a .sql file, a ready query's name (sql/NAME.sql) or a table/view name"),
+    query: str = typer.Argument(..., help="SQL, a .sql file, a ready query's name (toktok sql --list) or a table/view name"),
     csv: bool = typer.Option(False, "--csv", help="Print CSV (all rows) instead of a table"),
     parquet: Optional[str] = typer.Option(None, "--parquet", help="Write the result (all rows) to this Parquet file"),
     limit: int = typer.Option(40, "--limit", help="Rows shown in the terminal table"),
+    list_ready: bool = typer.Option(False, "--list", is_eager=True, callback=_list_ready,
+                                    help="List the ready queries (name and what it shows), then exit"),
     debug: bool = typer.Option(False, "--debug"),
 ) -> None:
     """Run SQL on a run file (read-only) and print the result; tables and views: docs/runfile.md."""

@@ -214,12 +214,14 @@ def _print_summary(summary) -> None:
         _say("warning", "yellow", w)
     if summary.shared:
         t = Table(title=literal(f"toktok: wrote {summary.tiktoken}"), show_header=False, box=None)
-        t.add_row("vocabulary", f"{summary.vocab_size:,} tokens")
+        t.add_row("vocabulary", f"{summary.vocab_size:,} tokens"
+                  + (f", {summary.reserved:,} of them reserved special tokens" if summary.reserved else ""))
         t.add_row("other files", literal(f"{summary.out}/ (tokenizer.json, tokenizer_config.json, "
                   "special_tokens_map.json, run.duckdb)"))
     else:
         t = Table(title=literal(f"toktok: wrote {summary.out}"), show_header=False, box=None)
-        t.add_row("vocabulary", literal(f"{summary.vocab_size:,} tokens" + (f" ({summary.tiktoken.name})" if summary.tiktoken and summary.tiktoken.name != "tokenizer.tiktoken" else "")))
+        t.add_row("vocabulary", literal(f"{summary.vocab_size:,} tokens" + (f" ({summary.tiktoken.name})" if summary.tiktoken and summary.tiktoken.name != "tokenizer.tiktoken" else "")
+                  + (f", {summary.reserved:,} of them reserved special tokens" if summary.reserved else "")))
     if summary.warm_start:
         ws = summary.warm_start
         t.add_row("warm start", literal(f"{ws['file']}: {ws['ids']:,} ids kept"
@@ -230,7 +232,8 @@ def _print_summary(summary) -> None:
         t.add_row("special ids", literal(specials_line(summary.specials)))
     t.add_row("pattern", literal(_pattern_line(summary)))
     t.add_row("merges", f"{summary.merges_learned:,} learned of {summary.merges_requested:,}"
-              + (f" ({summary.reused_merges} reused existing tokens)" if summary.reused_merges else ""))
+              + (f" ({summary.reused_merges} reused existing tokens)" if summary.reused_merges else "")
+              + _stopped(summary))
     if len(summary.phases) > 1:
         for ph in summary.phases:
             t.add_row(literal(f"  {ph.name}"), f"{ph.merges_learned:,} of {ph.merges_requested:,} merges (ids from {ph.first_id:,}), "
@@ -239,6 +242,16 @@ def _print_summary(summary) -> None:
     t.add_row("time", ", ".join(f"{k} {v:.2f}s" for k, v in summary.seconds.items()))
     t.add_row("parity", f"ok: tiktoken == HF tokenizers on {summary.parity_strings:,} strings")
     out.print(t)
+
+
+def _stopped(summary) -> str:
+    """The merges row's note when --min-frequency ended a phase's merges early."""
+    stops = [ph for ph in summary.phases if ph.stopped_at]
+    if not stops:
+        return ""
+    where = f" in {', '.join(ph.name for ph in stops)}" if len(summary.phases) > 1 else ""
+    return (f"; --min-frequency {summary.min_frequency} stopped early{where} (the best pair left occurs "
+            f"{min(ph.stopped_at for ph in stops):,} times)")
 
 
 def _pattern_line(summary) -> str:
@@ -250,7 +263,9 @@ def _pattern_line(summary) -> str:
     if summary.hardcoded == everyone:
         line += f"; hardcoded {everyone:,}"
     elif summary.hardcoded:
-        line += f"; hardcoded {summary.hardcoded:,} of {everyone:,} (the rest never form one piece under it)"
+        why = "never form one piece under it" + (f" or are longer than {summary.max_token_length} bytes"
+                                                  if summary.max_token_length else "")
+        line += f"; hardcoded {summary.hardcoded:,} of {everyone:,} (the rest {why})"
     if summary.regex_mb_s:
         lo, hi = min(summary.regex_mb_s), max(summary.regex_mb_s)
         line += f"; counted through regex at {lo:,.1f}" + (f"-{hi:,.1f}" if hi - lo >= 0.05 else "") + " MB/s"

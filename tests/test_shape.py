@@ -1,0 +1,101 @@
+"""The house's shape, read from the source with ``ast`` (nothing is imported or run).
+
+(a) No import cycle among toktok's modules: every ``import``/``from ... import`` counts, at the
+top of a module or deferred inside a function, so a cycle hidden in a function body is one too.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "toktok"
+
+
+def _module_name(path: Path) -> str:
+    """``toktok/count/read.py`` -> ``toktok.count.read``; a package's ``__init__.py`` -> the package."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(PKG.rglob("*.py"))}
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The toktok modules ``name`` imports (a package's ``__init__`` is a module of its own)."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name in known)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for a in node.names:  # ``from . import remote`` imports the module toktok.count.remote
+                if f"{target}.{a.name}" in known:
+                    out.add(f"{target}.{a.name}")
+                elif target in known:
+                    out.add(target)
+    out.discard(name)
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    mods = _modules()
+    known = set(mods)
+    return {name: _imports(name, path, known) for name, path in mods.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle per strongly connected component of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_walker_sees_imports_at_the_top_and_in_functions():
+    graph = import_graph()
+    assert "toktok.count.files" in graph["toktok.count.read"]
+    assert "toktok.count.remote" in graph["toktok.count.read"]  # ``from . import remote``
+    assert "toktok.errors" in graph["toktok.count.remote"]
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_cycle_in_toktok():
+    cycles = _cycles(import_graph())
+    assert not cycles, f"import cycles in toktok/: {cycles}; move what both sides need below both"

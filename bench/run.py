@@ -73,7 +73,8 @@ def iter_texts(files: list[str]):
 
 
 def work_toktok(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
-    from toktok.pipeline import TrainConfig, train
+    from toktok.config import TrainConfig
+    from toktok.pipeline import train
 
     out = Path(scratch) / "toktok-out"
     # Same semantics as `toktok train DATA --out TMP --merges (vocab-256) --no-hardcoded --force -q`:
@@ -195,7 +196,8 @@ def work_count(files: list[str], vocab: int, threads: int, scratch: str) -> dict
 def work_warmup(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
     """Tiny toktok run so Numba's on-disk cache exists before the timed run (a fresh checkout
     would otherwise charge the one-time JIT compile to toktok's merge time)."""
-    from toktok.pipeline import TrainConfig, train
+    from toktok.config import TrainConfig
+    from toktok.pipeline import train
 
     src = Path(scratch) / "warmup.txt"
     src.write_text("The quick brown fox jumps over the lazy dog, 1234 times!\n  isn't it?\n" * 200)

@@ -99,3 +99,55 @@ def test_the_walker_sees_imports_at_the_top_and_in_functions():
 def test_no_import_cycle_in_toktok():
     cycles = _cycles(import_graph())
     assert not cycles, f"import cycles in toktok/: {cycles}; move what both sides need below both"
+
+
+# --- (b) the run description: finished at the edge, read-only afterwards ----------------------
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for w in graph[todo.pop()]:
+            if w not in seen:
+                seen.add(w)
+                todo.append(w)
+    return seen
+
+
+def test_nothing_the_pipeline_runs_can_call_back_into_config():
+    """The pipeline and every module it reaches (the stages, the ground) read the ``RunSpec``:
+    none imports toktok.config, so none can call ``phase_list``, ``thread_count``, ``name_of``..."""
+    graph = import_graph()
+    reached = _reachable(graph, "toktok.pipeline") | {"toktok.pipeline"}
+    assert "toktok.spec" in reached and "toktok.count.local" in reached
+    importers = sorted(m for m in reached if "toktok.config" in graph[m])
+    assert not importers, f"{importers} import toktok.config: take the RunSpec (toktok.spec) instead"
+    assert "toktok.config" not in graph["toktok.spec"]
+
+
+def test_the_run_description_is_finished_and_frozen(tmp_path):
+    import dataclasses
+
+    import pytest
+
+    from toktok.config import TrainConfig, available_cores
+    from toktok.spec import RunSpec
+
+    cfg = TrainConfig(["data_fixtures/"], str(tmp_path / "o"), merges=7, budget="2MB", threads=10**6,
+                      memory_limit="64MB")
+    spec = cfg.describe()
+    assert isinstance(spec, RunSpec)
+    assert spec.budget == 2_000_000 and spec.memory_limit == 64_000_000  # sizes are ints
+    assert spec.text_of("budget") == "2MB" and spec.name_of("budget") == "--budget"
+    assert [(p.name, p.merges) for p in spec.phases] == [("main", 7)]  # the one phase, resolved
+    assert spec.threads == available_cores() and "more than the" in spec.threads_warning
+    assert spec.use_hardcoded is True and spec.layout.folder == tmp_path / "o"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.seed = 1
+    with pytest.raises(TypeError):
+        spec.options["seed"] = 1
+    cfg.seed = 5  # the config may change after; the description does not
+    assert spec.seed == 0 and spec.to_dict()["seed"] == 0
+    with pytest.raises(AttributeError):
+        spec.no_such_option
+

@@ -139,7 +139,7 @@ def train_config(cfg: TrainConfig, *, progress: Progress | None = None,
     rep = reporter(mode, console=console)
     try:
         try:
-            result = TrainResult.of(run(cfg, progress=rep, log=log))
+            result = TrainResult.of(run(cfg.describe(), progress=rep, log=log))
         finally:
             rep.close()
     except BaseException as e:

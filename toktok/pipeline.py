@@ -1,6 +1,6 @@
 """The pipeline: read → pre-tokenize + count → merge (per phase) → export → insight → verify, one run end to end.
 
-Reads the sources of a ``TrainConfig``; writes into the output folder the tokenizer files (the
+Reads the sources of a run description (``RunSpec``, :mod:`toktok.spec`); writes into the output folder the tokenizer files (the
 ``.tiktoken`` file, ``tokenizer.json``, ``tokenizer_config.json``, ``special_tokens_map.json``)
 and the run file (or, for an ``output:`` into a folder toktok does not own, exactly that
 ``.tiktoken`` and the rest in ``NAME.toktok/`` beside it: :mod:`toktok.rundir`).
@@ -28,14 +28,15 @@ counted (``merge.warm``).
 Layering: imports point down this list, never up (and make no cycle):
 (1) the edge, ``cli`` and ``api``: parse, call the library, map typed errors (no DuckDB, no run
 store: a DuckDB error that escapes the run store's own calls is translated here, in ``train``);
-(2) ``pipeline``, the one module that runs several stages, in order; (3) the stages, ``count/``,
+(2) ``pipeline``, the one module that runs several stages, in order, from the finished
+``RunSpec`` (it never calls back into ``config``); (3) the stages, ``count/``,
 ``merge/``, ``formats/``, ``verify``, ``warmstart``, ``insight/`` (the CLI's other commands call
 some of them directly), and the run's own rooms, ``resume``, ``store``, ``budget``; (4) the ground,
-``config``, ``options``, ``rundir``, ``vocab``, ``errors``. Inside (3) a module may use another's
+``config`` (which builds the ``RunSpec``), ``spec``, ``options``, ``rundir``, ``vocab``, ``errors``. Inside (3) a module may use another's
 public functions (``resume`` and ``insight`` store through ``store``, ``warmstart`` uses
-``formats``); none imports ``config`` but for types: it takes plain values. The ground imports no
+``formats``); none imports ``config``: they take plain values or the ``RunSpec``. The ground imports no
 stage (except ``options``, which redacts URLs with ``count.remote.redact``).
-Example: ``train(TrainConfig(["data_fixtures/"], "out/demo", merges=500))``.
+Example: ``train(TrainConfig(["data_fixtures/"], "out/demo", merges=500).describe())``.
 """
 from __future__ import annotations
 
@@ -48,13 +49,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
 
 from . import __version__
 from . import resume
-from .config import PhaseConfig, TrainConfig
 from .errors import ConfigError, InputError, ToktokError
 from .insight.runfile import add_views, compression_curve, word_gains
 from .formats.common import HF_FILE, write_atomic
@@ -72,6 +73,7 @@ from .count.pretokenize import REFERENCE_BYTES
 from .count.read import read_corpus
 from .count.remote import redact, set_readahead
 from .resume import Checkpoints
+from .spec import PhaseConfig, RunSpec
 from .rundir import RUN_FILE, OutputLayout, Staging, open_staging, special_tokens_file
 from .store import RunStore, merges_table, resource_error
 from .verify import HFSide, open_hf, verify, worth_a_process
@@ -148,7 +150,7 @@ def _literal(token: bytes) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-def _resolve_phase(cfg: TrainConfig, phase: PhaseConfig) -> list[Source]:
+def _resolve_phase(cfg: RunSpec, phase: PhaseConfig) -> list[Source]:
     """Resolve every source of ``phase``; fails on a bad path before any work."""
     return [Source(corpus_of(src, cfg.text_column, cfg.bad_utf8, resume=cfg.resume) if src.kind == "memory" else
                    read_corpus([src.path], text_column=src.text_column or cfg.text_column, bad_utf8=cfg.bad_utf8,
@@ -156,39 +158,39 @@ def _resolve_phase(cfg: TrainConfig, phase: PhaseConfig) -> list[Source]:
                    src.weight) for src in phase.sources]
 
 
-def _phase_capacity(cfg: TrainConfig, phase: PhaseConfig, plan: BudgetPlan | None) -> int | None:
+def _phase_capacity(cfg: RunSpec, phase: PhaseConfig, plan: BudgetPlan | None) -> int | None:
     """Bytes of text a phase may sample: what the memory budget allows, at most what
     ``working_set_mb`` holds, and at most the phase's own ``budget`` (text bytes) when it has one;
     None = read everything."""
     caps = []
     if plan is not None:
         caps.append(plan.sample_bytes)
-    if (ws := cfg.working_set_text()) is not None:
+    if (ws := cfg.working_set_text) is not None:
         caps.append(ws)
     if phase.budget is not None:
         caps.append(phase.budget)
     return min(caps) if caps else None
 
 
-def _start_vocab(cfg: TrainConfig) -> tuple[Vocab, list[str], Base | None, Pattern]:
+def _start_vocab(cfg: RunSpec) -> tuple[Vocab, list[str], Base | None, Pattern]:
     """The starting vocabulary, each id's kind and the run's pattern: the bytes (+ the hardcoded
     tokens the pattern forms as one piece), or a warm-start base (+ those only when asked) whose
     ids are all kept, and whose pattern the run keeps (:func:`_warm_pattern`)."""
     if cfg.warm_start is None:
         pattern = cfg.pattern or DEFAULT
-        vocab = Vocab.base(hardcoded=cfg.use_hardcoded(), pattern=pattern)
+        vocab = Vocab.base(hardcoded=cfg.use_hardcoded, pattern=pattern)
         kinds = ["byte"] * 256 + ["hardcoded"] * (len(vocab.tokens) - 256)
         return vocab, kinds, None, pattern
     base = load_base(cfg.warm_start)
     pattern = _warm_pattern(cfg, base)
     vocab = base.kept_vocab()
     kinds = ["special" if i in vocab.pinned else "byte" if len(t) == 1 else "base" for i, t in enumerate(vocab.tokens)]
-    if cfg.use_hardcoded():
+    if cfg.use_hardcoded:
         kinds += ["hardcoded"] * len(add_tokens(vocab, hardcoded_tokens(pattern)))
     return vocab, kinds, base, pattern
 
 
-def _warm_pattern(cfg: TrainConfig, base: Base) -> Pattern:
+def _warm_pattern(cfg: RunSpec, base: Base) -> Pattern:
     """A warm start's pattern: its base's own (its tokenizer.json's Split, or the tokenizer.json or
     run file beside its .tiktoken), which ``--pattern`` may repeat but not change; ``--pattern``
     (else cl100k) for a base that records none."""
@@ -266,7 +268,7 @@ class _Run:
     the later steps add (the staging folder, the run file, the vocabulary so far, each phase's
     parity sample and summary, the timings and warnings)."""
 
-    cfg: TrainConfig
+    cfg: RunSpec
     layout: OutputLayout
     phases: list[PhaseConfig]
     plans: list[list[Source]]  # each phase's sources, resolved
@@ -323,9 +325,12 @@ class _Run:
         return f"phase {phase.name!r}: " if len(self.phases) > 1 else ""
 
 
-def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = None, *,
+def train(cfg: RunSpec | Any, progress: Progress | None = None, log: Log | None = None, *,
           checkpoints: Checkpoints | None = None, ray_tuning: dict | None = None) -> TrainSummary:
-    """Train a tokenizer as ``cfg`` says and publish it (``cfg.layout()``); raises ToktokError on bad input.
+    """Train a tokenizer as ``cfg`` says and publish it (``cfg.layout``); raises ToktokError on bad input.
+
+    ``cfg`` is the finished run (``RunSpec``); a ``TrainConfig`` is finished first (``describe``:
+    its checks), the one call into the config: the steps read only the ``RunSpec``.
 
     With ``cfg.verbose`` the merges are logged as toktoktok does (the first 10 of each phase and
     every 100th: the pair, the new token, its id and count), one line each to ``log`` (default:
@@ -341,19 +346,21 @@ def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = 
     """
     from .alloc import lean
 
+    if not isinstance(cfg, RunSpec):
+        cfg = cfg.describe()
     try:
         with lean():
             return _train(cfg, progress, log, checkpoints or Checkpoints(), ray_tuning or {})
     except ToktokError:
         raise
     except Exception as e:
-        te = resource_error(e, cfg.layout().folder / RUN_FILE, None, cfg.text_of("memory_limit"))
+        te = resource_error(e, cfg.layout.folder / RUN_FILE, None, cfg.text_of("memory_limit"))
         if te is None:
             raise
         raise te from e
 
 
-def _train(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: Checkpoints,
+def _train(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: Checkpoints,
            ray_tuning: dict) -> TrainSummary:
     """The steps of a run, in order (see the module docstring); on failure the staging folder is
     kept for ``--resume`` when it holds a checkpoint (:func:`toktok.resume.abandon`)."""
@@ -418,7 +425,7 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _ray_engine(cfg: TrainConfig) -> Callable | None:
+def _ray_engine(cfg: RunSpec) -> Callable | None:
     """The Ray engine's ``count_phase`` when the run asks for it (a ConfigError naming the install
     command when Ray is missing), None for the local engine."""
     if cfg.engine != "ray":
@@ -429,17 +436,16 @@ def _ray_engine(cfg: TrainConfig) -> Callable | None:
     return ray_count_phase
 
 
-def _plan(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: Checkpoints) -> _Run:
-    """1. Every check before any work: the options (``cfg.validate``: sizes are ints from here on),
+def _plan(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: Checkpoints) -> _Run:
+    """1. Every check before any work (the options were checked by ``describe``: sizes are ints),
     the engine, the plan of the memory budget (made once, here), each phase's sources (a bad path
     fails here), the starting vocabulary (the bytes and hardcoded tokens, or a warm-start base),
     the special tokens and roles, and the inputs that publishing must not replace. Reads the
     config, the sources' listings and the base; writes nothing."""
-    cfg.validate()
-    check_sources(phases := cfg.phase_list(), resume=cfg.resume, engine=cfg.engine)  # in-memory ones
+    check_sources(phases := list(cfg.phases), resume=cfg.resume, engine=cfg.engine)  # in-memory ones
     ray_count = _ray_engine(cfg)
     warnings: list[str] = []
-    threads, too_many = cfg.thread_count()
+    threads, too_many = cfg.threads, cfg.threads_warning
     if too_many:
         warnings.append(too_many)
     release_llvm_pages()  # see there: ~100 MB of RSS that the run never uses
@@ -469,7 +475,7 @@ def _plan(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: C
     if cfg.warm_start is not None:
         inputs.append((cfg.warm_start, "the warm-start base"))
     say = (log or _stderr) if cfg.verbose else None
-    return _Run(cfg=cfg, layout=cfg.layout(), phases=phases, plans=plans, plan=plan, ray_count=ray_count,
+    return _Run(cfg=cfg, layout=cfg.layout, phases=phases, plans=plans, plan=plan, ray_count=ray_count,
                 threads=threads, report=progress or (lambda stage, done, total: None), say=say, marks=marks,
                 vocab=vocab, kinds=kinds, phase_of=[None] * len(vocab.tokens), base=base, specials=specials,
                 inputs=inputs, warnings=warnings, added=added_flags(cfg.special_tokens), chat_template=chat,
@@ -795,4 +801,4 @@ def _summary(run: _Run) -> TrainSummary:
     )
 
 
-__all__ = ["train", "TrainSummary", "PhaseSummary", "TrainConfig"]
+__all__ = ["train", "TrainSummary", "PhaseSummary", "RunSpec"]

@@ -151,3 +151,36 @@ def test_the_run_description_is_finished_and_frozen(tmp_path):
     with pytest.raises(AttributeError):
         spec.no_such_option
 
+
+# --- (d) short functions ----------------------------------------------------------------------
+
+#: The compiled (Numba) kernels, which may be longer: splitting one costs calls in its hot loop
+#: and the kernels' compile time. Each is checked to be compiled (``njit`` or ``internal``).
+KERNELS = {
+    "toktok/merge/loop.py": {"_merge_round", "_loop"},
+    "toktok/merge/segment.py": {"_segment_long", "_segment"},
+    "toktok/merge/table.py": {"_initial_pairs"},
+}
+MAX_LINES = 80
+
+
+def _functions():
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield rel, node
+
+
+def test_no_function_over_80_lines_outside_the_kernels():
+    long = []
+    for rel, node in _functions():
+        lines = node.end_lineno - node.lineno + 1
+        if node.name in KERNELS.get(rel, ()):
+            decorators = {ast.unparse(d).split("(")[0] for d in node.decorator_list}
+            assert decorators & {"njit", "internal", "numba.njit"}, f"{rel}: {node.name} is not a compiled kernel"
+        elif lines > MAX_LINES:
+            long.append(f"{rel}: {node.name} ({lines} lines)")
+    assert not long, f"functions over {MAX_LINES} lines: {long}; split them into named steps"
+    listed = {(rel, name) for rel, names in KERNELS.items() for name in names}
+    assert listed <= {(rel, node.name) for rel, node in _functions()}, "a listed kernel no longer exists"

@@ -5,7 +5,7 @@ The edges (the CLI, the YAML config, ``toktok.train``) build a ``TrainConfig``
 checked, sizes read into ints, the phases resolved (a run without ``phases`` is the one "main"
 phase), the threads counted, each option's name as the user gave it kept for messages, the
 output layout chosen. From then on nothing calls back into ``config.py``: this module does not
-import it (``tests/test_shape.py`` checks that no module the pipeline imports does).
+import it (``tests/test_house.py`` checks that no module the pipeline imports does).
 
 An option's value is an attribute (``spec.seed``, ``spec.merges``): every field of
 ``TrainConfig`` after its checks, so a new option needs no line here.

@@ -1,4 +1,4 @@
-"""The house's shape, read from the source with ``ast`` (nothing is imported or run).
+"""The house's shape (toktok/'s imports, the run description, function length), read with ``ast``.
 
 (a) No import cycle among toktok's modules: every ``import``/``from ... import`` counts, at the
 top of a module or deferred inside a function, so a cycle hidden in a function body is one too.

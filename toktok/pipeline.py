@@ -1,9 +1,10 @@
 """The pipeline: read → pre-tokenize + count → merge (per phase) → export → insight → verify, one run end to end.
 
-Reads the sources of a run description (``RunSpec``, :mod:`toktok.spec`); writes into the output folder the tokenizer files (the
-``.tiktoken`` file, ``tokenizer.json``, ``tokenizer_config.json``, ``special_tokens_map.json``)
-and the run file (or, for an ``output:`` into a folder toktok does not own, exactly that
-``.tiktoken`` and the rest in ``NAME.toktok/`` beside it: :mod:`toktok.rundir`).
+Reads the sources of a run description (``RunSpec``, :mod:`toktok.spec`); writes into the
+output folder the tokenizer files (the ``.tiktoken`` file, ``tokenizer.json``,
+``tokenizer_config.json``, ``special_tokens_map.json``) and the run file (or, for an ``output:``
+into a folder toktok does not own, exactly that ``.tiktoken`` and the rest in ``NAME.toktok/``
+beside it: :mod:`toktok.rundir`).
 Phases run in order and share one merge history: phase k counts its own sources, segments those
 words with the vocabulary after phase k-1 and learns its own number of merges. The starting
 vocabulary is the bytes (+ hardcoded tokens) or a warm-start base whose ids are all kept.
@@ -13,7 +14,8 @@ after the parity check passed, so a failed run never leaves a half-written token
 ``train`` reads as its numbered steps, each a function that says what it reads and writes:
 1. ``_plan`` (options, budget, inputs, base: every check before any work), 2. ``_open`` (the
 staging folder and the run file; an interrupted run's identity on ``--resume``), per phase
-3. ``_count`` (or what the interrupted run counted) and 4. ``_merge``, then 5. ``_export``,
+3. ``_count`` (or what the interrupted run counted) and 4. ``_merge``, then the reserved special
+tokens (``_reserve``: ``--vocab-size``, ``--pad-to-multiple-of``), 5. ``_export``,
 6. ``_vocabulary``, 7. ``_insight`` (the run file's views, compression curve and word gains: a
 stage the pipeline runs on purpose, so that every run file can be inspected as it is),
 8. ``_verify`` and 9. ``_publish``. The state they share is a ``_Run``.
@@ -29,13 +31,14 @@ Layering: imports point down this list, never up (and make no cycle):
 (1) the edge, ``cli`` and ``api``: parse, call the library, map typed errors (no DuckDB, no run
 store: a DuckDB error that escapes the run store's own calls is translated here, in ``train``);
 (2) ``pipeline``, the one module that runs several stages, in order, from the finished
-``RunSpec`` (it never calls back into ``config``); (3) the stages, ``count/``,
-``merge/``, ``formats/``, ``verify``, ``warmstart``, ``insight/`` (the CLI's other commands call
-some of them directly), and the run's own rooms, ``resume``, ``store``, ``budget``; (4) the ground,
-``config`` (which builds the ``RunSpec``), ``spec``, ``options``, ``rundir``, ``vocab``, ``errors``. Inside (3) a module may use another's
-public functions (``resume`` and ``insight`` store through ``store``, ``warmstart`` uses
-``formats``); none imports ``config``: they take plain values or the ``RunSpec``. The ground imports no
-stage (except ``options``, which redacts URLs with ``count.remote.redact``).
+``RunSpec`` (it never calls back into ``config``); (3) the stages, ``count/``, ``merge/``,
+``formats/``, ``verify``, ``warmstart``, ``insight/`` (the CLI's other commands call some of them
+directly), and the run's own rooms, ``resume``, ``store``, ``budget``; (4) the ground, ``config``
+(which builds the ``RunSpec``), ``spec``, ``options``, ``rundir``, ``vocab``, ``errors``. Inside
+(3) a module may use another's public functions (``resume`` and ``insight`` store through
+``store``, ``warmstart`` uses ``formats``); none imports ``config``: they take plain values or the
+``RunSpec``. The ground imports no stage (except ``options``, which redacts URLs with
+``count.remote.redact``).
 Example: ``train(TrainConfig(["data_fixtures/"], "out/demo", merges=500).describe())``.
 """
 from __future__ import annotations
@@ -108,6 +111,7 @@ class PhaseSummary(Totals):
     name: str
     first_id: int  # id of the phase's first new token
     seconds: dict[str, float] = field(default_factory=dict)
+    stopped_at: int = 0  # --min-frequency ended the merges: the best pair left occurs this often (else 0)
 
 
 @dataclass
@@ -127,6 +131,9 @@ class TrainSummary(Totals):
     pattern: str = "cl100k"  # the pre-tokenizer, as Pattern.label() says it
     hardcoded: int = 0  # hardcoded tokens added (of the 1,161: those the pattern forms as one piece)
     regex_mb_s: list[float] = field(default_factory=list)  # counting through regex (no scanner), per phase
+    reserved: int = 0  # reserved special tokens that fill the ids (--vocab-size, --pad-to-multiple-of)
+    min_frequency: int | None = None  # --min-frequency, for the summary's merges row
+    max_token_length: int | None = None  # --max-token-length, for the summary's pattern row
 
 
 def _versions() -> dict[str, str]:
@@ -178,7 +185,9 @@ def _start_vocab(cfg: RunSpec) -> tuple[Vocab, list[str], Base | None, Pattern]:
     ids are all kept, and whose pattern the run keeps (:func:`_warm_pattern`)."""
     if cfg.warm_start is None:
         pattern = cfg.pattern or DEFAULT
-        vocab = Vocab.base(hardcoded=cfg.use_hardcoded, pattern=pattern)
+        vocab = Vocab.base(hardcoded=False)
+        if cfg.use_hardcoded:
+            vocab.tokens += _no_longer(hardcoded_tokens(pattern), cfg.max_token_length)
         kinds = ["byte"] * 256 + ["hardcoded"] * (len(vocab.tokens) - 256)
         return vocab, kinds, None, pattern
     base = load_base(cfg.warm_start)
@@ -186,8 +195,69 @@ def _start_vocab(cfg: RunSpec) -> tuple[Vocab, list[str], Base | None, Pattern]:
     vocab = base.kept_vocab()
     kinds = ["special" if i in vocab.pinned else "byte" if len(t) == 1 else "base" for i, t in enumerate(vocab.tokens)]
     if cfg.use_hardcoded:
-        kinds += ["hardcoded"] * len(add_tokens(vocab, hardcoded_tokens(pattern)))
+        kinds += ["hardcoded"] * len(add_tokens(vocab, _no_longer(hardcoded_tokens(pattern), cfg.max_token_length)))
     return vocab, kinds, base, pattern
+
+
+def _no_longer(tokens: list[bytes], limit: int | None) -> list[bytes]:
+    """The ``tokens`` of at most ``limit`` bytes (``--max-token-length``; all without one)."""
+    return tokens if limit is None else [t for t in tokens if len(t) <= limit]
+
+
+#: How reserved special tokens are spelled (Llama 3's), ``i`` from 0, skipping names the run has.
+RESERVED = "<|reserved_special_token_{}|>"
+
+
+def _check_sizes(cfg: RunSpec, phases: list[PhaseConfig], vocab: Vocab) -> None:
+    """Each phase's ``vocab_size`` leaves room for at least no merge: the ids the run starts with
+    (tokens, pinned specials and the specials after the last rank) plus the most the phases before
+    it can add (their merges, or their own vocab_size). Checked before any work."""
+    start = len(vocab.tokens) + len(vocab.specials)
+    most = start
+    for k, ph in enumerate(phases):
+        if ph.vocab_size is None:
+            most += ph.merges
+            continue
+        if ph.vocab_size < most:
+            where = cfg.name_of("vocab_size") if not cfg.phases_given else f"phases[{k}].vocab_size:"
+            before = (f"; the phases before it reach up to {most:,}" if most > start else "")
+            raise ConfigError(f"{at(where, str(ph.vocab_size))} is less than the {start:,} ids the run starts with "
+                              f"({len(vocab.tokens):,} tokens + {len(vocab.specials)} special){before}; pass at "
+                              f"least {most}")
+        most = ph.vocab_size
+
+
+def _merge_budget(run: "_Run", phase: PhaseConfig) -> int:
+    """The new tokens ``phase`` learns: its ``merges``, or what takes the vocabulary so far (every
+    special token of the run included) to its ``vocab_size``; an earlier phase's shortfall is
+    made up here. Example: vocab_size 2048, 1,417 tokens and 2 specials: 629."""
+    if phase.vocab_size is None:
+        return phase.merges
+    return max(0, phase.vocab_size - len(run.vocab.tokens) - len(run.vocab.specials))
+
+
+def _reserve(run: "_Run") -> None:
+    """Reserved special tokens (:data:`RESERVED`) after the run's own: as many as the last phase's
+    ``vocab_size`` lacks (merges that the corpus or ``--min-frequency`` did not give), then up to
+    a multiple of ``--pad-to-multiple-of``. Ids stay exactly 0..N-1; a shortfall is a warning."""
+    cfg, vocab = run.cfg, run.vocab
+    short = max(0, (run.phases[-1].vocab_size or 0) - vocab.size)
+    pad = (-(vocab.size + short)) % cfg.pad_to_multiple_of if cfg.pad_to_multiple_of else 0
+    if not short + pad:
+        return
+    have, names, i = set(vocab.all_specials()), [], 0
+    while len(names) < short + pad:
+        if (name := RESERVED.format(i)) not in have:
+            names.append(name)
+        i += 1
+    run.vocab = Vocab(vocab.tokens, vocab.specials + names, vocab.pinned)
+    run.specials += names
+    run.reserved = len(names)
+    if short:
+        where = cfg.name_of("vocab_size") if not cfg.phases_given else f"phases[{len(run.phases) - 1}].vocab_size:"
+        run.warnings.append(f"{at(where, str(run.phases[-1].vocab_size))}: the merges stopped "
+                            f"{short:,} short; {short:,} reserved special tokens fill ids {vocab.size:,}.."
+                            f"{vocab.size + short - 1:,}")
 
 
 def _warm_pattern(cfg: RunSpec, base: Base) -> Pattern:
@@ -309,6 +379,7 @@ class _Run:
     parity_hf: str = ""  # where HF tokenizers loaded tokenizer.json for the check (HFSide.where)
     added: dict = field(default_factory=dict)  # {special: added-token flags} where they differ (toktok.added)
     chat_template: str | None = None  # the Jinja text for tokenizer_config.json
+    reserved: int = 0  # reserved special tokens added after the run's own (_reserve)
 
     @property
     def small(self) -> bool:
@@ -377,6 +448,7 @@ def _train(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: Chec
                                  "later runs load them from Numba's cache")
         for phase, sources, fp in zip(run.phases, run.plans, run.fingerprints):
             _phase(run, phase, sources, fp)
+        _reserve(run)
         _export(run)
         _vocabulary(run)
         _insight(run)
@@ -461,6 +533,7 @@ def _plan(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: Check
         warnings.append(f"the base's special tokens {', '.join(map(repr, unlisted))} are not in special_tokens; "
                         "they follow the listed ones (list every special token, as toktoktok needs, to choose the order)")
     vocab.check()
+    _check_sizes(cfg, phases, vocab)
     specials = vocab.all_specials()
     cfg.check_roles(specials)
     chat = None
@@ -592,7 +665,7 @@ def _count(run: _Run, phase: PhaseConfig, sources: list[Source], fp: list) -> _C
     table, used, warnings = pc.words, pc.used, []
     if plan is not None:  # the merge loop's arrays must fit the budget: drop the rarest words if not
         try:
-            table, cut = fit_words(table, plan, phase.merges, where=run.where(phase),
+            table, cut = fit_words(table, plan, _merge_budget(run, phase), where=run.where(phase),
                                    budget=f"{cfg.name_of('budget')} {cfg.text_of('budget')}")
         except ConfigError as e:
             raise resume.start_over(e) from None
@@ -657,7 +730,7 @@ def _merge(run: _Run, phase: PhaseConfig, counted: _Counted, fp: list, cp: dict 
         store.release_memory()
     release_llvm_pages()
     t0 = time.perf_counter()
-    n = phase.merges
+    n = _merge_budget(run, phase)
     run.report("merge" + tag, 0, n)
     first_id = len(run.vocab.tokens)
     prior = store.merges_of(phase.name) if cp is not None else None
@@ -665,18 +738,27 @@ def _merge(run: _Run, phase: PhaseConfig, counted: _Counted, fp: list, cp: dict 
     start = Vocab(run.vocab.tokens, [], run.vocab.pinned)
     res = learn_merges(words, counts, start, n, progress=lambda k: run.report("merge" + tag, k, n),
                        checkpoint=_MergeLog(run, phase), every=run.marks.every, step=run.marks.step,
-                       ready=partial(_compiled, run) if run.compiler is not None else None, reference=run.small)
+                       ready=partial(_compiled, run) if run.compiler is not None else None, reference=run.small,
+                       max_token_length=run.cfg.max_token_length, min_frequency=run.cfg.min_frequency)
     run.report("merge" + tag, res.new_tokens, n)
     if prior is not None and prior.num_rows:
         resume.check_replay(prior, res, where)
     t_merge = time.perf_counter() - t0
-    if res.new_tokens < n:
+    if res.new_tokens < n and res.stopped_at:
+        counted.warnings.append(f"{where}{at(run.cfg.name_of('min_frequency'), str(run.cfg.min_frequency))} stopped the "
+                                f"merges at {res.new_tokens:,} of {n:,}: the best pair left occurs {res.stopped_at:,} "
+                                "times")
+        run.warnings.append(counted.warnings[-1])
+    elif res.new_tokens < n:
+        left = "no adjacent pair left" if not run.cfg.max_token_length else \
+            f"no adjacent pair left of at most {run.cfg.max_token_length} bytes"
         counted.warnings.append(f"{where}the corpus allows only {res.new_tokens} merges of the {n} asked for "
-                                "(no adjacent pair left); the vocabulary is smaller")
+                                f"({left}); the vocabulary is smaller")
         run.warnings.append(counted.warnings[-1])
     summary = PhaseSummary(merges_requested=n, merges_learned=res.new_tokens, reused_merges=int(res.reused.sum()),
                            words=len(words), docs=counted.docs, text_bytes=counted.text_bytes, name=phase.name,
-                           first_id=first_id, seconds={"count": counted.seconds, "merge": t_merge})
+                           first_id=first_id, seconds={"count": counted.seconds, "merge": t_merge},
+                           stopped_at=res.stopped_at)
     state = {"fingerprint": fp, "warnings": counted.warnings, "summary": dataclasses.asdict(summary)}
     _checkpoint(run, lambda st: resume.save_merged(st, phase.name, words, counts, res.word_tokens, state))
     run.merge_index += len(res.left)
@@ -797,7 +879,8 @@ def _summary(run: _Run) -> TrainSummary:
         seconds=run.times, parity_strings=run.parity_strings, warnings=run.warnings, phases=s,
         warm_start=run.base.summary() if run.base is not None else None, tiktoken=run.layout.tiktoken,
         shared=run.layout.shared, specials=run.special_ids, pattern=run.pattern.label(),
-        hardcoded=run.kinds.count("hardcoded"), regex_mb_s=run.regex_mb_s,
+        hardcoded=run.kinds.count("hardcoded"), regex_mb_s=run.regex_mb_s, reserved=run.reserved,
+        min_frequency=run.cfg.min_frequency, max_token_length=run.cfg.max_token_length,
     )
 
 

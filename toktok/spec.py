@@ -49,20 +49,26 @@ class SourceConfig:
 
 @dataclass
 class PhaseConfig:
-    """One training phase: its sources and how many new tokens it learns.
+    """One training phase: its sources and how many new tokens it learns: ``merges``, or as many
+    as make ``vocab_size`` ids after it (the run's special tokens included; see
+    ``pipeline._merge_budget``), one of the two.
 
     ``budget`` (bytes of text; human units are read into an int by ``TrainConfig.validate``)
     overrides the run's. Example: ``PhaseConfig("code", 500, [SourceConfig("code/")])``.
     """
 
     name: str
-    merges: int
+    merges: int | None
     sources: list[SourceConfig]
     budget: str | int | None = None
+    vocab_size: int | None = None  # instead of merges: the total ids after this phase, specials included
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "merges": self.merges, "budget": self.budget,
-                "sources": [s.to_dict() for s in self.sources]}
+        d = {"name": self.name, "merges": self.merges, "budget": self.budget,
+             "sources": [s.to_dict() for s in self.sources]}
+        if self.vocab_size is not None:  # recorded only when given: a merges run's record is as before
+            d["vocab_size"] = self.vocab_size
+        return d
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,7 @@ class RunSpec:
 
     options: Mapping[str, Any]
     phases: tuple[PhaseConfig, ...]
+    phases_given: bool  # the config listed phases (messages name phases[k]), else the one "main" phase
     threads: int
     threads_warning: str | None
     names: Mapping[str, str]

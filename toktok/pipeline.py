@@ -68,7 +68,7 @@ from ._kernels import compiled, release_llvm_pages
 from .budget import BudgetPlan, fit_words, plan_budget
 from .count.local import ParitySample, Source, count_phase
 from .count.memory import check_sources, corpus_of
-from .count.pretokenize import REFERENCE_BYTES
+from .count.pretokenize import REFERENCE_BYTES, SMALL_BYTES
 from .count.read import read_corpus
 from .count.remote import redact, set_readahead
 from .resume import Checkpoints
@@ -314,6 +314,13 @@ class _Run:
         compiled, it counts and segments with their references instead (see ``reference_allowance``)."""
         return sum(src.size for srcs in self.plans for src in srcs) <= REFERENCE_BYTES
 
+    @property
+    def tiny(self) -> bool:
+        """A run over at most ``SMALL_BYTES`` (1 MB): it counts, segments, merges (up to
+        ``merge.small.SMALL_WORDS`` words) and exports without a compiled kernel, so a first run
+        after an install compiles none beside it."""
+        return sum(src.size for srcs in self.plans for src in srcs) <= SMALL_BYTES
+
     def tag(self, phase: PhaseConfig) -> str:
         """The phase in progress stage names (`` english``); nothing for a one-phase run."""
         return f" {phase.name}" if len(self.phases) > 1 else ""
@@ -363,7 +370,7 @@ def _train(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: 
     run.kept = run.staging.resuming
     try:
         _open(run)
-        if not compiled():  # the first run after an install: the merge kernels compile beside it
+        if not compiled() and not run.tiny:  # the first run after an install: the merge kernels compile beside it
             run.compiler = warm.start(also=compile_export_kernels)
             if cfg.verbose is not False:
                 (log or _stderr)("toktok: compiling the kernels, once after an install (about 10 s more); "

@@ -63,7 +63,7 @@ from .formats.hf import write_hf
 from .formats.specials import special_tokens_json
 from .formats.spell import compile_kernels as compile_export_kernels
 from .formats.tiktoken import write_tiktoken
-from .merge import learn_merges, warm
+from .merge import learn_merges, small_enough, warm
 from ._kernels import compiled, release_llvm_pages
 from .budget import BudgetPlan, fit_words, plan_budget
 from .count.local import ParitySample, Source, count_phase
@@ -307,6 +307,7 @@ class _Run:
     parity_hf: str = ""  # where HF tokenizers loaded tokenizer.json for the check (HFSide.where)
     added: dict = field(default_factory=dict)  # {special: added-token flags} where they differ (toktok.added)
     chat_template: str | None = None  # the Jinja text for tokenizer_config.json
+    log: Log | None = None  # where the run's notices go (train's log; default: stderr)
 
     @property
     def small(self) -> bool:
@@ -370,11 +371,9 @@ def _train(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: 
     run.kept = run.staging.resuming
     try:
         _open(run)
-        if not compiled() and not run.tiny:  # the first run after an install: the merge kernels compile beside it
-            run.compiler = warm.start(also=compile_export_kernels)
-            if cfg.verbose is not False:
-                (log or _stderr)("toktok: compiling the kernels, once after an install (about 10 s more); "
-                                 "later runs load them from Numba's cache")
+        run.log = log
+        if not run.tiny:  # (a tiny run compiles only if its words are too many for merge.small)
+            _compile_beside(run)
         for phase, sources, fp in zip(run.phases, run.plans, run.fingerprints):
             _phase(run, phase, sources, fp)
         _export(run)
@@ -396,6 +395,17 @@ def _train(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: 
         resume.abandon(e, run.staging, run.kept)
         raise
     return _summary(run)
+
+
+def _compile_beside(run: _Run) -> None:
+    """On the first run after an install, the merge loop's and the export's kernels compiled in a
+    second process (``merge.warm``), said once; nothing when they are in Numba's cache."""
+    if run.compiler is not None or compiled():
+        return
+    run.compiler = warm.start(also=compile_export_kernels)
+    if run.cfg.verbose is not False:
+        (run.log or _stderr)("toktok: compiling the kernels, once after an install (about 10 s more); "
+                                    "later runs load them from Numba's cache")
 
 
 def _checkpoint(run: _Run, save: Callable[[RunStore], None]) -> None:
@@ -664,6 +674,8 @@ def _merge(run: _Run, phase: PhaseConfig, counted: _Counted, fp: list, cp: dict 
     prior = store.merges_of(phase.name) if cp is not None else None
     store.drop_merges(phase.name)
     start = Vocab(run.vocab.tokens, [], run.vocab.pinned)
+    if run.tiny and not small_enough(words, n):  # the loop's kernels after all
+        _compile_beside(run)
     res = learn_merges(words, counts, start, n, progress=lambda k: run.report("merge" + tag, k, n),
                        checkpoint=_MergeLog(run, phase), every=run.marks.every, step=run.marks.step,
                        ready=partial(_compiled, run) if run.compiler is not None else None, reference=run.small)

@@ -505,6 +505,7 @@ def _open(run: _Run) -> None:
         limit, shown = cfg.memory_limit, cfg.text_of("memory_limit")
     store = run.store = RunStore.create(run.staging.path / RUN_FILE, memory_limit=limit, threads=run.threads,
                                         limit_shown=shown)
+    store.begin()  # what the run file records before any phase, in one commit
     run.fingerprints = resume.begin(store, cfg, run.plans, resuming)
     if plan is not None:
         store.put_meta("budget", plan.to_dict())
@@ -517,6 +518,7 @@ def _open(run: _Run) -> None:
     store.put_meta("resumed" if resuming else "started", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     if run.base is not None:
         store.put_meta("warm_start", {**run.base.summary(), "hardcoded_added": run.kinds.count("hardcoded")})
+    store.commit()
 
 
 def _phase(run: _Run, phase: PhaseConfig, sources: list[Source], fp: list) -> None:
@@ -791,12 +793,14 @@ def _publish(run: _Run) -> None:
     staging folder published: renamed into place, whole (:meth:`toktok.rundir.Staging.publish`)."""
     store = run.store
     _settle(run)
+    store.begin()  # the run file's last records in one commit
     for k, v in run.times.items():
         store.add_stage(k, v)
     store.put_meta("parity", {"ok": True, "strings": run.parity_strings, "tokens": run.parity_tokens,
                               "hf_tokenizers": run.parity_hf})
     store.put_meta("warnings", run.warnings)
     store.put_meta("finished", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    store.commit()
     store.close()
     run.staging.publish(run.layout)
 

@@ -125,17 +125,23 @@ def work_hf(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
             "version": tokenizers.__version__, "tokens": tokens}
 
 
-def work_rustbpe(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
-    try:
-        import rustbpe
-    except ImportError as e:
-        # Exit code 3 tells the parent "not available" rather than "crashed".
-        print(f"rustbpe cannot be imported: {e}", file=sys.stderr)
-        sys.exit(3)
+def _peer(name: str):
+    """The peer trainer's module and version; exit code 3 ("not available" rather than
+    "crashed") when it cannot be imported."""
+    import importlib
     from importlib.metadata import version
 
+    try:
+        return importlib.import_module(name), version(name)
+    except ImportError as e:
+        print(f"{name} cannot be imported: {e}", file=sys.stderr)
+        sys.exit(3)
+
+
+def work_rustbpe(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
     from toktok.vocab import PATTERN
 
+    rustbpe, ver = _peer("rustbpe")
     tok = rustbpe.Tokenizer()
     # rustbpe's default pattern is a variant (possessive quantifiers, \s*[\r\n] instead of
     # \s*[\r\n]+); pass PATTERN so all three split text identically.
@@ -144,23 +150,17 @@ def work_rustbpe(files: list[str], vocab: int, threads: int, scratch: str) -> di
     train_s = time.perf_counter() - t0
     tokens = [bytes(b).hex() for b, _ in tok.get_mergeable_ranks()]
     return {"vocab_size": tok.vocab_size, "merges": tok.vocab_size - 256, "train_s": train_s,
-            "version": version("rustbpe"), "pattern_used": tok.get_pattern(), "tokens": tokens}
+            "version": ver, "pattern_used": tok.get_pattern(), "tokens": tokens}
 
 
 def work_bpeasy(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
-    try:
-        import bpeasy
-    except ImportError as e:
-        print(f"bpeasy cannot be imported: {e}", file=sys.stderr)
-        sys.exit(3)
-    from importlib.metadata import version
-
     from toktok.vocab import PATTERN
 
+    bpeasy, ver = _peer("bpeasy")
     t0 = time.perf_counter()
     ranks = bpeasy.train_bpe(iter_texts(files), PATTERN, BPEASY_MAX_TOKEN, vocab)
     train_s = time.perf_counter() - t0
-    return {"vocab_size": len(ranks), "merges": len(ranks) - 256, "train_s": train_s, "version": version("bpeasy"),
+    return {"vocab_size": len(ranks), "merges": len(ranks) - 256, "train_s": train_s, "version": ver,
             "tokens": [bytes(t).hex() for t in ranks]}
 
 

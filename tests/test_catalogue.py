@@ -419,6 +419,17 @@ CATALOGUE = [
     Case("merges-not-a-number", _opts("--merges", "ten", needles=["--merges 'ten'"]), "e.g. --merges 30000"),
     Case("merges-fraction", _opts("--merges", "1.5", needles=["--merges '1.5'"]), "e.g. --merges 30000"),
     Case("merges-exponent", _opts("--merges", "1e18", needles=["--merges '1e18'"]), "e.g. --merges 30000"),
+    # the vocabulary's shape: --vocab-size instead of --merges, room for it, a multiple of the padding
+    Case("vocab-size-and-merges", _opts("--merges", "10", "--vocab-size", "2048",
+                                        needles=["--merges and --vocab-size"]), "pass one"),
+    Case("vocab-size-too-small", _opts("--vocab-size", "300", needles=["--vocab-size 300", "1,417 ids"]),
+         "pass at least 1417"),
+    Case("vocab-size-not-a-multiple", _opts("--vocab-size", "2050", "--pad-to-multiple-of", "128",
+                                            needles=["--vocab-size 2050", "--pad-to-multiple-of 128"]), "e.g. 2176"),
+    Case("max-token-length-one", _opts("--max-token-length", "1", needles=["--max-token-length 1"]), "pass 2 or more"),
+    Case("min-frequency-zero", _opts("--min-frequency", "0", needles=["--min-frequency 0"]), "pass 1 or more"),
+    Case("phase-merges-and-vocab-size", _cfg(PHASE.replace("merges: 5", "merges: 5\n    vocab_size: 2048"),
+                                             ["phases[0]", "merges:", "vocab_size:"]), "not both"),
     # the other whole-number options, checked by their one definition (toktok/options.py)
     Case("seed-negative", _opts("--seed", "-1", needles=["--seed -1"]), "pass 0 or more"),
     Case("seed-not-a-number", _opts("--seed", "x", needles=["--seed 'x'"]), "e.g. --seed 1"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -71,6 +72,42 @@ def test_ready_queries_run_by_name_from_any_folder(insight_run, tmp_path, monkey
     (tmp_path / "sql" / "top_merges.sql").write_text("select 42 as mine")
     r = runner.invoke(app, ["sql", str(insight_run), "top_merges", "--csv"])
     assert r.exit_code == 0 and r.output.splitlines() == ["mine", "42"], r.output
+
+
+def test_sql_list_names_every_ready_query_and_what_it_shows(tmp_path, monkeypatch):
+    """``toktok sql --list`` needs no run: one line per ready query, its name then its header's
+    first phrase; a sql/NAME.sql of one's own in the current folder is listed with its path."""
+    from toktok.insight.runfile import ready_about
+
+    monkeypatch.chdir(tmp_path)
+    r = runner.invoke(app, ["sql", "--list"])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert [ln.split()[0] for ln in lines] == [p.stem for p in READY]
+    assert re.search(r"^count_decay +Count decay over the ranks$", r.output, re.M), r.output
+    assert all(ready_about(p) and ready_about(p) in r.output for p in READY)
+    (tmp_path / "sql").mkdir()
+    (tmp_path / "sql" / "mine.sql").write_text("-- My own query: one row.\nselect 1\n")
+    r = runner.invoke(app, ["sql", "--list"])
+    assert r.exit_code == 0 and "My own query  [sql/mine.sql]" in r.output, r.output
+    assert len(r.output.splitlines()) == len(READY) + 1
+
+
+def test_a_checkout_path_to_a_ready_query_names_the_query_elsewhere(insight_run, tmp_path, monkeypatch):
+    """Outside a checkout there is no sql/ folder: sql/NAME.sql of a ready query says to give NAME."""
+    monkeypatch.chdir(tmp_path)
+    r = runner.invoke(app, ["sql", str(insight_run), "sql/undertrained_tokens.sql"])
+    line = one_error_line(r, "sql/undertrained_tokens.sql: no such query file", "give its name, undertrained_tokens")
+    assert "toktok sql --list" in line
+    one_error_line(runner.invoke(app, ["sql", str(insight_run), "sql/nope.sql"]), "sql/nope.sql: no such query file")
+
+
+def test_docs_table_of_ready_queries_is_the_list_that_ships():
+    """docs/runfile.md's table names each ready query once, and only those."""
+    text = (ROOT / "docs" / "runfile.md").read_text()
+    start = text.index("| name | what |")
+    rows = text[start:text.index("\n\n", start)].splitlines()[2:]
+    assert sorted(r.split("`")[1] for r in rows) == [p.stem for p in READY]
 
 
 def test_stock_duckdb_reads_everything_without_toktok(insight_run):

@@ -3,63 +3,31 @@ installed into a fresh venv in a temporary folder, runs train, ``sql RUN top_mer
 queries ship in the package), show, eval, verify and convert both ways from a folder outside the
 checkout, importing only the installed package.
 
-The venv reuses the dependencies of the running interpreter's environment (a ``.pth`` line adds
-its site-packages after the venv's own), so pip resolves every dependency without downloading
-anything; the wheel is built without build isolation for the same reason. Marked ``wheel``:
-``make test`` runs it (about a minute, mostly Numba compiling the kernels of the fresh install).
+The wheel and its venv are built once per session (conftest.wheel_venv; tests/test_doc_commands.py
+runs the docs' commands on the same install). Marked ``wheel``: ``make test`` runs it (about a
+minute, mostly Numba compiling the kernels of the fresh install).
 """
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, ROOT, run_ok
 
 pytestmark = pytest.mark.wheel
-
-
-def _run(cmd: list[str], cwd: Path, env: dict, timeout: int = 600) -> subprocess.CompletedProcess:
-    r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert r.returncode == 0, f"{' '.join(map(str, cmd))}\n{r.stdout}\n{r.stderr}"
-    return r
+_run = run_ok
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> dict:
-    """A venv holding toktok from a wheel of this checkout; returns its paths and environment."""
-    tmp = tmp_path_factory.mktemp("install")
-    # build from a copy of what the wheel is made of, so that the build leaves nothing in the checkout
-    src = tmp / "src"
-    src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, src / name)
-    shutil.copytree(ROOT / "toktok", src / "toktok", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.nbi", "*.nbc"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "TOKTOK_"))}
-    env["PIP_NO_INPUT"] = "1"
-    wheels = tmp / "wheels"
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(src)],
-         cwd=tmp, env=env)
-    (wheel,) = wheels.glob("toktok-*.whl")
-
-    venv = tmp / "venv"
-    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=tmp, env=env)
-    py = venv / "bin" / "python"
-    site = Path(_run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp, env).stdout.strip())
-    # the running environment's packages, after the venv's own: dependencies without downloads
-    (site / "_toktok_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    _run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", str(wheel)], cwd=tmp, env=env)
-    work = tmp / "work"
-    work.mkdir()
+def installed(wheel_venv, tmp_path_factory) -> dict:
+    """The session's wheel install (conftest.wheel_venv) and a folder outside the checkout that
+    holds the fixtures."""
+    work = tmp_path_factory.mktemp("install_work")
     for name in ("notes.txt", "sample.parquet", "extra.jsonl"):
         shutil.copy(FIXTURES / name, work / name)
-    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    return {"venv": venv, "py": py, "site": site, "work": work, "env": env, "toktok": venv / "bin" / "toktok"}
+    return {**wheel_venv, "work": work}
 
 
 def test_the_installed_package_is_the_one_that_runs(installed):

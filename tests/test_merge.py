@@ -15,15 +15,15 @@ from toktok.count.pretokenize import count_words
 from toktok.vocab import Vocab, hardcoded_tokens
 
 
-def _fast(words, counts, vocab, n, tuning=Tuning()):
-    res = learn_merges(list(words), np.array(list(counts), dtype=np.int64), vocab, n, tuning=tuning)
+def _fast(words, counts, vocab, n, tuning=Tuning(), **limits):
+    res = learn_merges(list(words), np.array(list(counts), dtype=np.int64), vocab, n, tuning=tuning, **limits)
     merges = list(zip(res.left.tolist(), res.right.tolist(), res.token.tolist(), res.count.tolist(), res.reused.tolist()))
     return res, merges
 
 
-def _check(word_counts: dict[bytes, int], vocab: Vocab, n: int, tuning=Tuning()):
-    res, merges = _fast(word_counts.keys(), word_counts.values(), vocab, n, tuning)
-    ref_tokens, ref_merges = train(word_counts, vocab.tokens, n)
+def _check(word_counts: dict[bytes, int], vocab: Vocab, n: int, tuning=Tuning(), **limits):
+    res, merges = _fast(word_counts.keys(), word_counts.values(), vocab, n, tuning, **limits)
+    ref_tokens, ref_merges = train(word_counts, vocab.tokens, n, **limits)
     assert merges == ref_merges
     assert res.vocab.tokens == ref_tokens
     return res
@@ -135,6 +135,44 @@ def test_fuzz_list_order_changes_nothing(word_counts, n, extra):
     _check(word_counts, base, n, Tuning(descending_lists=True))
 
 
+@given(small_words, st.integers(0, 40), extra_tokens, st.integers(1, 6), st.sampled_from([None, 1, 2, 5, 30]))
+def test_fuzz_token_length_and_frequency_equal_reference(word_counts, n, extra, max_len, min_freq):
+    # --max-token-length passes over the pairs too long to merge; --min-frequency stops the loop
+    base = Vocab.base(False)
+    base.tokens += extra
+    res = _check(word_counts, base, n, max_token_length=max_len, min_frequency=min_freq)
+    assert all(len(res.vocab.tokens[t]) <= max_len for t in res.token.tolist())
+
+
+@given(small_words, st.integers(0, 40), st.integers(2, 4), st.sampled_from([None, 3, 20]))
+def test_fuzz_limits_with_tight_tables_equal_reference(word_counts, n, max_len, min_freq):
+    _check(word_counts, Vocab.base(False), n, Tuning(pairs_per_merge=0, pool_spare=0, pool_slack=0, heap_target=2),
+           max_token_length=max_len, min_frequency=min_freq)
+
+
+def test_max_token_length_still_learns_the_merges_asked_for():
+    df = pl.read_parquet(FIXTURES / "sample.parquet")
+    wc = count_words(df["text"].head(120))
+    words = dict(zip(wc["word"].to_list(), wc["count"].to_list()))
+    res = _check(words, Vocab.base(False), 600, max_token_length=4)
+    assert res.new_tokens == 600
+    assert max(len(t) for t in res.vocab.tokens) == 4
+    free = learn_merges(list(words), np.array(list(words.values())), Vocab.base(False), 600)
+    assert max(len(t) for t in free.vocab.tokens) > 4  # the limit changed something
+
+
+def test_min_frequency_stops_where_the_reference_stops():
+    df = pl.read_parquet(FIXTURES / "sample.parquet")
+    wc = count_words(df["text"].head(120))
+    words = dict(zip(wc["word"].to_list(), wc["count"].to_list()))
+    res = _check(words, Vocab.base(), 5000, min_frequency=9)
+    assert 0 < res.new_tokens < 5000
+    assert res.count.min() >= 9 and 0 < res.stopped_at < 9
+    # no limit: the same first merges, then more
+    more = learn_merges(list(words), np.array(list(words.values())), Vocab.base(), 5000)
+    assert more.token[: len(res.token)].tolist() == res.token.tolist() and more.stopped_at == 0
+
+
 def test_reversed_lists_equal_reference():
     df = pl.read_parquet(FIXTURES / "sample.parquet")
     wc = count_words(df["text"].head(60))
@@ -151,9 +189,11 @@ def test_fixture_equals_reference():
     assert res.new_tokens == 1200
 
 
-def _same_as_the_loop(words: list[bytes], counts: list[int], vocab: Vocab, n: int):
+def _same_as_the_loop(words: list[bytes], counts: list[int], vocab: Vocab, n: int, **limits):
     """The Python loop of a small run (``learn_small``) and the compiled loop give the same result."""
-    got, fast = learn_small(words, counts, vocab, n), learn_merges(words, np.array(counts, np.int64), vocab, n)
+    got = learn_small(words, counts, vocab, n, **limits)
+    fast = learn_merges(words, np.array(counts, np.int64), vocab, n, **limits)
+    assert got.stopped_at == fast.stopped_at
     for k in ("left", "right", "token", "count", "reused", "word_tokens"):
         a, b = getattr(got, k), getattr(fast, k)
         assert a.dtype == b.dtype and a.tolist() == b.tolist(), k
@@ -167,6 +207,15 @@ def test_fuzz_small_run_loop_equals_the_compiled_loop(word_counts, n, extra):
     base = Vocab.base(False)
     base.tokens += extra
     _same_as_the_loop(list(word_counts), list(word_counts.values()), base, n)
+
+
+@given(small_words, st.integers(0, 40), extra_tokens, st.none() | st.integers(1, 6), st.none() | st.integers(0, 80))
+def test_fuzz_small_run_loop_with_limits_equals_the_compiled_loop(word_counts, n, extra, longest, least):
+    # --max-token-length and --min-frequency: pairs too long passed over, the loop stopped early
+    base = Vocab.base(False)
+    base.tokens += extra
+    _same_as_the_loop(list(word_counts), list(word_counts.values()), base, n, max_token_length=longest,
+                      min_frequency=least)
 
 
 @given(st.lists(st.text(max_size=30), min_size=1, max_size=12), st.integers(0, 60))

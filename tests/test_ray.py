@@ -119,6 +119,20 @@ def test_weighted_phases_match_local(cluster, tmp_path):
     assert {Path(p).name for p, _, _ in _sampled(ray_out)} == {"sample.parquet", "extra.jsonl", "notes.txt"}
 
 
+def test_vocabulary_shape_matches_local(cluster, tmp_path):
+    """--vocab-size, --pad-to-multiple-of, --max-token-length and --min-frequency act after counting:
+    the same outputs from either engine, phases with vocab_size: included."""
+    cfg = dict(phases=[PhaseConfig("mix", None, [SourceConfig(str(FIXTURES / "sample.parquet"))], vocab_size=1700),
+                       PhaseConfig("notes", None, [SourceConfig(str(FIXTURES / "notes.txt"))], vocab_size=1920)],
+               pad_to_multiple_of=128, max_token_length=6, min_frequency=3)
+    local = _train(tmp_path / "local", "local", **cfg)
+    ray_out = _train(tmp_path / "ray", "ray", **cfg)
+    _assert_same(local, ray_out)
+    import toktok
+
+    assert toktok.load_encoding(ray_out).n_vocab == 1920
+
+
 def test_cli_joins_a_cluster(cluster, local_full, tmp_path):
     """`toktok train --engine ray --ray-address ADDR` from another process joins the cluster."""
     out = tmp_path / "cli"

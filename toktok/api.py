@@ -53,15 +53,17 @@ class Source:
 class Phase:
     """One training phase: ``Phase("code", merges=500, sources=["code/"], budget="100MB")``.
 
-    As a YAML config's ``phases:`` entry: its ``name``, the ``merges`` it learns, its ``sources``
-    (each a path, data in memory or a :class:`Source`) and its own ``budget`` (bytes of text, or a
-    size such as ``"100MB"``).
+    As a YAML config's ``phases:`` entry: its ``name``, the ``merges`` it learns (or its
+    ``vocab_size``: the total ids after it, special tokens included), its ``sources`` (each a
+    path, data in memory or a :class:`Source`) and its own ``budget`` (bytes of text, or a size
+    such as ``"100MB"``).
     """
 
     name: str
-    merges: int
+    merges: int | None = None
     sources: Sequence[Any] = ()
     budget: int | str | None = None
+    vocab_size: int | None = None
 
 
 @dataclass
@@ -156,6 +158,10 @@ def train(
     out: str | os.PathLike | None = None,
     output: str | os.PathLike | None = None,
     merges: int | None = None,
+    vocab_size: int | None = None,
+    pad_to_multiple_of: int | None = None,
+    max_token_length: int | None = None,
+    min_frequency: int | None = None,
     special_tokens: Sequence[str | Mapping[str, Any]] | None = None,
     text_column: str | None = None,
     bad_utf8: str | None = None,
@@ -296,8 +302,11 @@ def _phase(ph: Any, k: int, names: _Names) -> PhaseConfig:
         raise ConfigError(f"phases[{k}]: expected a toktok.Phase(name, merges=..., sources=[...]), got "
                           f"{type(ph).__name__}")
     srcs = [_source(s, names) for s in _as_list(ph.sources)] if ph.sources is not None else []
+    if (ph.merges is None) == (ph.vocab_size is None):
+        raise ConfigError(f"phases[{k}]: give toktok.Phase merges= (new tokens) or vocab_size= (total ids), one of them")
     return PhaseConfig(ph.name, ph.merges,
-                       [s if isinstance(s, SourceConfig) else SourceConfig(s) for s in srcs], ph.budget)
+                       [s if isinstance(s, SourceConfig) else SourceConfig(s) for s in srcs], ph.budget,
+                       vocab_size=ph.vocab_size)
 
 
 __all__ = ["train", "train_config", "Phase", "Source", "TrainResult", "PhaseSummary"]

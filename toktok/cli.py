@@ -216,12 +216,14 @@ def _print_summary(summary) -> None:
         _say("warning", "yellow", w)
     if summary.shared:
         t = Table(title=literal(f"toktok: wrote {summary.tiktoken}"), show_header=False, box=None)
-        t.add_row("vocabulary", f"{summary.vocab_size:,} tokens")
+        t.add_row("vocabulary", f"{summary.vocab_size:,} tokens"
+                  + (f", {summary.reserved:,} of them reserved special tokens" if summary.reserved else ""))
         t.add_row("other files", literal(f"{summary.out}/ (tokenizer.json, tokenizer_config.json, "
                   "special_tokens_map.json, run.duckdb)"))
     else:
         t = Table(title=literal(f"toktok: wrote {summary.out}"), show_header=False, box=None)
-        t.add_row("vocabulary", literal(f"{summary.vocab_size:,} tokens" + (f" ({summary.tiktoken.name})" if summary.tiktoken and summary.tiktoken.name != "tokenizer.tiktoken" else "")))
+        t.add_row("vocabulary", literal(f"{summary.vocab_size:,} tokens" + (f" ({summary.tiktoken.name})" if summary.tiktoken and summary.tiktoken.name != "tokenizer.tiktoken" else "")
+                  + (f", {summary.reserved:,} of them reserved special tokens" if summary.reserved else "")))
     if summary.warm_start:
         ws = summary.warm_start
         t.add_row("warm start", literal(f"{ws['file']}: {ws['ids']:,} ids kept"
@@ -232,7 +234,8 @@ def _print_summary(summary) -> None:
         t.add_row("special ids", literal(specials_line(summary.specials)))
     t.add_row("pattern", literal(_pattern_line(summary)))
     t.add_row("merges", f"{summary.merges_learned:,} learned of {summary.merges_requested:,}"
-              + (f" ({summary.reused_merges} reused existing tokens)" if summary.reused_merges else ""))
+              + (f" ({summary.reused_merges} reused existing tokens)" if summary.reused_merges else "")
+              + _stopped(summary))
     if len(summary.phases) > 1:
         for ph in summary.phases:
             t.add_row(literal(f"  {ph.name}"), f"{ph.merges_learned:,} of {ph.merges_requested:,} merges (ids from {ph.first_id:,}), "
@@ -241,6 +244,16 @@ def _print_summary(summary) -> None:
     t.add_row("time", ", ".join(f"{k} {v:.2f}s" for k, v in summary.seconds.items()))
     t.add_row("parity", f"ok: tiktoken == HF tokenizers on {summary.parity_strings:,} strings")
     out.print(t)
+
+
+def _stopped(summary) -> str:
+    """The merges row's note when --min-frequency ended a phase's merges early."""
+    stops = [ph for ph in summary.phases if ph.stopped_at]
+    if not stops:
+        return ""
+    where = f" in {', '.join(ph.name for ph in stops)}" if len(summary.phases) > 1 else ""
+    return (f"; --min-frequency {summary.min_frequency} stopped early{where} (the best pair left occurs "
+            f"{min(ph.stopped_at for ph in stops):,} times)")
 
 
 def _pattern_line(summary) -> str:
@@ -252,7 +265,9 @@ def _pattern_line(summary) -> str:
     if summary.hardcoded == everyone:
         line += f"; hardcoded {everyone:,}"
     elif summary.hardcoded:
-        line += f"; hardcoded {summary.hardcoded:,} of {everyone:,} (the rest never form one piece under it)"
+        why = "never form one piece under it" + (f" or are longer than {summary.max_token_length} bytes"
+                                                  if summary.max_token_length else "")
+        line += f"; hardcoded {summary.hardcoded:,} of {everyone:,} (the rest {why})"
     if summary.regex_mb_s:
         lo, hi = min(summary.regex_mb_s), max(summary.regex_mb_s)
         line += f"; counted through regex at {lo:,.1f}" + (f"-{hi:,.1f}" if hi - lo >= 0.05 else "") + " MB/s"
@@ -311,13 +326,31 @@ def verify_cmd(
     out.print(f"toktok: parity ok: {rep.strings:,} strings, {rep.tokens:,} tokens, tiktoken == HF tokenizers")
 
 
+def _list_ready(value: bool) -> None:
+    """``toktok sql --list``: each ready query's name, what it shows and where it is read from."""
+    if not value:
+        return
+    from pathlib import Path
+
+    from .insight.runfile import READY_DIR, ready_about, ready_queries
+
+    queries = ready_queries()
+    width = max(map(len, queries), default=0)
+    for name, path in queries.items():
+        where = "" if path.parent.resolve() == READY_DIR.resolve() else f"  [{Path(path)}]"
+        out.print(literal(f"{name:<{width}}  {ready_about(path)}{where}"), soft_wrap=True)
+    raise typer.Exit()
+
+
 @app.command("sql")
 def sql_cmd(
     run: str = typer.Argument(..., help="A toktok output folder or its run.duckdb"),
-    query: str = typer.Argument(..., help="SQL, a .sql file, a ready query's name (sql/NAME.sql) or a table/view name"),
+    query: str = typer.Argument(..., help="SQL, a .sql file, a ready query's name (toktok sql --list) or a table/view name"),
     csv: bool = typer.Option(False, "--csv", help="Print CSV (all rows) instead of a table"),
     parquet: Optional[str] = typer.Option(None, "--parquet", help="Write the result (all rows) to this Parquet file"),
     limit: int = typer.Option(40, "--limit", help="Rows shown in the terminal table"),
+    list_ready: bool = typer.Option(False, "--list", is_eager=True, callback=_list_ready,
+                                    help="List the ready queries (name and what it shows), then exit"),
     debug: bool = typer.Option(False, "--debug"),
 ) -> None:
     """Run SQL on a run file (read-only) and print the result; tables and views: docs/runfile.md."""

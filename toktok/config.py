@@ -26,7 +26,8 @@ The config file takes toktoktok's schema unchanged plus toktok's own keys::
         budget: 50MB                     # toktok: text to read in this phase
     # toktok's own top-level keys: seed, text_column, budget, memory_limit, hardcoded,
     # bad_utf8, engine (local/ray), ray_address, roles, storage_options (URL sources; also per source),
-    # chat_template, progress (rich/plain/json/none); a special token may be a mapping with
+    # chat_template, progress (rich/plain/json/none), pattern, pad_to_multiple_of, max_token_length,
+    # min_frequency; a phase may give vocab_size: (its total ids) instead of merges:; a special token may be a mapping with
     # HF's added-token flags: {content: "<|eot|>", rstrip: true} (toktok.added)
 
 Relative paths are taken as they are, i.e. against the current directory; ``~`` is expanded.
@@ -109,20 +110,26 @@ class SourceConfig:
 
 @dataclass
 class PhaseConfig:
-    """One training phase: its sources and how many new tokens it learns.
+    """One training phase: its sources and how many new tokens it learns: ``merges``, or as many
+    as make ``vocab_size`` ids after it (the run's special tokens included; see
+    ``pipeline._merge_budget``), one of the two.
 
     ``budget`` (bytes of text; human units are read into an int by ``TrainConfig.validate``)
     overrides the run's. Example: ``PhaseConfig("code", 500, [SourceConfig("code/")])``.
     """
 
     name: str
-    merges: int
+    merges: int | None
     sources: list[SourceConfig]
     budget: str | int | None = None
+    vocab_size: int | None = None  # instead of merges: the total ids after this phase, specials included
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "merges": self.merges, "budget": self.budget,
-                "sources": [s.to_dict() for s in self.sources]}
+        d = {"name": self.name, "merges": self.merges, "budget": self.budget,
+             "sources": [s.to_dict() for s in self.sources]}
+        if self.vocab_size is not None:  # recorded only when given: a merges run's record is as before
+            d["vocab_size"] = self.vocab_size
+        return d
 
 
 @dataclass
@@ -172,6 +179,10 @@ class TrainConfig:
     chat_template: str | None = None  # a Jinja file or a named template (toktok.formats.chat)
     progress: Any = None  # rich, plain, json, none or a callable (toktok.progress); None: the edge's default
     pattern: Any = None  # a name or regex; a patterns.Pattern after validate; None: cl100k (a warm start: its base's)
+    vocab_size: int | None = None  # total ids instead of merges (the one phase's; phases: each its own)
+    pad_to_multiple_of: int | None = None  # total ids rounded up with reserved special tokens
+    max_token_length: int | None = None  # bytes: no merge makes a longer token
+    min_frequency: int | None = None  # the merges stop when the best pair occurs fewer times
     given_as: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     written: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
@@ -195,8 +206,9 @@ class TrainConfig:
         """The phases to run, in order (the single "main" phase when none are configured)."""
         if self.phases:
             return self.phases
-        return [PhaseConfig(MAIN_PHASE, self.merges,
-                            [s if isinstance(s, SourceConfig) else SourceConfig(os.fspath(s)) for s in self.sources])]
+        return [PhaseConfig(MAIN_PHASE, self.merges if self.vocab_size is None else None,
+                            [s if isinstance(s, SourceConfig) else SourceConfig(os.fspath(s)) for s in self.sources],
+                            vocab_size=self.vocab_size)]
 
     def use_hardcoded(self) -> bool:
         """Whether the hardcoded tokens are added: yes from scratch, no on a warm start, unless set."""
@@ -234,7 +246,12 @@ class TrainConfig:
             if ph.name in names:
                 raise ConfigError(f"{where}.name: phase {ph.name!r} is named twice; names must differ")
             names.add(ph.name)
-            ph.merges = OPTION["merges"].check(ph.merges, f"{where}.merges:")
+            if ph.vocab_size is not None:
+                if ph.merges is not None:
+                    raise ConfigError(f"{where}: give merges: or vocab_size:, not both")
+                ph.vocab_size = OPTION["vocab_size"].check(ph.vocab_size, f"{where}.vocab_size:")
+            else:
+                ph.merges = OPTION["merges"].check(ph.merges, f"{where}.merges:")
             if ph.budget is not None:
                 ph.budget = OPTION["budget"].check(ph.budget, f"{where}.budget:")
             if not ph.sources:
@@ -250,6 +267,7 @@ class TrainConfig:
                         f"{where}.sources[{j}].weight: weights share a budget; set budget "
                         "(at the top or in the phase, e.g. budget: 100MB) or working_set_mb"
                     )
+        _check_shape(self)
         if self.ray_address is not None and self.engine != "ray":
             raise ConfigError(f"--ray-address {self.ray_address}: needs --engine ray (engine: ray in the config)")
         for role, tok in self.roles.items():
@@ -322,6 +340,23 @@ class TrainConfig:
                 v = type(v)(v)
             d[f.name] = redacted(f.name, v)
         return d
+
+
+def _check_shape(cfg: TrainConfig) -> None:
+    """The phases' vocab_size totals never go down, and the last one is a multiple of
+    ``pad_to_multiple_of`` (the rest is checked against the starting ids by the pipeline)."""
+    phases = cfg.phase_list()
+    named = [(k, ph.vocab_size) for k, ph in enumerate(phases) if ph.vocab_size is not None]
+    for (j, a), (k, b) in zip(named, named[1:]):
+        if b < a:
+            raise ConfigError(f"phases[{k}].vocab_size: {b} is less than phases[{j}]'s {a}; a phase's vocab_size "
+                              "is the total ids after it, so give a larger one (or merges:)")
+    last, pad = phases[-1].vocab_size, cfg.pad_to_multiple_of
+    if last is not None and pad is not None and last % pad:
+        where = cfg.name_of("vocab_size") if not cfg.phases else f"phases[{len(phases) - 1}].vocab_size:"
+        up = -(-last // pad) * pad
+        raise ConfigError(f"{at(where, str(last))} is not a multiple of {cfg.name_of('pad_to_multiple_of')} {pad}; "
+                          f"pass a multiple, e.g. {up}")
 
 
 def _check_out_parent(out: str) -> None:
@@ -475,16 +510,18 @@ def load_config(path: str | os.PathLike) -> TrainConfig:
         if pname in names:
             raise ph.error(f"phase {pname!r} is also phases[{names[pname]}]; names must differ", "name")
         names[pname] = k
-        merges = ph.get("merges")
-        if merges is None:
-            raise ph.error("needs merges: the number of new tokens this phase learns")
+        merges, size = ph.get("merges"), ph.get("vocab_size")
+        if merges is None and size is None:
+            raise ph.error("needs merges: the number of new tokens this phase learns (or vocab_size: the total ids)")
+        if merges is not None and size is not None:
+            raise ph.error("give merges: (new tokens) or vocab_size: (total ids), not both")
         srcs = ph.value.get("sources")
         if srcs is not None and not isinstance(srcs, list):
             raise ph.error(f"expected a list, got {kind_of_value(srcs)}", "sources")
         if not srcs:
             raise ph.error("needs sources: a list of path: or file: entries")
         sources = [_source(name, f"phases[{k}].sources[{j}]", s) for j, s in enumerate(srcs)]
-        cfg.phases.append(PhaseConfig(pname, merges, sources, ph.get("budget")))
+        cfg.phases.append(PhaseConfig(pname, merges, sources, ph.get("budget"), vocab_size=size))
     return cfg
 
 
@@ -549,17 +586,23 @@ def build_config(config: str | os.PathLike | None, sources: list, overrides: dic
         else:
             cfg.given_as.pop(key, None)  # named as the command line's option from now on
 
-    if "merges" in ov:
-        n = ov.pop("merges")
-        if config is not None:
-            where = named("merges") if named is not None else "--merges"
+    if "merges" in ov and "vocab_size" in ov:
+        a, b = ((named(k) if named is not None else OPTION[k].flag) for k in ("merges", "vocab_size"))
+        raise ConfigError(f"{a.rstrip('=')} and {b.rstrip('=')} both given; pass one: new tokens, or total ids")
+    for key, other in (("merges", "vocab_size"), ("vocab_size", "merges")):
+        if key not in ov:
+            continue
+        n = ov.pop(key)
+        if config is not None:  # the one phase's, replacing what the config gives it
+            where = named(key) if named is not None else OPTION[key].flag
             if len(cfg.phases) != 1:
-                raise ConfigError(f"{where.rstrip('=')}: {config} has {len(cfg.phases)} phases; set merges per "
+                raise ConfigError(f"{where.rstrip('=')}: {config} has {len(cfg.phases)} phases; set {key} per "
                                   "phase in the config")
-            cfg.phases[0].merges = OPTION["merges"].check(n, where)
+            setattr(cfg.phases[0], key, OPTION[key].check(n, where))
+            setattr(cfg.phases[0], other, None)
         else:
-            cfg.merges = n
-            name("merges")
+            setattr(cfg, key, n)
+            name(key)
     if "out" in ov and ov["out"] is not None:
         ov["out"] = os.path.expanduser(os.fspath(ov["out"]))
         cfg.output = None

@@ -391,6 +391,19 @@ OPTIONS: tuple[Option, ...] = (
     Option("merges", WHOLE, 30000, "Number of merges to learn (new tokens); default 30000", cli=("--merges", "-n"),
            yaml="merges", scope=("run", "phase"), yaml_scope=("phase",), toktoktok=True, minimum=0, unit="tokens",
            hint="pass the number of new tokens, e.g. --merges 30000"),
+    Option("vocab_size", WHOLE, None, "Total ids instead of --merges: 256 bytes + hardcoded + merges + special "
+           "tokens; a shortfall is filled with reserved special tokens", cli=("--vocab-size",), yaml="vocab_size",
+           scope=("run", "phase"), yaml_scope=("phase",), minimum=1, unit="ids",
+           hint="pass the total number of ids, e.g. --vocab-size 32768"),
+    Option("pad_to_multiple_of", WHOLE, None, "Round the total ids up to a multiple of this with reserved special "
+           "tokens <|reserved_special_token_i|> after the given ones", cli=("--pad-to-multiple-of",),
+           yaml="pad_to_multiple_of", minimum=1, unit="ids", hint="pass e.g. --pad-to-multiple-of 128"),
+    Option("max_token_length", WHOLE, None, "No merge makes a token longer than this many bytes (the merges come "
+           "from the other pairs; hardcoded tokens longer are left out)", cli=("--max-token-length",),
+           yaml="max_token_length", minimum=2, unit="bytes", hint="pass a number of bytes, e.g. --max-token-length 16"),
+    Option("min_frequency", WHOLE, None, "Stop merging when the best pair occurs fewer times than this (fewer "
+           "merges, said in the summary)", cli=("--min-frequency",), yaml="min_frequency", minimum=1,
+           hint="pass a count, e.g. --min-frequency 2"),
     Option("special_tokens", TOKENS, (), "Special token, repeatable, in id order", cli=("--special-token", "-s"),
            yaml="special_tokens", toktoktok=True),
     Option("text_column", TEXT, "text", "Parquet column / JSONL field with the text (default text)",

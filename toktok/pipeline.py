@@ -13,7 +13,8 @@ after the parity check passed, so a failed run never leaves a half-written token
 ``train`` reads as its numbered steps, each a function that says what it reads and writes:
 1. ``_plan`` (options, budget, inputs, base: every check before any work), 2. ``_open`` (the
 staging folder and the run file; an interrupted run's identity on ``--resume``), per phase
-3. ``_count`` (or what the interrupted run counted) and 4. ``_merge``, then 5. ``_export``,
+3. ``_count`` (or what the interrupted run counted) and 4. ``_merge``, then the reserved special
+tokens (``_reserve``: ``--vocab-size``, ``--pad-to-multiple-of``), 5. ``_export``,
 6. ``_vocabulary``, 7. ``_insight`` (the run file's views, compression curve and word gains: a
 stage the pipeline runs on purpose, so that every run file can be inspected as it is),
 8. ``_verify`` and 9. ``_publish``. The state they share is a ``_Run``.
@@ -106,6 +107,7 @@ class PhaseSummary(Totals):
     name: str
     first_id: int  # id of the phase's first new token
     seconds: dict[str, float] = field(default_factory=dict)
+    stopped_at: int = 0  # --min-frequency ended the merges: the best pair left occurs this often (else 0)
 
 
 @dataclass
@@ -125,6 +127,9 @@ class TrainSummary(Totals):
     pattern: str = "cl100k"  # the pre-tokenizer, as Pattern.label() says it
     hardcoded: int = 0  # hardcoded tokens added (of the 1,161: those the pattern forms as one piece)
     regex_mb_s: list[float] = field(default_factory=list)  # counting through regex (no scanner), per phase
+    reserved: int = 0  # reserved special tokens that fill the ids (--vocab-size, --pad-to-multiple-of)
+    min_frequency: int | None = None  # --min-frequency, for the summary's merges row
+    max_token_length: int | None = None  # --max-token-length, for the summary's pattern row
 
 
 def _versions() -> dict[str, str]:
@@ -176,7 +181,9 @@ def _start_vocab(cfg: TrainConfig) -> tuple[Vocab, list[str], Base | None, Patte
     ids are all kept, and whose pattern the run keeps (:func:`_warm_pattern`)."""
     if cfg.warm_start is None:
         pattern = cfg.pattern or DEFAULT
-        vocab = Vocab.base(hardcoded=cfg.use_hardcoded(), pattern=pattern)
+        vocab = Vocab.base(hardcoded=False)
+        if cfg.use_hardcoded():
+            vocab.tokens += _no_longer(hardcoded_tokens(pattern), cfg.max_token_length)
         kinds = ["byte"] * 256 + ["hardcoded"] * (len(vocab.tokens) - 256)
         return vocab, kinds, None, pattern
     base = load_base(cfg.warm_start)
@@ -184,8 +191,69 @@ def _start_vocab(cfg: TrainConfig) -> tuple[Vocab, list[str], Base | None, Patte
     vocab = base.kept_vocab()
     kinds = ["special" if i in vocab.pinned else "byte" if len(t) == 1 else "base" for i, t in enumerate(vocab.tokens)]
     if cfg.use_hardcoded():
-        kinds += ["hardcoded"] * len(add_tokens(vocab, hardcoded_tokens(pattern)))
+        kinds += ["hardcoded"] * len(add_tokens(vocab, _no_longer(hardcoded_tokens(pattern), cfg.max_token_length)))
     return vocab, kinds, base, pattern
+
+
+def _no_longer(tokens: list[bytes], limit: int | None) -> list[bytes]:
+    """The ``tokens`` of at most ``limit`` bytes (``--max-token-length``; all without one)."""
+    return tokens if limit is None else [t for t in tokens if len(t) <= limit]
+
+
+#: How reserved special tokens are spelled (Llama 3's), ``i`` from 0, skipping names the run has.
+RESERVED = "<|reserved_special_token_{}|>"
+
+
+def _check_sizes(cfg: TrainConfig, phases: list[PhaseConfig], vocab: Vocab) -> None:
+    """Each phase's ``vocab_size`` leaves room for at least no merge: the ids the run starts with
+    (tokens, pinned specials and the specials after the last rank) plus the most the phases before
+    it can add (their merges, or their own vocab_size). Checked before any work."""
+    start = len(vocab.tokens) + len(vocab.specials)
+    most = start
+    for k, ph in enumerate(phases):
+        if ph.vocab_size is None:
+            most += ph.merges
+            continue
+        if ph.vocab_size < most:
+            where = cfg.name_of("vocab_size") if not cfg.phases else f"phases[{k}].vocab_size:"
+            before = (f"; the phases before it reach up to {most:,}" if most > start else "")
+            raise ConfigError(f"{at(where, str(ph.vocab_size))} is less than the {start:,} ids the run starts with "
+                              f"({len(vocab.tokens):,} tokens + {len(vocab.specials)} special){before}; pass at "
+                              f"least {most}")
+        most = ph.vocab_size
+
+
+def _merge_budget(run: "_Run", phase: PhaseConfig) -> int:
+    """The new tokens ``phase`` learns: its ``merges``, or what takes the vocabulary so far (every
+    special token of the run included) to its ``vocab_size``; an earlier phase's shortfall is
+    made up here. Example: vocab_size 2048, 1,417 tokens and 2 specials: 629."""
+    if phase.vocab_size is None:
+        return phase.merges
+    return max(0, phase.vocab_size - len(run.vocab.tokens) - len(run.vocab.specials))
+
+
+def _reserve(run: "_Run") -> None:
+    """Reserved special tokens (:data:`RESERVED`) after the run's own: as many as the last phase's
+    ``vocab_size`` lacks (merges that the corpus or ``--min-frequency`` did not give), then up to
+    a multiple of ``--pad-to-multiple-of``. Ids stay exactly 0..N-1; a shortfall is a warning."""
+    cfg, vocab = run.cfg, run.vocab
+    short = max(0, (run.phases[-1].vocab_size or 0) - vocab.size)
+    pad = (-(vocab.size + short)) % cfg.pad_to_multiple_of if cfg.pad_to_multiple_of else 0
+    if not short + pad:
+        return
+    have, names, i = set(vocab.all_specials()), [], 0
+    while len(names) < short + pad:
+        if (name := RESERVED.format(i)) not in have:
+            names.append(name)
+        i += 1
+    run.vocab = Vocab(vocab.tokens, vocab.specials + names, vocab.pinned)
+    run.specials += names
+    run.reserved = len(names)
+    if short:
+        where = cfg.name_of("vocab_size") if not cfg.phases else f"phases[{len(run.phases) - 1}].vocab_size:"
+        run.warnings.append(f"{at(where, str(run.phases[-1].vocab_size))}: the merges stopped "
+                            f"{short:,} short; {short:,} reserved special tokens fill ids {vocab.size:,}.."
+                            f"{vocab.size + short - 1:,}")
 
 
 def _warm_pattern(cfg: TrainConfig, base: Base) -> Pattern:
@@ -308,6 +376,7 @@ class _Run:
     added: dict = field(default_factory=dict)  # {special: added-token flags} where they differ (toktok.added)
     chat_template: str | None = None  # the Jinja text for tokenizer_config.json
     log: Log | None = None  # where the run's notices go (train's log; default: stderr)
+    reserved: int = 0  # reserved special tokens added after the run's own (_reserve)
 
     @property
     def small(self) -> bool:
@@ -376,6 +445,7 @@ def _train(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: 
             _compile_beside(run)
         for phase, sources, fp in zip(run.phases, run.plans, run.fingerprints):
             _phase(run, phase, sources, fp)
+        _reserve(run)
         _export(run)
         _vocabulary(run)
         _insight(run)
@@ -477,6 +547,7 @@ def _plan(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: C
         warnings.append(f"the base's special tokens {', '.join(map(repr, unlisted))} are not in special_tokens; "
                         "they follow the listed ones (list every special token, as toktoktok needs, to choose the order)")
     vocab.check()
+    _check_sizes(cfg, phases, vocab)
     specials = vocab.all_specials()
     cfg.check_roles(specials)
     chat = None
@@ -610,7 +681,7 @@ def _count(run: _Run, phase: PhaseConfig, sources: list[Source], fp: list) -> _C
     table, used, warnings = pc.words, pc.used, []
     if plan is not None:  # the merge loop's arrays must fit the budget: drop the rarest words if not
         try:
-            table, cut = fit_words(table, plan, phase.merges, where=run.where(phase),
+            table, cut = fit_words(table, plan, _merge_budget(run, phase), where=run.where(phase),
                                    budget=f"{cfg.name_of('budget')} {cfg.text_of('budget')}")
         except ConfigError as e:
             raise resume.start_over(e) from None
@@ -675,7 +746,7 @@ def _merge(run: _Run, phase: PhaseConfig, counted: _Counted, fp: list, cp: dict 
         store.release_memory()
     release_llvm_pages()
     t0 = time.perf_counter()
-    n = phase.merges
+    n = _merge_budget(run, phase)
     run.report("merge" + tag, 0, n)
     first_id = len(run.vocab.tokens)
     prior = store.merges_of(phase.name) if cp is not None else None
@@ -685,18 +756,27 @@ def _merge(run: _Run, phase: PhaseConfig, counted: _Counted, fp: list, cp: dict 
         _compile_beside(run)
     res = learn_merges(words, counts, start, n, progress=lambda k: run.report("merge" + tag, k, n),
                        checkpoint=_MergeLog(run, phase), every=run.marks.every, step=run.marks.step,
-                       ready=partial(_compiled, run) if run.compiler is not None else None, reference=run.small)
+                       ready=partial(_compiled, run) if run.compiler is not None else None, reference=run.small,
+                       max_token_length=run.cfg.max_token_length, min_frequency=run.cfg.min_frequency)
     run.report("merge" + tag, res.new_tokens, n)
     if prior is not None and prior.num_rows:
         resume.check_replay(prior, res, where)
     t_merge = time.perf_counter() - t0
-    if res.new_tokens < n:
+    if res.new_tokens < n and res.stopped_at:
+        counted.warnings.append(f"{where}{at(run.cfg.name_of('min_frequency'), str(run.cfg.min_frequency))} stopped the "
+                                f"merges at {res.new_tokens:,} of {n:,}: the best pair left occurs {res.stopped_at:,} "
+                                "times")
+        run.warnings.append(counted.warnings[-1])
+    elif res.new_tokens < n:
+        left = "no adjacent pair left" if not run.cfg.max_token_length else \
+            f"no adjacent pair left of at most {run.cfg.max_token_length} bytes"
         counted.warnings.append(f"{where}the corpus allows only {res.new_tokens} merges of the {n} asked for "
-                                "(no adjacent pair left); the vocabulary is smaller")
+                                f"({left}); the vocabulary is smaller")
         run.warnings.append(counted.warnings[-1])
     summary = PhaseSummary(merges_requested=n, merges_learned=res.new_tokens, reused_merges=int(res.reused.sum()),
                            words=len(words), docs=counted.docs, text_bytes=counted.text_bytes, name=phase.name,
-                           first_id=first_id, seconds={"count": counted.seconds, "merge": t_merge})
+                           first_id=first_id, seconds={"count": counted.seconds, "merge": t_merge},
+                           stopped_at=res.stopped_at)
     state = {"fingerprint": fp, "warnings": counted.warnings, "summary": dataclasses.asdict(summary)}
     _checkpoint(run, lambda st: resume.save_merged(st, phase.name, words, counts, res.word_tokens, state))
     run.merge_index += len(res.left)
@@ -819,7 +899,8 @@ def _summary(run: _Run) -> TrainSummary:
         seconds=run.times, parity_strings=run.parity_strings, warnings=run.warnings, phases=s,
         warm_start=run.base.summary() if run.base is not None else None, tiktoken=run.layout.tiktoken,
         shared=run.layout.shared, specials=run.special_ids, pattern=run.pattern.label(),
-        hardcoded=run.kinds.count("hardcoded"), regex_mb_s=run.regex_mb_s,
+        hardcoded=run.kinds.count("hardcoded"), regex_mb_s=run.regex_mb_s, reserved=run.reserved,
+        min_frequency=run.cfg.min_frequency, max_token_length=run.cfg.max_token_length,
     )
 
 

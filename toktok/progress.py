@@ -177,7 +177,7 @@ class JsonLines(_Lines):
     The end: ``{"event": "summary", ...}`` with the printed summary's figures (``out``,
     ``tiktoken``, ``files``, ``vocab_size``, ``merges_learned``, ``merges_requested``,
     ``reused_merges``, ``words``, ``docs``, ``text_bytes``, ``seconds`` per stage,
-    ``parity_strings``, ``warnings``, ``phases``, ``specials``, ``warm_start``), or
+    ``parity_strings``, ``warnings``, ``phases``, ``specials``, ``reserved``, ``warm_start``), or
     ``{"event": "error", "error": "ConfigError", "message": "...", "exit_code": 2}``.
     """
 

@@ -43,9 +43,11 @@ def _merge_word(word, a, b, t):
     return tuple(out)
 
 
-def train(word_counts: dict[bytes, int], tokens: list[bytes], n_merges: int, return_words: bool = False):
+def train(word_counts: dict[bytes, int], tokens: list[bytes], n_merges: int, return_words: bool = False,
+          max_token_length: int | None = None, min_frequency: int | None = None):
     """Returns (tokens after training, list of (left, right, token, count, reused)) and, with
-    ``return_words``, each word's final token ids."""
+    ``return_words``, each word's final token ids. ``max_token_length``: pairs whose merged bytes
+    are longer are never merged; ``min_frequency``: stop when the best pair's count is below it."""
     tokens = list(tokens)
     ranks = {t: i for i, t in enumerate(tokens)}
     words = [rank_bpe(w, ranks) for w in word_counts]
@@ -61,10 +63,14 @@ def train(word_counts: dict[bytes, int], tokens: list[bytes], n_merges: int, ret
     new = 0
     while new < n_merges:
         pair_count = Counter({p: c for p, c in pair_count.items() if c > 0})
-        if not pair_count:
+        allowed = {p: c for p, c in pair_count.items()
+                   if max_token_length is None or len(tokens[p[0]]) + len(tokens[p[1]]) <= max_token_length}
+        if not allowed:
             break
-        top = max(pair_count.values())
-        a, b = min((p for p, c in pair_count.items() if c == top), key=lambda p: (tokens[p[0]], tokens[p[1]]))
+        top = max(allowed.values())
+        if min_frequency is not None and top < min_frequency:
+            break
+        a, b = min((p for p, c in allowed.items() if c == top), key=lambda p: (tokens[p[0]], tokens[p[1]]))
         merged = tokens[a] + tokens[b]
         reused = merged in ranks
         if reused:

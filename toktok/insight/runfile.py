@@ -347,8 +347,8 @@ def word_gains(run: RunLike, top: int = 50_000, *, write: bool = True, reference
     "Before" is the vocabulary the phase started from, "after" the one it ended with (both as
     tiktoken prefixes of the final ids). With ``write`` the rows replace the ``word_gains``
     table (``phase``, ``word``, ``count``, ``tokens_before``, ``tokens_after``); the ready query
-    ``sql/phase_gains.sql`` ranks them by tokens saved (count x tokens gained). Words that are not
-    valid UTF-8 on their own are left out. ``reference``: a small run's (see ``merge.Segmenter``).
+    ``phase_gains`` ranks them by tokens saved (count x tokens gained). Words that are not valid
+    UTF-8 on their own are left out. ``reference``: a small run's (see ``merge.Segmenter``).
     Returns a polars DataFrame.
     Example: ``word_gains("out/demo", top=10_000)``.
     """
@@ -398,6 +398,22 @@ def ready_queries() -> dict[str, Path]:
     return found
 
 
+def ready_about(path: str | os.PathLike) -> str:
+    """What a ready query shows: its header comment up to the first ``:`` or ``.`` outside
+    parentheses. Example: ``ready_about(READY_DIR / "count_decay.sql") == "Count decay over the ranks"``."""
+    head = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if not line.startswith("--"):
+            break
+        head.append(line[2:].strip())
+    text, depth = " ".join(head).strip(), 0
+    for i, ch in enumerate(text):
+        depth += (ch == "(") - (ch == ")")
+        if depth == 0 and ch in ":." and text[i + 1:i + 2] in (" ", ""):
+            return text[:i]
+    return text
+
+
 def resolve_query(query_or_file: str) -> tuple[str, str, dict]:
     """(label, SQL text, its parameters) of a query: a .sql file, a ready query's name, a
     table/view name (a parameter of ``toktok/sql/table_rows.sql``, never SQL text), or SQL."""
@@ -409,7 +425,11 @@ def resolve_query(query_or_file: str) -> tuple[str, str, dict]:
         except (OSError, UnicodeDecodeError) as e:
             raise QueryError(f"{p}: cannot read the query file ({e})") from None
     if re.fullmatch(r"[\w.-]+\.sql", q) or (q.endswith(".sql") and " " not in q):
-        raise QueryError(f"{q}: no such query file")
+        if p.stem in ready_queries():
+            # docs and scripts written in a checkout name sql/NAME.sql; an install has no sql/ folder
+            raise QueryError(f"{q}: no such query file; {p.stem} is a ready query that ships with toktok: "
+                             f"give its name, {p.stem} (toktok sql --list)")
+        raise QueryError(f"{q}: no such query file (the ready queries: toktok sql --list)")
     if re.fullmatch(r"[A-Za-z_][\w-]*", q):
         ready = ready_queries()
         if q in ready:
@@ -427,10 +447,10 @@ def query(run: RunLike, query_or_file: str) -> pa.Table:
     Read-only means the file system too: the query can neither write files (``COPY ... TO``) nor
     read or attach others (DuckDB's ``enable_external_access`` is off and the settings are locked,
     in a private in-memory DuckDB that attaches the run file). An open connection is used as it is.
-    ``query_or_file``: SQL text, a ``.sql`` file, the name of a ready query in ``sql/`` (e.g.
-    ``top_merges``) or a table/view name. The insight views are available even on runs made
+    ``query_or_file``: SQL text, a ``.sql`` file, the name of a ready query (``toktok sql --list``,
+    e.g. ``top_merges``) or a table/view name. The insight views are available even on runs made
     before they existed (as temporary views). A failing query raises QueryError naming the query
-    (file) with DuckDB's message. Example: ``query("out/demo", "sql/longest_tokens.sql")``.
+    (file) with DuckDB's message. Example: ``query("out/demo", "longest_tokens")``.
     """
     label, text, params = resolve_query(query_or_file)
     opened = isinstance(run, (duckdb.DuckDBPyConnection, RunStore))
@@ -506,5 +526,5 @@ def describe(run: RunLike) -> dict:
         }
 
 
-__all__ = ["add_views", "compression_curve", "word_gains", "query", "describe", "ready_queries",
+__all__ = ["add_views", "compression_curve", "word_gains", "query", "describe", "ready_queries", "ready_about",
            "resolve_query", "run_path", "VIEWS", "TABLES", "ALL", "READY_DIR"]

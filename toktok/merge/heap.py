@@ -3,7 +3,9 @@
 Rows are (count, pair key), ordered by count, then by the smaller (left bytes, right bytes):
 ``_before`` is that tie-break, the one place it is written (the reference trainer in
 tests/oracles holds it too). The heap holds only pairs whose count reaches a floor
-(``_refill``); pairs that fall below it stay in the table until the heap runs empty.
+(``_refill``); pairs that fall below it stay in the table until the heap runs empty. Pairs
+whose merged token would be longer than ``maxlen`` bytes (``--max-token-length``) are never
+pushed: they can never be merged.
 """
 from __future__ import annotations
 
@@ -46,6 +48,15 @@ def _before(k, j, tdata, tstart, tlen):
     return first
 
 
+@inlined
+def _fits(k, tlen, maxlen):
+    """Whether pair key ``k``'s merged token is at most ``maxlen`` bytes (``--max-token-length``);
+    ``tlen`` is the address of the token lengths (int32), as in ``_before``."""
+    a = np.int64(_peek(tlen, np.int64(k >> 32), np.int32))
+    b = np.int64(_peek(tlen, np.int64(k & 0xFFFFFFFF), np.int32))
+    return a + b <= maxlen
+
+
 @internal
 def _sift_down(H, n, i, tdata, tstart, tlen):
     c = H[i, 0]
@@ -79,9 +90,10 @@ def _sift_down(H, n, i, tdata, tstart, tlen):
 
 
 @internal
-def _refill(T, H, target, tdata, tstart, tlen):
+def _refill(T, H, target, tdata, tstart, tlen, maxlen):
     """A heap of every pair whose count is at least ``floor``, the largest power of two that
-    ``target`` or more pairs reach (1 if fewer pairs have a count). Returns (heap, size, floor).
+    ``target`` or more pairs reach (1 if fewer pairs have a count), and whose merged token is at
+    most ``maxlen`` bytes. Returns (heap, size, floor).
 
     The heap is kept to pairs with a count of at least ``floor`` (bucket of the rest: the table):
     the pair with the largest count is in it while it is not empty, so a pop is exact; pairs that
@@ -90,7 +102,7 @@ def _refill(T, H, target, tdata, tstart, tlen):
     hist = _zero_array(64, np.int64)
     for i in range(T.shape[0]):
         c = T[i, _CNT]
-        if T[i, _KEY] != _EMPTY and c > 0:
+        if T[i, _KEY] != _EMPTY and c > 0 and _fits(T[i, _KEY], _address(tlen), maxlen):
             b = 0
             while (c >> (b + 1)) > 0:
                 b += 1
@@ -109,7 +121,7 @@ def _refill(T, H, target, tdata, tstart, tlen):
     H = _heap_room(H, n)
     hn = np.int64(0)
     for i in range(T.shape[0]):
-        if T[i, _KEY] != _EMPTY and T[i, _CNT] >= floor:
+        if T[i, _KEY] != _EMPTY and T[i, _CNT] >= floor and _fits(T[i, _KEY], _address(tlen), maxlen):
             H[hn, 0] = T[i, _CNT]
             H[hn, 1] = T[i, _KEY]
             hn += 1
@@ -132,15 +144,17 @@ def _heap_room(H, need):
 
 
 @internal
-def _push_rows(H, hn, T, rows, n, floor, tdata, tstart, tlen):
-    """Push the pairs of table rows ``rows[:n]`` whose count is at least ``floor`` (>= 1);
-    returns the heap size (the heap has room)."""
+def _push_rows(H, hn, T, rows, n, floor, tdata, tstart, tlen, maxlen):
+    """Push the pairs of table rows ``rows[:n]`` whose count is at least ``floor`` (>= 1) and
+    whose merged token is at most ``maxlen`` bytes; returns the heap size (the heap has room)."""
     for r in range(n):
         s = rows[r]
         c = T[s, _CNT]
         if c < floor:
             continue
         k = T[s, _KEY]
+        if not _fits(k, _address(tlen), maxlen):
+            continue
         i = hn
         hn += 1
         while i > 0:

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..vocab import Vocab
 from .layout import _layout, _token_bits, _tokens_per_word
-from .loop import _loop, _setup
+from .loop import NO_LIMIT, _loop, _setup
 from .segment import _segment_ids
 from .small import learn_small, small_enough
 from .table import make_room, rebuild_table
@@ -23,8 +23,10 @@ from .tokens import _token_arrays
 
 
 STATS = ("records", "table_rows", "pool_entries", "heap_rows", "heap_pops", "new_tokens", "list_entries_read",
-         "merges_made", "pool_compactions", "pool_growths", "table_rebuilds", "heap_refills", "lists_sorted")
-"""Names of the loop's statistics (``MergeResult.stats``), in the order ``_loop`` counts them."""
+         "merges_made", "pool_compactions", "pool_growths", "table_rebuilds", "heap_refills", "lists_sorted",
+         "min_frequency_stop")
+"""Names of the loop's statistics (``MergeResult.stats``), in the order ``_loop`` counts them
+(``min_frequency_stop``: the count of the best pair when ``min_frequency`` ended the loop, else 0)."""
 
 
 @dataclass
@@ -54,6 +56,11 @@ class MergeResult:
     def new_tokens(self) -> int:
         return int((~self.reused).sum())
 
+    @property
+    def stopped_at(self) -> int:
+        """The count of the best pair left when ``min_frequency`` ended the loop early, else 0."""
+        return int(self.stats.get("min_frequency_stop", 0))
+
 
 @dataclass(frozen=True)
 class Tuning:
@@ -82,6 +89,8 @@ def learn_merges(
     tuning: Tuning = Tuning(),
     ready: Callable[[], None] | None = None,
     reference: bool = False,
+    max_token_length: int | None = None,
+    min_frequency: int | None = None,
 ) -> MergeResult:
     """Learn up to ``n_merges`` new tokens on ``words`` (with 64-bit ``counts``) on top of ``vocab``.
 
@@ -97,14 +106,20 @@ def learn_merges(
     out, before the loop's kernels are first called (a cold run waits there for ``merge.warm`` to compile them).
     ``reference``: a small run's (see ``Segmenter``); a small word table then takes the Python loop
     (:func:`toktok.merge.small.learn_small`, the same result) and loads no kernel.
+    ``max_token_length``: no merge whose token would be longer (bytes; such pairs are passed over
+    and the merges come from the others); ``min_frequency``: stop when the best pair's count is
+    below it (``stopped_at``).
     Example: ``learn_merges([b"abab"], np.array([3]), Vocab.base(False), 1).vocab.tokens[256] == b"ab"``.
     """
     if n_merges < 0:
         raise ValueError("n_merges must be >= 0")
+    if max_token_length is not None and max_token_length < 1 or min_frequency is not None and min_frequency < 0:
+        raise ValueError("max_token_length must be >= 1 and min_frequency >= 0")
     counts = np.asarray(counts, dtype=np.int64)
     vocab.check()
     if reference and small_enough(words, n_merges):  # no kernel to load for a few words
-        res = learn_small(words, counts, vocab, n_merges, checkpoint)
+        res = learn_small(words, counts, vocab, n_merges, checkpoint, max_token_length=max_token_length,
+                          min_frequency=min_frequency)
         if res is not None:
             if progress is not None:
                 progress(res.new_tokens)
@@ -113,6 +128,7 @@ def learn_merges(
 
     # 1. segment under the starting vocabulary, lay the positions out, size the token tables
     run = _Run(words, counts, vocab, n_merges, tuning, ready, reference)
+    run.limits = (max_token_length, min_frequency)
 
     # 2. the loop, in a thread (it releases the GIL) so that progress and checkpoints can be
     #    reported, or in this thread, ``step`` new tokens at a time, with a checkpoint after each
@@ -198,6 +214,7 @@ class _Run:
         # reused merges spend no budget: the arrays are grown (and the loop resumed) if needed
         self.rec = _records(tuning.records if tuning.records is not None else self.n_merges + 1024)
         self.last = 0  # records checkpointed so far
+        self.limits: tuple[int | None, int | None] = (None, None)  # max_token_length, min_frequency
         self.out: tuple | None = None
         self.err: BaseException | None = None
 
@@ -225,6 +242,9 @@ class _Run:
         bkeys, bids, T, L, pool, H, st = _setup(self.P, self.ek, self.ev, self.tb, self.tdata, tstart, tlen, self.n0,
                                                 expect, u.pool_spare, u.pool_slack, u.heap_target,
                                                 u.descending_lists)
+        maxlen, min_count = self.limits
+        st[20] = NO_LIMIT if maxlen is None else maxlen
+        st[21] = min_count or 0
         times["setup"] = time.perf_counter() - t1
         c2 = time.thread_time()
         scratch = np.zeros((8, tstart.shape[0]), np.int64)

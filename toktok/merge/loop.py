@@ -21,6 +21,9 @@ from .layout import _LNK, _TC, _escaped
 from .table import _CNT, _HEAD, _KEY, _LEN, _initial_pairs, _pkey, _radix_sort, _tslot
 from .tokens import _bytes_hash, _find_token, _put_token, _token_table
 
+#: No limit on a merged token's length (``st[20]``'s default).
+NO_LIMIT = np.int64(1) << 62
+
 
 @njit(cache=True, no_cfunc_wrapper=True, nogil=True)
 def _setup(P, ek, ev, tb, tdata, tstart, tlen, n_tokens, expect, spare, slack, heap_target, reverse):
@@ -46,9 +49,9 @@ def _setup(P, ek, ev, tb, tdata, tstart, tlen, n_tokens, expect, spare, slack, h
                 pool[h + n - 1 - k] = x
 
     # 3. the heap holds the pairs with the largest counts (see ``_refill``)
-    H, hn, floor = _refill(T, _empty_array((1024, 2), np.int64), heap_target, tdata, tstart, tlen)
+    H, hn, floor = _refill(T, _empty_array((1024, 2), np.int64), heap_target, tdata, tstart, tlen, NO_LIMIT)
 
-    st = _zero_array(20, np.int64)
+    st = _zero_array(24, np.int64)
     st[8] = floor
     st[0] = n_used
     st[1] = pool_end
@@ -56,6 +59,8 @@ def _setup(P, ek, ev, tb, tdata, tstart, tlen, n_tokens, expect, spare, slack, h
     st[3] = hn
     st[4] = tstart[n_tokens - 1] + tlen[n_tokens - 1] if n_tokens > 0 else 0
     st[5] = n_tokens
+    st[20] = NO_LIMIT  # the longest merged token, bytes (the caller sets --max-token-length)
+    st[21] = 0  # the smallest count a merged pair may have (the caller sets --min-frequency)
     return bkeys, bids, T, L, pool, H, st
 
 
@@ -194,17 +199,18 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
     block of the pool), so a round reads only the chosen pair's positions; the new pairs'
     positions are gathered during the round and written as new blocks after it. Merge k is
     written to row k of the ``r_*`` arrays before ``stats[0] = k + 1`` is published. Runs until
-    ``n_merges`` new tokens, no pair left, the record arrays are full (then it can be called
+    ``n_merges`` new tokens, no pair left (none whose merged token is at most ``st[20]`` bytes),
+    the best pair's count below ``st[21]`` (then ``stats[13]`` = that count), the record arrays are full (then it can be called
     again with larger ones), the pair table needs rebuilding (``st[9]`` > 0: the rows the next
     round needs; the caller rebuilds it with ``rebuild_table`` and calls again) or a round's new
     lists need room in the pool (``st[10]`` = 1, ``st[11]`` entries; the caller makes room with
     ``make_room`` and calls again: the round, kept in ``st[12:20]`` and the work arrays, goes
     on). ``st`` holds the scalars [pairs in use, pool end, pool entries in lists, heap size,
     token bytes end, tokens, new tokens, records, heap floor, rows asked for, (the waiting
-    round)] and is updated.
+    round), longest merged token, smallest count merged] and is updated.
     ``stats`` reports to another thread: [records, largest pair table, largest pool, largest
     heap, heap pops, new tokens, list entries read, merges made, pool compactions, pool growths,
-    table rebuilds, heap refills, lists sorted]. ``scratch`` holds 8 rows of per-token state
+    table rebuilds, heap refills, lists sorted, count of the pair --min-frequency stopped at]. ``scratch`` holds 8 rows of per-token state
     kept from call to call (the first two all -1 at the start); ``trow``, ``tcnt``, ``tkey``,
     ``tinc`` (int64) and ``e_pos``, ``e_tix`` (int32) are a round's work arrays (see
     ``_merge_round``), grown as needed. Returns the (maybe reallocated) tdata, T, L, pool, H and
@@ -219,6 +225,8 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
     n_new = st[6]
     n_rec = st[7]
     floor = st[8]
+    maxlen = st[20]
+    min_count = st[21]
     rec_cap = r_left.shape[0]
     # per token: round it was last seen left / right of the merged pair (rounds are numbered by
     # record, so these stay valid across calls), its summed loss, the tokens seen, touched index
@@ -252,7 +260,7 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
             if hn == 0:
                 if floor == 1:
                     break  # no pair left
-                H, hn, floor = _refill(T, H, heap_target, tdata, tstart, tlen)
+                H, hn, floor = _refill(T, H, heap_target, tdata, tstart, tlen, maxlen)
                 stats[11] += 1
                 continue
             # 1. pop the best pair; stale entries (count moved since the push) are skipped or re-pushed
@@ -271,8 +279,17 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
                 if floor <= cur < c:
                     H = _heap_room(H, hn + 1)
                     one[0] = s0
-                    hn = _push_rows(H, hn, T, one, np.int64(1), floor, tdata, tstart, tlen)
+                    hn = _push_rows(H, hn, T, one, np.int64(1), floor, tdata, tstart, tlen, maxlen)
                 continue
+            if np.int64(tlen[a]) + np.int64(tlen[b]) > maxlen:
+                continue  # too long (--max-token-length): from _setup's heap, never pushed again
+            if c < min_count:
+                # --min-frequency: the best pair is rarer than allowed; it goes back and the loop ends
+                H = _heap_room(H, hn + 1)
+                one[0] = s0
+                hn = _push_rows(H, hn, T, one, np.int64(1), floor, tdata, tstart, tlen, maxlen)
+                stats[13] = c
+                break
 
             # 2. room in the pair table for the round's new rows, (x's token, t) and (t, y's token):
             #    linear probing stays short up to 3/4 full. Else the pair goes back on the heap and
@@ -286,7 +303,7 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
             if 4 * (n_used + new_rows) > 3 * T.shape[0]:
                 H = _heap_room(H, hn + 1)
                 one[0] = s0
-                hn = _push_rows(H, hn, T, one, np.int64(1), floor, tdata, tstart, tlen)
+                hn = _push_rows(H, hn, T, one, np.int64(1), floor, tdata, tstart, tlen, maxlen)
                 st[9] = new_rows
                 break
 
@@ -388,7 +405,7 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
 
         # 7. push the pairs whose counts grew (decreases stay lazy in the heap)
         H = _heap_room(H, hn + n_touched)
-        hn = _push_rows(H, hn, T, trow, n_touched, floor, tdata, tstart, tlen)
+        hn = _push_rows(H, hn, T, trow, n_touched, floor, tdata, tstart, tlen, maxlen)
 
         r_left[n_rec] = a
         r_right[n_rec] = b

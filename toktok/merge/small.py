@@ -76,10 +76,12 @@ def _replace(w: list[int], a: int, b: int, t: int) -> list[int]:
     return out
 
 
-def learn_small(words, counts, vocab: Vocab, n_merges: int, checkpoint=None):
-    """``learn_merges(words, counts, vocab, n_merges)`` without a compiled kernel: the same
-    ``MergeResult`` (merges, grown vocabulary, tokens per word; ``stats`` holds only
-    ``new_tokens`` and ``merges_made``), or None where tiktoken cannot segment under ``vocab``.
+def learn_small(words, counts, vocab: Vocab, n_merges: int, checkpoint=None, *, max_token_length: int | None = None,
+                min_frequency: int | None = None):
+    """``learn_merges(words, counts, vocab, n_merges, max_token_length=..., min_frequency=...)``
+    without a compiled kernel: the same ``MergeResult`` (merges, grown vocabulary, tokens per word,
+    ``stopped_at``; ``stats`` holds only ``new_tokens``, ``merges_made`` and
+    ``min_frequency_stop``), or None where tiktoken cannot segment under ``vocab``.
     ``checkpoint`` is called once, with all the merges."""
     from .learn import MergeResult
 
@@ -105,14 +107,24 @@ def learn_small(words, counts, vocab: Vocab, n_merges: int, checkpoint=None):
         for p in _pairs(w):
             pc[p] = pc.get(p, 0) + c
             where.setdefault(p, set()).add(i)
-    heap = [(-c, tokens[a], tokens[b], a, b) for (a, b), c in pc.items() if c > 0]
+    longest = max_token_length if max_token_length is not None else -1
+
+    def allowed(a: int, b: int) -> bool:  # a pair whose token would be too long is never merged
+        return longest < 0 or len(tokens[a]) + len(tokens[b]) <= longest
+
+    heap = [(-c, tokens[a], tokens[b], a, b) for (a, b), c in pc.items() if c > 0 and allowed(a, b)]
     heapq.heapify(heap)
     left, right, made, count, reused = [], [], [], [], []
-    new = 0
+    new = stop = 0
     while new < n_merges and heap:
-        nc, _, _, a, b = heapq.heappop(heap)
+        nc, _, _, a, b = heap[0]
         if pc.get((a, b), 0) != -nc:  # an older count of this pair
+            heapq.heappop(heap)
             continue
+        if min_frequency is not None and -nc < min_frequency:  # the best pair left is too rare
+            stop = -nc
+            break
+        heapq.heappop(heap)
         merged = tokens[a] + tokens[b]
         t = ranks.get(merged)
         reused.append(t is not None)
@@ -140,7 +152,7 @@ def learn_small(words, counts, vocab: Vocab, n_merges: int, checkpoint=None):
         for p, d in delta.items():
             if d:
                 v = pc[p] = pc.get(p, 0) + d
-                if v > 0:
+                if v > 0 and allowed(*p):
                     heapq.heappush(heap, (-v, tokens[p[0]], tokens[p[1]], p[0], p[1]))
         pc.pop((a, b), None)
     rec = (np.array(left, np.int32), np.array(right, np.int32), np.array(made, np.int32),
@@ -150,5 +162,5 @@ def learn_small(words, counts, vocab: Vocab, n_merges: int, checkpoint=None):
     out = Vocab(tokens, list(vocab.specials))
     word_tokens = np.fromiter(map(len, ws), np.int64, len(ws))
     times = {"segment": t_seg, "total": time.perf_counter() - t0}
-    stats = {"new_tokens": new, "merges_made": len(left)}
+    stats = {"new_tokens": new, "merges_made": len(left), "min_frequency_stop": stop}
     return MergeResult(out, *rec, requested=n_merges, word_tokens=word_tokens, stats=stats, times=times)

@@ -67,12 +67,12 @@ from .formats.hf import write_hf
 from .formats.specials import special_tokens_json
 from .formats.spell import compile_kernels as compile_export_kernels
 from .formats.tiktoken import write_tiktoken
-from .merge import learn_merges, warm
+from .merge import learn_merges, small_enough, warm
 from ._kernels import compiled, release_llvm_pages
 from .budget import BudgetPlan, fit_words, plan_budget
 from .count.local import ParitySample, Source, count_phase
 from .count.memory import check_sources, corpus_of
-from .count.pretokenize import REFERENCE_BYTES
+from .count.pretokenize import REFERENCE_BYTES, SMALL_BYTES
 from .count.read import read_corpus
 from .count.remote import redact, set_readahead
 from .resume import Checkpoints
@@ -379,6 +379,7 @@ class _Run:
     parity_hf: str = ""  # where HF tokenizers loaded tokenizer.json for the check (HFSide.where)
     added: dict = field(default_factory=dict)  # {special: added-token flags} where they differ (toktok.added)
     chat_template: str | None = None  # the Jinja text for tokenizer_config.json
+    log: Log | None = None  # where the run's notices go (train's log; default: stderr)
     reserved: int = 0  # reserved special tokens added after the run's own (_reserve)
 
     @property
@@ -386,6 +387,13 @@ class _Run:
         """A run over a few MB (``REFERENCE_BYTES``): before the scanner and the segmentation are
         compiled, it counts and segments with their references instead (see ``reference_allowance``)."""
         return sum(src.size for srcs in self.plans for src in srcs) <= REFERENCE_BYTES
+
+    @property
+    def tiny(self) -> bool:
+        """A run over at most ``SMALL_BYTES`` (1 MB): it counts, segments, merges (up to
+        ``merge.small.SMALL_WORDS`` words) and exports without a compiled kernel, so a first run
+        after an install compiles none beside it."""
+        return sum(src.size for srcs in self.plans for src in srcs) <= SMALL_BYTES
 
     def tag(self, phase: PhaseConfig) -> str:
         """The phase in progress stage names (`` english``); nothing for a one-phase run."""
@@ -441,11 +449,9 @@ def _train(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: Chec
     run.kept = run.staging.resuming
     try:
         _open(run)
-        if not compiled():  # the first run after an install: the merge kernels compile beside it
-            run.compiler = warm.start(also=compile_export_kernels)
-            if cfg.verbose is not False:
-                (log or _stderr)("toktok: compiling the kernels, once after an install (about 10 s more); "
-                                 "later runs load them from Numba's cache")
+        run.log = log
+        if not run.tiny:  # (a tiny run compiles only if its words are too many for merge.small)
+            _compile_beside(run)
         for phase, sources, fp in zip(run.phases, run.plans, run.fingerprints):
             _phase(run, phase, sources, fp)
         _reserve(run)
@@ -468,6 +474,22 @@ def _train(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: Chec
         resume.abandon(e, run.staging, run.kept)
         raise
     return _summary(run)
+
+
+def _compile_beside(run: _Run) -> None:
+    """On the first run after an install, the merge loop's and the export's kernels compiled in a
+    second process (``merge.warm``; in this one under a memory budget), said once; nothing when
+    they are in Numba's cache."""
+    if run.compiler is not None or compiled():
+        return
+    # under a memory budget, whose plan counts one process, the kernels compile in this one as
+    # they are first called (a no-op Compiler marks that it was said): a second process held
+    # 150-300 MB more on a first run (peak 1.25-1.54x the budget against 0.96x warm)
+    run.compiler = warm.start(also=compile_export_kernels) if run.plan is None else warm.Compiler(None)
+    if run.cfg.verbose is not False:
+        (run.log or _stderr)("toktok: compiling the kernels, once after an install (about 10 s more"
+                             + ("" if run.plan is None else ", in this process: inside the memory budget")
+                             + "); later runs load them from Numba's cache")
 
 
 def _checkpoint(run: _Run, save: Callable[[RunStore], None]) -> None:
@@ -567,6 +589,7 @@ def _open(run: _Run) -> None:
         limit, shown = cfg.memory_limit, cfg.text_of("memory_limit")
     store = run.store = RunStore.create(run.staging.path / RUN_FILE, memory_limit=limit, threads=run.threads,
                                         limit_shown=shown)
+    store.begin()  # what the run file records before any phase, in one commit
     run.fingerprints = resume.begin(store, cfg, run.plans, resuming)
     if plan is not None:
         store.put_meta("budget", plan.to_dict())
@@ -579,6 +602,7 @@ def _open(run: _Run) -> None:
     store.put_meta("resumed" if resuming else "started", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     if run.base is not None:
         store.put_meta("warm_start", {**run.base.summary(), "hardcoded_added": run.kinds.count("hardcoded")})
+    store.commit()
 
 
 def _phase(run: _Run, phase: PhaseConfig, sources: list[Source], fp: list) -> None:
@@ -736,6 +760,8 @@ def _merge(run: _Run, phase: PhaseConfig, counted: _Counted, fp: list, cp: dict 
     prior = store.merges_of(phase.name) if cp is not None else None
     store.drop_merges(phase.name)
     start = Vocab(run.vocab.tokens, [], run.vocab.pinned)
+    if run.tiny and not small_enough(words, n):  # the loop's kernels after all
+        _compile_beside(run)
     res = learn_merges(words, counts, start, n, progress=lambda k: run.report("merge" + tag, k, n),
                        checkpoint=_MergeLog(run, phase), every=run.marks.every, step=run.marks.step,
                        ready=partial(_compiled, run) if run.compiler is not None else None, reference=run.small,
@@ -860,12 +886,14 @@ def _publish(run: _Run) -> None:
     staging folder published: renamed into place, whole (:meth:`toktok.rundir.Staging.publish`)."""
     store = run.store
     _settle(run)
+    store.begin()  # the run file's last records in one commit
     for k, v in run.times.items():
         store.add_stage(k, v)
     store.put_meta("parity", {"ok": True, "strings": run.parity_strings, "tokens": run.parity_tokens,
                               "hf_tokenizers": run.parity_hf})
     store.put_meta("warnings", run.warnings)
     store.put_meta("finished", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    store.commit()
     store.close()
     run.staging.publish(run.layout)
 

@@ -14,11 +14,15 @@ import math
 import os
 import re
 
-import pyarrow as pa
+from typing import TYPE_CHECKING
+
 from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
+
+if TYPE_CHECKING:  # Arrow loads with the command that has a table to show
+    import pyarrow as pa
 
 
 # What must not reach a terminal raw: C0 controls (ESC starts ANSI sequences), DEL, C1 controls
@@ -88,6 +92,8 @@ def arrow_table(table: pa.Table, limit: int = 40, title: str | None = None) -> G
         for k, v in zip(table.column_names, _rows(table.slice(0, 1))[0]):
             _row(t, k, _cell(v))
         return Group(t)
+    import pyarrow as pa
+
     t = Table(title=literal(title) if title else None, title_justify="left", header_style="bold", show_lines=False)
     for f in table.schema:
         numeric = pa.types.is_integer(f.type) or pa.types.is_floating(f.type) or pa.types.is_decimal(f.type)
@@ -300,6 +306,8 @@ def write_csv(table: pa.Table, stream) -> None:
     """All rows of ``table`` as CSV (header first) to a text stream."""
     import csv
 
+    import pyarrow as pa
+
     w = csv.writer(stream, lineterminator="\n")
     w.writerow(table.column_names)
     for batch in table.to_batches(4096):
@@ -309,6 +317,7 @@ def write_csv(table: pa.Table, stream) -> None:
 
 def write_parquet(table: pa.Table, path: str) -> None:
     """``table`` as a Parquet file; OutputError if it cannot be written."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from ..errors import OutputError

@@ -17,6 +17,7 @@ from ..vocab import Vocab
 from .layout import _layout, _token_bits, _tokens_per_word
 from .loop import NO_LIMIT, _loop, _setup
 from .segment import _segment_ids
+from .small import learn_small, small_enough
 from .table import make_room, rebuild_table
 from .tokens import _token_arrays
 
@@ -103,9 +104,11 @@ def learn_merges(
     on the way), deterministically: the loop then runs in the calling thread. ``tuning``: the
     loop's starting room (``Tuning``). ``ready()`` is called once the words are segmented and laid
     out, before the loop's kernels are first called (a cold run waits there for ``merge.warm`` to compile them).
-    ``reference``: a small run's (see ``Segmenter``). ``max_token_length``: no merge whose token
-    would be longer (bytes; such pairs are passed over and the merges come from the others);
-    ``min_frequency``: stop when the best pair's count is below it (``stopped_at``).
+    ``reference``: a small run's (see ``Segmenter``); a small word table then takes the Python loop
+    (:func:`toktok.merge.small.learn_small`, the same result) and loads no kernel.
+    ``max_token_length``: no merge whose token would be longer (bytes; such pairs are passed over
+    and the merges come from the others); ``min_frequency``: stop when the best pair's count is
+    below it (``stopped_at``).
     Example: ``learn_merges([b"abab"], np.array([3]), Vocab.base(False), 1).vocab.tokens[256] == b"ab"``.
     """
     if n_merges < 0:
@@ -114,6 +117,13 @@ def learn_merges(
         raise ValueError("max_token_length must be >= 1 and min_frequency >= 0")
     counts = np.asarray(counts, dtype=np.int64)
     vocab.check()
+    if reference and small_enough(words, n_merges):  # no kernel to load for a few words
+        res = learn_small(words, counts, vocab, n_merges, checkpoint, max_token_length=max_token_length,
+                          min_frequency=min_frequency)
+        if res is not None:
+            if progress is not None:
+                progress(res.new_tokens)
+            return res
     t0 = time.perf_counter()
 
     # 1. segment under the starting vocabulary, lay the positions out, size the token tables

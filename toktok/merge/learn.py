@@ -9,13 +9,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..vocab import Vocab
 from .layout import _layout, _token_bits, _tokens_per_word
 from .loop import NO_LIMIT, _loop, _setup
+from .result import MergeResult
 from .segment import _segment_ids
 from .small import learn_small, small_enough
 from .table import make_room, rebuild_table
@@ -27,39 +28,6 @@ STATS = ("records", "table_rows", "pool_entries", "heap_rows", "heap_pops", "new
          "min_frequency_stop")
 """Names of the loop's statistics (``MergeResult.stats``), in the order ``_loop`` counts them
 (``min_frequency_stop``: the count of the best pair when ``min_frequency`` ended the loop, else 0)."""
-
-
-@dataclass
-class MergeResult:
-    """What one call of ``learn_merges`` learned.
-
-    ``left``/``right``/``token``/``count``/``reused`` are parallel arrays, one entry per merge in
-    the order the merges were applied; ``reused`` marks merges whose bytes already were a token
-    (no new id). ``vocab`` is the starting vocabulary plus the new tokens. ``stats`` counts what
-    the loop did (``STATS``: the largest table, pool and heap, heap pops, list entries read, pool
-    compactions and growths, table rebuilds, heap refills, lists sorted, ...) and ``times`` its
-    stages' seconds (segment, layout, setup, loop, their CPU seconds, total), for benchmarks.
-    """
-
-    vocab: Vocab
-    left: np.ndarray
-    right: np.ndarray
-    token: np.ndarray
-    count: np.ndarray
-    reused: np.ndarray
-    requested: int
-    word_tokens: np.ndarray  # tokens per input word after the merges, in input order
-    stats: dict[str, int] = field(default_factory=dict)
-    times: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def new_tokens(self) -> int:
-        return int((~self.reused).sum())
-
-    @property
-    def stopped_at(self) -> int:
-        """The count of the best pair left when ``min_frequency`` ended the loop early, else 0."""
-        return int(self.stats.get("min_frequency_stop", 0))
 
 
 @dataclass(frozen=True)

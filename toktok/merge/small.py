@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from ..vocab import Vocab
+from .result import MergeResult
 
 #: Word tables up to this many words (and ``SMALL_POSITIONS`` bytes of words) take the Python
 #: loop when the run is small (``learn_merges(reference=True)``). In a run that has loaded no
@@ -83,7 +84,6 @@ def learn_small(words, counts, vocab: Vocab, n_merges: int, checkpoint=None, *, 
     ``stopped_at``; ``stats`` holds only ``new_tokens``, ``merges_made`` and
     ``min_frequency_stop``), or None where tiktoken cannot segment under ``vocab``.
     ``checkpoint`` is called once, with all the merges."""
-    from .learn import MergeResult
 
     t0 = time.perf_counter()
     tokens = list(vocab.tokens)

@@ -34,6 +34,8 @@ test-slow: dev $(AZURITE)
 bench: $(BIN)/python
 	$(BIN)/pip install -q -e '.[bench]' -c constraints.txt
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/run.py --slice-mb 100 --only toktok,hf,rustbpe,bpeasy
+	$(BIN)/python bench/fixed_costs.py
 
 # pin what a working dev venv holds (dev, ray and bench extras) for the next fresh install
 lock: dev

@@ -1,8 +1,9 @@
 #!/usr/bin/env python
-"""Benchmark: toktok vs Hugging Face ``tokenizers`` vs ``rustbpe`` on the same Parquet files.
+"""Benchmark: toktok vs Hugging Face ``tokenizers``, ``rustbpe`` and ``bpeasy`` on the same Parquet files.
 
     python bench/run.py [--data GLOB...] [--vocab 32768 131072] [--repeat 3] [--count-runs 7]
-                        [--only toktok,hf,rustbpe,count,cold] [--threads N] [--json OUT]
+                        [--only toktok,hf,rustbpe,bpeasy,count,cold] [--threads N] [--json OUT]
+                        [--slice-mb 100]
                         [--patterns cl100k,o200k,gpt2,qwen2,custom]
 
 Every trainer runs in its own subprocess (``bench/run.py --worker NAME ...``) so that one
@@ -33,7 +34,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = str(REPO.parent / "shared" / "corpus" / "*.parquet")
 TEXT_COLUMN = "text"
-TRAINERS = ("toktok", "hf", "rustbpe")
+TRAINERS = ("toktok", "hf", "rustbpe", "bpeasy")
+PEERS = ("rustbpe", "bpeasy", "hf")
+# bpeasy's longest token (it requires one); toktok and the other peers have none.
+BPEASY_MAX_TOKEN = 1024
 JOBS = TRAINERS + ("count", "cold")
 # The stages after the merge loop; their share of toktok's wall is one of the bench's figures.
 TAIL = ("export", "verify", "insight")
@@ -73,7 +77,8 @@ def iter_texts(files: list[str]):
 
 
 def work_toktok(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
-    from toktok.pipeline import TrainConfig, train
+    from toktok.config import TrainConfig
+    from toktok.pipeline import train
 
     out = Path(scratch) / "toktok-out"
     # Same semantics as `toktok train DATA --out TMP --merges (vocab-256) --no-hardcoded --force -q`:
@@ -121,17 +126,23 @@ def work_hf(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
             "version": tokenizers.__version__, "tokens": tokens}
 
 
-def work_rustbpe(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
-    try:
-        import rustbpe
-    except ImportError as e:
-        # Exit code 3 tells the parent "not available" rather than "crashed".
-        print(f"rustbpe cannot be imported: {e}", file=sys.stderr)
-        sys.exit(3)
+def _peer(name: str):
+    """The peer trainer's module and version; exit code 3 ("not available" rather than
+    "crashed") when it cannot be imported."""
+    import importlib
     from importlib.metadata import version
 
+    try:
+        return importlib.import_module(name), version(name)
+    except ImportError as e:
+        print(f"{name} cannot be imported: {e}", file=sys.stderr)
+        sys.exit(3)
+
+
+def work_rustbpe(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
     from toktok.vocab import PATTERN
 
+    rustbpe, ver = _peer("rustbpe")
     tok = rustbpe.Tokenizer()
     # rustbpe's default pattern is a variant (possessive quantifiers, \s*[\r\n] instead of
     # \s*[\r\n]+); pass PATTERN so all three split text identically.
@@ -140,7 +151,41 @@ def work_rustbpe(files: list[str], vocab: int, threads: int, scratch: str) -> di
     train_s = time.perf_counter() - t0
     tokens = [bytes(b).hex() for b, _ in tok.get_mergeable_ranks()]
     return {"vocab_size": tok.vocab_size, "merges": tok.vocab_size - 256, "train_s": train_s,
-            "version": version("rustbpe"), "pattern_used": tok.get_pattern(), "tokens": tokens}
+            "version": ver, "pattern_used": tok.get_pattern(), "tokens": tokens}
+
+
+def work_bpeasy(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
+    from toktok.vocab import PATTERN
+
+    bpeasy, ver = _peer("bpeasy")
+    t0 = time.perf_counter()
+    ranks = bpeasy.train_bpe(iter_texts(files), PATTERN, BPEASY_MAX_TOKEN, vocab)
+    train_s = time.perf_counter() - t0
+    return {"vocab_size": len(ranks), "merges": len(ranks) - 256, "train_s": train_s, "version": ver,
+            "tokens": [bytes(t).hex() for t in ranks]}
+
+
+def slice_corpus(files: list[str], mb: int, scratch: str) -> list[str]:
+    """The first rows of each file, each file's share of ``mb`` MB of text in proportion to its
+    own (the same mix of sources as the whole), as Parquet files in ``scratch``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    tables = [pq.read_table(f, columns=[TEXT_COLUMN]) for f in files]
+    sizes = [int(pc.sum(pc.binary_length(t.column(0))).as_py() or 0) for t in tables]
+    total, want = sum(sizes), mb * 10**6
+    out = []
+    for f, t, size in zip(files, tables, sizes):
+        share = want * size // total
+        lengths = pc.binary_length(t.column(0)).to_numpy(zero_copy_only=False)
+        import numpy as np
+
+        rows = int(np.searchsorted(np.cumsum(lengths), share)) + 1
+        dest = Path(scratch) / f"slice-{Path(f).stem}.parquet"
+        pq.write_table(t.slice(0, min(rows, t.num_rows)), dest)
+        out.append(str(dest))
+    return out
 
 
 def _bench_pattern():
@@ -195,7 +240,8 @@ def work_count(files: list[str], vocab: int, threads: int, scratch: str) -> dict
 def work_warmup(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
     """Tiny toktok run so Numba's on-disk cache exists before the timed run (a fresh checkout
     would otherwise charge the one-time JIT compile to toktok's merge time)."""
-    from toktok.pipeline import TrainConfig, train
+    from toktok.config import TrainConfig
+    from toktok.pipeline import train
 
     src = Path(scratch) / "warmup.txt"
     src.write_text("The quick brown fox jumps over the lazy dog, 1234 times!\n  isn't it?\n" * 200)
@@ -205,7 +251,7 @@ def work_warmup(files: list[str], vocab: int, threads: int, scratch: str) -> dic
     return {}
 
 
-WORKERS = {"toktok": work_toktok, "hf": work_hf, "rustbpe": work_rustbpe, "count": work_count,
+WORKERS = {"toktok": work_toktok, "hf": work_hf, "rustbpe": work_rustbpe, "bpeasy": work_bpeasy, "count": work_count,
            "warmup": work_warmup}
 
 
@@ -501,7 +547,7 @@ def compare(res: dict) -> dict:
     """One vocabulary's results with toktok's ratios to each peer and the tokens they share."""
     per: dict = {"results": res, "ratios": {}, "overlap": {}}
     tk = res.get("toktok", {})
-    for name in ("rustbpe", "hf"):
+    for name in PEERS:
         r = res.get(name, {})
         if tk.get("status") == "ok" and r.get("status") == "ok":
             per["ratios"][name] = {"wall": tk["wall_s"] / r["wall_s"], "peak_rss": tk["peak_rss"] / r["peak_rss"]}
@@ -511,7 +557,7 @@ def compare(res: dict) -> dict:
     # Shared tokens: a cheap sanity check that the trainers were set up alike (a wrong pattern or
     # alphabet shows up as a low overlap); exact equality is not expected (tie-breaking differs).
     ok = {n: set(r["tokens"]) for n, r in res.items() if r.get("status") == "ok"}
-    for x, y in (("toktok", "hf"), ("toktok", "rustbpe"), ("hf", "rustbpe")):
+    for x, y in (("toktok", "hf"), ("toktok", "rustbpe"), ("toktok", "bpeasy"), ("hf", "rustbpe")):
         if x in ok and y in ok:
             common = len(ok[x] & ok[y])
             size = max(len(ok[x]), len(ok[y]))
@@ -540,6 +586,9 @@ def main() -> None:
                     help=f"with count: the patterns counted on all cores, one row each (default {','.join(PATTERNS)}; "
                          "'' for none)")
     ap.add_argument("--json", metavar="OUT", help="also write the figures to this JSON file")
+    ap.add_argument("--slice-mb", type=int, default=0, metavar="MB",
+                    help="train on the first MB megabytes of text of the data, each file's share in proportion "
+                         "(the same mix); 0 = all of it")
     ap.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     ap.add_argument("--result", help=argparse.SUPPRESS)
     ap.add_argument("--scratch", help=argparse.SUPPRESS)
@@ -586,6 +635,9 @@ def main() -> None:
     env = thread_env(a.threads)
     scratch = tempfile.mkdtemp(prefix="toktok-bench-")
     try:
+        if a.slice_mb:
+            files = slice_corpus(files, a.slice_mb, scratch)
+            fig["data"] = {**data_stats(files), "slice_mb": a.slice_mb}
         if "toktok" in only:
             print("bench: warming Numba's cache (untimed) ...", file=sys.stderr)
             w = run_worker("warmup", files, a.vocab[0], a.threads, scratch, env)
@@ -600,9 +652,9 @@ def main() -> None:
                 for name in TRAINERS:
                     if name not in only:
                         continue
-                    if name == "rustbpe" and importlib.util.find_spec("rustbpe") is None:
-                        runs[name] = [{"status": "unavailable", "error": "rustbpe is not installed "
-                                       "(pip install rustbpe, or make bench)"}]
+                    if name in ("rustbpe", "bpeasy") and importlib.util.find_spec(name) is None:
+                        runs[name] = [{"status": "unavailable", "error": f"{name} is not installed "
+                                       f"(pip install {name}, or make bench)"}]
                         continue
                     print(f"bench: vocab {vocab:,}: training {name} ({i + 1} of {a.repeat}) ...", file=sys.stderr)
                     runs.setdefault(name, []).append(run_worker(name, files, vocab, a.threads, scratch, env))

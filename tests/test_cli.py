@@ -358,6 +358,27 @@ def test_help_texts_are_shown_as_written():
     assert r.exit_code == 0 and "pip install 'toktok[ray]'" in r.output
 
 
+HEAVY = ("numba", "llvmlite", "duckdb", "pyarrow", "polars", "numpy", "tokenizers", "tiktoken")
+
+
+def test_help_loads_no_stage_library():
+    """``toktok --help`` and ``toktok train --help`` (the CLI's import and its option table) load
+    none of the libraries a stage needs (Numba, DuckDB, Arrow, Polars, NumPy, the tokenizers):
+    each is imported by the stage that uses it. Checked in a fresh interpreter."""
+    code = ("import sys\n"
+            "from toktok.cli import app\n"
+            "for args in (['--help'], ['train', '--help']):\n"
+            "    try:\n"
+            "        app(args)\n"
+            "    except SystemExit:\n"
+            "        pass\n"
+            f"print(','.join(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "--merges" in r.stdout
+    assert r.stderr.strip().splitlines()[-1:] in ([], [""]), r.stderr
+
+
 def test_a_fifo_in_the_sources_never_blocks_train_or_eval(tmp_path, trained):
     """Through the console script, with a timeout: a FIFO in a folder (or matched by a glob) is
     skipped with a warning, never opened."""

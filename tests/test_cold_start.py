@@ -94,3 +94,20 @@ def test_first_run_says_it_compiles_and_the_second_does_not(tmp_path):
         for table in ("words", "merges", "compression", "word_gains"):
             q = f"select * from {table} order by all"
             assert a.sql(q).fetchall() == b.sql(q).fetchall(), table
+
+
+@pytest.mark.slow
+def test_a_first_run_under_a_budget_compiles_in_its_own_process(tmp_path):
+    # the budget's plan counts one process: a first run under --budget starts no compiling
+    # process (it says so) and writes what a run without a budget writes
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    base = [sys.executable, "-m", "toktok.cli", "train", str(FIXTURES / "sample.parquet"), "--merges", "300", "--force"]
+    budget = subprocess.run(base + ["--out", str(tmp_path / "budget"), "--budget", "512MB"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=900)
+    assert budget.returncode == 0, budget.stderr[-2000:]
+    assert budget.stderr.count(NOTICE) == 1 and "inside the memory budget" in budget.stderr
+    free = subprocess.run(base + ["--out", str(tmp_path / "free"), "-q"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert free.returncode == 0, free.stderr[-2000:]
+    for name in ("tokenizer.json", "tokenizer.tiktoken"):
+        assert (tmp_path / "budget" / name).read_bytes() == (tmp_path / "free" / name).read_bytes(), name

@@ -615,6 +615,18 @@ def _long_path(tokens: list[bytes], skip=None) -> list[tuple[int, int]]:
     return all_split_merges(tokens, skip, up_to=0, plain_budget=0)
 
 
+def _compiled_splits(tokens: list[bytes], skip=None) -> list[tuple[int, int]]:
+    """all_split_merges with the short tokens split by the kernel, whatever the vocabulary's size
+    (a small one is split in Python)."""
+    import toktok.formats.splits as splits
+
+    small, splits.SMALL_TOKENS = splits.SMALL_TOKENS, 0
+    try:
+        return all_split_merges(tokens, skip)
+    finally:
+        splits.SMALL_TOKENS = small
+
+
 _RUNS = st.lists(st.tuples(st.sampled_from([b"a", b"-", b"ab", b"a-", b"=", b"\xc3\xa9", b"\xff"]), st.integers(1, 150))
                  .map(lambda t: t[0] * t[1]), max_size=40)
 
@@ -630,6 +642,7 @@ def test_fuzz_splits_of_long_tokens_are_every_split_point(runs, extra):
     want = _every_split_point(tokens)
     assert _long_path(tokens) == want
     assert all_split_merges(tokens) == want
+    assert _compiled_splits(tokens) == want
 
 
 def test_splits_of_long_tokens_on_a_trained_vocabulary_and_with_pinned_ids():
@@ -643,11 +656,11 @@ def test_splits_of_long_tokens_on_a_trained_vocabulary_and_with_pinned_ids():
     res = learn_merges(table["word"].to_arrow(), table["count"].to_numpy(), Vocab.base(), 10**6)
     tokens = res.vocab.tokens
     assert max(map(len, tokens)) >= 4096 and sum(len(t) > 64 for t in tokens) >= 20
-    assert all_split_merges(tokens) == _long_path(tokens) == _every_split_point(tokens)
+    assert all_split_merges(tokens) == _long_path(tokens) == _every_split_point(tokens) == _compiled_splits(tokens)
     # a pinned id (a warm start's special) is neither split nor a part, on both paths
     pinned = {tokens.index(b"a" * 2048): "<|x|>", tokens.index(b"=" * 64): "<|y|>"}
     got = all_split_merges(tokens, pinned)
-    assert got == _long_path(tokens, pinned)
+    assert got == _long_path(tokens, pinned) == _compiled_splits(tokens, pinned)
     assert all(a not in pinned and b not in pinned for a, b in got)
     assert got == [m for m in _every_split_point(tokens) if m[0] not in pinned and m[1] not in pinned
                    and tokens.index(tokens[m[0]] + tokens[m[1]]) not in pinned]
@@ -697,11 +710,12 @@ def test_base64_blob_has_parity(long_run_encoders):
 @given(pool=st.binary(max_size=40), data=st.data(),
        consts=st.lists(st.binary(max_size=3), min_size=1, max_size=3), sep=st.binary(max_size=2))
 def test_lines_spells_the_same_bytes_as_joining_them(pool, data, consts, sep):
-    """tokenizer.json's vocab and merge lines (formats.spell.lines, compiled) == joining each
-    line's pieces in Python: empty slices, empty constants, a column used twice and no lines."""
+    """tokenizer.json's vocab and merge lines (formats.spell.lines, compiled, and the Python
+    join a few lines take) == joining each line's pieces in Python: empty slices, empty
+    constants, a column used twice and no lines."""
     import numpy as np
 
-    from toktok.formats.spell import lines
+    from toktok.formats.spell import _spelled, lines
 
     k = data.draw(st.integers(1, 5))  # slices in the table
     at = [data.draw(st.integers(0, len(pool))) for _ in range(k)]
@@ -714,6 +728,7 @@ def test_lines_spells_the_same_bytes_as_joining_them(pool, data, consts, sep):
     want = sep.join(b"".join(f if isinstance(f, bytes) else pool[at[r[f]]: at[r[f]] + size[r[f]]] for f in fields)
                     for r in rows.tolist())
     assert lines(pool, np.array(at), np.array(size), rows, fields, sep) == want
+    assert _spelled(pool, np.array(at), np.array(size), rows, fields, sep) == want
 
 
 @settings(max_examples=200 * FUZZ, deadline=None)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from oracles.reference_bpe import rank_bpe, train
 
 from toktok.merge import Tuning, learn_merges, segment
+from toktok.merge.small import learn_small
 from toktok.count.pretokenize import count_words
 from toktok.vocab import Vocab, hardcoded_tokens
 
@@ -186,6 +187,60 @@ def test_fixture_equals_reference():
     words = dict(zip(wc["word"].to_list(), wc["count"].to_list()))
     res = _check(words, Vocab.base(), 1200)
     assert res.new_tokens == 1200
+
+
+def _same_as_the_loop(words: list[bytes], counts: list[int], vocab: Vocab, n: int, **limits):
+    """The Python loop of a small run (``learn_small``) and the compiled loop give the same result."""
+    got = learn_small(words, counts, vocab, n, **limits)
+    fast = learn_merges(words, np.array(counts, np.int64), vocab, n, **limits)
+    assert got.stopped_at == fast.stopped_at
+    for k in ("left", "right", "token", "count", "reused", "word_tokens"):
+        a, b = getattr(got, k), getattr(fast, k)
+        assert a.dtype == b.dtype and a.tolist() == b.tolist(), k
+    assert got.vocab.tokens == fast.vocab.tokens and got.vocab.specials == fast.vocab.specials
+    assert got.new_tokens == fast.new_tokens
+    return got
+
+
+@given(small_words, st.integers(0, 40), extra_tokens)
+def test_fuzz_small_run_loop_equals_the_compiled_loop(word_counts, n, extra):
+    base = Vocab.base(False)
+    base.tokens += extra
+    _same_as_the_loop(list(word_counts), list(word_counts.values()), base, n)
+
+
+@given(small_words, st.integers(0, 40), extra_tokens, st.none() | st.integers(1, 6), st.none() | st.integers(0, 80))
+def test_fuzz_small_run_loop_with_limits_equals_the_compiled_loop(word_counts, n, extra, longest, least):
+    # --max-token-length and --min-frequency: pairs too long passed over, the loop stopped early
+    base = Vocab.base(False)
+    base.tokens += extra
+    _same_as_the_loop(list(word_counts), list(word_counts.values()), base, n, max_token_length=longest,
+                      min_frequency=least)
+
+
+@given(st.lists(st.text(max_size=30), min_size=1, max_size=12), st.integers(0, 60))
+def test_fuzz_small_run_loop_on_text_equals_the_compiled_loop(texts, n):
+    # any text, counted as a run counts it, on the bytes and hardcoded tokens
+    wc = count_words(pl.Series(texts, dtype=pl.String))
+    if wc.height:
+        _same_as_the_loop(wc["word"].to_list(), wc["count"].to_list(), Vocab.base(), n)
+
+
+def test_small_run_loop_on_the_fixture_equals_the_compiled_loop():
+    df = pl.read_parquet(FIXTURES / "sample.parquet")
+    wc = count_words(df["text"].head(120))
+    res = _same_as_the_loop(wc["word"].to_list(), wc["count"].to_list(), Vocab.base(), 1200)
+    assert res.new_tokens == 1200
+    # what learn_merges of a small run takes for a few words: the Python loop, same merges, with a
+    # checkpoint; more words take the compiled loop
+    wc = count_words(df["text"].head(5))
+    want = learn_merges(wc["word"].to_arrow(), wc["count"].to_numpy(), Vocab.base(), 300)
+    seen = []
+    got = learn_merges(wc["word"].to_arrow(), wc["count"].to_numpy(), Vocab.base(), 300, reference=True,
+                       checkpoint=lambda *r: seen.append(r))
+    assert "layout" in want.times and "layout" not in got.times and got.token.tolist() == want.token.tolist()
+    assert np.concatenate([r[2] for r in seen]).tolist() == want.token.tolist()
+    assert got.word_tokens.tolist() == want.word_tokens.tolist()
 
 
 def _tiktoken_pieces(vocab: Vocab):

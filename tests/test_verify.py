@@ -198,7 +198,8 @@ def test_a_run_checks_a_large_vocabulary_with_hf_in_a_second_process(tmp_path):
     tokenizer that verifies."""
     import duckdb
 
-    from toktok.pipeline import TrainConfig, train
+    from toktok.config import TrainConfig
+    from toktok.pipeline import train
     from toktok.rundir import RUN_FILE
 
     where = {}

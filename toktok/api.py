@@ -141,7 +141,7 @@ def train_config(cfg: TrainConfig, *, progress: Progress | None = None,
     rep = reporter(mode, console=console)
     try:
         try:
-            result = TrainResult.of(run(cfg, progress=rep, log=log))
+            result = TrainResult.of(run(cfg.describe(), progress=rep, log=log))
         finally:
             rep.close()
     except BaseException as e:
@@ -217,6 +217,19 @@ def train(
     """
     given = {k: v for k, v in locals().items()
              if k not in ("sources", "config", "log", "phases") and v is not None}
+    cfg = _config(sources, config, phases, given)
+    try:
+        return train_config(cfg, log=log)
+    except InputError as e:
+        if "no such file or directory" in str(e) and isinstance(sources, (list, tuple)) and all(
+                isinstance(s, str) for s in sources):
+            raise InputError(f"{e} (a list of str is a list of paths; to train on texts, pass it as one source: "
+                             "[texts])") from None
+        raise
+
+
+def _config(sources: Any, config: Any, phases: Any, given: dict) -> TrainConfig:
+    """The ``TrainConfig`` of ``train``'s arguments: ``given`` holds the options passed (not None)."""
     if phases is not None:
         if sources is not None:
             raise ConfigError("sources given both as sources= and in phases=; give each phase its sources")
@@ -237,18 +250,10 @@ def train(
     for k in ("out", "output", "warm_start", "chat_template"):
         if isinstance(given.get(k), os.PathLike):  # anything else: the option's check names it
             given[k] = os.fspath(given[k])
-    if config is None and out is None and output is None:
+    if config is None and given.get("out") is None and given.get("output") is None:
         raise ConfigError("no output given; pass out='DIR' (the output folder) or output='DIR/NAME.tiktoken'")
     _not_texts(sources)
-    cfg = build_config(None if config is None else os.fspath(config), srcs, given, named=lambda k: k)
-    try:
-        return train_config(cfg, log=log)
-    except InputError as e:
-        if "no such file or directory" in str(e) and isinstance(sources, (list, tuple)) and all(
-                isinstance(s, str) for s in sources):
-            raise InputError(f"{e} (a list of str is a list of paths; to train on texts, pass it as one source: "
-                             "[texts])") from None
-        raise
+    return build_config(None if config is None else os.fspath(config), srcs, given, named=lambda k: k)
 
 
 def _not_texts(sources: Any) -> None:

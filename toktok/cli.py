@@ -175,7 +175,8 @@ def train(**values) -> None:
         # the default is bars on a terminal, plain lines elsewhere (a log, a scheduler)
         mode = cfg.progress or ("none" if quiet or cfg.verbose is False else "rich" if err.is_terminal else "plain")
         reporting = True  # from here on the reporter ends the JSON stream, error included
-        summary = train_config(cfg, progress=mode, log=log, console=err)
+        with _without_pandas(cfg):
+            summary = train_config(cfg, progress=mode, log=log, console=err)
     except ToktokError as e:
         if not reporting and "json" in (values.get("progress"), cfg and cfg.progress):
             from .progress import error_of
@@ -195,6 +196,34 @@ def train(**values) -> None:
                       "is unchanged (rerun the same command to start again)", soft_wrap=True)
         raise typer.Exit(130)
     _print_summary(summary)
+
+
+class _NoPandas:
+    """An import hook that keeps pandas out of a ``toktok train`` process (:func:`_without_pandas`)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "pandas":
+            raise ImportError("toktok train does not use pandas")
+
+
+@contextmanager
+def _without_pandas(cfg):
+    """pandas unimportable while the run of ``cfg`` runs, unless it is loaded already or the run
+    counts on Ray (whose data layer may use it).
+
+    Arrow imports pandas, where it is installed, the first time it converts a Python list or a
+    NumPy array, only to ask whether the input is a pandas object: 0.3-0.7 s of a one-document
+    run. A ``toktok train`` process hands Arrow no pandas object; Arrow then takes the input as
+    it is (the same arrays)."""
+    if "pandas" in sys.modules or cfg.engine == "ray":
+        yield
+        return
+    hook = _NoPandas()
+    sys.meta_path.insert(0, hook)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(hook)
 
 
 def _train_command() -> None:

@@ -44,6 +44,7 @@ from .errors import ConfigError, OutputError, shown
 from .options import (ANY, ENGINES, OPTION, ROLES, SIZE, SPLIT, at, kind_of_value, parse_size, redacted,
                       run_options, yaml_keys)  # parse_size: re-exported (toktok.config.parse_size)
 from .rundir import RUN_FILE, OutputLayout, output_layout
+from .spec import PhaseConfig, RunSpec, SourceConfig  # PhaseConfig, SourceConfig: re-exported
 
 #: File names toktok writes beside the .tiktoken file; ``output`` may not take one of them.
 RESERVED_NAMES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", RUN_FILE)
@@ -82,54 +83,6 @@ def _check_memory_limit(n: int, text: str, where: str) -> None:
         return
     raise ConfigError(f"{at(where, text)} is more than this machine's memory ({ram / 2**30:.1f} GiB); pass "
                       f"at most {ram >> 30}GiB, e.g. --memory-limit 2GB (DuckDB spills to disk beyond it)")
-
-
-@dataclass
-class SourceConfig:
-    """One source of a phase: a file, folder or glob (``kind`` "path"), one file (``kind`` "file"),
-    or data in memory (``kind`` "memory": ``path`` is its name, ``data`` the object; see
-    :mod:`toktok.memory`).
-
-    ``weight`` is the source's share of the phase's budget (default 1); ``text_column`` overrides
-    the run's. Example: ``SourceConfig("data/", weight=2)``.
-    """
-
-    path: str
-    weight: float | None = None
-    text_column: str | None = None
-    kind: str = "path"
-    storage_options: dict | None = None  # for a URL source: over the run's, key by key
-    data: Any = field(default=None, repr=False, compare=False)
-
-    def to_dict(self) -> dict:
-        """The source as the run file records it (in-memory data by name and kind only)."""
-        d = {"path": self.path, "weight": self.weight, "text_column": self.text_column, "kind": self.kind,
-             "storage_options": self.storage_options}
-        return {k: redacted(k, v) for k, v in d.items()}
-
-
-@dataclass
-class PhaseConfig:
-    """One training phase: its sources and how many new tokens it learns: ``merges``, or as many
-    as make ``vocab_size`` ids after it (the run's special tokens included; see
-    ``pipeline._merge_budget``), one of the two.
-
-    ``budget`` (bytes of text; human units are read into an int by ``TrainConfig.validate``)
-    overrides the run's. Example: ``PhaseConfig("code", 500, [SourceConfig("code/")])``.
-    """
-
-    name: str
-    merges: int | None
-    sources: list[SourceConfig]
-    budget: str | int | None = None
-    vocab_size: int | None = None  # instead of merges: the total ids after this phase, specials included
-
-    def to_dict(self) -> dict:
-        d = {"name": self.name, "merges": self.merges, "budget": self.budget,
-             "sources": [s.to_dict() for s in self.sources]}
-        if self.vocab_size is not None:  # recorded only when given: a merges run's record is as before
-            d["vocab_size"] = self.vocab_size
-        return d
 
 
 @dataclass
@@ -276,14 +229,6 @@ class TrainConfig:
             if not isinstance(tok, str) or not tok:
                 raise ConfigError(f"{self.name_of(role)} is empty; give one of the special tokens")
 
-    def check_roles(self, specials: list[str]) -> None:
-        """Each role names one of the run's ``specials`` (the config's and a warm-start base's)."""
-        for role, tok in self.roles.items():
-            if tok not in specials:
-                have = ", ".join(specials) if specials else "none"
-                raise ConfigError(f"{self.name_of(role)} {shown(tok)} is not one of the special tokens ({have}); "
-                                  "add it with --special-token (special_tokens: in a config) or pick one of them")
-
     def thread_count(self) -> tuple[int, str | None]:
         """The threads to use and a warning when ``threads`` asks for more than the cores: <= 0 is
         every core; more than the cores is capped at the cores (more threads do not make counting
@@ -320,6 +265,19 @@ class TrainConfig:
     def source_options(self, src: SourceConfig) -> dict:
         """The storage options of one source: the run's, then the source's own on top."""
         return {**(self.storage_options or {}), **(src.storage_options or {})}
+
+    def describe(self) -> RunSpec:
+        """The finished run (:class:`toktok.spec.RunSpec`): the options checked (:meth:`validate`),
+        the phases resolved, the threads counted, the names kept; the pipeline reads only that.
+        Example: ``TrainConfig(["d/"], "o", threads=1).describe().threads == 1``."""
+        self.validate()
+        threads, warning = self.thread_count()
+        names = {k: self.name_of(k) for k in (*OPTION, *ROLES, *self.given_as)}
+        options = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("given_as", "written")}
+        return RunSpec.frozen(options, names, self.written, self.to_dict(), phases=tuple(self.phase_list()),
+                              phases_given=bool(self.phases), threads=threads, threads_warning=warning,
+                              use_hardcoded=self.use_hardcoded(), working_set_text=self.working_set_text(),
+                              layout=self.layout())
 
     def to_dict(self) -> dict:
         """The configuration as the run file records it (JSON-able; in-memory data by name)."""

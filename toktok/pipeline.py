@@ -1,9 +1,10 @@
 """The pipeline: read → pre-tokenize + count → merge (per phase) → export → insight → verify, one run end to end.
 
-Reads the sources of a ``TrainConfig``; writes into the output folder the tokenizer files (the
-``.tiktoken`` file, ``tokenizer.json``, ``tokenizer_config.json``, ``special_tokens_map.json``)
-and the run file (or, for an ``output:`` into a folder toktok does not own, exactly that
-``.tiktoken`` and the rest in ``NAME.toktok/`` beside it: :mod:`toktok.rundir`).
+Reads the sources of a run description (``RunSpec``, :mod:`toktok.spec`); writes into the
+output folder the tokenizer files (the ``.tiktoken`` file, ``tokenizer.json``,
+``tokenizer_config.json``, ``special_tokens_map.json``) and the run file (or, for an ``output:``
+into a folder toktok does not own, exactly that ``.tiktoken`` and the rest in ``NAME.toktok/``
+beside it: :mod:`toktok.rundir`).
 Phases run in order and share one merge history: phase k counts its own sources, segments those
 words with the vocabulary after phase k-1 and learns its own number of merges. The starting
 vocabulary is the bytes (+ hardcoded tokens) or a warm-start base whose ids are all kept.
@@ -29,14 +30,16 @@ counted (``merge.warm``).
 Layering: imports point down this list, never up (and make no cycle):
 (1) the edge, ``cli`` and ``api``: parse, call the library, map typed errors (no DuckDB, no run
 store: a DuckDB error that escapes the run store's own calls is translated here, in ``train``);
-(2) ``pipeline``, the one module that runs several stages, in order; (3) the stages, ``count/``,
-``merge/``, ``formats/``, ``verify``, ``warmstart``, ``insight/`` (the CLI's other commands call
-some of them directly), and the run's own rooms, ``resume``, ``store``, ``budget``; (4) the ground,
-``config``, ``options``, ``rundir``, ``vocab``, ``errors``. Inside (3) a module may use another's
-public functions (``resume`` and ``insight`` store through ``store``, ``warmstart`` uses
-``formats``); none imports ``config`` but for types: it takes plain values. The ground imports no
-stage (except ``options``, which redacts URLs with ``count.remote.redact``).
-Example: ``train(TrainConfig(["data_fixtures/"], "out/demo", merges=500))``.
+(2) ``pipeline``, the one module that runs several stages, in order, from the finished
+``RunSpec`` (it never calls back into ``config``); (3) the stages, ``count/``, ``merge/``,
+``formats/``, ``verify``, ``warmstart``, ``insight/`` (the CLI's other commands call some of them
+directly), and the run's own rooms, ``resume``, ``store``, ``budget``; (4) the ground, ``config``
+(which builds the ``RunSpec``), ``spec``, ``options``, ``rundir``, ``vocab``, ``errors``. Inside
+(3) a module may use another's public functions (``resume`` and ``insight`` store through
+``store``, ``warmstart`` uses ``formats``); none imports ``config``: they take plain values or the
+``RunSpec``. The ground imports no stage (except ``options``, which redacts URLs with
+``count.remote.redact``).
+Example: ``train(TrainConfig(["data_fixtures/"], "out/demo", merges=500).describe())``.
 """
 from __future__ import annotations
 
@@ -49,13 +52,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
 
 from . import __version__
 from . import resume
-from .config import PhaseConfig, TrainConfig
 from .errors import ConfigError, InputError, ToktokError
 from .insight.runfile import add_views, compression_curve, word_gains
 from .formats.common import HF_FILE, write_atomic
@@ -64,15 +67,16 @@ from .formats.hf import write_hf
 from .formats.specials import special_tokens_json
 from .formats.spell import compile_kernels as compile_export_kernels
 from .formats.tiktoken import write_tiktoken
-from .merge import learn_merges, warm
+from .merge import learn_merges, small_enough, warm
 from ._kernels import compiled, release_llvm_pages
 from .budget import BudgetPlan, fit_words, plan_budget
 from .count.local import ParitySample, Source, count_phase
 from .count.memory import check_sources, corpus_of
-from .count.pretokenize import REFERENCE_BYTES
+from .count.pretokenize import REFERENCE_BYTES, SMALL_BYTES
 from .count.read import read_corpus
 from .count.remote import redact, set_readahead
 from .resume import Checkpoints
+from .spec import PhaseConfig, RunSpec
 from .rundir import RUN_FILE, OutputLayout, Staging, no_room, open_staging, special_tokens_file
 from .store import RunStore, merges_table, resource_error
 from .verify import HFSide, open_hf, verify, worth_a_process
@@ -153,7 +157,7 @@ def _literal(token: bytes) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-def _resolve_phase(cfg: TrainConfig, phase: PhaseConfig) -> list[Source]:
+def _resolve_phase(cfg: RunSpec, phase: PhaseConfig) -> list[Source]:
     """Resolve every source of ``phase``; fails on a bad path before any work."""
     return [Source(corpus_of(src, cfg.text_column, cfg.bad_utf8, resume=cfg.resume) if src.kind == "memory" else
                    read_corpus([src.path], text_column=src.text_column or cfg.text_column, bad_utf8=cfg.bad_utf8,
@@ -161,28 +165,28 @@ def _resolve_phase(cfg: TrainConfig, phase: PhaseConfig) -> list[Source]:
                    src.weight) for src in phase.sources]
 
 
-def _phase_capacity(cfg: TrainConfig, phase: PhaseConfig, plan: BudgetPlan | None) -> int | None:
+def _phase_capacity(cfg: RunSpec, phase: PhaseConfig, plan: BudgetPlan | None) -> int | None:
     """Bytes of text a phase may sample: what the memory budget allows, at most what
     ``working_set_mb`` holds, and at most the phase's own ``budget`` (text bytes) when it has one;
     None = read everything."""
     caps = []
     if plan is not None:
         caps.append(plan.sample_bytes)
-    if (ws := cfg.working_set_text()) is not None:
+    if (ws := cfg.working_set_text) is not None:
         caps.append(ws)
     if phase.budget is not None:
         caps.append(phase.budget)
     return min(caps) if caps else None
 
 
-def _start_vocab(cfg: TrainConfig) -> tuple[Vocab, list[str], Base | None, Pattern]:
+def _start_vocab(cfg: RunSpec) -> tuple[Vocab, list[str], Base | None, Pattern]:
     """The starting vocabulary, each id's kind and the run's pattern: the bytes (+ the hardcoded
     tokens the pattern forms as one piece), or a warm-start base (+ those only when asked) whose
     ids are all kept, and whose pattern the run keeps (:func:`_warm_pattern`)."""
     if cfg.warm_start is None:
         pattern = cfg.pattern or DEFAULT
         vocab = Vocab.base(hardcoded=False)
-        if cfg.use_hardcoded():
+        if cfg.use_hardcoded:
             vocab.tokens += _no_longer(hardcoded_tokens(pattern), cfg.max_token_length)
         kinds = ["byte"] * 256 + ["hardcoded"] * (len(vocab.tokens) - 256)
         return vocab, kinds, None, pattern
@@ -190,7 +194,7 @@ def _start_vocab(cfg: TrainConfig) -> tuple[Vocab, list[str], Base | None, Patte
     pattern = _warm_pattern(cfg, base)
     vocab = base.kept_vocab()
     kinds = ["special" if i in vocab.pinned else "byte" if len(t) == 1 else "base" for i, t in enumerate(vocab.tokens)]
-    if cfg.use_hardcoded():
+    if cfg.use_hardcoded:
         kinds += ["hardcoded"] * len(add_tokens(vocab, _no_longer(hardcoded_tokens(pattern), cfg.max_token_length)))
     return vocab, kinds, base, pattern
 
@@ -204,7 +208,7 @@ def _no_longer(tokens: list[bytes], limit: int | None) -> list[bytes]:
 RESERVED = "<|reserved_special_token_{}|>"
 
 
-def _check_sizes(cfg: TrainConfig, phases: list[PhaseConfig], vocab: Vocab) -> None:
+def _check_sizes(cfg: RunSpec, phases: list[PhaseConfig], vocab: Vocab) -> None:
     """Each phase's ``vocab_size`` leaves room for at least no merge: the ids the run starts with
     (tokens, pinned specials and the specials after the last rank) plus the most the phases before
     it can add (their merges, or their own vocab_size). Checked before any work."""
@@ -215,7 +219,7 @@ def _check_sizes(cfg: TrainConfig, phases: list[PhaseConfig], vocab: Vocab) -> N
             most += ph.merges
             continue
         if ph.vocab_size < most:
-            where = cfg.name_of("vocab_size") if not cfg.phases else f"phases[{k}].vocab_size:"
+            where = cfg.name_of("vocab_size") if not cfg.phases_given else f"phases[{k}].vocab_size:"
             before = (f"; the phases before it reach up to {most:,}" if most > start else "")
             raise ConfigError(f"{at(where, str(ph.vocab_size))} is less than the {start:,} ids the run starts with "
                               f"({len(vocab.tokens):,} tokens + {len(vocab.specials)} special){before}; pass at "
@@ -250,13 +254,13 @@ def _reserve(run: "_Run") -> None:
     run.specials += names
     run.reserved = len(names)
     if short:
-        where = cfg.name_of("vocab_size") if not cfg.phases else f"phases[{len(run.phases) - 1}].vocab_size:"
+        where = cfg.name_of("vocab_size") if not cfg.phases_given else f"phases[{len(run.phases) - 1}].vocab_size:"
         run.warnings.append(f"{at(where, str(run.phases[-1].vocab_size))}: the merges stopped "
                             f"{short:,} short; {short:,} reserved special tokens fill ids {vocab.size:,}.."
                             f"{vocab.size + short - 1:,}")
 
 
-def _warm_pattern(cfg: TrainConfig, base: Base) -> Pattern:
+def _warm_pattern(cfg: RunSpec, base: Base) -> Pattern:
     """A warm start's pattern: its base's own (its tokenizer.json's Split, or the tokenizer.json or
     run file beside its .tiktoken), which ``--pattern`` may repeat but not change; ``--pattern``
     (else cl100k) for a base that records none."""
@@ -334,7 +338,7 @@ class _Run:
     the later steps add (the staging folder, the run file, the vocabulary so far, each phase's
     parity sample and summary, the timings and warnings)."""
 
-    cfg: TrainConfig
+    cfg: RunSpec
     layout: OutputLayout
     phases: list[PhaseConfig]
     plans: list[list[Source]]  # each phase's sources, resolved
@@ -375,6 +379,7 @@ class _Run:
     parity_hf: str = ""  # where HF tokenizers loaded tokenizer.json for the check (HFSide.where)
     added: dict = field(default_factory=dict)  # {special: added-token flags} where they differ (toktok.added)
     chat_template: str | None = None  # the Jinja text for tokenizer_config.json
+    log: Log | None = None  # where the run's notices go (train's log; default: stderr)
     reserved: int = 0  # reserved special tokens added after the run's own (_reserve)
 
     @property
@@ -382,6 +387,13 @@ class _Run:
         """A run over a few MB (``REFERENCE_BYTES``): before the scanner and the segmentation are
         compiled, it counts and segments with their references instead (see ``reference_allowance``)."""
         return sum(src.size for srcs in self.plans for src in srcs) <= REFERENCE_BYTES
+
+    @property
+    def tiny(self) -> bool:
+        """A run over at most ``SMALL_BYTES`` (1 MB): it counts, segments, merges (up to
+        ``merge.small.SMALL_WORDS`` words) and exports without a compiled kernel, so a first run
+        after an install compiles none beside it."""
+        return sum(src.size for srcs in self.plans for src in srcs) <= SMALL_BYTES
 
     def tag(self, phase: PhaseConfig) -> str:
         """The phase in progress stage names (`` english``); nothing for a one-phase run."""
@@ -392,9 +404,12 @@ class _Run:
         return f"phase {phase.name!r}: " if len(self.phases) > 1 else ""
 
 
-def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = None, *,
+def train(cfg: RunSpec | Any, progress: Progress | None = None, log: Log | None = None, *,
           checkpoints: Checkpoints | None = None, ray_tuning: dict | None = None) -> TrainSummary:
-    """Train a tokenizer as ``cfg`` says and publish it (``cfg.layout()``); raises ToktokError on bad input.
+    """Train a tokenizer as ``cfg`` says and publish it (``cfg.layout``); raises ToktokError on bad input.
+
+    ``cfg`` is the finished run (``RunSpec``); a ``TrainConfig`` is finished first (``describe``:
+    its checks), the one call into the config: the steps read only the ``RunSpec``.
 
     With ``cfg.verbose`` the merges are logged as toktoktok does (the first 10 of each phase and
     every 100th: the pair, the new token, its id and count), one line each to ``log`` (default:
@@ -410,19 +425,21 @@ def train(cfg: TrainConfig, progress: Progress | None = None, log: Log | None = 
     """
     from .alloc import lean
 
+    if not isinstance(cfg, RunSpec):
+        cfg = cfg.describe()
     try:
         with lean():
             return _train(cfg, progress, log, checkpoints or Checkpoints(), ray_tuning or {})
     except ToktokError:
         raise
     except Exception as e:
-        te = resource_error(e, cfg.layout().folder / RUN_FILE, None, cfg.text_of("memory_limit"))
+        te = resource_error(e, cfg.layout.folder / RUN_FILE, None, cfg.text_of("memory_limit"))
         if te is None:
             raise
         raise te from e
 
 
-def _train(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: Checkpoints,
+def _train(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: Checkpoints,
            ray_tuning: dict) -> TrainSummary:
     """The steps of a run, in order (see the module docstring); on failure the staging folder is
     kept for ``--resume`` when it holds a checkpoint (:func:`toktok.resume.abandon`)."""
@@ -432,11 +449,9 @@ def _train(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: 
     run.kept = run.staging.resuming
     try:
         _open(run)
-        if not compiled():  # the first run after an install: the merge kernels compile beside it
-            run.compiler = warm.start(also=compile_export_kernels)
-            if cfg.verbose is not False:
-                (log or _stderr)("toktok: compiling the kernels, once after an install (about 10 s more); "
-                                 "later runs load them from Numba's cache")
+        run.log = log
+        if not run.tiny:  # (a tiny run compiles only if its words are too many for merge.small)
+            _compile_beside(run)
         for phase, sources, fp in zip(run.phases, run.plans, run.fingerprints):
             _phase(run, phase, sources, fp)
         _reserve(run)
@@ -459,6 +474,22 @@ def _train(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: 
         resume.abandon(e, run.staging, run.kept)
         raise
     return _summary(run)
+
+
+def _compile_beside(run: _Run) -> None:
+    """On the first run after an install, the merge loop's and the export's kernels compiled in a
+    second process (``merge.warm``; in this one under a memory budget), said once; nothing when
+    they are in Numba's cache."""
+    if run.compiler is not None or compiled():
+        return
+    # under a memory budget, whose plan counts one process, the kernels compile in this one as
+    # they are first called (a no-op Compiler marks that it was said): a second process held
+    # 150-300 MB more on a first run (peak 1.25-1.54x the budget against 0.96x warm)
+    run.compiler = warm.start(also=compile_export_kernels) if run.plan is None else warm.Compiler(None)
+    if run.cfg.verbose is not False:
+        (run.log or _stderr)("toktok: compiling the kernels, once after an install (about 10 s more"
+                             + ("" if run.plan is None else ", in this process: inside the memory budget")
+                             + "); later runs load them from Numba's cache")
 
 
 def _checkpoint(run: _Run, save: Callable[[RunStore], None]) -> None:
@@ -488,7 +519,7 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _ray_engine(cfg: TrainConfig) -> Callable | None:
+def _ray_engine(cfg: RunSpec) -> Callable | None:
     """The Ray engine's ``count_phase`` when the run asks for it (a ConfigError naming the install
     command when Ray is missing), None for the local engine."""
     if cfg.engine != "ray":
@@ -499,17 +530,16 @@ def _ray_engine(cfg: TrainConfig) -> Callable | None:
     return ray_count_phase
 
 
-def _plan(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: Checkpoints) -> _Run:
-    """1. Every check before any work: the options (``cfg.validate``: sizes are ints from here on),
+def _plan(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: Checkpoints) -> _Run:
+    """1. Every check before any work (the options were checked by ``describe``: sizes are ints),
     the engine, the plan of the memory budget (made once, here), each phase's sources (a bad path
     fails here), the starting vocabulary (the bytes and hardcoded tokens, or a warm-start base),
     the special tokens and roles, and the inputs that publishing must not replace. Reads the
     config, the sources' listings and the base; writes nothing."""
-    cfg.validate()
-    check_sources(phases := cfg.phase_list(), resume=cfg.resume, engine=cfg.engine)  # in-memory ones
+    check_sources(phases := list(cfg.phases), resume=cfg.resume, engine=cfg.engine)  # in-memory ones
     ray_count = _ray_engine(cfg)
     warnings: list[str] = []
-    threads, too_many = cfg.thread_count()
+    threads, too_many = cfg.threads, cfg.threads_warning
     if too_many:
         warnings.append(too_many)
     release_llvm_pages()  # see there: ~100 MB of RSS that the run never uses
@@ -540,7 +570,7 @@ def _plan(cfg: TrainConfig, progress: Progress | None, log: Log | None, marks: C
     if cfg.warm_start is not None:
         inputs.append((cfg.warm_start, "the warm-start base"))
     say = (log or _stderr) if cfg.verbose else None
-    return _Run(cfg=cfg, layout=cfg.layout(), phases=phases, plans=plans, plan=plan, ray_count=ray_count,
+    return _Run(cfg=cfg, layout=cfg.layout, phases=phases, plans=plans, plan=plan, ray_count=ray_count,
                 threads=threads, report=progress or (lambda stage, done, total: None), say=say, marks=marks,
                 vocab=vocab, kinds=kinds, phase_of=[None] * len(vocab.tokens), base=base, specials=specials,
                 inputs=inputs, warnings=warnings, added=added_flags(cfg.special_tokens), chat_template=chat,
@@ -559,6 +589,7 @@ def _open(run: _Run) -> None:
         limit, shown = cfg.memory_limit, cfg.text_of("memory_limit")
     store = run.store = RunStore.create(run.staging.path / RUN_FILE, memory_limit=limit, threads=run.threads,
                                         limit_shown=shown)
+    store.begin()  # what the run file records before any phase, in one commit
     run.fingerprints = resume.begin(store, cfg, run.plans, resuming)
     if plan is not None:
         store.put_meta("budget", plan.to_dict())
@@ -571,6 +602,7 @@ def _open(run: _Run) -> None:
     store.put_meta("resumed" if resuming else "started", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     if run.base is not None:
         store.put_meta("warm_start", {**run.base.summary(), "hardcoded_added": run.kinds.count("hardcoded")})
+    store.commit()
 
 
 def _phase(run: _Run, phase: PhaseConfig, sources: list[Source], fp: list) -> None:
@@ -729,6 +761,8 @@ def _merge(run: _Run, phase: PhaseConfig, counted: _Counted, fp: list, cp: dict 
     prior = store.merges_of(phase.name) if cp is not None else None
     store.drop_merges(phase.name)
     start = Vocab(run.vocab.tokens, [], run.vocab.pinned)
+    if run.tiny and not small_enough(words, n):  # the loop's kernels after all
+        _compile_beside(run)
     res = learn_merges(words, counts, start, n, progress=lambda k: run.report("merge" + tag, k, n),
                        checkpoint=_MergeLog(run, phase), every=run.marks.every, step=run.marks.step,
                        ready=partial(_compiled, run) if run.compiler is not None else None, reference=run.small,
@@ -856,12 +890,14 @@ def _publish(run: _Run) -> None:
     staging folder published: renamed into place, whole (:meth:`toktok.rundir.Staging.publish`)."""
     store = run.store
     _settle(run)
+    store.begin()  # the run file's last records in one commit
     for k, v in run.times.items():
         store.add_stage(k, v)
     store.put_meta("parity", {"ok": True, "strings": run.parity_strings, "tokens": run.parity_tokens,
                               "hf_tokenizers": run.parity_hf})
     store.put_meta("warnings", run.warnings)
     store.put_meta("finished", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    store.commit()
     store.close()
     run.staging.publish(run.layout)
 
@@ -880,4 +916,4 @@ def _summary(run: _Run) -> TrainSummary:
     )
 
 
-__all__ = ["train", "TrainSummary", "PhaseSummary", "TrainConfig"]
+__all__ = ["train", "TrainSummary", "PhaseSummary", "RunSpec"]

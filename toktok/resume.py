@@ -29,7 +29,7 @@ from .errors import ConfigError, InputError, ParityError, ToktokError
 from .store import RunStore
 
 if TYPE_CHECKING:
-    from .config import TrainConfig
+    from .spec import RunSpec
     from .merge import MergeResult
     from .rundir import Staging
 
@@ -128,7 +128,7 @@ def _resolved(path):
     return os.path.normpath(os.path.abspath(p))
 
 
-def identity(cfg: TrainConfig) -> dict:
+def identity(cfg: RunSpec) -> dict:
     """What a ``--resume`` must be given unchanged, with every path resolved (see ``_resolved``)."""
     ident = json.loads(json.dumps({k: cfg.to_dict().get(k) for k in IDENTITY}, default=str))
     ident["sources"] = [_resolved(s) for s in ident.get("sources") or []]
@@ -140,7 +140,7 @@ def identity(cfg: TrainConfig) -> dict:
     return ident
 
 
-def _check_same_run(store: RunStore, cfg: TrainConfig) -> None:
+def _check_same_run(store: RunStore, cfg: RunSpec) -> None:
     """``--resume`` continues only the run it was given: same sources (as resolved paths, however
     spelled), merges, seed, budget, ..."""
     now = identity(cfg)
@@ -208,7 +208,7 @@ def _respell(plans: list[list[Source]], stored: str | None) -> None:
             src.corpus.files.sort(key=lambda f: f.path)
 
 
-def begin(store: RunStore, cfg: TrainConfig, plans: list[list[Source]], resuming: bool) -> list[list[list]]:
+def begin(store: RunStore, cfg: RunSpec, plans: list[list[Source]], resuming: bool) -> list[list[list]]:
     """Start (or, ``resuming``, continue) the run in ``store``: a resumed run must be the same run
     (ConfigError otherwise), its files take the interrupted run's spelling and its outputs are
     dropped; records the identity and the input files. Returns each phase's fingerprint."""

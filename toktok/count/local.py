@@ -76,16 +76,8 @@ def sample_pass(
     total = sum(s.size for s in sources)
     if any(f.kind == "memory" and not f.size for _, f in phase_files(sources)):
         total = None  # data in an iterable: its size is known once it is read
-    caps, group = capacity_split(sources, capacity)
-    reservoirs = [Reservoir(c, seed, pattern=pattern) for c in caps]
-    pools = [reservoirs[g] for g in group]
-    # Files are read in parallel (Parquet decoding and UTF-8 checks release the GIL), each by one
-    # thread in file order, straight from Arrow: only the kept pieces are copied (sample.py). The
-    # sample does not depend on the order in which files finish.
+    pools, jobs = _sample_jobs(sources, capacity, seed, pattern)
     keys = doc_keys(sources)
-    jobs = [(src.corpus, f, res) for src, res in zip(sources, pools) for f in src.corpus.files]
-    for _, f, res in jobs:  # per-file statistics in file order, whichever file finishes first
-        res.stats.setdefault(f.path, SourceStats())
     workers = max(1, min(pl.thread_pool_size(), len(jobs)))
     # small reads (sample.READ_BYTES): decoded text is cut and hashed while still in cache, and
     # the workers together hold less than one batch
@@ -135,8 +127,7 @@ def sample_pass(
     loaded = threading.Event()
     read = [0]  # bytes read since the heap was last tidied: about two batches, the reads' share
     tidy_every = 2 * batch_bytes
-    # progress: the files done, and how far into its file each worker is (_InFile), every
-    # SAMPLE_POLL seconds at least, so that one large file shows how far it is too
+    # progress: the files done, and how far into its file each worker is (_InFile; _wait_for)
     finished: queue.Queue = queue.Queue()
     active: set[int] = set()
     text_of = [0] * len(jobs)  # bytes of text read of each file
@@ -148,20 +139,41 @@ def sample_pass(
             for i in range(len(jobs)):
                 pool.submit(run, i)
             report("sample" + tag, 0, total)
-            left = len(jobs)
-            while left:
-                try:
-                    finished.get(timeout=SAMPLE_POLL)
-                    left -= 1
-                except queue.Empty:
-                    pass
-                report("sample" + tag, so_far(), total)
+            _wait_for(len(jobs), finished, lambda: report("sample" + tag, so_far(), total))
         finally:
             abort.set()
             pool.shutdown(wait=True, cancel_futures=True)
     if errors:  # the same error as reading the files one after the other
         raise errors[min(errors)]
     return pools
+
+
+def _sample_jobs(sources: list[Source], capacity: int, seed: int,
+                 pattern: Pattern) -> tuple[list[Reservoir], list[tuple]]:
+    """Each source's reservoir (a shared one repeated, :func:`capacity_split`) and the files to
+    read, ``(corpus, file, reservoir)`` in file order, each file's statistics already in place."""
+    caps, group = capacity_split(sources, capacity)
+    reservoirs = [Reservoir(c, seed, pattern=pattern) for c in caps]
+    pools = [reservoirs[g] for g in group]
+    # Files are read in parallel (Parquet decoding and UTF-8 checks release the GIL), each by one
+    # thread in file order, straight from Arrow: only the kept pieces are copied (sample.py). The
+    # sample does not depend on the order in which files finish.
+    jobs = [(src.corpus, f, res) for src, res in zip(sources, pools) for f in src.corpus.files]
+    for _, f, res in jobs:  # per-file statistics in file order, whichever file finishes first
+        res.stats.setdefault(f.path, SourceStats())
+    return pools, jobs
+
+
+def _wait_for(n: int, finished: queue.Queue, progress: Callable[[], None]) -> None:
+    """Until ``n`` items came on ``finished`` (one per file done); ``progress()`` after each and
+    at least every ``SAMPLE_POLL`` seconds, so that one large file shows how far it is too."""
+    while n:
+        try:
+            finished.get(timeout=SAMPLE_POLL)
+            n -= 1
+        except queue.Empty:
+            pass
+        progress()
 
 
 _FILE_DONE = "file done"

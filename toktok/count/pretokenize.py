@@ -1247,17 +1247,24 @@ _VIEW_BYTES_MAX = (1 << 31) - 1  # a binary view's offset is an int32
 
 #: Text a run may count with the reference while the scanner is not compiled (~1.3 s of it).
 REFERENCE_BYTES = 8 << 20
+#: Sources up to this size are counted with the reference even when the scanner is compiled:
+#: at 6-9 MB/s that is quicker than loading the scanner from Numba's cache (0.3-0.5 s, and
+#: Numba's own start the first time a run loads a kernel), and a run this small loads none.
+SMALL_BYTES = 1 << 20
 _REFERENCE_ENTRY_BYTES = 200  # a word in the reference's Counter: str, int and table slot (CPython)
 
 
 def reference_allowance(source_bytes: int, pattern: Pattern = DEFAULT) -> int:
     """The text a run over ``source_bytes`` of sources counts with the reference instead of the
     compiled scanner of ``pattern`` (``WordCounter(reference_bytes=...)``): ``REFERENCE_BYTES``
-    when that scanner is not in Numba's cache yet and the sources are no larger, else 0 (and 0
-    for a pattern without a scanner, which counts through the reference anyway).
+    when that scanner is not in Numba's cache yet and the sources are no larger, or when they
+    are at most ``SMALL_BYTES``; else 0 (and 0 for a pattern without a scanner, which counts
+    through the reference anyway).
     Example: ``reference_allowance(1 << 40) == 0``."""
     scanner = _scanner(pattern)
-    if scanner is None or source_bytes > REFERENCE_BYTES or compiled((scanner,)):
+    if scanner is None or source_bytes > REFERENCE_BYTES:
+        return 0
+    if source_bytes > SMALL_BYTES and compiled((scanner,)):
         return 0
     return REFERENCE_BYTES
 

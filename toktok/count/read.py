@@ -26,7 +26,7 @@ import json
 import os
 import re
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 import numpy as np
@@ -36,13 +36,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import remote
+from .files import SUFFIXES, SourceFile, kind_of
 from ..errors import ConfigError, InputError, one_line
 from ..patterns import DEFAULT, Pattern
 from .cuts import REGEX_MARGIN, rule, split_point
 
-#: File kinds by name suffix (checked in this order, so ``.jsonl.zst`` wins over ``.zst``).
-SUFFIXES = ((".jsonl.zst", "jsonl.zst"), (".parquet", "parquet"), (".jsonl", "jsonl"),
-            (".txt", "txt"))
 BAD_UTF8_POLICIES = ("error", "replace", "skip")
 _SUPPORTED = ".parquet, .jsonl, .jsonl.zst or .txt"
 _UTF8_HINT = "fix the file or pass --bad-utf8 replace (or skip)"
@@ -50,27 +48,6 @@ _UTF8_HINT = "fix the file or pass --bad-utf8 replace (or skip)"
 # Big .txt files are cut where the pattern's pieces of the parts are those of the whole
 # (toktok.count.cuts: a named pattern's rule, or a custom regex's own match ends).
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-@dataclass
-class SourceFile:
-    """One input file: ``SourceFile("data/a.parquet", "parquet", 1234)``; size is bytes on disk.
-
-    ``key`` is the part of the path the user did not spell out, the file's part of its documents'
-    identity (``source_key``): ``a.parquet`` whether the corpus is ``data/``, ``/mnt/x/data/*.parquet``
-    or ``s3://bucket/data/``. ``etag`` is an object's version tag in a store (None for local files).
-    ``row_groups`` makes it a part of a Parquet file (a Ray work unit): only those row groups are
-    read, their rows numbered as in the whole file. ``footer`` is the Parquet metadata of an object
-    in a store as read when its sources were resolved, kept so that its footer is fetched once.
-    """
-
-    path: str
-    kind: str  # "parquet" | "jsonl" | "jsonl.zst" | "txt"
-    size: int
-    key: str = ""
-    etag: str | None = None
-    row_groups: tuple[int, ...] | None = None
-    footer: Any = field(default=None, repr=False, compare=False)  # pyarrow FileMetaData
 
 
 @dataclass
@@ -89,15 +66,6 @@ class Batch:
     #: With ``Corpus(label_column=NAME)``: each document's value of that column or field (None
     #: where a record has none); None for a file without such a column (text files, Parquet).
     labels: list | None = None
-
-
-def kind_of(path: str) -> str | None:
-    """The kind of a file name, None if unsupported: ``kind_of("a.JSONL.zst") == "jsonl.zst"``."""
-    low = path.lower()
-    for suffix, kind in SUFFIXES:
-        if low.endswith(suffix):
-            return kind
-    return None
 
 
 def _has_magic(s: str) -> bool:

@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import ConfigError, InputError, one_line
+from .files import SourceFile, kind_of
 
 #: scheme -> (fsspec protocol, module the client needs, extra that installs it)
 SCHEMES = {
@@ -355,14 +356,12 @@ def _tag(info: dict) -> str | None:
 
 
 def resolve(source: str, options: dict | None = None) -> list:
-    """The objects a URL source names, as ``toktok.read.SourceFile``s sorted by URL, each with its
+    """The objects a URL source names, as ``SourceFile``s sorted by URL, each with its
     size, version tag (``etag``) and identity ``key`` (its path after the part of the URL before
     any wildcard: ``s3://b/perf/*.parquet`` -> ``a.parquet``; a prefix ``s3://b/perf/`` -> the
     path below it; one object -> its name). Globs (``*``, ``**``) and prefixes are listed on the
     store; http(s) URLs are single files. Raises InputError (nothing found, missing, denied,
     unreachable) or ConfigError (unsupported scheme, client not installed)."""
-    from .read import SourceFile, kind_of
-
     options = dict(options or {})
     name = display(source)
     scheme = scheme_of(source) or ""

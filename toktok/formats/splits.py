@@ -1,6 +1,7 @@
 """The merges of a Hugging Face ``tokenizer.json`` from a vocabulary: every split of every token
 into two tokens, ordered by (token, left, right) rank, so that HF's BPE gives tiktoken's ids.
-Short tokens are split by a compiled kernel (``merge.token_splits``), long ones (runs of one
+Short tokens are split by a compiled kernel (``merge.token_splits``; in Python for a small
+vocabulary), long ones (runs of one
 character grow to megabytes) through an index of fingerprints instead of at every split point.
 Example: ``all_split_merges([b"a", b"b", b"ab"]) == [(0, 1)]``.
 """
@@ -13,6 +14,9 @@ SPLIT_ALL_UP_TO = 64
 #: Bytes of slicing (the sum of the squared lengths of the long tokens) up to which every split
 #: point of a long token is tried as for short ones: indexing every token costs more than that.
 LONG_PLAIN_BUDGET = 1 << 24
+#: Vocabularies up to this many tokens are split in Python (~10 ms for 4,096): quicker than
+#: loading the kernel from Numba's cache, and a small run loads none.
+SMALL_TOKENS = 1 << 13
 
 
 def all_split_merges(tokens: list[bytes], skip: "set[int] | dict[int, str] | None" = None, *,
@@ -40,7 +44,7 @@ def _split_merges(tokens: list[bytes], skip=None, up_to: int = SPLIT_ALL_UP_TO, 
     from ..merge import token_splits
 
     skip = skip or ()
-    rows = [token_splits(tokens, skip, up_to)]
+    rows = [token_splits(tokens, skip, up_to) if len(tokens) > SMALL_TOKENS else _short_splits(tokens, skip, up_to)]
     lengths = np.fromiter(map(len, tokens), np.int64, len(tokens))
     long = [(i, tokens[i]) for i in np.flatnonzero(lengths > up_to).tolist() if i not in skip]
     if long:
@@ -61,6 +65,20 @@ def _split_merges(tokens: list[bytes], skip=None, up_to: int = SPLIT_ALL_UP_TO, 
     else:
         out = rows[0]
     return out[:, 1:]
+
+
+def _short_splits(tokens: list[bytes], skip, up_to: int):
+    """``merge.token_splits`` in Python, for a vocabulary of at most ``SMALL_TOKENS``: rows
+    (token, left, right) of every split of every token of at most ``up_to`` bytes into two tokens
+    (ids in ``skip`` neither split nor parts), in token order, then left id order."""
+    import numpy as np
+
+    ids = {t: i for i, t in enumerate(tokens) if i not in skip}
+    get = ids.get
+    found = [(t, left, right) for t, tok in enumerate(tokens) if t not in skip and len(tok) <= up_to
+             for k in range(1, len(tok)) if (left := get(tok[:k])) is not None and (right := get(tok[k:])) is not None]
+    found.sort()
+    return np.array(found, np.int32).reshape(-1, 3)
 
 
 def _fingerprint(t: bytes) -> tuple[int, bytes, bytes]:

@@ -232,6 +232,31 @@ def _batches(nbytes: np.ndarray):
         yield start, len(nbytes)
 
 
+def _encode_all(tok, docs: list[str], nbytes: np.ndarray, doc_group: np.ndarray | None,
+                n_subsets: int) -> tuple[np.ndarray, np.ndarray, _Loss]:
+    """``tok`` over ``docs`` in batches: tokens per document, the ids each subset used (row 0:
+    all; the others by ``doc_group`` when grouped) and what was lost (:class:`_Loss`)."""
+    ntok = np.zeros(len(docs), dtype=np.int64)
+    used = np.zeros((n_subsets, tok.vocab_size), dtype=bool)
+    loss = _Loss(len(docs))
+    for start, end in _batches(nbytes):
+        if tok.encode_lost is not None:
+            ids, lost = tok.encode_lost(docs[start:end])
+            loss.lost[start:end] = lost
+        else:
+            ids = tok.encode(docs[start:end])
+        lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lens.sum()))
+        ntok[start:end] = lens
+        loss.check(tok, docs, start, end, ids, lens, flat)
+        if flat.size and flat.max() >= used.shape[1]:  # an id beyond the reported size: grow
+            used = np.pad(used, ((0, 0), (0, int(flat.max()) + 1 - used.shape[1])))
+        used[0, flat] = True
+        if doc_group is not None:
+            used[np.repeat(doc_group[start:end], lens), flat] = True
+    return ntok, used, loss
+
+
 def evaluate(
     tokenizers: Sequence[str],
     data: Sequence[str],
@@ -278,24 +303,7 @@ def evaluate(
     words = measure.sums(counts, of, len(names))
     rows_by_tok = []
     for tok in toks:
-        ntok = np.zeros(len(docs), dtype=np.int64)
-        used = np.zeros((len(names), tok.vocab_size), dtype=bool)
-        loss = _Loss(len(docs))
-        for start, end in _batches(nbytes):
-            if tok.encode_lost is not None:
-                ids, lost = tok.encode_lost(docs[start:end])
-                loss.lost[start:end] = lost
-            else:
-                ids = tok.encode(docs[start:end])
-            lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-            flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lens.sum()))
-            ntok[start:end] = lens
-            loss.check(tok, docs, start, end, ids, lens, flat)
-            if flat.size and flat.max() >= used.shape[1]:  # an id beyond the reported size: grow
-                used = np.pad(used, ((0, 0), (0, int(flat.max()) + 1 - used.shape[1])))
-            used[0, flat] = True
-            if groups is not None:
-                used[np.repeat(doc_group[start:end], lens), flat] = True
+        ntok, used, loss = _encode_all(tok, docs, nbytes, doc_group if groups is not None else None, len(names))
         rows_by_tok.append((tok, ntok, used, loss))
         loss.warn(tok, nbytes, nchars)
 

@@ -14,11 +14,15 @@ import math
 import os
 import re
 
-import pyarrow as pa
+from typing import TYPE_CHECKING
+
 from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
+
+if TYPE_CHECKING:  # Arrow loads with the command that has a table to show
+    import pyarrow as pa
 
 
 # What must not reach a terminal raw: C0 controls (ESC starts ANSI sequences), DEL, C1 controls
@@ -88,6 +92,8 @@ def arrow_table(table: pa.Table, limit: int = 40, title: str | None = None) -> G
         for k, v in zip(table.column_names, _rows(table.slice(0, 1))[0]):
             _row(t, k, _cell(v))
         return Group(t)
+    import pyarrow as pa
+
     t = Table(title=literal(title) if title else None, title_justify="left", header_style="bold", show_lines=False)
     for f in table.schema:
         numeric = pa.types.is_integer(f.type) or pa.types.is_floating(f.type) or pa.types.is_decimal(f.type)
@@ -180,16 +186,8 @@ _SAMPLE_TEXT = {
 }
 
 
-def run_summary(d: dict) -> Group:
-    """``toktok show``: one screen about a run from ``insight.describe``."""
-    cfg = d.get("config") or {}
-    head = Table(show_header=False, box=None, pad_edge=False, title=literal(f"toktok run {d.get('run') or ''}"),
-                 title_justify="left", title_style="bold")
-    head.add_column(style="bold cyan", no_wrap=True)
-    head.add_column(overflow="fold")
-    _row(head, "when", f"{d.get('started') or '?'} → {d.get('finished') or 'unfinished'}"
-         + (f"  (toktok {d['versions'].get('toktok')})" if d.get("versions") else ""))
-    phases_cfg = [p for p in cfg.get("phases") or [] if isinstance(p, dict)]
+def _config_line(cfg: dict, phases_cfg: list[dict], pattern: str | None) -> str:
+    """The run's options in one line, from the config its run file recorded."""
     if phases_cfg:
         opts = ["phases " + ", ".join(f"{p.get('name')} {p.get('merges', '?'):,}" if isinstance(p.get("merges"), int)
                                       else str(p.get("name")) for p in phases_cfg) + " merges"]
@@ -200,23 +198,56 @@ def run_summary(d: dict) -> Group:
                                            for t in cfg["special_tokens"]))
     if cfg.get("warm_start"):
         opts.append(f"warm start {cfg['warm_start']}")
-    def size(v):  # sizes are stored as ints (bytes) since the option registry; older runs hold text
-        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-            return v
-        for unit, base in (("TB", 1000**4), ("TiB", 1 << 40), ("GB", 1000**3), ("GiB", 1 << 30),
-                           ("MB", 1000**2), ("MiB", 1 << 20), ("KB", 1000), ("KiB", 1 << 10)):
-            if v % base == 0:
-                return f"{v // base}{unit}"  # as a user writes it: 2GB, 512MiB
-        return f"{v:,} bytes"
-
     if cfg.get("budget"):
-        opts.append(f"budget {size(cfg['budget'])}")
-    if d.get("pattern"):
-        opts.append(f"pattern {d['pattern']}")
-    opts += [f"seed {cfg.get('seed', '?')}", f"memory {size(cfg.get('memory_limit', '?'))}"]
+        opts.append(f"budget {_size_as_written(cfg['budget'])}")
+    if pattern:
+        opts.append(f"pattern {pattern}")
+    opts += [f"seed {cfg.get('seed', '?')}", f"memory {_size_as_written(cfg.get('memory_limit', '?'))}"]
     if cfg.get("config_file"):
         opts.append(f"from {cfg['config_file']}")
-    _row(head, "config", ", ".join(opts))
+    return ", ".join(opts)
+
+
+def _size_as_written(v):
+    """A stored size as a user writes it (``2GB``, ``512MiB``); sizes are stored as ints (bytes)
+    since the option registry, older runs hold text, which is shown as it is."""
+    if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+        return v
+    for unit, base in (("TB", 1000**4), ("TiB", 1 << 40), ("GB", 1000**3), ("GiB", 1 << 30),
+                       ("MB", 1000**2), ("MiB", 1 << 20), ("KB", 1000), ("KiB", 1 << 10)):
+        if v % base == 0:
+            return f"{v // base}{unit}"  # as a user writes it: 2GB, 512MiB
+    return f"{v:,} bytes"
+
+
+def _sample_rows(head: Table, s: dict | None) -> None:
+    """The compression curve's rows: bytes per token over the merges, by subset if grouped."""
+    if s:
+        what = _SAMPLE_TEXT.get(s.get("text"), "text of unrecorded origin:")
+        line = (f"{what} {s.get('docs', 0):,} docs, {_size(s.get('bytes'))}: bytes/token "
+                f"{s['bytes_per_token_start']:.3f} → {s['bytes_per_token_end']:.3f} over the merges")
+        _row(head, "sample", line)
+        subs = s.get("subsets") or []
+        if subs:
+            worst, best = subs[:3], subs[-3:]
+            _row(head, "", f"by {s.get('by') or 'group'} ({len(subs)}): lowest "
+                 + ", ".join(f"{x['subset']} {x['bytes_per_token']:.2f}" for x in worst)
+                 + "; highest " + ", ".join(f"{x['subset']} {x['bytes_per_token']:.2f}" for x in reversed(best)))
+    else:
+        _row(head, "sample", "no compression curve recorded (no compression table)")
+
+
+def run_summary(d: dict) -> Group:
+    """``toktok show``: one screen about a run from ``insight.describe``."""
+    cfg = d.get("config") or {}
+    head = Table(show_header=False, box=None, pad_edge=False, title=literal(f"toktok run {d.get('run') or ''}"),
+                 title_justify="left", title_style="bold")
+    head.add_column(style="bold cyan", no_wrap=True)
+    head.add_column(overflow="fold")
+    _row(head, "when", f"{d.get('started') or '?'} → {d.get('finished') or 'unfinished'}"
+         + (f"  (toktok {d['versions'].get('toktok')})" if d.get("versions") else ""))
+    phases_cfg = [p for p in cfg.get("phases") or [] if isinstance(p, dict)]
+    _row(head, "config", _config_line(cfg, phases_cfg, d.get("pattern")))
     if phases_cfg:
         srcs = "; ".join(f"{p.get('name')}: " + " ".join(str(s.get("path")) if isinstance(s, dict) else str(s)
                                                           for s in p.get("sources") or []) for p in phases_cfg)
@@ -233,20 +264,7 @@ def run_summary(d: dict) -> Group:
         _row(head, "", f"… {len(inputs) - 6} more (toktok sql RUN sources)")
     w = d.get("words") or {}
     _row(head, "words", f"{w.get('unique_words') or 0:,} unique, {w.get('total') or 0:,} in all")
-    s = d.get("sample")
-    if s:
-        what = _SAMPLE_TEXT.get(s.get("text"), "text of unrecorded origin:")
-        line = (f"{what} {s.get('docs', 0):,} docs, {_size(s.get('bytes'))}: bytes/token "
-                f"{s['bytes_per_token_start']:.3f} → {s['bytes_per_token_end']:.3f} over the merges")
-        _row(head, "sample", line)
-        subs = s.get("subsets") or []
-        if subs:
-            worst, best = subs[:3], subs[-3:]
-            _row(head, "", f"by {s.get('by') or 'group'} ({len(subs)}): lowest "
-                 + ", ".join(f"{x['subset']} {x['bytes_per_token']:.2f}" for x in worst)
-                 + "; highest " + ", ".join(f"{x['subset']} {x['bytes_per_token']:.2f}" for x in reversed(best)))
-    else:
-        _row(head, "sample", "no compression curve recorded (no compression table)")
+    _sample_rows(head, d.get("sample"))
     for k, r in enumerate(d.get("phases") or []):
         parts = [f"{r['merges']:,} merges" + (f" ({r['reused']:,} reused)" if r["reused"] else "")]
         if r["first_id"] is not None:
@@ -288,6 +306,8 @@ def write_csv(table: pa.Table, stream) -> None:
     """All rows of ``table`` as CSV (header first) to a text stream."""
     import csv
 
+    import pyarrow as pa
+
     w = csv.writer(stream, lineterminator="\n")
     w.writerow(table.column_names)
     for batch in table.to_batches(4096):
@@ -297,6 +317,7 @@ def write_csv(table: pa.Table, stream) -> None:
 
 def write_parquet(table: pa.Table, path: str) -> None:
     """``table`` as a Parquet file; OutputError if it cannot be written."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from ..errors import OutputError

@@ -9,14 +9,16 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..vocab import Vocab
 from .layout import _layout, _token_bits, _tokens_per_word
 from .loop import NO_LIMIT, _loop, _setup
+from .result import MergeResult
 from .segment import _segment_ids
+from .small import learn_small, small_enough
 from .table import make_room, rebuild_table
 from .tokens import _token_arrays
 
@@ -26,39 +28,6 @@ STATS = ("records", "table_rows", "pool_entries", "heap_rows", "heap_pops", "new
          "min_frequency_stop")
 """Names of the loop's statistics (``MergeResult.stats``), in the order ``_loop`` counts them
 (``min_frequency_stop``: the count of the best pair when ``min_frequency`` ended the loop, else 0)."""
-
-
-@dataclass
-class MergeResult:
-    """What one call of ``learn_merges`` learned.
-
-    ``left``/``right``/``token``/``count``/``reused`` are parallel arrays, one entry per merge in
-    the order the merges were applied; ``reused`` marks merges whose bytes already were a token
-    (no new id). ``vocab`` is the starting vocabulary plus the new tokens. ``stats`` counts what
-    the loop did (``STATS``: the largest table, pool and heap, heap pops, list entries read, pool
-    compactions and growths, table rebuilds, heap refills, lists sorted, ...) and ``times`` its
-    stages' seconds (segment, layout, setup, loop, their CPU seconds, total), for benchmarks.
-    """
-
-    vocab: Vocab
-    left: np.ndarray
-    right: np.ndarray
-    token: np.ndarray
-    count: np.ndarray
-    reused: np.ndarray
-    requested: int
-    word_tokens: np.ndarray  # tokens per input word after the merges, in input order
-    stats: dict[str, int] = field(default_factory=dict)
-    times: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def new_tokens(self) -> int:
-        return int((~self.reused).sum())
-
-    @property
-    def stopped_at(self) -> int:
-        """The count of the best pair left when ``min_frequency`` ended the loop early, else 0."""
-        return int(self.stats.get("min_frequency_stop", 0))
 
 
 @dataclass(frozen=True)
@@ -103,9 +72,11 @@ def learn_merges(
     on the way), deterministically: the loop then runs in the calling thread. ``tuning``: the
     loop's starting room (``Tuning``). ``ready()`` is called once the words are segmented and laid
     out, before the loop's kernels are first called (a cold run waits there for ``merge.warm`` to compile them).
-    ``reference``: a small run's (see ``Segmenter``). ``max_token_length``: no merge whose token
-    would be longer (bytes; such pairs are passed over and the merges come from the others);
-    ``min_frequency``: stop when the best pair's count is below it (``stopped_at``).
+    ``reference``: a small run's (see ``Segmenter``); a small word table then takes the Python loop
+    (:func:`toktok.merge.small.learn_small`, the same result) and loads no kernel.
+    ``max_token_length``: no merge whose token would be longer (bytes; such pairs are passed over
+    and the merges come from the others); ``min_frequency``: stop when the best pair's count is
+    below it (``stopped_at``).
     Example: ``learn_merges([b"abab"], np.array([3]), Vocab.base(False), 1).vocab.tokens[256] == b"ab"``.
     """
     if n_merges < 0:
@@ -114,6 +85,13 @@ def learn_merges(
         raise ValueError("max_token_length must be >= 1 and min_frequency >= 0")
     counts = np.asarray(counts, dtype=np.int64)
     vocab.check()
+    if reference and small_enough(words, n_merges):  # no kernel to load for a few words
+        res = learn_small(words, counts, vocab, n_merges, checkpoint, max_token_length=max_token_length,
+                          min_frequency=min_frequency)
+        if res is not None:
+            if progress is not None:
+                progress(res.new_tokens)
+            return res
     t0 = time.perf_counter()
 
     # 1. segment under the starting vocabulary, lay the positions out, size the token tables

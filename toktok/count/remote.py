@@ -260,7 +260,9 @@ _URL_IN_TEXT = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>()]+")
 def _one_line(e: BaseException) -> str:
     """The cause in one line, each URL in it as :func:`display` shows it: a client's message may
     quote the URL it asked for, a signed URL's signature with it."""
-    return _URL_IN_TEXT.sub(lambda m: display(m.group(0)), one_line(e, 400))[:200]
+    text = _URL_IN_TEXT.sub(lambda m: display(m.group(0)), one_line(e, 400))
+    # short: the line around it names the file, the retries and the fix within 300 characters
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _status(e: BaseException) -> int | None:
@@ -329,8 +331,9 @@ def call(fn: Callable[[], T], name: str) -> T:
                 wait = RETRY_WAIT * (2 ** attempt)
                 time.sleep(wait)
                 waited += wait
-    raise InputError(f"{name}: the store did not answer ({_one_line(last)}), still after {n} retries over "
-                     f"{waited:.0f}s; check the connection or the endpoint (AWS_ENDPOINT_URL), then rerun") from None
+    raise InputError(f"{name}: the store did not answer after {n} retries over {waited:.0f}s "
+                     f"({_one_line(last)}); check the connection or the endpoint (AWS_ENDPOINT_URL), then rerun"
+                     ) from None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -182,13 +182,13 @@ def _one_line(e: pytest.ExceptionInfo, *needles: str) -> str:
     (lambda c: toktok.Source(c["table"].select(["id"]), name="ids", text_column="id"), InputError,
      ["ids: column 'id' has type int64, not string"]),
     (lambda c: [["a text", 3]], InputError, ["source-1: row 1: expected a str, got int"]),
-    (lambda c: [["fine", "bad \ud800 text"]], InputError, ["source-1: row 1: invalid UTF-8", "replace"]),
+    (lambda c: [["fine", "bad \ud800 text"]], InputError, ["source-1: row 1: a lone surrogate", "bad_utf8='replace'"]),
     (lambda c: 42, ConfigError, ["source-1: int is not a source"]),
     (lambda c: [{"text": "a dict"}], ConfigError, ["source-1: dict is not a source"]),
     (lambda c: [toktok.Source(c["texts"], name="a"), toktok.Source(c["texts"], name="a")], ConfigError,
      ["two sources are named 'a'"]),
     (lambda c: ["hello world, a text", "another text"], InputError,
-     ["hello world, a text: no such file or directory", "pass it as one source: [texts]"]),
+     ["a list of 2 str that are not paths", "'hello world, a text'", "pass [texts] or toktok.Source(texts)"]),
 ])
 def test_bad_sources_fail_before_any_work_in_one_line(corpus, tmp_path, make, kind, needles):
     with pytest.raises(kind) as e:

@@ -434,7 +434,7 @@ def test_sql_command_errors(insight_run, tmp_path):
     one_error_line(runner.invoke(app, ["sql", str(garbage), "merges"]), "run.duckdb")
     other = tmp_path / "other.duckdb"  # a DuckDB file, but not a run's
     duckdb.connect(str(other)).close()
-    one_error_line(runner.invoke(app, ["sql", str(other), "select 1"]), "other.duckdb", "schema version None")
+    one_error_line(runner.invoke(app, ["sql", str(other), "select 1"]), "other.duckdb", "not a toktok run file")
 
 
 def test_show_command(insight_run, tmp_path):

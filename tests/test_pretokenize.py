@@ -462,9 +462,12 @@ def test_reference_alone_compiles_nothing_and_matches():
 
 
 def test_reference_allowance_is_for_small_runs_only():
-    from toktok.count.pretokenize import REFERENCE_BYTES, reference_allowance
+    from toktok.count.pretokenize import REFERENCE_BYTES, SMALL_BYTES, reference_allowance
 
     assert reference_allowance(REFERENCE_BYTES + 1) == 0
-    assert reference_allowance(0) in (0, REFERENCE_BYTES)  # 0 once the scanner is in the cache
+    # a medium run counts with the reference only until the scanner is in the cache
+    assert reference_allowance(SMALL_BYTES + 1) in (0, REFERENCE_BYTES)
     count_words(["compile the scanner"])
-    assert reference_allowance(0) == 0
+    assert reference_allowance(SMALL_BYTES + 1) == 0
+    # a small run always does: loading the scanner costs more than counting 1 MB with regex
+    assert reference_allowance(0) == reference_allowance(SMALL_BYTES) == REFERENCE_BYTES

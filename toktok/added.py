@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from .errors import ConfigError, VocabError
+from .errors import ConfigError, VocabError, shown
 
 #: The flags of an added token and their defaults for a special token (HF's ``AddedToken(special=True)``).
 FLAGS: dict[str, bool] = {"single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
@@ -100,7 +100,7 @@ def special_token(value: Any, where: str) -> str:
                           f"got {type(value).__name__}")
     unknown = [k for k in value if k != "content" and k not in FLAGS]
     if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; use content and {', '.join(FLAGS)}")
+        raise ConfigError(f"{where}: unknown key {shown(unknown[0])}; use content and {', '.join(FLAGS)}")
     content = value.get("content")
     if not isinstance(content, str) or not content:
         raise ConfigError(f"{where}: needs content: the token's text, e.g. {{content: '<|eot|>', rstrip: true}}")
@@ -108,7 +108,7 @@ def special_token(value: Any, where: str) -> str:
     for k in FLAGS:
         if k in value:
             if not isinstance(value[k], bool):
-                raise ConfigError(f"{where}.{k}: expected true or false, got {value[k]!r}")
+                raise ConfigError(f"{where}.{k}: expected true or false, got {shown(value[k])}")
             flags[k] = value[k]
     tok = SpecialToken(content, **flags)
     return tok if tok.config() != content else content

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from .config import PhaseConfig, SourceConfig, TrainConfig, build_config
-from .errors import ConfigError, InputError
+from .errors import ConfigError, InputError, shown
 from .pipeline import PhaseSummary, TrainSummary
 
 #: How a run reports progress: ``progress(stage, done, total)`` (total may be None), or a mode of
@@ -248,11 +248,34 @@ def _config(sources: Any, config: Any, phases: Any, given: dict) -> TrainConfig:
         if k in given:
             given[k] = dict(given[k])
     for k in ("out", "output", "warm_start", "chat_template"):
-        if k in given:
+        if isinstance(given.get(k), os.PathLike):  # anything else: the option's check names it
             given[k] = os.fspath(given[k])
     if config is None and given.get("out") is None and given.get("output") is None:
         raise ConfigError("no output given; pass out='DIR' (the output folder) or output='DIR/NAME.tiktoken'")
+    _not_texts(sources)
     return build_config(None if config is None else os.fspath(config), srcs, given, named=lambda k: k)
+
+
+def _not_texts(sources: Any) -> None:
+    """A list of str is a list of paths; when none of them is an existing path, a glob that
+    matches or a URL, it is most likely a list of documents: one line saying how to pass those."""
+    import glob
+
+    from .count.remote import is_url
+
+    if not isinstance(sources, (list, tuple)) or not sources or not all(isinstance(s, str) for s in sources):
+        return
+    for s in sources:
+        if "\n" in s or "\0" in s or len(s) > 4096:
+            continue
+        try:
+            if is_url(s) or os.path.lexists(s) or glob.glob(s, recursive=True):
+                return
+        except (OSError, ValueError):
+            continue
+    n = len(sources)
+    raise InputError(f"a list of {n} str that are not paths (the first: {shown(sources[0], 40)}); a list of str "
+                     "is a list of paths: check them, or to train on texts pass [texts] or toktok.Source(texts)")
 
 
 class _Names:

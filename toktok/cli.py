@@ -31,6 +31,33 @@ class _Commands(TyperGroup):
             args = ["train", *args]
         return super().parse_args(ctx, args)
 
+    def main(self, *args, standalone_mode: bool = True, **kwargs):
+        """As Click's, but a usage error (an unknown option, a missing argument: ``toktok train
+        -data.txt``) is one line naming it and what to do, as every error toktok prints."""
+        try:  # Typer >= 0.20 carries its own copy of Click
+            from typer._click import exceptions as cx
+        except ImportError:  # pragma: no cover - an older Typer over Click itself
+            from click import exceptions as cx
+
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            rv = super().main(*args, standalone_mode=False, **kwargs)
+        except cx.NoArgsIsHelpError as e:
+            e.show()
+            sys.exit(e.exit_code)
+        except cx.UsageError as e:
+            words = e.ctx.command_path.split()[1:] if e.ctx is not None else []
+            hint = f"see {' '.join(['toktok', *words, '--help'])}"
+            if isinstance(e, cx.NoSuchOption):
+                hint += " (a path that starts with '-' is written ./-NAME)"
+            _say("error", "bold red", f"{e.format_message().rstrip('.')}; {hint}")
+            sys.exit(e.exit_code)
+        except cx.ClickException as e:
+            e.show()
+            sys.exit(e.exit_code)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
 
 # Help texts are Rich markup (Typer's rich mode): a literal "[" is written "\\[" (tests check them all).
 app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,

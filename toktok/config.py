@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, OutputError
+from .errors import ConfigError, OutputError, shown
 from .options import (ANY, ENGINES, OPTION, ROLES, SIZE, SPLIT, at, kind_of_value, parse_size, redacted,
                       run_options, yaml_keys)  # parse_size: re-exported (toktok.config.parse_size)
 from .rundir import RUN_FILE, OutputLayout, output_layout
@@ -197,7 +197,7 @@ class TrainConfig:
             if not ph.name or not isinstance(ph.name, str):
                 raise ConfigError(f"{where}.name: give the phase a name")
             if ph.name in names:
-                raise ConfigError(f"{where}.name: phase {ph.name!r} is named twice; names must differ")
+                raise ConfigError(f"{where}.name: phase {shown(ph.name)} is named twice; names must differ")
             names.add(ph.name)
             if ph.vocab_size is not None:
                 if ph.merges is not None:
@@ -225,7 +225,7 @@ class TrainConfig:
             raise ConfigError(f"--ray-address {self.ray_address}: needs --engine ray (engine: ray in the config)")
         for role, tok in self.roles.items():
             if role not in ROLES:
-                raise ConfigError(f"{self.name_of(role)}: unknown role {role!r}; use {', '.join(ROLES)}")
+                raise ConfigError(f"{self.name_of(role)}: unknown role {shown(role)}; use {', '.join(ROLES)}")
             if not isinstance(tok, str) or not tok:
                 raise ConfigError(f"{self.name_of(role)} is empty; give one of the special tokens")
 
@@ -562,7 +562,7 @@ def build_config(config: str | os.PathLike | None, sources: list, overrides: dic
             setattr(cfg, key, n)
             name(key)
     if "out" in ov and ov["out"] is not None:
-        ov["out"] = os.path.expanduser(os.fspath(ov["out"]))
+        ov["out"] = os.path.expanduser(OPTION["out"].check(ov["out"], named("out") if named else "--out"))
         cfg.output = None
     for role, tok in (ov.pop("roles", None) or {}).items():
         cfg.roles[role] = tok

@@ -6,10 +6,37 @@ what to do, e.g. ``InputError("data/a.parquet: no column 'text' (columns: body, 
 from __future__ import annotations
 
 
+#: the most characters a message may have (the house rule for bad input: one line of at most 300)
+LIMIT = 300
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """User input as a message echoes it: its ``repr`` for a str (quotes, newlines and control
+    characters escaped), else ``str``, on one line and cut to ``limit`` characters with ``...``.
+    Example: ``shown("first line\\nsecond " * 20, 20) == "'first line\\\\nseco..."``."""
+    text = repr(value) if isinstance(value, str) else str(value)
+    text = text.replace("\r", "\\r").replace("\n", "\\n")
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _fit(message: str) -> str:
+    """``message`` on one line (line breaks escaped) and at most LIMIT characters, its middle cut:
+    the head names the culprit and the tail says what to do. The net under every message."""
+    text = message.replace("\r", "\\r").replace("\n", "\\n")
+    if len(text) <= LIMIT:
+        return text
+    keep = (LIMIT - 5) // 2
+    return f"{text[:keep]} ... {text[len(text) - (LIMIT - 5 - keep):]}"
+
+
 class ToktokError(Exception):
-    """Base class of every error toktok raises on purpose."""
+    """Base class of every error toktok raises on purpose. Its message is one line of at most
+    LIMIT characters whatever it echoes (``_fit``); build it with :func:`shown` for user input."""
 
     exit_code = 2
+
+    def __str__(self) -> str:  # also when a caller added to ``args`` (resume.abandon's note)
+        return _fit(super().__str__())
 
 
 class InputError(ToktokError):

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, shown
 
 _UNITS = {
     "": 1, "b": 1,
@@ -30,6 +30,8 @@ _UNITS = {
     "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4,
     "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
 }
+#: the largest size an option takes (1 EiB): beyond any machine, and DuckDB's limits stop parsing
+_MOST_BYTES = 1 << 60
 
 
 def parse_size(text: str | int) -> int:
@@ -38,7 +40,7 @@ def parse_size(text: str | int) -> int:
         return text
     m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*", str(text))
     if not m or m.group(2).lower() not in _UNITS:
-        raise ConfigError(f"size {text!r} is not understood; use e.g. 512MB, 8GB or 2GiB")
+        raise ConfigError(f"size {shown(text)} is not understood; use e.g. 512MB, 8GB or 2GiB")
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
@@ -48,7 +50,7 @@ def kind_of_value(v: Any) -> str:
         return "nothing"
     if isinstance(v, (dict, list)):
         return "a mapping" if isinstance(v, dict) else "a list"
-    return f"{type(v).__name__} {v!r}"
+    return f"{type(v).__name__} {shown(v)}"
 
 
 def at(where: str, value: str) -> str:
@@ -91,7 +93,7 @@ class _Whole(Kind):
         try:
             v = int(str(text).strip())
         except ValueError:
-            raise ConfigError(f"{at(where, repr(text))} is not a whole number; {opt.hint}") from None
+            raise ConfigError(f"{at(where, shown(text))} is not a whole number; {opt.hint}") from None
         return self.check(opt, v, where)
 
     def from_yaml(self, opt, v, where):
@@ -101,7 +103,7 @@ class _Whole(Kind):
 
     def check(self, opt, v, where):
         if isinstance(v, bool) or not isinstance(v, int):
-            raise ConfigError(f"{at(where, repr(v))} is not a whole number; {opt.hint}")
+            raise ConfigError(f"{at(where, shown(v))} is not a whole number; {opt.hint}")
         if opt.minimum is not None and v < opt.minimum:
             raise ConfigError(f"{at(where, str(v))} is less than {opt.minimum}; pass {opt.minimum} or more")
         return v
@@ -116,9 +118,12 @@ class _Size(Kind):
         try:
             n = parse_size(v)
         except ConfigError:
-            raise ConfigError(f"{where} size {v!r} is not understood; use e.g. 512MB, 8GB or 2GiB") from None
+            raise ConfigError(f"{where} size {shown(v)} is not understood; use e.g. 512MB, 8GB or 2GiB") from None
         if n <= 0:
-            raise ConfigError(f"{where} size {v!r} must be more than 0 bytes")
+            raise ConfigError(f"{where} size {shown(v)} must be more than 0 bytes")
+        # DuckDB cannot even parse a limit near 10**22 (--memory-limit has its own: the machine's memory)
+        if n > _MOST_BYTES and opt.name != "memory_limit":
+            raise ConfigError(f"{where} size {shown(v)} is beyond any machine; pass at most 1EiB, e.g. 8GB")
         return n
 
 
@@ -147,7 +152,7 @@ class _Choice(Kind):
 
     def check(self, opt, v, where):
         if v not in opt.choices:
-            raise ConfigError(f"{at(where, repr(v))}: use {_choices(opt.choices)}")
+            raise ConfigError(f"{at(where, shown(v))}: use {_choices(opt.choices)}")
         return v
 
 

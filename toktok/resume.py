@@ -25,7 +25,7 @@ import polars as pl
 import pyarrow as pa
 
 from .count.local import CountState, Source
-from .errors import ConfigError, ParityError, ToktokError
+from .errors import ConfigError, InputError, ParityError, ToktokError
 from .store import RunStore
 
 if TYPE_CHECKING:
@@ -174,6 +174,24 @@ def fingerprint(sources: list[Source]) -> list[list]:
                 mtime = None
             out.append([f.path, f.size, mtime])
     return out
+
+
+def check_unchanged(sources: list[Source], fp: list[list], where: str = "") -> None:
+    """After a phase read its sources: each local file must still have the size it was listed
+    with and the modification time of ``fp`` (:func:`fingerprint`), else the run trained on text
+    written while it read (a file appended to): InputError naming the file."""
+    files = [f for src in sources for f in src.corpus.files]
+    for f, (path, _size, mtime) in zip(files, ([x[0], x[1], x[-1]] for x in fp)):
+        if f.kind == "memory" or f.etag is not None or mtime is None:
+            continue
+        try:
+            st = os.stat(f.path)
+        except OSError:
+            continue  # gone: what was read was whole; a --resume names it
+        if (st.st_size, st.st_mtime_ns) != (f.size, mtime):
+            raise start_over(InputError(
+                f"{where}{path}: changed while the run read it ({f.size:,} bytes when listed, {st.st_size:,} "
+                "now); rerun once it is complete, or train on a copy"))
 
 
 def _respell(plans: list[list[Source]], stored: str | None) -> None:

@@ -19,7 +19,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import OutputError
+from .errors import OutputError, ResourceError
 
 #: The run file in every output folder (DuckDB: words, merges, vocabulary, provenance).
 RUN_FILE = "run.duckdb"
@@ -269,6 +269,26 @@ def open_staging(layout: OutputLayout, force: bool, resume: bool = False,
     return Staging(staging, resume, lock)
 
 
+#: about what the tokenizer files take per token (tokenizer.json ~70 bytes, the .tiktoken ~10)
+EXPORT_BYTES_PER_TOKEN = 96
+
+
+def no_room(e: OSError, out: Path, staging: Path, tokens: int) -> OutputError | ResourceError:
+    """The one line for a write into the staging folder that failed (a full disk, a read-only file
+    system, no permission): the output folder, the cause, and about how many bytes the run's
+    files need there (what the staging folder holds plus the tokenizer files).
+    Example: ``no_room(OSError(28, "No space left on device"), Path("tok"), Path(".tok.partial"), 1422)``."""
+    import errno
+
+    held = sum(p.stat().st_size for p in staging.rglob("*") if p.is_file()) if staging.is_dir() else 0
+    need = held + EXPORT_BYTES_PER_TOKEN * tokens
+    denied = e.errno in (errno.EROFS, errno.EACCES, errno.EPERM)
+    kind, fix = (OutputError, "pass a writable --out") if denied else \
+        (ResourceError, "free space on that disk or pass another --out")
+    return kind(f"{out}: cannot write the tokenizer files ({e.strerror or e}); they need about "
+                f"{need:,} bytes there with the run file; {fix}")
+
+
 def publish(staging: Path, layout: OutputLayout) -> None:
     """Put the finished staging folder in place, each file whole. Into a folder toktok does not own,
     the .tiktoken and its special-token list (if any; a stale one of an earlier run goes) replace
@@ -292,5 +312,5 @@ def publish(staging: Path, layout: OutputLayout) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-__all__ = ["RUN_FILE", "OutputLayout", "Staging", "output_layout", "open_staging", "publish", "interrupted_run",
+__all__ = ["RUN_FILE", "OutputLayout", "Staging", "output_layout", "open_staging", "publish", "interrupted_run", "no_room",
            "staging_of", "shown", "companion_name", "special_tokens_file", "holds_cwd", "is_run_folder"]

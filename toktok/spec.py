@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from .errors import ConfigError
+from .errors import ConfigError, shown
 from .options import redacted
 from .rundir import OutputLayout
 
@@ -128,7 +128,7 @@ class RunSpec:
         for role, tok in self.options["roles"].items():
             if tok not in specials:
                 have = ", ".join(specials) if specials else "none"
-                raise ConfigError(f"{self.name_of(role)} {tok!r} is not one of the special tokens ({have}); "
+                raise ConfigError(f"{self.name_of(role)} {shown(tok)} is not one of the special tokens ({have}); "
                                   "add it with --special-token (special_tokens: in a config) or pick one of them")
 
     def to_dict(self) -> dict:

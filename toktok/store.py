@@ -63,12 +63,19 @@ class RunStore:
         except OSError as e:
             raise OutputError(f"{shown(tmp)}: cannot create DuckDB's temp folder ({e.strerror or e}); "
                               "check that the folder is writable and its disk has room") from None
+        existed = path.exists()  # an interrupted run's, on --resume
         try:
             con = duckdb.connect(str(path))
         except duckdb.Error as e:
-            raise OutputError(f"{shown(path)}: cannot create the run file ({_first_line(e)}); "
-                              "check that the folder is writable and its disk has room") from None
+            raise _unopenable(e, path, existed) from None
         store = cls(con, path, tmp, memory_limit, limit_shown)
+        names = store.table_names() if existed else set()
+        if names and "meta" not in names:
+            con.close()
+            e = OutputError(f"{shown(path)}: a DuckDB file of another program ({len(names)} tables such as "
+                            f"{sorted(names)[0]!r}, no toktok meta), not an interrupted run")
+            e.start_over = True  # what --resume would find is not toktok's (resume.start_over)
+            raise e
         with store.translating():
             store.run("settings.memory_limit", {"limit": _duck_size(memory_limit)})
             store.run("settings.temp_directory", {"path": str(tmp)})
@@ -158,7 +165,10 @@ class RunStore:
                 version = next(iter(con.execute(sql("get_meta"), {"key": "schema_version"}).fetchall()), None)
             except duckdb.Error:  # a DuckDB file, but not a run's
                 version = None
-            if not version or version[0] != SCHEMA_VERSION:
+            if not version:
+                raise ToktokError(f"{path}: a DuckDB file, but not a toktok run file (no schema version); pass a "
+                                  "toktok output folder or its run.duckdb")
+            if version[0] != SCHEMA_VERSION:
                 raise ToktokError(f"{path}: run file schema version {version[0] if version else None!r}, this "
                                   f"toktok reads {SCHEMA_VERSION!r}")
         except BaseException:
@@ -435,6 +445,24 @@ def merges_table(start: int, left: np.ndarray, right: np.ndarray, token: np.ndar
 
 #: Words in DuckDB's (and the OS's) messages when a write fails for lack of room.
 _DISK_FULL = ("no space left", "file too large", "disk full", "disk quota", "quota exceeded")
+
+
+def _unopenable(e: duckdb.Error, path: Path, existed: bool) -> OutputError:
+    """Why DuckDB could not open the run file at ``path`` (``existed``: an interrupted run's), in
+    one line with what to do: another process holds it, it is damaged, or the folder is not writable."""
+    msg = _first_line(e)
+    if "Could not set lock" in msg:
+        pid = re.search(r"PID (\d+)", str(e))
+        return OutputError(f"{shown(path)}: another process{f' (PID {pid.group(1)})' if pid else ''} holds the run "
+                           "file open; close it (or wait for it to end), then rerun")
+    if existed:
+        why = ("truncated" if "read enough bytes" in msg else "not a DuckDB file" if "not a valid DuckDB" in msg
+               else msg[:80])
+        out = OutputError(f"{shown(path)}: the interrupted run's run file cannot be read ({why})")
+        out.start_over = True  # (resume.start_over) what the run kept cannot be continued
+        return out
+    return OutputError(f"{shown(path)}: cannot create the run file ({msg}); "
+                       "check that the folder is writable and its disk has room")
 
 
 def _first_line(e: BaseException) -> str:

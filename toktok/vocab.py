@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import VocabError
+from .errors import VocabError, shown
 from .patterns import CL100K, Pattern, hardcoded
 
 #: The GPT-4 (cl100k) pre-tokenization pattern, the default (the named patterns: :mod:`toktok.patterns`).
@@ -103,13 +103,13 @@ class Vocab:
             if not t:
                 raise VocabError(f"token id {i} is empty")
             if t in seen:
-                raise VocabError(f"token id {i} duplicates id {seen[t]} ({t!r})")
+                raise VocabError(f"token id {i} duplicates id {seen[t]} ({shown(t)})")
             seen[t] = i
         for i, s in self.pinned.items():
             if not 0 <= i < len(self.tokens) or self.tokens[i] != s.encode():
-                raise VocabError(f"special token {s!r} is pinned at id {i}, which does not hold its placeholder")
+                raise VocabError(f"special token {shown(s)} is pinned at id {i}, which does not hold its placeholder")
             if len(self.tokens[i]) == 1:
-                raise VocabError(f"special token {s!r} at id {i} is a single byte; the 256 bytes must be ordinary tokens")
+                raise VocabError(f"special token {shown(s)} at id {i} is a single byte; the 256 bytes must be ordinary tokens")
         missing = [b for b in range(256) if bytes([b]) not in seen]
         if missing:
             raise VocabError(f"{len(missing)} single-byte tokens are missing (first: byte {missing[0]})")
@@ -120,9 +120,9 @@ class Vocab:
             if not s:
                 raise VocabError("a special token is empty")
             if s in sp_seen:
-                raise VocabError(f"special token {s!r} is given twice")
+                raise VocabError(f"special token {shown(s)} is given twice")
             if s.encode() in seen:
-                raise VocabError(f"special token {s!r} collides with vocabulary token id {seen[s.encode()]}; "
+                raise VocabError(f"special token {shown(s)} collides with vocabulary token id {seen[s.encode()]}; "
                                  "pick a special token that is not an ordinary token, e.g. <|name|>")
             sp_seen.add(s)
         everything = [*self.pinned.values(), *self.specials]

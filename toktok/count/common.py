@@ -190,18 +190,22 @@ def left_out_of(parts: list[pl.DataFrame]) -> pl.DataFrame:
             .head(sample.LEFT_OUT))
 
 
-def finish_sample(pools: list[Reservoir]) -> CountState:
+def finish_sample(pools: list[Reservoir], sources: list[Source] | None = None) -> CountState:
     """A sampled phase's finished sample (each reservoir once, in order; the reservoirs give
     theirs up) as the checkpoint it is saved as: the sample (hash, source, row, bytes, text; source
-    a String), the per-file statistics and the pieces the sample left out."""
+    a String), the per-file statistics (documents, not the pieces they were sampled in: a text
+    file of ``sources`` is one document) and the pieces the sample left out."""
     frames, outs, used = [], [], {}
+    txt = {f.path for _src, f in phase_files(sources or []) if f.kind == "txt"}
     for res in {id(r): r for r in pools}.values():
         frame, out = res.hand_over()
         frames.append(frame.with_columns(pl.col("source").cast(pl.String)))
         outs.append(out)
         for path, st in res.stats.items():
-            used[path] = {"docs": st.docs_kept, "bytes": st.bytes_kept,
-                          "docs_seen": st.docs_seen, "bytes_seen": st.bytes_seen}
+            docs, seen = st.docs_kept, st.docs_seen
+            if path in txt:  # read in steps, each a "row" of the sample
+                docs, seen = min(docs, 1), min(seen, 1)
+            used[path] = {"docs": docs, "bytes": st.bytes_kept, "docs_seen": seen, "bytes_seen": st.bytes_seen}
     smp = pl.concat(frames, how="vertical_relaxed")
     return CountState(sample=smp, used=used, held_out=left_out_of(outs))
 

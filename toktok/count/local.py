@@ -238,7 +238,7 @@ def _batches(
         t0 = time.perf_counter()
         pools = sample_pass(sources, capacity, seed, batch_bytes, report, tag, pattern)
         times["sample"] = times.get("sample", 0.0) + time.perf_counter() - t0
-        taken = finish_sample(pools)
+        taken = finish_sample(pools, sources)
         del pools
         state.sample, state.used, state.held_out = taken.sample, taken.used, taken.held_out
         if save is not None:

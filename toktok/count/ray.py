@@ -575,7 +575,7 @@ def _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, 
     if state.sample is None:  # else a resumed run has the sample already
         pools = _sample_pass(ray, sources, seed, capacity, batch_bytes, report, tag, unit_bytes, merge_min_bytes,
                              pattern)
-        state = finish_sample(pools)
+        state = finish_sample(pools, sources)
         del pools
         if save is not None:
             save(state)

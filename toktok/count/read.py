@@ -234,22 +234,24 @@ class _Resolver:
                 if not rest or _entry_is_dir(e):
                     self._match(_join(base, e.name), rest, out)
 
-    def skipped(self) -> str:
-        """What was left out, as one clause (empty if nothing): counts and a few examples."""
+    def skipped(self, short: bool = False) -> str:
+        """What was left out, as one clause (empty if nothing): counts and a few examples (``short``:
+        named within the folder given, for an error line that must stay short)."""
         parts = []
+        base = self.src if short else ""
         if self.unsupported:
             by_ext: dict[str, int] = {}
             for p in self.unsupported:
                 by_ext[_ext(p)] = by_ext.get(_ext(p), 0) + 1
             kinds = ", ".join(f"{n} {x}" for x, n in sorted(by_ext.items(), key=lambda kv: (-kv[1], kv[0]))[:4])
             parts.append(f"{_n(len(self.unsupported), 'file')} of other types ({kinds}: "
-                         f"{_examples(self.unsupported)})")
+                         f"{_examples(self.unsupported, base=base)})")
         if self.dangling:
             parts.append(f"{_n(len(self.dangling), 'dangling symlink')} (the target is missing: "
-                         f"{_examples(self.dangling)})")
+                         f"{_examples(self.dangling, base=base)})")
         if self.special:
             parts.append(f"{_n(len(self.special), 'FIFO, socket or device', 'FIFOs, sockets or devices')} "
-                         f"(not regular files: {_examples(self.special)})")
+                         f"(not regular files: {_examples(self.special, base=base)})")
         return "; ".join(parts)
 
     def warnings(self) -> list[str]:
@@ -294,8 +296,12 @@ def _n(n: int, one: str, many: str | None = None) -> str:
     return f"{n:,} {one if n == 1 else many or one + 's'}"
 
 
-def _examples(paths: list[str], k: int = 3) -> str:
-    return ", ".join(paths[:k]) + (f", ... ({len(paths) - k:,} more)" if len(paths) > k else "")
+def _examples(paths: list[str], k: int = 3, base: str = "") -> str:
+    """The first ``k`` of ``paths``, below ``base`` (a folder given) as paths within it, so that a
+    deep folder keeps the line short. Example: ``_examples(["d/a.gz", "d/b.gz"], 1, "d") == "a.gz, ... (1 more)"``."""
+    cut = len(base.rstrip("/")) + 1 if base else 0
+    shown = [p[cut:] if cut and p.startswith(base.rstrip("/") + "/") else p for p in paths[:k]]
+    return ", ".join(shown) + (f", ... ({len(paths) - k:,} more)" if len(paths) > k else "")
 
 
 def _unsupported(src: str) -> str:
@@ -337,7 +343,7 @@ def resolve_sources(sources: list[str], *, skipped: list[str] | None = None,
             r = _Resolver(src)
             r.walk(expanded, set())
             if not r.files:
-                what = r.skipped()
+                what = r.skipped(short=True)
                 raise InputError(f"{src}: directory has no {_SUPPORTED} files"
                                  + (f" (it has {what})" if what else "")
                                  + "; point at the data files or another folder")
@@ -356,7 +362,7 @@ def resolve_sources(sources: list[str], *, skipped: list[str] | None = None,
             r = _Resolver(src)
             r.glob(expanded)
             if not r.files:
-                what = r.skipped()
+                what = r.skipped(short=True)
                 raise InputError(f"{src}: pattern matches no {_SUPPORTED} files"
                                  + (f" (it matches {what})" if what else "")
                                  + "; check the pattern (use ** for any depth)")
@@ -583,6 +589,10 @@ class Corpus:
                 texts.append(v.decode("utf-8"))
             except UnicodeDecodeError as e:
                 if self.bad_utf8 == "error":
+                    if _surrogate_at(v, e.start) and any(f.path == path and f.kind == "memory" for f in self.files):
+                        raise InputError(f"{path}: row {first_row + i}: a lone surrogate (such as '\\ud800') at "
+                                         f"character {len(v[:e.start].decode())}, not Unicode; fix the text or "
+                                         "pass bad_utf8='replace' (or 'skip')") from None
                     raise InputError(f"{path}: row {first_row + i}: invalid UTF-8 at byte "
                                      f"{e.start} of column '{self.text_column}'; "
                                      f"{_UTF8_HINT}") from None
@@ -763,6 +773,15 @@ class Corpus:
                 st["skipped"] += 1
                 return None
             return data.decode("utf-8", "replace")
+
+
+def _surrogate_at(data: bytes, at: int) -> bool:
+    """Whether ``data`` holds a lone surrogate at byte ``at``, as a Python str's encoding with
+    ``surrogatepass`` writes it (in-memory data). Example: ``_surrogate_at(b"a\\xed\\xa0\\x80", 1)``."""
+    try:
+        return len(data[at:at + 3].decode("utf-8", "surrogatepass")) == 1
+    except UnicodeDecodeError:
+        return False
 
 
 def pack(path: str, reads: Iterable[tuple], batch_bytes: int) -> Iterator[tuple[Batch, int]]:

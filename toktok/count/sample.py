@@ -568,7 +568,9 @@ class Reservoir:
                 schema={"hash": pl.UInt64, "source": pl.Categorical, "row": pl.Int64, "bytes": pl.Int64, "text": pl.String},
             )
         n = st.n
-        docs = np.bincount(st.code[:n], minlength=len(st.names))
+        # a document is a row: its pieces (row << 20 | piece) count once
+        whole = np.unique(st.code[:n].astype(np.int64) << 43 | st.ids[:n] >> 20) >> 43
+        docs = np.bincount(whole, minlength=len(st.names))
         nbytes = np.bincount(st.code[:n], weights=st.lens[:n], minlength=len(st.names))
         for name, d, b in zip(st.names, docs.tolist(), nbytes.tolist()):
             if d:

@@ -109,6 +109,7 @@ def run(run, phase: PhaseConfig, sources: list[Source], fp: list) -> Counted:
     pc = count(sources, seed=cfg.seed, capacity=_phase_capacity(cfg, phase, plan),
                batch_bytes=plan.batch_bytes if plan is not None else 32 << 20, specials=run.specials,
                threads=run.threads, report=run.report, tag=run.tag(phase), pattern=run.pattern)
+    resume.check_unchanged(sources, fp, run.where(phase))
     if pc.regex_mb_s is not None:
         run.regex_mb_s.append(pc.regex_mb_s)
     table, used, warnings = pc.words, pc.used, []

@@ -12,7 +12,7 @@ import time
 from typing import TYPE_CHECKING
 
 from ..added import added_flags
-from ..rundir import special_tokens_file
+from ..rundir import no_room, special_tokens_file
 from ..verify import open_hf, worth_a_process
 from .chat import check_specials as check_chat_specials, resolve as chat_template
 from .common import HF_FILE, write_atomic
@@ -51,18 +51,21 @@ def write(run) -> None:
     # budget (whose plan counts one process)
     run.hf = open_hf(staging / HF_FILE, process=run.plan is None and worth_a_process(len(vocab.tokens)))
     vocab.check()
-    write_hf(vocab, staging, roles=cfg.roles, check=False, pattern=run.pattern, added=added,
-             chat_template=run.chat_template)
-    run.hf.load()
-    run.report("export", 1, 3)
-    write_tiktoken(vocab, staging / cfg.tiktoken_name, check=False)
-    run.report("export", 2, 3)
-    run.special_ids = _specials_rule(vocab, run.base, cfg.tiktoken_name)
-    run.store.put_meta("specials", run.special_ids)
-    # an added token that is not special is not in tokenizer.json's specials, where the .tiktoken's
-    # are looked for: declared beside it then
-    if vocab.pinned or any(not f["special"] for f in added.values()):
-        write_atomic(special_tokens_file(staging / cfg.tiktoken_name), special_tokens_json(vocab))
+    try:
+        write_hf(vocab, staging, roles=cfg.roles, check=False, pattern=run.pattern, added=added,
+                 chat_template=run.chat_template)
+        run.hf.load()
+        run.report("export", 1, 3)
+        write_tiktoken(vocab, staging / cfg.tiktoken_name, check=False)
+        run.report("export", 2, 3)
+        run.special_ids = _specials_rule(vocab, run.base, cfg.tiktoken_name)
+        run.store.put_meta("specials", run.special_ids)
+        # an added token that is not special is not in tokenizer.json's specials, where the .tiktoken's
+        # are looked for: declared beside it then
+        if vocab.pinned or any(not f["special"] for f in added.values()):
+            write_atomic(special_tokens_file(staging / cfg.tiktoken_name), special_tokens_json(vocab))
+    except OSError as e:  # a full or read-only disk: one line, nothing published (the staging folder goes)
+        raise no_room(e, run.layout.folder, staging, len(vocab.tokens)) from None
     run.report("export", 3, 3)
     run.times["export"] = time.perf_counter() - t0
 

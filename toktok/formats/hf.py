@@ -360,9 +360,13 @@ def read_split(path: str | os.PathLike) -> tuple[Pattern | None, str | None]:
         key = -1
     if key < 0:
         try:
-            pre = json.loads(data).get("pre_tokenizer")
-        except (ValueError, AttributeError) as e:
+            doc = json.loads(data)
+        except ValueError as e:
             raise VocabError(f"{p}: not valid JSON ({e}); fix the file or give another") from None
+        if not isinstance(doc, dict):
+            raise VocabError(f"{p}: a JSON {type(doc).__name__}, not a Hugging Face tokenizer.json (an object with a "
+                             "model); give the tokenizer.json a tokenizer was saved as")
+        pre = doc.get("pre_tokenizer")
     return split_pattern(pre, str(p))
 
 

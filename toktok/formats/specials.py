@@ -14,7 +14,7 @@ import json
 import os
 from pathlib import Path
 
-from ..errors import ConfigError, VocabError
+from ..errors import ConfigError, VocabError, shown
 from ..rundir import special_tokens_file
 from ..vocab import Vocab
 from .common import SPECIALS_TXT, hf_file_of, read_json
@@ -67,7 +67,7 @@ def read_special_tokens_txt(path: str | os.PathLike) -> list[str]:
             raise VocabError(f"{p}:{blank}: blank line before the token on line {lineno}; toktoktok's loaders "
                              "count it as a special token's place (id = ranks + line index), so remove it")
         if tok in seen:
-            raise VocabError(f"{p}:{lineno}: special token {tok!r} already given on line {seen[tok]}; list each once")
+            raise VocabError(f"{p}:{lineno}: special token {shown(tok)} already given on line {seen[tok]}; list each once")
         seen[tok] = lineno
         out.append(tok)
     return out

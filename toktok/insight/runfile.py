@@ -64,6 +64,10 @@ def run_path(run: str | os.PathLike) -> Path:
         p = p / RUN_FILE
     if not p.is_file():
         raise ToktokError(f"{p}: no run file here; pass a toktok output folder or its run.duckdb")
+    with open(p, "rb") as f:
+        head = f.read(12)
+    if head[8:12] != b"DUCK":  # DuckDB's magic: anything else is not a run file (DuckDB's error would not say so)
+        raise ToktokError(f"{p}: not a DuckDB file, so not a run file; pass a toktok output folder or its run.duckdb")
     return p
 
 

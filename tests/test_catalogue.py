@@ -815,7 +815,7 @@ def test_duckdb_errors_outside_the_store_are_one_line_too(tmp_path, monkeypatch)
     anywhere in the run is one line too, at the command line and from Python."""
     import duckdb
 
-    import toktok.pipeline
+    import toktok.count.stage
 
     src = _good(tmp_path)
     out = tmp_path / "outs" / "tok"
@@ -823,7 +823,7 @@ def test_duckdb_errors_outside_the_store_are_one_line_too(tmp_path, monkeypatch)
     def boom(*args, **kwargs):
         raise duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate data of size 3.7 MiB (4.2 MiB/7.0 MiB used)")
 
-    monkeypatch.setattr(toktok.pipeline, "count_phase", boom)
+    monkeypatch.setattr(toktok.count.stage, "count_phase", boom)
     r = _train(src, "--out", out, "--memory-limit", "64MB")
     _one_error_line(r, [f"{out}/run.duckdb", "out of memory", "64MB"], "pass a larger --memory-limit")
     with pytest.raises(ResourceError, match="out of memory"):
@@ -833,7 +833,7 @@ def test_duckdb_errors_outside_the_store_are_one_line_too(tmp_path, monkeypatch)
     def other(*args, **kwargs):
         raise duckdb.CatalogException("Catalog Error: Table with name nope does not exist!")
 
-    monkeypatch.setattr(toktok.pipeline, "count_phase", other)
+    monkeypatch.setattr(toktok.count.stage, "count_phase", other)
     r = _train(src, "--out", out)
     assert isinstance(r.exception, duckdb.CatalogException)  # a bug, not bad input: it is not hidden
 

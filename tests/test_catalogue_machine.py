@@ -4,7 +4,7 @@ disk failing while the tokenizer files are written. Each: one line (exit 2), not
 half-published, an existing output left as it was.
 
 A live run is a real ``toktok train`` process held just before it counts (a fault point passed in
-by the test: ``toktok.pipeline.count_phase`` waits for a file), so the other process meets it
+by the test: ``toktok.count.stage.count_phase`` waits for a file), so the other process meets it
 with its staging folder locked; the disk fails through a fault point too (the write of the
 .tiktoken raises ENOSPC / EROFS after writing half of it), as no test may mount a full disk.
 """
@@ -29,15 +29,15 @@ GOOD_TEXT = "hello world, hello there. the cat sat on the mat; 12 cats, 345 mats
 _HELD = """
 import sys, time
 from pathlib import Path
-import toktok.pipeline
+import toktok.count.stage
 ready, go = Path(sys.argv[1]), Path(sys.argv[2])
-real = toktok.pipeline.count_phase
+real = toktok.count.stage.count_phase
 def held(*a, **k):
     ready.touch()
     while not go.exists():
         time.sleep(0.05)
     return real(*a, **k)
-toktok.pipeline.count_phase = held
+toktok.count.stage.count_phase = held
 from toktok.cli import app
 sys.argv = ["toktok", *sys.argv[3:]]
 app()
@@ -123,7 +123,7 @@ def test_a_source_appended_during_a_run_is_refused(data):
 def test_the_disk_failing_mid_export(data, monkeypatch, code, needles):
     """The .tiktoken's write fails halfway: one line naming the output folder and the bytes the
     files need; the old output is intact and no half-written folder is published or left."""
-    import toktok.pipeline
+    import toktok.formats.export
     from toktok.formats.tiktoken import write_tiktoken
 
     r = runner.invoke(app, ["train", "good.txt", "--out", "tok", "--merges", "5", "-q"])
@@ -135,7 +135,7 @@ def test_the_disk_failing_mid_export(data, monkeypatch, code, needles):
         Path(path).write_bytes(Path(path).read_bytes()[:100])
         raise OSError(code, os.strerror(code), str(path))
 
-    monkeypatch.setattr(toktok.pipeline, "write_tiktoken", failing)
+    monkeypatch.setattr(toktok.formats.export, "write_tiktoken", failing)
     r = runner.invoke(app, ["train", "good.txt", "--out", "tok", "--merges", "7", "-q", "--force"])
     line = _one_line(r, "tok: cannot write the tokenizer files", "bytes there", *needles)
     need = int(line.split("need about ")[1].split(" bytes")[0].replace(",", ""))

@@ -359,12 +359,12 @@ def _interrupt_at(monkeypatch, module, name: str) -> None:
 def test_ctrl_c_before_the_first_checkpoint_keeps_nothing_and_says_so(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    import toktok.pipeline
+    import toktok.count.stage
     from toktok.cli import app
 
     out = tmp_path / "tok"
     args = ["train", str(FIXTURES / "notes.txt"), "--merges", "20", "--out", str(out), "-q"]
-    _interrupt_at(monkeypatch, toktok.pipeline, "count_phase")
+    _interrupt_at(monkeypatch, toktok.count.stage, "count_phase")
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 130
     assert "before the first checkpoint" in r.output and "nothing was kept" in r.output, r.output

@@ -14,11 +14,12 @@ after the parity check passed, so a failed run never leaves a half-written token
 ``train`` reads as its numbered steps, each a function that says what it reads and writes:
 1. ``_plan`` (options, budget, inputs, base: every check before any work), 2. ``_open`` (the
 staging folder and the run file; an interrupted run's identity on ``--resume``), per phase
-3. ``_count`` (or what the interrupted run counted) and 4. ``_merge``, then the reserved special
-tokens (``_reserve``: ``--vocab-size``, ``--pad-to-multiple-of``), 5. ``_export``,
-6. ``_vocabulary``, 7. ``_insight`` (the run file's views, compression curve and word gains: a
-stage the pipeline runs on purpose, so that every run file can be inspected as it is),
-8. ``_verify`` and 9. ``_publish``. The state they share is a ``_Run``.
+3. ``count.run`` (or what the interrupted run counted) and 4. ``_merge``, then the reserved special
+tokens (``_reserve``: ``--vocab-size``, ``--pad-to-multiple-of``), 5. ``export.write``,
+6. ``_vocabulary``, 7. ``insight.record`` (the run file's views, compression curve and word gains:
+a stage the pipeline runs on purpose, so that every run file can be inspected as it is),
+8. ``verify.check`` and 9. ``_publish``. The state they share is a ``_Run``; a stage's step is
+that stage's one entry (``count.stage``, ``formats.export``, ``insight.stage``, ``verify``).
 Two cores are kept busy where a step leaves one idle: the "counted" and "merged" checkpoints are
 stored on a second connection while the merge loop, and the export, run (``resume.Pending``,
 waited for by ``_settle``; in line under a memory budget); a large tokenizer.json loads into HF
@@ -57,34 +58,26 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from . import __version__
 from . import resume
-from .errors import ConfigError, InputError, ToktokError
-from .insight.runfile import add_views, compression_curve, word_gains
-from .formats.common import HF_FILE, write_atomic
-from .formats.chat import check_specials as check_chat_specials, resolve as chat_template
-from .formats.hf import write_hf
-from .formats.specials import special_tokens_json
-from .formats.spell import compile_kernels as compile_export_kernels
-from .formats.tiktoken import write_tiktoken
+from . import __version__
+from .errors import ConfigError, ToktokError
+from .formats import export
+from .insight import stage as insight
 from .merge import learn_merges, small_enough, warm
 from ._kernels import compiled, release_llvm_pages
-from .budget import BudgetPlan, fit_words, plan_budget
-from .count.local import ParitySample, Source, count_phase
-from .count.memory import check_sources, corpus_of
-from .count.pretokenize import REFERENCE_BYTES, SMALL_BYTES
-from .count.read import read_corpus
-from .count.remote import redact, set_readahead
+from .budget import BudgetPlan, plan_budget
+from .count import stage as count
+from .count.stage import REFERENCE_BYTES, SMALL_BYTES, ParitySample, Source
 from .resume import Checkpoints
 from .spec import PhaseConfig, RunSpec
-from .rundir import RUN_FILE, OutputLayout, Staging, no_room, open_staging, special_tokens_file
+from .rundir import RUN_FILE, OutputLayout, Staging, open_staging
 from .store import RunStore, merges_table, resource_error
-from .verify import HFSide, open_hf, verify, worth_a_process
-from .added import added_flags
+from . import verify
+from .verify import HFSide
 from .options import at
-from .patterns import DEFAULT, Pattern, same
-from .vocab import Vocab, hardcoded_tokens
-from .warmstart import Base, add_tokens, load_base
+from .patterns import Pattern
+from .vocab import Vocab
+from .warmstart import Base, start_vocab
 
 #: How a run reports progress: ``progress(stage, done, total)``; total may be None.
 Progress = Callable[[str, int, "int | None"], None]
@@ -157,53 +150,6 @@ def _literal(token: bytes) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-def _resolve_phase(cfg: RunSpec, phase: PhaseConfig) -> list[Source]:
-    """Resolve every source of ``phase``; fails on a bad path before any work."""
-    return [Source(corpus_of(src, cfg.text_column, cfg.bad_utf8, resume=cfg.resume) if src.kind == "memory" else
-                   read_corpus([src.path], text_column=src.text_column or cfg.text_column, bad_utf8=cfg.bad_utf8,
-                               storage_options=cfg.source_options(src)),
-                   src.weight) for src in phase.sources]
-
-
-def _phase_capacity(cfg: RunSpec, phase: PhaseConfig, plan: BudgetPlan | None) -> int | None:
-    """Bytes of text a phase may sample: what the memory budget allows, at most what
-    ``working_set_mb`` holds, and at most the phase's own ``budget`` (text bytes) when it has one;
-    None = read everything."""
-    caps = []
-    if plan is not None:
-        caps.append(plan.sample_bytes)
-    if (ws := cfg.working_set_text) is not None:
-        caps.append(ws)
-    if phase.budget is not None:
-        caps.append(phase.budget)
-    return min(caps) if caps else None
-
-
-def _start_vocab(cfg: RunSpec) -> tuple[Vocab, list[str], Base | None, Pattern]:
-    """The starting vocabulary, each id's kind and the run's pattern: the bytes (+ the hardcoded
-    tokens the pattern forms as one piece), or a warm-start base (+ those only when asked) whose
-    ids are all kept, and whose pattern the run keeps (:func:`_warm_pattern`)."""
-    if cfg.warm_start is None:
-        pattern = cfg.pattern or DEFAULT
-        vocab = Vocab.base(hardcoded=False)
-        if cfg.use_hardcoded:
-            vocab.tokens += _no_longer(hardcoded_tokens(pattern), cfg.max_token_length)
-        kinds = ["byte"] * 256 + ["hardcoded"] * (len(vocab.tokens) - 256)
-        return vocab, kinds, None, pattern
-    base = load_base(cfg.warm_start)
-    pattern = _warm_pattern(cfg, base)
-    vocab = base.kept_vocab()
-    kinds = ["special" if i in vocab.pinned else "byte" if len(t) == 1 else "base" for i, t in enumerate(vocab.tokens)]
-    if cfg.use_hardcoded:
-        kinds += ["hardcoded"] * len(add_tokens(vocab, _no_longer(hardcoded_tokens(pattern), cfg.max_token_length)))
-    return vocab, kinds, base, pattern
-
-
-def _no_longer(tokens: list[bytes], limit: int | None) -> list[bytes]:
-    """The ``tokens`` of at most ``limit`` bytes (``--max-token-length``; all without one)."""
-    return tokens if limit is None else [t for t in tokens if len(t) <= limit]
-
-
 #: How reserved special tokens are spelled (Llama 3's), ``i`` from 0, skipping names the run has.
 RESERVED = "<|reserved_special_token_{}|>"
 
@@ -260,21 +206,6 @@ def _reserve(run: "_Run") -> None:
                             f"{vocab.size + short - 1:,}")
 
 
-def _warm_pattern(cfg: RunSpec, base: Base) -> Pattern:
-    """A warm start's pattern: its base's own (its tokenizer.json's Split, or the tokenizer.json or
-    run file beside its .tiktoken), which ``--pattern`` may repeat but not change; ``--pattern``
-    (else cl100k) for a base that records none."""
-    given, own = cfg.pattern, base.pattern
-    if own is None or given is None:
-        return own or given or DEFAULT
-    if not same(own, given):
-        shown = cfg.written.get("pattern") or given.label()
-        raise ConfigError(f"{at(cfg.name_of('pattern'), repr(shown) if not given.named else shown)}: the warm-start "
-                          f"base {base.path.name} splits text with {own.label(40)}, and a warm start keeps its "
-                          f"base's pattern; leave the pattern out (or give {own.name if own.named else 'the same regex'})")
-    return own
-
-
 def _run_specials(listed: list[str], vocab: Vocab, base: Base | None) -> tuple[list[str], list[str]]:
     """The run's special tokens after the last rank, in id order, and those of the base that the
     config does not list. Specials the base keeps at their ids (``pinned``) stay there. A base
@@ -284,52 +215,6 @@ def _run_specials(listed: list[str], vocab: Vocab, base: Base | None) -> tuple[l
     out = [s for s in listed if s not in pinned]
     unlisted = [s for s in (base.vocab.specials if base is not None and base.bare else []) if s not in out]
     return out + unlisted, unlisted
-
-
-def _specials_rule(vocab: Vocab, base: Base | None, tiktoken_name: str) -> dict:
-    """Which rule placed the special ids, for the summary and meta('specials'): ``after_last_rank``
-    (toktoktok's convention: a plain list in this order loads them), ``declared`` (some are kept at
-    a base's ids inside the range, so the .tiktoken's ranks have gaps there and the ids are written
-    to NAME.special_tokens.json) or ``none``."""
-    ids = vocab.special_ids()
-    out: dict = {"rule": "none" if not ids else "declared" if vocab.pinned else "after_last_rank", "ids": ids}
-    if vocab.pinned:
-        out["declared_in"] = special_tokens_file(tiktoken_name).name
-        out["gaps"] = sorted(vocab.pinned)
-        out["reason"] = f"kept at the ids of the warm-start base {base.path.name if base else '?'}"
-    moved = {s: [i, ids[s]] for s, i in (base.vocab.special_ids().items() if base is not None and base.bare else [])
-             if ids.get(s) != i}
-    if moved:
-        out["moved"] = moved
-    return out
-
-
-def _curve_texts(run_parity: pl.DataFrame, parity: dict[str, pl.DataFrame],
-                 held_out: dict[str, pl.DataFrame | None]) -> tuple[list[str], list[str], str, dict]:
-    """The documents of the run file's compression curve, their file names, and what they are:
-    each phase's pieces its sample did not take (``held_out``: text the run never trained on), or,
-    for a phase that read every document, its parity sample (``training`` text); ``mixed`` when
-    phases differ. Without any held-out piece: the run's parity sample, as before."""
-    kinds = {name: "held_out" if held_out.get(name) is not None and held_out[name].height else "training"
-             for name in parity}
-    if all(k == "training" for k in kinds.values()):
-        frames = [run_parity]
-    else:
-        frames = [held_out[name] if k == "held_out" else parity[name] for name, k in kinds.items()]
-    docs = pl.concat([f.select("source", "text") for f in frames]) if frames else pl.DataFrame({"source": [], "text": []})
-    text = next(iter(set(kinds.values()))) if len(set(kinds.values())) == 1 else "mixed"
-    return docs["text"].to_list(), [Path(p).name for p in docs["source"].to_list()], text, kinds
-
-
-@dataclass
-class _Counted:
-    """A phase's word table (``word``, ``count``) with what counting it cost and found."""
-
-    table: pl.DataFrame | None
-    warnings: list[str]
-    seconds: float
-    docs: int
-    text_bytes: int
 
 
 @dataclass
@@ -355,6 +240,7 @@ class _Run:
     specials: list[str]  # every special token of the run: listed, and the base's
     inputs: list[tuple[str, str]]  # what publishing must not replace: (path, what it is)
     warnings: list[str]
+    pattern: Pattern  # the pre-tokenizer: --pattern, a warm start's own, or cl100k
     times: dict[str, float] = field(default_factory=lambda: {"count": 0.0, "merge": 0.0})
     staging: Staging | None = None
     store: RunStore | None = None
@@ -365,7 +251,6 @@ class _Run:
     hf: HFSide | None = None  # HF tokenizers' half of the verification, loading since the export
     ray_tuning: dict = field(default_factory=dict)  # more keywords of the Ray engine's count_phase
     parity: ParitySample = field(default_factory=ParitySample)
-    pattern: Pattern = DEFAULT  # the pre-tokenizer: --pattern, a warm start's own, or cl100k
     regex_mb_s: list[float] = field(default_factory=list)  # per phase counted through regex: MB/s
 
     # per phase, for the compression curve: its parity sample and the pieces its sample did not take
@@ -377,7 +262,6 @@ class _Run:
     parity_strings: int = 0  # strings and tokens the parity check compared
     parity_tokens: int = 0
     parity_hf: str = ""  # where HF tokenizers loaded tokenizer.json for the check (HFSide.where)
-    added: dict = field(default_factory=dict)  # {special: added-token flags} where they differ (toktok.added)
     chat_template: str | None = None  # the Jinja text for tokenizer_config.json
     log: Log | None = None  # where the run's notices go (train's log; default: stderr)
     reserved: int = 0  # reserved special tokens added after the run's own (_reserve)
@@ -394,6 +278,22 @@ class _Run:
         ``merge.small.SMALL_WORDS`` words) and exports without a compiled kernel, so a first run
         after an install compiles none beside it."""
         return sum(src.size for srcs in self.plans for src in srcs) <= SMALL_BYTES
+
+    def settle(self) -> None:
+        """The checkpoint being stored in the background, stored (:func:`_settle`)."""
+        _settle(self)
+
+    def checkpoint(self, save: Callable[[RunStore], None]) -> None:
+        """A phase's large checkpoint stored, beside the next steps or at once (:func:`_checkpoint`)."""
+        _checkpoint(self, save)
+
+    def take_parity(self, phase: str, parity: pl.DataFrame, held_out: pl.DataFrame | None) -> None:
+        """A phase's parity sample joins the run's (:func:`_take_parity`)."""
+        _take_parity(self, phase, parity, held_out)
+
+    def merge_budget(self, phase: PhaseConfig) -> int:
+        """The new tokens ``phase`` learns (:func:`_merge_budget`)."""
+        return _merge_budget(self, phase)
 
     def tag(self, phase: PhaseConfig) -> str:
         """The phase in progress stage names (`` english``); nothing for a one-phase run."""
@@ -455,10 +355,10 @@ def _train(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: Chec
         for phase, sources, fp in zip(run.phases, run.plans, run.fingerprints):
             _phase(run, phase, sources, fp)
         _reserve(run)
-        _export(run)
+        export.write(run)
         _vocabulary(run)
-        _insight(run)
-        _verify(run)
+        insight.record(run)
+        verify.check(run)
         _publish(run)
         if run.compiler is not None:  # a resumed run that learned no merge did not need it
             run.compiler.stop()
@@ -485,7 +385,7 @@ def _compile_beside(run: _Run) -> None:
     # under a memory budget, whose plan counts one process, the kernels compile in this one as
     # they are first called (a no-op Compiler marks that it was said): a second process held
     # 150-300 MB more on a first run (peak 1.25-1.54x the budget against 0.96x warm)
-    run.compiler = warm.start(also=compile_export_kernels) if run.plan is None else warm.Compiler(None)
+    run.compiler = warm.start(also=export.compile_kernels) if run.plan is None else warm.Compiler(None)
     if run.cfg.verbose is not False:
         (run.log or _stderr)("toktok: compiling the kernels, once after an install (about 10 s more"
                              + ("" if run.plan is None else ", in this process: inside the memory budget")
@@ -519,37 +419,25 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _ray_engine(cfg: RunSpec) -> Callable | None:
-    """The Ray engine's ``count_phase`` when the run asks for it (a ConfigError naming the install
-    command when Ray is missing), None for the local engine."""
-    if cfg.engine != "ray":
-        return None
-    from .count.ray import count_phase as ray_count_phase, require_ray
-
-    require_ray()
-    return ray_count_phase
-
-
 def _plan(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: Checkpoints) -> _Run:
     """1. Every check before any work (the options were checked by ``describe``: sizes are ints),
     the engine, the plan of the memory budget (made once, here), each phase's sources (a bad path
     fails here), the starting vocabulary (the bytes and hardcoded tokens, or a warm-start base),
     the special tokens and roles, and the inputs that publishing must not replace. Reads the
     config, the sources' listings and the base; writes nothing."""
-    check_sources(phases := list(cfg.phases), resume=cfg.resume, engine=cfg.engine)  # in-memory ones
-    ray_count = _ray_engine(cfg)
+    ray_count = count.engine(cfg, phases := list(cfg.phases))  # in-memory sources checked first
     warnings: list[str] = []
     threads, too_many = cfg.threads, cfg.threads_warning
     if too_many:
         warnings.append(too_many)
     release_llvm_pages()  # see there: ~100 MB of RSS that the run never uses
     plan = plan_budget(cfg.budget, name=cfg.name_of("budget")) if cfg.budget is not None else None
-    plans = [_resolve_phase(cfg, ph) for ph in phases]
+    plans = [count.resolve(cfg, ph) for ph in phases]
     warnings += dict.fromkeys(w for srcs in plans for src in srcs for w in src.corpus.warnings)
-    vocab, kinds, base, pattern = _start_vocab(cfg)
+    vocab, kinds, base, pattern = start_vocab(cfg)
     if base is not None:
         warnings += base.warnings
-    listed = [str(t) for t in cfg.special_tokens]  # their added-token flags: for the export (_Run.added)
+    listed = [str(t) for t in cfg.special_tokens]  # their added-token flags: for the export (formats.export)
     vocab.specials, unlisted = _run_specials(listed, vocab, base)
     if unlisted and cfg.special_tokens:
         warnings.append(f"the base's special tokens {', '.join(map(repr, unlisted))} are not in special_tokens; "
@@ -560,10 +448,7 @@ def _plan(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: Check
     cfg.check_roles(specials)
     chat = None
     if cfg.chat_template is not None:  # read and parsed now; a named one's specials must be the run's
-        where = cfg.name_of("chat_template")
-        tpl = chat_template(cfg.chat_template, where)
-        check_chat_specials(tpl, specials, where)
-        chat = tpl.text
+        chat = export.chat_text(cfg.chat_template, specials, cfg.name_of("chat_template"))
     inputs = [(f.path, "a source") for srcs in plans for src in srcs for f in src.corpus.files if f.kind != "memory"]
     inputs += [(src.path, "a source") for ph in phases for src in ph.sources
                if src.kind != "memory" and os.path.isdir(os.path.expanduser(src.path))]
@@ -573,7 +458,7 @@ def _plan(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: Check
     return _Run(cfg=cfg, layout=cfg.layout, phases=phases, plans=plans, plan=plan, ray_count=ray_count,
                 threads=threads, report=progress or (lambda stage, done, total: None), say=say, marks=marks,
                 vocab=vocab, kinds=kinds, phase_of=[None] * len(vocab.tokens), base=base, specials=specials,
-                inputs=inputs, warnings=warnings, added=added_flags(cfg.special_tokens), chat_template=chat,
+                inputs=inputs, warnings=warnings, chat_template=chat,
                 pattern=pattern)
 
 
@@ -617,7 +502,7 @@ def _phase(run: _Run, phase: PhaseConfig, sources: list[Source], fp: list) -> No
     if cp is not None and cp["stage"] == "counted":
         counted = _restore_counted(run, phase, cp)
     else:
-        counted = _count(run, phase, sources, fp)
+        counted = count.run(run, phase, sources, fp)
     run.warnings += counted.warnings
     _merge(run, phase, counted, fp, cp)
 
@@ -647,68 +532,13 @@ def _restore_merged(run: _Run, phase: PhaseConfig, cp: dict) -> None:
         run.times[k] += sm["seconds"][k]
 
 
-def _restore_counted(run: _Run, phase: PhaseConfig, cp: dict) -> _Counted:
+def _restore_counted(run: _Run, phase: PhaseConfig, cp: dict) -> count.Counted:
     """3'. A phase the interrupted run counted: its word table, parity sample, warnings and counting
     statistics, from the run file."""
     store = run.store
     table = pl.from_arrow(store.words_of(phase.name))
     _take_parity(run, phase.name, pl.from_arrow(store.parity_of(phase.name)), resume.held_out_of(store, phase.name))
-    return _Counted(table, cp["warnings"], cp["seconds_count"], cp["docs"], cp["text_bytes"])
-
-
-def _count(run: _Run, phase: PhaseConfig, sources: list[Source], fp: list) -> _Counted:
-    """3. Read, sample (when the budget says so), pre-tokenize and count one phase's sources with
-    the run's engine, then cut the word table to the budget (:func:`toktok.budget.fit_words`).
-    Reads the sources, from the interrupted run's counting checkpoint on ``--resume``; writes
-    counting checkpoints on the way (either engine: at file boundaries every
-    ``COUNT_EVERY`` x the merge loop's interval, a snapshot of the counts so far; and the finished
-    sample), then the phase's words, inputs and parity sample: the "counted" checkpoint, stored
-    while the merge loop runs when the run has no budget (``_checkpoint``)."""
-    cfg, store, marks, plan = run.cfg, run.store, run.marks, run.plan
-    restored = None
-    if run.staging.resuming:
-        restored = resume.count_state(store, phase.name, fp)
-        store.drop_phase(phase.name)
-
-    def save(state) -> None:
-        run.kept = True
-        resume.save_count_state(store, phase.name, state, fp)
-        marks.done()
-
-    checkpoints = dict(restored=restored, save=save, every=marks.every * resume.COUNT_EVERY)
-    if run.ray_count is not None:  # the same PhaseCount and checkpoints, counted on a Ray cluster
-        count = partial(run.ray_count, address=cfg.ray_address, **checkpoints, **run.ray_tuning)
-    else:
-        count = partial(count_phase, **checkpoints)
-    set_readahead(plan.readahead_bytes if plan is not None else None)  # blocks of objects read ahead
-    pc = count(sources, seed=cfg.seed, capacity=_phase_capacity(cfg, phase, plan),
-               batch_bytes=plan.batch_bytes if plan is not None else 32 << 20, specials=run.specials,
-               threads=run.threads, report=run.report, tag=run.tag(phase), pattern=run.pattern)
-    resume.check_unchanged(sources, fp, run.where(phase))
-    if pc.regex_mb_s is not None:
-        run.regex_mb_s.append(pc.regex_mb_s)
-    table, used, warnings = pc.words, pc.used, []
-    if plan is not None:  # the merge loop's arrays must fit the budget: drop the rarest words if not
-        try:
-            table, cut = fit_words(table, plan, _merge_budget(run, phase), where=run.where(phase),
-                                   budget=f"{cfg.name_of('budget')} {cfg.text_of('budget')}")
-        except ConfigError as e:
-            raise resume.start_over(e) from None
-        warnings += [cut] if cut else []
-    t_count = pc.seconds["count"]
-    run.times["sample"] = run.times.get("sample", 0.0) + pc.seconds.get("sample", 0.0)
-    docs = sum(u["docs"] for u in used.values())
-    text_bytes = sum(u["bytes"] for u in used.values())
-    if table.height == 0:
-        paths = ", ".join(redact(s.path) for s in phase.sources)
-        n_files = sum(len(s.corpus.files) for s in sources)
-        raise resume.start_over(InputError(
-            f"{run.where(phase)}{paths}: the corpus is empty (no text in {n_files} file(s)); "
-            "check the sources and --text-column"))
-    state = {"fingerprint": fp, "warnings": warnings, "seconds_count": t_count, "docs": docs, "text_bytes": text_bytes}
-    _checkpoint(run, lambda st: resume.save_counted(st, phase.name, table, pc.parity, pc.held_out, sources, used, state))
-    _take_parity(run, phase.name, pc.parity, pc.held_out)
-    return _Counted(table, warnings, t_count, docs, text_bytes)
+    return count.Counted(table, cp["warnings"], cp["seconds_count"], cp["docs"], cp["text_bytes"])
 
 
 class _MergeLog:
@@ -740,7 +570,7 @@ class _MergeLog:
         self.run.marks.done()
 
 
-def _merge(run: _Run, phase: PhaseConfig, counted: _Counted, fp: list, cp: dict | None) -> None:
+def _merge(run: _Run, phase: PhaseConfig, counted: count.Counted, fp: list, cp: dict | None) -> None:
     """4. The phase's merges on top of the vocabulary so far. Reads the counted word table (one
     copy of it during the merges, the run's peak of memory); writes the merges as they come
     (checkpoints every few seconds, :class:`_MergeLog`), then each word's tokens and the phase's
@@ -805,38 +635,6 @@ def _compiled(run: _Run) -> None:
     run.report("compile", 1, 1)
 
 
-def _export(run: _Run) -> None:
-    """5. The vocabulary after the last phase, checked, as tokenizer files in the staging folder:
-    tokenizer.json and the transformers files first (HF tokenizers starts loading it for step 8),
-    then the .tiktoken (special ids away from toktoktok's convention are declared beside it, and
-    in meta "specials")."""
-    cfg, vocab, staging = run.cfg, run.vocab, run.staging.path
-    t0 = time.perf_counter()
-    run.report("export", 0, 3)
-    # tokenizers loads tokenizer.json from when it is written, in a second process (started now)
-    # when it is large (the load holds the GIL for most of a second) and the run has no memory
-    # budget (whose plan counts one process)
-    run.hf = open_hf(staging / HF_FILE, process=run.plan is None and worth_a_process(len(vocab.tokens)))
-    vocab.check()
-    try:
-        write_hf(vocab, staging, roles=cfg.roles, check=False, pattern=run.pattern, added=run.added,
-                 chat_template=run.chat_template)
-        run.hf.load()
-        run.report("export", 1, 3)
-        write_tiktoken(vocab, staging / cfg.tiktoken_name, check=False)
-        run.report("export", 2, 3)
-        run.special_ids = _specials_rule(vocab, run.base, cfg.tiktoken_name)
-        run.store.put_meta("specials", run.special_ids)
-        # an added token that is not special is not in tokenizer.json's specials, where the .tiktoken's
-        # are looked for: declared beside it then
-        if vocab.pinned or any(not f["special"] for f in run.added.values()):
-            write_atomic(special_tokens_file(staging / cfg.tiktoken_name), special_tokens_json(vocab))
-    except OSError as e:  # a full or read-only disk: one line, nothing published (the staging folder goes)
-        raise no_room(e, run.layout.folder, staging, len(vocab.tokens)) from None
-    run.report("export", 3, 3)
-    run.times["export"] = time.perf_counter() - t0
-
-
 def _vocabulary(run: _Run) -> None:
     """6. The vocabulary after the last phase (checked by the export) in the run file, with each
     phase's summary (meta "phases")."""
@@ -847,42 +645,9 @@ def _vocabulary(run: _Run) -> None:
          "reused_merges": s.reused_merges, "words": s.words, "docs": s.docs, "text_bytes": s.text_bytes,
          "first_id": s.first_id, "budget": cfg.phase_budget(ph), "seconds": sum(s.seconds.values()),
          "seconds_count": s.seconds["count"], "seconds_merge": s.seconds["merge"],
-         "sources": [{"path": redact(src.path), "weight": src.weight} for src in ph.sources]}
+         "sources": [{"path": count.redact(src.path), "weight": src.weight} for src in ph.sources]}
         for s, ph in zip(run.summaries, run.phases)
     ])
-
-
-def _insight(run: _Run) -> None:
-    """7. What the run file offers for inspection (:mod:`toktok.insight.runfile`): views, the
-    compression curve and token usage (on text the run did not train on where a budget left some
-    out, else on the parity sample of the input, labelled by file), word gains."""
-    store = run.store
-    t0 = time.perf_counter()
-    run.report("insight", 0, 3)
-    _settle(run)  # word gains read the words' tokens
-    with store.translating():
-        add_views(store)
-        run.report("insight", 1, 3)
-        curve, curve_from, curve_text, curve_kinds = _curve_texts(run.parity.df, run.phase_parity, run.phase_held_out)
-        if curve:
-            compression_curve(store, curve, by=curve_from, threads=run.threads, checkpoints=8,
-                              text=curve_text, text_by_phase=curve_kinds, reference=run.small)
-        run.report("insight", 2, 3)
-        word_gains(store, reference=run.small)
-    run.report("insight", 3, 3)
-    run.times["insight"] = time.perf_counter() - t0
-
-
-def _verify(run: _Run) -> None:
-    """8. tiktoken and HF tokenizers give the same ids: on the built-in set and on slices of the
-    run's parity sample (ParityError if not; nothing is published then)."""
-    t0 = time.perf_counter()
-    hf, run.hf = run.hf, None
-    rep = verify(run.staging.path, run.parity.df["text"].to_list(), slices=run.cfg.verify_slices,
-                 seed=run.cfg.seed, hf=hf, pattern=run.pattern,
-                 progress=lambda done, total: run.report("verify", done, total))
-    run.times["verify"] = time.perf_counter() - t0
-    run.parity_strings, run.parity_tokens, run.parity_hf = rep.strings, rep.tokens, hf.where
 
 
 def _publish(run: _Run) -> None:

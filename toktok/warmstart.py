@@ -19,6 +19,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import ConfigError, OutputError, VocabError
 from .formats.common import (HF_CONFIG_FILE, HF_FILE, HF_SPECIAL_MAP_FILE, TIKTOKEN_FILE, find_tiktoken, read_json,
@@ -26,9 +27,13 @@ from .formats.common import (HF_CONFIG_FILE, HF_FILE, HF_SPECIAL_MAP_FILE, TIKTO
 from .formats.hf import bytelevel_to_token, split_pattern, write_hf
 from .formats.specials import resolve_specials, special_tokens_json
 from .formats.tiktoken import encoding_pattern, read_tiktoken_ranks, recorded_pattern, write_tiktoken
-from .patterns import DEFAULT, Pattern
+from .options import at
+from .patterns import DEFAULT, Pattern, same
 from .rundir import special_tokens_file
-from .vocab import Vocab
+from .vocab import Vocab, hardcoded_tokens
+
+if TYPE_CHECKING:
+    from .spec import RunSpec
 
 
 @dataclass
@@ -442,3 +447,44 @@ def _to_tiktoken(base: Base, d: Path, force: bool) -> list[Path]:
 
 
 __all__ = ["Base", "load_base", "read_tiktoken_base", "read_hf_base", "add_tokens", "convert"]
+
+
+def start_vocab(cfg: RunSpec) -> tuple[Vocab, list[str], Base | None, Pattern]:
+    """The vocabulary a run starts from (the pipeline's step 1), each id's kind and the run's pattern: the bytes (+ the hardcoded
+    tokens the pattern forms as one piece), or a warm-start base (+ those only when asked) whose
+    ids are all kept, and whose pattern the run keeps (:func:`_warm_pattern`).
+    Example: ``start_vocab(TrainConfig(["data_fixtures/"], "out/x").describe())[0].size == 256 + 1161``."""
+    if cfg.warm_start is None:
+        pattern = cfg.pattern or DEFAULT
+        vocab = Vocab.base(hardcoded=False)
+        if cfg.use_hardcoded:
+            vocab.tokens += _no_longer(hardcoded_tokens(pattern), cfg.max_token_length)
+        kinds = ["byte"] * 256 + ["hardcoded"] * (len(vocab.tokens) - 256)
+        return vocab, kinds, None, pattern
+    base = load_base(cfg.warm_start)
+    pattern = _warm_pattern(cfg, base)
+    vocab = base.kept_vocab()
+    kinds = ["special" if i in vocab.pinned else "byte" if len(t) == 1 else "base" for i, t in enumerate(vocab.tokens)]
+    if cfg.use_hardcoded:
+        kinds += ["hardcoded"] * len(add_tokens(vocab, _no_longer(hardcoded_tokens(pattern), cfg.max_token_length)))
+    return vocab, kinds, base, pattern
+
+
+def _no_longer(tokens: list[bytes], limit: int | None) -> list[bytes]:
+    """The ``tokens`` of at most ``limit`` bytes (``--max-token-length``; all without one)."""
+    return tokens if limit is None else [t for t in tokens if len(t) <= limit]
+
+
+def _warm_pattern(cfg: RunSpec, base: Base) -> Pattern:
+    """A warm start's pattern: its base's own (its tokenizer.json's Split, or the tokenizer.json or
+    run file beside its .tiktoken), which ``--pattern`` may repeat but not change; ``--pattern``
+    (else cl100k) for a base that records none."""
+    given, own = cfg.pattern, base.pattern
+    if own is None or given is None:
+        return own or given or DEFAULT
+    if not same(own, given):
+        shown = cfg.written.get("pattern") or given.label()
+        raise ConfigError(f"{at(cfg.name_of('pattern'), repr(shown) if not given.named else shown)}: the warm-start "
+                          f"base {base.path.name} splits text with {own.label(40)}, and a warm start keeps its "
+                          f"base's pattern; leave the pattern out (or give {own.name if own.named else 'the same regex'})")
+    return own

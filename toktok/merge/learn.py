@@ -113,6 +113,12 @@ def learn_merges(
     if run.err is not None:
         raise run.err
 
+    return _result(run, vocab, n_merges, checkpoint, t0)
+
+
+def _result(run: "_Run", vocab: Vocab, n_merges: int, checkpoint, t0: float) -> MergeResult:
+    """Steps 3 and 4 of ``learn_merges``: the finished run's merges (the rest checkpointed), its
+    new tokens' bytes and each word's final number of tokens."""
     # 3. the merges, the rest of them checkpointed
     tbytes, n_tokens, n_rec = run.out
     left, right, token, count, reused = (r[:n_rec].copy() for r in run.rec)

@@ -77,6 +77,41 @@ def _replace(w: list[int], a: int, b: int, t: int) -> list[int]:
     return out
 
 
+def _pair_counts(ws: list[list[int]], cs: list[int]):
+    """Each adjacent pair's count over the words, and the words it occurs in."""
+    pc: dict[tuple[int, int], int] = {}
+    where: dict[tuple[int, int], set[int]] = {}
+    for i, w in enumerate(ws):
+        c = cs[i]
+        for p in _pairs(w):
+            pc[p] = pc.get(p, 0) + c
+            where.setdefault(p, set()).add(i)
+    return pc, where
+
+
+def _merge_everywhere(a: int, b: int, t: int, ws, cs, pc, where, heap, tokens, allowed) -> None:
+    """(a, b) replaced by ``t`` in every word holding it; the pairs' counts, the words they occur
+    in and the heap (the changed counts pushed, older entries left to be skipped) updated."""
+    delta: dict[tuple[int, int], int] = {}
+    for i in where.pop((a, b)):
+        w, c = ws[i], cs[i]
+        w2 = _replace(w, a, b, t)
+        if len(w2) == len(w):
+            continue
+        for p in _pairs(w):
+            delta[p] = delta.get(p, 0) - c
+        for p in _pairs(w2):
+            delta[p] = delta.get(p, 0) + c
+            where.setdefault(p, set()).add(i)
+        ws[i] = w2
+    for p, d in delta.items():
+        if d:
+            v = pc[p] = pc.get(p, 0) + d
+            if v > 0 and allowed(*p):
+                heapq.heappush(heap, (-v, tokens[p[0]], tokens[p[1]], p[0], p[1]))
+    pc.pop((a, b), None)
+
+
 def learn_small(words, counts, vocab: Vocab, n_merges: int, checkpoint=None, *, max_token_length: int | None = None,
                 min_frequency: int | None = None):
     """``learn_merges(words, counts, vocab, n_merges, max_token_length=..., min_frequency=...)``
@@ -100,13 +135,7 @@ def learn_small(words, counts, vocab: Vocab, n_merges: int, checkpoint=None, *, 
     t_seg = time.perf_counter() - t0
 
     ranks = {t: i for i, t in enumerate(tokens)}
-    pc: dict[tuple[int, int], int] = {}
-    where: dict[tuple[int, int], set[int]] = {}
-    for i, w in enumerate(ws):
-        c = cs[i]
-        for p in _pairs(w):
-            pc[p] = pc.get(p, 0) + c
-            where.setdefault(p, set()).add(i)
+    pc, where = _pair_counts(ws, cs)
     longest = max_token_length if max_token_length is not None else -1
 
     def allowed(a: int, b: int) -> bool:  # a pair whose token would be too long is never merged
@@ -137,24 +166,7 @@ def learn_small(words, counts, vocab: Vocab, n_merges: int, checkpoint=None, *, 
         right.append(b)
         made.append(t)
         count.append(-nc)
-        delta: dict[tuple[int, int], int] = {}
-        for i in where.pop((a, b)):
-            w, c = ws[i], cs[i]
-            w2 = _replace(w, a, b, t)
-            if len(w2) == len(w):
-                continue
-            for p in _pairs(w):
-                delta[p] = delta.get(p, 0) - c
-            for p in _pairs(w2):
-                delta[p] = delta.get(p, 0) + c
-                where.setdefault(p, set()).add(i)
-            ws[i] = w2
-        for p, d in delta.items():
-            if d:
-                v = pc[p] = pc.get(p, 0) + d
-                if v > 0 and allowed(*p):
-                    heapq.heappush(heap, (-v, tokens[p[0]], tokens[p[1]], p[0], p[1]))
-        pc.pop((a, b), None)
+        _merge_everywhere(a, b, t, ws, cs, pc, where, heap, tokens, allowed)
     rec = (np.array(left, np.int32), np.array(right, np.int32), np.array(made, np.int32),
            np.array(count, np.int64), np.array(reused, np.bool_))
     if checkpoint is not None:

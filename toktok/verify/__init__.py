@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -287,3 +288,17 @@ def _compare(where: Path, enc, hf: HFSide, texts: Iterable[str] | None, slices: 
         if progress is not None:
             progress(strings, len(stream))
     return VerifyReport(strings=strings, tokens=tokens)
+
+
+def check(run) -> None:
+    """The verify stage's entry (the pipeline's step 8, ``run`` its ``_Run``): tiktoken and HF
+    tokenizers give the same ids on the staging folder's files, on the built-in set and on slices
+    of the run's parity sample (ParityError if not; nothing is published then); HF's half is the
+    one the export opened (``run.hf``). Example: ``verify.check(run)``."""
+    t0 = time.perf_counter()
+    hf, run.hf = run.hf, None
+    rep = verify(run.staging.path, run.parity.df["text"].to_list(), slices=run.cfg.verify_slices,
+                 seed=run.cfg.seed, hf=hf, pattern=run.pattern,
+                 progress=lambda done, total: run.report("verify", done, total))
+    run.times["verify"] = time.perf_counter() - t0
+    run.parity_strings, run.parity_tokens, run.parity_hf = rep.strings, rep.tokens, hf.where

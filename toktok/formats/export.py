@@ -1,0 +1,88 @@
+"""The export stage's entry (``write``): a run's vocabulary as tokenizer files in its staging folder.
+
+``write`` writes tokenizer.json and the transformers files (:mod:`.hf`), the ``.tiktoken``
+(:mod:`.tiktoken`) and, where special ids are away from toktoktok's convention, the special
+tokens beside it (:mod:`.specials`); ``chat_text`` reads a run's chat template before any work and
+``compile_kernels`` is what a cold run compiles beside the merge loop's (:mod:`.spell`).
+Example: ``export.write(run)`` (the pipeline's step 5, ``run`` its ``_Run``).
+"""
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from ..added import added_flags
+from ..rundir import no_room, special_tokens_file
+from ..verify import open_hf, worth_a_process
+from .chat import check_specials as check_chat_specials, resolve as chat_template
+from .common import HF_FILE, write_atomic
+from .hf import write_hf
+from .specials import special_tokens_json
+from .spell import compile_kernels
+from .tiktoken import write_tiktoken
+
+if TYPE_CHECKING:
+    from ..vocab import Vocab
+    from ..warmstart import Base
+
+__all__ = ["chat_text", "compile_kernels", "write"]
+
+
+def chat_text(given: str, specials: list[str], where: str) -> str:
+    """The chat template ``given`` (a name or Jinja text) read and parsed, its specials checked
+    against the run's; its Jinja text for tokenizer_config.json. Example:
+    ``chat_text("chatml", ["<|im_start|>", "<|im_end|>"], "--chat-template")``."""
+    tpl = chat_template(given, where)
+    check_chat_specials(tpl, specials, where)
+    return tpl.text
+
+
+def write(run) -> None:
+    """The vocabulary after the last phase, checked, as tokenizer files in the staging folder:
+    tokenizer.json and the transformers files first (HF tokenizers starts loading it for the
+    verification), then the .tiktoken (special ids away from toktoktok's convention are declared beside it, and
+    in meta "specials")."""
+    cfg, vocab, staging = run.cfg, run.vocab, run.staging.path
+    added = added_flags(cfg.special_tokens)  # {special: added-token flags} where they differ
+    t0 = time.perf_counter()
+    run.report("export", 0, 3)
+    # tokenizers loads tokenizer.json from when it is written, in a second process (started now)
+    # when it is large (the load holds the GIL for most of a second) and the run has no memory
+    # budget (whose plan counts one process)
+    run.hf = open_hf(staging / HF_FILE, process=run.plan is None and worth_a_process(len(vocab.tokens)))
+    vocab.check()
+    try:
+        write_hf(vocab, staging, roles=cfg.roles, check=False, pattern=run.pattern, added=added,
+                 chat_template=run.chat_template)
+        run.hf.load()
+        run.report("export", 1, 3)
+        write_tiktoken(vocab, staging / cfg.tiktoken_name, check=False)
+        run.report("export", 2, 3)
+        run.special_ids = _specials_rule(vocab, run.base, cfg.tiktoken_name)
+        run.store.put_meta("specials", run.special_ids)
+        # an added token that is not special is not in tokenizer.json's specials, where the .tiktoken's
+        # are looked for: declared beside it then
+        if vocab.pinned or any(not f["special"] for f in added.values()):
+            write_atomic(special_tokens_file(staging / cfg.tiktoken_name), special_tokens_json(vocab))
+    except OSError as e:  # a full or read-only disk: one line, nothing published (the staging folder goes)
+        raise no_room(e, run.layout.folder, staging, len(vocab.tokens)) from None
+    run.report("export", 3, 3)
+    run.times["export"] = time.perf_counter() - t0
+
+
+def _specials_rule(vocab: Vocab, base: Base | None, tiktoken_name: str) -> dict:
+    """Which rule placed the special ids, for the summary and meta('specials'): ``after_last_rank``
+    (toktoktok's convention: a plain list in this order loads them), ``declared`` (some are kept at
+    a base's ids inside the range, so the .tiktoken's ranks have gaps there and the ids are written
+    to NAME.special_tokens.json) or ``none``."""
+    ids = vocab.special_ids()
+    out: dict = {"rule": "none" if not ids else "declared" if vocab.pinned else "after_last_rank", "ids": ids}
+    if vocab.pinned:
+        out["declared_in"] = special_tokens_file(tiktoken_name).name
+        out["gaps"] = sorted(vocab.pinned)
+        out["reason"] = f"kept at the ids of the warm-start base {base.path.name if base else '?'}"
+    moved = {s: [i, ids[s]] for s, i in (base.vocab.special_ids().items() if base is not None and base.bare else [])
+             if ids.get(s) != i}
+    if moved:
+        out["moved"] = moved
+    return out

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from .errors import ConfigError, OutputError, VocabError
 from .formats.common import (HF_CONFIG_FILE, HF_FILE, HF_SPECIAL_MAP_FILE, TIKTOKEN_FILE, find_tiktoken, read_json,
                              write_atomic)
-from .formats.hf import bytelevel_to_token, split_pattern, write_hf
+from .formats.hf import bytelevel_to_token, components, split_pattern, write_hf
 from .formats.specials import resolve_specials, special_tokens_json
 from .formats.tiktoken import encoding_pattern, read_tiktoken_ranks, recorded_pattern, write_tiktoken
 from .options import at
@@ -161,19 +161,6 @@ def read_tiktoken_base(path: str | os.PathLike, specials=None) -> Base:
     return base
 
 
-def _find_types(node, out: list[dict]) -> list[dict]:
-    """Every component of a pre-tokenizer / decoder / normalizer tree, depth first."""
-    if isinstance(node, dict):
-        if "type" in node:
-            out.append(node)
-        for v in node.values():
-            _find_types(v, out)
-    elif isinstance(node, list):
-        for v in node:
-            _find_types(v, out)
-    return out
-
-
 def _merge_pair(m, k: int, path: Path) -> tuple[str, str]:
     if isinstance(m, str):
         parts = m.split(" ")
@@ -228,7 +215,7 @@ def _hf_model(p: Path) -> tuple[dict, dict, list[dict], dict]:
     mtype = model.get("type", "BPE" if "merges" in model else None)
     if mtype != "BPE":
         raise VocabError(f"{p}: the model is {mtype or 'of no known type'}, not BPE; toktok warm-starts from byte-level BPE only")
-    pre = _find_types(doc.get("pre_tokenizer"), [])
+    pre = components(doc.get("pre_tokenizer"))
     if not any(c.get("type") == "ByteLevel" for c in pre):
         raise VocabError(
             f"{p}: not byte-level: the pre-tokenizer has no ByteLevel step "

@@ -298,16 +298,19 @@ def read_hf_specials(tokenizer_json: str | os.PathLike) -> dict[str, int]:
         raise VocabError(f"{p}: cannot read added_tokens ({e})") from None
 
 
-def _components(node, out: list[dict]) -> list[dict]:
-    """Every component of a pre-tokenizer tree (a ``Sequence``'s steps), depth first."""
+def components(node, out: list[dict] | None = None) -> list[dict]:
+    """The steps of a tokenizer.json pre-tokenizer / normalizer / decoder tree, depth first (a
+    ``Sequence``'s steps, not the ``Sequence``).
+    Example: ``[c["type"] for c in components(doc["pre_tokenizer"])] == ["Split", "ByteLevel"]``."""
+    out = [] if out is None else out
     if isinstance(node, dict):
         if "type" in node and node.get("type") != "Sequence":
             out.append(node)
         for v in node.values():
-            _components(v, out)
+            components(v, out)
     elif isinstance(node, list):
         for v in node:
-            _components(v, out)
+            components(v, out)
     return out
 
 
@@ -320,7 +323,7 @@ def split_pattern(pre_tokenizer, where: str = "tokenizer.json") -> tuple[Pattern
     Example: ``split_pattern(json.load(open("out/demo/tokenizer.json"))["pre_tokenizer"])[0].name == "cl100k"``."""
     if pre_tokenizer is None:
         return None, None  # records none (a tokenizer.json kept beside a .tiktoken for its specials)
-    parts = _components(pre_tokenizer, [])
+    parts = components(pre_tokenizer)
     splits = [c for c in parts if c.get("type") == "Split"]
     levels = [c for c in parts if c.get("type") == "ByteLevel"]
     regex_levels = [c for c in levels if c.get("use_regex", True)]

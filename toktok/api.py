@@ -23,8 +23,8 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from .config import PhaseConfig, SourceConfig, TrainConfig, build_config
 from .errors import ConfigError, InputError, shown
-# (through the pipeline, as before: importing api loads the run's libraries, polars first, before the
-# CLI's train keeps pandas out of the process: toktok.cli._without_pandas)
+# from the pipeline, not toktok.summary: importing api then loads polars before the CLI's train
+# blocks pandas (cli._without_pandas), whose import hook fails polars' import-time probe for pandas
 from .pipeline import PhaseSummary, TrainSummary
 
 #: How a run reports progress: ``progress(stage, done, total)`` (total may be None), or a mode of

@@ -57,8 +57,7 @@ from typing import Any
 
 import polars as pl
 
-from . import resume, start
-from . import verify
+from . import resume, start, verify
 from .alloc import lean
 from .budget import BudgetPlan, plan_budget
 from .count import stage as count
@@ -146,7 +145,8 @@ class _Run:
         resume.settle(self)
 
     def checkpoint(self, save: Callable[[RunStore], None]) -> None:
-        """A phase's large checkpoint stored, beside the next steps or at once (:func:`toktok.resume.checkpoint`)."""
+        """A phase's large checkpoint stored, beside the next steps or at once
+        (:func:`toktok.resume.checkpoint`)."""
         resume.checkpoint(self, save)
 
     def take_parity(self, phase: str, parity: pl.DataFrame, held_out: pl.DataFrame | None) -> None:
@@ -184,10 +184,11 @@ def train(cfg: RunSpec | Any, progress: Progress | None = None, log: Log | None 
     every 100th: the pair, the new token, its id and count), one line each to ``log`` (default:
     stderr). ``checkpoints`` says when the run checkpoints for ``--resume`` (default: the merge
     loop every 2 s) and what happens after each one. ``ray_tuning``: keywords for the Ray engine's
-    ``count_phase`` (``unit_bytes``, ``merge_min_bytes``; tests cut small files into many units). The allocators are tuned for the run and put
-    back after it (:func:`toktok.alloc.lean`). A DuckDB error from outside the run store's own
-    calls that means a full disk or too little memory is a ResourceError too
-    (:func:`toktok.store.translating`); any other is a bug and passes unchanged.
+    ``count_phase`` (``unit_bytes``, ``merge_min_bytes``; tests cut small files into many units).
+    The allocators are tuned for the run and put back after it (:func:`toktok.alloc.lean`). A
+    DuckDB error from outside the run store's own calls that means a full disk or too little
+    memory is a ResourceError too (:func:`toktok.store.translating`); any other is a bug and passes
+    unchanged.
 
     Example: ``train(TrainConfig(["data_fixtures/"], "out/demo", merges=500)).vocab_size == 256 + 1161 + 500``
     (when the corpus allows 500 merges).

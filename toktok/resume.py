@@ -6,7 +6,10 @@ store by size and ETag, data in memory by its digest), the re-spelling of the in
 interrupted run named them, the checkpoints (what is stored and when: the counting state at file
 boundaries and the finished sample, each phase's word table once counted, the merges every few
 seconds, each phase once merged) and the replay check of the merges learned again. The pipeline
-calls it at clear points; everything it stores lives in the run file (:mod:`toktok.store`).
+calls it at clear points, each an entry that takes the run's state: ``open_run`` (step 2: the
+staging folder and the run file, new or the interrupted run's), ``restore`` (what the interrupted
+run counted or merged of a phase), ``checkpoint`` and ``settle`` (a large checkpoint stored beside
+the next steps, then waited for); everything it stores lives in the run file (:mod:`toktok.store`).
 The checkpoints' timing is an argument (:class:`Checkpoints`), and so is what happens after each
 (``on_checkpoint``: fault-injection tests kill the process there).
 Example: ``Checkpoints(every=0, step=10, on_checkpoint=print)``.

@@ -29,7 +29,14 @@ class _Commands(TyperGroup):
     def parse_args(self, ctx, args):
         if args and (args[0] in ("-c", "--config") or args[0].startswith(("--config=", "-c"))):
             args = ["train", *args]
+        _take_as_parsed(self.get_params(ctx))
         return super().parse_args(ctx, args)
+
+    def resolve_command(self, ctx, args):
+        name, cmd, rest = super().resolve_command(ctx, args)
+        if cmd is not None:
+            _take_as_parsed(cmd.get_params(ctx))
+        return name, cmd, rest
 
     def main(self, *args, standalone_mode: bool = True, **kwargs):
         """As Click's, but a usage error (an unknown option, a missing argument: ``toktok train
@@ -57,6 +64,45 @@ class _Commands(TyperGroup):
             e.show()
             sys.exit(e.exit_code)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+class _AsParsed:
+    """A parameter's value as Click parsed it: the text of an option, a flag's bool, a tuple of
+    texts. Typer (>= 0.2x) otherwise builds a pydantic TypeAdapter per parameter to coerce text to
+    text, importing pydantic for it: 0.1-0.2 s of every ``toktok train``. A value of any other
+    type (an environment variable's, say) goes through Typer's own coercion, as before."""
+
+    def coerce(self, value, param, ctx):
+        multiple = param.multiple or param.nargs == -1
+        if value is None:
+            return () if multiple else None
+        want = param.type_descriptor.annotation
+        if multiple and isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            return value
+        if not multiple and want in (str, bool) and isinstance(value, want):
+            return value
+        from typer._coercion import build_runtime_param
+
+        return build_runtime_param(param.type_descriptor).coerce(value, param=param, ctx=ctx)
+
+
+_AS_PARSED = _AsParsed()
+
+
+def _take_as_parsed(params) -> None:
+    """Each text, text-list or flag parameter of ``params`` takes its value as Click parsed it
+    (:class:`_AsParsed`); others (``--slices N``) keep Typer's coercion. A Typer without per-
+    parameter coercion (before 0.2x: Click's types, no pydantic) is left as it is."""
+    from typing import get_args, get_origin
+
+    for p in params:
+        if getattr(p, "_runtime_param", False) is not None:
+            continue  # an older Typer, or done already
+        desc = p.type_descriptor
+        ann = desc.annotation
+        text_list = get_origin(ann) is list and get_args(ann) == (str,)
+        if (ann in (str, bool) or text_list) and desc.file_annotation is None and desc.parameter_info.parser is None:
+            p._runtime_param = _AS_PARSED
 
 
 # Help texts are Rich markup (Typer's rich mode): a literal "[" is written "\\[" (tests check them all).

@@ -46,6 +46,7 @@ class _Commands(TyperGroup):
         except ImportError:  # pragma: no cover - an older Typer over Click itself
             from click import exceptions as cx
 
+        _import_rich_utils_light()
         if not standalone_mode:
             return super().main(*args, standalone_mode=False, **kwargs)
         try:
@@ -105,8 +106,54 @@ def _take_as_parsed(params) -> None:
             p._runtime_param = _AS_PARSED
 
 
+class _OnFirstUse(type):
+    """A stand-in for class ``__name__`` of module ``_module``: calling it or reading an attribute
+    (``Traceback.from_exception``) imports the module and hands over to the real class."""
+
+    def _real(cls):
+        import importlib
+
+        return getattr(importlib.import_module(cls._module), cls.__name__)
+
+    def __call__(cls, *args, **kwargs):
+        return cls._real()(*args, **kwargs)
+
+    def __getattr__(cls, name):
+        return getattr(cls._real(), name)
+
+
+def _import_rich_utils_light() -> None:
+    """Import Typer's help renderer (``typer.rich_utils``) without what toktok's help never uses.
+
+    It imports ``rich.markdown`` (markdown-it) and ``rich.traceback`` (Pygments, attrs) at its
+    top, 0.05 s of each ``toktok --help``, for help written in Markdown and for pretty tracebacks:
+    toktok's help is Rich markup and its tracebacks are plain. While it imports, those two modules
+    are stand-ins whose classes load the real module on first use; then they are taken out of
+    ``sys.modules``, so any later import gets the real ones. Example: ``toktok --help`` loads no
+    markdown_it (tests/test_cli.py)."""
+    import types
+
+    if "typer.rich_utils" in sys.modules:
+        return
+    stand_ins = {}
+    for name in ("rich.markdown", "rich.traceback"):
+        if name not in sys.modules:
+            mod = types.ModuleType(name)
+            mod.__getattr__ = lambda attr, module=name: _OnFirstUse(attr, (), {"_module": module})
+            stand_ins[name] = sys.modules[name] = mod
+    try:
+        import typer.rich_utils  # noqa: F401
+    except ImportError:  # pragma: no cover - a Typer without Rich help: nothing to import
+        pass
+    finally:
+        for name, mod in stand_ins.items():
+            if sys.modules.get(name) is mod:
+                del sys.modules[name]
+
+
 # Help texts are Rich markup (Typer's rich mode): a literal "[" is written "\\[" (tests check them all).
 app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  rich_markup_mode="rich",
                   help="Exact, fast byte-level BPE training. `toktok -c run.yaml` is `toktok train --config run.yaml`.")
 # Nothing printed is Rich markup, emoji codes or a repr to highlight: paths, tokens and messages
 # such as "[/INST]" or ":fire:" are data. Styles come from Text objects.

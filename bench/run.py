@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -319,8 +320,6 @@ def run_measured(cmd: list[str], log: Path, env_extra: dict[str, str]) -> dict:
     """Run ``cmd`` with its output in ``log``: wall_s, peak_rss of its process tree (sampled),
     maxrss (the kernel's peak of its largest process) and exit_code."""
     import psutil
-
-    import threading
 
     env = {**os.environ, **env_extra}
     with open(log, "wb") as fh:

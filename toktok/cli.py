@@ -81,9 +81,10 @@ class _Command(TyperCommand):
 
 class _AsParsed:
     """A parameter's value as Click parsed it: the text of an option, a flag's bool, a tuple of
-    texts. Typer (>= 0.2x) otherwise builds a pydantic TypeAdapter per parameter to coerce text to
-    text, importing pydantic for it: 0.1-0.2 s of every ``toktok train``. A value of any other
-    type (an environment variable's, say) goes through Typer's own coercion, as before."""
+    texts. A Typer that coerces through pydantic (0.29) otherwise builds a TypeAdapter per
+    parameter to turn text into text, importing pydantic for it: 0.1-0.2 s of every ``toktok
+    train``. A value of any other type (an environment variable's, say) goes through Typer's own
+    coercion, as before."""
 
     def coerce(self, value, param, ctx):
         multiple = param.multiple or param.nargs == -1
@@ -104,8 +105,8 @@ _AS_PARSED = _AsParsed()
 
 def _take_as_parsed(params) -> None:
     """Each text, text-list or flag parameter of ``params`` takes its value as Click parsed it
-    (:class:`_AsParsed`); others (``--slices N``) keep Typer's coercion. A Typer without per-
-    parameter coercion (before 0.2x: Click's types, no pydantic) is left as it is."""
+    (:class:`_AsParsed`); others (``--slices N``) keep Typer's coercion. A Typer without
+    per-parameter coercion (an older one, over Click's types) is left as it is."""
     from typing import get_args, get_origin
 
     for p in params:

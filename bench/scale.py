@@ -1,6 +1,6 @@
 """Scale check: train on a corpus at least 10x larger than the memory budget, inside the budget.
 
-    python bench/scale.py [--budget 512MB] [--factor 10] [--merges 8000] [--keep DIR]
+    python bench/scale.py [--budget 512MB] [--factor 10] [--merges 8000] [--keep DIR] [--cold]
                           [--hf [--hf-timeout 1200]] [--json OUT]
     python bench/scale.py --sampling 'GLOB' [--repeat 3]     # the sampling pass alone
 
@@ -9,7 +9,8 @@ file, so documents have new identities) until it holds ``factor`` x budget bytes
 ``toktok train --budget`` in a subprocess while sampling the RSS of the whole process tree every
 50 ms. Prints corpus bytes, budget, peak RSS, the sampled fraction, each source's share of the
 corpus and of the sample, wall time, the sampling and counting throughput and what bounds a 1 TB
-run. ``--hf`` also runs HF tokenizers' BpeTrainer on the same corpus under the same watch, killed
+run. ``--cold`` then runs it again as the first run after an install (``NUMBA_CACHE_DIR`` an empty
+folder: the kernels compile) under the same watch, and checks that it writes the same tokenizer. ``--hf`` also runs HF tokenizers' BpeTrainer on the same corpus under the same watch, killed
 after ``--hf-timeout`` seconds. ``--sampling`` times toktok's sampling pass in this process over
 existing Parquet files, next to pyarrow decoding the same text column alone (the floor).
 """
@@ -183,6 +184,8 @@ def main() -> None:
     ap.add_argument("--factor", type=float, default=10.0)
     ap.add_argument("--merges", type=int, default=8000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cold", action="store_true",
+                    help="also run as the first run after an install (empty kernel cache), same corpus")
     ap.add_argument("--keep", help="build the corpus here and keep it (default: a temp folder)")
     ap.add_argument("--hf", action="store_true", help="also run HF tokenizers' BpeTrainer on it")
     ap.add_argument("--hf-timeout", type=float, default=1200.0, help="seconds before HF is stopped (default 1200)")
@@ -265,6 +268,19 @@ def main() -> None:
             print(f"1 TB       sampling {t_tb / 3600:.1f} h at this rate, then the rest of the run as here "
                   f"({rest:.0f}s: the sample does not grow with the corpus): the sampling pass bounds a "
                   f"1 TB run; counting all of it instead would take {TB / (ref * 1e6) / 3600:.1f} h")
+        if args.cold:
+            env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp / "numba-cold")}
+            shutil.rmtree(tmp / "numba-cold", ignore_errors=True)
+            cold = watch([*cmd[:cmd.index("--out") + 1], str(tmp / "out-cold"), *cmd[cmd.index("--out") + 2:]], env=env)
+            if cold["exit"] != 0:
+                sys.exit(f"scale: toktok failed on a first run ({cold['exit']}):\n{cold['tail']}")
+            same = all((out / f).read_bytes() == (tmp / "out-cold" / f).read_bytes()
+                       for f in ("tokenizer.tiktoken", "tokenizer.json"))
+            figures["cold"] = {"wall_s": cold["wall_s"], "peak_rss": cold["peak_rss"],
+                               "peak_over_budget": cold["peak_rss"] / budget, "same_tokenizer": same}
+            print(f"first run  empty kernel cache: peak RSS {cold['peak_rss'] / 2**20:,.0f} MiB "
+                  f"({cold['peak_rss'] / budget:.2f}x the budget), wall {cold['wall_s']:.1f}s; "
+                  f"tokenizer {'the same' if same else 'DIFFERENT'} as the warm run's")
         if args.hf:
             print(f"HF         running BpeTrainer (vocab {256 + args.merges}), stopped after {args.hf_timeout:.0f}s ...",
                   flush=True)

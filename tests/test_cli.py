@@ -402,6 +402,28 @@ def test_help_and_parsing_load_no_pydantic_markdown_or_pygments(tmp_path):
     assert "--merges" in r.stdout and "Commands" in r.stdout
 
 
+def test_a_one_document_run_never_imports_numba(tmp_path):
+    """A run small enough for the reference paths (one line, 10 merges) calls no kernel, so it
+    never imports Numba or LLVM (``_kernels.njit`` hands a kernel to Numba on its first call),
+    and records Numba's version all the same. Checked in a fresh interpreter."""
+    (tmp_path / "one.txt").write_text("The quick brown fox jumps over the lazy dog.\n")
+    code = ("import sys\n"
+            "from toktok.cli import app\n"
+            "try:\n"
+            f"    app(['train', {str(tmp_path / 'one.txt')!r}, '--merges', '10', '-o', {str(tmp_path / 'out')!r}])\n"
+            "except SystemExit as e:\n"
+            "    assert not e.code, e.code\n"
+            "print(','.join(m for m in ('numba', 'llvmlite') if m in sys.modules), file=sys.stderr)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.strip().splitlines()[-1:] in ([], [""]), r.stderr
+    import duckdb
+
+    with duckdb.connect(str(tmp_path / "out" / "run.duckdb"), read_only=True) as con:
+        meta = dict(con.execute("select key, value from meta").fetchall())
+    assert '"numba"' in meta["versions"]
+
+
 def test_a_fifo_in_the_sources_never_blocks_train_or_eval(tmp_path, trained):
     """Through the console script, with a timeout: a FIFO in a folder (or matched by a glob) is
     skipped with a warning, never opened."""

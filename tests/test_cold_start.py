@@ -26,9 +26,9 @@ def test_compiled_is_false_on_an_empty_cache_and_true_once_the_helpers_are_cache
     cache = tmp_path / "numba"
     assert _py("from toktok._kernels import compiled; print(compiled())", cache) == "False"
     # compile (and so cache) the two helpers every stage's kernels call, as a first run does
-    _py("import numpy as np; from toktok import _kernels as k; "
-        "k._hash_range.compile((k.types.Array(k.types.uint8, 1, 'C'), k.types.int64, k.types.int64)); "
-        "k._grow.compile((k.types.Array(k.types.int64, 1, 'C'), k.types.int64))", cache)
+    _py("from numba import types; from toktok import _kernels as k; "
+        "k._hash_range.compile((types.Array(types.uint8, 1, 'C'), types.int64, types.int64)); "
+        "k._grow.compile((types.Array(types.int64, 1, 'C'), types.int64))", cache)
     assert _py("from toktok._kernels import compiled; print(compiled())", cache) == "True"
 
 

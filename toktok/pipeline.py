@@ -130,15 +130,16 @@ class TrainSummary(Totals):
 
 
 def _versions() -> dict[str, str]:
+    from importlib.metadata import version  # Numba is imported only when a kernel runs
+
     import duckdb
-    import numba
     import polars
     import tiktoken
     import tokenizers
 
     return {
         "toktok": __version__, "python": sys.version.split()[0], "platform": platform.platform(),
-        "polars": polars.__version__, "duckdb": duckdb.__version__, "numba": numba.__version__,
+        "polars": polars.__version__, "duckdb": duckdb.__version__, "numba": version("numba"),
         "numpy": np.__version__, "tiktoken": tiktoken.__version__, "tokenizers": tokenizers.__version__,
     }
 

@@ -26,11 +26,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import regex
-from llvmlite import ir
-from numba import njit, types
-from numba.extending import intrinsic
-
-from .._kernels import _EMPTY, _empty_array, _zero_array, compiled, inlined
+from .._kernels import _EMPTY, _empty_array, _zero_array, compiled, inlined, intrinsic, njit
 from ..patterns import DEFAULT, Pattern
 from .cuts import pieces
 
@@ -315,6 +311,9 @@ def _cls(data, k, e, ac, flags):
 @intrinsic
 def _ctz(typingctx, x):
     """Trailing zero bits of an unsigned integer (its width for 0)."""
+    from llvmlite import ir
+    from numba.core import types
+
     if not isinstance(x, types.Integer):
         return None
 

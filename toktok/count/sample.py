@@ -29,9 +29,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
-from numba import njit
 
-from .._kernels import inlined
+from .._kernels import inlined, njit
 from ..patterns import DEFAULT, Pattern
 from .cuts import rule
 

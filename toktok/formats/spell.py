@@ -7,7 +7,7 @@ Example: ``lines(b"ab", [0, 1], [1, 1], [[0], [1]], [b"<", 0, b">"], b",") == b"
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from .._kernels import njit
 
 
 @njit(cache=True, no_cfunc_wrapper=True)

@@ -8,9 +8,8 @@ loop reads it written out, for speed.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from .._kernels import _EMPTY, _empty_array, _full_array, _mix, _zero_array, internal
+from .._kernels import _EMPTY, _empty_array, _full_array, _mix, _zero_array, internal, njit
 
 
 # The position array ``P`` (uint32) has an 8-byte row per position: (word count << tb | token),

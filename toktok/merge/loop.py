@@ -13,9 +13,8 @@ Python.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from .._kernels import _EMPTY, _empty_array, _grow, _mix, _prefetch, _zero_array, internal
+from .._kernels import _EMPTY, _empty_array, _grow, _mix, _prefetch, _zero_array, internal, njit
 from .heap import _heap_room, _push_rows, _refill, _sift_down
 from .layout import _LNK, _TC, _escaped
 from .table import _CNT, _HEAD, _KEY, _LEN, _initial_pairs, _pkey, _radix_sort, _tslot

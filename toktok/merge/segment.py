@@ -9,9 +9,8 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-from numba import njit
 
-from .._kernels import _address, _empty_array, _full_array, _zero_array, internal
+from .._kernels import _address, _empty_array, _full_array, _zero_array, internal, njit
 from ..vocab import Vocab
 from .tokens import _flatten, _lookup, _token_arrays, _token_table
 

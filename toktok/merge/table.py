@@ -9,9 +9,8 @@ stops for them). Kernels only; ``loop`` drives them.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from .._kernels import _EMPTY, _empty_array, _mix, _zero_array, inlined, internal
+from .._kernels import _EMPTY, _empty_array, _mix, _zero_array, inlined, internal, njit
 from .layout import _TC, _escaped
 
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-from numba import njit
 
-from .._kernels import _EMPTY, _full_array, _hash_range, _mix, _peek, _zero_array, inlined, internal
+from .._kernels import _EMPTY, _full_array, _hash_range, _mix, _peek, _zero_array, inlined, internal, njit
 from ..vocab import Vocab
 
 

@@ -1,12 +1,13 @@
 #!/usr/bin/env python
 """Benchmark: the fixed costs of a run, the part that does not grow with the corpus.
 
-    python bench/fixed_costs.py [--repeat 5] [--json OUT]
+    python bench/fixed_costs.py [--repeat 5] [--only help,train_help] [--json OUT]
 
 Rows (each a fresh process through the console entry point, its process tree's RSS sampled every
-50 ms, the median of ``--repeat`` runs shown with every run beside it):
+50 ms, the median of ``--repeat`` runs shown with every run beside it; the children run with
+bytecode allowed, PYTHONDONTWRITEBYTECODE taken out of their environment, as users have .pyc files):
 
-- ``toktok --help``;
+- ``toktok --help`` and ``toktok train --help``;
 - a one-document corpus (one line), 10 merges: ``toktok train ONE --merges 10``, and HF
   tokenizers' ``BpeTrainer`` on the same line in a process of its own (import included);
 - the README demo (``make demo``'s training) with Numba's cache warm, and HF on the same files;
@@ -32,7 +33,7 @@ from run import REPO, run_measured  # noqa: E402
 DEMO_DATA = REPO / "data_fixtures"
 ONE_LINE = "The quick brown fox jumps over the lazy dog, and the dog sleeps under the old tree.\n"
 NOTICE = "compiling the kernels, once after an install"
-GOALS = {"help": (0.2, None), "one": (0.5, 150), "demo_warm": (1.0, None), "demo_cold": (5.0, None)}
+GOALS = {"help": (0.2, None), "train_help": (0.2, None), "one": (0.5, 150), "demo_warm": (1.0, None), "demo_cold": (5.0, None)}
 
 HF_CODE = """
 import sys, glob
@@ -74,6 +75,7 @@ def _rows(scratch: Path) -> dict[str, tuple[list[str], dict, str]]:
     demo = ["train", str(DEMO_DATA), "--merges", "2000", "--special-token", "<|endoftext|>", "--force", "-q"]
     return {
         "help": (_toktok("--help"), {}, "toktok --help"),
+        "train_help": (_toktok("train", "--help"), {}, "toktok train --help"),
         "one": (_toktok("train", str(one), "--merges", "10", "--out", str(scratch / "one"), "--force", "-q"), warm,
                 "one document (one line), 10 merges"),
         "one_hf": ([sys.executable, "-c", HF_CODE, str(one), "266"], {}, "HF BpeTrainer, the same line, 10 merges"),
@@ -84,11 +86,18 @@ def _rows(scratch: Path) -> dict[str, tuple[list[str], dict, str]]:
     }
 
 
-def measure(repeat: int) -> dict:
+def measure(repeat: int, only: list[str] | None = None) -> dict:
+    # a user's toktok, Typer and Rich load from .pyc files: without them each start compiles toktok's modules again
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     scratch = Path(tempfile.mkdtemp(prefix="toktok-fixed-"))
     rows = _rows(scratch)
+    if only:
+        unknown = [name for name in only if name not in rows]
+        if unknown:
+            raise SystemExit(f"--only {','.join(unknown)}: no such row; rows are {', '.join(rows)}")
+        rows = {name: rows[name] for name in only}
     # the warm rows' cache: filled once by the demo and the one-line run
-    for name in ("demo_warm", "one"):
+    for name in [n for n in ("demo_warm", "one") if n in rows]:
         cmd, env, _ = rows[name]
         run_measured(cmd, scratch / "fill.log", env)
     out: dict = {"load_start": os.getloadavg()[0], "machine": platform.platform(), "cpus": os.cpu_count(), "rows": {}}
@@ -141,9 +150,11 @@ def report(res: dict) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description="The fixed costs of a toktok run: --help, one document, the demo warm and cold.")
     ap.add_argument("--repeat", type=int, default=5, help="runs of each row, interleaved (the median is shown)")
+    ap.add_argument("--only", metavar="ROWS", help="these rows only, comma-separated (help, train_help, one, "
+                    "one_hf, demo_warm, demo_hf, demo_cold)")
     ap.add_argument("--json", metavar="OUT", help="also write the figures to this JSON file")
     a = ap.parse_args()
-    res = measure(a.repeat)
+    res = measure(a.repeat, a.only.split(",") if a.only else None)
     report(res)
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))

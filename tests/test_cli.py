@@ -379,6 +379,29 @@ def test_help_loads_no_stage_library():
     assert r.stderr.strip().splitlines()[-1:] in ([], [""]), r.stderr
 
 
+def test_help_and_parsing_load_no_pydantic_markdown_or_pygments(tmp_path):
+    """The CLI's fixed cost: help is rendered without Markdown or Pygments (Typer's renderer
+    imports them for features toktok does not use) and ``toktok train``'s options are read
+    without pydantic (Typer's per-parameter adapters), while a later import still gets the real
+    modules. Checked in a fresh interpreter."""
+    code = ("import sys\n"
+            "from toktok.cli import app\n"
+            f"for args in (['--help'], ['train', '--help'], ['train', {str(tmp_path / 'nosuch.txt')!r}, '-o',\n"
+            f"             {str(tmp_path / 'o')!r}, '-n', '10', '-s', '<a>', '--no-hardcoded', '-q']):\n"
+            "    try:\n"
+            "        app(args)\n"
+            "    except SystemExit as e:\n"
+            "        print('exit', e.code, file=sys.stderr)\n"
+            "print(','.join(m for m in ('pydantic', 'markdown_it', 'pygments') if m in sys.modules), file=sys.stderr)\n"
+            "import rich.markdown, typer.rich_utils\n"
+            "print(type(typer.rich_utils.Markdown('x')) is rich.markdown.Markdown, file=sys.stderr)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    lines = r.stderr.strip().splitlines()
+    assert lines[:2] == ["exit 0", "exit 0"] and "nosuch.txt" in lines[2] and lines[3] == "exit 2", r.stderr
+    assert lines[4:] == ["", "True"], r.stderr
+    assert "--merges" in r.stdout and "Commands" in r.stdout
+
+
 def test_a_one_document_run_never_imports_numba(tmp_path):
     """A run small enough for the reference paths (one line, 10 merges) calls no kernel, so it
     never imports Numba or LLVM (``_kernels.njit`` hands a kernel to Numba on its first call),

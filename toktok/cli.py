@@ -16,20 +16,32 @@ import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from .errors import ToktokError
 from .insight.report import literal, printable
 
 
 class _Commands(TyperGroup):
-    """toktoktok's whole CLI is ``toktoktok -c config.yaml``: ``toktok -c FILE ...`` runs
-    ``toktok train -c FILE ...``."""
+    """toktok's commands. toktoktok's whole CLI is ``toktoktok -c config.yaml``: ``toktok -c FILE
+    ...`` runs ``toktok train -c FILE ...``. Text and flag options take their values as parsed
+    (:func:`_take_as_parsed`); help loads its renderer light (:func:`_import_rich_utils_light`)."""
 
     def parse_args(self, ctx, args):
         if args and (args[0] in ("-c", "--config") or args[0].startswith(("--config=", "-c"))):
             args = ["train", *args]
+        _take_as_parsed(self.get_params(ctx))
         return super().parse_args(ctx, args)
+
+    def format_help(self, ctx, formatter):
+        _import_rich_utils_light()
+        return super().format_help(ctx, formatter)
+
+    def resolve_command(self, ctx, args):
+        name, cmd, rest = super().resolve_command(ctx, args)
+        if cmd is not None:
+            _take_as_parsed(cmd.get_params(ctx))
+        return name, cmd, rest
 
     def main(self, *args, standalone_mode: bool = True, **kwargs):
         """As Click's, but a usage error (an unknown option, a missing argument: ``toktok train
@@ -59,8 +71,121 @@ class _Commands(TyperGroup):
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
+class _Command(TyperCommand):
+    """A command of toktok's: its help rendered as Typer renders it, imported light."""
+
+    def format_help(self, ctx, formatter):
+        _import_rich_utils_light()
+        return super().format_help(ctx, formatter)
+
+
+class _AsParsed:
+    """A parameter's value as Click parsed it: the text of an option, a flag's bool, a tuple of
+    texts. A Typer that coerces through pydantic (0.29) otherwise builds a TypeAdapter per
+    parameter to turn text into text, importing pydantic for it: 0.1-0.2 s of every ``toktok
+    train``. A value of any other type (an environment variable's, say) goes through Typer's own
+    coercion, as before."""
+
+    def coerce(self, value, param, ctx):
+        multiple = param.multiple or param.nargs == -1
+        if value is None:
+            return () if multiple else None
+        want = param.type_descriptor.annotation
+        if multiple and isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            return value
+        if not multiple and want in (str, bool) and isinstance(value, want):
+            return value
+        from typer._coercion import build_runtime_param
+
+        return build_runtime_param(param.type_descriptor).coerce(value, param=param, ctx=ctx)
+
+
+_AS_PARSED = _AsParsed()
+
+
+def _take_as_parsed(params) -> None:
+    """Each text, text-list or flag parameter of ``params`` takes its value as Click parsed it
+    (:class:`_AsParsed`); others (``--slices N``) keep Typer's coercion. A Typer without
+    per-parameter coercion (an older one, over Click's types) is left as it is."""
+    from typing import get_args, get_origin
+
+    for p in params:
+        if getattr(p, "_runtime_param", False) is not None:
+            continue  # an older Typer, or done already
+        desc = p.type_descriptor
+        ann = desc.annotation
+        text_list = get_origin(ann) is list and get_args(ann) == (str,)
+        if (ann in (str, bool) or text_list) and desc.file_annotation is None and desc.parameter_info.parser is None:
+            p._runtime_param = _AS_PARSED
+
+
+class _OnFirstUse(type):
+    """A stand-in for class ``__name__`` of module ``_module``: calling it or reading an attribute
+    (``Traceback.from_exception``) imports the module and hands over to the real class."""
+
+    def _real(cls):
+        import importlib
+
+        return getattr(importlib.import_module(cls._module), cls.__name__)
+
+    def __call__(cls, *args, **kwargs):
+        return cls._real()(*args, **kwargs)
+
+    def __getattr__(cls, name):
+        return getattr(cls._real(), name)
+
+
+#: What typer.rich_utils takes from the modules it imports for features toktok's help never uses.
+_UNUSED_BY_HELP = {"rich.markdown": ("Markdown",), "rich.traceback": ("Traceback",)}
+
+
+def _stand_in(name: str, classes: tuple[str, ...]):
+    """A module ``name`` whose ``classes`` are :class:`_OnFirstUse` stand-ins; anything else read
+    from it imports the real module."""
+    import importlib
+    import types
+
+    mod = types.ModuleType(name)
+
+    def attribute(attr: str):
+        if attr in classes:
+            return _OnFirstUse(attr, (), {"_module": name})
+        if attr.startswith("__"):  # the import system asking (__path__): a module, not a package
+            raise AttributeError(attr)
+        if sys.modules.get(name) is mod:
+            del sys.modules[name]
+        return getattr(importlib.import_module(name), attr)
+
+    mod.__getattr__ = attribute
+    return mod
+
+
+def _import_rich_utils_light() -> None:
+    """Import Typer's help renderer (``typer.rich_utils``) without what toktok's help never uses.
+
+    It imports ``rich.markdown`` (markdown-it) and ``rich.traceback`` (Pygments, attrs) at its
+    top, 0.05 s of each ``toktok --help``, for help written in Markdown and for pretty tracebacks:
+    toktok's help is Rich markup and its tracebacks are plain. While it imports, those two modules
+    are stand-ins (:func:`_stand_in`) whose classes load the real module on first use; then they
+    are taken out of ``sys.modules``, so any later import gets the real ones. Example: ``toktok
+    --help`` loads no markdown_it (tests/test_cli.py)."""
+    if "typer.rich_utils" in sys.modules:
+        return
+    stand_ins = {name: _stand_in(name, classes) for name, classes in _UNUSED_BY_HELP.items() if name not in sys.modules}
+    sys.modules.update(stand_ins)
+    try:
+        import typer.rich_utils  # noqa: F401
+    except ImportError:  # pragma: no cover - a Typer without Rich help: nothing to import
+        pass
+    finally:
+        for name, mod in stand_ins.items():
+            if sys.modules.get(name) is mod:
+                del sys.modules[name]
+
+
 # Help texts are Rich markup (Typer's rich mode): a literal "[" is written "\\[" (tests check them all).
 app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  rich_markup_mode="rich",
                   help="Exact, fast byte-level BPE training. `toktok -c run.yaml` is `toktok train --config run.yaml`.")
 # Nothing printed is Rich markup, emoji codes or a repr to highlight: paths, tokens and messages
 # such as "[/INST]" or ":fire:" are data. Styles come from Text objects.
@@ -231,7 +356,7 @@ def _train_command() -> None:
 
     train.__signature__ = inspect.Signature(_train_parameters())
     train.__annotations__ = {p.name: p.annotation for p in train.__signature__.parameters.values()}
-    app.command("train")(train)
+    app.command("train", cls=_Command)(train)
 
 
 _train_command()
@@ -301,7 +426,7 @@ def _pattern_line(summary) -> str:
     return line
 
 
-@app.command("convert")
+@app.command("convert", cls=_Command)
 def convert_cmd(
     src: str = typer.Argument(..., help="A tokenizer.json (byte-level BPE) or a .tiktoken file (or a folder holding one)"),
     dst: str = typer.Argument(..., help="tokenizer.json -> a .tiktoken path (or folder); .tiktoken -> a folder for the Hugging Face files"),
@@ -323,7 +448,7 @@ def convert_cmd(
         out.print(literal(f"toktok: wrote {p}"))
 
 
-@app.command("verify")
+@app.command("verify", cls=_Command)
 def verify_cmd(
     folder: str = typer.Argument(..., help="A toktok output folder (or its .tiktoken, with tokenizer.json beside it)"),
     sources: List[str] = typer.Argument(None, help="Text to check on (default: a built-in multilingual set)"),
@@ -369,7 +494,7 @@ def _list_ready(value: bool) -> None:
     raise typer.Exit()
 
 
-@app.command("sql")
+@app.command("sql", cls=_Command)
 def sql_cmd(
     run: str = typer.Argument(..., help="A toktok output folder or its run.duckdb"),
     query: str = typer.Argument(..., help="SQL, a .sql file, a ready query's name (toktok sql --list) or a table/view name"),
@@ -421,7 +546,7 @@ def _help(name: str) -> str:
     return OPTION[name].help
 
 
-@app.command("eval", context_settings={"ignore_unknown_options": True})
+@app.command("eval", cls=_Command, context_settings={"ignore_unknown_options": True})
 def eval_cmd(
     items: List[str] = typer.Argument(..., metavar="TOKENIZER... --data SOURCE...",
                                       help="Tokenizers (toktok output folders, .tiktoken files, tokenizer.json files), then --data and Parquet/JSONL/text files, folders or globs"),
@@ -466,7 +591,7 @@ def eval_cmd(
         _fail(e, debug)
 
 
-@app.command("show")
+@app.command("show", cls=_Command)
 def show_cmd(
     run: str = typer.Argument(..., help="A toktok output folder or its run.duckdb"),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the summary"),

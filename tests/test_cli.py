@@ -417,6 +417,7 @@ def test_a_one_document_run_never_imports_numba(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stderr.strip().splitlines()[-1:] in ([], [""]), r.stderr
+    assert " 1 document, " in r.stdout, r.stdout  # one, not "1 documents"
     import duckdb
 
     with duckdb.connect(str(tmp_path / "out" / "run.duckdb"), read_only=True) as con:

@@ -391,8 +391,9 @@ def _print_summary(summary) -> None:
     if len(summary.phases) > 1:
         for ph in summary.phases:
             t.add_row(literal(f"  {ph.name}"), f"{ph.merges_learned:,} of {ph.merges_requested:,} merges (ids from {ph.first_id:,}), "
-                      f"{ph.docs:,} documents, {ph.text_bytes / 1e6:,.1f} MB, {ph.words:,} unique words")
-    t.add_row("corpus", f"{summary.docs:,} documents, {summary.text_bytes / 1e6:,.1f} MB, {summary.words:,} unique words")
+                      f"{_count(ph.docs, 'document')}, {ph.text_bytes / 1e6:,.1f} MB, {_count(ph.words, 'unique word')}")
+    t.add_row("corpus", f"{_count(summary.docs, 'document')}, {summary.text_bytes / 1e6:,.1f} MB, "
+              f"{_count(summary.words, 'unique word')}")
     t.add_row("time", ", ".join(f"{k} {v:.2f}s" for k, v in summary.seconds.items()))
     t.add_row("parity", f"ok: tiktoken == HF tokenizers on {summary.parity_strings:,} strings")
     out.print(t)
@@ -406,6 +407,11 @@ def _stopped(summary) -> str:
     where = f" in {', '.join(ph.name for ph in stops)}" if len(summary.phases) > 1 else ""
     return (f"; --min-frequency {summary.min_frequency} stopped early{where} (the best pair left occurs "
             f"{min(ph.stopped_at for ph in stops):,} times)")
+
+
+def _count(n: int, noun: str) -> str:
+    """``n`` things, singular for one: ``_count(1, "document") == "1 document"``."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def _pattern_line(summary) -> str:

@@ -177,7 +177,7 @@ def test_counting_one_file_reports_how_far_into_it(tmp_path):
     to stand at 0 until the file's end), never back, and ends at the file's size."""
     from toktok.count.local import count_phase
     from toktok.count.read import read_corpus
-    from toktok.pipeline import Source
+    from toktok.count.local import Source
 
     p = tmp_path / "one.parquet"
     pl.read_parquet(FIXTURES / "sample.parquet").write_parquet(p, row_group_size=50)
@@ -193,7 +193,7 @@ def test_counting_one_file_reports_how_far_into_it(tmp_path):
 def test_a_sampled_phase_counts_its_sample(tmp_path):
     from toktok.count.local import count_phase
     from toktok.count.read import read_corpus
-    from toktok.pipeline import Source
+    from toktok.count.local import Source
 
     seen = []
     pc = count_phase([Source(read_corpus([str(FIXTURES / "sample.parquet")]))], capacity=100_000,

@@ -378,12 +378,12 @@ def test_ctrl_c_before_the_first_checkpoint_keeps_nothing_and_says_so(tmp_path, 
 def test_ctrl_c_after_a_checkpoint_names_what_is_kept_and_resume_continues(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    import toktok.pipeline
+    import toktok.merge.stage
     from toktok.cli import app
 
     out = tmp_path / "tok"
     args = ["train", str(FIXTURES / "notes.txt"), "--merges", "20", "--out", str(out), "-q"]
-    _interrupt_at(monkeypatch, toktok.pipeline, "learn_merges")  # after the word table's checkpoint
+    _interrupt_at(monkeypatch, toktok.merge.stage, "learn_merges")  # after the word table's checkpoint
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 130
     staging = tmp_path / ".tok.partial"

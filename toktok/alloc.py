@@ -8,7 +8,8 @@ so that ``import toktok`` and a notebook around a run keep their settings.
 ``ARROW_DEFAULT_MEMORY_POOL`` is set during the run only (child processes started by it, such as a
 private Ray cluster's workers, inherit it). What cannot be undone: glibc offers no way to read its
 trim threshold, so it is put back to glibc's default (128 KiB), and setting it once stops glibc's
-dynamic mmap threshold for the rest of the process.
+dynamic mmap threshold for the rest of the process. The run starts without the pages of LLVM's
+code that loading Numba mapped (:func:`toktok._kernels.release_llvm_pages`).
 Example: ``with lean(): train(...)``.
 """
 from __future__ import annotations
@@ -32,8 +33,11 @@ def _mallopt(param: int, value: int) -> bool:
 @contextmanager
 def lean():
     """Inside the block: Arrow allocates from the system allocator and glibc trims freed heap
-    tops at once; after it, the pool, the environment and the trim threshold are put back."""
+    tops at once; after it, the pool, the environment and the trim threshold are put back. On
+    entry the pages of LLVM's code loaded so far go back to the kernel (nothing to put back)."""
     import pyarrow as pa
+
+    from ._kernels import release_llvm_pages
 
     env = os.environ.get("ARROW_DEFAULT_MEMORY_POOL")
     pool = pa.default_memory_pool()
@@ -42,6 +46,7 @@ def lean():
     if pool.backend_name != system.backend_name:
         pa.set_memory_pool(system)
     trimmed = _mallopt(M_TRIM_THRESHOLD, 0)
+    release_llvm_pages()  # see there: ~100 MB of RSS that the run never uses
     try:
         yield
     finally:

@@ -23,6 +23,8 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from .config import PhaseConfig, SourceConfig, TrainConfig, build_config
 from .errors import ConfigError, InputError, shown
+# from the pipeline, not toktok.summary: importing api then loads polars before the CLI's train
+# blocks pandas (cli._without_pandas), whose import hook fails polars' import-time probe for pandas
 from .pipeline import PhaseSummary, TrainSummary
 
 #: How a run reports progress: ``progress(stage, done, total)`` (total may be None), or a mode of
@@ -72,7 +74,7 @@ class TrainResult(TrainSummary):
 
     ``out``: toktok's output folder (tokenizer.json, the transformers files, run.duckdb);
     ``tiktoken``: the .tiktoken file; ``files``: every file written, by name; ``phases``: one
-    :class:`~toktok.pipeline.PhaseSummary` per phase; plus the run's totals (``vocab_size``,
+    :class:`~toktok.summary.PhaseSummary` per phase; plus the run's totals (``vocab_size``,
     ``merges_learned``, ``docs``, ``text_bytes``, ``seconds``, ``warnings``, ...).
     ``encoding`` is a ready ``tiktoken.Encoding``, ``hf()`` a ready
     ``transformers.PreTrainedTokenizerFast`` and ``run()`` a read-only DuckDB connection to the

@@ -302,7 +302,7 @@ class TrainConfig:
 
 def _check_shape(cfg: TrainConfig) -> None:
     """The phases' vocab_size totals never go down, and the last one is a multiple of
-    ``pad_to_multiple_of`` (the rest is checked against the starting ids by the pipeline)."""
+    ``pad_to_multiple_of`` (the rest is checked against the starting ids by ``start.vocabulary``)."""
     phases = cfg.phase_list()
     named = [(k, ph.vocab_size) for k, ph in enumerate(phases) if ph.vocab_size is not None]
     for (j, a), (k, b) in zip(named, named[1:]):

@@ -6,7 +6,10 @@ store by size and ETag, data in memory by its digest), the re-spelling of the in
 interrupted run named them, the checkpoints (what is stored and when: the counting state at file
 boundaries and the finished sample, each phase's word table once counted, the merges every few
 seconds, each phase once merged) and the replay check of the merges learned again. The pipeline
-calls it at clear points; everything it stores lives in the run file (:mod:`toktok.store`).
+calls it at clear points, each an entry that takes the run's state: ``open_run`` (step 2: the
+staging folder and the run file, new or the interrupted run's), ``restore`` (what the interrupted
+run counted or merged of a phase), ``checkpoint`` and ``settle`` (a large checkpoint stored beside
+the next steps, then waited for); everything it stores lives in the run file (:mod:`toktok.store`).
 The checkpoints' timing is an argument (:class:`Checkpoints`), and so is what happens after each
 (``on_checkpoint``: fault-injection tests kill the process there).
 Example: ``Checkpoints(every=0, step=10, on_checkpoint=print)``.
@@ -15,23 +18,30 @@ from __future__ import annotations
 
 import json
 import os
+import platform
+import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from . import __version__
+from .count.common import Counted
 from .count.local import CountState, Source
 from .errors import ConfigError, InputError, ParityError, ToktokError
+from .rundir import RUN_FILE, Staging, open_staging
 from .store import RunStore
+from .summary import PhaseSummary
+from .vocab import Vocab
 
 if TYPE_CHECKING:
-    from .spec import RunSpec
+    from .spec import PhaseConfig, RunSpec
     from .merge import MergeResult
-    from .rundir import Staging
 
 #: Seconds between checkpoints of the merge loop.
 CHECKPOINT_SECONDS = 2.0
@@ -113,6 +123,127 @@ def abandon(e: BaseException, staging: Staging, kept: bool) -> None:
         note = (f"the interrupted run in {staging.path} cannot continue past this: start over with --force" if over
                 else f"the progress so far is kept in {staging.path}: fix this and rerun with --resume")
         e.args = (f"{e.args[0]} ({note})", *e.args[1:])
+
+
+# --- the run's entry: its start, restores and checkpoints (``run``: the pipeline's ``_Run``) -------
+
+
+def open_run(run) -> None:
+    """The pipeline's step 2: the staging folder (a new one, or the interrupted run's with
+    ``--resume``: :func:`toktok.rundir.open_staging`) and the run file in it, DuckDB limited to the
+    budget's share (else to ``memory_limit``), and what it records before any phase: on
+    ``--resume`` the check that this is the interrupted run (:func:`begin`); the inputs'
+    fingerprints, the budget's plan, the config, versions, seed, pattern, start time and warm-start
+    base. On failure nothing is left behind, or the interrupted run stays as it was (:func:`abandon`).
+    Example: ``open_run(run); run.store.get_meta("seed") == "0"``."""
+    cfg = run.cfg
+    run.staging = open_staging(run.layout, cfg.force, cfg.resume, run.inputs)
+    run.kept = run.staging.resuming
+    try:
+        _open(run)
+    except BaseException as e:
+        abandon(e, run.staging, run.kept)
+        raise
+
+
+def _open(run) -> None:
+    cfg, plan, resuming = run.cfg, run.plan, run.staging.resuming
+    if plan is not None:
+        limit, shown = plan.duckdb_bytes, f"{plan.duckdb_bytes >> 20}MiB"
+    else:
+        limit, shown = cfg.memory_limit, cfg.text_of("memory_limit")
+    store = run.store = RunStore.create(run.staging.path / RUN_FILE, memory_limit=limit, threads=run.threads,
+                                        limit_shown=shown)
+    store.begin()  # what the run file records before any phase, in one commit
+    run.fingerprints = begin(store, cfg, run.plans, resuming)
+    if plan is not None:
+        store.put_meta("budget", plan.to_dict())
+    store.put_meta("config", cfg.to_dict())
+    store.put_meta("versions", _versions())
+    store.put_meta("seed", str(cfg.seed))
+    store.put_meta("pattern", {**run.pattern.to_dict(), "given": cfg.written.get("pattern"),
+                               "from": "warm start" if run.base is not None and run.base.pattern is not None else
+                               "option" if cfg.pattern is not None else "default"})
+    store.put_meta("resumed" if resuming else "started", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    if run.base is not None:
+        store.put_meta("warm_start", {**run.base.summary(), "hardcoded_added": run.kinds.count("hardcoded")})
+    store.commit()
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import version  # Numba is imported only when a kernel runs
+
+    import duckdb
+    import polars
+    import tiktoken
+    import tokenizers
+
+    return {
+        "toktok": __version__, "python": sys.version.split()[0], "platform": platform.platform(),
+        "polars": polars.__version__, "duckdb": duckdb.__version__, "numba": version("numba"),
+        "numpy": np.__version__, "tiktoken": tiktoken.__version__, "tokenizers": tokenizers.__version__,
+    }
+
+
+class Restored(NamedTuple):
+    """What :func:`restore` took from the run file: how far the interrupted run got in a phase
+    (``"counted"`` or ``"merged"``) and, for a counted one, its word table."""
+
+    stage: str
+    counted: Counted | None
+
+
+def restore(run, phase: PhaseConfig, fp: list) -> Restored | None:
+    """What the interrupted run did of ``phase`` (the pipeline's steps 3-4 on ``--resume``), back
+    in ``run``: a merged phase's new tokens, parity sample, summary, warnings and timings, or a
+    counted phase's word table and parity sample (to merge again); None when it got not that far,
+    or the run is not resumed. ConfigError when an input changed since (:func:`phase_checkpoint`).
+    Example: ``got = restore(run, phase, fp); got is None or got.stage in ("counted", "merged")``."""
+    if not run.staging.resuming:
+        return None
+    cp = phase_checkpoint(run.store, phase.name, fp, run.where(phase))
+    if cp is None:
+        return None
+    store = run.store
+    run.take_parity(phase.name, pl.from_arrow(store.parity_of(phase.name)), held_out_of(store, phase.name))
+    if cp["stage"] == "counted":
+        table = pl.from_arrow(store.words_of(phase.name))
+        return Restored("counted", Counted(table, cp["warnings"], cp["seconds_count"], cp["docs"], cp["text_bytes"]))
+    m = store.merges_of(phase.name)
+    new = [t for t, r in zip(m["token"].to_pylist(), m["reused"].to_pylist()) if not r]
+    run.vocab = Vocab(list(run.vocab.tokens) + new, run.vocab.specials, run.vocab.pinned)
+    run.kinds += ["merge"] * len(new)
+    run.phase_of += [phase.name] * len(new)
+    run.merge_index += m.num_rows
+    sm = cp["summary"]
+    run.summaries.append(PhaseSummary(**sm))
+    run.warnings += cp["warnings"]
+    for k in ("count", "merge"):
+        run.times[k] += sm["seconds"][k]
+    return Restored("merged", None)
+
+
+def checkpoint(run, save: Callable[[RunStore], None]) -> None:
+    """Store a phase's large checkpoint (``save(store)``): beside the steps that follow
+    (:class:`Pending`, waited for by :func:`settle`) when the run has no memory budget; waited for
+    at once under a budget, whose plan does not provide for DuckDB's write (and the word table it
+    keeps alive) beside the next step's allocations. Example: ``checkpoint(run, save)``."""
+    run.pending = Pending(save, run.store)
+    if run.plan is not None:
+        settle(run)
+
+
+def settle(run) -> None:
+    """The checkpoint being stored in the background (:class:`Pending`), if any, stored: counted
+    as a checkpoint from here on, and DuckDB's blocks cached by the write given back. Called before
+    anything that reads it or writes after it (the first merge checkpoint, the next phase, the
+    insight step, publishing) and when the run fails. Example: ``settle(run); run.pending is None``."""
+    pending, run.pending = run.pending, None
+    if pending is not None:
+        pending.wait()
+        run.kept = True
+        run.store.release_memory()
+        run.marks.done()
 
 
 # --- identity and fingerprints -------------------------------------------------------------------
@@ -311,6 +442,7 @@ def check_replay(prior: pa.Table, res: MergeResult, where: str) -> None:
             "checkpointed (the inputs or toktok changed); start over with --force"))
 
 
-__all__ = ["Checkpoints", "Pending", "CHECKPOINT_SECONDS", "begin", "identity", "fingerprint", "phase_checkpoint",
+__all__ = ["Checkpoints", "Pending", "Restored", "Staging", "CHECKPOINT_SECONDS", "open_run", "restore", "checkpoint",
+           "settle", "begin", "identity", "fingerprint", "phase_checkpoint",
            "count_state", "save_count_state", "save_counted", "save_merged", "held_out_of", "check_replay",
            "start_over", "abandon"]

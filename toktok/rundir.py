@@ -84,6 +84,11 @@ class OutputLayout:
     tiktoken: Path
     shared: bool
 
+    @property
+    def run_file(self) -> Path:
+        """The published run file: ``folder``'s :data:`RUN_FILE`."""
+        return self.folder / RUN_FILE
+
 
 def _own_folder(folder: Path) -> bool:
     """Whether ``output:``'s folder is toktok's to fill (and replace): not the current folder or one

@@ -51,7 +51,7 @@ class SourceConfig:
 class PhaseConfig:
     """One training phase: its sources and how many new tokens it learns: ``merges``, or as many
     as make ``vocab_size`` ids after it (the run's special tokens included; see
-    ``pipeline._merge_budget``), one of the two.
+    ``merge.stage.budget``), one of the two.
 
     ``budget`` (bytes of text; human units are read into an int by ``TrainConfig.validate``)
     overrides the run's. Example: ``PhaseConfig("code", 500, [SourceConfig("code/")])``.

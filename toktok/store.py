@@ -105,18 +105,11 @@ class RunStore:
         with self.translating():
             self.con.commit()
 
-    @contextmanager
     def translating(self):
         """Turn DuckDB running out of disk (temp folder or run file) or of memory inside the block
         into a ``ResourceError`` naming the folder and what to do; other errors pass unchanged.
         Example: ``with store.translating(): store.con.execute(query)``."""
-        try:
-            yield
-        except duckdb.Error as e:
-            te = resource_error(e, self.path, self.temp_dir, self.limit_shown)
-            if te is None:
-                raise
-            raise te from e
+        return translating(self.path, self.temp_dir, self.limit_shown)
 
     @classmethod
     def open(cls, path: str | Path, read_only: bool = True) -> "RunStore":
@@ -470,12 +463,28 @@ def _first_line(e: BaseException) -> str:
     return lines[0] if lines else type(e).__name__
 
 
+@contextmanager
+def translating(run_file: str | Path | None = None, temp_dir: str | Path | None = None,
+                memory_limit: str | None = None):
+    """Inside the block, a DuckDB error that means a full disk or too little memory becomes the
+    ``ResourceError`` of :func:`resource_error`; any other error passes unchanged. The run store's
+    own calls (``RunStore.translating``) and, as the last resort for DuckDB errors outside them, a
+    whole run (``toktok.pipeline.train``) use it.
+    Example: ``with translating(layout.run_file, memory_limit="64MB"): train_steps()``."""
+    try:
+        yield
+    except duckdb.Error as e:
+        te = resource_error(e, run_file, temp_dir, memory_limit)
+        if te is None:
+            raise
+        raise te from e
+
+
 def resource_error(e: BaseException, run_file: str | Path | None = None, temp_dir: str | Path | None = None,
                    memory_limit: str | None = None) -> ToktokError | None:
     """The ``ToktokError`` for a DuckDB error that means the disk (temp folder or run file) is full
     or the memory limit (``memory_limit``: as the user wrote it) is too small, naming the folder and
-    saying what to do; None for any other error. Used by ``RunStore.translating`` and, as a last
-    resort for DuckDB errors outside the run store's calls, by ``toktok.pipeline.train``."""
+    saying what to do; None for any other error. Used by :func:`translating`."""
     if not isinstance(e, duckdb.Error):
         return None
     text = str(e)

@@ -437,9 +437,10 @@ __all__ = ["Base", "load_base", "read_tiktoken_base", "read_hf_base", "add_token
 
 
 def start_vocab(cfg: RunSpec) -> tuple[Vocab, list[str], Base | None, Pattern]:
-    """The vocabulary a run starts from (the pipeline's step 1), each id's kind and the run's pattern: the bytes (+ the hardcoded
-    tokens the pattern forms as one piece), or a warm-start base (+ those only when asked) whose
-    ids are all kept, and whose pattern the run keeps (:func:`_warm_pattern`).
+    """The vocabulary a run starts from (for :func:`toktok.start.vocabulary`), each id's kind and
+    the run's pattern: the bytes (+ the hardcoded tokens the pattern forms as one piece), or a
+    warm-start base (+ those only when asked) whose ids are all kept, and whose pattern the run
+    keeps (:func:`_warm_pattern`).
     Example: ``start_vocab(TrainConfig(["data_fixtures/"], "out/x").describe())[0].size == 256 + 1161``."""
     if cfg.warm_start is None:
         pattern = cfg.pattern or DEFAULT

@@ -92,6 +92,18 @@ class CountState:
     held_out: pl.DataFrame | None = None  # with the sample: pieces it did not take (left_out)
 
 
+@dataclass
+class Counted:
+    """A phase's word table (``word``, ``count``) with what counting it cost and found: what the
+    count stage hands the merge stage, or what ``--resume`` restores of a counted phase."""
+
+    table: pl.DataFrame | None
+    warnings: list[str]
+    seconds: float
+    docs: int
+    text_bytes: int
+
+
 # ---------------------------------------------------------------------------------------------
 # Identities and shares
 # ---------------------------------------------------------------------------------------------
@@ -284,7 +296,7 @@ class ParitySample:
             ["source", "row"], keep="first").sort("hash", "source", "row").head(self.k)
 
 
-__all__ = ["Source", "PhaseCount", "CountState", "ParitySample", "Progress", "PARITY_DOCS", "phase_files",
+__all__ = ["Source", "PhaseCount", "CountState", "Counted", "ParitySample", "Progress", "PARITY_DOCS", "phase_files",
            "doc_keys", "capacity_split", "sample_step", "offer_file", "full_ids", "empty_used", "full_read_used",
            "with_every_file", "left_out_of", "finish_sample", "sample_parts", "count_batch", "count_part",
            "sum_words", "snapshot", "regex_rate"]

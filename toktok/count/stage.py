@@ -9,15 +9,13 @@ Example: ``counted = count.run(run, phase, count.resolve(cfg, phase), fp)``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
-
-import polars as pl
 
 from .. import resume
 from ..budget import BudgetPlan, fit_words
 from ..errors import ConfigError, InputError
+from .common import Counted
 from .local import ParitySample, Source, count_phase
 from .memory import check_sources, corpus_of
 from .pretokenize import REFERENCE_BYTES, SMALL_BYTES
@@ -30,17 +28,6 @@ if TYPE_CHECKING:
 #: What the pipeline reads besides the entries: the small and tiny runs' sizes, the parity
 #: sample and resolved source types, and how a source's URL is shown.
 __all__ = ["Counted", "ParitySample", "REFERENCE_BYTES", "SMALL_BYTES", "Source", "engine", "redact", "resolve", "run"]
-
-
-@dataclass
-class Counted:
-    """A phase's word table (``word``, ``count``) with what counting it cost and found."""
-
-    table: pl.DataFrame | None
-    warnings: list[str]
-    seconds: float
-    docs: int
-    text_bytes: int
 
 
 def engine(cfg: RunSpec, phases: list[PhaseConfig]) -> Callable | None:
@@ -82,7 +69,7 @@ def _phase_capacity(cfg: RunSpec, phase: PhaseConfig, plan: BudgetPlan | None) -
 def run(run, phase: PhaseConfig, sources: list[Source], fp: list) -> Counted:
     """The count stage's entry (the pipeline's step 3, ``run`` its ``_Run``): read, sample (when
     the budget says so), pre-tokenize and count one phase's sources with the run's engine, then
-    cut the word table to the budget (:func:`toktok.budget.fit_words`).
+    cut the word table to the budget (:func:`toktok.budget.fit_words`); the merge stage's input.
     Reads the sources, from the interrupted run's counting checkpoint on ``--resume``; writes
     counting checkpoints on the way (either engine: at file boundaries every
     ``COUNT_EVERY`` x the merge loop's interval, a snapshot of the counts so far; and the finished

@@ -161,7 +161,7 @@ def _size(n) -> str:
 
 
 def specials_line(sp: dict) -> str:
-    """Which rule placed a run's special ids (meta('specials'), ``pipeline._specials_rule``), in one line."""
+    """Which rule placed a run's special ids (meta('specials'), ``formats.export._specials_rule``), in one line."""
     ids = sp["ids"]
     span = f"{min(ids.values()):,}" + (f"-{max(ids.values()):,}" if len(ids) > 1 else "")
     if sp["rule"] == "after_last_rank":

@@ -1,0 +1,117 @@
+"""The run's vocabulary before and after the merges: what it starts from, and the reserved ids that fill it.
+
+``vocabulary`` is the pipeline's step 1 for the vocabulary, every check before any work: the bytes
+(+ the hardcoded tokens the pattern forms as one piece) or a warm-start base whose ids are all kept
+(:func:`toktok.warmstart.start_vocab`), the run's special tokens in id order, the roles, and each
+phase's ``vocab_size`` against the ids the run starts with. ``reserve``, after the last phase,
+adds the reserved special tokens that ``--vocab-size`` and ``--pad-to-multiple-of`` ask for.
+Example: ``vocabulary(spec, list(spec.phases)).vocab.size == 256 + 1161``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .errors import ConfigError
+from .options import at
+from .patterns import Pattern
+from .vocab import Vocab
+from .warmstart import Base, start_vocab
+
+if TYPE_CHECKING:
+    from .spec import PhaseConfig, RunSpec
+
+#: How reserved special tokens are spelled (Llama 3's), ``i`` from 0, skipping names the run has.
+RESERVED = "<|reserved_special_token_{}|>"
+
+#: What the pipeline reads besides the entries: the types of the starting vocabulary's parts.
+__all__ = ["Base", "Pattern", "RESERVED", "Start", "Vocab", "reserve", "vocabulary"]
+
+
+@dataclass
+class Start:
+    """The vocabulary a run starts from: its tokens and specials (``vocab``), each id's kind
+    (byte, hardcoded, base, special), the warm-start base (None without one), the pattern, every
+    special token of the run (listed, and the base's) and the warnings found on the way."""
+
+    vocab: Vocab
+    kinds: list[str]
+    base: Base | None
+    pattern: Pattern
+    specials: list[str]
+    warnings: list[str]
+
+
+def vocabulary(cfg: RunSpec, phases: list[PhaseConfig]) -> Start:
+    """The starting vocabulary of the run ``cfg`` describes, checked before any work: the special
+    tokens (a base's unlisted ones follow the listed ones, with a warning), their roles and each
+    phase's ``vocab_size`` (ConfigError naming the key and the least that fits). Reads the base.
+    Example: ``vocabulary(spec, list(spec.phases)).specials == ["<|endoftext|>"]``."""
+    vocab, kinds, base, pattern = start_vocab(cfg)
+    warnings = list(base.warnings) if base is not None else []
+    listed = [str(t) for t in cfg.special_tokens]  # their added-token flags: for the export (formats.export)
+    vocab.specials, unlisted = _run_specials(listed, vocab, base)
+    if unlisted and cfg.special_tokens:
+        warnings.append(f"the base's special tokens {', '.join(map(repr, unlisted))} are not in special_tokens; "
+                        "they follow the listed ones (list every special token, as toktoktok needs, to choose the order)")
+    vocab.check()
+    _check_sizes(cfg, phases, vocab)
+    specials = vocab.all_specials()
+    cfg.check_roles(specials)
+    return Start(vocab, kinds, base, pattern, specials, warnings)
+
+
+def _check_sizes(cfg: RunSpec, phases: list[PhaseConfig], vocab: Vocab) -> None:
+    """Each phase's ``vocab_size`` leaves room for at least no merge: the ids the run starts with
+    (tokens, pinned specials and the specials after the last rank) plus the most the phases before
+    it can add (their merges, or their own vocab_size). Checked before any work."""
+    start = len(vocab.tokens) + len(vocab.specials)
+    most = start
+    for k, ph in enumerate(phases):
+        if ph.vocab_size is None:
+            most += ph.merges
+            continue
+        if ph.vocab_size < most:
+            where = cfg.name_of("vocab_size") if not cfg.phases_given else f"phases[{k}].vocab_size:"
+            before = (f"; the phases before it reach up to {most:,}" if most > start else "")
+            raise ConfigError(f"{at(where, str(ph.vocab_size))} is less than the {start:,} ids the run starts with "
+                              f"({len(vocab.tokens):,} tokens + {len(vocab.specials)} special){before}; pass at "
+                              f"least {most}")
+        most = ph.vocab_size
+
+
+def _run_specials(listed: list[str], vocab: Vocab, base: Base | None) -> tuple[list[str], list[str]]:
+    """The run's special tokens after the last rank, in id order, and those of the base that the
+    config does not list. Specials the base keeps at their ids (``pinned``) stay there. A base
+    whose specials follow toktoktok's convention counts as bare: as toktoktok does, the listed
+    specials come after the last new rank in list order; the base's unlisted ones follow them."""
+    pinned = set(vocab.pinned.values())
+    out = [s for s in listed if s not in pinned]
+    unlisted = [s for s in (base.vocab.specials if base is not None and base.bare else []) if s not in out]
+    return out + unlisted, unlisted
+
+
+def reserve(run) -> None:
+    """Reserved special tokens (:data:`RESERVED`) after the run's own (the pipeline's step after
+    the last phase, ``run`` its ``_Run``): as many as the last phase's ``vocab_size`` lacks (merges
+    that the corpus or ``--min-frequency`` did not give), then up to a multiple of
+    ``--pad-to-multiple-of``. Ids stay exactly 0..N-1; a shortfall is a warning.
+    Example: ``reserve(run); run.vocab.size % run.cfg.pad_to_multiple_of == 0``."""
+    cfg, vocab = run.cfg, run.vocab
+    short = max(0, (run.phases[-1].vocab_size or 0) - vocab.size)
+    pad = (-(vocab.size + short)) % cfg.pad_to_multiple_of if cfg.pad_to_multiple_of else 0
+    if not short + pad:
+        return
+    have, names, i = set(vocab.all_specials()), [], 0
+    while len(names) < short + pad:
+        if (name := RESERVED.format(i)) not in have:
+            names.append(name)
+        i += 1
+    run.vocab = Vocab(vocab.tokens, vocab.specials + names, vocab.pinned)
+    run.specials += names
+    run.reserved = len(names)
+    if short:
+        where = cfg.name_of("vocab_size") if not cfg.phases_given else f"phases[{len(run.phases) - 1}].vocab_size:"
+        run.warnings.append(f"{at(where, str(run.phases[-1].vocab_size))}: the merges stopped "
+                            f"{short:,} short; {short:,} reserved special tokens fill ids {vocab.size:,}.."
+                            f"{vocab.size + short - 1:,}")

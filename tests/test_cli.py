@@ -413,7 +413,7 @@ def test_a_one_document_run_never_imports_numba(tmp_path):
             f"    app(['train', {str(tmp_path / 'one.txt')!r}, '--merges', '10', '-o', {str(tmp_path / 'out')!r}])\n"
             "except SystemExit as e:\n"
             "    assert not e.code, e.code\n"
-            "print(','.join(m for m in ('numba', 'llvmlite') if m in sys.modules), file=sys.stderr)\n")
+            "print(','.join(m for m in ('numba', 'llvmlite', 'pandas') if m in sys.modules), file=sys.stderr)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stderr.strip().splitlines()[-1:] in ([], [""]), r.stderr
@@ -423,6 +423,21 @@ def test_a_one_document_run_never_imports_numba(tmp_path):
     with duckdb.connect(str(tmp_path / "out" / "run.duckdb"), read_only=True) as con:
         meta = dict(con.execute("select key, value from meta").fetchall())
     assert '"numba"' in meta["versions"]
+
+
+def test_a_library_first_imported_during_train_finds_pandas_missing_not_broken():
+    """``toktok train`` keeps pandas unimportable while it runs (``_without_pandas``); a library
+    first imported then (Polars asks for pandas' spec as it loads) takes pandas as not installed
+    instead of failing. Checked in a fresh interpreter."""
+    code = ("import sys, types\n"
+            "from toktok.cli import _without_pandas\n"
+            "with _without_pandas(types.SimpleNamespace(engine='local')):\n"
+            "    import polars\n"
+            "    assert polars.Series(['a']).to_list() == ['a']\n"
+            "print('pandas' in sys.modules)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "False"
 
 
 def test_a_fifo_in_the_sources_never_blocks_train_or_eval(tmp_path, trained):

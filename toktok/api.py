@@ -23,9 +23,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from .config import PhaseConfig, SourceConfig, TrainConfig, build_config
 from .errors import ConfigError, InputError, shown
-# from the pipeline, not toktok.summary: importing api then loads polars before the CLI's train
-# blocks pandas (cli._without_pandas), whose import hook fails polars' import-time probe for pandas
-from .pipeline import PhaseSummary, TrainSummary
+from .summary import PhaseSummary, TrainSummary
 
 #: How a run reports progress: ``progress(stage, done, total)`` (total may be None), or a mode of
 #: ``--progress``: "rich", "plain", "json" or "none" (:mod:`toktok.progress`).

@@ -327,8 +327,8 @@ class _NoPandas:
     """An import hook that keeps pandas out of a ``toktok train`` process (:func:`_without_pandas`)."""
 
     def find_spec(self, name, path=None, target=None):
-        if name == "pandas":
-            raise ImportError("toktok train does not use pandas")
+        if name == "pandas":  # as if not installed: Polars' import asks for pandas' spec, and goes on
+            raise ModuleNotFoundError("toktok train does not use pandas", name="pandas")
 
 
 @contextmanager

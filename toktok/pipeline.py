@@ -155,6 +155,15 @@ class _Run:
         self.parity.merge_frame(parity)
         self.phase_parity[phase], self.phase_held_out[phase] = parity, held_out
 
+    def add_merged(self, phase: str, new: list[bytes], merges: int) -> None:
+        """A phase's new tokens after the vocabulary so far (ids in order), learned by ``merges``
+        merges (those that reused a token included): by the merge stage or, on ``--resume``,
+        restored from the run file."""
+        self.vocab = start.Vocab(list(self.vocab.tokens) + new, self.vocab.specials, self.vocab.pinned)
+        self.kinds += ["merge"] * len(new)
+        self.phase_of += [phase] * len(new)
+        self.merge_index += merges
+
     def merge_budget(self, phase: PhaseConfig) -> int:
         """The new tokens ``phase`` learns (:func:`toktok.merge.stage.budget`)."""
         return merge.budget(self, phase)

@@ -37,7 +37,6 @@ from .errors import ConfigError, InputError, ParityError, ToktokError
 from .rundir import RUN_FILE, Staging, open_staging
 from .store import RunStore
 from .summary import PhaseSummary
-from .vocab import Vocab
 
 if TYPE_CHECKING:
     from .spec import PhaseConfig, RunSpec
@@ -210,11 +209,8 @@ def restore(run, phase: PhaseConfig, fp: list) -> Restored | None:
         table = pl.from_arrow(store.words_of(phase.name))
         return Restored("counted", Counted(table, cp["warnings"], cp["seconds_count"], cp["docs"], cp["text_bytes"]))
     m = store.merges_of(phase.name)
-    new = [t for t, r in zip(m["token"].to_pylist(), m["reused"].to_pylist()) if not r]
-    run.vocab = Vocab(list(run.vocab.tokens) + new, run.vocab.specials, run.vocab.pinned)
-    run.kinds += ["merge"] * len(new)
-    run.phase_of += [phase.name] * len(new)
-    run.merge_index += m.num_rows
+    run.add_merged(phase.name, [t for t, r in zip(m["token"].to_pylist(), m["reused"].to_pylist()) if not r],
+                   m.num_rows)
     sm = cp["summary"]
     run.summaries.append(PhaseSummary(**sm))
     run.warnings += cp["warnings"]

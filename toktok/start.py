@@ -72,12 +72,17 @@ def _check_sizes(cfg: RunSpec, phases: list[PhaseConfig], vocab: Vocab) -> None:
             most += ph.merges
             continue
         if ph.vocab_size < most:
-            where = cfg.name_of("vocab_size") if not cfg.phases_given else f"phases[{k}].vocab_size:"
+            where = _vocab_size_key(cfg, k)
             before = (f"; the phases before it reach up to {most:,}" if most > start else "")
             raise ConfigError(f"{at(where, str(ph.vocab_size))} is less than the {start:,} ids the run starts with "
                               f"({len(vocab.tokens):,} tokens + {len(vocab.specials)} special){before}; pass at "
                               f"least {most}")
         most = ph.vocab_size
+
+
+def _vocab_size_key(cfg: RunSpec, k: int) -> str:
+    """Where phase ``k``'s ``vocab_size`` was given, for a message: the option, or ``phases[k]``'s key."""
+    return cfg.name_of("vocab_size") if not cfg.phases_given else f"phases[{k}].vocab_size:"
 
 
 def _run_specials(listed: list[str], vocab: Vocab, base: Base | None) -> tuple[list[str], list[str]]:
@@ -111,7 +116,7 @@ def reserve(run) -> None:
     run.specials += names
     run.reserved = len(names)
     if short:
-        where = cfg.name_of("vocab_size") if not cfg.phases_given else f"phases[{len(run.phases) - 1}].vocab_size:"
+        where = _vocab_size_key(cfg, len(run.phases) - 1)
         run.warnings.append(f"{at(where, str(run.phases[-1].vocab_size))}: the merges stopped "
                             f"{short:,} short; {short:,} reserved special tokens fill ids {vocab.size:,}.."
                             f"{vocab.size + short - 1:,}")

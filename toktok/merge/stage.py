@@ -135,10 +135,7 @@ def run(run, phase: PhaseConfig, counted: Counted, fp: list, replay: bool) -> No
                            stopped_at=res.stopped_at)
     state = {"fingerprint": fp, "warnings": counted.warnings, "summary": dataclasses.asdict(summary)}
     run.checkpoint(lambda st: resume.save_merged(st, phase.name, words, counts, res.word_tokens, state))
-    run.merge_index += len(res.left)
-    run.vocab = Vocab(res.vocab.tokens, run.vocab.specials, run.vocab.pinned)
-    run.kinds += ["merge"] * (len(run.vocab.tokens) - first_id)
-    run.phase_of += [phase.name] * (len(run.vocab.tokens) - first_id)
+    run.add_merged(phase.name, res.vocab.tokens[first_id:], len(res.left))
     run.times["count"] += counted.seconds
     run.times["merge"] += t_merge
     run.summaries.append(summary)

@@ -32,6 +32,10 @@ _UNITS = {
 }
 #: the largest size an option takes (1 EiB): beyond any machine, and DuckDB's limits stop parsing
 _MOST_BYTES = 1 << 60
+#: The most ids ``--vocab-size`` and ``--pad-to-multiple-of`` may ask for (16,777,216, 64x the
+#: largest vocabularies in use): what the corpus does not fill becomes reserved special tokens,
+#: one string each, so 10**20 ids would never finish.
+MOST_IDS = 1 << 24
 
 
 def parse_size(text: str | int) -> int:
@@ -85,7 +89,7 @@ class Kind:
 
 
 class _Whole(Kind):
-    """A whole number, at least ``opt.minimum`` when it has one."""
+    """A whole number, at least ``opt.minimum`` and at most ``opt.maximum`` when it has them."""
 
     py = str  # read as text, so that "ten" and "1.5" get toktok's message, not Click's
 
@@ -106,6 +110,8 @@ class _Whole(Kind):
             raise ConfigError(f"{at(where, shown(v))} is not a whole number; {opt.hint}")
         if opt.minimum is not None and v < opt.minimum:
             raise ConfigError(f"{at(where, str(v))} is less than {opt.minimum}; pass {opt.minimum} or more")
+        if opt.maximum is not None and v > opt.maximum:
+            raise ConfigError(f"{at(where, shown(v))} is more than {opt.maximum:,}; pass {opt.maximum} or less")
         return v
 
 
@@ -337,7 +343,7 @@ class Option:
     where it lives (``run``: a keyword of ``toktok.train``; ``phase``: of ``toktok.Phase``;
     ``source``: of ``toktok.Source``); ``stored``: part of the run's configuration as recorded in
     the run file (False for what only says how to run it: ``force``, ``resume``, ``config``);
-    ``secret``: values are redacted when stored. ``minimum``/``choices``/``keys`` parametrise
+    ``secret``: values are redacted when stored. ``minimum``/``maximum``/``choices``/``keys`` parametrise
     the kind; ``hint`` ends the message for a value of the wrong type.
     """
 
@@ -354,6 +360,7 @@ class Option:
     stored: bool = True
     secret: bool = False
     minimum: int | None = None
+    maximum: int | None = None
     choices: tuple[str, ...] = ()
     keys: tuple[str, ...] = ()
     key_flags: dict = field(default_factory=dict)  # mapping options: key -> (flag, help)
@@ -398,11 +405,12 @@ OPTIONS: tuple[Option, ...] = (
            hint="pass the number of new tokens, e.g. --merges 30000"),
     Option("vocab_size", WHOLE, None, "Total ids instead of --merges: 256 bytes + hardcoded + merges + special "
            "tokens; a shortfall is filled with reserved special tokens", cli=("--vocab-size",), yaml="vocab_size",
-           scope=("run", "phase"), yaml_scope=("phase",), minimum=1, unit="ids",
+           scope=("run", "phase"), yaml_scope=("phase",), minimum=1, maximum=MOST_IDS, unit="ids",
            hint="pass the total number of ids, e.g. --vocab-size 32768"),
     Option("pad_to_multiple_of", WHOLE, None, "Round the total ids up to a multiple of this with reserved special "
            "tokens <|reserved_special_token_i|> after the given ones", cli=("--pad-to-multiple-of",),
-           yaml="pad_to_multiple_of", minimum=1, unit="ids", hint="pass e.g. --pad-to-multiple-of 128"),
+           yaml="pad_to_multiple_of", minimum=1, maximum=MOST_IDS, unit="ids",
+           hint="pass e.g. --pad-to-multiple-of 128"),
     Option("max_token_length", WHOLE, None, "No merge makes a token longer than this many bytes (the merges come "
            "from the other pairs; hardcoded tokens longer are left out)", cli=("--max-token-length",),
            yaml="max_token_length", minimum=2, unit="bytes", hint="pass a number of bytes, e.g. --max-token-length 16"),

@@ -91,6 +91,14 @@ def test_a_list_of_paths_with_one_missing_still_names_it(tmp_path):
     _refused(e, str(tmp_path / "nope.txt"))
 
 
+def test_a_list_of_paths_under_the_home_folder_is_a_list_of_paths(tmp_path, monkeypatch):
+    """``~/...`` is a path, as the sources are read (expanded), not a document."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "a.txt").write_text(GOOD_TEXT)
+    r = toktok.train(["~/a.txt"], out=tmp_path / "o", merges=5)
+    assert r.merges_learned == 5
+
+
 def test_shown_cuts_and_escapes():
     s = shown("line one\nline two " * 50, 40)
     assert len(s) == 40 and "\n" not in s and s.startswith("'line one\\nline two") and s.endswith("...")

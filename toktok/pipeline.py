@@ -312,14 +312,13 @@ def _publish(run: _Run) -> None:
     staging folder published: renamed into place, whole (:meth:`toktok.rundir.Staging.publish`)."""
     store = run.store
     run.settle()
-    store.begin()  # the run file's last records in one commit
-    for k, v in run.times.items():
-        store.add_stage(k, v)
-    store.put_meta("parity", {"ok": True, "strings": run.parity_strings, "tokens": run.parity_tokens,
-                              "hf_tokenizers": run.parity_hf})
-    store.put_meta("warnings", run.warnings)
-    store.put_meta("finished", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-    store.commit()
+    with store.transaction():  # the run file's last records in one commit
+        for k, v in run.times.items():
+            store.add_stage(k, v)
+        store.put_meta("parity", {"ok": True, "strings": run.parity_strings, "tokens": run.parity_tokens,
+                                  "hf_tokenizers": run.parity_hf})
+        store.put_meta("warnings", run.warnings)
+        store.put_meta("finished", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     store.close()
     run.staging.publish(run.layout)
 

@@ -153,20 +153,19 @@ def _open(run) -> None:
         limit, shown = cfg.memory_limit, cfg.text_of("memory_limit")
     store = run.store = RunStore.create(run.staging.path / RUN_FILE, memory_limit=limit, threads=run.threads,
                                         limit_shown=shown)
-    store.begin()  # what the run file records before any phase, in one commit
-    run.fingerprints = begin(store, cfg, run.plans, resuming)
-    if plan is not None:
-        store.put_meta("budget", plan.to_dict())
-    store.put_meta("config", cfg.to_dict())
-    store.put_meta("versions", _versions())
-    store.put_meta("seed", str(cfg.seed))
-    store.put_meta("pattern", {**run.pattern.to_dict(), "given": cfg.written.get("pattern"),
-                               "from": "warm start" if run.base is not None and run.base.pattern is not None else
-                               "option" if cfg.pattern is not None else "default"})
-    store.put_meta("resumed" if resuming else "started", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-    if run.base is not None:
-        store.put_meta("warm_start", {**run.base.summary(), "hardcoded_added": run.kinds.count("hardcoded")})
-    store.commit()
+    with store.transaction():  # what the run file records before any phase, in one commit
+        run.fingerprints = begin(store, cfg, run.plans, resuming)
+        if plan is not None:
+            store.put_meta("budget", plan.to_dict())
+        store.put_meta("config", cfg.to_dict())
+        store.put_meta("versions", _versions())
+        store.put_meta("seed", str(cfg.seed))
+        store.put_meta("pattern", {**run.pattern.to_dict(), "given": cfg.written.get("pattern"),
+                                   "from": "warm start" if run.base is not None and run.base.pattern is not None else
+                                   "option" if cfg.pattern is not None else "default"})
+        store.put_meta("resumed" if resuming else "started", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        if run.base is not None:
+            store.put_meta("warm_start", {**run.base.summary(), "hardcoded_added": run.kinds.count("hardcoded")})
 
 
 def _versions() -> dict[str, str]:

@@ -89,21 +89,10 @@ class RunStore:
                 store.run("settings.threads", {"threads": int(threads)})
             # the schema's statements in one transaction: each commit costs ~10 ms (a one-document
             # run's whole run file took 0.2 s, 47 statements)
-            con.begin()
-            store._script("schema")
-            store.put_meta("schema_version", SCHEMA_VERSION)
-            con.commit()
+            with store.transaction():
+                store._script("schema")
+                store.put_meta("schema_version", SCHEMA_VERSION)
         return store
-
-    def begin(self) -> None:
-        """Start a transaction: the statements up to :meth:`commit` are written in one commit
-        (each commit costs ~5-10 ms; a failure before ``commit`` leaves none of them)."""
-        self.con.begin()
-
-    def commit(self) -> None:
-        """Commit the transaction :meth:`begin` started."""
-        with self.translating():
-            self.con.commit()
 
     def translating(self):
         """Turn DuckDB running out of disk (temp folder or run file) or of memory inside the block

@@ -314,6 +314,29 @@ def _segment_ids(words, vocab: Vocab, *, long_from: int = SEGMENT_LONG, referenc
     return Segmenter(*_token_arrays(vocab, 0), long_from=long_from, reference=reference).ids(words, len(vocab.tokens))
 
 
+def tiktoken_bpe(tokens: list[bytes]):
+    """tiktoken's rank BPE of one piece under ``tokens`` (id = rank), with its ranks:
+    ``(segment, ranks)``, ``segment(word)`` the word's ids (a word that is a token: that token,
+    tiktoken's first step, without the call); None where this tiktoken lacks it or two tokens are
+    the same bytes (or one is empty). Example: ``tiktoken_bpe([b"a", b"b", b"ab"])[0](b"ab") == [2]``."""
+    import tiktoken
+
+    ranks = {t: i for i, t in enumerate(tokens)}
+    if len(ranks) != len(tokens) or b"" in ranks:
+        return None
+    enc = tiktoken.Encoding("toktok-segment", pat_str=r"[\s\S]+", mergeable_ranks=ranks, special_tokens={})
+    piece = getattr(enc, "_encode_single_piece", None)  # (tiktoken 0.4 to 0.14 at least)
+    if piece is None:
+        return None
+    get = ranks.get
+
+    def segment(w: bytes) -> list[int]:
+        t = get(w)
+        return [t] if t is not None else list(piece(w))
+
+    return segment, ranks
+
+
 class Segmenter:
     """``segment`` under the first n tokens of a vocabulary given as token bytes (``tdata``,
     ``tstart``, ``tlen``), for many n (the vocabulary as it was after each number of merges).
@@ -356,26 +379,16 @@ class Segmenter:
     def _by_tiktoken(self, data: np.ndarray, off: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None:
         """``ids`` by tiktoken's own BPE of a piece, a word at a time (None where this tiktoken
         lacks it, or if two of the tokens are the same bytes)."""
-        import tiktoken
-
         tdata, tstart, tlen = self.tables
         tb = tdata.tobytes()
-        ranks = {tb[s : s + ln]: i for i, (s, ln) in enumerate(zip(tstart[:n].tolist(), tlen[:n].tolist()))}
-        if len(ranks) != n or b"" in ranks:
+        bpe = tiktoken_bpe([tb[s : s + ln] for s, ln in zip(tstart[:n].tolist(), tlen[:n].tolist())])
+        if bpe is None:
             return None
-        enc = tiktoken.Encoding("toktok-segment", pat_str=r"[\s\S]+", mergeable_ranks=ranks, special_tokens={})
-        piece = getattr(enc, "_encode_single_piece", None)  # (tiktoken 0.4 to 0.14 at least)
-        if piece is None:
-            return None
+        segment = bpe[0]
         lo = int(off[0])
         buf = data[lo : int(off[-1])].tobytes()
         ends = (off - lo).tolist()
-        get = ranks.get
-        ids = []
-        for i in range(len(ends) - 1):
-            w = buf[ends[i] : ends[i + 1]]
-            t = get(w)  # a whole word that is a token: tiktoken's first step, without the call
-            ids.append((t,) if t is not None else piece(w))
+        ids = [segment(buf[ends[i] : ends[i + 1]]) for i in range(len(ends) - 1)]
         lens = np.fromiter(map(len, ids), np.int64, len(ids))
         offsets = np.zeros(len(ids) + 1, np.int64)
         np.cumsum(lens, out=offsets[1:])

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..vocab import Vocab
 from .result import MergeResult
+from .segment import tiktoken_bpe
 
 #: Word tables up to this many words (and ``SMALL_POSITIONS`` bytes of words) take the Python
 #: loop when the run is small (``learn_merges(reference=True)``). In a run that has loaded no
@@ -37,27 +38,6 @@ def small_enough(words, n_merges: int) -> bool:
         return False
     total = words.nbytes if hasattr(words, "nbytes") else sum(len(w) for w in words)
     return total <= SMALL_POSITIONS
-
-
-def _segmenter(tokens: list[bytes]):
-    """tiktoken's BPE of one piece under ``tokens`` (their ranks), or None where this tiktoken
-    cannot (no ``_encode_single_piece``; an empty or repeated token)."""
-    import tiktoken
-
-    ranks = {t: i for i, t in enumerate(tokens)}
-    if len(ranks) != len(tokens) or b"" in ranks:
-        return None
-    enc = tiktoken.Encoding("toktok-small", pat_str=r"[\s\S]+", mergeable_ranks=ranks, special_tokens={})
-    piece = getattr(enc, "_encode_single_piece", None)
-    if piece is None:
-        return None
-    get = ranks.get
-
-    def segment(w: bytes) -> list[int]:
-        t = get(w)
-        return [t] if t is not None else list(piece(w))
-
-    return segment
 
 
 def _pairs(w: list[int]):
@@ -122,9 +102,10 @@ def learn_small(words, counts, vocab: Vocab, n_merges: int, checkpoint=None, *, 
 
     t0 = time.perf_counter()
     tokens = list(vocab.tokens)
-    segment = _segmenter(tokens)
-    if segment is None:
+    bpe = tiktoken_bpe(tokens)
+    if bpe is None:
         return None
+    segment, ranks = bpe  # the ranks grow with the merges below
     raw = words.to_pylist() if hasattr(words, "to_pylist") else list(words)
     cs = [int(c) for c in np.asarray(counts, dtype=np.int64).tolist()]
     if len(cs) != len(raw):
@@ -134,7 +115,6 @@ def learn_small(words, counts, vocab: Vocab, n_merges: int, checkpoint=None, *, 
     ws = [segment(w) for w in raw]
     t_seg = time.perf_counter() - t0
 
-    ranks = {t: i for i, t in enumerate(tokens)}
     pc, where = _pair_counts(ws, cs)
     longest = max_token_length if max_token_length is not None else -1
 

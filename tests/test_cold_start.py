@@ -5,9 +5,11 @@ install or CI machine has it. How long the compile takes is measured by ``bench/
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, ROOT
@@ -97,9 +99,9 @@ def test_first_run_says_it_compiles_and_the_second_does_not(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_first_run_under_a_budget_compiles_in_its_own_process(tmp_path):
-    # the budget's plan counts one process: a first run under --budget starts no compiling
-    # process (it says so) and writes what a run without a budget writes
+def test_a_small_first_run_under_a_budget_writes_what_a_run_without_one_writes(tmp_path):
+    # a run this small (1 MB) compiles only when its merge stage needs the loop: under --budget
+    # every kernel then compiles in toktok.ahead's processes, said once; the same tokenizer
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
     base = [sys.executable, "-m", "toktok.cli", "train", str(FIXTURES / "sample.parquet"), "--merges", "300", "--force"]
     budget = subprocess.run(base + ["--out", str(tmp_path / "budget"), "--budget", "512MB"], cwd=ROOT, env=env,
@@ -111,3 +113,84 @@ def test_a_first_run_under_a_budget_compiles_in_its_own_process(tmp_path):
     assert free.returncode == 0, free.stderr[-2000:]
     for name in ("tokenizer.json", "tokenizer.tiktoken"):
         assert (tmp_path / "budget" / name).read_bytes() == (tmp_path / "free" / name).read_bytes(), name
+
+
+# --- the kernels a budgeted first run compiles ahead (toktok/ahead.py, toktok/kernels.json) ---
+
+#: Trains under a budget (4GB: the process holds every run before) on Parquet, text and JSON lines (past merge.small, spell.SMALL_LINES and
+#: the count's reference: 9 MB each, 9,000 tokens), then prints the signatures its kernels were
+#: called with (toktok.ahead.in_use) as JSON.
+_RECORD = """
+import json, sys
+from pathlib import Path
+import pyarrow as pa, pyarrow.parquet as pq, toktok
+from toktok.ahead import in_use
+fixtures, d = Path(sys.argv[1]), Path(sys.argv[2])
+texts = pq.read_table(fixtures / "sample.parquet", columns=["text"]).column(0).to_pylist() * 13
+pq.write_table(pa.table({"text": pa.array(texts, pa.large_string())}), d / "a.parquet")
+pq.write_table(pa.table({"text": pa.array(texts, pa.string())}), d / "b.parquet")
+(d / "c.txt").write_text("\\n".join(t.replace("\\n", " ") for t in texts), encoding="utf-8")
+(d / "d.jsonl").write_text("".join(json.dumps({"text": t}) + "\\n" for t in texts), encoding="utf-8")
+for src, pattern in (("a.parquet", None), ("b.parquet", None), ("c.txt", None), ("d.jsonl", None),
+                     ("c.txt", "o200k")):
+    toktok.train([str(d / src)], out=str(d / "out"), vocab_size=9000, budget="4GB", pattern=pattern,
+                 force=True, verbose=False)
+print(json.dumps(in_use()))
+"""
+
+
+def _recorded(tmp: Path) -> dict[str, list[str]]:
+    r = subprocess.run([sys.executable, "-c", _RECORD, str(FIXTURES), str(tmp)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout.splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_a_first_run_under_a_budget_compiles_its_kernels_first_and_never_again(tmp_path):
+    # past the tiny run's references (1.3 MB): every listed kernel compiles first, in the processes
+    # of toktok.ahead, and the run then loads them: had it compiled one again (other types), that
+    # kernel's cache would hold one signature more than kernels.json lists
+    from toktok.ahead import listed
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    texts = pq.read_table(FIXTURES / "sample.parquet", columns=["text"]).column(0).to_pylist() * 4
+    pq.write_table(pa.table({"text": texts}), tmp_path / "four.parquet")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    r = subprocess.run([sys.executable, "-m", "toktok.cli", "train", str(tmp_path / "four.parquet"), "--merges", "300",
+                        "--out", str(tmp_path / "tok"), "--budget", "512MB"], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stderr.count(NOTICE) == 1 and "before the run starts: inside the memory budget" in r.stderr
+    names = [k for k in listed() if "pretokenize._scan_into" in k or ".merge.loop." in k or "sample._pieces" in k]
+    code = ("import importlib; from toktok import _kernels; _kernels.load(); print(*(len(getattr(importlib."
+            "import_module(n.rpartition('.')[0]), n.rpartition('.')[2])._cache._cache_file._load_index()) for n in %r))"
+            % (names,))
+    assert [int(x) for x in _py(code, tmp_path / "numba").split()] == [len(listed()[n]) for n in names]
+
+
+def test_the_kernels_listed_ahead_are_typed_as_runs_call_them(tmp_path):
+    # a budgeted first run compiles the listed signatures before it starts (toktok.ahead); a run
+    # calling a kernel with other types would compile it in its own process, over the budget
+    from toktok.ahead import listed
+
+    used, ahead = _recorded(tmp_path), listed()
+    assert {"toktok.count.pretokenize._scan_into", "toktok.merge.loop._loop", "toktok.formats.spell._lines",
+            "toktok.count.sample._pieces"} <= set(used)
+    missing = {k: sorted(set(v) - set(ahead.get(k, []))) for k, v in used.items() if set(v) - set(ahead.get(k, []))}
+    assert not missing, f"kernels.json lacks {missing}: write it again with `python tests/test_cold_start.py`"
+
+
+if __name__ == "__main__":  # writes toktok/kernels.json: what the runs above call, and what it lists already
+    import tempfile
+
+    from toktok.ahead import LIST, listed
+
+    with tempfile.TemporaryDirectory() as tmp:
+        found = _recorded(Path(tmp))
+    old = listed() if LIST.exists() else {}
+    merged = {k: sorted(set(old.get(k, [])) | set(found.get(k, []))) for k in sorted(set(old) | set(found))}
+    LIST.write_text(json.dumps(merged, indent=1) + "\n", encoding="utf-8")
+    print(f"{LIST}: {sum(map(len, merged.values()))} signatures of {len(merged)} kernels")

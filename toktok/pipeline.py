@@ -28,7 +28,8 @@ waited for by ``resume.settle``; in line under a memory budget); a large tokeniz
 tokenizers in a second process from the export on, while the insight step and tiktoken's half of
 the verification run (``verify.open_hf``; in this process under a memory budget); on the first
 run after an install the merge loop's kernels compile in a second process while the words are
-counted (``merge.warm_up``).
+counted (``merge.warm_up``; under a memory budget every kernel compiles first, in processes one
+after the other, before the run file is opened: ``toktok.ahead``).
 
 Layering: imports point down this list, never up (and make no cycle):
 (1) the edge, ``cli`` and ``api``: parse, call the library, map typed errors (no DuckDB, no run
@@ -170,7 +171,7 @@ class _Run:
 
     def warm_up(self) -> None:
         """The merge loop's and the export's kernels compiling beside the run on its first run
-        after an install (:func:`toktok.merge.stage.warm_up`)."""
+        after an install; under a budget every kernel, first (:func:`toktok.merge.stage.warm_up`)."""
         merge.warm_up(self, also=export.compile_kernels)
 
     def tag(self, phase: PhaseConfig) -> str:
@@ -214,6 +215,8 @@ def _train(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: resu
     kept for ``--resume`` when it holds a checkpoint (:func:`toktok.resume.abandon`)."""
     run = _plan(cfg, progress, log, marks)  # 1.
     run.ray_tuning = ray_tuning
+    if run.plan is not None and not run.tiny:  # a budget's first run compiles while this process holds least
+        run.warm_up()
     resume.open_run(run)  # 2.
     try:
         if not run.tiny:  # (a tiny run compiles only if its words are too many for merge.small)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
-from .. import resume
+from .. import ahead, resume
 from .._kernels import compiled, release_llvm_pages
 from ..options import at
 from ..store import merges_table
@@ -45,18 +45,28 @@ def budget(run, phase: PhaseConfig) -> int:
 
 def warm_up(run, also: Callable[[], None] | None = None) -> None:
     """On the first run after an install, the merge loop's kernels (and ``also``'s: the export's)
-    compiled in a second process (:mod:`.warm`; in this one under a memory budget), said once;
-    nothing when they are in Numba's cache. Example: ``warm_up(run, also=export.compile_kernels)``."""
+    compiled in a second process beside the run (:mod:`.warm`), said once; under a memory budget
+    every kernel, compiled before the run holds anything (:func:`toktok.ahead.compile_first`,
+    the pipeline calls this before it opens the run file). Nothing when they are in Numba's
+    cache. Example: ``warm_up(run, also=export.compile_kernels)``."""
     if run.compiler is not None or compiled():
         return
-    # under a memory budget, whose plan counts one process, the kernels compile in this one as
-    # they are first called (a no-op Compiler marks that it was said): a second process held
-    # 150-300 MB more on a first run (peak 1.25-1.54x the budget against 0.96x warm)
-    run.compiler = warm.start(also=also) if run.plan is None else warm.Compiler(None)
+    if run.plan is not None:
+        # the budget's plan counts one process: a second one compiling beside the run held
+        # 150-300 MB more, and compiling in the run's own process kept ~90 MiB to its end (a
+        # peak of 1.10x the budget); ahead, each group's process holds 240-280 MiB beside ~175
+        run.compiler = warm.Compiler(None)  # marks that it was said
+        _say_compiling(run, "about 30 s more, before the run starts: inside the memory budget")
+        ahead.compile_first()
+        return
+    run.compiler = warm.start(also=also)
+    _say_compiling(run, "about 10 s more")
+
+
+def _say_compiling(run, how: str) -> None:
     if run.cfg.verbose is not False:
-        run.log("toktok: compiling the kernels, once after an install (about 10 s more"
-                             + ("" if run.plan is None else ", in this process: inside the memory budget")
-                             + "); later runs load them from Numba's cache")
+        run.log(f"toktok: compiling the kernels, once after an install ({how}); later runs "
+                "load them from Numba's cache")
 
 
 def _literal(token: bytes) -> str:

@@ -1,0 +1,107 @@
+"""The kernels a run compiles, listed ahead: compiled in second processes, one group after the
+other, before a first run under a memory budget holds anything.
+
+On the first run after an install Numba compiles each kernel the first time it is called, and the
+process keeps what compiling took: LLVM's modules and Numba's typing, ~100 MiB more at the end of
+a run than a run that loaded the kernels from the cache (539 against 451 MiB under
+``--budget 512MB``). A budget's plan counts one process, so a budgeted first run has its kernels
+compiled by :func:`compile_first` before it opens its run file: ``python -m toktok.ahead GROUP``
+compiles the kernels ``kernels.json`` lists for the group (the count stage's, then the rest), for
+the argument types a run gives them, into Numba's cache; the run then loads them, as a later run
+does. The processes never overlap each other, and each holds what it compiles (277 and 239 MiB)
+beside a run that holds its libraries (~175 MiB). Results never depend on it: a kernel the list
+lacks, or a process that failed, is compiled by the run as before.
+
+``kernels.json`` is written by ``python tests/test_ahead.py``, which trains on Parquet, text and
+JSON lines under a budget and keeps every signature the kernels were called with;
+tests/test_ahead.py fails when a run calls a kernel with types the list lacks.
+Example: ``if not compiled(): compile_first()``.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+#: The groups, compiled in this order, one process each: a kernel's group is its module's stage.
+GROUPS = ("count", "rest")
+#: The longest a group may take (~15 s on 2 cores); then the run goes on and compiles what is missing.
+WAIT_SECONDS = 300
+LIST = Path(__file__).with_name("kernels.json")
+
+
+@cache
+def listed() -> dict[str, list[str]]:
+    """``{"toktok.count.sample._pieces": ["(Array(int64, 1, 'C', False, aligned=True), ...)"], ...}``:
+    the signatures each kernel is compiled for ahead (Numba's spelling of the argument types)."""
+    return json.loads(LIST.read_text(encoding="utf-8"))
+
+
+def group_of(name: str) -> str:
+    """``"toktok.count.sample._pieces"`` → ``"count"``; any other stage's kernel → ``"rest"``."""
+    return "count" if name.startswith("toktok.count.") else "rest"
+
+
+def compile_group(group: str) -> int:
+    """Compile the listed kernels of ``group`` in this process (``python -m toktok.ahead GROUP``);
+    returns how many signatures. A signature Numba no longer reads is skipped: the run compiles
+    what it needs itself."""
+    from numba import types
+
+    from . import _kernels
+
+    _kernels.load()
+    names = {n: getattr(types, n) for n in dir(types) if not n.startswith("_")}
+    n = 0
+    for name, sigs in listed().items():
+        if group_of(name) != group:
+            continue
+        module, _, kernel = name.rpartition(".")
+        dispatcher = getattr(importlib.import_module(module), kernel)
+        for sig in sigs:
+            try:
+                dispatcher.compile(eval(sig, {"__builtins__": {}}, names))  # noqa: S307 (our own list)
+            except Exception:  # a type Numba spells otherwise now: compiled by the run
+                continue
+            n += 1
+    return n
+
+
+def compile_first() -> None:
+    """Compile every listed kernel into Numba's cache in second processes, one group at a time,
+    and wait for them (the first run after an install, under a budget: ``merge.warm_up``)."""
+    from ._kernels import release_llvm_pages
+
+    release_llvm_pages()  # mapped by the check that the cache lacks them: not needed until the run loads them
+    for group in GROUPS:
+        try:
+            subprocess.run([sys.executable, "-m", "toktok.ahead", group], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=WAIT_SECONDS, check=False)
+        except (OSError, subprocess.SubprocessError):  # the run compiles what the cache lacks itself
+            pass
+
+
+def in_use() -> dict[str, list[str]]:
+    """The signatures this process's toktok kernels were called with (compiled or loaded), by
+    kernel, for ``kernels.json``: ``{"toktok.merge.loop._loop": ["(...)"], ...}``."""
+    from . import _kernels
+
+    _kernels.load()
+    import numba
+
+    out: dict[str, list[str]] = {}
+    for name, module in sorted(sys.modules.items()):
+        if not name.startswith("toktok") or module is None:
+            continue
+        for value in vars(module).values():
+            if isinstance(value, numba.core.dispatcher.Dispatcher) and value.signatures:
+                key = f"{value.py_func.__module__}.{value.py_func.__name__}"
+                out[key] = sorted(set(out.get(key, [])) | {str(s) for s in value.signatures})
+    return out
+
+
+if __name__ == "__main__":
+    compile_group(sys.argv[1])

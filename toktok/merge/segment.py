@@ -10,6 +10,7 @@ import itertools
 
 import numpy as np
 
+from .. import _kernels
 from .._kernels import _address, _empty_array, _full_array, _zero_array, internal, njit
 from ..vocab import Vocab
 from .tokens import _flatten, _lookup, _token_arrays, _token_table
@@ -337,12 +338,19 @@ def tiktoken_bpe(tokens: list[bytes]):
     return segment, ranks
 
 
+def _loadable() -> bool:
+    """Whether this process has Numba already (a small run whose merge loop is compiled) and
+    Numba's cache holds ``_segment``: then loading it is quicker than tiktoken, a Python call a
+    word (the demo's 26,547 words: ~0.005 s a call against 0.06, called 7 times)."""
+    return _kernels.loaded() and _kernels.compiled((_segment, _token_table))
+
+
 class Segmenter:
     """``segment`` under the first n tokens of a vocabulary given as token bytes (``tdata``,
     ``tstart``, ``tlen``), for many n (the vocabulary as it was after each number of merges).
     ``reference``: a small run's (the pipeline's ``small``), which segments up to
-    ``REFERENCE_WORDS`` words with tiktoken: a small run never compiles or loads ``_segment``
-    (tiktoken does the demo's 26,547 words in 0.03 s; loading the kernel takes longer).
+    ``REFERENCE_WORDS`` words with tiktoken: a small run never compiles ``_segment``, and loads it
+    only where Numba is loaded already and the cache holds it (:func:`_loadable`).
     Example: ``Segmenter(*_token_arrays(v, 0))([b"00a"], 256)[0].tolist() == [48, 48, 97]``."""
 
     def __init__(self, tdata: np.ndarray, tstart: np.ndarray, tlen: np.ndarray, *, long_from: int = SEGMENT_LONG,
@@ -364,7 +372,7 @@ class Segmenter:
         data, off = _flatten(words)
         if n == 256 and self._bytes:
             return data[off[0] : off[-1]], off - off[0]
-        if self.reference and off.shape[0] - 1 <= REFERENCE_WORDS:
+        if self.reference and off.shape[0] - 1 <= REFERENCE_WORDS and not _loadable():
             got = self._by_tiktoken(data, off, n)
             if got is not None:
                 return got

@@ -425,6 +425,40 @@ def test_a_one_document_run_never_imports_numba(tmp_path):
     assert '"numba"' in meta["versions"]
 
 
+def test_a_small_run_from_a_large_base_never_imports_numba_and_writes_what_the_kernels_write(tmp_path):
+    """Warm-started from a base of 12,000 tokens (past the export's 8,192 for Python), a one-line
+    run still loads no kernel (``formats.spell.UNLOADED_LINES``, ``formats.splits.UNLOADED_TOKENS``:
+    no compiling on a first run); this process, whose Numba is loaded, spells and splits the same
+    vocabulary with the kernels: the same files. Checked in a fresh interpreter."""
+    import base64
+    import random
+
+    from toktok import _kernels
+
+    rng, tokens = random.Random(0), [bytes([i]) for i in range(256)]
+    seen = set(tokens)
+    while len(tokens) < 12_000:  # each token two earlier ones: every token has a split
+        t = rng.choice(tokens) + rng.choice(tokens[:3000])
+        if len(t) <= 12 and t not in seen:
+            seen.add(t)
+            tokens.append(t)
+    base = tmp_path / "base.tiktoken"
+    base.write_text("".join(f"{base64.b64encode(t).decode()} {i}\n" for i, t in enumerate(tokens)))
+    (tmp_path / "one.txt").write_text("The quick brown fox jumps over the lazy dog.\n")
+    code = ("import sys, toktok\n"
+            f"toktok.train([{str(tmp_path / 'one.txt')!r}], out={str(tmp_path / 'fresh')!r}, merges=10, "
+            f"warm_start={str(base)!r}, verbose=False)\n"
+            "print(','.join(m for m in ('numba', 'llvmlite') if m in sys.modules))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "", r.stdout
+    _kernels.load()
+    toktok.train([str(tmp_path / "one.txt")], out=str(tmp_path / "here"), merges=10, warm_start=str(base),
+                 verbose=False)
+    for name in ("tokenizer.json", "tokenizer.tiktoken"):
+        assert (tmp_path / "fresh" / name).read_bytes() == (tmp_path / "here" / name).read_bytes(), name
+
+
 def test_a_library_first_imported_during_train_finds_pandas_missing_not_broken():
     """``toktok train`` keeps pandas unimportable while it runs (``_without_pandas``); a library
     first imported then (Polars asks for pandas' spec as it loads) takes pandas as not installed

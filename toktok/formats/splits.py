@@ -17,6 +17,10 @@ LONG_PLAIN_BUDGET = 1 << 24
 #: Vocabularies up to this many tokens are split in Python (~10 ms for 4,096): quicker than
 #: loading the kernel from Numba's cache, and a small run loads none.
 SMALL_TOKENS = 1 << 13
+#: In a process that has not loaded Numba (a small run, e.g. warm-started from a large base),
+#: vocabularies up to this many tokens are split in Python too (0.44 s for 100,000): about what
+#: importing Numba and loading the kernel take, and no compiling on a first run (5-8 s).
+UNLOADED_TOKENS = 1 << 18
 
 
 def all_split_merges(tokens: list[bytes], skip: "set[int] | dict[int, str] | None" = None, *,
@@ -44,7 +48,7 @@ def _split_merges(tokens: list[bytes], skip=None, up_to: int = SPLIT_ALL_UP_TO, 
     from ..merge import token_splits
 
     skip = skip or ()
-    rows = [token_splits(tokens, skip, up_to) if len(tokens) > SMALL_TOKENS else _short_splits(tokens, skip, up_to)]
+    rows = [_short_splits(tokens, skip, up_to) if _in_python(len(tokens)) else token_splits(tokens, skip, up_to)]
     lengths = np.fromiter(map(len, tokens), np.int64, len(tokens))
     long = [(i, tokens[i]) for i in np.flatnonzero(lengths > up_to).tolist() if i not in skip]
     if long:
@@ -65,6 +69,13 @@ def _split_merges(tokens: list[bytes], skip=None, up_to: int = SPLIT_ALL_UP_TO, 
     else:
         out = rows[0]
     return out[:, 1:]
+
+
+def _in_python(n: int) -> bool:
+    """Whether ``n`` tokens are split in Python (``SMALL_TOKENS``, ``UNLOADED_TOKENS``)."""
+    from .._kernels import loaded
+
+    return n <= SMALL_TOKENS or (n <= UNLOADED_TOKENS and not loaded())
 
 
 def _short_splits(tokens: list[bytes], skip, up_to: int):

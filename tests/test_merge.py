@@ -445,3 +445,19 @@ def test_array_intrinsics_make_what_numpy_makes():
             assert got.shape == w.shape and got.dtype == w.dtype and got.flags.c_contiguous
         for got, w in zip((e, z, zb, f, f2), (want[0], *want[2:])):
             assert np.array_equal(got, w)
+
+
+def test_small_enough_counts_the_words_bytes_not_the_arrays():
+    # 8,192 words of 8 bytes are 64 KiB of words: small; as an Arrow array (8-byte offsets each)
+    # they take twice that, which must not count
+    import pyarrow as pa
+
+    from toktok.merge.small import SMALL_POSITIONS, SMALL_WORDS, small_enough
+
+    words = [b"%08d" % i for i in range(SMALL_WORDS)]
+    assert sum(map(len, words)) == SMALL_POSITIONS
+    for w in (words, pa.array(words, pa.large_binary()), pa.array(words, pa.binary()),
+              pa.array([b"x"] + words, pa.large_binary()).slice(1)):
+        assert small_enough(w)
+    assert not small_enough(words + [b"a"])
+    assert not small_enough(pa.array(words[:-1] + [b"%09d" % 0], pa.large_binary()))

@@ -85,7 +85,7 @@ def learn_merges(
         raise ValueError("max_token_length must be >= 1 and min_frequency >= 0")
     counts = np.asarray(counts, dtype=np.int64)
     vocab.check()
-    if reference and small_enough(words, n_merges):  # no kernel to load for a few words
+    if reference and small_enough(words):  # no kernel to load for a few words
         res = learn_small(words, counts, vocab, n_merges, checkpoint, max_token_length=max_token_length,
                           min_frequency=min_frequency)
         if res is not None:

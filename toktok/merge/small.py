@@ -31,12 +31,19 @@ SMALL_WORDS = 1 << 13
 SMALL_POSITIONS = 1 << 16
 
 
-def small_enough(words, n_merges: int) -> bool:
-    """Whether ``learn_small`` is the quicker way for this word table."""
+def small_enough(words) -> bool:
+    """Whether ``learn_small`` is the quicker way for this word table (a list of bytes or an Arrow
+    binary array): at most ``SMALL_WORDS`` words of at most ``SMALL_POSITIONS`` bytes in all.
+    Example: ``small_enough([b"the", b" cat"])``."""
     n = len(words)
     if n > SMALL_WORDS:
         return False
-    total = words.nbytes if hasattr(words, "nbytes") else sum(len(w) for w in words)
+    if isinstance(words, list):
+        total = sum(map(len, words))
+    else:  # the words' bytes, not the array's ``nbytes`` (its offsets too: 8 bytes a word)
+        import pyarrow.compute as pc
+
+        total = pc.sum(pc.binary_length(words)).as_py() or 0
     return total <= SMALL_POSITIONS
 
 

@@ -128,7 +128,7 @@ def run(run, phase: PhaseConfig, counted: Counted, fp: list, replay: bool) -> No
     prior = store.merges_of(phase.name) if replay else None
     store.drop_merges(phase.name)
     start = Vocab(run.vocab.tokens, [], run.vocab.pinned)
-    if run.tiny and not small_enough(words, n):  # the loop's kernels after all
+    if run.tiny and not small_enough(words):  # the loop's kernels after all
         run.warm_up()
     res = learn_merges(words, counts, start, n, progress=lambda k: run.report("merge" + tag, k, n),
                        checkpoint=_MergeLog(run, phase), every=run.marks.every, step=run.marks.step,

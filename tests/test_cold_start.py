@@ -62,10 +62,21 @@ def _cached_signatures(kernels: list[str], cache) -> list[int]:
     return [int(x) for x in _py(code, cache).split()]
 
 
+def _four_times(tmp: Path) -> Path:
+    """The fixture's documents four times over as text (2.8 MB): past a tiny run (1 MB), whose
+    merge loop compiles on a first run, and within a small one (8 MB): counted by the reference."""
+    import pyarrow.parquet as pq
+
+    texts = pq.read_table(FIXTURES / "sample.parquet", columns=["text"]).column(0).to_pylist() * 4
+    path = tmp / "four.txt"
+    path.write_text("\n".join(t.replace("\n", " ") for t in texts), encoding="utf-8")
+    return path
+
+
 @pytest.mark.slow
 def test_first_run_says_it_compiles_and_the_second_does_not(tmp_path):
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
-    cmd = [sys.executable, "-m", "toktok.cli", "train", str(FIXTURES / "sample.parquet"), "--merges", "200",
+    cmd = [sys.executable, "-m", "toktok.cli", "train", str(_four_times(tmp_path)), "--merges", "200",
            "--out", str(tmp_path / "tok"), "--force"]
     first = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     second = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
@@ -99,20 +110,26 @@ def test_first_run_says_it_compiles_and_the_second_does_not(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_small_first_run_under_a_budget_writes_what_a_run_without_one_writes(tmp_path):
-    # a run this small (1 MB) compiles only when its merge stage needs the loop: under --budget
-    # every kernel then compiles in toktok.ahead's processes, said once; the same tokenizer
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
-    base = [sys.executable, "-m", "toktok.cli", "train", str(FIXTURES / "sample.parquet"), "--merges", "300", "--force"]
-    budget = subprocess.run(base + ["--out", str(tmp_path / "budget"), "--budget", "512MB"], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=900)
-    assert budget.returncode == 0, budget.stderr[-2000:]
-    assert budget.stderr.count(NOTICE) == 1 and "inside the memory budget" in budget.stderr
-    free = subprocess.run(base + ["--out", str(tmp_path / "free"), "-q"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=900)
-    assert free.returncode == 0, free.stderr[-2000:]
+def test_a_tiny_first_run_merges_in_python_compiles_nothing_and_writes_what_the_loop_writes(tmp_path):
+    # the demo's files (0.4 MB, 26,547 words): while the loop is not in the cache, a run this small
+    # merges in Python (merge.small.COLD_WORDS) instead of compiling it (~7 s): nothing said,
+    # nothing cached; with the loop cached (toktok.ahead compiles it), the compiled loop, the same files
+    cmd = [sys.executable, "-m", "toktok.cli", "train", str(FIXTURES), "--merges", "2000", "--force"]
+    cold = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cold")}
+    first = subprocess.run(cmd + ["--out", str(tmp_path / "py")], cwd=ROOT, env=cold, capture_output=True,
+                           text=True, timeout=900)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert NOTICE not in first.stderr
+    assert not list((tmp_path / "cold").rglob("*.nbc"))
+    warm = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "warm")}
+    subprocess.run([sys.executable, "-m", "toktok.ahead", "rest"], cwd=ROOT, env=warm, check=True, timeout=900)
+    code = ("import sys, toktok; from toktok.merge import loop\n"
+            f"toktok.train([{str(FIXTURES)!r}], out={str(tmp_path / 'loop')!r}, merges=2000, verbose=False)\n"
+            "print(len(loop._loop.signatures))")  # the loop was called (loaded from the cache)
+    assert _py(code, tmp_path / "warm").splitlines()[-1] == "1"
+    assert _cached_signatures(["loop._loop"], tmp_path / "warm") == [1]
     for name in ("tokenizer.json", "tokenizer.tiktoken"):
-        assert (tmp_path / "budget" / name).read_bytes() == (tmp_path / "free" / name).read_bytes(), name
+        assert (tmp_path / "py" / name).read_bytes() == (tmp_path / "loop" / name).read_bytes(), name
 
 
 # --- the kernels a budgeted first run compiles ahead (toktok/ahead.py, toktok/kernels.json) ---
@@ -148,20 +165,16 @@ def _recorded(tmp: Path) -> dict[str, list[str]]:
 
 @pytest.mark.slow
 def test_a_first_run_under_a_budget_compiles_its_kernels_first_and_never_again(tmp_path):
-    # past the tiny run's references (1.3 MB): every listed kernel compiles first, in the processes
-    # of toktok.ahead, and the run then loads them: had it compiled one again (other types), that
-    # kernel's cache would hold one signature more than kernels.json lists
+    # past a tiny run: every listed kernel compiles first, in toktok.ahead's processes, said once,
+    # and the run then loads them: had it compiled one again (other types), that kernel's cache
+    # would hold one signature more than kernels.json lists (sample._pieces: two listed, one used);
+    # the same tokenizer as a first run without a budget
     from toktok.ahead import listed
 
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    texts = pq.read_table(FIXTURES / "sample.parquet", columns=["text"]).column(0).to_pylist() * 4
-    pq.write_table(pa.table({"text": texts}), tmp_path / "four.parquet")
+    base = [sys.executable, "-m", "toktok.cli", "train", str(_four_times(tmp_path)), "--merges", "300", "--force"]
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
-    r = subprocess.run([sys.executable, "-m", "toktok.cli", "train", str(tmp_path / "four.parquet"), "--merges", "300",
-                        "--out", str(tmp_path / "tok"), "--budget", "512MB"], cwd=ROOT, env=env, capture_output=True,
-                       text=True, timeout=900)
+    r = subprocess.run(base + ["--out", str(tmp_path / "budget"), "--budget", "512MB"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stderr.count(NOTICE) == 1 and "before the run starts: inside the memory budget" in r.stderr
     names = [k for k in listed() if "pretokenize._scan_into" in k or ".merge.loop." in k or "sample._pieces" in k]
@@ -169,6 +182,12 @@ def test_a_first_run_under_a_budget_compiles_its_kernels_first_and_never_again(t
             "import_module(n.rpartition('.')[0]), n.rpartition('.')[2])._cache._cache_file._load_index()) for n in %r))"
             % (names,))
     assert [int(x) for x in _py(code, tmp_path / "numba").split()] == [len(listed()[n]) for n in names]
+    free = subprocess.run(base + ["--out", str(tmp_path / "free"), "-q"], cwd=ROOT,
+                          env={**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "other")}, capture_output=True,
+                          text=True, timeout=900)
+    assert free.returncode == 0, free.stderr[-2000:]
+    for name in ("tokenizer.json", "tokenizer.tiktoken"):
+        assert (tmp_path / "budget" / name).read_bytes() == (tmp_path / "free" / name).read_bytes(), name
 
 
 def test_the_kernels_listed_ahead_are_typed_as_runs_call_them(tmp_path):

@@ -233,12 +233,13 @@ MANY = 6000  # merges: well over 2,048 rows in the run file
 STEP = 1000  # merges per checkpoint of the merge loop
 
 
-def random_words(path: Path, words: int = 40_000, seed: int = 13) -> Path:
-    """~270 KB of random lowercase words (6,000 distinct, Zipf-like frequencies), 12 a line:
-    enough distinct pairs for tens of thousands of merges."""
+def random_words(path: Path, words: int = 200_000, seed: int = 13) -> Path:
+    """~1.3 MB of random lowercase words (12,000 distinct, Zipf-like frequencies), 12 a line:
+    enough distinct pairs for tens of thousands of merges, and past a small run's Python loop
+    (more than 1 MB and 8,192 words: the compiled loop, which checkpoints as it goes)."""
     rng = random.Random(seed)
     letters = "abcdefghijklmnopqrstuvwxyz"
-    vocab = ["".join(rng.choice(letters) for _ in range(rng.randint(2, 9))) for _ in range(6000)]
+    vocab = ["".join(rng.choice(letters) for _ in range(rng.randint(2, 9))) for _ in range(12_000)]
     picked = rng.choices(vocab, weights=[1 / (i + 1) for i in range(len(vocab))], k=words)
     path.write_text("\n".join(" ".join(picked[i:i + 12]) for i in range(0, len(picked), 12)) + "\n")
     return path

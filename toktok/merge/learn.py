@@ -57,6 +57,7 @@ def learn_merges(
     tuning: Tuning = Tuning(),
     ready: Callable[[], None] | None = None,
     reference: bool = False,
+    python: bool | None = None,
     max_token_length: int | None = None,
     min_frequency: int | None = None,
 ) -> MergeResult:
@@ -73,7 +74,8 @@ def learn_merges(
     loop's starting room (``Tuning``). ``ready()`` is called once the words are segmented and laid
     out, before the loop's kernels are first called (a cold run waits there for ``merge.warm`` to compile them).
     ``reference``: a small run's (see ``Segmenter``); a small word table then takes the Python loop
-    (:func:`toktok.merge.small.learn_small`, the same result) and loads no kernel.
+    (:func:`toktok.merge.small.learn_small`, the same result) and loads no kernel; ``python``
+    says whether it does, where the caller asked (:func:`toktok.merge.small.python_first`).
     ``max_token_length``: no merge whose token would be longer (bytes; such pairs are passed over
     and the merges come from the others); ``min_frequency``: stop when the best pair's count is
     below it (``stopped_at``).
@@ -85,9 +87,9 @@ def learn_merges(
         raise ValueError("max_token_length must be >= 1 and min_frequency >= 0")
     counts = np.asarray(counts, dtype=np.int64)
     vocab.check()
-    if reference and small_enough(words):  # no kernel to load for a few words
+    if reference and (small_enough(words) if python is None else python):  # no kernel to load
         res = learn_small(words, counts, vocab, n_merges, checkpoint, max_token_length=max_token_length,
-                          min_frequency=min_frequency)
+                          min_frequency=min_frequency, progress=progress)
         if res is not None:
             if progress is not None:
                 progress(res.new_tokens)

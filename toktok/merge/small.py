@@ -25,18 +25,24 @@ from .segment import tiktoken_bpe
 #: kernel before its merge stage, the stage took (load 8, merge stage of the run file):
 #: 40 documents 0.53-0.55 s in Python against 2.1-2.4 s compiled (200 merges), 0.9-1.3 s against
 #: 0.8-2.0 s (2,000); 120 documents (7,880 words, 60 KB) 0.7-0.9 against 1.2-3.3 s (200),
-#: 1.8-2.0 against 1.5-2.4 s (2,000). The loop's time grows with the words: the demo's 23,951
-#: took 5-9 s in Python against 0.7 s compiled in a process whose Numba had started.
+#: 1.8-2.0 against 1.5-2.4 s (2,000). The loop's time grows with the words: the demo's 26,547
+#: took 1.2 s in Python (quiet machine) against ~0.8 s compiled, Numba's start and loading included.
 SMALL_WORDS = 1 << 13
 SMALL_POSITIONS = 1 << 16
+#: While the loop is not in Numba's cache (a first run: compiling it takes ~7 s of a core), a
+#: small run's word tables up to this many words (and ``COLD_POSITIONS`` bytes) take the Python
+#: loop too: 2,000 merges took 0.9 s on 20,358 words, 1.2 s on the demo's 26,547 and 3.0 s on
+#: 62,745 (8,000 merges: 1.0, -, 3.4 s), and a run this small compiles nothing.
+COLD_WORDS = 1 << 16
+COLD_POSITIONS = 1 << 19
 
 
-def small_enough(words) -> bool:
+def small_enough(words, most_words: int = SMALL_WORDS, most_bytes: int = SMALL_POSITIONS) -> bool:
     """Whether ``learn_small`` is the quicker way for this word table (a list of bytes or an Arrow
-    binary array): at most ``SMALL_WORDS`` words of at most ``SMALL_POSITIONS`` bytes in all.
+    binary array): at most ``most_words`` words of at most ``most_bytes`` bytes in all.
     Example: ``small_enough([b"the", b" cat"])``."""
     n = len(words)
-    if n > SMALL_WORDS:
+    if n > most_words:
         return False
     if isinstance(words, list):
         total = sum(map(len, words))
@@ -44,7 +50,21 @@ def small_enough(words) -> bool:
         import pyarrow.compute as pc
 
         total = pc.sum(pc.binary_length(words)).as_py() or 0
-    return total <= SMALL_POSITIONS
+    return total <= most_bytes
+
+
+def python_first(words) -> bool:
+    """Whether a small run's word table takes ``learn_small``: up to ``SMALL_WORDS`` words always,
+    up to ``COLD_WORDS`` while the loop is not in Numba's cache (then this imports Numba to ask).
+    Example: ``python_first([b"the", b" cat"])``."""
+    if small_enough(words):
+        return True
+    if not small_enough(words, COLD_WORDS, COLD_POSITIONS):
+        return False
+    from .._kernels import compiled
+    from .loop import _loop
+
+    return not compiled((_loop,))
 
 
 def _pairs(w: list[int]):
@@ -100,12 +120,12 @@ def _merge_everywhere(a: int, b: int, t: int, ws, cs, pc, where, heap, tokens, a
 
 
 def learn_small(words, counts, vocab: Vocab, n_merges: int, checkpoint=None, *, max_token_length: int | None = None,
-                min_frequency: int | None = None):
+                min_frequency: int | None = None, progress=None):
     """``learn_merges(words, counts, vocab, n_merges, max_token_length=..., min_frequency=...)``
     without a compiled kernel: the same ``MergeResult`` (merges, grown vocabulary, tokens per word,
     ``stopped_at``; ``stats`` holds only ``new_tokens``, ``merges_made`` and
     ``min_frequency_stop``), or None where tiktoken cannot segment under ``vocab``.
-    ``checkpoint`` is called once, with all the merges."""
+    ``checkpoint`` is called once, with all the merges; ``progress(n)`` every 100 new tokens."""
 
     t0 = time.perf_counter()
     tokens = list(vocab.tokens)
@@ -149,6 +169,8 @@ def learn_small(words, counts, vocab: Vocab, n_merges: int, checkpoint=None, *, 
             tokens.append(merged)
             ranks[merged] = t
             new += 1
+            if progress is not None and new % 100 == 0:
+                progress(new)
         left.append(a)
         right.append(b)
         made.append(t)

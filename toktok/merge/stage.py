@@ -23,7 +23,7 @@ from ..summary import PhaseSummary
 from ..vocab import Vocab
 from . import warm
 from .learn import learn_merges
-from .small import small_enough
+from .small import python_first
 from .warm import Compiler
 
 if TYPE_CHECKING:
@@ -128,12 +128,13 @@ def run(run, phase: PhaseConfig, counted: Counted, fp: list, replay: bool) -> No
     prior = store.merges_of(phase.name) if replay else None
     store.drop_merges(phase.name)
     start = Vocab(run.vocab.tokens, [], run.vocab.pinned)
-    if run.tiny and not small_enough(words):  # the loop's kernels after all
+    python = python_first(words) if run.tiny else None  # (else: learn_merges asks small_enough)
+    if run.tiny and not python:  # the loop's kernels after all
         run.warm_up()
     res = learn_merges(words, counts, start, n, progress=lambda k: run.report("merge" + tag, k, n),
                        checkpoint=_MergeLog(run, phase), every=run.marks.every, step=run.marks.step,
                        ready=partial(_compiled, run) if run.compiler is not None else None, reference=run.small,
-                       max_token_length=run.cfg.max_token_length, min_frequency=run.cfg.min_frequency)
+                       python=python, max_token_length=run.cfg.max_token_length, min_frequency=run.cfg.min_frequency)
     run.report("merge" + tag, res.new_tokens, n)
     if prior is not None and prior.num_rows:
         resume.check_replay(prior, res, where)

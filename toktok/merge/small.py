@@ -98,18 +98,25 @@ def _pair_counts(ws: list[list[int]], cs: list[int]):
 
 def _merge_everywhere(a: int, b: int, t: int, ws, cs, pc, where, heap, tokens, allowed) -> None:
     """(a, b) replaced by ``t`` in every word holding it; the pairs' counts, the words they occur
-    in and the heap (the changed counts pushed, older entries left to be skipped) updated."""
+    in and the heap (the changed counts pushed, older entries left to be skipped) updated. Only
+    pairs holding a, b or t change: the others are the same, as often, before and after, and a
+    pair new to a word holds t (so only those are added to ``where``)."""
     delta: dict[tuple[int, int], int] = {}
+    get, near = delta.get, {a, b, t}
     for i in where.pop((a, b)):
         w, c = ws[i], cs[i]
         w2 = _replace(w, a, b, t)
         if len(w2) == len(w):
             continue
-        for p in _pairs(w):
-            delta[p] = delta.get(p, 0) - c
-        for p in _pairs(w2):
-            delta[p] = delta.get(p, 0) + c
-            where.setdefault(p, set()).add(i)
+        for p in zip(w, w[1:]):
+            if p[0] in near or p[1] in near:
+                delta[p] = get(p, 0) - c
+        for p in zip(w2, w2[1:]):
+            if p[0] == t or p[1] == t:
+                delta[p] = get(p, 0) + c
+                where.setdefault(p, set()).add(i)
+            elif p[0] in near or p[1] in near:
+                delta[p] = get(p, 0) + c
         ws[i] = w2
     for p, d in delta.items():
         if d:

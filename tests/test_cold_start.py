@@ -111,10 +111,11 @@ def test_first_run_says_it_compiles_and_the_second_does_not(tmp_path):
 
 @pytest.mark.slow
 def test_a_tiny_first_run_merges_in_python_compiles_nothing_and_writes_what_the_loop_writes(tmp_path):
-    # the demo's files (0.4 MB, 26,547 words): while the loop is not in the cache, a run this small
-    # merges in Python (merge.small.COLD_WORDS) instead of compiling it (~7 s): nothing said,
-    # nothing cached; with the loop cached (toktok.ahead compiles it), the compiled loop, the same files
-    cmd = [sys.executable, "-m", "toktok.cli", "train", str(FIXTURES), "--merges", "2000", "--force"]
+    # the demo's files (0.4 MB, 26,547 words), 9,417 tokens: while the loop is not in the cache, a
+    # run this small merges in Python (merge.small.COLD_WORDS) instead of compiling it (~7 s), and
+    # spells and splits in Python (spell.UNLOADED_LINES): nothing said, nothing cached; with the
+    # kernels cached (toktok.ahead compiles them), the compiled loop and export, the same files
+    cmd = [sys.executable, "-m", "toktok.cli", "train", str(FIXTURES), "--merges", "8000", "--force"]
     cold = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cold")}
     first = subprocess.run(cmd + ["--out", str(tmp_path / "py")], cwd=ROOT, env=cold, capture_output=True,
                            text=True, timeout=900)
@@ -124,7 +125,7 @@ def test_a_tiny_first_run_merges_in_python_compiles_nothing_and_writes_what_the_
     warm = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "warm")}
     subprocess.run([sys.executable, "-m", "toktok.ahead", "rest"], cwd=ROOT, env=warm, check=True, timeout=900)
     code = ("import sys, toktok; from toktok.merge import loop\n"
-            f"toktok.train([{str(FIXTURES)!r}], out={str(tmp_path / 'loop')!r}, merges=2000, verbose=False)\n"
+            f"toktok.train([{str(FIXTURES)!r}], out={str(tmp_path / 'loop')!r}, merges=8000, verbose=False)\n"
             "print(len(loop._loop.signatures))")  # the loop was called (loaded from the cache)
     assert _py(code, tmp_path / "warm").splitlines()[-1] == "1"
     assert _cached_signatures(["loop._loop"], tmp_path / "warm") == [1]

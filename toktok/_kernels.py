@@ -324,6 +324,13 @@ def release_llvm_pages() -> int:
     return n
 
 
+def ready(kernels: tuple) -> bool:
+    """Whether ``kernels`` load cheaply here: this process has Numba already and its cache holds
+    them (no import, no compiling); a small run's reference paths are taken otherwise.
+    Example: ``ready((_segment,))``."""
+    return _loaded and compiled(kernels)
+
+
 def compiled(kernels: tuple = ()) -> bool:
     """Whether Numba's cache already holds the kernels (False on the first run after an install,
     when they compile: tens of seconds, once), e.g. ``if not compiled(): print("compiling ...")``.

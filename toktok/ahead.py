@@ -12,9 +12,10 @@ does. The processes never overlap each other, and each holds what it compiles (2
 beside a run that holds its libraries (~175 MiB). Results never depend on it: a kernel the list
 lacks, or a process that failed, is compiled by the run as before.
 
-``kernels.json`` is written by ``python tests/test_ahead.py``, which trains on Parquet, text and
-JSON lines under a budget and keeps every signature the kernels were called with;
-tests/test_ahead.py fails when a run calls a kernel with types the list lacks.
+``kernels.json`` is written by ``python tests/test_cold_start.py``, which trains on Parquet (string
+and large_string), text and JSON lines under a budget and adds every signature the kernels were
+called with (a rare kernel's, once listed, stays); a test there fails when a run calls a kernel
+with types the list lacks.
 Example: ``if not compiled(): compile_first()``.
 """
 from __future__ import annotations

@@ -7,7 +7,7 @@ Example: ``lines(b"ab", [0, 1], [1, 1], [[0], [1]], [b"<", 0, b">"], b",") == b"
 from __future__ import annotations
 
 import numpy as np
-from .._kernels import loaded, njit
+from .._kernels import njit, ready
 
 
 @njit(cache=True, no_cfunc_wrapper=True)
@@ -51,7 +51,7 @@ def lines(pool: bytes, at, length, rows, fields: list, sep: bytes) -> bytes:
     ``rows``: two dimensions, one row a line. Empty slices and constants are allowed; no rows
     give b"".
     Example: ``lines(b"ab", [0, 1], [1, 1], [[0], [1]], [b"<", 0, b">"], b",") == b"<a>,<b>"``."""
-    if len(rows) <= SMALL_LINES or (len(rows) <= UNLOADED_LINES and not loaded()):  # no kernel to load
+    if len(rows) <= SMALL_LINES or (len(rows) <= UNLOADED_LINES and not ready((_lines,))):  # no kernel to load
         return _joined(pool, at, length, rows, fields, sep)
     return _spelled(pool, at, length, rows, fields, sep)
 
@@ -81,9 +81,9 @@ def _spelled(pool: bytes, at, length, rows, fields: list, sep: bytes) -> bytes:
 #: Up to this many lines ``lines`` joins them in Python (~10 ms for 8,192 lines of tokenizer.json):
 #: quicker than loading the kernel from Numba's cache, and a small run loads none.
 SMALL_LINES = 1 << 13
-#: In a process that has not loaded Numba (a small run, e.g. warm-started from a large base), up
-#: to this many lines are joined in Python too (0.18 s for 100,000): quicker than importing Numba
-#: and loading the kernel, and no compiling on a first run.
+#: Where the kernel does not load cheaply (``_kernels.ready``: a small run, e.g. warm-started from
+#: a large base), up to this many lines are joined in Python too (0.18 s for 100,000): quicker
+#: than importing Numba and loading the kernel, and no compiling on a first run.
 UNLOADED_LINES = 1 << 18
 
 

@@ -17,9 +17,9 @@ LONG_PLAIN_BUDGET = 1 << 24
 #: Vocabularies up to this many tokens are split in Python (~10 ms for 4,096): quicker than
 #: loading the kernel from Numba's cache, and a small run loads none.
 SMALL_TOKENS = 1 << 13
-#: In a process that has not loaded Numba (a small run, e.g. warm-started from a large base),
-#: vocabularies up to this many tokens are split in Python too (0.44 s for 100,000): about what
-#: importing Numba and loading the kernel take, and no compiling on a first run (5-8 s).
+#: Where the kernels do not load cheaply (``merge.splits_ready``: a small run, e.g. warm-started
+#: from a large base), vocabularies up to this many tokens are split in Python too (0.44 s for
+#: 100,000): about what importing Numba and loading them take, and no compiling on a first run.
 UNLOADED_TOKENS = 1 << 18
 
 
@@ -73,9 +73,9 @@ def _split_merges(tokens: list[bytes], skip=None, up_to: int = SPLIT_ALL_UP_TO, 
 
 def _in_python(n: int) -> bool:
     """Whether ``n`` tokens are split in Python (``SMALL_TOKENS``, ``UNLOADED_TOKENS``)."""
-    from .._kernels import loaded
+    from ..merge import splits_ready
 
-    return n <= SMALL_TOKENS or (n <= UNLOADED_TOKENS and not loaded())
+    return n <= SMALL_TOKENS or (n <= UNLOADED_TOKENS and not splits_ready())
 
 
 def _short_splits(tokens: list[bytes], skip, up_to: int):

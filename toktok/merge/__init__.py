@@ -4,8 +4,8 @@ Owns the BPE training definition: the pair with the highest total count wins (ov
 counted), ties go to the smallest (left bytes, right bytes) (``heap._before``), it is replaced
 left to right in every word, and merged bytes that already are a token reuse it. Modules, from
 the entry point down: ``learn`` (``learn_merges``, ``MergeResult``, ``Tuning``), ``segment``
-(tiktoken's rank-BPE: ``segment``, ``Segmenter``, ``token_splits``), ``small`` (a small run's
-loop in Python: ``small_enough``), ``loop`` (the compiled
+(tiktoken's rank-BPE: ``segment``, ``Segmenter``, ``token_splits``, ``splits_ready``), ``small``
+(a small run's loop in Python: ``small_enough``), ``loop`` (the compiled
 loop), ``heap`` (the lazy max-heap and the tie-break), ``table`` (pair table and position
 lists), ``layout`` (the position array), ``tokens`` (token bytes and their hash table). Where
 the time and memory go, and what was tried: ``bench/merge_only.py`` and the performance docs.
@@ -13,7 +13,8 @@ the time and memory go, and what was tried: ``bench/merge_only.py`` and the perf
 Example: ``from toktok.merge import learn_merges``.
 """
 from .learn import STATS, MergeResult, Tuning, learn_merges
-from .segment import Segmenter, segment, token_splits
+from .segment import Segmenter, segment, splits_ready, token_splits
 from .small import small_enough
 
-__all__ = ["STATS", "MergeResult", "Segmenter", "Tuning", "learn_merges", "segment", "small_enough", "token_splits"]
+__all__ = ["STATS", "MergeResult", "Segmenter", "Tuning", "learn_merges", "segment", "small_enough", "splits_ready",
+           "token_splits"]

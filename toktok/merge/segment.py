@@ -338,11 +338,10 @@ def tiktoken_bpe(tokens: list[bytes]):
     return segment, ranks
 
 
-def _loadable() -> bool:
-    """Whether this process has Numba already (a small run whose merge loop is compiled) and
-    Numba's cache holds ``_segment``: then loading it is quicker than tiktoken, a Python call a
-    word (the demo's 26,547 words: ~0.005 s a call against 0.06, called 7 times)."""
-    return _kernels.loaded() and _kernels.compiled((_segment, _token_table))
+def splits_ready() -> bool:
+    """Whether ``token_splits`` loads its kernels without importing Numba or compiling them
+    (:func:`toktok._kernels.ready`); else a small run finds the splits in Python."""
+    return _kernels.ready((_splits, _token_table))
 
 
 class Segmenter:
@@ -350,7 +349,7 @@ class Segmenter:
     ``tstart``, ``tlen``), for many n (the vocabulary as it was after each number of merges).
     ``reference``: a small run's (the pipeline's ``small``), which segments up to
     ``REFERENCE_WORDS`` words with tiktoken: a small run never compiles ``_segment``, and loads it
-    only where Numba is loaded already and the cache holds it (:func:`_loadable`).
+    only where Numba is loaded already and the cache holds it (``_kernels.ready``).
     Example: ``Segmenter(*_token_arrays(v, 0))([b"00a"], 256)[0].tolist() == [48, 48, 97]``."""
 
     def __init__(self, tdata: np.ndarray, tstart: np.ndarray, tlen: np.ndarray, *, long_from: int = SEGMENT_LONG,
@@ -372,7 +371,9 @@ class Segmenter:
         data, off = _flatten(words)
         if n == 256 and self._bytes:
             return data[off[0] : off[-1]], off - off[0]
-        if self.reference and off.shape[0] - 1 <= REFERENCE_WORDS and not _loadable():
+        # with Numba up and _segment cached (a small run whose loop is compiled), the kernel is
+        # quicker: tiktoken is a Python call a word (the demo's 26,547 words: 0.06 s, 7 times)
+        if self.reference and off.shape[0] - 1 <= REFERENCE_WORDS and not _kernels.ready((_segment, _token_table)):
             got = self._by_tiktoken(data, off, n)
             if got is not None:
                 return got

@@ -135,22 +135,24 @@ def test_a_tiny_first_run_merges_in_python_compiles_nothing_and_writes_what_the_
 
 # --- the kernels a budgeted first run compiles ahead (toktok/ahead.py, toktok/kernels.json) ---
 
-#: Trains under a budget (4GB: the process holds every run before) on Parquet, text and JSON lines (past merge.small, spell.SMALL_LINES and
-#: the count's reference: 9 MB each, 9,000 tokens), then prints the signatures its kernels were
-#: called with (toktok.ahead.in_use) as JSON.
+#: Trains under a budget (4GB: the process holds every run before) on text, JSON lines and Parquet,
+#: past merge.small, spell.SMALL_LINES and the count's reference (9,000 tokens; the text 11 MB, past
+#: REFERENCE_BYTES, so that each pattern's scanner counts it even on an empty cache; the Parquet
+#: after them, its scanner cached), with each named pattern, then prints the signatures its
+#: kernels were called with (toktok.ahead.in_use) as JSON.
 _RECORD = """
 import json, sys
 from pathlib import Path
 import pyarrow as pa, pyarrow.parquet as pq, toktok
 from toktok.ahead import in_use
 fixtures, d = Path(sys.argv[1]), Path(sys.argv[2])
-texts = pq.read_table(fixtures / "sample.parquet", columns=["text"]).column(0).to_pylist() * 13
+texts = pq.read_table(fixtures / "sample.parquet", columns=["text"]).column(0).to_pylist() * 18
 pq.write_table(pa.table({"text": pa.array(texts, pa.large_string())}), d / "a.parquet")
 pq.write_table(pa.table({"text": pa.array(texts, pa.string())}), d / "b.parquet")
 (d / "c.txt").write_text("\\n".join(t.replace("\\n", " ") for t in texts), encoding="utf-8")
 (d / "d.jsonl").write_text("".join(json.dumps({"text": t}) + "\\n" for t in texts), encoding="utf-8")
-for src, pattern in (("a.parquet", None), ("b.parquet", None), ("c.txt", None), ("d.jsonl", None),
-                     ("c.txt", "o200k")):
+for src, pattern in (("c.txt", None), ("d.jsonl", None), ("a.parquet", None), ("b.parquet", None),
+                     ("c.txt", "o200k"), ("c.txt", "gpt2"), ("c.txt", "qwen2")):
     toktok.train([str(d / src)], out=str(d / "out"), vocab_size=9000, budget="4GB", pattern=pattern,
                  force=True, verbose=False)
 print(json.dumps(in_use()))

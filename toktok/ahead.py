@@ -32,6 +32,8 @@ GROUPS = ("count", "rest")
 #: The longest a group may take (~15 s on 2 cores); then the run goes on and compiles what is missing.
 WAIT_SECONDS = 300
 LIST = Path(__file__).with_name("kernels.json")
+#: Where the pattern scanners' names start: a run compiles its own pattern's only.
+_SCANNERS = "toktok.count.pretokenize._scan_"
 
 
 @cache
@@ -46,10 +48,11 @@ def group_of(name: str) -> str:
     return "count" if name.startswith("toktok.count.") else "rest"
 
 
-def compile_group(group: str) -> int:
-    """Compile the listed kernels of ``group`` in this process (``python -m toktok.ahead GROUP``);
-    returns how many signatures. A signature Numba no longer reads is skipped: the run compiles
-    what it needs itself."""
+def compile_group(group: str, scanner: str | None = None) -> int:
+    """Compile the listed kernels of ``group`` in this process (``python -m toktok.ahead GROUP
+    [SCANNER]``), of the pattern scanners only ``scanner`` (``_scan_into``: cl100k's; "-": none;
+    None: all); returns how many signatures. A signature Numba no longer reads is skipped: the
+    run compiles what it needs itself."""
     from numba import types
 
     from . import _kernels
@@ -58,7 +61,8 @@ def compile_group(group: str) -> int:
     names = {n: getattr(types, n) for n in dir(types) if not n.startswith("_")}
     n = 0
     for name, sigs in listed().items():
-        if group_of(name) != group:
+        if group_of(name) != group or (scanner is not None and name.startswith(_SCANNERS)
+                                        and name.rpartition(".")[2] != scanner):
             continue
         module, _, kernel = name.rpartition(".")
         dispatcher = getattr(importlib.import_module(module), kernel)
@@ -71,23 +75,32 @@ def compile_group(group: str) -> int:
     return n
 
 
-def compile_first() -> None:
-    """Compile every listed kernel into Numba's cache in second processes, one group at a time,
-    and wait for them (the first run after an install, under a budget: ``merge.warm_up``)."""
+def compile_first(pattern) -> None:
+    """Compile every listed kernel a run of ``pattern`` calls into Numba's cache in second
+    processes, one group at a time, and wait for them (the first run after an install, under a
+    budget: ``merge.warm_up``)."""
     from ._kernels import release_llvm_pages
+    from .count.pretokenize import scanner_name
 
     release_llvm_pages()  # mapped by the check that the cache lacks them: not needed until the run loads them
+    if not sys.executable:  # an embedded interpreter: the run compiles them itself
+        return
+    # started beside this toktok (``-m`` looks in the folder it starts in first): a toktok
+    # folder in the caller's folder must not stand in for the one that runs
+    where = Path(__file__).resolve().parent.parent
     for group in GROUPS:
         try:
-            subprocess.run([sys.executable, "-m", "toktok.ahead", group], stdin=subprocess.DEVNULL,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=WAIT_SECONDS, check=False)
+            subprocess.run([sys.executable, "-m", "toktok.ahead", group, scanner_name(pattern) or "-"], cwd=where,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           timeout=WAIT_SECONDS, check=False)
         except (OSError, subprocess.SubprocessError):  # the run compiles what the cache lacks itself
             pass
 
 
 def in_use() -> dict[str, list[str]]:
-    """The signatures this process's toktok kernels were called with (compiled or loaded), by
-    kernel, for ``kernels.json``: ``{"toktok.merge.loop._loop": ["(...)"], ...}``."""
+    """The signatures this process's toktok kernels were called with from Python (compiled or
+    loaded), by kernel, for ``kernels.json``: ``{"toktok.merge.loop._loop": ["(...)"], ...}``. The
+    helpers only compiled code calls are left out: they compile with their callers."""
     from . import _kernels
 
     _kernels.load()
@@ -98,11 +111,12 @@ def in_use() -> dict[str, list[str]]:
         if not name.startswith("toktok") or module is None:
             continue
         for value in vars(module).values():
-            if isinstance(value, numba.core.dispatcher.Dispatcher) and value.signatures:
+            if (isinstance(value, numba.core.dispatcher.Dispatcher) and value.signatures
+                    and not value.targetoptions.get("no_cpython_wrapper")):
                 key = f"{value.py_func.__module__}.{value.py_func.__name__}"
                 out[key] = sorted(set(out.get(key, [])) | {str(s) for s in value.signatures})
     return out
 
 
 if __name__ == "__main__":
-    compile_group(sys.argv[1])
+    compile_group(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)

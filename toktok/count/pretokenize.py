@@ -1273,6 +1273,13 @@ def _scanner(pattern: Pattern):
     return _SCANNERS.get(pattern.name) if pattern.named else None
 
 
+def scanner_name(pattern: Pattern) -> str | None:
+    """The name of ``pattern``'s compiled scanner (None: it counts through ``regex``), as
+    ``toktok.ahead`` lists it. Example: ``scanner_name(patterns.DEFAULT) == "_scan_into"``."""
+    scanner = _scanner(pattern)
+    return None if scanner is None else scanner.py_func.__name__
+
+
 def has_scanner(pattern: Pattern) -> bool:
     """Whether ``pattern`` counts through a compiled scanner (else through ``regex``).
     Example: ``has_scanner(patterns.DEFAULT)``."""

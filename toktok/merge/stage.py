@@ -57,7 +57,7 @@ def warm_up(run, also: Callable[[], None] | None = None) -> None:
         # peak of 1.10x the budget); ahead, each group's process holds 240-280 MiB beside ~175
         run.compiler = warm.Compiler(None)  # marks that it was said
         _say_compiling(run, "about 30 s more, before the run starts: inside the memory budget")
-        ahead.compile_first()
+        ahead.compile_first(run.pattern)
         return
     run.compiler = warm.start(also=also)
     _say_compiling(run, "about 10 s more")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -63,9 +64,10 @@ def start(also: Callable[[], None] | None = None) -> Compiler:
     same environment, so the same cache folder); a no-op Compiler where it cannot start.
     ``also``: what else this process compiles while it waits for that one (``Compiler.wait``)."""
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "toktok.merge.warm"], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    except OSError:
+        # started beside this toktok: ``-m`` looks in the folder it starts in first
+        proc = subprocess.Popen([sys.executable, "-m", "toktok.merge.warm"], cwd=Path(__file__).resolve().parents[2],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except (OSError, ValueError):
         return Compiler(None)
     return Compiler(proc, also)
 

@@ -13,9 +13,10 @@ beside a run that holds its libraries (~175 MiB). Results never depend on it: a 
 lacks, or a process that failed, is compiled by the run as before.
 
 ``kernels.json`` is written by ``python tests/test_cold_start.py``, which trains on Parquet (string
-and large_string), text and JSON lines under a budget and adds every signature the kernels were
-called with (a rare kernel's, once listed, stays); a test there fails when a run calls a kernel
-with types the list lacks.
+and large_string), text and JSON lines with each named pattern under a budget and adds every
+signature the kernels were called with from Python (a rare kernel's, once listed, stays); a test
+there fails when a run calls a kernel with types the list lacks. A run compiles its own
+pattern's scanner only.
 Example: ``if not compiled(): compile_first()``.
 """
 from __future__ import annotations

@@ -26,12 +26,13 @@ def _py(code: str, cache) -> str:
 
 def test_compiled_is_false_on_an_empty_cache_and_true_once_the_helpers_are_cached(tmp_path):
     cache = tmp_path / "numba"
-    assert _py("from toktok._kernels import compiled; print(compiled())", cache) == "False"
+    ask = "from toktok import _kernels as k; print(k.compiled((k._hash_range, k._grow)))"
+    assert _py(ask, cache) == "False"
     # compile (and so cache) the two helpers every stage's kernels call, as a first run does
     _py("from numba import types; from toktok import _kernels as k; "
         "k._hash_range.compile((types.Array(types.uint8, 1, 'C'), types.int64, types.int64)); "
         "k._grow.compile((types.Array(types.int64, 1, 'C'), types.int64))", cache)
-    assert _py("from toktok._kernels import compiled; print(compiled())", cache) == "True"
+    assert _py(ask, cache) == "True"
 
 
 def test_the_kernels_compiled_ahead_are_typed_as_a_run_calls_them():
@@ -139,12 +140,14 @@ def test_a_tiny_first_run_merges_in_python_compiles_nothing_and_writes_what_the_
 #: past merge.small, spell.SMALL_LINES and the count's reference (9,000 tokens; the text 11 MB, past
 #: REFERENCE_BYTES, so that each pattern's scanner counts it even on an empty cache; the Parquet
 #: after them, its scanner cached), with each named pattern, then prints the signatures its
-#: kernels were called with (toktok.ahead.in_use) as JSON.
+#: kernels were called with from Python as JSON (helpers only compiled code calls compile with
+#: their callers: left out).
 _RECORD = """
 import json, sys
 from pathlib import Path
 import pyarrow as pa, pyarrow.parquet as pq, toktok
-from toktok.ahead import in_use
+import numba
+from toktok import _kernels
 fixtures, d = Path(sys.argv[1]), Path(sys.argv[2])
 texts = pq.read_table(fixtures / "sample.parquet", columns=["text"]).column(0).to_pylist() * 18
 pq.write_table(pa.table({"text": pa.array(texts, pa.large_string())}), d / "a.parquet")
@@ -155,7 +158,17 @@ for src, pattern in (("c.txt", None), ("d.jsonl", None), ("a.parquet", None), ("
                      ("c.txt", "o200k"), ("c.txt", "gpt2"), ("c.txt", "qwen2")):
     toktok.train([str(d / src)], out=str(d / "out"), vocab_size=9000, budget="4GB", pattern=pattern,
                  force=True, verbose=False)
-print(json.dumps(in_use()))
+_kernels.load()
+used = {}
+for name, module in sorted(sys.modules.items()):
+    if not name.startswith("toktok") or module is None:
+        continue
+    for value in vars(module).values():
+        if (isinstance(value, numba.core.dispatcher.Dispatcher) and value.signatures
+                and not value.targetoptions.get("no_cpython_wrapper")):
+            key = f"{value.py_func.__module__}.{value.py_func.__name__}"
+            used[key] = sorted(set(used.get(key, [])) | {str(s) for s in value.signatures})
+print(json.dumps(used))
 """
 
 
@@ -191,6 +204,55 @@ def test_a_first_run_under_a_budget_compiles_its_kernels_first_and_never_again(t
     assert free.returncode == 0, free.stderr[-2000:]
     for name in ("tokenizer.json", "tokenizer.tiktoken"):
         assert (tmp_path / "budget" / name).read_bytes() == (tmp_path / "free" / name).read_bytes(), name
+
+
+def _children(pid: int) -> list[int]:
+    """The live processes whose parent is ``pid`` (Linux's /proc)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, ppid = stat.read_text().rpartition(")")[2].split()[:2]
+        except OSError:
+            continue
+        if int(ppid) == pid and state != "Z":
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the compiler ends with its run on Linux")
+def test_a_run_killed_while_its_kernels_compile_leaves_no_compiler(tmp_path):
+    # kill -9 of a budgeted first run while toktok.ahead compiles: the compiler goes with it
+    # (_kernels.end_with_parent)
+    import time
+
+    cmd = [sys.executable, "-m", "toktok.cli", "train", str(_four_times(tmp_path)), "--merges", "300",
+           "--out", str(tmp_path / "tok"), "--budget", "512MB", "-q"]
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    run = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline, kids = time.monotonic() + 120, []
+    while not kids and time.monotonic() < deadline and run.poll() is None:
+        kids = _children(run.pid)
+        time.sleep(0.05)
+    assert kids, "no compiling process was seen"
+    time.sleep(1)
+    run.kill()
+    run.wait()
+    deadline = time.monotonic() + 10
+    while any(map(_alive, kids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(map(_alive, kids))
+    # killed before its run file was opened: nothing staged, so a plain rerun runs
+    again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert (tmp_path / "tok" / "tokenizer.json").exists()
 
 
 def test_the_kernels_listed_ahead_are_typed_as_runs_call_them(tmp_path):

@@ -292,6 +292,26 @@ def _full_array(typingctx, shape, value, dtype):
 
 
 _MADV_PAGEOUT = 21  # Linux >= 5.4
+_PR_SET_PDEATHSIG = 1
+
+
+def end_with_parent() -> None:
+    """In a process that compiles kernels for a run (``toktok.ahead``, ``toktok.merge.warm``): be
+    killed when the run ends, even by SIGKILL, so that no compiler outlives it (Linux; elsewhere
+    nothing). What it cached so far stays cached: Numba writes each file whole."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import os
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the run ended before the line above
+        os._exit(0)
+
 
 
 def release_llvm_pages() -> int:
@@ -331,12 +351,13 @@ def ready(kernels: tuple) -> bool:
     return _loaded and compiled(kernels)
 
 
-def compiled(kernels: tuple = ()) -> bool:
-    """Whether Numba's cache already holds the kernels (False on the first run after an install,
-    when they compile: tens of seconds, once), e.g. ``if not compiled(): print("compiling ...")``.
-    Asks the cache index of ``kernels``, by default two helpers every stage's kernels call;
-    True when it cannot tell."""
+def compiled(kernels: tuple) -> bool:
+    """Whether Numba's cache already holds ``kernels`` (False on the first run after an install,
+    when they compile: tens of seconds, once), e.g. ``if not compiled((_loop,)): ...``. Asks each
+    kernel's cache index; True when it cannot tell. Ask for kernels Python calls: a helper that only
+    compiled code calls keeps a stale entry once its file changes, as loading its callers never
+    rewrites it."""
     try:
-        return all(f._cache._cache_file._load_index() for f in kernels or (_hash_range, _grow))
+        return all(f._cache._cache_file._load_index() for f in kernels)
     except Exception:  # Numba's cache internals moved: say nothing rather than something wrong
         return True

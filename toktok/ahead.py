@@ -17,7 +17,7 @@ and large_string), text and JSON lines with each named pattern under a budget an
 signature the kernels were called with from Python (a rare kernel's, once listed, stays); a test
 there fails when a run calls a kernel with types the list lacks. A run compiles its own
 pattern's scanner only.
-Example: ``if not compiled(): compile_first()``.
+Example: ``if not cached(pattern): compile_first(pattern)``.
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def listed() -> dict[str, list[str]]:
     return json.loads(LIST.read_text(encoding="utf-8"))
 
 
-def group_of(name: str) -> str:
+def _group_of(name: str) -> str:
     """``"toktok.count.sample._pieces"`` → ``"count"``; any other stage's kernel → ``"rest"``."""
     return "count" if name.startswith("toktok.count.") else "rest"
 
@@ -62,7 +62,7 @@ def compile_group(group: str, scanner: str | None = None) -> int:
     names = {n: getattr(types, n) for n in dir(types) if not n.startswith("_")}
     n = 0
     for name, sigs in listed().items():
-        if group_of(name) != group or (scanner is not None and name.startswith(_SCANNERS)
+        if _group_of(name) != group or (scanner is not None and name.startswith(_SCANNERS)
                                         and name.rpartition(".")[2] != scanner):
             continue
         module, _, kernel = name.rpartition(".")
@@ -74,6 +74,19 @@ def compile_group(group: str, scanner: str | None = None) -> int:
                 continue
             n += 1
     return n
+
+
+def cached(pattern) -> bool:
+    """Whether Numba's cache holds what a run of ``pattern`` compiles first, its scanner and the
+    merge loop (False on the first run after an install, and after their files change: a helper's
+    own entry, which loading its callers never rewrites, would say so forever).
+    Example: ``if not cached(pattern): compile_first(pattern)``."""
+    from ._kernels import compiled
+    from .count import pretokenize
+    from .merge.loop import _loop
+
+    name = pretokenize.scanner_name(pattern)
+    return compiled((_loop,) if name is None else (getattr(pretokenize, name), _loop))
 
 
 def compile_first(pattern) -> None:
@@ -98,26 +111,8 @@ def compile_first(pattern) -> None:
             pass
 
 
-def in_use() -> dict[str, list[str]]:
-    """The signatures this process's toktok kernels were called with from Python (compiled or
-    loaded), by kernel, for ``kernels.json``: ``{"toktok.merge.loop._loop": ["(...)"], ...}``. The
-    helpers only compiled code calls are left out: they compile with their callers."""
-    from . import _kernels
-
-    _kernels.load()
-    import numba
-
-    out: dict[str, list[str]] = {}
-    for name, module in sorted(sys.modules.items()):
-        if not name.startswith("toktok") or module is None:
-            continue
-        for value in vars(module).values():
-            if (isinstance(value, numba.core.dispatcher.Dispatcher) and value.signatures
-                    and not value.targetoptions.get("no_cpython_wrapper")):
-                key = f"{value.py_func.__module__}.{value.py_func.__name__}"
-                out[key] = sorted(set(out.get(key, [])) | {str(s) for s in value.signatures})
-    return out
-
-
 if __name__ == "__main__":
+    from ._kernels import end_with_parent
+
+    end_with_parent()
     compile_group(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)

@@ -23,6 +23,7 @@ from ..summary import PhaseSummary
 from ..vocab import Vocab
 from . import warm
 from .learn import learn_merges
+from .loop import _loop
 from .small import python_first
 from .warm import Compiler
 
@@ -49,15 +50,19 @@ def warm_up(run, also: Callable[[], None] | None = None) -> None:
     every kernel, compiled before the run holds anything (:func:`toktok.ahead.compile_first`,
     the pipeline calls this before it opens the run file). Nothing when they are in Numba's
     cache. Example: ``warm_up(run, also=export.compile_kernels)``."""
-    if run.compiler is not None or compiled():
+    if run.compiler is not None:
         return
     if run.plan is not None:
+        if ahead.cached(run.pattern):
+            return
         # the budget's plan counts one process: a second one compiling beside the run held
         # 150-300 MB more, and compiling in the run's own process kept ~90 MiB to its end (a
         # peak of 1.10x the budget); ahead, each group's process holds 240-280 MiB beside ~175
         run.compiler = warm.Compiler(None)  # marks that it was said
         _say_compiling(run, "about 30 s more, before the run starts: inside the memory budget")
         ahead.compile_first(run.pattern)
+        return
+    if compiled((_loop,)):  # (a small run counts without the scanner: not asked)
         return
     run.compiler = warm.start(also=also)
     _say_compiling(run, "about 10 s more")

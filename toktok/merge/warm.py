@@ -110,4 +110,7 @@ def compile_kernels(kernels=None) -> None:
 
 
 if __name__ == "__main__":
+    from .._kernels import end_with_parent
+
+    end_with_parent()
     compile_kernels([k for k in signatures() if k.py_func.__name__ in AHEAD])

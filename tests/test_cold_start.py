@@ -35,6 +35,17 @@ def test_compiled_is_false_on_an_empty_cache_and_true_once_the_helpers_are_cache
     assert _py(ask, cache) == "True"
 
 
+def test_a_process_that_loads_its_kernels_from_the_cache_leaves_numbas_registries_alone(tmp_path):
+    # compiling refreshes Numba's target context (every lowering registry imported); loading
+    # machine code from the cache needs only its runtime (_kernels._load_without_refresh)
+    cache = tmp_path / "numba"
+    code = ("import sys; from numba import types; from toktok import _kernels as k; "
+            "k._grow.compile((types.Array(types.int64, 1, 'C'), types.int64)); "
+            "print(sum(k._grow._cache_hits.values()), 'numba.np.arraymath' in sys.modules)")
+    # (what loaded kernels compute: every test of a run in a process of its own, the golden run's)
+    assert (_py(code, cache), _py(code, cache)) == ("0 True", "1 False")
+
+
 def test_the_kernels_compiled_ahead_are_typed_as_a_run_calls_them():
     # merge.warm compiles the loop's kernels by signature; a run (here: learn_merges on and off
     # the 256 bytes) must call them with exactly those types, or it would compile them again

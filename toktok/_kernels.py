@@ -49,6 +49,7 @@ def load(kernel: Kernel | None = None):
         if _PENDING:
             import numba  # noqa: F401  (the first kernel used in this process)
 
+            _load_without_refresh()
             for k in _PENDING:
                 k.real = k._make(k.py_func)
             for mod in [m for name, m in list(sys.modules.items()) if name.startswith("toktok") and m]:
@@ -58,6 +59,27 @@ def load(kernel: Kernel | None = None):
             _PENDING.clear()
         _loaded = True
     return kernel.real if kernel is not None else None
+
+
+def _load_without_refresh() -> None:
+    """Before it loads a cached kernel, Numba refreshes its whole target context: it imports and
+    installs every lowering and typing registry (~0.17 s of each process that loads a kernel).
+    Loading machine code needs only Numba's runtime (NRT); compiling refreshes the context itself
+    (``CompilerBase``). Numba's own load stays where its internals moved."""
+    try:
+        from numba.core.caching import Cache
+        from numba.core.runtime import rtsys
+    except ImportError:  # pragma: no cover - another Numba
+        return
+    if not all(hasattr(Cache, a) for a in ("load_overload", "_load_overload", "_guard_against_spurious_io_errors")):
+        return  # pragma: no cover
+
+    def load_overload(self, sig, target_context):
+        rtsys.initialize(target_context)
+        with self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)
+
+    Cache.load_overload = load_overload
 
 
 def _lazy(make):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import gc
 import glob
 import importlib.util
 import json
@@ -259,6 +260,7 @@ WORKERS = {"toktok": work_toktok, "hf": work_hf, "rustbpe": work_rustbpe, "bpeas
 def worker_main(a: argparse.Namespace) -> None:
     res = WORKERS[a.worker](a.data, a.vocab, a.threads, a.scratch)
     Path(a.result).write_text(json.dumps(res))
+    gc.freeze()  # every worker ends as the ``toktok`` command does (toktok.cli.main)
 
 
 # --- parent: run workers, sample memory, report ------------------------------------------------

@@ -172,7 +172,7 @@ class RunStore:
         ``insight_tables.sql`` and ``insight_views.sql``; ``temp``: for this connection only
         (which a read-only one allows)."""
         have = self.table_names()
-        with self.translating():
+        with self.transaction():  # one commit, not one a statement (~2 ms each: 0.05-0.1 s in all)
             for name, stmt in blocks("insight_tables"):
                 if name not in have:
                     self.con.execute(temporary(stmt) if temp else stmt)

@@ -30,7 +30,7 @@ _UNITS = {
     "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4,
     "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
 }
-#: the largest size an option takes (1 EiB): beyond any machine, and DuckDB's limits stop parsing
+#: the largest ``--budget`` (1 EiB): beyond any machine
 _MOST_BYTES = 1 << 60
 #: The most ids ``--vocab-size`` and ``--pad-to-multiple-of`` may ask for (16,777,216, 64x the
 #: largest vocabularies in use): what the corpus does not fill becomes reserved special tokens,
@@ -115,6 +115,14 @@ class _Whole(Kind):
         return v
 
 
+def _binary_size(n: int) -> str:
+    """``n`` bytes in the largest binary unit that divides it: ``_binary_size(1 << 60) == "1EiB"``."""
+    for unit, shift in (("EiB", 60), ("PiB", 50), ("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return f"{n}B"
+
+
 class _Size(Kind):
     """Bytes, written with units (``512MB``, ``2GiB``) or as a whole number; read into an int."""
 
@@ -127,9 +135,10 @@ class _Size(Kind):
             raise ConfigError(f"{where} size {shown(v)} is not understood; use e.g. 512MB, 8GB or 2GiB") from None
         if n <= 0:
             raise ConfigError(f"{where} size {shown(v)} must be more than 0 bytes")
-        # DuckDB cannot even parse a limit near 10**22 (--memory-limit has its own: the machine's memory)
-        if n > _MOST_BYTES and opt.name != "memory_limit":
-            raise ConfigError(f"{where} size {shown(v)} is beyond any machine; pass at most 1EiB, e.g. 8GB")
+        # the option's own bound (--memory-limit has the machine's memory, checked by the config)
+        if opt.maximum is not None and n > opt.maximum:
+            raise ConfigError(f"{where} size {shown(v)} is beyond any machine; pass at most "
+                              f"{_binary_size(opt.maximum)}, e.g. 8GB")
         return n
 
 
@@ -431,7 +440,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("warm_start", PATH, None, "Start from this .tiktoken or tokenizer.json, keeping every id",
            cli=("--warm-start",), yaml="warm_start", toktoktok=True),
     Option("budget", SIZE, None, "Memory budget of the whole run, e.g. 512MB or 8GB: larger corpora are sampled to fit",
-           cli=("--budget",), yaml="budget", scope=("run", "phase"), unit="bytes"),
+           cli=("--budget",), yaml="budget", scope=("run", "phase"), maximum=_MOST_BYTES, unit="bytes"),
     Option("force", FLAG, False, "Replace an existing output folder (or start an interrupted run over)",
            cli=("--force",), stored=False),
     Option("resume", FLAG, False, "Continue the interrupted run into --out from its last checkpoint (same options)",

@@ -302,7 +302,7 @@ def test_config_dataclass_round_trips_to_json():
     d = cfg.to_dict()
     assert json.loads(json.dumps(d))["merges"] == 3 and d["phases"] == [] and d["tiktoken_name"] == "tokenizer.tiktoken"
     assert cfg.phase_list() == [PhaseConfig("main", 3, [SourceConfig("a")])]
-    assert os.fspath(cfg.tiktoken_path()) == os.path.join("o", "tokenizer.tiktoken")
+    assert os.fspath(cfg.describe().layout.tiktoken) == os.path.join("o", "tokenizer.tiktoken")
 
 
 # --- YAML merge keys, the memory limit's upper bound (issue 13) ---------------------------------

@@ -259,13 +259,6 @@ class TrainConfig:
         after :meth:`validate`, which reads the sizes into ints."""
         return phase.budget if phase.budget is not None else self.budget
 
-    def tiktoken_path(self) -> Path:
-        return Path(self.out) / self.tiktoken_name
-
-    def source_options(self, src: SourceConfig) -> dict:
-        """The storage options of one source: the run's, then the source's own on top."""
-        return {**(self.storage_options or {}), **(src.storage_options or {})}
-
     def describe(self) -> RunSpec:
         """The finished run (:class:`toktok.spec.RunSpec`): the options checked (:meth:`validate`),
         the phases resolved, the threads counted, the names kept; the pipeline reads only that.

@@ -49,7 +49,6 @@ def load(kernel: Kernel | None = None):
         if _PENDING:
             import numba  # noqa: F401  (the first kernel used in this process)
 
-            _load_without_refresh()
             for k in _PENDING:
                 k.real = k._make(k.py_func)
             for mod in [m for name, m in list(sys.modules.items()) if name.startswith("toktok") and m]:
@@ -61,25 +60,24 @@ def load(kernel: Kernel | None = None):
     return kernel.real if kernel is not None else None
 
 
-def _load_without_refresh() -> None:
-    """Before it loads a cached kernel, Numba refreshes its whole target context: it imports and
-    installs every lowering and typing registry (~0.17 s of each process that loads a kernel).
-    Loading machine code needs only Numba's runtime (NRT); compiling refreshes the context itself
-    (``CompilerBase``). Numba's own load stays where its internals moved."""
-    try:
-        from numba.core.caching import Cache
-        from numba.core.runtime import rtsys
-    except ImportError:  # pragma: no cover - another Numba
-        return
-    if not all(hasattr(Cache, a) for a in ("load_overload", "_load_overload", "_guard_against_spurious_io_errors")):
-        return  # pragma: no cover
+def _load_without_refresh(dispatcher):
+    """``dispatcher`` (one of toktok's kernels) loading from Numba's cache without Numba's
+    refresh of its whole target context, which imports and installs every lowering and typing
+    registry (~0.17 s of each process that loads a kernel): loading machine code needs only
+    Numba's runtime (NRT), and compiling refreshes the context itself (``CompilerBase``). Other
+    code's Numba functions load as Numba loads them; so do these where its internals moved."""
+    cache = getattr(dispatcher, "_cache", None)
+    if not all(hasattr(cache, a) for a in ("load_overload", "_load_overload", "_guard_against_spurious_io_errors")):
+        return dispatcher  # pragma: no cover - another Numba
+    from numba.core.runtime import rtsys
 
-    def load_overload(self, sig, target_context):
+    def load_overload(sig, target_context):
         rtsys.initialize(target_context)
-        with self._guard_against_spurious_io_errors():
-            return self._load_overload(sig, target_context)
+        with cache._guard_against_spurious_io_errors():
+            return cache._load_overload(sig, target_context)
 
-    Cache.load_overload = load_overload
+    cache.load_overload = load_overload
+    return dispatcher
 
 
 def _lazy(make):
@@ -102,7 +100,7 @@ def njit(**options):
     def make(fn):
         import numba
 
-        return numba.njit(**options)(fn)
+        return _load_without_refresh(numba.njit(**options)(fn))
     return _lazy(make)
 
 

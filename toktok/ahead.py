@@ -99,16 +99,22 @@ def compile_first(pattern) -> None:
     release_llvm_pages()  # mapped by the check that the cache lacks them: not needed until the run loads them
     if not sys.executable:  # an embedded interpreter: the run compiles them itself
         return
-    # started beside this toktok (``-m`` looks in the folder it starts in first): a toktok
-    # folder in the caller's folder must not stand in for the one that runs
-    where = Path(__file__).resolve().parent.parent
     for group in GROUPS:
         try:
-            subprocess.run([sys.executable, "-m", "toktok.ahead", group, scanner_name(pattern) or "-"], cwd=where,
-                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            subprocess.run(**compiler_process("toktok.ahead", group, scanner_name(pattern) or "-"),
                            timeout=WAIT_SECONDS, check=False)
         except (OSError, subprocess.SubprocessError):  # the run compiles what the cache lacks itself
             pass
+
+
+def compiler_process(module: str, *args: str) -> dict:
+    """``subprocess.run`` or ``Popen`` keywords for a process compiling kernels for this run,
+    ``python -m module args`` without a terminal (it ends with the run: ``_kernels.end_with_parent``).
+    It starts in the folder above the running toktok: ``-m`` looks in the folder it starts in
+    first, and a ``toktok/`` folder where the user stands must not stand in for this one.
+    Example: ``subprocess.Popen(**compiler_process("toktok.merge.warm"))``."""
+    return dict(args=[sys.executable, "-m", module, *args], cwd=Path(__file__).resolve().parent.parent,
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 if __name__ == "__main__":

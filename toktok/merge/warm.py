@@ -15,12 +15,11 @@ Example: ``c = start(); ...; c.wait()``.
 from __future__ import annotations
 
 import subprocess
-import sys
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+from ..ahead import compiler_process
 
 #: The longest a run waits for the second process (it takes ~6 s on 2 cores); then it goes on
 #: without it, compiling what the cache lacks itself.
@@ -64,9 +63,7 @@ def start(also: Callable[[], None] | None = None) -> Compiler:
     same environment, so the same cache folder); a no-op Compiler where it cannot start.
     ``also``: what else this process compiles while it waits for that one (``Compiler.wait``)."""
     try:
-        # started beside this toktok: ``-m`` looks in the folder it starts in first
-        proc = subprocess.Popen([sys.executable, "-m", "toktok.merge.warm"], cwd=Path(__file__).resolve().parents[2],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(**compiler_process("toktok.merge.warm"))
     except (OSError, ValueError):
         return Compiler(None)
     return Compiler(proc, also)

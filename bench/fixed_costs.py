@@ -10,12 +10,12 @@ bytecode allowed, PYTHONDONTWRITEBYTECODE taken out of their environment, as use
 - ``toktok --help`` and ``toktok train --help``;
 - a one-document corpus (one line), 10 merges: ``toktok train ONE --merges 10``, and HF
   tokenizers' ``BpeTrainer`` on the same line in a process of its own (import included);
-- the README demo (``make demo``'s training) with Numba's cache warm, and HF on the same files;
+- the README demo (``make demo``'s training) with the kernels built, and HF on the same files;
 - the demo's first run after an install: an empty kernel cache (``NUMBA_CACHE_DIR`` a new folder
   each run); whether it said it compiles, and how many kernel versions it left in the cache (a run
   this small merges in Python while the loop is not cached: none).
 
-The warm rows' cache holds every kernel ``toktok.ahead`` lists, as an earlier, larger run leaves it.
+The warm rows' cache holds every unit ``toktok.ahead`` builds, as an earlier, larger run leaves it.
 
 The goals of issue 29 are printed beside the figures. See bench/README.md.
 """
@@ -100,11 +100,10 @@ def measure(repeat: int, only: list[str] | None = None) -> dict:
         if unknown:
             raise SystemExit(f"--only {','.join(unknown)}: no such row; rows are {', '.join(rows)}")
         rows = {name: rows[name] for name in only}
-    # the warm rows' cache: every kernel a run compiles (as an earlier, larger run leaves it: the
+    # the warm rows' cache: every kernel built ahead (as an earlier, larger run leaves it: the
     # demo's first run compiles none), then the demo and the one-line run once
     warm_env = {**os.environ, "NUMBA_CACHE_DIR": str(scratch / "numba-warm")}
-    for group in ("count", "rest"):
-        subprocess.run([sys.executable, "-m", "toktok.ahead", group], env=warm_env, check=True)
+    subprocess.run([sys.executable, "-m", "toktok.ahead", "all"], env=warm_env, check=True)
     for name in [n for n in ("demo_warm", "one") if n in rows]:
         cmd, env, _ = rows[name]
         run_measured(cmd, scratch / "fill.log", env)

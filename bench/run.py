@@ -240,11 +240,13 @@ def work_count(files: list[str], vocab: int, threads: int, scratch: str) -> dict
 
 
 def work_warmup(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
-    """Tiny toktok run so Numba's on-disk cache exists before the timed run (a fresh checkout
-    would otherwise charge the one-time JIT compile to toktok's merge time)."""
+    """The kernels built ahead (``toktok.ahead``) and a tiny toktok run before the timed runs (a
+    fresh checkout would otherwise charge the one-time build to the first timed run)."""
+    from toktok import ahead
     from toktok.config import TrainConfig
     from toktok.pipeline import train
 
+    ahead.main(["all"])
     src = Path(scratch) / "warmup.txt"
     src.write_text("The quick brown fox jumps over the lazy dog, 1234 times!\n  isn't it?\n" * 200)
     train(TrainConfig(sources=[str(src)], out=str(Path(scratch) / "warmup-out"), merges=100,
@@ -650,10 +652,10 @@ def main() -> None:
             files = slice_corpus(files, a.slice_mb, scratch)
             fig["data"] = {**data_stats(files), "slice_mb": a.slice_mb}
         if "toktok" in only:
-            print("bench: warming Numba's cache (untimed) ...", file=sys.stderr)
+            print("bench: building the kernels ahead (untimed) ...", file=sys.stderr)
             w = run_worker("warmup", files, a.vocab[0], a.threads, scratch, env)
             if w["status"] != "ok":
-                print(f"bench: warm-up failed, toktok's merge time will include JIT compiling:\n{w['error']}",
+                print(f"bench: warm-up failed, toktok's first run will include building the kernels:\n{w['error']}",
                       file=sys.stderr)
         for vocab in a.vocab:
             runs: dict[str, list[dict]] = {}

@@ -46,27 +46,6 @@ def test_a_process_that_loads_its_kernels_from_the_cache_leaves_numbas_registrie
     assert (_py(code, cache), _py(code, cache)) == ("0 True", "1 False")
 
 
-def test_the_kernels_compiled_ahead_are_typed_as_a_run_calls_them():
-    # merge.warm compiles the loop's kernels by signature; a run (here: learn_merges on and off
-    # the 256 bytes) must call them with exactly those types, or it would compile them again
-    import numpy as np
-    import pyarrow as pa
-
-    from toktok.merge import learn_merges, warm
-    from toktok.vocab import Vocab
-
-    words = pa.array([b"the", b" them", b" then", b" there"], pa.large_binary())
-    counts = np.array([5, 3, 2, 1], np.int64)
-    counts.setflags(write=False)  # as a run's counts: a view of its word table
-    ahead = {kernel: tuple(sig) for kernel, sig in warm.signatures().items()}
-    before = {kernel: set(map(tuple, kernel.signatures)) for kernel in ahead}
-    for vocab in (Vocab.base(False), Vocab.base()):
-        learn_merges(words, counts, vocab, 3)
-    for kernel, sig in ahead.items():
-        used = set(map(tuple, kernel.signatures))
-        assert sig in used and used - before[kernel] <= {sig}, kernel.py_func.__name__
-
-
 def _cached_signatures(kernels: list[str], cache) -> list[int]:
     """How many compiled versions Numba's cache holds for each ``module.kernel`` of toktok.merge."""
     code = ("import importlib; print(*(len(getattr(importlib.import_module('toktok.merge.' + m), k)"
@@ -85,37 +64,45 @@ def _four_times(tmp: Path) -> Path:
     return path
 
 
+def _units_built(cache: Path) -> list[str]:
+    """The units whose modules ``toktok.ahead`` built in ``cache`` (a NUMBA_CACHE_DIR)."""
+    return sorted(p.name.partition("-")[0] for p in (cache / "toktok").glob("*-*") if p.suffix in (".so", ".pyd"))
+
+
+_THROUGH_NUMBA = """
+import sys, toktok
+from toktok import _kernels
+_kernels.load()  # every kernel through Numba from here: the modules built ahead are not called
+toktok.train([sys.argv[1]], out=sys.argv[2], merges=int(sys.argv[3]), force=True, verbose=False)
+"""
+
+
 @pytest.mark.slow
-def test_first_run_says_it_compiles_and_the_second_does_not(tmp_path):
+def test_first_run_builds_the_kernels_once_and_they_give_what_numba_gives(tmp_path):
+    # the first run builds its units ahead (toktok.ahead: the scanner's and main), says so once,
+    # and calls them: Numba's cache never gets the loop; later runs neither build nor say it; a
+    # run through Numba's kernels writes the same tokenizer and run file
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
-    cmd = [sys.executable, "-m", "toktok.cli", "train", str(_four_times(tmp_path)), "--merges", "200",
+    text = _four_times(tmp_path)
+    cmd = [sys.executable, "-m", "toktok.cli", "train", str(text), "--merges", "200",
            "--out", str(tmp_path / "tok"), "--force"]
     first = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    second = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    second = subprocess.run(cmd + ["-q"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert first.returncode == second.returncode == 0, first.stderr[-2000:] + second.stderr[-2000:]
     assert first.stderr.count(NOTICE) == 1
     assert NOTICE not in second.stderr
-    # the merge loop's kernels were compiled beside the run (toktok.merge.warm) with the argument
-    # types the run gives them: had the run compiled them again, their cache would hold a second one
-    assert _cached_signatures(["loop._setup", "loop._loop", "layout._tokens_per_word", "segment._splits"],
-                              tmp_path / "numba") == [1, 1, 1, 1]
-    quiet = subprocess.run(cmd + ["-q"], cwd=ROOT, env={**env, "NUMBA_CACHE_DIR": str(tmp_path / "other")},
-                           capture_output=True, text=True, timeout=900)
-    assert quiet.returncode == 0 and NOTICE not in quiet.stderr
-    # a small first run counts with the regex reference and segments with tiktoken instead of
-    # compiling the scanner and _segment: the same tokenizer and run file as the compiled paths
-    assert _cached_signatures(["segment._segment"], tmp_path / "numba") == [0]
-    _py("from toktok.count.pretokenize import count_words; from toktok.merge import segment; "
-        "from toktok.vocab import Vocab; count_words(['a b']); segment([b'ab'], Vocab.base())", tmp_path / "numba")
-    third = subprocess.run(cmd[:-3] + ["--out", str(tmp_path / "compiled"), "--force"], cwd=ROOT, env=env,
-                           capture_output=True, text=True, timeout=900)
-    assert third.returncode == 0, third.stderr[-2000:]
+    assert _units_built(tmp_path / "numba") == ["_scan_into", "main"]
+    assert _cached_signatures(["loop._loop", "segment._segment"], tmp_path / "numba") == [0, 0]
+    jit = subprocess.run([sys.executable, "-c", _THROUGH_NUMBA, str(text), str(tmp_path / "jit"), "200"], cwd=ROOT,
+                         env=env, capture_output=True, text=True, timeout=900)
+    assert jit.returncode == 0, jit.stderr[-2000:]
+    assert _cached_signatures(["loop._loop"], tmp_path / "numba") == [1]
     for name in ("tokenizer.json", "tokenizer.tiktoken"):
-        assert (tmp_path / "tok" / name).read_bytes() == (tmp_path / "compiled" / name).read_bytes(), name
+        assert (tmp_path / "tok" / name).read_bytes() == (tmp_path / "jit" / name).read_bytes(), name
     import duckdb
 
     with duckdb.connect(str(tmp_path / "tok" / "run.duckdb"), read_only=True) as a, \
-            duckdb.connect(str(tmp_path / "compiled" / "run.duckdb"), read_only=True) as b:
+            duckdb.connect(str(tmp_path / "jit" / "run.duckdb"), read_only=True) as b:
         for table in ("words", "merges", "compression", "word_gains"):
             q = f"select * from {table} order by all"
             assert a.sql(q).fetchall() == b.sql(q).fetchall(), table
@@ -125,52 +112,64 @@ def test_first_run_says_it_compiles_and_the_second_does_not(tmp_path):
 def test_a_tiny_first_run_merges_in_python_compiles_nothing_and_writes_what_the_loop_writes(tmp_path):
     # the demo's files (0.4 MB, 26,547 words), 9,417 tokens: while the loop is not in the cache, a
     # run this small merges in Python (merge.small.COLD_WORDS) instead of compiling it (~7 s), and
-    # spells and splits in Python (spell.UNLOADED_LINES): nothing said, nothing cached; with the
-    # kernels cached (toktok.ahead compiles them), the compiled loop and export, the same files
+    # spells and splits in Python (spell.UNLOADED_LINES): nothing said, nothing cached or built;
+    # with the kernels built (toktok.ahead), the compiled loop and export without Numba, the same files
     cmd = [sys.executable, "-m", "toktok.cli", "train", str(FIXTURES), "--merges", "8000", "--force"]
     cold = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cold")}
     first = subprocess.run(cmd + ["--out", str(tmp_path / "py")], cwd=ROOT, env=cold, capture_output=True,
                            text=True, timeout=900)
     assert first.returncode == 0, first.stderr[-2000:]
     assert NOTICE not in first.stderr
-    assert not list((tmp_path / "cold").rglob("*.nbc"))
+    assert not list((tmp_path / "cold").rglob("*.nbc")) and not _units_built(tmp_path / "cold")
     warm = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "warm")}
-    subprocess.run([sys.executable, "-m", "toktok.ahead", "rest"], cwd=ROOT, env=warm, check=True, timeout=900)
+    subprocess.run([sys.executable, "-m", "toktok.ahead", "_scan_into", "main"], cwd=ROOT, env=warm, check=True,
+                   timeout=900)
     code = ("import sys, toktok; from toktok.merge import loop\n"
             f"toktok.train([{str(FIXTURES)!r}], out={str(tmp_path / 'loop')!r}, merges=8000, verbose=False)\n"
-            "print(len(loop._loop.signatures))")  # the loop was called (loaded from the cache)
-    assert _py(code, tmp_path / "warm").splitlines()[-1] == "1"
-    assert _cached_signatures(["loop._loop"], tmp_path / "warm") == [1]
+            "print(loop._loop._ahead is not None, 'numba' in sys.modules)")  # the loop was called, without Numba
+    assert _py(code, tmp_path / "warm").splitlines()[-1] == "True False"
     for name in ("tokenizer.json", "tokenizer.tiktoken"):
         assert (tmp_path / "py" / name).read_bytes() == (tmp_path / "loop" / name).read_bytes(), name
 
 
 # --- the kernels a budgeted first run compiles ahead (toktok/ahead.py, toktok/kernels.json) ---
 
-#: Trains under a budget (4GB: the process holds every run before) on text, JSON lines and Parquet,
+#: Trains under a budget (4GB: the process holds every run before) on text, JSON lines and Parquet
+#: (from the bytes alone too, as the bench does: --no-hardcoded),
 #: past merge.small, spell.SMALL_LINES and the count's reference (9,000 tokens; the text 11 MB, past
 #: REFERENCE_BYTES, so that each pattern's scanner counts it even on an empty cache; the Parquet
 #: after them, its scanner cached), with each named pattern, then prints the signatures its
 #: kernels were called with from Python as JSON (helpers only compiled code calls compile with
-#: their callers: left out).
+#: their callers: left out), whether a module built ahead ran it or Numba.
 _RECORD = """
 import json, sys
 from pathlib import Path
 import pyarrow as pa, pyarrow.parquet as pq, toktok
 import numba
-from toktok import _kernels
+from toktok import _kernels, prebuilt as ahead
+called, _exports = {}, ahead.exports
+def exports(name):  # a module's function records its listed signature (ahead.fits: as Numba types the call)
+    sigs = [s for n, s in ahead._entries(ahead.unit_of(name)) if n == name]
+    def recording(fn, sig):
+        def call(*args):
+            called.setdefault(name, set()).add(sig)
+            return fn(*args)
+        return call
+    return [(types, recording(fn, sig)) for (types, fn), sig in zip(_exports(name), sigs)]
+ahead.exports = exports
 fixtures, d = Path(sys.argv[1]), Path(sys.argv[2])
 texts = pq.read_table(fixtures / "sample.parquet", columns=["text"]).column(0).to_pylist() * 18
 pq.write_table(pa.table({"text": pa.array(texts, pa.large_string())}), d / "a.parquet")
 pq.write_table(pa.table({"text": pa.array(texts, pa.string())}), d / "b.parquet")
 (d / "c.txt").write_text("\\n".join(t.replace("\\n", " ") for t in texts), encoding="utf-8")
 (d / "d.jsonl").write_text("".join(json.dumps({"text": t}) + "\\n" for t in texts), encoding="utf-8")
-for src, pattern in (("c.txt", None), ("d.jsonl", None), ("a.parquet", None), ("b.parquet", None),
-                     ("c.txt", "o200k"), ("c.txt", "gpt2"), ("c.txt", "qwen2")):
+for src, pattern, hardcoded in (("c.txt", None, None), ("d.jsonl", None, None), ("a.parquet", None, None),
+                                ("b.parquet", None, None), ("b.parquet", None, False), ("c.txt", "o200k", None),
+                                ("c.txt", "gpt2", None), ("c.txt", "qwen2", None)):
     toktok.train([str(d / src)], out=str(d / "out"), vocab_size=9000, budget="4GB", pattern=pattern,
-                 force=True, verbose=False)
-_kernels.load()
-used = {}
+                 hardcoded=hardcoded, force=True, verbose=False)
+_kernels.load()  # (every kernel's dispatcher: those called with other types hold their signatures)
+used = {k: sorted(v) for k, v in called.items()}
 for name, module in sorted(sys.modules.items()):
     if not name.startswith("toktok") or module is None:
         continue
@@ -178,7 +177,8 @@ for name, module in sorted(sys.modules.items()):
         if (isinstance(value, numba.core.dispatcher.Dispatcher) and value.signatures
                 and not value.targetoptions.get("no_cpython_wrapper")):
             key = f"{value.py_func.__module__}.{value.py_func.__name__}"
-            used[key] = sorted(set(used.get(key, [])) | {str(s) for s in value.signatures})
+            used[key] = sorted(set(used.get(key, [])) |
+                               {f"{s} -> {value.overloads[s].signature.return_type!r}" for s in value.signatures})
 print(json.dumps(used))
 """
 
@@ -192,11 +192,10 @@ def _recorded(tmp: Path) -> dict[str, list[str]]:
 
 @pytest.mark.slow
 def test_a_first_run_under_a_budget_compiles_its_kernels_first_and_never_again(tmp_path):
-    # past a tiny run: every listed kernel compiles first, in toktok.ahead's processes, said once,
-    # and the run then loads them: had it compiled one again (other types), that kernel's cache
-    # would hold one signature more than kernels.json lists (sample._pieces: two listed, one used);
+    # past a tiny run: the run's units are built first, in toktok.ahead's processes, said once,
+    # and the run calls them: had it called one with other types, Numba would have compiled it;
     # the same tokenizer as a first run without a budget
-    from toktok.ahead import listed
+    from toktok.prebuilt import listed
 
     base = [sys.executable, "-m", "toktok.cli", "train", str(_four_times(tmp_path)), "--merges", "300", "--force"]
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
@@ -204,11 +203,13 @@ def test_a_first_run_under_a_budget_compiles_its_kernels_first_and_never_again(t
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stderr.count(NOTICE) == 1 and "before the run starts: inside the memory budget" in r.stderr
+    assert _units_built(tmp_path / "numba") == ["_scan_into", "main"]
+    # the run called the modules: Numba's cache holds none of the kernels it calls
     names = [k for k in listed() if "pretokenize._scan_into" in k or ".merge.loop." in k or "sample._pieces" in k]
     code = ("import importlib; from toktok import _kernels; _kernels.load(); print(*(len(getattr(importlib."
             "import_module(n.rpartition('.')[0]), n.rpartition('.')[2])._cache._cache_file._load_index()) for n in %r))"
             % (names,))
-    assert [int(x) for x in _py(code, tmp_path / "numba").split()] == [len(listed()[n]) for n in names]
+    assert [int(x) for x in _py(code, tmp_path / "numba").split()] == [0] * len(names)
     free = subprocess.run(base + ["--out", str(tmp_path / "free"), "-q"], cwd=ROOT,
                           env={**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "other")}, capture_output=True,
                           text=True, timeout=900)
@@ -269,9 +270,9 @@ def test_a_run_killed_while_its_kernels_compile_leaves_no_compiler(tmp_path):
 def test_the_kernels_listed_ahead_are_typed_as_runs_call_them(tmp_path):
     # a budgeted first run compiles the listed signatures before it starts (toktok.ahead); a run
     # calling a kernel with other types would compile it in its own process, over the budget
-    from toktok.ahead import listed
+    from toktok.prebuilt import listed
 
-    used, ahead = _recorded(tmp_path), listed()
+    used, ahead = _recorded(tmp_path), listed()  # (each "(arguments) -> return type")
     assert {"toktok.count.pretokenize._scan_into", "toktok.merge.loop._loop", "toktok.formats.spell._lines",
             "toktok.count.sample._pieces"} <= set(used)
     missing = {k: sorted(set(v) - set(ahead.get(k, []))) for k, v in used.items() if set(v) - set(ahead.get(k, []))}
@@ -281,7 +282,7 @@ def test_the_kernels_listed_ahead_are_typed_as_runs_call_them(tmp_path):
 if __name__ == "__main__":  # writes toktok/kernels.json: what the runs above call, and what it lists already
     import tempfile
 
-    from toktok.ahead import LIST, listed
+    from toktok.prebuilt import LIST, listed
 
     with tempfile.TemporaryDirectory() as tmp:
         found = _recorded(Path(tmp))
@@ -289,3 +290,49 @@ if __name__ == "__main__":  # writes toktok/kernels.json: what the runs above ca
     merged = {k: sorted(set(old.get(k, [])) | set(found.get(k, []))) for k in sorted(set(old) | set(found))}
     LIST.write_text(json.dumps(merged, indent=1) + "\n", encoding="utf-8")
     print(f"{LIST}: {sum(map(len, merged.values()))} signatures of {len(merged)} kernels")
+
+
+# --- the modules built ahead (toktok/ahead.py): called for exactly the types Numba would compile ---
+
+def test_a_module_function_is_called_only_for_the_types_numba_would_give_its_arguments():
+    # ahead.fits stands in for Numba's typeof: a listed signature's function runs only where
+    # Numba would have typed the arguments exactly as listed (else Numba compiles them)
+    import numpy as np
+    from numba import typeof, types
+
+    from toktok.prebuilt import _argument_types, fits, listed
+
+    names = {n: getattr(types, n) for n in dir(types) if not n.startswith("_")}
+    ro = np.arange(6, dtype=np.uint8)
+    ro.setflags(write=False)
+    values = [np.zeros(4, np.uint8), ro, np.zeros(4, np.int64), np.zeros((3, 2), np.int64),
+              np.zeros((3, 2), np.int32), np.zeros(8, np.uint8)[::2], np.zeros(4, np.dtype(">i8")),
+              np.zeros((2, 3), np.int64).T, np.zeros(3, np.uint32), np.zeros(3, bool),
+              3, True, np.int64(3), np.uint64(3), np.int32(3), np.bool_(False), 2.5]
+    seen = 0
+    for sigs in listed().values():
+        for sig in sigs:
+            want = eval(sig.partition(" -> ")[0], {"__builtins__": {}}, names)  # noqa: S307
+            spec = _argument_types(sig)
+            for i in range(len(want)):
+                for v in values:
+                    args = [None] * len(want)
+                    args[i] = v
+                    try:
+                        by_numba = typeof(v) == want[i]
+                    except Exception:  # a dtype Numba does not type (big-endian): it compiles nothing for it
+                        by_numba = False
+                    spec_i = spec[:i] + spec[i + 1:]
+                    rest = [a for j, a in enumerate(args) if j != i]
+                    assert fits((spec[i],), (v,)) == by_numba, (sig, i, v)
+                    assert not fits(spec_i, rest) or not spec_i  # None fits nothing
+                    seen += by_numba
+    assert seen > 50
+
+
+def test_whether_the_kernels_are_built_is_asked_without_numba(tmp_path):
+    # the first-run check (ahead.cached) and a small run's (_kernels.compiled) import no Numba
+    # where the modules are built; on an empty cache the first says no, still without Numba
+    code = ("import sys; from toktok import ahead, patterns; print(ahead.cached(patterns.DEFAULT), "
+            "'numba' in sys.modules)")
+    assert _py(code, tmp_path / "empty") == "False False"

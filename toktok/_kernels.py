@@ -17,14 +17,23 @@ class Kernel:
     of its dispatcher (``.signatures``, ``.py_func``, ``._cache``) imports Numba and builds every
     kernel defined so far (:func:`load`). Example: ``_grow(np.zeros(1), 4).shape == (4,)``."""
 
-    __slots__ = ("py_func", "_make", "real")
+    __slots__ = ("py_func", "_make", "real", "_ahead")
 
     def __init__(self, py_func, make):
         self.py_func = py_func
         self._make = make
         self.real = None
+        self._ahead = None
 
     def __call__(self, *args, **kwargs):
+        if self.real is None and not kwargs:  # compiled ahead for exactly these types: no Numba
+            if self._ahead is None:
+                from .prebuilt import exports
+
+                self._ahead = exports(_name(self))
+            for types, fn in self._ahead:
+                if _fits(types, args):
+                    return fn(*args)
         return (self.real or load(self)).__call__(*args, **kwargs)
 
     def __getattr__(self, name):
@@ -32,6 +41,17 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<kernel {self.py_func.__module__}.{self.py_func.__qualname__}>"
+
+
+def _name(kernel) -> str:
+    """``"toktok.merge.loop._loop"``: a kernel's (or its dispatcher's) name in ``kernels.json``."""
+    return f"{kernel.py_func.__module__}.{kernel.py_func.__name__}"
+
+
+def _fits(types, args) -> bool:
+    from .prebuilt import fits
+
+    return fits(types, args)
 
 
 _PENDING: list[Kernel] = []
@@ -365,18 +385,28 @@ def release_llvm_pages() -> int:
 
 
 def ready(kernels: tuple) -> bool:
-    """Whether ``kernels`` load cheaply here: this process has Numba already and its cache holds
-    them (no import, no compiling); a small run's reference paths are taken otherwise.
-    Example: ``ready((_segment,))``."""
-    return _loaded and compiled(kernels)
+    """Whether ``kernels`` load cheaply here: built ahead (``toktok.prebuilt``), or this process has
+    Numba already and its cache holds them (no import, no compiling); a small run's reference
+    paths are taken otherwise. Example: ``ready((_segment,))``."""
+    return _ahead(kernels) or (_loaded and compiled(kernels))
+
+
+def _ahead(kernels: tuple) -> bool:
+    """Whether calls of ``kernels`` run their modules built ahead: built, and this process has
+    not handed its kernels to Numba (:func:`load`)."""
+    from .prebuilt import built
+
+    return not _loaded and built([_name(k) for k in kernels])
 
 
 def compiled(kernels: tuple) -> bool:
-    """Whether Numba's cache already holds ``kernels`` (False on the first run after an install,
-    when they compile: tens of seconds, once), e.g. ``if not compiled((_loop,)): ...``. Asks each
-    kernel's cache index; True when it cannot tell. Ask for kernels Python calls: a helper that only
-    compiled code calls keeps a stale entry once its file changes, as loading its callers never
-    rewrites it."""
+    """Whether ``kernels`` are built ahead (``toktok.ahead``) or in Numba's cache (False on the
+    first run after an install, when they compile: tens of seconds, once), e.g.
+    ``if not compiled((_loop,)): ...``. Asks each kernel's cache index; True when it cannot tell.
+    Ask for kernels Python calls: a helper that only compiled code calls keeps a stale entry once
+    its file changes, as loading its callers never rewrites it."""
+    if _ahead(kernels):
+        return True
     try:
         return all(f._cache._cache_file._load_index() for f in kernels)
     except Exception:  # Numba's cache internals moved: say nothing rather than something wrong

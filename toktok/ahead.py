@@ -1,59 +1,127 @@
-"""The kernels a run compiles, listed ahead: compiled in second processes, one group after the
-other, before a first run under a memory budget holds anything.
+"""The kernels a run calls from Python, compiled ahead into extension modules that later runs
+import without Numba; built once, on the first run after an install, in second processes before
+the run holds anything.
 
-On the first run after an install Numba compiles each kernel the first time it is called, and the
-process keeps what compiling took: LLVM's modules and Numba's typing, ~100 MiB more at the end of
-a run than a run that loaded the kernels from the cache (539 against 451 MiB under
-``--budget 512MB``). A budget's plan counts one process, so a budgeted first run has its kernels
-compiled by :func:`compile_first` before it opens its run file: ``python -m toktok.ahead GROUP``
-compiles the kernels ``kernels.json`` lists for the group (the count stage's, then the rest), for
-the argument types a run gives them, into Numba's cache; the run then loads them, as a later run
-does. The processes never overlap each other, and each holds what it compiles (277 and 239 MiB)
-beside a run that holds its libraries (~175 MiB). Results never depend on it: a kernel the list
-lacks, or a process that failed, is compiled by the run as before.
+Numba compiles a kernel when it is first called and caches the machine code, but loading it
+again costs every later run Numba's import, LLVM and the first call (~0.45 s and ~100 MB of the
+README demo's run). So ``python -m toktok.ahead UNIT`` compiles the kernels ``kernels.json``
+lists for a unit (each pattern's scanner is one, ``main`` all the rest), for the argument types
+and return types a run gives them, into an ordinary extension module (``numba.pycc``, for this
+machine's CPU; a C compiler at build time), in :func:`folder`. A kernel called with exactly a
+listed signature runs the module's function (``_kernels.Kernel``); with other types, or where
+no module is built, it runs through Numba as before: the same machine code, the same results.
 
-``kernels.json`` is written by ``python tests/test_cold_start.py``, which trains on Parquet (string
-and large_string), text and JSON lines with each named pattern under a budget and adds every
-signature the kernels were called with from Python (a rare kernel's, once listed, stays); a test
-there fails when a run calls a kernel with types the list lacks. A run compiles its own
-pattern's scanner only.
+A module's file name holds a key of everything it is built from (the kernels' sources,
+``kernels.json``, NumPy, Numba, Python and the CPU): after a change a run builds it again.
+Where it cannot be built (no C compiler), the unit's process compiles its kernels into Numba's
+cache instead. A run that finds its units missing builds them first (:func:`compile_first`, said
+once), one process after the other, each of them finished before the run opens its run file:
+under a memory budget that process is the only one working (~20 s on 2 cores).
+
+``kernels.json`` is written by ``python tests/test_cold_start.py``, which trains on Parquet
+(string and large_string), text and JSON lines with each named pattern under a budget and adds
+every signature the kernels were called with from Python (a rare kernel's, once listed, stays); a
+test there fails when a run calls a kernel with types the list lacks.
 Example: ``if not cached(pattern): compile_first(pattern)``.
 """
 from __future__ import annotations
 
 import importlib
-import json
+import os
 import subprocess
 import sys
-from functools import cache
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
-#: The groups, compiled in this order, one process each: a kernel's group is its module's stage.
-GROUPS = ("count", "rest")
-#: The longest a group may take (~15 s on 2 cores); then the run goes on and compiles what is missing.
+from .prebuilt import MAIN, _entries, _module_name, built, listed, path, unit_of, units
+
+#: The longest a unit's process may take (~10 s on 2 cores); then the run goes on and Numba
+#: compiles what it calls.
 WAIT_SECONDS = 300
-LIST = Path(__file__).with_name("kernels.json")
-#: Where the pattern scanners' names start: a run compiles its own pattern's only.
-_SCANNERS = "toktok.count.pretokenize._scan_"
 
 
-@cache
-def listed() -> dict[str, list[str]]:
-    """``{"toktok.count.sample._pieces": ["(Array(int64, 1, 'C', False, aligned=True), ...)"], ...}``:
-    the signatures each kernel is compiled for ahead (Numba's spelling of the argument types)."""
-    return json.loads(LIST.read_text(encoding="utf-8"))
+def build(unit: str) -> Path:
+    """Compile ``unit``'s listed kernels into its module (``prebuilt.path``) in this process; returns
+    the path. Needs Numba and a C compiler; raises where it cannot build (the file is written
+    whole or not at all). Example: ``build("main")``."""
+    from numba import types
+    from numba.pycc import CC
+
+    from . import _kernels
+
+    _kernels.load()
+    names = {n: getattr(types, n) for n in dir(types) if not n.startswith("_")}
+    cc = CC(_module_name(unit))
+    cc.target_cpu = "host"  # as Numba compiles for this machine
+    nogil = set()
+    for i, (name, sig) in enumerate(_entries(unit)):
+        mod, _, kernel = name.rpartition(".")
+        dispatcher = getattr(importlib.import_module(mod), kernel)
+        args, _, ret = sig.partition(" -> ")
+        ev = lambda s: eval(s, {"__builtins__": {}}, names)  # noqa: E731,S307 (our own list)
+        cc.export(f"k{i}", ev(ret)(*ev(args)))(dispatcher.py_func)
+        if dispatcher.targetoptions.get("nogil"):
+            nogil.add(dispatcher.py_func)
+    target = path(unit)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as tmp:
+        cc.output_dir, cc.output_file = tmp, target.name
+        with _releasing_the_gil(nogil), _without_numbas_cache():
+            cc.compile()
+        os.replace(Path(tmp) / target.name, target)
+    for old in target.parent.glob(f"{unit}-*"):  # built for other code: never loaded again
+        if old != target:
+            old.unlink(missing_ok=True)
+    return target
 
 
-def _group_of(name: str) -> str:
-    """``"toktok.count.sample._pieces"`` → ``"count"``; any other stage's kernel → ``"rest"``."""
-    return "count" if name.startswith("toktok.count.") else "rest"
+@contextmanager
+def _without_numbas_cache():
+    """The helpers a unit's kernels call compile afresh, neither loaded from Numba's cache nor
+    saved to it: an index entry typed with another process's dispatcher (the scanners pass their
+    piece rule to ``_scan_loop`` as an argument) cannot be written back once read, and failed
+    the build of a second pattern's scanner."""
+    from numba.core.caching import NullCache
+    from numba.core.dispatcher import Dispatcher
+
+    found = [v for name, m in list(sys.modules.items()) if name.startswith("toktok") and m is not None
+             for v in vars(m).values() if isinstance(v, Dispatcher)]
+    saved = [(d, d._cache) for d in found]
+    for d in found:
+        d._cache = NullCache()
+    try:
+        yield
+    finally:
+        for d, c in saved:
+            d._cache = c
 
 
-def compile_group(group: str, scanner: str | None = None) -> int:
-    """Compile the listed kernels of ``group`` in this process (``python -m toktok.ahead GROUP
-    [SCANNER]``), of the pattern scanners only ``scanner`` (``_scan_into``: cl100k's; "-": none;
-    None: all); returns how many signatures. A signature Numba no longer reads is skipped: the
-    run compiles what it needs itself."""
+@contextmanager
+def _releasing_the_gil(functions: set):
+    """``numba.pycc`` compiles every export holding the GIL; a kernel decorated ``nogil=True``
+    (the scanners, counted by several threads at once) releases it, as Numba's own does."""
+    from numba.pycc import compiler
+
+    original = getattr(compiler, "compile_extra", None)
+    if original is None:  # pragma: no cover - another Numba: built holding the GIL
+        yield
+        return
+
+    def compile_extra(typingctx, targetctx, func, args, return_type, flags, locals, **kwargs):
+        flags.release_gil = func in functions
+        return original(typingctx, targetctx, func, args, return_type, flags, locals, **kwargs)
+
+    compiler.compile_extra = compile_extra
+    try:
+        yield
+    finally:
+        compiler.compile_extra = original
+
+
+def compile_unit(unit: str) -> int:
+    """Where a module cannot be built: compile ``unit``'s listed kernels into Numba's cache in
+    this process; returns how many signatures. A signature Numba no longer reads is skipped."""
     from numba import types
 
     from . import _kernels
@@ -61,49 +129,39 @@ def compile_group(group: str, scanner: str | None = None) -> int:
     _kernels.load()
     names = {n: getattr(types, n) for n in dir(types) if not n.startswith("_")}
     n = 0
-    for name, sigs in listed().items():
-        if _group_of(name) != group or (scanner is not None and name.startswith(_SCANNERS)
-                                        and name.rpartition(".")[2] != scanner):
+    for name, sig in _entries(unit):
+        mod, _, kernel = name.rpartition(".")
+        dispatcher = getattr(importlib.import_module(mod), kernel)
+        try:
+            dispatcher.compile(eval(sig.partition(" -> ")[0], {"__builtins__": {}}, names))  # noqa: S307
+        except Exception:  # a type Numba spells otherwise now: compiled by the run
             continue
-        module, _, kernel = name.rpartition(".")
-        dispatcher = getattr(importlib.import_module(module), kernel)
-        for sig in sigs:
-            try:
-                dispatcher.compile(eval(sig, {"__builtins__": {}}, names))  # noqa: S307 (our own list)
-            except Exception:  # a type Numba spells otherwise now: compiled by the run
-                continue
-            n += 1
+        n += 1
     return n
 
 
 def cached(pattern) -> bool:
-    """Whether Numba's cache holds what a run of ``pattern`` compiles first, its scanner and the
-    merge loop (False on the first run after an install, and after their files change: a helper's
-    own entry, which loading its callers never rewrites, would say so forever).
-    Example: ``if not cached(pattern): compile_first(pattern)``."""
-    from ._kernels import compiled
-    from .count import pretokenize
-    from .merge.loop import _loop
+    """Whether the units a run of ``pattern`` calls are built (or, where they could not be, in
+    Numba's cache): False on the first run after an install, and after their code changes; asked
+    without importing Numba. Example: ``if not cached(pattern): compile_first(pattern)``."""
+    from .count.pretokenize import scanner_name
 
-    name = pretokenize.scanner_name(pattern)
-    return compiled((_loop,) if name is None else (getattr(pretokenize, name), _loop))
+    return built([n for n in listed() if unit_of(n) in units(scanner_name(pattern))], or_cached=True)
 
 
 def compile_first(pattern) -> None:
-    """Compile every listed kernel a run of ``pattern`` calls into Numba's cache in second
-    processes, one group at a time, and wait for them (the first run after an install, under a
-    budget: ``merge.warm_up``)."""
+    """Build the units a run of ``pattern`` calls (``prebuilt.units``) in second processes, one after
+    the other, and wait for them (the first run after an install: ``merge.warm_up``)."""
     from ._kernels import release_llvm_pages
     from .count.pretokenize import scanner_name
 
     release_llvm_pages()  # mapped by the check that the cache lacks them: not needed until the run loads them
-    if not sys.executable:  # an embedded interpreter: the run compiles them itself
+    if not sys.executable:  # an embedded interpreter: Numba compiles what the run calls
         return
-    for group in GROUPS:
+    for unit in units(scanner_name(pattern)):
         try:
-            subprocess.run(**compiler_process("toktok.ahead", group, scanner_name(pattern) or "-"),
-                           timeout=WAIT_SECONDS, check=False)
-        except (OSError, subprocess.SubprocessError):  # the run compiles what the cache lacks itself
+            subprocess.run(**compiler_process("toktok.ahead", unit), timeout=WAIT_SECONDS, check=False)
+        except (OSError, subprocess.SubprocessError):  # Numba compiles what the run calls
             pass
 
 
@@ -112,13 +170,28 @@ def compiler_process(module: str, *args: str) -> dict:
     ``python -m module args`` without a terminal (it ends with the run: ``_kernels.end_with_parent``).
     It starts in the folder above the running toktok: ``-m`` looks in the folder it starts in
     first, and a ``toktok/`` folder where the user stands must not stand in for this one.
-    Example: ``subprocess.Popen(**compiler_process("toktok.merge.warm"))``."""
+    Example: ``subprocess.Popen(**compiler_process("toktok.ahead", "main"))``."""
     return dict(args=[sys.executable, "-m", module, *args], cwd=Path(__file__).resolve().parent.parent,
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def main(argv: list[str]) -> None:
+    """``python -m toktok.ahead UNIT...`` (``all``: every unit): build each unit's module not
+    built yet, or where that fails, compile its kernels into Numba's cache."""
+    every = sorted({unit_of(n) for n in listed()}, key=lambda u: u == MAIN)
+    for unit in every if argv == ["all"] else argv:
+        if path(unit).is_file():
+            continue
+        try:
+            build(unit)
+        except Exception:  # no C compiler, or numba.pycc gone: Numba's cache, as a run would fill it
+            compile_unit(unit)
+            path(unit).parent.mkdir(parents=True, exist_ok=True)
+            path(unit).with_suffix(".numba").write_bytes(b"")  # (cached: not built again on each run)
 
 
 if __name__ == "__main__":
     from ._kernels import end_with_parent
 
     end_with_parent()
-    compile_group(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)
+    main(sys.argv[1:])

@@ -105,7 +105,7 @@ class _Run:
     fingerprints: list[list[list]] = field(default_factory=list)
     kept: bool = False  # whether a failure leaves the staging folder for --resume
     pending: resume.Pending | None = None  # the checkpoint being stored meanwhile (resume.settle)
-    compiler: merge.Compiler | None = None  # the process compiling the merge kernels on a cold run
+    compiled_first: bool = False  # the kernels were built ahead for this run (said once)
     hf: verify.HFSide | None = None  # HF tokenizers' half of the verification, loading since the export
     ray_tuning: dict = field(default_factory=dict)  # more keywords of the Ray engine's count_phase
     parity: count.ParitySample = field(default_factory=count.ParitySample)
@@ -170,9 +170,9 @@ class _Run:
         return merge.budget(self, phase)
 
     def warm_up(self) -> None:
-        """The merge loop's and the export's kernels compiling beside the run on its first run
-        after an install; under a budget every kernel, first (:func:`toktok.merge.stage.warm_up`)."""
-        merge.warm_up(self, also=export.compile_kernels)
+        """Every kernel the run calls, built ahead on its first run after an install
+        (:func:`toktok.merge.stage.warm_up`)."""
+        merge.warm_up(self)
 
     def tag(self, phase: PhaseConfig) -> str:
         """The phase in progress stage names (`` english``); nothing for a one-phase run."""
@@ -229,11 +229,7 @@ def _train(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: resu
         insight.record(run)  # 7.
         verify.check(run)  # 8.
         _publish(run)  # 9.
-        if run.compiler is not None:  # a resumed run that learned no merge did not need it
-            run.compiler.stop()
     except BaseException as e:
-        if run.compiler is not None:
-            run.compiler.stop()
         if run.hf is not None:
             run.hf.close()
         try:

@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import regex
-from .._kernels import _EMPTY, _empty_array, _zero_array, compiled, inlined, intrinsic, njit
+from .._kernels import _EMPTY, _empty_array, _zero_array, compiled, inlined, intrinsic, njit, ready
 from ..patterns import DEFAULT, Pattern
 from .cuts import pieces
 
@@ -1263,7 +1263,7 @@ def reference_allowance(source_bytes: int, pattern: Pattern = DEFAULT) -> int:
     scanner = _scanner(pattern)
     if scanner is None or source_bytes > REFERENCE_BYTES:
         return 0
-    if source_bytes > SMALL_BYTES and compiled((scanner,)):
+    if ready((scanner,)) or (source_bytes > SMALL_BYTES and compiled((scanner,))):
         return 0
     return REFERENCE_BYTES
 

@@ -18,14 +18,13 @@ from .chat import check_specials as check_chat_specials, resolve as chat_templat
 from .common import HF_FILE, write_atomic
 from .hf import write_hf
 from .specials import special_tokens_json
-from .spell import compile_kernels
 from .tiktoken import write_tiktoken
 
 if TYPE_CHECKING:
     from ..vocab import Vocab
     from ..warmstart import Base
 
-__all__ = ["chat_text", "compile_kernels", "write"]
+__all__ = ["chat_text", "write"]
 
 
 def chat_text(given: str, specials: list[str], where: str) -> str:

@@ -97,14 +97,4 @@ def _joined(pool: bytes, at, length, rows, fields: list, sep: bytes) -> bytes:
     return sep.join(parts)
 
 
-def compile_kernels() -> None:
-    """Compile the export's kernels into Numba's cache (or load them from it): this one and the
-    splits' (``merge.token_splits``); their argument types do not depend on the vocabulary. A
-    first run calls it while it waits for the merge loop's kernels (``merge.warm``)."""
-    from ..merge import token_splits
-
-    token_splits([b"a", b"b", b"ab"], (), 64)
-    _spelled(b"a", [0], [1], [[0]], [b"<", 0], b",")
-
-
-__all__ = ["lines", "compile_kernels"]
+__all__ = ["lines"]

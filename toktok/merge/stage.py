@@ -2,37 +2,30 @@
 
 Per phase ``run`` learns the phase's new tokens (:func:`budget` of them) with
 :func:`.learn.learn_merges`, stores them as they come and logs them as toktoktok does, then makes
-the phase's summary and its "merged" checkpoint. Before the first phase ``warm_up`` starts
-compiling the loop's kernels in a second process on the first run after an install
-(:mod:`.warm`), while the words are counted.
+the phase's summary and its "merged" checkpoint. Before the run counts, ``warm_up`` has the
+kernels built ahead on the first run after an install (:mod:`toktok.ahead`).
 Example: ``merge.run(run, phase, counted, fp, replay=False)`` (the pipeline's step 4).
 """
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
-from functools import partial
 from typing import TYPE_CHECKING
 
 from .. import ahead, resume
-from .._kernels import compiled, release_llvm_pages
+from .._kernels import release_llvm_pages
 from ..options import at
 from ..store import merges_table
 from ..summary import PhaseSummary
 from ..vocab import Vocab
-from . import warm
 from .learn import learn_merges
-from .loop import _loop
 from .small import python_first
-from .warm import Compiler
 
 if TYPE_CHECKING:
     from ..count.common import Counted
     from ..spec import PhaseConfig
 
-#: What the pipeline reads besides the entries: the type of its ``_Run.compiler``.
-__all__ = ["Compiler", "budget", "run", "warm_up"]
+__all__ = ["budget", "run", "warm_up"]
 
 
 def budget(run, phase: PhaseConfig) -> int:
@@ -44,34 +37,22 @@ def budget(run, phase: PhaseConfig) -> int:
     return max(0, phase.vocab_size - len(run.vocab.tokens) - len(run.vocab.specials))
 
 
-def warm_up(run, also: Callable[[], None] | None = None) -> None:
-    """On the first run after an install, the merge loop's kernels (and ``also``'s: the export's)
-    compiled in a second process beside the run (:mod:`.warm`), said once; under a memory budget
-    every kernel, compiled before the run holds anything (:func:`toktok.ahead.compile_first`,
-    the pipeline calls this before it opens the run file). Nothing when they are in Numba's
-    cache. Example: ``warm_up(run, also=export.compile_kernels)``."""
-    if run.compiler is not None:
+def warm_up(run) -> None:
+    """On the first run after an install, every kernel the run calls built ahead in second
+    processes, one after the other, before the run goes on (:func:`toktok.ahead.compile_first`;
+    under a memory budget the pipeline calls this before it opens the run file), said once.
+    Nothing when they are built (or in Numba's cache). Example: ``warm_up(run)``."""
+    if run.compiled_first or ahead.cached(run.pattern):
         return
-    if run.plan is not None:
-        if ahead.cached(run.pattern):
-            return
-        # the budget's plan counts one process: a second one compiling beside the run held
-        # 150-300 MB more, and compiling in the run's own process kept ~90 MiB to its end (a
-        # peak of 1.10x the budget); ahead, each group's process holds 240-280 MiB beside ~175
-        run.compiler = warm.Compiler(None)  # marks that it was said
-        _say_compiling(run, "about 30 s more, before the run starts: inside the memory budget")
-        ahead.compile_first(run.pattern)
-        return
-    if compiled((_loop,)):  # (a small run counts without the scanner: not asked)
-        return
-    run.compiler = warm.start(also=also)
-    _say_compiling(run, "about 10 s more")
-
-
-def _say_compiling(run, how: str) -> None:
+    # the budget's plan counts one process: a second one compiling beside the run held 150-300 MB
+    # more, and compiling in the run's own process kept ~90 MiB to its end (a peak of 1.10x the
+    # budget); ahead, each unit's process holds what it compiles beside a run holding its libraries
+    run.compiled_first = True
     if run.cfg.verbose is not False:
-        run.log(f"toktok: compiling the kernels, once after an install ({how}); later runs "
-                "load them from Numba's cache")
+        budget = ": inside the memory budget" if run.plan is not None else ""
+        run.log(f"toktok: compiling the kernels, once after an install (about 20 s more, before the run "
+                f"starts{budget}); later runs load them without compiling")
+    ahead.compile_first(run.pattern)
 
 
 def _literal(token: bytes) -> str:
@@ -138,7 +119,7 @@ def run(run, phase: PhaseConfig, counted: Counted, fp: list, replay: bool) -> No
         run.warm_up()
     res = learn_merges(words, counts, start, n, progress=lambda k: run.report("merge" + tag, k, n),
                        checkpoint=_MergeLog(run, phase), every=run.marks.every, step=run.marks.step,
-                       ready=partial(_compiled, run) if run.compiler is not None else None, reference=run.small,
+                       reference=run.small,
                        python=python, max_token_length=run.cfg.max_token_length, min_frequency=run.cfg.min_frequency)
     run.report("merge" + tag, res.new_tokens, n)
     if prior is not None and prior.num_rows:
@@ -172,11 +153,3 @@ def _short_warning(run, phase: PhaseConfig, counted: Counted, res, n: int) -> No
         counted.warnings.append(f"{where}the corpus allows only {res.new_tokens} merges of the {n} asked for "
                                 f"({left}); the vocabulary is smaller")
         run.warnings.append(counted.warnings[-1])
-
-
-def _compiled(run) -> None:
-    """The merge loop's kernels, compiled by the cold run's second process (:mod:`.warm`) and
-    this one: waited for, as the stage ``compile`` inside the merge's (its ETA is not known)."""
-    run.report("compile", 0, 1)
-    run.compiler.wait()
-    run.report("compile", 1, 1)

@@ -1,0 +1,195 @@
+"""Where the kernels built ahead (:mod:`toktok.ahead`) are, whether they are built for this code
+and machine, and their functions, for ``_kernels.Kernel``: asked and loaded without Numba.
+
+A unit's module is ``folder()/UNIT-KEY.EXT`` (``UNIT``: a pattern's scanner, or ``main`` for every
+other kernel ``kernels.json`` lists; ``KEY``: the kernels' sources, ``kernels.json``, NumPy, Numba,
+Python and the CPU). It exports the unit's i-th listed signature as ``k{i}``; a call runs it only
+when Numba would have typed the arguments exactly so (:func:`fits`).
+Example: ``[fn for types, fn in exports("toktok.merge.loop._loop")]``.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+import sysconfig
+from functools import cache
+from pathlib import Path
+
+LIST = Path(__file__).with_name("kernels.json")
+#: The unit of every listed kernel but the pattern scanners (each scanner is a unit of its own).
+MAIN = "main"
+#: Where the pattern scanners' names start: a run builds its own pattern's only.
+_SCANNERS = "toktok.count.pretokenize._scan_"
+_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+
+
+@cache
+def listed() -> dict[str, list[str]]:
+    """``{"toktok.count.sample._compact_ranges": ["(Array(uint8, 1, 'C', False, aligned=True), ...) -> int64"], ...}``:
+    each kernel's signatures (Numba's spelling of the argument types, then the return type)."""
+    return json.loads(LIST.read_text(encoding="utf-8"))
+
+
+def unit_of(name: str) -> str:
+    """``"toktok.count.pretokenize._scan_into"`` → ``"_scan_into"``; any other kernel → ``"main"``."""
+    return name.rpartition(".")[2] if name.startswith(_SCANNERS) else MAIN
+
+
+def units(scanner: str | None) -> tuple[str, ...]:
+    """The units a run of a pattern with compiled ``scanner`` (None: counted through ``regex``)
+    calls, e.g. ``units("_scan_into") == ("_scan_into", "main")``."""
+    return (MAIN,) if scanner is None else (scanner, MAIN)
+
+
+def _entries(unit: str) -> list[tuple[str, str]]:
+    """``(kernel, signature)`` of ``unit`` in the list's order: the module exports the i-th as ``k{i}``."""
+    return [(name, sig) for name, sigs in listed().items() if unit_of(name) == unit for sig in sigs]
+
+
+# --- where the modules are, and whether they are built for this code and machine ---------------
+
+def folder() -> Path:
+    """Where the modules are built: beside Numba's cache (``$NUMBA_CACHE_DIR/toktok``) when it is
+    set, else toktok's own ``__pycache__`` where it may be written, else ``~/.cache/toktok``."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return Path(os.environ["NUMBA_CACHE_DIR"]) / "toktok"
+    own = Path(__file__).resolve().parent / "__pycache__"
+    if os.access(own if own.is_dir() else own.parent, os.W_OK):
+        return own
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "toktok"
+
+
+@cache
+def _key() -> str:
+    """What the modules are built from: the source of every module that defines kernels,
+    ``kernels.json``, NumPy's, Numba's and Python's versions and the CPU (its model and flags)."""
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parent
+    for p in sorted(root.rglob("*.py")):
+        text = p.read_bytes()
+        if p.name == "_kernels.py" or b"_kernels import" in text:
+            h.update(p.relative_to(root).as_posix().encode() + b"\0" + text)
+    h.update(LIST.read_bytes())
+    import numpy
+
+    h.update(f"{numpy.__version__} {_numba_version()} {sys.version} {sys.platform}".encode())
+    h.update(_cpu())
+    return h.hexdigest()[:16]
+
+
+def _numba_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("numba")
+    except Exception:  # not installed the usual way: still a key, never a wrong module
+        return "?"
+
+
+def _cpu() -> bytes:
+    """The CPU's model and flags (the modules are compiled for it)."""
+    try:
+        with open("/proc/cpuinfo", "rb") as f:
+            lines = [ln for ln in f.read().split(b"\n\n", 1)[0].splitlines()
+                     if ln.startswith((b"model name", b"flags", b"Features", b"CPU part"))]
+        return b"\n".join(lines)
+    except OSError:
+        import platform
+
+        return f"{platform.machine()} {platform.processor()}".encode()
+
+
+def path(unit: str) -> Path:
+    """The file of ``unit``'s module for this code and machine (built or not)."""
+    return folder() / f"{unit}-{_key()}{_SUFFIX}"
+
+
+_MODULES: dict[str, object] = {}
+
+
+def module(unit: str):
+    """``unit``'s module, imported once per process; None when it is not built (or will not load)."""
+    if unit not in _MODULES:
+        p, m = path(unit), None
+        if p.is_file():
+            try:
+                spec = importlib.util.spec_from_file_location(_module_name(unit), p)
+                m = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(m)
+            except (ImportError, OSError):  # a broken file: Numba runs the kernels, the next build replaces it
+                m = None
+        _MODULES[unit] = m
+    return _MODULES[unit]
+
+
+def _module_name(unit: str) -> str:
+    return "_toktok_kernels_" + unit.lstrip("_")
+
+
+def built(names, *, or_cached: bool = False) -> bool:
+    """Whether every kernel of ``names`` (``"toktok.merge.loop._loop"``, ...) is in a module built
+    for this code and machine (without importing it); with ``or_cached``, or compiled into Numba's
+    cache by a unit's process that could not build its module. Example: ``built(["toktok.merge.loop._loop"])``."""
+    def done(unit: str) -> bool:
+        p = path(unit)
+        return p.is_file() or (or_cached and p.with_suffix(".numba").is_file())
+
+    return all(name in listed() and done(unit_of(name)) for name in names)
+
+
+def exports(name: str) -> list[tuple[tuple, object]]:
+    """``(argument types, function)`` of each listed signature of kernel ``name`` in its unit's
+    module ([] when it is not built), for ``_kernels.Kernel`` (:func:`fits`)."""
+    if name not in listed():
+        return []
+    unit = unit_of(name)
+    m = module(unit)
+    if m is None:
+        return []
+    return [(_argument_types(sig), getattr(m, f"k{i}")) for i, (n, sig) in enumerate(_entries(unit)) if n == name]
+
+
+_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64")
+
+
+def _argument_types(sig: str) -> tuple:
+    """A listed signature's argument types, without Numba: an array as ``(dtype, ndim, layout,
+    readonly)``, a scalar as its NumPy type name."""
+    import numpy as np
+
+    def array(dtype, ndim, layout, readonly=False, aligned=True):
+        return (np.dtype(dtype), ndim, layout, readonly)
+
+    args = eval(sig.partition(" -> ")[0], {"__builtins__": {}}, {"Array": array, **{t: t for t in _DTYPES}})  # noqa: S307 (our own list)
+    return args if isinstance(args, tuple) else (args,)
+
+
+def fits(types: tuple, args: tuple) -> bool:
+    """Whether Numba would type ``args`` exactly as ``types`` (:func:`exports`), so that the
+    module's function runs what Numba would compile for them.
+    Example: ``fits(("int64",), (3,))`` and not ``fits(("int64",), (True,))``."""
+    import numpy as np
+
+    if len(args) != len(types):
+        return False
+    for t, a in zip(types, args):
+        if type(t) is tuple:
+            if type(a) is not np.ndarray:
+                return False
+            dtype, ndim, layout, readonly = t
+            f = a.flags
+            if a.dtype != dtype or a.ndim != ndim or f.writeable == readonly or not f.aligned or \
+                    (layout == "C" and not f.c_contiguous):
+                return False
+        elif t == "int64":
+            if type(a) is not int and type(a) is not np.int64:
+                return False
+        elif t == "bool":
+            if type(a) is not bool and type(a) is not np.bool_:
+                return False
+        elif type(a) is not np.dtype(t).type:
+            return False
+    return True

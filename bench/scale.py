@@ -10,7 +10,7 @@ file, so documents have new identities) until it holds ``factor`` x budget bytes
 50 ms. Prints corpus bytes, budget, peak RSS, the sampled fraction, each source's share of the
 corpus and of the sample, wall time, the sampling and counting throughput and what bounds a 1 TB
 run. ``--cold`` then runs it again as the first run after an install (``NUMBA_CACHE_DIR`` an empty
-folder: the kernels compile) under the same watch, and checks that it writes the same tokenizer. ``--hf`` also runs HF tokenizers' BpeTrainer on the same corpus under the same watch, killed
+folder: the kernels are built first) under the same watch, and checks that it writes the same tokenizer. ``--hf`` also runs HF tokenizers' BpeTrainer on the same corpus under the same watch, killed
 after ``--hf-timeout`` seconds. ``--sampling`` times toktok's sampling pass in this process over
 existing Parquet files, next to pyarrow decoding the same text column alone (the floor).
 """
@@ -213,9 +213,9 @@ def main() -> None:
 
         out = tmp / "out"
         exe = str(Path(sys.executable).parent / "toktok")
-        # fill Numba's cache first: compiling takes memory and time a normal run does not spend
-        subprocess.run([exe, "train", str(ROOT / "data_fixtures" / "notes.txt"), "--out", str(tmp / "warm"),
-                        "--merges", "50", "--force", "-q"], check=True, capture_output=True)
+        # build the kernels first (as an earlier run leaves them): building takes memory and time a
+        # later run does not spend
+        subprocess.run([sys.executable, "-m", "toktok.ahead", "all"], check=True, capture_output=True, cwd=ROOT)
         subprocess.run([sys.executable, "-c", "import polars as pl; from toktok.count.sample import Reservoir; "
                         "Reservoir(10, 0).offer('w', 0, pl.Series(['a' * 40000 + '\\nb']))"],
                        check=True, capture_output=True, cwd=ROOT)

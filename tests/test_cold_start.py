@@ -79,7 +79,7 @@ toktok.train([sys.argv[1]], out=sys.argv[2], merges=int(sys.argv[3]), force=True
 
 @pytest.mark.slow
 def test_first_run_builds_the_kernels_once_and_they_give_what_numba_gives(tmp_path):
-    # the first run builds its units ahead (toktok.ahead: the scanner's and main), says so once,
+    # the first run builds its units ahead (toktok.ahead: the scanner and each stage), says so once,
     # and calls them: Numba's cache never gets the loop; later runs neither build nor say it; a
     # run through Numba's kernels writes the same tokenizer and run file
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
@@ -91,7 +91,7 @@ def test_first_run_builds_the_kernels_once_and_they_give_what_numba_gives(tmp_pa
     assert first.returncode == second.returncode == 0, first.stderr[-2000:] + second.stderr[-2000:]
     assert first.stderr.count(NOTICE) == 1
     assert NOTICE not in second.stderr
-    assert _units_built(tmp_path / "numba") == ["_scan_into", "main"]
+    assert _units_built(tmp_path / "numba") == ["_scan_into", "count", "formats", "merge"]
     assert _cached_signatures(["loop._loop", "segment._segment"], tmp_path / "numba") == [0, 0]
     jit = subprocess.run([sys.executable, "-c", _THROUGH_NUMBA, str(text), str(tmp_path / "jit"), "200"], cwd=ROOT,
                          env=env, capture_output=True, text=True, timeout=900)
@@ -122,7 +122,9 @@ def test_a_tiny_first_run_merges_in_python_compiles_nothing_and_writes_what_the_
     assert NOTICE not in first.stderr
     assert not list((tmp_path / "cold").rglob("*.nbc")) and not _units_built(tmp_path / "cold")
     warm = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "warm")}
-    subprocess.run([sys.executable, "-m", "toktok.ahead", "_scan_into", "main"], cwd=ROOT, env=warm, check=True,
+    from toktok.prebuilt import STAGES
+
+    subprocess.run([sys.executable, "-m", "toktok.ahead", "_scan_into", *STAGES], cwd=ROOT, env=warm, check=True,
                    timeout=900)
     code = ("import sys, toktok; from toktok.merge import loop\n"
             f"toktok.train([{str(FIXTURES)!r}], out={str(tmp_path / 'loop')!r}, merges=8000, verbose=False)\n"
@@ -203,7 +205,7 @@ def test_a_first_run_under_a_budget_compiles_its_kernels_first_and_never_again(t
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stderr.count(NOTICE) == 1 and "before the run starts: inside the memory budget" in r.stderr
-    assert _units_built(tmp_path / "numba") == ["_scan_into", "main"]
+    assert _units_built(tmp_path / "numba") == ["_scan_into", "count", "formats", "merge"]
     # the run called the modules: Numba's cache holds none of the kernels it calls
     names = [k for k in listed() if "pretokenize._scan_into" in k or ".merge.loop." in k or "sample._pieces" in k]
     code = ("import importlib; from toktok import _kernels; _kernels.load(); print(*(len(getattr(importlib."

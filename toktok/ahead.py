@@ -34,7 +34,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from .prebuilt import MAIN, _entries, _module_name, built, listed, path, unit_of, units
+from .prebuilt import STAGES, _entries, _module_name, built, listed, path, unit_of, units
 
 #: The longest a unit's process may take (~10 s on 2 cores); then the run goes on and Numba
 #: compiles what it calls.
@@ -44,7 +44,7 @@ WAIT_SECONDS = 300
 def build(unit: str) -> Path:
     """Compile ``unit``'s listed kernels into its module (``prebuilt.path``) in this process; returns
     the path. Needs Numba and a C compiler; raises where it cannot build (the file is written
-    whole or not at all). Example: ``build("main")``."""
+    whole or not at all). Example: ``build("merge")``."""
     from numba import types
     from numba.pycc import CC
 
@@ -170,7 +170,7 @@ def compiler_process(module: str, *args: str) -> dict:
     ``python -m module args`` without a terminal (it ends with the run: ``_kernels.end_with_parent``).
     It starts in the folder above the running toktok: ``-m`` looks in the folder it starts in
     first, and a ``toktok/`` folder where the user stands must not stand in for this one.
-    Example: ``subprocess.Popen(**compiler_process("toktok.ahead", "main"))``."""
+    Example: ``subprocess.Popen(**compiler_process("toktok.ahead", "merge"))``."""
     return dict(args=[sys.executable, "-m", module, *args], cwd=Path(__file__).resolve().parent.parent,
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -178,7 +178,7 @@ def compiler_process(module: str, *args: str) -> dict:
 def main(argv: list[str]) -> None:
     """``python -m toktok.ahead UNIT...`` (``all``: every unit): build each unit's module not
     built yet, or where that fails, compile its kernels into Numba's cache."""
-    every = sorted({unit_of(n) for n in listed()}, key=lambda u: u == MAIN)
+    every = sorted({unit_of(n) for n in listed()}, key=lambda u: u in STAGES)
     for unit in every if argv == ["all"] else argv:
         if path(unit).is_file():
             continue

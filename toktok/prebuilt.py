@@ -19,8 +19,9 @@ from functools import cache
 from pathlib import Path
 
 LIST = Path(__file__).with_name("kernels.json")
-#: The unit of every listed kernel but the pattern scanners (each scanner is a unit of its own).
-MAIN = "main"
+#: The units besides the pattern scanners (each scanner is one of its own): a kernel's stage
+#: package. One process builds one unit: building all of them at once held ~330 MB.
+STAGES = ("count", "merge", "formats")
 #: Where the pattern scanners' names start: a run builds its own pattern's only.
 _SCANNERS = "toktok.count.pretokenize._scan_"
 _SUFFIX = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
@@ -34,14 +35,15 @@ def listed() -> dict[str, list[str]]:
 
 
 def unit_of(name: str) -> str:
-    """``"toktok.count.pretokenize._scan_into"`` → ``"_scan_into"``; any other kernel → ``"main"``."""
-    return name.rpartition(".")[2] if name.startswith(_SCANNERS) else MAIN
+    """``"toktok.count.pretokenize._scan_into"`` → ``"_scan_into"``; any other kernel → its stage,
+    e.g. ``unit_of("toktok.merge.loop._loop") == "merge"``."""
+    return name.rpartition(".")[2] if name.startswith(_SCANNERS) else name.split(".")[1]
 
 
 def units(scanner: str | None) -> tuple[str, ...]:
     """The units a run of a pattern with compiled ``scanner`` (None: counted through ``regex``)
-    calls, e.g. ``units("_scan_into") == ("_scan_into", "main")``."""
-    return (MAIN,) if scanner is None else (scanner, MAIN)
+    calls, e.g. ``units("_scan_into") == ("_scan_into", "count", "merge", "formats")``."""
+    return STAGES if scanner is None else (scanner, *STAGES)
 
 
 def _entries(unit: str) -> list[tuple[str, str]]:

@@ -50,7 +50,7 @@ def warm_up(run) -> None:
     run.compiled_first = True
     if run.cfg.verbose is not False:
         budget = ": inside the memory budget" if run.plan is not None else ""
-        run.log(f"toktok: compiling the kernels, once after an install (about 20 s more, before the run "
+        run.log(f"toktok: compiling the kernels, once after an install (about 40 s more, before the run "
                 f"starts{budget}); later runs load them without compiling")
     ahead.compile_first(run.pattern)
 

@@ -213,13 +213,13 @@ def test_kill9_from_outside_at_random_moments(two_phases, tmp_path):
             time.sleep(rng.uniform(0.5, 4.0) + attempt)  # later attempts get further
             if p.poll() is None:
                 p.send_signal(signal.SIGKILL)
-            p.wait()
+            err = p.communicate()[1]
             if p.returncode == 0:
                 break
             if (tmp_path / f".tok{trial}.partial" / RUN_FILE).exists():
                 extra = ["--resume"]
         else:
-            pytest.fail("never finished")
+            pytest.fail(f"never finished; the last attempt ended {p.returncode}: {err[-2000:]}")
         _same_run(ref, out)
 
 

@@ -5,18 +5,19 @@ the run holds anything.
 Numba compiles a kernel when it is first called and caches the machine code, but loading it
 again costs every later run Numba's import, LLVM and the first call (~0.45 s and ~100 MB of the
 README demo's run). So ``python -m toktok.ahead UNIT`` compiles the kernels ``kernels.json``
-lists for a unit (each pattern's scanner is one, ``main`` all the rest), for the argument types
-and return types a run gives them, into an ordinary extension module (``numba.pycc``, for this
-machine's CPU; a C compiler at build time), in :func:`folder`. A kernel called with exactly a
-listed signature runs the module's function (``_kernels.Kernel``); with other types, or where
-no module is built, it runs through Numba as before: the same machine code, the same results.
+lists for a unit (each pattern's scanner is one; so is each stage package: count, merge, formats),
+for the argument and return types a run gives them, into an ordinary extension module
+(``numba.pycc``, for this machine's CPU; a C compiler at build time), in ``prebuilt.folder``.
+A kernel called with exactly a listed signature runs the module's function (``_kernels.Kernel``);
+with other types, or where no module is built, it runs through Numba as before: the same
+compiler from the same source, the same results (a test compares whole runs).
 
 A module's file name holds a key of everything it is built from (the kernels' sources,
 ``kernels.json``, NumPy, Numba, Python and the CPU): after a change a run builds it again.
 Where it cannot be built (no C compiler), the unit's process compiles its kernels into Numba's
 cache instead. A run that finds its units missing builds them first (:func:`compile_first`, said
 once), one process after the other, each of them finished before the run opens its run file:
-under a memory budget that process is the only one working (~20 s on 2 cores).
+under a memory budget that process is the only one working (~40 s on 2 cores in all).
 
 ``kernels.json`` is written by ``python tests/test_cold_start.py``, which trains on Parquet
 (string and large_string), text and JSON lines with each named pattern under a budget and adds
@@ -31,14 +32,18 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
 from .prebuilt import STAGES, _entries, _module_name, built, listed, path, unit_of, units
 
-#: The longest a unit's process may take (~10 s on 2 cores); then the run goes on and Numba
+#: The longest a unit's process may take (5-16 s on 2 cores); then the run goes on and Numba
 #: compiles what it calls.
 WAIT_SECONDS = 300
+#: A module built for other code (or another install sharing the folder) is removed by a build
+#: once it is this old.
+_STALE_SECONDS = 86400
 
 
 def build(unit: str) -> Path:
@@ -70,8 +75,9 @@ def build(unit: str) -> Path:
         with _releasing_the_gil(nogil), _without_numbas_cache():
             cc.compile()
         os.replace(Path(tmp) / target.name, target)
-    for old in target.parent.glob(f"{unit}-*"):  # built for other code: never loaded again
-        if old != target:
+    for old in target.parent.glob(f"{unit}-*"):
+        # built for other code: gone once a day old (another install sharing the folder keeps its own)
+        if old != target and old.stat().st_mtime < time.time() - _STALE_SECONDS:
             old.unlink(missing_ok=True)
     return target
 

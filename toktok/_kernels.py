@@ -9,6 +9,8 @@ import threading
 
 import numpy as np
 
+from . import prebuilt
+
 _EMPTY = -1
 
 
@@ -28,11 +30,9 @@ class Kernel:
     def __call__(self, *args, **kwargs):
         if self.real is None and not kwargs:  # compiled ahead for exactly these types: no Numba
             if self._ahead is None:
-                from .prebuilt import exports
-
-                self._ahead = exports(_name(self))
+                self._ahead = prebuilt.exports(_name(self))
             for types, fn in self._ahead:
-                if _fits(types, args):
+                if prebuilt.fits(types, args):
                     return fn(*args)
         return (self.real or load(self)).__call__(*args, **kwargs)
 
@@ -46,12 +46,6 @@ class Kernel:
 def _name(kernel) -> str:
     """``"toktok.merge.loop._loop"``: a kernel's (or its dispatcher's) name in ``kernels.json``."""
     return f"{kernel.py_func.__module__}.{kernel.py_func.__name__}"
-
-
-def _fits(types, args) -> bool:
-    from .prebuilt import fits
-
-    return fits(types, args)
 
 
 _PENDING: list[Kernel] = []
@@ -394,9 +388,7 @@ def ready(kernels: tuple) -> bool:
 def _ahead(kernels: tuple) -> bool:
     """Whether calls of ``kernels`` run their modules built ahead: built, and this process has
     not handed its kernels to Numba (:func:`load`)."""
-    from .prebuilt import built
-
-    return not _loaded and built([_name(k) for k in kernels])
+    return not _loaded and prebuilt.built([_name(k) for k in kernels])
 
 
 def compiled(kernels: tuple) -> bool:

@@ -46,26 +46,38 @@ WAIT_SECONDS = 300
 _STALE_SECONDS = 86400
 
 
-def build(unit: str) -> Path:
-    """Compile ``unit``'s listed kernels into its module (``prebuilt.path``) in this process; returns
-    the path. Needs Numba and a C compiler; raises where it cannot build (the file is written
-    whole or not at all). Example: ``build("merge")``."""
+def _signatures(unit: str):
+    """``(dispatcher, argument types, return type)`` of each of ``unit``'s listed signatures, in
+    the list's order, as Numba's types (Numba is loaded for it). A signature Numba no longer
+    reads (its types spelled otherwise now) gives None for both types."""
     from numba import types
-    from numba.pycc import CC
 
     from . import _kernels
 
     _kernels.load()
     names = {n: getattr(types, n) for n in dir(types) if not n.startswith("_")}
-    cc = CC(_module_name(unit))
-    cc.target_cpu = "host"  # as Numba compiles for this machine
-    nogil = set()
-    for i, (name, sig) in enumerate(_entries(unit)):
+    for name, sig in _entries(unit):
         mod, _, kernel = name.rpartition(".")
         dispatcher = getattr(importlib.import_module(mod), kernel)
         args, _, ret = sig.partition(" -> ")
-        ev = lambda s: eval(s, {"__builtins__": {}}, names)  # noqa: E731,S307 (our own list)
-        cc.export(f"k{i}", ev(ret)(*ev(args)))(dispatcher.py_func)
+        try:
+            typed = tuple(eval(s, {"__builtins__": {}}, names) for s in (args, ret))  # noqa: S307 (our own list)
+        except Exception:
+            typed = (None, None)
+        yield dispatcher, *typed
+
+
+def build(unit: str) -> Path:
+    """Compile ``unit``'s listed kernels into its module (``prebuilt.path``) in this process; returns
+    the path. Needs Numba and a C compiler; raises where it cannot build (the file is written
+    whole or not at all). Example: ``build("merge")``."""
+    from numba.pycc import CC
+
+    cc = CC(_module_name(unit))
+    cc.target_cpu = "host"  # as Numba compiles for this machine
+    nogil = set()
+    for i, (dispatcher, args, ret) in enumerate(_signatures(unit)):
+        cc.export(f"k{i}", ret(*args))(dispatcher.py_func)  # (a type spelled otherwise: raises, not built)
         if dispatcher.targetoptions.get("nogil"):
             nogil.add(dispatcher.py_func)
     target = path(unit)
@@ -128,18 +140,10 @@ def _releasing_the_gil(functions: set):
 def compile_unit(unit: str) -> int:
     """Where a module cannot be built: compile ``unit``'s listed kernels into Numba's cache in
     this process; returns how many signatures. A signature Numba no longer reads is skipped."""
-    from numba import types
-
-    from . import _kernels
-
-    _kernels.load()
-    names = {n: getattr(types, n) for n in dir(types) if not n.startswith("_")}
     n = 0
-    for name, sig in _entries(unit):
-        mod, _, kernel = name.rpartition(".")
-        dispatcher = getattr(importlib.import_module(mod), kernel)
+    for dispatcher, args, _ in _signatures(unit):
         try:
-            dispatcher.compile(eval(sig.partition(" -> ")[0], {"__builtins__": {}}, names))  # noqa: S307
+            dispatcher.compile(args)
         except Exception:  # a type Numba spells otherwise now: compiled by the run
             continue
         n += 1

@@ -83,11 +83,12 @@ def _key() -> str:
 
 
 def _numba_version() -> str:
+    """Numba's version file as it is installed (read, not imported: ``importlib.metadata`` takes
+    ~25 ms to find it, and this is asked on every run)."""
     try:
-        from importlib.metadata import version
-
-        return version("numba")
-    except Exception:  # not installed the usual way: still a key, never a wrong module
+        spec = importlib.util.find_spec("numba")
+        return (Path(spec.origin).parent / "_version.py").read_text(encoding="utf-8")
+    except (AttributeError, ImportError, OSError, TypeError):  # not installed as usual: still a key
         return "?"
 
 
@@ -159,39 +160,39 @@ _DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32
 
 def _argument_types(sig: str) -> tuple:
     """A listed signature's argument types, without Numba: an array as ``(dtype, ndim, layout,
-    readonly)``, a scalar as its NumPy type name."""
+    readonly)``, a scalar as the set of Python types Numba types so (int64: ``int`` and
+    ``np.int64``; bool: ``bool`` and ``np.bool_``; any other: its NumPy scalar type)."""
     import numpy as np
 
-    def array(dtype, ndim, layout, readonly=False, aligned=True):
-        return (np.dtype(dtype), ndim, layout, readonly)
+    also = {"int64": int, "bool": bool}
+    scalars = {t: frozenset({np.dtype(t).type, also.get(t, np.dtype(t).type)}) for t in _DTYPES}
+    dtype_of = {v: np.dtype(k) for k, v in scalars.items()}
 
-    args = eval(sig.partition(" -> ")[0], {"__builtins__": {}}, {"Array": array, **{t: t for t in _DTYPES}})  # noqa: S307 (our own list)
+    def array(item, ndim, layout, readonly=False, aligned=True):
+        return (dtype_of[item], ndim, layout, readonly)
+
+    args = eval(sig.partition(" -> ")[0], {"__builtins__": {}}, {"Array": array, **scalars})  # noqa: S307 (our own list)
     return args if isinstance(args, tuple) else (args,)
 
 
 def fits(types: tuple, args: tuple) -> bool:
     """Whether Numba would type ``args`` exactly as ``types`` (:func:`exports`), so that the
     module's function runs what Numba would compile for them.
-    Example: ``fits(("int64",), (3,))`` and not ``fits(("int64",), (True,))``."""
+    Example: ``fits(_argument_types("(int64,)"), (3,))``, not with ``(True,)``."""
     import numpy as np
 
     if len(args) != len(types):
         return False
     for t, a in zip(types, args):
-        if type(t) is tuple:
-            if type(a) is not np.ndarray:
+        if type(t) is not tuple:  # a scalar: the Python types typed so
+            if type(a) not in t:
                 return False
-            dtype, ndim, layout, readonly = t
-            f = a.flags
-            if a.dtype != dtype or a.ndim != ndim or f.writeable == readonly or not f.aligned or \
-                    (layout == "C" and not f.c_contiguous):
-                return False
-        elif t == "int64":
-            if type(a) is not int and type(a) is not np.int64:
-                return False
-        elif t == "bool":
-            if type(a) is not bool and type(a) is not np.bool_:
-                return False
-        elif type(a) is not np.dtype(t).type:
+            continue
+        if type(a) is not np.ndarray:
+            return False
+        dtype, ndim, layout, readonly = t
+        f = a.flags
+        if a.dtype != dtype or a.ndim != ndim or f.writeable == readonly or not f.aligned or \
+                (layout == "C" and not f.c_contiguous):
             return False
     return True

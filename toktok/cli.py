@@ -621,8 +621,12 @@ def show_cmd(
 
 
 def main() -> None:  # pragma: no cover
-    """The ``toktok`` command (the console script): the CLI, then the process's end without a
-    last collection of what the command made. Example: ``toktok --help``."""
+    """The ``toktok`` command (the console script): Polars' allocator set to give freed memory
+    back (:func:`toktok.alloc.polars_gives_back`), the CLI, then the process's end without a last
+    collection of what the command made. Example: ``toktok --help``."""
+    from .alloc import polars_gives_back
+
+    polars_gives_back()  # before any command loads Polars: see toktok.alloc
     try:
         app()
     finally:

@@ -79,6 +79,12 @@ def iter_texts(files: list[str]):
 
 
 def work_toktok(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
+    # as the ``toktok`` command runs (toktok.cli.main, train): Polars' allocator set before Polars
+    # loads, pandas kept out of the run
+    from toktok.alloc import polars_gives_back
+
+    polars_gives_back()
+    from toktok.cli import _without_pandas
     from toktok.config import TrainConfig
     from toktok.pipeline import train
 
@@ -88,7 +94,8 @@ def work_toktok(files: list[str], vocab: int, threads: int, scratch: str) -> dic
     cfg = TrainConfig(sources=files, out=str(out), merges=vocab - 256, hardcoded=False, force=True,
                       threads=threads)
     t0 = time.perf_counter()
-    s = train(cfg)
+    with _without_pandas(cfg):
+        s = train(cfg)
     train_s = time.perf_counter() - t0
     tokens = []
     with open(out / "tokenizer.tiktoken") as fh:

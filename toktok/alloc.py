@@ -10,11 +10,12 @@ private Ray cluster's workers, inherit it). What cannot be undone: glibc offers 
 trim threshold, so it is put back to glibc's default (128 KiB), and setting it once stops glibc's
 dynamic mmap threshold for the rest of the process. The run starts without the pages of LLVM's
 code that loading Numba mapped (:func:`toktok._kernels.release_llvm_pages`).
-Polars allocates through its own jemalloc, which keeps freed pages for 10 s: the count stage's
-temporaries then sit under the merge loop's peak (+15-70 MB on 100 MB of text). Its settings are
-read once, when Polars loads, and cannot be undone, so only the ``toktok`` command, a process of
-its own, sets them (:func:`polars_gives_back`); a notebook that wants the same peak sets
-``_RJEM_MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0`` before it imports Polars.
+Polars allocates through its own jemalloc, which by Polars' default gives freed pages back over
+0.5-1.5 s: the count stage's temporaries then sit under the merge loop's peak (+15-70 MB on
+100 MB of text). Its settings are read once, when Polars loads, and cannot be undone, so only
+the ``toktok`` command, a process of its own, sets them (:func:`polars_gives_back`); a notebook
+that wants the same peak sets ``_RJEM_MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0`` before it
+imports Polars.
 Example: ``with lean(): train(...)``.
 """
 from __future__ import annotations
@@ -25,21 +26,22 @@ from contextlib import contextmanager
 #: glibc's mallopt parameter and its default value.
 M_TRIM_THRESHOLD, DEFAULT_TRIM_THRESHOLD = -1, 128 * 1024
 #: The environment variable Polars' jemalloc reads when it loads, and what the command sets:
-#: freed pages go back to the system at once instead of after 10 s.
+#: freed pages go back to the system at once instead of over 0.5-1.5 s.
 POLARS_MALLOC_CONF = ("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
 
 
 def polars_gives_back() -> bool:
     """For a process toktok owns (the ``toktok`` command), before Polars loads: Polars' allocator
-    returns freed pages at once. Does nothing where Polars is loaded already or the variable is
-    set (the user's value stands); returns whether it set it.
+    returns freed pages at once. The settings go before any already in the variable, which Polars
+    appends to its own defaults (a later one wins): what the user set stands. Does nothing where
+    Polars is loaded already; returns whether it set them.
     Example: ``polars_gives_back(); import polars``."""
     import sys
 
     name, value = POLARS_MALLOC_CONF
-    if "polars" in sys.modules or name in os.environ:
+    if "polars" in sys.modules:
         return False
-    os.environ[name] = value
+    os.environ[name] = ",".join(v for v in (value, os.environ.get(name)) if v)
     return True
 
 

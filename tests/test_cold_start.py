@@ -338,3 +338,21 @@ def test_whether_the_kernels_are_built_is_asked_without_numba(tmp_path):
     code = ("import sys; from toktok import ahead, patterns; print(ahead.cached(patterns.DEFAULT), "
             "'numba' in sys.modules)")
     assert _py(code, tmp_path / "empty") == "False False"
+
+
+def test_a_build_removes_what_killed_builds_and_other_code_left_once_a_day_old(tmp_path):
+    # a build killed by kill -9 leaves its empty .build-* folder; modules of another key may be
+    # another install's, sharing the folder: both go once a day old, nothing fresh is touched
+    from toktok import ahead
+
+    target = tmp_path / "merge-aaaa.so"
+    names = ["merge-aaaa.so", "merge-old.so", "merge-new.so", "count-old.so", ".build-old", ".build-new"]
+    for name in names:
+        (tmp_path / name).mkdir() if name.startswith(".build") else (tmp_path / name).write_bytes(b"x")
+    day_ago = ahead.time.time() - ahead._STALE_SECONDS - 60
+    for name in ("merge-old.so", "count-old.so", ".build-old"):
+        os.utime(tmp_path / name, (day_ago, day_ago))
+    os.utime(target, (day_ago, day_ago))  # the module just built is kept however old
+    ahead._tidy(target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["merge-aaaa.so", "merge-new.so", "count-old.so", ".build-new"])

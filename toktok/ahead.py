@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -87,11 +88,22 @@ def build(unit: str) -> Path:
         with _releasing_the_gil(nogil), _without_numbas_cache():
             cc.compile()
         os.replace(Path(tmp) / target.name, target)
-    for old in target.parent.glob(f"{unit}-*"):
-        # built for other code: gone once a day old (another install sharing the folder keeps its own)
-        if old != target and old.stat().st_mtime < time.time() - _STALE_SECONDS:
-            old.unlink(missing_ok=True)
+    _tidy(target)
     return target
+
+
+def _tidy(target: Path) -> None:
+    """Once ``target`` is built, remove beside it what is a day old: its unit's modules built for
+    other code (another install sharing the folder keeps its own meanwhile) and the empty
+    ``.build-*`` folders of builds that were killed."""
+    unit = target.name.partition("-")[0]
+    old = time.time() - _STALE_SECONDS
+    for p in [*target.parent.glob(f"{unit}-*"), *target.parent.glob(".build-*")]:
+        try:
+            if p != target and p.stat().st_mtime < old:
+                shutil.rmtree(p) if p.is_dir() else p.unlink()
+        except OSError:  # gone meanwhile, or another build's: not ours to insist on
+            pass
 
 
 @contextmanager

@@ -206,7 +206,7 @@ def restore(run, phase: PhaseConfig, fp: list) -> Restored | None:
     run.take_parity(phase.name, pl.from_arrow(store.parity_of(phase.name)), held_out_of(store, phase.name))
     if cp["stage"] == "counted":
         table = pl.from_arrow(store.words_of(phase.name))
-        return Restored("counted", Counted(table, cp["warnings"], cp["seconds_count"], cp["docs"], cp["text_bytes"]))
+        return Restored("counted", Counted.of_table(table, cp["warnings"], cp["seconds_count"], cp["docs"], cp["text_bytes"]))
     m = store.merges_of(phase.name)
     run.add_merged(phase.name, [t for t, r in zip(m["token"].to_pylist(), m["reused"].to_pylist()) if not r],
                    m.num_rows)
@@ -400,7 +400,7 @@ def save_count_state(store: RunStore, phase: str, state: CountState, fp: list) -
                           sample=state.sample)
 
 
-def save_counted(store: RunStore, phase: str, words: pl.DataFrame, parity: pl.DataFrame,
+def save_counted(store: RunStore, phase: str, words: pa.Table, parity: pl.DataFrame,
                  held_out: pl.DataFrame | None, sources: list[Source], used: dict, state: dict) -> None:
     """The checkpoint of a counted phase, all or nothing: its words, inputs (``used``: per file
     statistics), parity sample and held-out pieces, and ``state`` (fingerprint, warnings, ...) as

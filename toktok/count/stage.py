@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+
+import pyarrow as pa
 from typing import TYPE_CHECKING
 
 from .. import resume
@@ -118,6 +120,12 @@ def run(run, phase: PhaseConfig, sources: list[Source], fp: list) -> Counted:
             f"{run.where(phase)}{paths}: the corpus is empty (no text in {n_files} file(s)); "
             "check the sources and --text-column"))
     state = {"fingerprint": fp, "warnings": warnings, "seconds_count": t_count, "docs": docs, "text_bytes": text_bytes}
-    run.checkpoint(lambda st: resume.save_counted(st, phase.name, table, pc.parity, pc.held_out, sources, used, state))
-    run.take_parity(phase.name, pc.parity, pc.held_out)
-    return Counted(table, warnings, t_count, docs, text_bytes)
+    # the words copied out of Polars once, for the merge loop and the checkpoint alike: Polars'
+    # table goes now, not when the checkpoint stored beside the merge loop lets go of it
+    counted = Counted.of_table(table, warnings, t_count, docs, text_bytes)
+    parity, held_out = pc.parity, pc.held_out
+    del table, pc
+    words = pa.table({"word": counted.words, "count": counted.counts})
+    run.checkpoint(lambda st: resume.save_counted(st, phase.name, words, parity, held_out, sources, used, state))
+    run.take_parity(phase.name, parity, held_out)
+    return counted

@@ -101,9 +101,8 @@ def run(run, phase: PhaseConfig, counted: Counted, fp: list, replay: bool) -> No
     loop runs again from the word table and must agree with the merges the interrupted run stored.
     Example: ``run(run_state, phase, counted, fingerprint, replay=False)``."""
     store, where, tag = run.store, run.where(phase), run.tag(phase)
-    words = counted.table["word"].to_arrow()  # a copy of the words: the table goes
-    counts = counted.table["count"].to_numpy()
-    counted.table = None
+    words, counts = counted.words, counted.counts
+    counted.words = counted.counts = None
     if run.pending is None:  # else once the "counted" checkpoint is stored (_Run.settle)
         store.release_memory()
     release_llvm_pages()

@@ -131,8 +131,11 @@ def _result(run: "_Run", vocab: Vocab, n_merges: int, checkpoint, t0: float) -> 
                    reused[last:].copy())
 
     # 4. new tokens' bytes and each word's final number of tokens
-    tstart, tlen = run.tstart, run.tlen
-    new_tokens = [bytes(tbytes[tstart[i] : tstart[i] + tlen[i]]) for i in range(run.n0, n_tokens)]
+    # sliced from one bytes copy, with plain ints: indexing numpy per token cost 0.1 s at 131,072
+    starts = run.tstart[run.n0:n_tokens]
+    ends = starts + run.tlen[run.n0:n_tokens]
+    blob = tbytes[: int(ends.max())].tobytes() if len(ends) else b""
+    new_tokens = [blob[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
     out = Vocab(list(vocab.tokens) + new_tokens, list(vocab.specials))
     word_tokens = _tokens_per_word(run.P, run.lens, run.tb)
     run.times["total"] = time.perf_counter() - t0

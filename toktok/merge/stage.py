@@ -76,16 +76,17 @@ class _MergeLog:
 
     def __call__(self, left, right, token, count, reused) -> None:
         self.run.settle()  # the "counted" checkpoint comes first
-        toks, say, rows = self.toks, self.run.say, []
+        toks, say, rows, k = self.toks, self.run.say, [], self.learned
+        new, row = toks.append, rows.append  # (locals: the last call takes every merge of a short run)
         for lt, rt, t, c, r in zip(left.tolist(), right.tolist(), token.tolist(), count.tolist(), reused.tolist()):
             if not r:
-                toks.append(toks[lt] + toks[rt])
-                self.learned += 1
-                k = self.learned
+                new(toks[lt] + toks[rt])
+                k += 1
                 if say is not None and (k <= 10 or k % 100 == 0):
                     say(f"{self.prefix}Merge {k}: \"{_literal(toks[lt])}\" + \"{_literal(toks[rt])}\" -> "
                         f"\"{_literal(toks[t])}\" (id {lt} + {rt} -> {t}, count: {c})")
-            rows.append(toks[t])
+            row(toks[t])
+        self.learned = k
         self.run.store.add_merges(self.phase, merges_table(self.at, left, right, token, rows, count, reused))
         self.at += len(left)
         self.run.marks.done()

@@ -312,12 +312,10 @@ def _publish(run: _Run) -> None:
     store = run.store
     run.settle()
     with store.transaction():  # the run file's last records in one commit
-        for k, v in run.times.items():
-            store.add_stage(k, v)
-        store.put_meta("parity", {"ok": True, "strings": run.parity_strings, "tokens": run.parity_tokens,
-                                  "hf_tokenizers": run.parity_hf})
-        store.put_meta("warnings", run.warnings)
-        store.put_meta("finished", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        store.add_stages(run.times)
+        store.put_metas({"parity": {"ok": True, "strings": run.parity_strings, "tokens": run.parity_tokens,
+                                    "hf_tokenizers": run.parity_hf},
+                         "warnings": run.warnings, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     store.close()
     run.staging.publish(run.layout)
 

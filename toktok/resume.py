@@ -155,17 +155,16 @@ def _open(run) -> None:
                                         limit_shown=shown)
     with store.transaction():  # what the run file records before any phase, in one commit
         run.fingerprints = begin(store, cfg, run.plans, resuming)
-        if plan is not None:
-            store.put_meta("budget", plan.to_dict())
-        store.put_meta("config", cfg.to_dict())
-        store.put_meta("versions", _versions())
-        store.put_meta("seed", str(cfg.seed))
-        store.put_meta("pattern", {**run.pattern.to_dict(), "given": cfg.written.get("pattern"),
-                                   "from": "warm start" if run.base is not None and run.base.pattern is not None else
-                                   "option" if cfg.pattern is not None else "default"})
-        store.put_meta("resumed" if resuming else "started", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        meta = {"budget": plan.to_dict()} if plan is not None else {}
+        meta.update({
+            "config": cfg.to_dict(), "versions": _versions(), "seed": str(cfg.seed),
+            "pattern": {**run.pattern.to_dict(), "given": cfg.written.get("pattern"),
+                        "from": "warm start" if run.base is not None and run.base.pattern is not None else
+                        "option" if cfg.pattern is not None else "default"},
+            "resumed" if resuming else "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
         if run.base is not None:
-            store.put_meta("warm_start", {**run.base.summary(), "hardcoded_added": run.kinds.count("hardcoded")})
+            meta["warm_start"] = {**run.base.summary(), "hardcoded_added": run.kinds.count("hardcoded")}
+        store.put_metas(meta)
 
 
 def _versions() -> dict[str, str]:
@@ -344,8 +343,8 @@ def begin(store: RunStore, cfg: RunSpec, plans: list[list[Source]], resuming: bo
         store.drop_outputs()
     fingerprints = [fingerprint(srcs) for srcs in plans]
     if not resuming:
-        store.put_meta("identity", identity(cfg))
-    if not resuming or store.get_meta("files") is None:  # the spelling --resume gives the files
+        store.put_metas({"identity": identity(cfg), "files": fingerprints})
+    elif store.get_meta("files") is None:  # the spelling --resume gives the files
         store.put_meta("files", fingerprints)
     return fingerprints
 

@@ -36,6 +36,11 @@ INSIGHT_TABLES = ("compression", "token_usage", "word_gains")
 TOKEN_ROWS = 1 << 18
 
 
+def _meta_text(value) -> str:
+    """A meta value as stored: a str as it is, anything else as JSON."""
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+
+
 class RunStore:
     """A run's DuckDB file. Create with ``RunStore.create``; open an existing one with ``RunStore.open``."""
 
@@ -188,13 +193,17 @@ class RunStore:
                     raise ValueError(f"{name!r} is no insight table ({', '.join(INSIGHT_TABLES)})")
                 self.run(f"insight_rows.clear_{name}")
                 self._with_batch(f"insight_rows.fill_{name}", table, {})
-            for k, v in meta.items():
-                self.put_meta(k, v)
+            self.put_metas(meta)
 
     def put_meta(self, key: str, value) -> None:
-        if not isinstance(value, str):
-            value = json.dumps(value, sort_keys=True, default=str)
-        self.run("put_meta", {"key": key, "value": value})
+        """Set meta ``key`` to ``value`` (a str as it is, anything else as JSON)."""
+        self.run("put_meta", {"key": key, "value": _meta_text(value)})
+
+    def put_metas(self, items: dict) -> None:
+        """``put_meta`` of each key and value, in one statement (each statement costs DuckDB
+        ~1.5 ms, a tenth of a one-document run's file). Example: ``store.put_metas({"seed": "0"})``."""
+        if items:
+            self.run("put_metas", {"keys": list(items), "values": [_meta_text(v) for v in items.values()]})
 
     def get_meta(self, key: str) -> str | None:
         # fetchall: a result fetched only in part keeps the connection busy (DuckDB 2 refuses a
@@ -233,8 +242,10 @@ class RunStore:
             "phase": pa.array(list(phases) + [None] * len(specials), pa.string())})
         self._with_batch("add_vocab", table, {})
 
-    def add_stage(self, stage: str, seconds: float) -> None:
-        self.run("add_stage", {"stage": stage, "seconds": float(seconds)})
+    def add_stages(self, seconds: dict[str, float]) -> None:
+        """Record each stage's seconds (``{"count": 1.2, ...}``), in order, in one statement."""
+        if seconds:
+            self.run("add_stages", {"stages": list(seconds), "seconds": [float(v) for v in seconds.values()]})
 
     def release_memory(self) -> None:
         """Give the blocks DuckDB keeps cached after a large write back to the system (~50 MB

@@ -1,1 +1,0 @@
-INSERT INTO stages VALUES ($stage, $seconds);

@@ -1,0 +1,1 @@
+INSERT INTO stages SELECT unnest($stages::VARCHAR[]), unnest($seconds::DOUBLE[]);

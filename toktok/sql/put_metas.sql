@@ -1,0 +1,1 @@
+INSERT OR REPLACE INTO meta SELECT unnest($keys::VARCHAR[]), unnest($values::VARCHAR[]);

@@ -121,7 +121,9 @@ def run(run, phase: PhaseConfig, counted: Counted, fp: list, replay: bool) -> No
                        checkpoint=_MergeLog(run, phase), every=run.marks.every, step=run.marks.step,
                        reference=run.small,
                        python=python, max_token_length=run.cfg.max_token_length, min_frequency=run.cfg.min_frequency)
-    run.report("merge" + tag, res.new_tokens, n)
+    # a corpus that allows fewer merges than asked ends the stage here (else its line waited for
+    # the run's end, its time counting the stages after it)
+    run.report("merge" + tag, res.new_tokens, min(n, res.new_tokens))
     if prior is not None and prior.num_rows:
         resume.check_replay(prior, res, where)
     t_merge = time.perf_counter() - t0

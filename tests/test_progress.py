@@ -154,6 +154,22 @@ def test_plain_lines(monkeypatch):
     assert lines[1].startswith("toktok: count done: 50.0 MB in ")
 
 
+def test_a_plain_stage_short_of_its_total_is_timed_to_its_last_report(monkeypatch):
+    # a stage that never reaches its total (sizes estimated, or a loop that stopped early) is said
+    # done when the run ends, with the time it took, not the time of the stages after it
+    monkeypatch.setattr(progress_mod, "PLAIN_FIRST", 0.05)
+    buf = io.StringIO()
+    with progress_mod.reporter("plain", stream=buf) as rep:
+        rep("merge", 0, 10**9)
+        time.sleep(0.06)
+        rep("merge", 500, 10**9)
+        rep("export", 0, 3)
+        time.sleep(0.5)
+        rep("export", 3, 3)
+    done = [ln for ln in buf.getvalue().splitlines() if ln.startswith("toktok: merge done: ")]
+    assert len(done) == 1 and float(done[0].split(" in ")[1].split()[0]) < 0.3, buf.getvalue()
+
+
 def test_python_progress_takes_a_mode_or_a_callback(tmp_path, capsys):
     seen = []
     r = toktok.train(str(FIXTURES / "notes.txt"), out=tmp_path / "a", merges=30, verbose=False,

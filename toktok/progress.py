@@ -84,6 +84,7 @@ class _Stage:
     t0: float
     start: int  # done at its first report (a resumed stage starts part way)
     still: float = 0.0  # when it last reported no move from start (a stage may wait before it moves)
+    last: float = 0.0  # when it last reported: where a stage that never reaches its total ended
     done: int = 0
     total: int | None = None
     shown_at: float = -1.0
@@ -93,6 +94,7 @@ class _Stage:
     def update(self, done: int, total: int | None, now: float) -> None:
         self.done = max(self.done, int(done))  # never back: a stream's done only grows
         self.total = None if total is None else int(total)
+        self.last = now
         if self.done == self.start:
             self.still = now
 
@@ -240,7 +242,8 @@ class PlainLines(_Lines):
 
     def end(self, stage, st, now):
         if st.shown is not None:
-            self.write(f"toktok: {stage} done: {_amount(st.done, stage)} in {_seconds(now - st.t0)}")
+            # timed to its last report: a stage short of its total is said only when the run ends
+            self.write(f"toktok: {stage} done: {_amount(st.done, stage)} in {_seconds(st.last - st.t0)}")
         st.ended = True
 
 

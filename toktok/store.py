@@ -197,7 +197,7 @@ class RunStore:
 
     def put_meta(self, key: str, value) -> None:
         """Set meta ``key`` to ``value`` (a str as it is, anything else as JSON)."""
-        self.run("put_meta", {"key": key, "value": _meta_text(value)})
+        self.put_metas({key: value})
 
     def put_metas(self, items: dict) -> None:
         """``put_meta`` of each key and value, in one statement (each statement costs DuckDB

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
-from typing import TYPE_CHECKING
 
 from .. import resume
 from ..budget import BudgetPlan, fit_words

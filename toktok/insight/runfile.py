@@ -153,8 +153,11 @@ class _Prefixes:
         if not np.array_equal(vocab["id"].to_numpy()[:n], np.arange(n)):
             raise ToktokError("the run file's vocabulary ids are not 0..N-1; the run file is damaged")
         # the tokens' bytes as the merge stage lays them out (no Python object per token)
-        col = vocab["token"].combine_chunks().slice(0, n).cast(pa.large_binary())
-        offsets = np.frombuffer(col.buffers()[1], np.int64)[col.offset : col.offset + n + 1]
+        col = vocab["token"].combine_chunks().slice(0, n)
+        if not pa.types.is_binary(col.type):  # (DuckDB's BLOB is binary: no cast, which loads Arrow's compute)
+            col = col.cast(pa.large_binary())
+        wide = np.int64 if pa.types.is_large_binary(col.type) else np.int32
+        offsets = np.frombuffer(col.buffers()[1], wide)[col.offset : col.offset + n + 1].astype(np.int64)
         data = col.buffers()[2]
         tdata = np.frombuffer(data, np.uint8).copy() if data is not None and data.size else np.zeros(1, np.uint8)
         tstart, tlen = offsets[:-1].copy(), np.diff(offsets)

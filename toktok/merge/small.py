@@ -47,9 +47,7 @@ def small_enough(words, most_words: int = SMALL_WORDS, most_bytes: int = SMALL_P
     if isinstance(words, list):
         total = sum(map(len, words))
     else:  # the words' bytes, not the array's ``nbytes`` (its offsets too: 8 bytes a word)
-        import pyarrow.compute as pc
-
-        total = pc.sum(pc.binary_length(words)).as_py() or 0
+        total = sum(map(len, words.to_pylist()))
     return total <= most_bytes
 
 

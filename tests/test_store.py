@@ -129,3 +129,25 @@ def test_set_tokens_rewrites_words_given_in_another_order(tmp_path):
     store.set_tokens("main", pa.array([b"a", b"c"]), [1, 3], [11, 31])  # fewer words: rewritten too
     assert _tokens_by_word(store, "main") == {b"a": 11, b"c": 31}
     store.close()
+
+
+def test_put_metas_replaces_keys_and_joins_the_open_transaction(tmp_path):
+    """Meta keys set again get the new value; on their own they are committed at once (another
+    connection sees them), inside a transaction they are part of it (a failure takes them back)."""
+    import pytest
+
+    store = RunStore.create(tmp_path / RUN_FILE, memory_limit=64 << 20, threads=1)
+    store.put_metas({"a": "1", "b": {"x": [1, 2]}})
+    store.put_metas({"a": "2", "c": "3"})
+    other = store.cursor()
+    assert {k: other.get_meta(k) for k in "abc"} == {"a": "2", "b": '{"x": [1, 2]}', "c": "3"}
+    with pytest.raises(RuntimeError), store.transaction():
+        store.put_metas({"a": "4", "d": "5"})
+        store.put_meta("e", "6")
+        raise RuntimeError("after the metas, inside the transaction")
+    assert {k: store.get_meta(k) for k in "ade"} == {"a": "2", "d": None, "e": None}
+    with store.transaction():
+        store.put_metas({"a": "7"})
+    assert other.get_meta("a") == "7"
+    other.con.close()
+    store.close()

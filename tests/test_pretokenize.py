@@ -469,7 +469,7 @@ def test_reference_allowance_is_for_small_runs_only(tmp_path):
     from conftest import ROOT
 
     from toktok._kernels import ready
-    from toktok.count.pretokenize import REFERENCE_BYTES, SMALL_BYTES, _scan_into, reference_allowance
+    from toktok.count.pretokenize import REFERENCE_BYTES, SMALL_BYTES, TINY_BYTES, _scan_into, reference_allowance
 
     assert reference_allowance(REFERENCE_BYTES + 1) == 0
     # a medium run counts with the reference only until the scanner is compiled
@@ -479,7 +479,9 @@ def test_reference_allowance_is_for_small_runs_only(tmp_path):
     # a small run does while the scanner does not load cheaply (built ahead, or Numba loaded with
     # it cached): loading it through Numba costs more than counting 1 MB with regex
     small = 0 if ready((_scan_into,)) else REFERENCE_BYTES
-    assert reference_allowance(0) == reference_allowance(SMALL_BYTES) == small
+    assert reference_allowance(TINY_BYTES + 1) == reference_allowance(SMALL_BYTES) == small
+    # a tiny run always does: a process's first scan costs more than the reference takes
+    assert reference_allowance(0) == reference_allowance(TINY_BYTES) == REFERENCE_BYTES
     # on a first run (nothing built, nothing cached) every run up to REFERENCE_BYTES does
     code = ("from toktok.count.pretokenize import reference_allowance as a, REFERENCE_BYTES as R, SMALL_BYTES as S; "
             "print(a(0) == a(S) == a(S + 1) == a(R) == R, a(R + 1))")

@@ -1250,6 +1250,10 @@ REFERENCE_BYTES = 8 << 20
 #: at 6-9 MB/s that is quicker than loading the scanner from Numba's cache (0.3-0.5 s, and
 #: Numba's own start the first time a run loads a kernel), and a run this small loads none.
 SMALL_BYTES = 1 << 20
+#: Sources up to this size are counted with the reference even when the scanner is built ahead:
+#: a process's first scan costs ~20 ms (the scanner loaded, its tables and threads started),
+#: more than the reference takes for 64 KiB (the bench's one-line run: 84 bytes).
+TINY_BYTES = 64 << 10
 _REFERENCE_ENTRY_BYTES = 200  # a word in the reference's Counter: str, int and table slot (CPython)
 
 
@@ -1257,12 +1261,14 @@ def reference_allowance(source_bytes: int, pattern: Pattern = DEFAULT) -> int:
     """The text a run over ``source_bytes`` of sources counts with the reference instead of the
     compiled scanner of ``pattern`` (``WordCounter(reference_bytes=...)``): ``REFERENCE_BYTES``
     when that scanner is not in Numba's cache yet and the sources are no larger, or when they
-    are at most ``SMALL_BYTES``; else 0 (and 0 for a pattern without a scanner, which counts
-    through the reference anyway).
+    are at most ``SMALL_BYTES`` and it is not built ahead, or at most ``TINY_BYTES``; else 0 (and
+    0 for a pattern without a scanner, which counts through the reference anyway).
     Example: ``reference_allowance(1 << 40) == 0``."""
     scanner = _scanner(pattern)
     if scanner is None or source_bytes > REFERENCE_BYTES:
         return 0
+    if source_bytes <= TINY_BYTES:
+        return REFERENCE_BYTES
     if ready((scanner,)) or (source_bytes > SMALL_BYTES and compiled((scanner,))):
         return 0
     return REFERENCE_BYTES

@@ -49,6 +49,8 @@ class RunStore:
         self.con = con
         self.path = path
         self._in_transaction = False  # inside ``transaction()`` (this connection's own)
+        #: ``add_insight`` ran on this connection: the file has every insight table and view.
+        self.insight_added = False
         #: DuckDB's temp folder (where it spills beyond ``memory_limit``), named in errors.
         self.temp_dir = Path(temp_dir) if temp_dir is not None else path.parent / (path.name + ".tmp")
         #: DuckDB's memory limit in bytes, and as errors name it (as the user wrote it).
@@ -177,13 +179,15 @@ class RunStore:
         """The insight tables (empty, where missing) and views (replaced) of
         ``insight_tables.sql`` and ``insight_views.sql``; ``temp``: for this connection only
         (which a read-only one allows)."""
-        have = self.table_names()
+        # (the tables are CREATE ... IF NOT EXISTS; a temporary one must not hide the file's own)
+        have = self.table_names() if temp else set()
         with self.transaction():  # one commit, not one a statement (~2 ms each: 0.05-0.1 s in all)
             for name, stmt in blocks("insight_tables"):
                 if name not in have:
                     self.con.execute(temporary(stmt) if temp else stmt)
             for _, stmt in blocks("insight_views"):
                 self.con.execute(temporary(stmt) if temp else stmt)
+        self.insight_added = self.insight_added or not temp
 
     def replace_insight(self, tables: dict[str, pa.Table], meta: dict[str, str]) -> None:
         """Replace the rows of insight tables (names of :data:`INSIGHT_TABLES`; columns as in

@@ -119,7 +119,7 @@ def add_views(con: RunLike, temp: bool = False) -> None:
 def _add_missing_views(store: RunStore) -> None:
     """``add_views`` unless the file has them all (the pipeline adds them once, then writes the
     curve and the gains)."""
-    if not set(VIEWS + TABLES) <= store.table_names():
+    if not store.insight_added and not set(VIEWS + TABLES) <= store.table_names():
         store.add_insight()
 
 

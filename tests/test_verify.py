@@ -160,6 +160,32 @@ def test_hf_process_answers_as_this_process_does(good_dir):
     assert not _children() - before
 
 
+def test_hf_encoding_ahead_answers_as_encoding_when_asked(good_dir):
+    """What HF's half encodes ahead in a thread is what it answers, batch by batch in order; texts
+    asked out of that order, or a failed thread, are encoded when asked; a check that compares
+    them passes (its texts are ``texts_to_check``'s)."""
+    from toktok.verify import BATCH, texts_to_check
+
+    path = good_dir / HF_FILE
+    texts = texts_to_check(SPECIALS, ["hello world", "a<|endoftext|>b", ""] * 100, 50, 0)
+    assert len(texts) > BATCH
+    with open_hf(path, process=False) as now, open_hf(path, process=False) as ahead:
+        ahead.encode_ahead(texts)
+        assert ahead.encode(texts[:BATCH]) == now.encode(texts[:BATCH])
+        assert ahead._ahead.at == BATCH  # taken from what the thread encoded
+        assert ahead.encode(texts[:3]) == now.encode(texts[:3])  # not the next texts: encoded now
+        assert ahead._ahead is None
+        ahead.encode_ahead(["fine", "bad \ud800 text"])  # tokenizers refuses a lone surrogate
+        with pytest.raises(Exception) as here:
+            ahead.encode(["fine", "bad \ud800 text"])
+        with pytest.raises(type(here.value)):
+            now.encode(["fine", "bad \ud800 text"])
+    hf = open_hf(path, process=False)
+    hf.encode_ahead(texts_to_check(SPECIALS, ["some text"], 40, 3))
+    report = verify(good_dir, ["some text"], slices=40, seed=3, hf=hf)
+    assert report.strings == len(texts_to_check(SPECIALS, ["some text"], 40, 3))
+
+
 def test_hf_process_raises_what_this_process_raises(tmp_path):
     bad = tmp_path / HF_FILE
     bad.write_text('{"model": ', encoding="utf-8")

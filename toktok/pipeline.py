@@ -225,6 +225,7 @@ def _train(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: resu
             _phase(run, phase, sources, fp)  # 3-4.
         start.reserve(run)
         export.write(run)  # 5.
+        verify.begin(run)  # (HF's half of step 8 encodes meanwhile)
         _vocabulary(run)  # 6.
         insight.record(run)  # 7.
         verify.check(run)  # 8.

@@ -123,6 +123,16 @@ def random_slices(texts: list[str], count: int, seed: int = 0, max_len: int = MA
     return out
 
 
+def texts_to_check(specials: Iterable[str], texts: Iterable[str] | None, slices: int, seed: int) -> list[str]:
+    """What ``verify`` compares, in order: the built-in set (with texts around each of
+    ``specials``, the tokenizer's special tokens), the given ``texts``, then ``slices`` seeded
+    random slices of them (of the built-in set when none are given).
+    Example: ``texts_to_check([], ["hello"], 2, 0)[-3] == "hello"``."""
+    builtin = DEFAULT_TEXTS + special_texts(specials)
+    given = list(texts) if texts is not None else []
+    return [*builtin, *given, *(random_slices(given or builtin, slices, seed) if slices > 0 else [])]
+
+
 def _batches(texts: Iterable[str], size: int) -> Iterator[list[str]]:
     batch: list[str] = []
     for t in texts:
@@ -239,12 +249,7 @@ def _compare(where: Path, enc, hf: HFSide, texts: Iterable[str] | None, slices: 
              progress: Callable[[int, int], None] | None = None) -> VerifyReport:
     """Phases 2 and 3 of ``verify``: the texts, encoded by both and compared one by one, in order."""
     # Phase 2: the texts to check.
-    # The built-in set always runs; given texts and their random slices come after it.
-    builtin = DEFAULT_TEXTS + special_texts(enc.special_tokens_set)
-    given = list(texts) if texts is not None else []
-    stream: Iterable[str] = [*builtin, *given]
-    if slices > 0:
-        stream = [*stream, *random_slices(given or builtin, slices, seed)]
+    stream = texts_to_check(enc.special_tokens_set, texts, slices, seed)
 
     # Phase 3: encode in batches and compare text by text, in order; tiktoken's ids as HF cuts
     # the added tokens when their flags make it cut otherwise (toktok.added)
@@ -288,6 +293,16 @@ def _compare(where: Path, enc, hf: HFSide, texts: Iterable[str] | None, slices: 
         if progress is not None:
             progress(strings, len(stream))
     return VerifyReport(strings=strings, tokens=tokens)
+
+
+def begin(run) -> None:
+    """HF's half of the check (``run.hf``, which the export opened) starts encoding the texts
+    ``check`` compares while the run's next steps go on: in this process in a thread (tokenizers
+    encodes without the GIL; a large tokenizer.json loads in a second process meanwhile instead).
+    Example: ``verify.begin(run)`` after ``export.write(run)``."""
+    specials = [*run.vocab.specials, *run.vocab.pinned.values()]
+    run.hf.encode_ahead(texts_to_check(specials, run.parity.df["text"].to_list(), run.cfg.verify_slices,
+                                       run.cfg.seed))
 
 
 def check(run) -> None:

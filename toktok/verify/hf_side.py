@@ -49,6 +49,16 @@ class Local:
         self._tok = None
         self._added: dict = {}
         self._by_id: tuple | None = None
+        self._ahead: _Ahead | None = None
+
+    def encode_ahead(self, texts: list[str]) -> None:
+        """Start encoding ``texts`` (and decoding them back) in a thread, for the ``encode``
+        calls that ask for them next, in order, in batches: tokenizers encodes without the GIL,
+        so the caller goes on meanwhile. The file is loaded first (``load``). A call that asks
+        for other texts, or any failure of the thread, is answered as without it."""
+        self.load()
+        if self._tok is not None:
+            self._ahead = _Ahead(self._tok, texts)
 
     def load(self) -> None:
         """Load the file now, and read its vocabulary by id (what every verification reads); if
@@ -59,7 +69,9 @@ class Local:
             pass
 
     def _loaded(self):
-        """The ``tokenizers.Tokenizer``, loaded once."""
+        """The ``tokenizers.Tokenizer``, loaded once (and not in use by the encoding ahead)."""
+        if self._ahead is not None:
+            self._ahead.wait()
         if self._tok is None:
             self._tok = load_hf(self.path)
             self._added = dict(self._tok.get_added_tokens_decoder())
@@ -105,6 +117,11 @@ class Local:
     def encode(self, texts: list[str]) -> tuple[list[list[int]], list[str]]:
         """Each text's ids (no special tokens added) and those ids decoded back (specials kept)."""
         tok = self._loaded()
+        if self._ahead is not None:
+            done = self._ahead.take(texts)
+            if done is not None:
+                return done
+            self._ahead = None
         ids = [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
         return ids, tok.decode_batch(ids, skip_special_tokens=False)
 
@@ -121,13 +138,45 @@ class Local:
         return "this process"
 
     def close(self) -> None:
-        self._tok = self._by_id = None
+        if self._ahead is not None:
+            self._ahead.wait()
+        self._tok = self._by_id = self._ahead = None
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class _Ahead:
+    """``texts`` encoded and decoded back by ``tok`` in a thread of their own (``Local.encode_ahead``)."""
+
+    def __init__(self, tok, texts: list[str]) -> None:
+        self.texts, self.at = texts, 0
+        self.ids: list[list[int]] | None = None
+        self.back: list[str] | None = None
+        self._thread = threading.Thread(target=self._run, args=(tok,), name="toktok-hf-encode", daemon=True)
+        self._thread.start()
+
+    def _run(self, tok) -> None:
+        try:
+            ids = [e.ids for e in tok.encode_batch(self.texts, add_special_tokens=False)]
+            self.back, self.ids = tok.decode_batch(ids, skip_special_tokens=False), ids
+        except Exception:  # (an encode call then meets the same failure itself, where it belongs)
+            self.ids = None
+
+    def wait(self) -> None:
+        self._thread.join()
+
+    def take(self, texts: list[str]) -> tuple[list[list[int]], list[str]] | None:
+        """The next ``len(texts)`` results, if ``texts`` are the next texts encoded ahead."""
+        self.wait()
+        lo, hi = self.at, self.at + len(texts)
+        if self.ids is None or self.texts[lo:hi] != texts:
+            return None
+        self.at = hi
+        return self.ids[lo:hi], self.back[lo:hi]
 
 
 class Process:
@@ -180,6 +229,9 @@ class Process:
         """Where the calls were answered: "second process", or "this process" once it took over
         (the second process did not start or stopped answering)."""
         return "this process" if self._local is not None else "second process"
+
+    def encode_ahead(self, texts: list[str]) -> None:
+        """Nothing: the second process loads the file meanwhile, and encodes when asked."""
 
     def load(self) -> None:
         """Have the second process load the file now; its reply is read with the next call's."""

@@ -86,6 +86,20 @@ def test_json_progress_of_a_real_run(tmp_path):
     assert summary["phases"][0]["name"] == "main" and summary["docs"] == summary["phases"][0]["docs"]
 
 
+def test_merge_progress_total_is_what_the_words_allow_at_most(tmp_path):
+    """Asked for far more merges than a corpus allows, the merge stage's total is no more than its
+    words' bytes allow (so its ETA means something); it ends at the merges learned."""
+    r = _cli("train", str(FIXTURES / "notes.txt"), "--out", str(tmp_path / "o"), "--merges", str(10**15),
+             "--progress", "json")
+    assert r.returncode == 0, r.stderr
+    merge = [ln for ln in _json_lines(r.stderr) if ln.get("stage") == "merge"]
+    text = (FIXTURES / "notes.txt").read_bytes()
+    assert merge[0]["done"] == 0 and 0 < merge[0]["total"] < len(text) < 10**15
+    assert all(ln["eta"] is None or ln["eta"] < 3600 for ln in merge)
+    learned = _json_lines(r.stderr)[-1]["merges_learned"]
+    assert merge[-1]["done"] == merge[-1]["total"] == learned < merge[0]["total"]
+
+
 def test_json_progress_ends_with_the_error(tmp_path):
     for args in (["--chat-template", "chatml"],  # found by the run's plan: the reporter says it
                  ["--threads", "many"]):  # found reading the command line: the command says it

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..count.common import Counted
     from ..spec import PhaseConfig
 
-__all__ = ["budget", "run", "warm_up"]
+__all__ = ["budget", "most_merges", "run", "warm_up"]
 
 
 def budget(run, phase: PhaseConfig) -> int:
@@ -35,6 +35,15 @@ def budget(run, phase: PhaseConfig) -> int:
     if phase.vocab_size is None:
         return phase.merges
     return max(0, phase.vocab_size - len(run.vocab.tokens) - len(run.vocab.specials))
+
+
+def most_merges(words) -> int:
+    """At least as many merges as ``words`` (a list of bytes or an Arrow binary array) can ever
+    allow: each merge joins two symbols of a word into one, so there are no more than their bytes
+    less one per word (an array's buffers hold every byte of every word, and more).
+    Example: ``most_merges([b"abc", b"d"]) == 2``."""
+    held = sum(map(len, words)) if isinstance(words, list) else words.nbytes
+    return max(0, held - len(words))
 
 
 def warm_up(run) -> None:
@@ -109,7 +118,8 @@ def run(run, phase: PhaseConfig, counted: Counted, fp: list, replay: bool) -> No
     release_llvm_pages()
     t0 = time.perf_counter()
     n = budget(run, phase)
-    run.report("merge" + tag, 0, n)
+    shown = min(n, most_merges(words))  # the progress total (10^20 merges asked showed centuries left)
+    run.report("merge" + tag, 0, shown)
     first_id = len(run.vocab.tokens)
     prior = store.merges_of(phase.name) if replay else None
     store.drop_merges(phase.name)
@@ -117,13 +127,13 @@ def run(run, phase: PhaseConfig, counted: Counted, fp: list, replay: bool) -> No
     python = python_first(words) if run.tiny else None  # (else: learn_merges asks small_enough)
     if run.tiny and not python:  # the loop's kernels after all
         run.warm_up()
-    res = learn_merges(words, counts, start, n, progress=lambda k: run.report("merge" + tag, k, n),
+    res = learn_merges(words, counts, start, n, progress=lambda k: run.report("merge" + tag, k, shown),
                        checkpoint=_MergeLog(run, phase), every=run.marks.every, step=run.marks.step,
                        reference=run.small,
                        python=python, max_token_length=run.cfg.max_token_length, min_frequency=run.cfg.min_frequency)
     # a corpus that allows fewer merges than asked ends the stage here (else its line waited for
     # the run's end, its time counting the stages after it)
-    run.report("merge" + tag, res.new_tokens, min(n, res.new_tokens))
+    run.report("merge" + tag, res.new_tokens, res.new_tokens)
     if prior is not None and prior.num_rows:
         resume.check_replay(prior, res, where)
     t_merge = time.perf_counter() - t0

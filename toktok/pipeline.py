@@ -26,7 +26,8 @@ Two cores are kept busy where a step leaves one idle: the "counted" and "merged"
 stored on a second connection while the merge loop, and the export, run (``resume.Pending``,
 waited for by ``resume.settle``; in line under a memory budget); a large tokenizer.json loads into HF
 tokenizers in a second process from the export on, while the insight step and tiktoken's half of
-the verification run (``verify.open_hf``; in this process under a memory budget); on the first
+the verification run (``verify.open_hf``; in this process under a memory budget), and a smaller
+one, loaded in this process, encodes the check's texts in a thread meanwhile (``verify.begin``); on the first
 run after an install the merge loop's kernels compile in a second process while the words are
 counted (``merge.warm_up``; under a memory budget every kernel compiles first, in processes one
 after the other, before the run file is opened: ``toktok.ahead``).

@@ -285,11 +285,12 @@ class RunStore:
             try:
                 yield
             except BaseException:
-                self._in_transaction = False
                 self.con.rollback()
                 raise
-            self._in_transaction = False
-            self.con.commit()
+            else:
+                self.con.commit()
+            finally:
+                self._in_transaction = False
 
     def _with_batch(self, name: str, table, params: dict) -> None:
         batch = table.to_arrow() if hasattr(table, "to_arrow") else table

@@ -122,8 +122,7 @@ class Local:
             if done is not None:
                 return done
             self._ahead = None
-        ids = [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
-        return ids, tok.decode_batch(ids, skip_special_tokens=False)
+        return _encode(tok, texts)
 
     def token_bytes(self, i: int) -> bytes | str | None:
         """An id's token bytes, for messages; an added token stays its text."""
@@ -149,6 +148,12 @@ class Local:
         self.close()
 
 
+def _encode(tok, texts: list[str]) -> tuple[list[list[int]], list[str]]:
+    """Each text's ids by ``tok`` (no special tokens added) and those ids decoded back (specials kept)."""
+    ids = [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
+    return ids, tok.decode_batch(ids, skip_special_tokens=False)
+
+
 class _Ahead:
     """``texts`` encoded and decoded back by ``tok`` in a thread of their own (``Local.encode_ahead``)."""
 
@@ -161,8 +166,7 @@ class _Ahead:
 
     def _run(self, tok) -> None:
         try:
-            ids = [e.ids for e in tok.encode_batch(self.texts, add_special_tokens=False)]
-            self.back, self.ids = tok.decode_batch(ids, skip_special_tokens=False), ids
+            self.ids, self.back = _encode(tok, self.texts)
         except Exception:  # (an encode call then meets the same failure itself, where it belongs)
             self.ids = None
 

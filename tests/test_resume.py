@@ -480,3 +480,25 @@ def test_a_failed_merged_checkpoint_keeps_the_counted_one_and_resume_finishes(on
     r = CliRunner().invoke(app, ["train", *args, "--out", str(out), "-q", "--resume"])
     assert r.exit_code == 0, r.output
     _same_run(out, ref)
+
+
+def test_the_counted_checkpoint_is_stored_before_the_merge_loop_starts(tmp_path):
+    # DuckDB's write of the word table and the loop's tables never add up (the run's peak): the
+    # "counted" checkpoint, written beside the segmentation, is waited for before the loop merges.
+    # A corpus over 1 MB with more than 8,192 words, so that the compiled loop takes it.
+    from toktok.config import TrainConfig
+    from toktok.pipeline import train
+    from toktok.resume import Checkpoints
+
+    rng = random.Random(5)
+    letters = "abcdefghijklmnop"
+    text = tmp_path / "words.txt"
+    text.write_text(" ".join("".join(rng.choice(letters) for _ in range(rng.randint(3, 9))) for _ in range(200_000)))
+    assert text.stat().st_size > 1 << 20
+    seen: list[tuple] = []
+    marks = Checkpoints(every=0, step=100, on_checkpoint=lambda n: seen.append(("checkpoint", n)))  # in order
+    s = train(TrainConfig([str(text)], str(tmp_path / "out"), merges=300),
+              progress=lambda stage, done, total: seen.append((stage, done)), checkpoints=marks)
+    assert s.words > 8192 and s.merges_learned == 300
+    first_merge = next(i for i, (stage, done) in enumerate(seen) if stage == "merge" and done > 0)
+    assert ("checkpoint", 1) in seen[:first_merge], seen

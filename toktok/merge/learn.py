@@ -6,6 +6,7 @@ can be reported, and collects the merges, the grown vocabulary and the loop's st
 """
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -36,7 +37,7 @@ class Tuning:
     that with no room at all). Example: ``learn_merges(w, c, v, 9, tuning=Tuning(heap_target=2))``.
     """
 
-    pairs_per_merge: int = 16  # the pair table starts with room for this many new pairs per merge
+    pairs_per_merge: int = 16  # the pair table's room for new pairs per merge (see _expected_pairs)
     heap_target: int = 1 << 13  # pairs the heap is (re)filled with, at least (see heap._refill)
     pool_spare: int = 4  # free pool entries at the start: this many 16ths of the lists ...
     pool_slack: int = 1 << 16  # ... plus this many
@@ -72,7 +73,8 @@ def learn_merges(
     arrays. With ``every <= 0`` it is called after every ``step`` new tokens (and the merges reused
     on the way), deterministically: the loop then runs in the calling thread. ``tuning``: the
     loop's starting room (``Tuning``). ``ready()`` is called once the words are segmented and laid
-    out, before the loop's kernels are first called (a cold run waits there for ``merge.warm`` to compile them).
+    out, before the loop's tables are allocated (the pipeline stores the "counted" checkpoint
+    meanwhile and waits there for it: DuckDB's write then never adds to the loop's peak).
     ``reference``: a small run's (see ``Segmenter``); a small word table then takes the Python loop
     (:func:`toktok.merge.small.learn_small`, the same result) and loads no kernel; ``python``
     says whether it does, where the caller asked (:func:`toktok.merge.small.python_first`).
@@ -182,9 +184,9 @@ class _Run:
         self.n_merges = min(n_merges, int(np.maximum(lens - 1, 0).sum()))
         self.tb = _token_bits(self.n0 + self.n_merges)
         self.P, self.ek, self.ev = _layout(flat, lens, counts, self.tb)
+        del flat, offsets
         if ready is not None:
             ready()
-        del flat, offsets
         self.times["layout"] = time.perf_counter() - t0 - self.times["segment"]
         # token byte tables sized for the final vocabulary
         self.tdata, self.tstart, self.tlen = _token_arrays(vocab, self.n_merges)
@@ -216,8 +218,7 @@ class _Run:
         u, times, n_merges, tstart, tlen = self.tuning, self.times, self.n_merges, self.tstart, self.tlen
         t1 = time.perf_counter()
         c1 = time.thread_time()
-        # ~16 new pairs per merge on natural text; never more than the positions
-        expect = min(u.pairs_per_merge * n_merges, self.P.shape[0])
+        expect = min(_expected_pairs(n_merges, u.pairs_per_merge), self.P.shape[0])
         bkeys, bids, T, L, pool, H, st = _setup(self.P, self.ek, self.ev, self.tb, self.tdata, tstart, tlen, self.n0,
                                                 expect, u.pool_spare, u.pool_slack, u.heap_target,
                                                 u.descending_lists)
@@ -259,6 +260,22 @@ class _Run:
         times["loop"] = time.perf_counter() - t1 - times["setup"]
         times["setup_cpu"] = c2 - c1
         times["loop_cpu"] = time.thread_time() - c2
+
+
+def _expected_pairs(n_merges: int, per_merge: int) -> int:
+    """New pairs the pair table makes room for: ``per_merge`` per merge up to ``KNEE`` merges, then
+    ``per_merge * KNEE`` more per doubling of the merges. On natural text each doubling adds about
+    as many pairs as the one before (100 MB of the bench corpus: ~225,000 per doubling from 8,192 to
+    200,000 merges; code alone ~40,000), so a table sized linearly was 84% empty at 131,072 merges
+    (8.4 M rows, 192 MB, for 1.34 M pairs). A table that fills anyway is rebuilt larger.
+    Example: ``_expected_pairs(4 * KNEE, 16) == 3 * 16 * KNEE``."""
+    if n_merges <= KNEE:
+        return per_merge * n_merges
+    return int(per_merge * KNEE * (1 + math.log2(n_merges / KNEE)))
+
+
+#: Merges up to which the pair table has room for ``Tuning.pairs_per_merge`` new pairs each.
+KNEE = 1 << 15
 
 
 def _work_arrays() -> list[np.ndarray]:

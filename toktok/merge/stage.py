@@ -104,7 +104,8 @@ class _MergeLog:
 def run(run, phase: PhaseConfig, counted: Counted, fp: list, replay: bool) -> None:
     """The merge stage's entry (the pipeline's step 4, ``run`` its ``_Run``): the phase's merges on
     top of the vocabulary so far. Reads the counted word table (one copy of it during the merges,
-    the run's peak of memory); writes the merges as they come (checkpoints every few seconds,
+    the run's peak of memory; the "counted" checkpoint, stored beside the segmentation and layout,
+    is waited for before the loop's tables are allocated); writes the merges as they come (checkpoints every few seconds,
     :class:`_MergeLog`), then each word's tokens and the phase's summary: the "merged" checkpoint,
     stored while the tokenizer is exported and verified when the run has no budget
     (``_Run.checkpoint``). With ``replay`` (``--resume`` from the phase's "counted" checkpoint) the
@@ -129,7 +130,7 @@ def run(run, phase: PhaseConfig, counted: Counted, fp: list, replay: bool) -> No
         run.warm_up()
     res = learn_merges(words, counts, start, n, progress=lambda k: run.report("merge" + tag, k, shown),
                        checkpoint=_MergeLog(run, phase), every=run.marks.every, step=run.marks.step,
-                       reference=run.small,
+                       reference=run.small, ready=run.settle,
                        python=python, max_token_length=run.cfg.max_token_length, min_frequency=run.cfg.min_frequency)
     # a corpus that allows fewer merges than asked ends the stage here (else its line waited for
     # the run's end, its time counting the stages after it)

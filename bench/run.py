@@ -268,8 +268,22 @@ WORKERS = {"toktok": work_toktok, "hf": work_hf, "rustbpe": work_rustbpe, "bpeas
 
 def worker_main(a: argparse.Namespace) -> None:
     res = WORKERS[a.worker](a.data, a.vocab, a.threads, a.scratch)
+    res["maxrss"] = own_peak()
     Path(a.result).write_text(json.dumps(res))
     gc.freeze()  # every worker ends as the ``toktok`` command does (toktok.cli.main)
+
+
+def own_peak() -> int:
+    """The kernel's peak RSS of the largest process of this worker's tree, in bytes: its own
+    memory's high-water mark (VmHWM), or a child's peak if larger. Not ``ru_maxrss`` of the
+    worker itself or the bench's ``wait4``: a process started by vfork and exec (``subprocess``)
+    inherits the peak of its parent's memory at the exec, so the worker's figure held the bench
+    process's own peak (656 MB for a toktok run whose own peak was 416 MB)."""
+    import resource
+
+    with open("/proc/self/status") as fh:
+        hwm = next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:"))
+    return max(hwm, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) * 1024
 
 
 # --- parent: run workers, sample memory, report ------------------------------------------------
@@ -294,7 +308,8 @@ def tree_rss(root) -> int:
 
 def run_worker(job: str, files: list[str], vocab: int, threads: int, scratch: str,
                env_extra: dict[str, str]) -> dict:
-    """Run one worker; returns its result plus wall_s, peak_rss (sampled) and maxrss (kernel)."""
+    """Run one worker; returns its result plus wall_s, peak_rss (sampled) and maxrss (the
+    kernel's, as the worker read it: :func:`own_peak`)."""
     result = Path(scratch) / f"{job}.json"
     log = Path(scratch) / f"{job}.log"
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", job.split(":")[0],
@@ -329,7 +344,8 @@ def count_together(n: int, files: list[str], vocab: int, scratch: str, env: dict
 
 def run_measured(cmd: list[str], log: Path, env_extra: dict[str, str]) -> dict:
     """Run ``cmd`` with its output in ``log``: wall_s, peak_rss of its process tree (sampled),
-    maxrss (the kernel's peak of its largest process) and exit_code."""
+    maxrss (``wait4``'s: the peak of its largest process, or of this process at the exec, which a
+    child started by vfork inherits; a worker's result holds its own, :func:`own_peak`) and exit_code."""
     import psutil
 
     env = {**os.environ, **env_extra}
@@ -338,9 +354,8 @@ def run_measured(cmd: list[str], log: Path, env_extra: dict[str, str]) -> dict:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=REPO)
         root = psutil.Process(proc.pid)
         peak = 0
-        # os.wait4 instead of Popen.poll: it also returns the child's rusage, whose ru_maxrss is
-        # the kernel's exact peak of the largest single process, a check on the 50 ms sampling.
-        # It waits in a thread, so that the wall ends when the child does, not at the next
+        # os.wait4 instead of Popen.poll: it also returns the child's rusage (a worker reports its
+        # own peak instead: see own_peak). It waits in a thread, so that the wall ends when the child does, not at the next
         # sample (a 0.2 s row read up to 50 ms long).
         ended: dict = {}
 

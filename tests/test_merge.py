@@ -466,12 +466,12 @@ def test_small_enough_counts_the_words_bytes_not_the_arrays():
 def test_the_pair_table_makes_room_for_fewer_new_pairs_per_doubling_of_the_merges():
     # linear up to the knee, then as many again per doubling: 131,072 merges on 100 MB of the bench
     # corpus made 1.34 M pairs, in a table of 8.4 M rows when the room was 16 per merge
-    from toktok.merge.learn import KNEE, _expected_pairs
+    from toktok.merge.learn import KNEE, expected_pairs
 
-    assert [_expected_pairs(n, 16) for n in (0, 1, KNEE)] == [0, 16, 16 * KNEE]
-    assert _expected_pairs(2 * KNEE, 16) == 2 * 16 * KNEE
-    assert _expected_pairs(4 * KNEE, 16) == 3 * 16 * KNEE < 16 * 4 * KNEE
-    sizes = [_expected_pairs(n, 16) for n in range(0, 20 * KNEE, 997)]
+    assert [expected_pairs(n, 16) for n in (0, 1, KNEE)] == [0, 16, 16 * KNEE]
+    assert expected_pairs(2 * KNEE, 16) == 2 * 16 * KNEE
+    assert expected_pairs(4 * KNEE, 16) == 3 * 16 * KNEE < 16 * 4 * KNEE
+    sizes = [expected_pairs(n, 16) for n in range(0, 20 * KNEE, 997)]
     assert sizes == sorted(sizes)
 
 

@@ -54,6 +54,20 @@ def _mallopt(param: int, value: int) -> bool:
         return False
 
 
+def give_back_heap() -> None:
+    """glibc's free heap pages handed back to the system now (``malloc_trim``; the trim threshold
+    returns only the heap's top): after a load that freed most of what it allocated, such as HF
+    tokenizers parsing a tokenizer.json (131,072 tokens: +140 MB, 91 MB of it freed and kept;
+    the trim takes ~9 ms). Nothing where the C library is not glibc.
+    Example: ``tok = tokenizers.Tokenizer.from_file(path); give_back_heap()``."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # pragma: no cover - not glibc
+        pass
+
+
 @contextmanager
 def lean():
     """Inside the block: Arrow allocates from the system allocator and glibc trims freed heap
@@ -84,4 +98,4 @@ def lean():
             os.environ["ARROW_DEFAULT_MEMORY_POOL"] = env
 
 
-__all__ = ["lean", "polars_gives_back", "POLARS_MALLOC_CONF"]
+__all__ = ["give_back_heap", "lean", "polars_gives_back", "POLARS_MALLOC_CONF"]

@@ -23,8 +23,9 @@ a stage the pipeline runs on purpose, so that every run file can be inspected as
 takes it (``count.stage``, ``merge.stage``, ``formats.export``, ``insight.stage``, ``verify``,
 ``resume``, ``start``).
 Two cores are kept busy where a step leaves one idle: the "counted" and "merged" checkpoints are
-stored on a second connection while the merge loop, and the export, run (``resume.Pending``,
-waited for by ``resume.settle``; in line under a memory budget); a large tokenizer.json loads into HF
+stored on a second connection while the words are laid out for the merge loop (waited for before
+the loop's tables are allocated: DuckDB's write never adds to them), and while the export runs
+(``resume.Pending``, waited for by ``resume.settle``; in line under a memory budget); a large tokenizer.json loads into HF
 tokenizers in a second process from the export on, while the insight step and tiktoken's half of
 the verification run (``verify.open_hf``; in this process under a memory budget), and a smaller
 one, loaded in this process, encodes the check's texts in a thread meanwhile (``verify.begin``); on the first

@@ -76,8 +76,9 @@ class Checkpoints:
 
 class Pending:
     """A checkpoint being stored by ``save(store)`` in a thread of its own, on a second connection
-    to the run file, while the run goes on: the merge loop after the "counted" checkpoint, the
-    export and verification after the "merged" one (DuckDB writes without the GIL, on the core
+    to the run file, while the run goes on: the merge stage's segmentation and layout after the
+    "counted" checkpoint (not the loop: its tables are allocated once it is stored), the export
+    and verification after the "merged" one (DuckDB writes without the GIL, on the core
     those leave idle). The run file holds it, all or nothing, once ``wait`` returns; until then
     the run reads nothing it writes and counts it as no checkpoint.
     Example: ``Pending(lambda st: st.put_meta("k", 1), store).wait()``."""

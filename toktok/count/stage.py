@@ -76,7 +76,7 @@ def run(run, phase: PhaseConfig, sources: list[Source], fp: list) -> Counted:
     counting checkpoints on the way (either engine: at file boundaries every
     ``COUNT_EVERY`` x the merge loop's interval, a snapshot of the counts so far; and the finished
     sample), then the phase's words, inputs and parity sample: the "counted" checkpoint, stored
-    while the merge loop runs when the run has no budget (``_Run.checkpoint``).
+    while the merge stage lays the words out when the run has no budget (``_Run.checkpoint``).
     Example: ``counted = run(run_state, phase, sources, fingerprint)``."""
     cfg, store, marks, plan = run.cfg, run.store, run.marks, run.plan
     restored = None
@@ -121,7 +121,7 @@ def run(run, phase: PhaseConfig, sources: list[Source], fp: list) -> Counted:
             "check the sources and --text-column"))
     state = {"fingerprint": fp, "warnings": warnings, "seconds_count": t_count, "docs": docs, "text_bytes": text_bytes}
     # the words copied out of Polars once, for the merge loop and the checkpoint alike: Polars'
-    # table goes now, not when the checkpoint stored beside the merge loop lets go of it
+    # table goes now, not when the checkpoint stored beside the merge stage lets go of it
     counted = Counted.of_table(table, warnings, t_count, docs, text_bytes)
     parity, held_out = pc.parity, pc.held_out
     del table, pc

@@ -37,7 +37,7 @@ class Tuning:
     that with no room at all). Example: ``learn_merges(w, c, v, 9, tuning=Tuning(heap_target=2))``.
     """
 
-    pairs_per_merge: int = 16  # the pair table's room for new pairs per merge (see _expected_pairs)
+    pairs_per_merge: int = 16  # the pair table's room for new pairs per merge (see expected_pairs)
     heap_target: int = 1 << 13  # pairs the heap is (re)filled with, at least (see heap._refill)
     pool_spare: int = 4  # free pool entries at the start: this many 16ths of the lists ...
     pool_slack: int = 1 << 16  # ... plus this many
@@ -218,7 +218,7 @@ class _Run:
         u, times, n_merges, tstart, tlen = self.tuning, self.times, self.n_merges, self.tstart, self.tlen
         t1 = time.perf_counter()
         c1 = time.thread_time()
-        expect = min(_expected_pairs(n_merges, u.pairs_per_merge), self.P.shape[0])
+        expect = min(expected_pairs(n_merges, u.pairs_per_merge), self.P.shape[0])
         bkeys, bids, T, L, pool, H, st = _setup(self.P, self.ek, self.ev, self.tb, self.tdata, tstart, tlen, self.n0,
                                                 expect, u.pool_spare, u.pool_slack, u.heap_target,
                                                 u.descending_lists)
@@ -262,13 +262,13 @@ class _Run:
         times["loop_cpu"] = time.thread_time() - c2
 
 
-def _expected_pairs(n_merges: int, per_merge: int) -> int:
+def expected_pairs(n_merges: int, per_merge: int = 16) -> int:
     """New pairs the pair table makes room for: ``per_merge`` per merge up to ``KNEE`` merges, then
     ``per_merge * KNEE`` more per doubling of the merges. On natural text each doubling adds about
     as many pairs as the one before (100 MB of the bench corpus: ~225,000 per doubling from 8,192 to
     200,000 merges; code alone ~40,000), so a table sized linearly was 84% empty at 131,072 merges
     (8.4 M rows, 192 MB, for 1.34 M pairs). A table that fills anyway is rebuilt larger.
-    Example: ``_expected_pairs(4 * KNEE, 16) == 3 * 16 * KNEE``."""
+    Example: ``expected_pairs(4 * KNEE, 16) == 3 * 16 * KNEE``."""
     if n_merges <= KNEE:
         return per_merge * n_merges
     return int(per_merge * KNEE * (1 + math.log2(n_merges / KNEE)))

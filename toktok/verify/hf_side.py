@@ -20,6 +20,7 @@ import threading
 from pathlib import Path
 from typing import Union
 
+from ..alloc import give_back_heap
 from ..errors import ToktokError
 from ..formats.hf import bytelevel_to_token, load_hf
 
@@ -74,6 +75,7 @@ class Local:
             self._ahead.wait()
         if self._tok is None:
             self._tok = load_hf(self.path)
+            give_back_heap()  # what parsing the file freed: most of the load (see there)
             self._added = dict(self._tok.get_added_tokens_decoder())
         return self._tok
 

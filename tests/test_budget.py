@@ -65,17 +65,14 @@ def test_resident_library_pages_do_not_change_the_plan():
 
 
 def test_cap_leaves_room_for_the_pair_table_of_the_merges_asked_for():
-    from toktok.budget import MERGE_BYTES_PER_PAIR, table_bytes
+    from toktok.budget import MERGE_BYTES_PER_MERGE
 
     lens, counts = np.array([5, 5, 5]), np.array([3, 2, 1])
     room = merge_bytes(lens)
-    per_merge = 16 * MERGE_BYTES_PER_PAIR  # (the loop's room: 16 new pairs per merge, at first)
     assert cap_words(lens, counts, room, n_merges=0).tolist() == [0, 1, 2]
-    assert cap_words(lens, counts, room + per_merge, n_merges=1).tolist() == [0, 1, 2]
-    assert cap_words(lens, counts, room + per_merge - 1, n_merges=1).tolist() == [0, 1]
-    assert merge_bytes(lens, 10) == room + 10 * per_merge
-    # past 32,768 merges the loop makes room for fewer pairs per merge, and the plan with it
-    assert table_bytes(1 << 17) == 3 * table_bytes(1 << 15) < 4 * table_bytes(1 << 15)
+    assert cap_words(lens, counts, room + MERGE_BYTES_PER_MERGE, n_merges=1).tolist() == [0, 1, 2]
+    assert cap_words(lens, counts, room + MERGE_BYTES_PER_MERGE - 1, n_merges=1).tolist() == [0, 1]
+    assert merge_bytes(lens, 10) == room + 10 * MERGE_BYTES_PER_MERGE
 
 
 def test_the_plan_counts_the_read_ahead():

@@ -508,3 +508,23 @@ def test_a_fifo_in_the_sources_never_blocks_train_or_eval(tmp_path, trained):
     r = subprocess.run([str(exe), "eval", str(trained), "--data", str(d)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "toktok: warning: " in r.stderr and "b.txt" in r.stderr and "c.jsonl" in r.stderr
+
+
+def test_the_train_command_imports_the_pipeline_with_no_collection_and_collects_after():
+    # the libraries' objects live as long as the process: their import set off ~170 collections
+    # (30-60 ms of a one-document run); frozen, no later collection walks them either
+    code = """if True:
+        import gc, sys
+        from toktok.cli import _import_pipeline
+        starts = []
+        gc.callbacks.append(lambda phase, info: phase == "start" and starts.append(info["generation"]))
+        _import_pipeline()
+        assert "toktok.pipeline" in sys.modules and "polars" in sys.modules and "duckdb" in sys.modules
+        assert starts == [], starts
+        assert gc.isenabled() and gc.get_freeze_count() > 50_000, gc.get_freeze_count()
+        for _ in range(2000):
+            a = []; a.append(a)  # cycles the run makes are collected as before
+        assert starts, "no collection after the import"
+    """
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr

@@ -38,12 +38,12 @@ READAHEAD_BYTES = 16 << 20
 # 32,512 merges: +221 MiB): per position (token of a word with two or more tokens) the position
 # row (8), its entry in the pair lists with their spare room (~4.6) and the segmentation's token
 # (4, while the rows are laid out), with room to spare; per word its wall row, length, count and
-# offsets; per new pair the loop makes room for (``expected_pairs`` of the merges asked for: 16
-# per merge up to 32,768 merges, fewer after), the pair table's rows (table at most half full,
-# rounded up to a power of two: 24 B x 2 x 2).
+# offsets; per merge asked for, the pair table's rows (~16 new pairs per merge, table at most half
+# full, rounded up to a power of two: 24 B x 2 x 2 x 16). Past 32,768 merges the loop makes room
+# for fewer (merge.learn.expected_pairs): what is planned lets its table double once.
 MERGE_BYTES_PER_POSITION = 24
 MERGE_BYTES_PER_WORD = 40
-MERGE_BYTES_PER_PAIR = 96
+MERGE_BYTES_PER_MERGE = 1536
 
 
 def human(n: int) -> str:
@@ -123,16 +123,8 @@ def merge_bytes(word_lengths: np.ndarray, n_merges: int = 0) -> int:
     """Estimated merge-loop memory for words of these byte lengths (a word's bytes bound its
     positions) and ``n_merges`` merges (at most what the words allow)."""
     pos = int(word_lengths[word_lengths >= 2].sum())
-    return pos * MERGE_BYTES_PER_POSITION + len(word_lengths) * MERGE_BYTES_PER_WORD + \
-        table_bytes(min(n_merges, possible_merges(word_lengths)))
-
-
-def table_bytes(n_merges: int) -> int:
-    """The merge loop's pair table for ``n_merges`` merges (:func:`toktok.merge.expected_pairs`).
-    Example: ``table_bytes(1) == 16 * MERGE_BYTES_PER_PAIR``."""
-    from .merge import expected_pairs
-
-    return expected_pairs(n_merges) * MERGE_BYTES_PER_PAIR
+    n_merges = min(n_merges, possible_merges(word_lengths))
+    return pos * MERGE_BYTES_PER_POSITION + len(word_lengths) * MERGE_BYTES_PER_WORD + n_merges * MERGE_BYTES_PER_MERGE
 
 
 def cap_words(word_lengths: np.ndarray, counts: np.ndarray, limit: int, n_merges: int = 0) -> np.ndarray:
@@ -140,7 +132,7 @@ def cap_words(word_lengths: np.ndarray, counts: np.ndarray, limit: int, n_merges
     what all the words allow) fits ``limit``: the most frequent first (ties: shorter first, then
     by index), i.e. the rarest words are dropped. Empty when not even one word fits."""
     # the pair table does not depend on the words kept
-    limit -= table_bytes(min(n_merges, possible_merges(word_lengths)))
+    limit -= min(n_merges, possible_merges(word_lengths)) * MERGE_BYTES_PER_MERGE
     if merge_bytes(word_lengths) <= limit:
         return np.arange(len(word_lengths))
     order = np.lexsort((np.arange(len(counts)), word_lengths, -counts))
@@ -164,7 +156,7 @@ def fit_words(table, plan: BudgetPlan, n_merges: int, *, budget: str, where: str
         n = min(n_merges, possible_merges(lengths))
         raise ConfigError(
             f"{where}{budget}: its share for the word table and the merge loop is "
-            f"{human(plan.work_bytes)}, and {n:,} merges take {human(table_bytes(n))} "
+            f"{human(plan.work_bytes)}, and {n:,} merges take {human(n * MERGE_BYTES_PER_MERGE)} "
             "of it before any word; pass a larger --budget or fewer --merges")
     if len(keep_rows) == table.height:
         return table, None

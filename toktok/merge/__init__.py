@@ -3,8 +3,7 @@
 Owns the BPE training definition: the pair with the highest total count wins (overlaps
 counted), ties go to the smallest (left bytes, right bytes) (``heap._before``), it is replaced
 left to right in every word, and merged bytes that already are a token reuse it. Modules, from
-the entry point down: ``learn`` (``learn_merges``, ``MergeResult``, ``Tuning``, the pair table's room:
-``expected_pairs``), ``segment``
+the entry point down: ``learn`` (``learn_merges``, ``MergeResult``, ``Tuning``), ``segment``
 (tiktoken's rank-BPE: ``segment``, ``Segmenter``, ``token_splits``, ``splits_ready``), ``small``
 (a small run's loop in Python: ``small_enough``), ``loop`` (the compiled
 loop), ``heap`` (the lazy max-heap and the tie-break), ``table`` (pair table and position
@@ -13,9 +12,9 @@ the time and memory go, and what was tried: ``bench/merge_only.py`` and the perf
 
 Example: ``from toktok.merge import learn_merges``.
 """
-from .learn import STATS, MergeResult, Tuning, expected_pairs, learn_merges
+from .learn import STATS, MergeResult, Tuning, learn_merges
 from .segment import Segmenter, segment, splits_ready, token_splits
 from .small import small_enough
 
-__all__ = ["STATS", "MergeResult", "Segmenter", "Tuning", "expected_pairs", "learn_merges", "segment", "small_enough", "splits_ready",
+__all__ = ["STATS", "MergeResult", "Segmenter", "Tuning", "learn_merges", "segment", "small_enough", "splits_ready",
            "token_splits"]

@@ -267,7 +267,9 @@ def expected_pairs(n_merges: int, per_merge: int = 16) -> int:
     ``per_merge * KNEE`` more per doubling of the merges. On natural text each doubling adds about
     as many pairs as the one before (100 MB of the bench corpus: ~225,000 per doubling from 8,192 to
     200,000 merges; code alone ~40,000), so a table sized linearly was 84% empty at 131,072 merges
-    (8.4 M rows, 192 MB, for 1.34 M pairs). A table that fills anyway is rebuilt larger.
+    (8.4 M rows, 192 MB, for 1.34 M pairs). A table that fills anyway is rebuilt larger. The
+    memory budget still plans 16 per merge (:func:`toktok.budget.merge_bytes`): past ``KNEE``
+    merges that leaves room for the table to double once.
     Example: ``expected_pairs(4 * KNEE, 16) == 3 * 16 * KNEE``."""
     if n_merges <= KNEE:
         return per_merge * n_merges

@@ -446,19 +446,25 @@ def _disk_full(store, *args, **kwargs):
         raise duckdb.IOException(f'IO Error: Could not write file "{store.path}.wal": No space left on device')
 
 
-def test_a_checkpoint_stored_in_the_background_that_fails_fails_the_run(tmp_path, monkeypatch):
-    # the "counted" checkpoint is written beside the merge loop (resume.Pending): its error is the
-    # run's, one line, and nothing is published or kept (no earlier checkpoint to resume from)
+@pytest.mark.parametrize("corpus", ["notes", "many words"])
+def test_a_checkpoint_stored_in_the_background_that_fails_fails_the_run(tmp_path, monkeypatch, corpus):
+    # the "counted" checkpoint is written beside the merge stage (resume.Pending): its error is the
+    # run's, one line, and nothing is published or kept (no earlier checkpoint to resume from),
+    # whether a small run's Python loop waits for it at its first checkpoint or the compiled loop
+    # before allocating its tables ("many words": over 1 MB and 8,192 words)
     from typer.testing import CliRunner
 
     import toktok.resume
     from toktok.cli import app
 
+    data = tmp_path / "data"
+    data.mkdir()
+    src = FIXTURES / "notes.txt" if corpus == "notes" else _many_words(data / "words.txt")
     monkeypatch.setattr(toktok.resume, "save_counted", _disk_full)
     out = tmp_path / "tok"
-    r = CliRunner().invoke(app, ["train", str(FIXTURES / "notes.txt"), "--merges", "20", "--out", str(out), "-q"])
+    r = CliRunner().invoke(app, ["train", str(src), "--merges", "20", "--out", str(out), "-q"])
     assert r.exit_code == 2 and "disk full" in r.output and len(r.output.strip().splitlines()) == 1, r.output
-    assert os.listdir(tmp_path) == []
+    assert os.listdir(tmp_path) == ["data"]
 
 
 def test_a_failed_merged_checkpoint_keeps_the_counted_one_and_resume_finishes(one_phase, tmp_path, monkeypatch):
@@ -482,6 +488,16 @@ def test_a_failed_merged_checkpoint_keeps_the_counted_one_and_resume_finishes(on
     _same_run(out, ref)
 
 
+def _many_words(path: Path) -> Path:
+    """~1.4 MB of 200,000 random words of 3-9 letters: over 1 MB and 8,192 distinct words, so
+    that the compiled merge loop takes it (not a small run's Python loop)."""
+    rng = random.Random(5)
+    letters = "abcdefghijklmnop"
+    path.write_text(" ".join("".join(rng.choice(letters) for _ in range(rng.randint(3, 9))) for _ in range(200_000)))
+    assert path.stat().st_size > 1 << 20
+    return path
+
+
 def test_the_counted_checkpoint_is_stored_before_the_merge_loop_starts(tmp_path):
     # DuckDB's write of the word table and the loop's tables never add up (the run's peak): the
     # "counted" checkpoint, written beside the segmentation, is waited for before the loop merges.
@@ -490,11 +506,7 @@ def test_the_counted_checkpoint_is_stored_before_the_merge_loop_starts(tmp_path)
     from toktok.pipeline import train
     from toktok.resume import Checkpoints
 
-    rng = random.Random(5)
-    letters = "abcdefghijklmnop"
-    text = tmp_path / "words.txt"
-    text.write_text(" ".join("".join(rng.choice(letters) for _ in range(rng.randint(3, 9))) for _ in range(200_000)))
-    assert text.stat().st_size > 1 << 20
+    text = _many_words(tmp_path / "words.txt")
     seen: list[tuple] = []
     marks = Checkpoints(every=0, step=100, on_checkpoint=lambda n: seen.append(("checkpoint", n)))  # in order
     s = train(TrainConfig([str(text)], str(tmp_path / "out"), merges=300),

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
+from functools import cache
 
 #: glibc's mallopt parameter and its default value.
 M_TRIM_THRESHOLD, DEFAULT_TRIM_THRESHOLD = -1, 128 * 1024
@@ -45,13 +46,23 @@ def polars_gives_back() -> bool:
     return True
 
 
-def _mallopt(param: int, value: int) -> bool:
-    try:
-        import ctypes
+@cache
+def glibc():
+    """glibc's ``mallopt`` and ``malloc_trim``, or None where the C library is not glibc.
+    Example: ``(lib := glibc()) is None or lib.malloc_trim(0) in (0, 1)``."""
+    import ctypes
 
-        return bool(ctypes.CDLL("libc.so.6").mallopt(param, value))
+    try:
+        lib = ctypes.CDLL("libc.so.6")
+        lib.mallopt, lib.malloc_trim
     except (OSError, AttributeError):  # pragma: no cover - not glibc
-        return False
+        return None
+    return lib
+
+
+def _mallopt(param: int, value: int) -> bool:
+    lib = glibc()
+    return lib is not None and bool(lib.mallopt(param, value))
 
 
 def give_back_heap() -> None:
@@ -60,12 +71,9 @@ def give_back_heap() -> None:
     tokenizers parsing a tokenizer.json (131,072 tokens: +140 MB, 91 MB of it freed and kept;
     the trim takes ~9 ms). Nothing where the C library is not glibc.
     Example: ``tok = tokenizers.Tokenizer.from_file(path); give_back_heap()``."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # pragma: no cover - not glibc
-        pass
+    lib = glibc()
+    if lib is not None:
+        lib.malloc_trim(0)
 
 
 @contextmanager
@@ -98,4 +106,4 @@ def lean():
             os.environ["ARROW_DEFAULT_MEMORY_POOL"] = env
 
 
-__all__ = ["give_back_heap", "lean", "polars_gives_back", "POLARS_MALLOC_CONF"]
+__all__ = ["give_back_heap", "glibc", "lean", "polars_gives_back", "POLARS_MALLOC_CONF"]

@@ -19,7 +19,6 @@ Example: ``r = Reservoir(1 << 20, seed=0); r.offer("a.txt", 0, pl.Series(["hi"])
 """
 from __future__ import annotations
 
-import ctypes
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,6 +29,7 @@ import polars as pl
 import pyarrow as pa
 
 from .._kernels import inlined, njit
+from ..alloc import glibc
 from ..patterns import DEFAULT, Pattern
 from .cuts import rule
 
@@ -258,25 +258,24 @@ def as_large_string(texts: "pl.Series | pa.Array | pa.ChunkedArray") -> pa.Array
 def roomy_heap(mmap_below: int = 8 << 20, keep_top: int = 4 << 20) -> Iterator[Callable[[], None]]:
     """Inside: glibc serves allocations under ``mmap_below`` from its heap and keeps up to
     ``keep_top`` bytes of free heap top. toktok otherwise gives freed memory straight back to the
-    system (``toktok/__init__.py``: Arrow's system pool, M_TRIM_THRESHOLD 0, which pins the mmap
+    system (``toktok.alloc.lean``: Arrow's system pool, M_TRIM_THRESHOLD 0, which pins the mmap
     threshold at 128 KiB), so every decoded Parquet page faults fresh pages in again: decoding is
     2-2.5x slower. Yields ``tidy()``, which gives the free heap back now (``malloc_trim``): the
     heap's free memory is RSS until then, so the caller calls it every so many bytes read. On exit
     the settings are restored and the free heap is given back, so RSS follows what is held again.
     A no-op without glibc."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        mallopt, trim = libc.mallopt, libc.malloc_trim
-    except (OSError, AttributeError):  # pragma: no cover - not glibc
+    libc = glibc()
+    if libc is None:  # pragma: no cover - not glibc
         yield lambda: None
         return
+    mallopt, trim = libc.mallopt, libc.malloc_trim
     mallopt(-3, mmap_below)  # M_MMAP_THRESHOLD
     mallopt(-1, keep_top)  # M_TRIM_THRESHOLD
     try:
         yield lambda: trim(0)
     finally:
         mallopt(-1, 0)
-        mallopt(-3, 128 << 10)  # glibc's default, fixed as toktok/__init__.py leaves it
+        mallopt(-3, 128 << 10)  # glibc's default, fixed as toktok.alloc.lean leaves it
         trim(0)
 
 

@@ -262,6 +262,10 @@ class _Run:
         times["loop_cpu"] = time.thread_time() - c2
 
 
+#: Merges up to which the pair table has room for ``Tuning.pairs_per_merge`` new pairs each.
+KNEE = 1 << 15
+
+
 def expected_pairs(n_merges: int, per_merge: int = 16) -> int:
     """New pairs the pair table makes room for: ``per_merge`` per merge up to ``KNEE`` merges, then
     ``per_merge * KNEE`` more per doubling of the merges. On natural text each doubling adds about
@@ -274,10 +278,6 @@ def expected_pairs(n_merges: int, per_merge: int = 16) -> int:
     if n_merges <= KNEE:
         return per_merge * n_merges
     return int(per_merge * KNEE * (1 + math.log2(n_merges / KNEE)))
-
-
-#: Merges up to which the pair table has room for ``Tuning.pairs_per_merge`` new pairs each.
-KNEE = 1 << 15
 
 
 def _work_arrays() -> list[np.ndarray]:

@@ -514,3 +514,25 @@ def test_the_counted_checkpoint_is_stored_before_the_merge_loop_starts(tmp_path)
     assert s.words > 8192 and s.merges_learned == 300
     first_merge = next(i for i, (stage, done) in enumerate(seen) if stage == "merge" and done > 0)
     assert ("checkpoint", 1) in seen[:first_merge], seen
+
+
+@pytest.mark.parametrize("resume", [True, False], ids=["resume-with-nothing", "interrupted-run-without-resume"])
+def test_a_budget_run_refuses_its_output_before_its_kernels_compile(tmp_path, monkeypatch, resume):
+    # under a budget a first run builds its kernels (~40 s) before it opens its run file: an
+    # output it refuses is refused before that, not after (found with a kill -9 and a --resume)
+    import toktok.merge.stage
+    from toktok.config import TrainConfig
+    from toktok.errors import OutputError
+    from toktok.pipeline import train
+
+    built = []
+    monkeypatch.setattr(toktok.merge.stage, "warm_up", lambda run: built.append(run))
+    src = _many_words(tmp_path / "words.txt")  # over 1 MB: a run that builds the kernels
+    out = tmp_path / "tok"
+    if not resume:  # an interrupted run, left by a kill -9
+        (tmp_path / ".tok.partial").mkdir()
+        (tmp_path / ".tok.partial" / RUN_FILE).write_bytes(b"")
+    with pytest.raises(OutputError, match="no interrupted run to resume" if resume else "an interrupted run was found"):
+        train(TrainConfig([str(src)], str(out), merges=10, budget="512MB", resume=resume))
+    assert built == []
+    assert sorted(os.listdir(tmp_path)) == (["words.txt"] if resume else [".tok.partial", "words.txt"])

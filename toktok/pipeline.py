@@ -252,9 +252,10 @@ def _plan(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: resum
     """1. Every check before any work (the options were checked by ``describe``: sizes are ints),
     the engine, the plan of the memory budget (made once, here), each phase's sources (a bad path
     fails here), the starting vocabulary (:func:`toktok.start.vocabulary`: the bytes and hardcoded
-    tokens, or a warm-start base; the special tokens and roles), the chat template, and the inputs
-    that publishing must not replace. Reads the config, the sources' listings and the base; writes
-    nothing."""
+    tokens, or a warm-start base; the special tokens and roles), the chat template, the inputs
+    that publishing must not replace, and the output folder (:func:`toktok.resume.check_out`:
+    a ``--resume`` with nothing to continue fails here, not after a budget's kernels compiled).
+    Reads the config, the sources' listings and the base; writes nothing."""
     ray_count = count.engine(cfg, phases := list(cfg.phases))  # in-memory sources checked first
     warnings: list[str] = []
     threads, too_many = cfg.threads, cfg.threads_warning
@@ -273,6 +274,8 @@ def _plan(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: resum
                if src.kind != "memory" and os.path.isdir(os.path.expanduser(src.path))]
     if cfg.warm_start is not None:
         inputs.append((cfg.warm_start, "the warm-start base"))
+    # before the first work: a budget's first run compiles its kernels (~40 s) before step 2
+    resume.check_out(cfg, inputs)
     log = log or _stderr
     return _Run(cfg=cfg, phases=phases, plans=plans, plan=plan, ray_count=ray_count, threads=threads,
                 report=progress or (lambda stage, done, total: None), log=log, say=log if cfg.verbose else None,

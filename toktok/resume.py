@@ -34,7 +34,7 @@ from . import __version__
 from .count.common import Counted
 from .count.local import CountState, Source
 from .errors import ConfigError, InputError, ParityError, ToktokError
-from .rundir import RUN_FILE, Staging, open_staging
+from .rundir import RUN_FILE, Staging, check_output, open_staging
 from .store import RunStore
 from .summary import PhaseSummary
 
@@ -126,6 +126,13 @@ def abandon(e: BaseException, staging: Staging, kept: bool) -> None:
 
 
 # --- the run's entry: its start, restores and checkpoints (``run``: the pipeline's ``_Run``) -------
+
+
+def check_out(cfg, inputs: list[tuple[str, str]]) -> None:
+    """The output folder checked before any work (:func:`toktok.rundir.check_output`; ``inputs``:
+    what publishing must not replace): step 2 checks it again when it opens the staging folder.
+    Example: ``check_out(spec, [])``."""
+    check_output(cfg.layout, cfg.force, cfg.resume, inputs)
 
 
 def open_run(run) -> None:
@@ -437,7 +444,8 @@ def check_replay(prior: pa.Table, res: MergeResult, where: str) -> None:
             "checkpointed (the inputs or toktok changed); start over with --force"))
 
 
-__all__ = ["Checkpoints", "Pending", "Restored", "Staging", "CHECKPOINT_SECONDS", "open_run", "restore", "checkpoint",
+__all__ = ["Checkpoints", "Pending", "Restored", "Staging", "CHECKPOINT_SECONDS", "check_out", "open_run",
+           "restore", "checkpoint",
            "settle", "begin", "identity", "fingerprint", "phase_checkpoint",
            "count_state", "save_count_state", "save_counted", "save_merged", "held_out_of", "check_replay",
            "start_over", "abandon"]

@@ -245,20 +245,32 @@ class Staging:
         publish(self.path, layout)
 
 
-def open_staging(layout: OutputLayout, force: bool, resume: bool = False,
-                 inputs: list[tuple[str, str]] | None = None) -> Staging:
-    """Check the output (before any work) and lock the staging folder beside it: the interrupted
-    run's with ``resume``, else a new empty one. An interrupted run is never thrown away without
-    ``force``; what publishing replaces never holds an input of the run (``inputs``: (path, what
-    it is)). Example: ``open_staging(layout, force=False).path.name == ".tok.partial"``."""
+def check_output(layout: OutputLayout, force: bool, resume: bool = False,
+                 inputs: list[tuple[str, str]] | None = None) -> Path:
+    """The output's checks, before any work: it may be written and replaced, publishing replaces
+    no input of the run (``inputs``: (path, what it is)), a ``--resume`` has an interrupted run to
+    continue, and an interrupted run is never thrown away without ``force`` (nor while another run
+    writes it). Leaves every file as it was. Returns the staging folder.
+    Example: ``check_output(layout, force=False).name == ".tok.partial"``."""
     out = layout.folder
     staging = _check_out(layout, force, resume, inputs or [])
+    if not resume and staging.exists():
+        _lock(staging).close()  # refuses while another run is writing it
+        if not force and is_run_folder(staging):
+            raise OutputError(f"{out}: an interrupted run was found in {staging}; pass --resume to continue it "
+                              "or --force to start over")
+    return staging
+
+
+def open_staging(layout: OutputLayout, force: bool, resume: bool = False,
+                 inputs: list[tuple[str, str]] | None = None) -> Staging:
+    """The output checked again (:func:`check_output`: what is there may have changed since the
+    run's plan) and the staging folder beside it locked: the interrupted run's with ``resume``,
+    else a new empty one. Example: ``open_staging(layout, force=False).path.name == ".tok.partial"``."""
+    out = layout.folder
+    staging = check_output(layout, force, resume, inputs)
     if not resume:
         if staging.exists():
-            _lock(staging).close()  # refuses while another run is writing it
-            if not force and is_run_folder(staging):
-                raise OutputError(f"{out}: an interrupted run was found in {staging}; pass --resume to continue it "
-                                  "or --force to start over")
             shutil.rmtree(staging, ignore_errors=True)
         try:
             staging.parent.mkdir(parents=True, exist_ok=True)
@@ -317,5 +329,5 @@ def publish(staging: Path, layout: OutputLayout) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-__all__ = ["RUN_FILE", "OutputLayout", "Staging", "output_layout", "open_staging", "publish", "interrupted_run", "no_room",
+__all__ = ["RUN_FILE", "OutputLayout", "Staging", "check_output", "output_layout", "open_staging", "publish", "interrupted_run", "no_room",
            "staging_of", "shown", "companion_name", "special_tokens_file", "holds_cwd", "is_run_folder"]

@@ -139,6 +139,28 @@ def test_resume_refuses_other_options_and_keeps_the_interrupted_run(one_phase, t
     assert not staging.exists() and (out / "tokenizer.json").is_file()
 
 
+def test_an_interrupted_rerun_beside_a_finished_output_says_resume_force(one_phase, tmp_path):
+    """A --force rerun killed beside the finished output it would replace: a plain rerun and
+    --resume alone each say, in one line, that --resume --force continues it; that finishes it."""
+    args, ref = one_phase
+    out = tmp_path / "tok"
+    staging = tmp_path / ".tok.partial"
+    assert _train(args + ["--out", str(out)]).returncode == 0
+    before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    assert _train(args + ["--out", str(out), "--force"], fault=3).returncode == -signal.SIGKILL
+    assert staging.is_dir()
+    for extra in ([], ["--resume"]):
+        r = _train(args + ["--out", str(out)] + extra)
+        line = r.stderr.strip()
+        assert r.returncode == 2 and "\n" not in line and str(out) in line, line
+        assert "--resume --force" in line and "not empty" in line, line
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before and staging.is_dir()
+    r = _train(args + ["--out", str(out), "--resume", "--force"])
+    assert r.returncode == 0, r.stderr
+    assert not staging.exists()
+    _same_run(ref, out)
+
+
 def test_resume_with_nothing_to_resume(tmp_path):
     r = _train([str(FIXTURES / "notes.txt"), "--out", str(tmp_path / "tok"), "--merges", "10", "--resume"])
     assert r.returncode == 2

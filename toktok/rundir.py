@@ -199,7 +199,13 @@ def _check_out(layout: OutputLayout, force: bool, resume: bool, inputs: list[tup
         raise OutputError(f"{out}: exists and is not a folder; pass another --out")
     elif out.exists() and any(out.iterdir()):
         if not force:
-            raise OutputError(f"{out}: exists and is not empty; pass --force to replace it")
+            # a --force rerun killed beside a finished output: --resume continues it, and it
+            # replaces the output when it finishes, as the rerun would have
+            if resume:
+                raise OutputError(f"{out}: exists and is not empty; the resumed run replaces it when it finishes: "
+                                  "pass --resume --force")
+            also = f" (or --resume --force to continue the interrupted run in {staging})" if is_run_folder(staging) else ""
+            raise OutputError(f"{out}: exists and is not empty; pass --force to replace it{also}")
         # --force replaces the folder as a whole: only ever a toktok output folder
         if not is_run_folder(out):
             raise OutputError(f"{out}: is not a toktok output folder (no {RUN_FILE}); --force replaces only those, "

@@ -250,7 +250,8 @@ def test_left_out_of_weighted_reservoirs_is_exact(tmp_path):
     pools = sample_pass(sources, 80_000, 5, 1 << 20, lambda *a: None)
     frames = [res.finish() for res in pools]
     got = left_out_of([res.left_out() for res in pools])
-    assert got.height == LEFT_OUT
+    assert got.num_rows == LEFT_OUT
+    got = pl.from_arrow(got)
     everyone = pl.concat([res.aside for res in pools])  # each pool's largest hashes, kept or not
     kept = pl.concat([f.select(pl.col("source").cast(pl.String), "row") for f in frames])
     outside = everyone.join(kept, on=["source", "row"], how="anti")
@@ -349,7 +350,7 @@ def test_parity_sample_keeps_no_batch_alive():
     assert held > 15 << 20  # the batch lives in Arrow's memory, as a batch read from Parquet does
     ps = ParitySample()
     ps.offer(np.arange(20_000, dtype=np.uint64)[::-1].copy(), "f.parquet", np.arange(20_000), texts)
-    assert ps.df.height == 64 and ps.df["text"][0].startswith("19999 ")
+    assert ps.df.num_rows == 64 and ps.texts()[0].startswith("19999 ")
     del texts
     assert pa.total_allocated_bytes() - before < 1 << 20
 

@@ -143,24 +143,27 @@ def cap_words(word_lengths: np.ndarray, counts: np.ndarray, limit: int, n_merges
 
 
 def fit_words(table, plan: BudgetPlan, n_merges: int, *, budget: str, where: str = ""):
-    """A phase's word table (a Polars frame: ``word``, ``count``) cut to what the merge loop's
+    """A phase's word table (an Arrow table: ``word``, ``count``) cut to what the merge loop's
     share of the budget holds (:func:`cap_words`), and the warning that says what was dropped
     (None when all fit). ``budget`` names the option as given (``--budget 64MB``), ``where`` the
     phase (``"phase 'code': "``). Raises ConfigError when the merges asked for leave room for no
     word. Example: ``table, warning = fit_words(table, plan, 1000, budget="--budget 64MB")``."""
-    if not table.height:
+    if not table.num_rows:
         return table, None
-    lengths = table["word"].bin.size().to_numpy()
-    keep_rows = cap_words(lengths, table["count"].to_numpy(), plan.work_bytes, n_merges)
+    import pyarrow.compute as pc
+
+    lengths = pc.binary_length(table.column("word")).to_numpy().astype(np.int64)
+    counts = table.column("count").to_numpy()
+    keep_rows = cap_words(lengths, counts, plan.work_bytes, n_merges)
     if len(keep_rows) == 0:
         n = min(n_merges, possible_merges(lengths))
         raise ConfigError(
             f"{where}{budget}: its share for the word table and the merge loop is "
             f"{human(plan.work_bytes)}, and {n:,} merges take {human(n * MERGE_BYTES_PER_MERGE)} "
             "of it before any word; pass a larger --budget or fewer --merges")
-    if len(keep_rows) == table.height:
+    if len(keep_rows) == table.num_rows:
         return table, None
-    dropped = table.height - len(keep_rows)
-    lost = 1 - table["count"].gather(keep_rows).sum() / max(table["count"].sum(), 1)
-    return table[keep_rows], (f"{where}the budget holds {len(keep_rows):,} of {len(keep_rows) + dropped:,} distinct "
+    dropped = table.num_rows - len(keep_rows)
+    lost = 1 - int(counts[keep_rows].sum()) / max(int(counts.sum()), 1)
+    return table.take(keep_rows), (f"{where}the budget holds {len(keep_rows):,} of {len(keep_rows) + dropped:,} distinct "
                               f"words: dropped the {dropped:,} rarest ({lost:.2%} of word occurrences)")

@@ -58,7 +58,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import polars as pl
+import pyarrow as pa
 
 from . import resume, start, verify
 from .alloc import lean
@@ -114,8 +114,8 @@ class _Run:
     regex_mb_s: list[float] = field(default_factory=list)  # per phase counted through regex: MB/s
 
     # per phase, for the compression curve: its parity sample and the pieces its sample did not take
-    phase_parity: dict[str, pl.DataFrame] = field(default_factory=dict)
-    phase_held_out: dict[str, pl.DataFrame | None] = field(default_factory=dict)
+    phase_parity: dict[str, pa.Table] = field(default_factory=dict)
+    phase_held_out: dict[str, pa.Table | None] = field(default_factory=dict)
     summaries: list[PhaseSummary] = field(default_factory=list)
     merge_index: int = 0  # merges learned by the phases so far: the number of the next one
     special_ids: dict = field(default_factory=dict)  # how the special ids were placed (export._specials_rule)
@@ -152,7 +152,7 @@ class _Run:
         (:func:`toktok.resume.checkpoint`)."""
         resume.checkpoint(self, save)
 
-    def take_parity(self, phase: str, parity: pl.DataFrame, held_out: pl.DataFrame | None) -> None:
+    def take_parity(self, phase: str, parity: pa.Table, held_out: pa.Table | None) -> None:
         """A phase's parity sample joins the run's; it and the pieces its sample did not take are
         kept for the compression curve."""
         self.parity.merge_frame(parity)

@@ -27,11 +27,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
 
 from . import __version__
-from .count.common import Counted
+from .count.common import PARITY_SCHEMA, Counted
 from .count.local import CountState, Source
 from .errors import ConfigError, InputError, ParityError, ToktokError
 from .rundir import RUN_FILE, Staging, check_output, open_staging
@@ -210,9 +209,9 @@ def restore(run, phase: PhaseConfig, fp: list) -> Restored | None:
     if cp is None:
         return None
     store = run.store
-    run.take_parity(phase.name, pl.from_arrow(store.parity_of(phase.name)), held_out_of(store, phase.name))
+    run.take_parity(phase.name, store.parity_of(phase.name).cast(PARITY_SCHEMA), held_out_of(store, phase.name))
     if cp["stage"] == "counted":
-        table = pl.from_arrow(store.words_of(phase.name))
+        table = store.words_of(phase.name)
         return Restored("counted", Counted.of_table(table, cp["warnings"], cp["seconds_count"], cp["docs"], cp["text_bytes"]))
     m = store.merges_of(phase.name)
     run.add_merged(phase.name, [t for t, r in zip(m["token"].to_pylist(), m["reused"].to_pylist()) if not r],
@@ -371,18 +370,18 @@ def phase_checkpoint(store: RunStore, phase: str, fp: list, where: str) -> dict 
     return cp
 
 
-def held_out_of(store: RunStore, phase: str) -> pl.DataFrame | None:
+def held_out_of(store: RunStore, phase: str) -> pa.Table | None:
     """The pieces a sampled phase's sample did not take, as the run file records them
-    (meta('held_out:PHASE'); None for a phase that read every document)."""
+    (meta('held_out:PHASE'); None for a phase that read every document); ``PARITY_SCHEMA``."""
     v = store.get_meta(f"held_out:{phase}")
     rows = json.loads(v) if v is not None else None
     if rows is None:
         return None
-    return pl.DataFrame(rows, schema={"hash": pl.UInt64, "source": pl.String, "row": pl.Int64, "text": pl.String})
+    return pa.Table.from_pylist(rows, schema=PARITY_SCHEMA)
 
 
-def _put_held_out(store: RunStore, phase: str, df: pl.DataFrame | None) -> None:
-    store.put_meta(f"held_out:{phase}", None if df is None else df.select("hash", "source", "row", "text").to_dicts())
+def _put_held_out(store: RunStore, phase: str, table: pa.Table | None) -> None:
+    store.put_meta(f"held_out:{phase}", None if table is None else table.select(PARITY_SCHEMA.names).to_pylist())
 
 
 def count_state(store: RunStore, phase: str, fp: list) -> CountState | None:
@@ -391,9 +390,11 @@ def count_state(store: RunStore, phase: str, fp: list) -> CountState | None:
     st = store.get_count_state(phase)
     if st is None or st["used"].get("fingerprint") != fp:
         return None
+    import polars as pl  # the engines' own frames (CountState)
+
     words = pl.from_arrow(st["words"]) if st["words"] is not None else None
     sample = pl.from_arrow(st["sample"]) if st["sample"] is not None else None
-    parity = pl.from_arrow(st["parity"]) if st["parity"].num_rows else None
+    parity = st["parity"].cast(PARITY_SCHEMA) if st["parity"].num_rows else None
     return CountState(st["files_done"], words, st["used"]["state"], parity, sample,
                       held_out=held_out_of(store, phase) if sample is not None else None)
 
@@ -407,8 +408,8 @@ def save_count_state(store: RunStore, phase: str, state: CountState, fp: list) -
                           sample=state.sample)
 
 
-def save_counted(store: RunStore, phase: str, words: pa.Table, parity: pl.DataFrame,
-                 held_out: pl.DataFrame | None, sources: list[Source], used: dict, state: dict) -> None:
+def save_counted(store: RunStore, phase: str, words: pa.Table, parity: pa.Table,
+                 held_out: pa.Table | None, sources: list[Source], used: dict, state: dict) -> None:
     """The checkpoint of a counted phase, all or nothing: its words, inputs (``used``: per file
     statistics), parity sample and held-out pieces, and ``state`` (fingerprint, warnings, ...) as
     its checkpoint "counted"; its counting checkpoint goes."""

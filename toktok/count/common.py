@@ -17,7 +17,8 @@ Example: ``capacity_split([Source(c, 2.0), Source(d, 1.0)], 300) == ([200, 100],
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import itertools
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,7 +37,9 @@ PARITY_DOCS = 64
 #: Characters of each parity document kept.
 PARITY_CHARS = 4000
 
-_PARITY_SCHEMA = {"hash": pl.UInt64, "source": pl.String, "row": pl.Int64, "text": pl.String}
+#: The columns of a parity sample (and of a phase's held-out pieces), as the count stage hands them on.
+PARITY_SCHEMA = pa.schema([("hash", pa.uint64()), ("source", pa.large_string()), ("row", pa.int64()),
+                           ("text", pa.large_string())])
 
 
 @dataclass
@@ -55,18 +58,19 @@ class Source:
 class PhaseCount:
     """What counting a phase produced.
 
-    ``words``: (word binary, count int64), sorted by word. ``used[path]``: docs/bytes counted and
-    docs_seen/bytes_seen read, per file. ``parity``: the ``PARITY_DOCS`` documents with the smallest
-    seeded hashes among those counted (hash, source, row, text), in hash order. ``held_out``
-    (sampled phases only): up to ``sample.LEFT_OUT`` pieces the sample did not take, the same
-    columns (``left_out``); None when every document was read.
+    Arrow tables, whichever engine counted: ``words``: (word binary, count int64), sorted by
+    word. ``used[path]``: docs/bytes counted and docs_seen/bytes_seen read, per file. ``parity``:
+    the ``PARITY_DOCS`` documents with the smallest seeded hashes among those counted (hash,
+    source, row, text: :data:`PARITY_SCHEMA`), in hash order. ``held_out`` (sampled phases only):
+    up to ``sample.LEFT_OUT`` pieces the sample did not take, the same columns (``left_out``);
+    None when every document was read.
     """
 
-    words: pl.DataFrame
+    words: pa.Table
     used: dict[str, dict[str, int]]
-    parity: pl.DataFrame
+    parity: pa.Table
     seconds: dict[str, float] = field(default_factory=dict)
-    held_out: pl.DataFrame | None = None
+    held_out: pa.Table | None = None
     #: MB (10**6 bytes) of text counted per second of the count stage, when a pattern without a
     #: compiled scanner (a custom regex) was counted through ``regex``; None otherwise.
     regex_mb_s: float | None = None
@@ -82,21 +86,23 @@ def regex_rate(nbytes: int, seconds: float) -> float | None:
 class CountState:
     """How far counting a phase got, for ``--resume``. Full read: the counts of the first
     ``files_done`` files (in phase order), saved at file boundaries. Sampled: the finished
-    ``sample`` (hash, source, row, bytes, text), saved once after the pass over the corpus."""
+    ``sample`` (hash, source, row, bytes, text), saved once after the pass over the corpus. The
+    words and the sample are Polars frames (the engines' own); the parity sample and the held-out
+    pieces Arrow tables (:data:`PARITY_SCHEMA`), as a phase's count hands them on."""
 
     files_done: int = 0
     words: pl.DataFrame | None = None
     used: dict[str, dict[str, int]] = field(default_factory=dict)
-    parity: pl.DataFrame | None = None
+    parity: pa.Table | None = None
     sample: pl.DataFrame | None = None
-    held_out: pl.DataFrame | None = None  # with the sample: pieces it did not take (left_out)
+    held_out: pa.Table | None = None  # with the sample: pieces it did not take (left_out)
 
 
 @dataclass
 class Counted:
     """A phase's words and their counts (the word table's columns, as the merge loop reads them)
     with what counting it cost and found: what the count stage hands the merge stage, or what
-    ``--resume`` restores of a counted phase. ``of_table`` makes one from a Polars word table."""
+    ``--resume`` restores of a counted phase. ``of_table`` makes one from a word table."""
 
     words: pa.Array | None
     counts: np.ndarray | None
@@ -106,10 +112,12 @@ class Counted:
     text_bytes: int
 
     @classmethod
-    def of_table(cls, table: pl.DataFrame, warnings: list[str], seconds: float, docs: int, text_bytes: int) -> "Counted":
-        """The columns of ``table`` (``word``, ``count``), copied out of Polars, so that the table
-        itself can go. Example: ``Counted.of_table(words, [], 1.0, 10, 100).words``."""
-        return cls(table["word"].to_arrow(), table["count"].to_numpy(), warnings, seconds, docs, text_bytes)
+    def of_table(cls, table: pa.Table, warnings: list[str], seconds: float, docs: int, text_bytes: int) -> "Counted":
+        """The columns of the Arrow word table ``table`` (``word``, ``count``), each in one piece.
+        Example: ``Counted.of_table(phase_count.words, [], 1.0, 10, 100).words``."""
+        word = table.column("word")
+        word = word.chunk(0) if word.num_chunks == 1 else word.combine_chunks()  # (which copies even one)
+        return cls(word, table.column("count").to_numpy(), warnings, seconds, docs, text_bytes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -202,12 +210,13 @@ def with_every_file(used: dict[str, dict[str, int]], sources: list[Source]) -> d
     return used
 
 
-def left_out_of(parts: list[pl.DataFrame]) -> pl.DataFrame:
+def left_out_of(parts: list[pl.DataFrame]) -> pa.Table:
     """The pieces a phase's reservoirs did not take (their ``left_out()``), at most
     ``sample.LEFT_OUT``: those with the largest hashes over all of them (each reservoir's are its
-    own largest, so this is exact whatever the split into reservoirs)."""
-    return (pl.concat(parts).sort(["hash", "source", "row"], descending=[True, False, False])
-            .head(sample.LEFT_OUT))
+    own largest, so this is exact whatever the split into reservoirs); :data:`PARITY_SCHEMA`."""
+    out = (pl.concat(parts).sort(["hash", "source", "row"], descending=[True, False, False])
+           .head(sample.LEFT_OUT))
+    return out.select(pl.col("hash"), pl.col("source").cast(pl.String), "row", "text").to_arrow().cast(PARITY_SCHEMA)
 
 
 def finish_sample(pools: list[Reservoir], sources: list[Source] | None = None) -> CountState:
@@ -273,35 +282,53 @@ def snapshot(state: CountState, words: pl.DataFrame, files_done: int, used: dict
 
 
 class ParitySample:
-    """The ``k`` documents with the smallest seeded hashes offered so far; mergeable."""
+    """The ``k`` documents with the smallest seeded hashes offered so far; mergeable. At most
+    ``k`` rows, kept as Python values: ``df`` gives them as an Arrow table (hash, source, row,
+    text), in (hash, source, row) order, and ``texts()`` their texts.
+    Example: ``p = ParitySample(); p.offer(np.array([7], np.uint64), "a.txt", np.array([0]), texts); p.texts()``."""
 
     def __init__(self, k: int = PARITY_DOCS):
         self.k = k
-        self.df = pl.DataFrame(schema=_PARITY_SCHEMA)
+        self._rows: list[tuple[int, str, int, str]] = []
+
+    @property
+    def df(self) -> pa.Table:
+        cols = list(zip(*self._rows)) if self._rows else [[]] * len(PARITY_SCHEMA)
+        return pa.table([pa.array(c, f.type) for c, f in zip(cols, PARITY_SCHEMA)], schema=PARITY_SCHEMA)
+
+    def texts(self) -> list[str]:
+        """The documents' texts, in hash order."""
+        return [r[3] for r in self._rows]
 
     def offer(self, hashes: np.ndarray, source: str, rows: np.ndarray, texts: pl.Series) -> None:
         if len(hashes) == 0:
             return
-        if self.df.height >= self.k:
-            cut = np.uint64(self.df["hash"][self.k - 1])
+        if len(self._rows) >= self.k:
+            cut = np.uint64(self._rows[self.k - 1][0])
             pick = np.flatnonzero(hashes < cut)
         else:
             pick = np.argsort(hashes, kind="stable")[: self.k]
         if len(pick) == 0:
             return
-        idx = pl.Series(pick.astype(np.int64))
-        part = pl.DataFrame({
-            "hash": hashes[pick], "source": pl.Series([source] * len(pick), dtype=pl.String),
-            "row": rows[pick].astype(np.int64),
-            # a fresh copy: a slice of a string column shares its buffers, so keeping it would
-            # keep every batch that gave a parity document alive (~190 MB on the bench corpus)
-            "text": pl.Series(texts.gather(idx).fill_null("").str.slice(0, PARITY_CHARS).to_list(), dtype=pl.String),
-        })
-        self.merge_frame(part)
+        # fresh Python strings: a slice of a string column shares its buffers, so keeping it would
+        # keep every batch that gave a parity document alive (~190 MB on the bench corpus)
+        take = pick.tolist()
+        got = [(t or "")[:PARITY_CHARS] for t in texts.gather(take).to_list()]
+        self._merge(zip(hashes[pick].tolist(), [source] * len(take), rows[pick].tolist(), got))
 
-    def merge_frame(self, part: pl.DataFrame) -> None:
-        self.df = pl.concat([self.df, part.select(list(_PARITY_SCHEMA))]).unique(
-            ["source", "row"], keep="first").sort("hash", "source", "row").head(self.k)
+    def merge_frame(self, part: pa.Table) -> None:
+        """Another parity sample (``df`` of one, or the run file's) joins this one."""
+        self._merge(zip(*(part.column(c).to_pylist() for c in PARITY_SCHEMA.names)))
+
+    def _merge(self, new: Iterable[tuple]) -> None:
+        seen: set[tuple[str, int]] = set()
+        rows = []
+        for r in itertools.chain(self._rows, new):  # a document offered twice: the first one stays
+            if (r[1], r[2]) not in seen:
+                seen.add((r[1], r[2]))
+                rows.append(tuple(r))
+        rows.sort(key=lambda r: (r[0], r[1], r[2]))
+        self._rows = rows[: self.k]
 
 
 __all__ = ["Source", "PhaseCount", "CountState", "Counted", "ParitySample", "Progress", "PARITY_DOCS", "phase_files",

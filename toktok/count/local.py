@@ -8,7 +8,7 @@ counting core's (:mod:`toktok.count.common`), which the Ray engine (:mod:`toktok
 follows too, so both return the same :class:`~toktok.count.common.PhaseCount` for the same
 sources, seed and capacity. Reads the phase's :class:`~toktok.count.read.Corpus` objects; writes
 nothing itself (the pipeline stores the result and the checkpoints handed to ``save``).
-Example: ``count_phase([Source(read_corpus(["data_fixtures/"]))], seed=0).words.height > 0``.
+Example: ``count_phase([Source(read_corpus(["data_fixtures/"]))], seed=0).words.num_rows > 0``.
 """
 from __future__ import annotations
 
@@ -262,7 +262,7 @@ def count_phase(
     ``save(state)`` is called with a :class:`CountState` at file boundaries at most every
     ``every`` seconds (full read) or once after the sample pass (sampled); ``restored`` (a state
     saved by an interrupted run) continues from there, with the same result.
-    Example: ``count_phase([Source(read_corpus(["notes.txt"]))]).words["count"].sum() > 0``.
+    Example: ``count_phase([Source(read_corpus(["notes.txt"]))]).words.num_rows > 0``.
     """
     report = report or (lambda stage, done, total: None)
     times: dict[str, float] = {}
@@ -313,7 +313,7 @@ def count_phase(
     finally:
         counter.close()  # after an error its threads end now, not when it is collected
     del counter
-    words = sum_words([state.words, words]).sort("word")
+    words = sum_words([state.words, words]).sort("word").to_arrow()
     if capacity is not None:
         used = {k: dict(v) for k, v in state.used.items()}
     if shown is None:

@@ -26,7 +26,7 @@ ray`` is asked for, and it imports Ray only when called. Without an address a pr
 sized to the machine (``threads`` or all cores) is started on the loopback interface for the phase
 and stopped after it; with one (``--ray-address``) the driver joins that cluster. If Ray is
 already initialised in the process (tests, notebooks), that cluster is used as it is.
-Example: ``count_phase([Source(read_corpus(["data_fixtures/"]))], seed=0).words.height > 0``.
+Example: ``count_phase([Source(read_corpus(["data_fixtures/"]))], seed=0).words.num_rows > 0``.
 """
 from __future__ import annotations
 
@@ -292,10 +292,6 @@ def _words_arrow(df: pl.DataFrame) -> pa.Table:
     return df.select("word", "count").to_arrow(compat_level=pl.CompatLevel.oldest()).cast(_WORDS_SCHEMA)
 
 
-def _parity_arrow(p: ParitySample) -> pa.Table:
-    return p.df.to_arrow(compat_level=pl.CompatLevel.oldest())
-
-
 def _count_unit(unit: Unit, specials: list[str], seed: int, batch_bytes: int, threads: int,
                 pattern: Pattern = DEFAULT):
     """Task: count every document of a unit -> (word table, parity candidates, file stats), its
@@ -307,7 +303,7 @@ def _count_unit(unit: Unit, specials: list[str], seed: int, batch_bytes: int, th
     corpus = _open_unit(unit)
     for batch in corpus.batches(batch_bytes, pattern=pattern):
         count_batch(counter, parity, batch.path, batch.texts, *full_ids(unit.key, batch, seed))
-    return _words_arrow(counter.result()), _parity_arrow(parity), corpus.stats.get(unit.path, {})
+    return _words_arrow(counter.result()), parity.df, corpus.stats.get(unit.path, {})
 
 
 def _sample_unit(unit: Unit, res_capacity: int, capacity: int, seed: int, batch_bytes: int, threshold: int,
@@ -339,7 +335,7 @@ def _count_sample(part: pa.Table, specials: list[str], threads: int, pattern: Pa
     counter = WordCounter(specials=specials, threads=threads, pattern=pattern)
     parity = ParitySample()
     count_part(counter, parity, pl.from_arrow(part))
-    return _words_arrow(counter.result()), _parity_arrow(parity)
+    return _words_arrow(counter.result()), parity.df
 
 
 def _sum_words(*tables: pa.Table) -> pa.Table:
@@ -392,7 +388,7 @@ class _InOrder:
         self.file_st = {"docs": 0, "bytes": 0}
         self.t_saved = time.monotonic()
 
-    def add(self, i: int, words_ref, parity: pl.DataFrame, stats: dict) -> None:
+    def add(self, i: int, words_ref, parity: pa.Table, stats: dict) -> None:
         """Unit ``i``'s results (its word table still on the cluster)."""
         self.waiting[i] = (words_ref, parity, stats)
         while self.next in self.waiting:
@@ -457,7 +453,7 @@ def count_phase(
     text per work unit when Parquet files are cut by row groups (default ``UNIT_BYTES``);
     ``merge_min_bytes``: the least of the workers' samples the driver merges at once (default
     ``MERGE_MIN_BYTES``).
-    Example: ``count_phase([Source(read_corpus(["notes.txt"]))]).words["count"].sum() > 0``.
+    Example: ``count_phase([Source(read_corpus(["notes.txt"]))]).words.num_rows > 0``.
     """
     report = report or (lambda stage, done, total: None)
     specials = list(specials or [])
@@ -508,12 +504,12 @@ def _count_all(ray, sources, seed, batch_bytes, specials, report, tag, unit_byte
     for i, (words, parity, stats) in _stream(ray, submit, len(units), inflight):
         stats = _get(ray, stats)
         counted += stats.get("bytes", 0)
-        folded.add(i, words, pl.from_arrow(_get(ray, parity)), stats)
+        folded.add(i, words, _get(ray, parity), stats)
         done += units[i].size * units[i].share
         report("count" + tag, int(done), total)
     words = folded.words()
     report("count" + tag, total, total)
-    return PhaseCount(words, folded.used, folded.parity.df, {}), counted
+    return PhaseCount(words.to_arrow(), folded.used, folded.parity.df, {}), counted
 
 
 def _reservoir_of(results: list[tuple[pa.Table, int, dict, pa.Table]], capacity: int, seed: int,
@@ -599,9 +595,10 @@ def _count_sampled(ray, sources, seed, capacity, batch_bytes, specials, report, 
     parity_all = ParitySample()
     report("count" + tag, 0, sample_bytes)
     for j, ref in enumerate(parity_refs):
-        parity_all.merge_frame(pl.from_arrow(_get(ray, ref)))
+        parity_all.merge_frame(_get(ray, ref))
         report("count" + tag, int(sample_bytes * (j + 1) / len(parity_refs)), sample_bytes)
-    return PhaseCount(tree.result(ray), used, parity_all.df, {"sample": sample_seconds}, held_out=held_out), sample_bytes
+    return (PhaseCount(tree.result(ray).to_arrow(), used, parity_all.df, {"sample": sample_seconds}, held_out=held_out),
+            sample_bytes)
 
 
 __all__ = ["count_phase", "start_local", "require_ray", "plan_units", "Unit", "INSTALL_HINT"]

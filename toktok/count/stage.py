@@ -113,15 +113,14 @@ def run(run, phase: PhaseConfig, sources: list[Source], fp: list) -> Counted:
     run.times["sample"] = run.times.get("sample", 0.0) + pc.seconds.get("sample", 0.0)
     docs = sum(u["docs"] for u in used.values())
     text_bytes = sum(u["bytes"] for u in used.values())
-    if table.height == 0:
+    if table.num_rows == 0:
         paths = ", ".join(redact(s.path) for s in phase.sources)
         n_files = sum(len(s.corpus.files) for s in sources)
         raise resume.start_over(InputError(
             f"{run.where(phase)}{paths}: the corpus is empty (no text in {n_files} file(s)); "
             "check the sources and --text-column"))
     state = {"fingerprint": fp, "warnings": warnings, "seconds_count": t_count, "docs": docs, "text_bytes": text_bytes}
-    # the words copied out of Polars once, for the merge loop and the checkpoint alike: Polars'
-    # table goes now, not when the checkpoint stored beside the merge stage lets go of it
+    # the words in one piece, for the merge loop and the checkpoint alike
     counted = Counted.of_table(table, warnings, t_count, docs, text_bytes)
     parity, held_out = pc.parity, pc.held_out
     del table, pc

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import polars as pl
+import pyarrow as pa
 
 from .runfile import add_views, compression_curve, word_gains
 
@@ -38,18 +38,19 @@ def record(run) -> None:
     run.times["insight"] = time.perf_counter() - t0
 
 
-def _curve_texts(run_parity: pl.DataFrame, parity: dict[str, pl.DataFrame],
-                 held_out: dict[str, pl.DataFrame | None]) -> tuple[list[str], list[str], str, dict]:
+def _curve_texts(run_parity: pa.Table, parity: dict[str, pa.Table],
+                 held_out: dict[str, pa.Table | None]) -> tuple[list[str], list[str], str, dict]:
     """The documents of the run file's compression curve, their file names, and what they are:
     each phase's pieces its sample did not take (``held_out``: text the run never trained on), or,
     for a phase that read every document, its parity sample (``training`` text); ``mixed`` when
     phases differ. Without any held-out piece: the run's parity sample, as before."""
-    kinds = {name: "held_out" if held_out.get(name) is not None and held_out[name].height else "training"
+    kinds = {name: "held_out" if held_out.get(name) is not None and held_out[name].num_rows else "training"
              for name in parity}
     if all(k == "training" for k in kinds.values()):
-        frames = [run_parity]
+        tables = [run_parity]
     else:
-        frames = [held_out[name] if k == "held_out" else parity[name] for name, k in kinds.items()]
-    docs = pl.concat([f.select("source", "text") for f in frames]) if frames else pl.DataFrame({"source": [], "text": []})
+        tables = [held_out[name] if k == "held_out" else parity[name] for name, k in kinds.items()]
+    texts = [t for table in tables for t in table.column("text").to_pylist()]
+    sources = [Path(p).name for table in tables for p in table.column("source").to_pylist()]
     text = next(iter(set(kinds.values()))) if len(set(kinds.values())) == 1 else "mixed"
-    return docs["text"].to_list(), [Path(p).name for p in docs["source"].to_list()], text, kinds
+    return texts, sources, text, kinds

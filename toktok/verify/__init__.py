@@ -301,7 +301,7 @@ def begin(run) -> None:
     encodes without the GIL; a large tokenizer.json loads in a second process meanwhile instead).
     Example: ``verify.begin(run)`` after ``export.write(run)``."""
     specials = [*run.vocab.specials, *run.vocab.pinned.values()]
-    run.hf.encode_ahead(texts_to_check(specials, run.parity.df["text"].to_list(), run.cfg.verify_slices,
+    run.hf.encode_ahead(texts_to_check(specials, run.parity.texts(), run.cfg.verify_slices,
                                        run.cfg.seed))
 
 
@@ -312,7 +312,7 @@ def check(run) -> None:
     one the export opened (``run.hf``). Example: ``verify.check(run)``."""
     t0 = time.perf_counter()
     hf, run.hf = run.hf, None
-    rep = verify(run.staging.path, run.parity.df["text"].to_list(), slices=run.cfg.verify_slices,
+    rep = verify(run.staging.path, run.parity.texts(), slices=run.cfg.verify_slices,
                  seed=run.cfg.seed, hf=hf, pattern=run.pattern,
                  progress=lambda done, total: run.report("verify", done, total))
     run.times["verify"] = time.perf_counter() - t0

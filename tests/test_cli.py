@@ -510,6 +510,27 @@ def test_a_fifo_in_the_sources_never_blocks_train_or_eval(tmp_path, trained):
     assert "toktok: warning: " in r.stderr and "b.txt" in r.stderr and "c.jsonl" in r.stderr
 
 
+def test_a_one_document_run_never_loads_polars_or_numba(tmp_path):
+    # Polars is the count engine's own (a large count: its scanner's threads, group-bys, the
+    # sample); a run whose text the reference counts whole never needs it: ~40 MB and ~0.07 s
+    # of a one-document run (bench/floor.py), the kernels built ahead or not
+    one = tmp_path / "one.txt"
+    one.write_text("The quick brown fox jumps over the lazy dog, and the dog sleeps.\n")
+    code = f"""if True:
+        import sys
+        sys.argv = ["toktok", "train", {str(one)!r}, "--merges", "10", "--out", {str(tmp_path / "out")!r}, "-q"]
+        from toktok.cli import main
+        try:
+            main()
+        except SystemExit as e:
+            assert not e.code, e.code
+        assert "polars" not in sys.modules and "numba" not in sys.modules, [m for m in ("polars", "numba") if m in sys.modules]
+    """
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out" / "tokenizer.json").is_file() and (tmp_path / "out" / "run.duckdb").is_file()
+
+
 def test_the_train_command_imports_the_pipeline_with_no_collection_and_collects_after():
     # the libraries' objects live as long as the process: their import set off ~170 collections
     # (30-60 ms of a one-document run); frozen, no later collection walks them either
@@ -519,7 +540,7 @@ def test_the_train_command_imports_the_pipeline_with_no_collection_and_collects_
         starts = []
         gc.callbacks.append(lambda phase, info: phase == "start" and starts.append(info["generation"]))
         _import_pipeline()
-        assert "toktok.pipeline" in sys.modules and "polars" in sys.modules and "duckdb" in sys.modules
+        assert "toktok.pipeline" in sys.modules and "duckdb" in sys.modules
         assert starts == [], starts
         assert gc.isenabled() and gc.get_freeze_count() > 50_000, gc.get_freeze_count()
         for _ in range(2000):

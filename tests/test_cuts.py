@@ -162,7 +162,7 @@ def test_txt_read_in_cuts_counts_as_the_whole_file(tmp_path, name, monkeypatch):
     p = tmp_path / "a.txt"
     p.write_text(text, encoding="utf-8", newline="")
     batches = list(read_corpus([str(p)]).batches(2000, pattern=pattern))
-    chunks = [t for b in batches for t in b.texts.to_list()]
+    chunks = [t for b in batches for t in b.texts.to_pylist()]
     assert len(chunks) > 5 and "".join(chunks) == text
     rx = regex.compile(pattern.regex)
     assert Counter(w for c in chunks for w in rx.findall(c)) == Counter(rx.findall(text))

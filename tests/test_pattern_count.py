@@ -68,7 +68,7 @@ def test_count_phase_on_the_fixtures_equals_findall(name):
 
     pattern = PATTERNS[name]
     files = [str(FIXTURES / n) for n in ("sample.parquet", "extra.jsonl", "notes.txt")]
-    texts = [t for b in read_corpus(files).batches() for t in b.texts.to_list()]
+    texts = [t for b in read_corpus(files).batches() for t in b.texts.to_pylist()]
     pc = count_phase([Source(read_corpus(files))], threads=2, pattern=pattern, specials=["<|endoftext|>"])
     assert dict(zip(*pc.words.to_pydict().values())) == reference(texts, pattern, ["<|endoftext|>"])
     assert (pc.regex_mb_s is None) == has_scanner(pattern)

@@ -36,7 +36,7 @@ def _texts(sources: list[str]) -> list[str]:
     out: list[str] = []
     for src in sources:
         for batch in read_corpus([src]).batches():
-            out += batch.texts.to_list()
+            out += batch.texts.to_pylist()
     return out
 
 

@@ -488,3 +488,24 @@ def test_reference_allowance_is_for_small_runs_only(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
                        env={**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "empty")})
     assert r.stdout.split() == ["True", "0"], r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("specials", [[], ["<|endoftext|>", "<|end|>"]])
+def test_a_batch_the_reference_counts_whole_is_the_same_table_without_polars(specials):
+    # the reference's Python path (a batch within reference_bytes) against the compiled scanner
+    # and Polars' path of the same texts, as Arrow tables sorted by word
+    import pyarrow as pa
+
+    texts = ["Hello  world<|endoftext|>hello\n\n  42 1234 don't", None, "", "é日本語 ok<|end|>x<|endoftext|>",
+             "tail<|end|>"]
+    arr = pa.array(texts, pa.large_string())
+    small = WordCounter(specials=specials, reference_bytes=1 << 20)
+    small.add(arr)
+    scanned = WordCounter(specials=specials, reference_bytes=0)
+    scanned.add(arr)
+    got, want = small.table(), scanned.table()
+    assert got.equals(want), (got.to_pylist(), want.to_pylist())
+    assert small.reference_counted > 0 and scanned.reference_counted == 0
+    words = got.column("word").to_pylist()
+    assert words == sorted(words) and not any(s.encode() in w for w in words for s in specials)
+    assert dict(zip(words, got.column("count").to_pylist())) == dict(count_words(texts, specials).iter_rows())

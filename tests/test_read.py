@@ -27,7 +27,7 @@ PAT = regex.compile(PATTERN)
 # ---- helpers ---------------------------------------------------------------------------------
 
 def texts(corpus, batch_bytes=32 << 20) -> list[str]:
-    return [t for b in corpus.batches(batch_bytes) for t in b.texts.to_list()]
+    return [t for b in corpus.batches(batch_bytes) for t in b.texts.to_pylist()]
 
 
 def write_parquet(path: Path, **cols) -> Path:
@@ -66,14 +66,14 @@ def test_fixtures_read_in_sorted_order_with_stats():
     assert [f.kind for f in corpus.files] == ["jsonl", "txt", "parquet"]
     batches = list(corpus.batches())
     assert [b.path for b in batches] == [f.path for f in corpus.files]
-    assert all(isinstance(b.texts, pl.Series) and b.texts.dtype == pl.String for b in batches)
+    assert all(isinstance(b.texts, (pa.Array, pa.ChunkedArray)) and b.texts.type == pa.large_string() for b in batches)
 
     sample = pl.read_parquet(FIXTURES / "sample.parquet")
     extra = [json.loads(line)["text"] for line in open(FIXTURES / "extra.jsonl", encoding="utf-8")]
     notes = (FIXTURES / "notes.txt").read_text(encoding="utf-8")
-    assert batches[0].texts.to_list() == extra
-    assert batches[1].texts.to_list() == [notes]
-    assert batches[2].texts.to_list() == sample["text"].to_list()
+    assert batches[0].texts.to_pylist() == extra
+    assert batches[1].texts.to_pylist() == [notes]
+    assert batches[2].texts.to_pylist() == sample["text"].to_list()
     for f, docs in zip(corpus.files, (extra, [notes], sample["text"].to_list())):
         assert corpus.stats[f.path] == {
             "docs": len(docs), "bytes": sum(len(t.encode()) for t in docs), "skipped": 0}
@@ -165,7 +165,7 @@ def _resolve_in_subprocess(cwd: Path, sources: list[str], timeout: float = 60) -
         "import json, sys\n"
         "from toktok.count.read import read_corpus\n"
         "c = read_corpus(json.loads(sys.argv[1]))\n"
-        "texts = [t for b in c.batches() for t in b.texts.to_list()]\n"
+        "texts = [t for b in c.batches() for t in b.texts.to_pylist()]\n"
         "print(json.dumps({'files': [f.path for f in c.files], 'texts': texts, 'warnings': c.warnings}))\n"
     )
     r = subprocess.run([sys.executable, "-c", code, json.dumps(sources)], cwd=cwd, capture_output=True,
@@ -404,12 +404,12 @@ def test_parquet_batches_are_bounded_ordered_and_skip_nulls(tmp_path):
     corpus = read_corpus([str(p)])
     batches = list(corpus.batches(batch_bytes=300))
     kept = [v for v in values if v is not None]
-    assert [t for b in batches for t in b.texts.to_list()] == kept
+    assert [t for b in batches for t in b.texts.to_pylist()] == kept
     assert len(batches) > 10
     for b in batches:
-        size = int(b.texts.str.len_bytes().sum())
+        size = sum(len(t.encode()) for t in b.texts.to_pylist())
         assert size <= 300 or len(b.texts) == 1
-        assert b.texts[0] == values[b.first_row]  # first_row is the file row of texts[0]
+        assert b.texts[0].as_py() == values[b.first_row]  # first_row is the file row of texts[0]
     assert corpus.stats[str(p)]["docs"] == len(kept)
     # The default batch size gives one batch although the file has 8 row groups.
     assert len(list(corpus.batches())) == 1
@@ -418,7 +418,7 @@ def test_parquet_batches_are_bounded_ordered_and_skip_nulls(tmp_path):
 def test_parquet_document_bigger_than_batch_is_its_own_batch(tmp_path):
     p = write_parquet(tmp_path / "a.parquet", text=["a", "b" * 1000, "c"])
     batches = list(read_corpus([str(p)]).batches(batch_bytes=10))
-    assert [b.texts.to_list() for b in batches] == [["a"], ["b" * 1000], ["c"]]
+    assert [b.texts.to_pylist() for b in batches] == [["a"], ["b" * 1000], ["c"]]
     assert [b.first_row for b in batches] == [0, 1, 2]
 
 
@@ -429,9 +429,9 @@ def test_jsonl_text_field_blank_lines_nulls_and_first_row(tmp_path):
                                            '{"content": null}', '{"content": "c"}'], raw=True)
     corpus = read_corpus([str(p)], text_column="content")
     batches = list(corpus.batches())
-    assert batches[0].texts.to_list() == ["a\nb", "c"] and batches[0].first_row == 0
+    assert batches[0].texts.to_pylist() == ["a\nb", "c"] and batches[0].first_row == 0
     later = list(corpus.batches(batch_bytes=1))
-    assert [(b.first_row, b.texts.to_list()) for b in later] == [(0, ["a\nb"]), (4, ["c"])]
+    assert [(b.first_row, b.texts.to_pylist()) for b in later] == [(0, ["a\nb"]), (4, ["c"])]
 
 
 @pytest.mark.parametrize("line, needle", [
@@ -510,7 +510,7 @@ def test_txt_is_one_document_with_newlines_kept(tmp_path):
     p.write_bytes(b"\xef\xbb\xbf" + text.encode())  # the BOM is dropped
     corpus = read_corpus([str(p)])
     batches = list(corpus.batches())
-    assert len(batches) == 1 and batches[0].texts.to_list() == [text]
+    assert len(batches) == 1 and batches[0].texts.to_pylist() == [text]
     assert corpus.stats[str(p)] == {"docs": 1, "bytes": 27, "skipped": 0}
     chunks = texts(corpus, batch_bytes=2)  # the chunked path drops the BOM too
     assert chunks == ["line one\r\n", "line two\n\tthree\n\n"]
@@ -611,7 +611,7 @@ def test_txt_chunks_keep_pretokenizer_words(tmp_path, batch_bytes):
     p.write_text(text, encoding="utf-8", newline="")
     corpus = read_corpus([str(p)])
     batches = list(corpus.batches(batch_bytes))
-    chunks = [t for b in batches for t in b.texts.to_list()]
+    chunks = [t for b in batches for t in b.texts.to_pylist()]
     assert len(chunks) > 5 and "".join(chunks) == text
     assert all(b.first_row == 0 and len(b.texts) == 1 for b in batches)
     words = Counter(w for c in chunks for w in PAT.findall(c))
@@ -623,10 +623,10 @@ def test_txt_without_split_point_is_not_cut(tmp_path):
     p = tmp_path / "a.txt"
     text = "x" * 500 + "\n" + " y" * 200  # the only "\n" is followed by a space
     p.write_text(text)
-    assert [b.texts.to_list() for b in read_corpus([str(p)]).batches(32)] == [[text]]
+    assert [b.texts.to_pylist() for b in read_corpus([str(p)]).batches(32)] == [[text]]
 
 
 def test_dataclasses():
     assert SourceFile("a.txt", "txt", 3).size == 3
     b = Batch("a.txt", 0, pl.Series(["x"]))
-    assert b.texts.to_list() == ["x"]
+    assert b.texts.to_pylist() == ["x"]

@@ -360,7 +360,7 @@ def test_parquet_is_read_lazily(store, home, tmp_path):
     try:
         opts = {"key": store.key_id, "secret": store.secret, "endpoint_url": proxy.endpoint}
         corpus = read_corpus(["s3://bucket/lazy/wide.parquet"], storage_options=opts)
-        got = [t for b in corpus.batches() for t in b.texts.to_list()]
+        got = [t for b in corpus.batches() for t in b.texts.to_pylist()]
     finally:
         proxy.close()
     assert got == text

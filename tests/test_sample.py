@@ -276,7 +276,7 @@ def _sequential_sample(sources, capacity, seed, batch_bytes):
             row = 0
             for batch in Corpus([f], src.corpus.text_column, src.corpus.bad_utf8).batches(step):
                 res.offer(f.path, row, batch.texts, key=keys[f.path])
-                row += batch.texts.len()
+                row += len(batch.texts)
     return res
 
 
@@ -345,7 +345,7 @@ def test_parity_sample_keeps_no_batch_alive():
     from toktok.count.common import ParitySample
 
     before = pa.total_allocated_bytes()
-    texts = pl.from_arrow(pa.array([f"{i} " + "x" * 1000 for i in range(20_000)], pa.large_string()))
+    texts = pa.array([f"{i} " + "x" * 1000 for i in range(20_000)], pa.large_string())
     held = pa.total_allocated_bytes() - before
     assert held > 15 << 20  # the batch lives in Arrow's memory, as a batch read from Parquet does
     ps = ParitySample()

@@ -493,7 +493,7 @@ def verify_cmd(
             texts = []
             corpus = read_corpus(list(sources), text_column=text_column)
             for batch in corpus.batches():
-                texts.extend(batch.texts.to_list())
+                texts.extend(batch.texts.to_pylist())
         rep = verify(folder, texts, slices=slices if texts else 0, seed=seed, special_tokens=special_tokens)
     except ToktokError as e:
         _fail(e, debug)

@@ -175,18 +175,34 @@ def _open(run) -> None:
 
 
 def _versions() -> dict[str, str]:
-    from importlib.metadata import version  # Numba is imported only when a kernel runs
+    from importlib.metadata import version  # Numba is imported only when a kernel runs, Polars by large ones
 
     import duckdb
-    import polars
     import tiktoken
     import tokenizers
 
+    polars = sys.modules.get("polars")
     return {
         "toktok": __version__, "python": sys.version.split()[0], "platform": platform.platform(),
-        "polars": polars.__version__, "duckdb": duckdb.__version__, "numba": version("numba"),
+        "polars": polars.__version__ if polars is not None else _polars_version(), "duckdb": duckdb.__version__,
+        "numba": version("numba"),
         "numpy": np.__version__, "tiktoken": tiktoken.__version__, "tokenizers": tokenizers.__version__,
     }
+
+
+def _polars_version() -> str:
+    """Polars' version from its installed metadata (whichever build of it is installed), or from
+    Polars itself where no metadata names it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    for name in ("polars", "polars-lts-cpu", "polars-u64-idx"):
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            pass
+    import polars
+
+    return polars.__version__
 
 
 class Restored(NamedTuple):

@@ -20,14 +20,17 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
 
 from . import sample
 from .read import Batch, Corpus, SourceFile
 from .sample import Reservoir, doc_hashes
+
+if TYPE_CHECKING:
+    import polars as pl
 
 #: How a stage reports progress: ``progress(stage, done, total)``; total may be None.
 Progress = Callable[[str, int, "int | None"], None]
@@ -182,7 +185,7 @@ def offer_file(res: Reservoir, corpus: Corpus, f: SourceFile, key: str, step: in
 def full_ids(key: str, batch: Batch, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(seeded hashes, ids) of the whole documents of a batch read by ``Corpus.batches``, as the
     sample numbers them (``row << 20``)."""
-    n = batch.texts.len()
+    n = len(batch.texts)
     rows = np.arange(batch.first_row, batch.first_row + n, dtype=np.int64) << 20
     return doc_hashes(key, batch.first_row, n, seed), rows
 
@@ -214,6 +217,8 @@ def left_out_of(parts: list[pl.DataFrame]) -> pa.Table:
     """The pieces a phase's reservoirs did not take (their ``left_out()``), at most
     ``sample.LEFT_OUT``: those with the largest hashes over all of them (each reservoir's are its
     own largest, so this is exact whatever the split into reservoirs); :data:`PARITY_SCHEMA`."""
+    import polars as pl
+
     out = (pl.concat(parts).sort(["hash", "source", "row"], descending=[True, False, False])
            .head(sample.LEFT_OUT))
     return out.select(pl.col("hash"), pl.col("source").cast(pl.String), "row", "text").to_arrow().cast(PARITY_SCHEMA)
@@ -224,6 +229,8 @@ def finish_sample(pools: list[Reservoir], sources: list[Source] | None = None) -
     theirs up) as the checkpoint it is saved as: the sample (hash, source, row, bytes, text; source
     a String), the per-file statistics (documents, not the pieces they were sampled in: a text
     file of ``sources`` is one document) and the pieces the sample left out."""
+    import polars as pl
+
     frames, outs, used = [], [], {}
     txt = {f.path for _src, f in phase_files(sources or []) if f.kind == "txt"}
     for res in {id(r): r for r in pools}.values():
@@ -253,7 +260,7 @@ def sample_parts(smp: pl.DataFrame, piece_bytes: int) -> Iterator[pl.DataFrame]:
         start = end
 
 
-def count_batch(counter, parity: ParitySample, path: str, texts: pl.Series, hashes: np.ndarray,
+def count_batch(counter, parity: ParitySample, path: str, texts: pa.Array | pa.ChunkedArray, hashes: np.ndarray,
                 rows: np.ndarray) -> None:
     """Count documents of one file (``counter``: a ``WordCounter``) and offer them to the parity sample."""
     counter.add(texts)
@@ -263,11 +270,13 @@ def count_batch(counter, parity: ParitySample, path: str, texts: pl.Series, hash
 def count_part(counter, parity: ParitySample, part: pl.DataFrame) -> None:
     """Count a slice of the sample (:func:`sample_parts`), source by source."""
     for p in part.partition_by("source", maintain_order=True):
-        count_batch(counter, parity, str(p["source"][0]), p["text"], p["hash"].to_numpy(), p["row"].to_numpy())
+        count_batch(counter, parity, str(p["source"][0]), p["text"].to_arrow(), p["hash"].to_numpy(), p["row"].to_numpy())
 
 
 def sum_words(parts: list[pl.DataFrame | None]) -> pl.DataFrame:
     """Word tables (word, count) added up, in no particular order; None parts are left out."""
+    import polars as pl
+
     parts = [p.select("word", "count") for p in parts if p is not None]
     if len(parts) == 1:
         return parts[0]
@@ -300,7 +309,7 @@ class ParitySample:
         """The documents' texts, in hash order."""
         return [r[3] for r in self._rows]
 
-    def offer(self, hashes: np.ndarray, source: str, rows: np.ndarray, texts: pl.Series) -> None:
+    def offer(self, hashes: np.ndarray, source: str, rows: np.ndarray, texts: pa.Array | pa.ChunkedArray) -> None:
         if len(hashes) == 0:
             return
         if len(self._rows) >= self.k:
@@ -313,7 +322,7 @@ class ParitySample:
         # fresh Python strings: a slice of a string column shares its buffers, so keeping it would
         # keep every batch that gave a parity document alive (~190 MB on the bench corpus)
         take = pick.tolist()
-        got = [(t or "")[:PARITY_CHARS] for t in texts.gather(take).to_list()]
+        got = [(texts[i].as_py() or "")[:PARITY_CHARS] for i in take]
         self._merge(zip(hashes[pick].tolist(), [source] * len(take), rows[pick].tolist(), got))
 
     def merge_frame(self, part: pa.Table) -> None:

@@ -17,7 +17,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-import polars as pl
 
 from .._kernels import release_llvm_pages
 from ..patterns import DEFAULT, Pattern
@@ -78,6 +77,8 @@ def sample_pass(
         total = None  # data in an iterable: its size is known once it is read
     pools, jobs = _sample_jobs(sources, capacity, seed, pattern)
     keys = doc_keys(sources)
+    import polars as pl  # (its thread pool's size: every core by default)
+
     workers = max(1, min(pl.thread_pool_size(), len(jobs)))
     # small reads (sample.READ_BYTES): decoded text is cut and hashed while still in cache, and
     # the workers together hold less than one batch
@@ -301,19 +302,22 @@ def count_phase(
                 continue
             done, what = item
             report("count" + tag, done, shown)
-            if isinstance(what, pl.DataFrame):
-                count_part(counter, parity, what)
-            else:
+            if isinstance(what, tuple):  # a batch of a file read whole, else a slice of the sample
                 count_batch(counter, parity, *what)
+            else:
+                count_part(counter, parity, what)
             if not loaded:  # loading the counting kernels touched LLVM's pages again: they can go
                 release_llvm_pages()
                 loaded = True
-        words = counter.result()
+        # a count from the start hands its table on as it is (a small one never loads Polars);
+        # one resumed from a checkpoint adds the counts of the files before it
+        words = counter.table() if state.words is None else counter.result()
         regex_bytes += counter.regex_counted
     finally:
         counter.close()  # after an error its threads end now, not when it is collected
     del counter
-    words = sum_words([state.words, words]).sort("word").to_arrow()
+    if state.words is not None:
+        words = sum_words([state.words, words]).sort("word").to_arrow()
     if capacity is not None:
         used = {k: dict(v) for k, v in state.used.items()}
     if shown is None:

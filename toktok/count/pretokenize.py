@@ -1,8 +1,10 @@
 """Pre-tokenize and count: documents in, a word-count table out (the pre-tokenize stage).
 
 Owns how each pre-tokenizer pattern (:mod:`toktok.patterns`) splits text. Reads batches of
-documents (``pl.Series`` of str), writes a ``pl.DataFrame`` with columns ``word`` (Binary, UTF-8
-bytes of one pre-token) and ``count`` (Int64). A named pattern (cl100k, o200k, gpt2, qwen2) is
+documents (Arrow arrays or Polars Series of str), writes a table with columns ``word`` (Binary,
+UTF-8 bytes of one pre-token) and ``count`` (Int64): a Polars frame (``result``), or an Arrow
+table sorted by word (``table``, as a phase's count hands it on). A batch small enough for the
+reference is counted as Python strings and never loads Polars. A named pattern (cl100k, o200k, gpt2, qwen2) is
 counted by a compiled matcher of it on UTF-8 bytes with per-thread hash tables; any other regex by
 the ``regex`` package on the counting threads. The ``regex`` package is the reference the
 matchers are tested equal to (``tests/oracles``, with an exact look-around-free emulation of
@@ -22,19 +24,25 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import polars as pl
 import pyarrow as pa
 import regex
 from .._kernels import _EMPTY, _empty_array, _zero_array, compiled, inlined, intrinsic, njit, ready
 from ..patterns import DEFAULT, Pattern
 from .cuts import pieces
 
+if TYPE_CHECKING:
+    import polars as pl
+
 
 def _cut_specials(texts: pl.Series, specials: Sequence[str]) -> pl.Series:
     """Cut special tokens out: each document becomes the segments between them (never counted)."""
     if not specials:
         return texts
+    import polars as pl
+
     # Longest first so that a special containing another is cut whole, as tiktoken's
     # leftmost-longest-listed alternation would.
     pat = regex.compile("|".join(regex.escape(s) for s in sorted(set(specials), key=lambda s: (-len(s), s))))
@@ -112,6 +120,8 @@ _CLASS_CHUNK = 1 << 16
 def _class_chunks() -> Iterator[tuple[np.ndarray, pl.Series]]:
     """Every code point (surrogates left out) as (code points, a String Series of their chars),
     64K at a time (a Series of all 1.1M code points at once costs ~84 MB of transient memory)."""
+    import polars as pl
+
     for lo in range(0, 0x110000, _CLASS_CHUNK):
         cps = np.arange(lo, min(lo + _CLASS_CHUNK, 0x110000), dtype=np.int64)
         cps = cps[(cps < 0xD800) | (cps > 0xDFFF)]  # surrogates are not characters
@@ -121,6 +131,8 @@ def _class_chunks() -> Iterator[tuple[np.ndarray, pl.Series]]:
 
 def _compute_class_tables() -> tuple[np.ndarray, np.ndarray]:
     """The tables asked of Polars' regex engine."""
+    import polars as pl
+
     flags = np.zeros(0x110000, np.uint8)
     fold = np.zeros(0x110000, np.uint8)
     for cps, s in _class_chunks():
@@ -136,6 +148,8 @@ def _compute_class_tables() -> tuple[np.ndarray, np.ndarray]:
 
 
 def _class_cache_path() -> Path:
+    import polars as pl
+
     digest = hashlib.sha1(repr((_CLASS_PATTERNS, _FOLDS, 0x110000)).encode()).hexdigest()[:12]
     root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return root / "toktok" / f"classes-polars{pl.__version__}-{digest}.npz"
@@ -204,6 +218,8 @@ _O200K_TABLES: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def _o200k_cache_path() -> Path:
+    import polars as pl
+
     digest = hashlib.sha1(repr((_O200K_CLASSES, 0x110000)).encode()).hexdigest()[:12]
     return _class_cache_path().with_name(f"classes-o200k-polars{pl.__version__}-{digest}.npz")
 
@@ -1292,7 +1308,11 @@ def has_scanner(pattern: Pattern) -> bool:
     return _scanner(pattern) is not None
 
 
-_EMPTY_COUNTS = {"word": pl.Binary, "count": pl.Int64}
+def _empty_counts() -> dict:
+    """The word table's Polars schema."""
+    import polars as pl
+
+    return {"word": pl.Binary, "count": pl.Int64}
 
 
 def _scan_chunk(tb: _Table, scan: tuple, d: int, hi: int, kernel=None) -> None:
@@ -1327,7 +1347,7 @@ class WordCounter:
     def __init__(self, specials: Sequence[str] = (), threads: int = 0, *, swar: bool = True,
                  reference_bytes: int = 0, pattern: Pattern = DEFAULT):
         self.specials = list(specials)
-        self.threads = threads or pl.thread_pool_size()
+        self._threads = threads  # 0: Polars' thread pool size, asked when the threads start
         self.swar = swar  # scan 8 bytes at a time where the ASCII classes allow (False: byte table only)
         self.pattern = pattern
         self._kernel = _scanner(pattern)  # None: the pattern counts through regex
@@ -1344,6 +1364,15 @@ class WordCounter:
         self._mine: threading.local | None = None  # with the threads: each one's table
         self._ids: Iterator[int] | None = None  # with the threads: the next table one takes
 
+    @property
+    def threads(self) -> int:
+        """The counting threads (every core by default: Polars' thread pool size)."""
+        if not self._threads:
+            import polars as pl
+
+            self._threads = pl.thread_pool_size()
+        return self._threads
+
     def memory_bytes(self) -> int:
         """Bytes held by the counting tables and their arenas once what is queued is counted
         (and an estimate for the words the reference or regex counted). Grows with the distinct
@@ -1353,9 +1382,17 @@ class WordCounter:
         words = len(self._reference) + sum(len(c) for c in self._counters)
         return held + _REFERENCE_ENTRY_BYTES * words
 
-    def add(self, texts: pl.Series | Iterable[str]) -> None:
-        if not isinstance(texts, pl.Series):
-            texts = pl.Series("text", list(texts), dtype=pl.String)
+    def add(self, texts: pa.Array | pa.ChunkedArray | pl.Series | Iterable[str]) -> None:
+        """Count documents: an Arrow string array (a ``Batch``'s texts), a Polars Series or any
+        iterable of str; nulls are skipped. A batch the reference may count whole (within
+        ``reference_bytes``) is counted as Python strings, without Polars."""
+        if not _is_polars(texts):
+            if not isinstance(texts, (pa.Array, pa.ChunkedArray)):
+                texts = pa.array(list(texts), pa.large_string())
+            if self.reference_bytes > 0 and _arrow_bytes(texts) <= self.reference_bytes:
+                self._count_docs(texts.to_pylist())
+                return
+            texts = _series(texts)
         texts = _cut_specials(texts.drop_nulls(), self.specials)
         if self.reference_bytes > 0 and texts.len() > 0:
             texts = self._count_reference(texts)
@@ -1366,9 +1403,21 @@ class WordCounter:
         else:
             self._scan(texts)
 
+    def _count_docs(self, docs: list[str | None]) -> None:
+        """Count documents with the reference, as Python strings (``_count_reference`` of a
+        whole batch, special tokens cut out alike)."""
+        rx, n = self.pattern.regex, 0
+        for doc in _cut_specials_py([d for d in docs if d is not None], self.specials):
+            self._reference.update(pieces(rx, doc))
+            n += len(doc.encode())
+        self.reference_bytes -= n
+        self.reference_counted += n
+
     def _count_reference(self, texts: pl.Series) -> pl.Series:
         """Count the leading documents that fit in ``reference_bytes`` with the reference
         (``regex``); returns the rest, for the scanner (which takes every later batch too)."""
+        import polars as pl
+
         ends = texts.str.len_bytes().cast(pl.Int64).cum_sum().to_numpy()
         k = int(np.searchsorted(ends, self.reference_bytes, side="right"))
         if k:
@@ -1384,6 +1433,8 @@ class WordCounter:
     def _count_regex(self, texts: pl.Series) -> None:
         """Count documents with the pattern's regex: in line with one thread, else in chunks of
         about equal bytes queued for the counter's threads, as the scanner's are."""
+        import polars as pl
+
         if not self._counters:
             self._counters = [Counter() for _ in range(self.threads)]
         ends = texts.str.len_bytes().cast(pl.Int64).cum_sum().to_numpy()
@@ -1427,6 +1478,8 @@ class WordCounter:
     def _scan(self, texts: pl.Series) -> None:
         # Slices of about _SLICE_BYTES, so the contiguous copy that Arrow's string layout needs
         # stays small next to the batch itself.
+        import polars as pl
+
         ends = texts.str.len_bytes().cast(pl.Int64).cum_sum().to_numpy()
         lo = 0
         while lo < len(ends):
@@ -1511,11 +1564,24 @@ class WordCounter:
 
         return sum_words(frames)
 
+    def table(self) -> pa.Table:
+        """``result()`` as an Arrow table sorted by word (``word`` large_binary, ``count``
+        int64): what a phase's count hands on. Built from Python values, without Polars, when
+        the reference counted every word. Example: ``c.table().column("word")``."""
+        self._drain()
+        if not self._tables and not any(self._counters):
+            items = sorted((w.encode(), n) for w, n in self._reference.items())
+            return pa.table({"word": pa.array([w for w, _ in items], pa.large_binary()),
+                             "count": pa.array([n for _, n in items], pa.int64())})
+        return self.result().sort("word").to_arrow()
+
     def _scanned(self, views: bool) -> pl.DataFrame:
         """The scanner's words (``result``)."""
+        import polars as pl
+
         tables = self._tables
         if not tables:
-            return pl.DataFrame({"word": [], "count": []}, schema=_EMPTY_COUNTS)
+            return pl.DataFrame({"word": [], "count": []}, schema=_empty_counts())
         if not self._folded:
             # the roomiest table first, for good: it takes the most counts, and as no count is
             # ever moved out of it, it keeps no row at 0 (its st tells what it holds)
@@ -1561,8 +1627,51 @@ def _findall_into(counter: Counter, rx: str, texts: pl.Series, concurrent: bool)
 
 def _counter_frame(counter: Counter) -> pl.DataFrame:
     """A Counter of str pieces as a word table (word Binary, count Int64)."""
+    import polars as pl
+
     return pl.DataFrame({"word": [w.encode() for w in counter], "count": list(counter.values())},
-                        schema=_EMPTY_COUNTS)
+                        schema=_empty_counts())
+
+
+def _is_polars(texts) -> bool:
+    """Whether ``texts`` is a Polars object (asked without importing Polars)."""
+    return type(texts).__module__.startswith("polars")
+
+
+def _series(texts: pa.Array | pa.ChunkedArray) -> pl.Series:
+    """An Arrow string array as one Polars String Series (in one piece, as the counter reads it)."""
+    import polars as pl
+
+    # through a table: Polars' Series of an Arrow array loads Arrow's compute module
+    s = pl.DataFrame(pa.table({"text": texts}))["text"]
+    return s.rechunk() if s.n_chunks() > 1 else s
+
+
+def _arrow_bytes(texts: pa.Array | pa.ChunkedArray) -> int:
+    """UTF-8 bytes of an Arrow string array: its value buffers' spans (nulls hold none)."""
+    total = 0
+    for arr in texts.chunks if isinstance(texts, pa.ChunkedArray) else [texts]:
+        if len(arr):
+            width = np.int64 if pa.types.is_large_string(arr.type) else np.int32
+            size = np.dtype(width).itemsize
+            off = np.frombuffer(arr.buffers()[1], dtype=width, count=len(arr) + 1, offset=arr.offset * size)
+            total += int(off[-1] - off[0])
+    return total
+
+
+def _cut_specials_py(docs: list[str], specials: Sequence[str]) -> list[str]:
+    """``_cut_specials`` of Python strings: the same segments (in another order, which counting
+    does not see)."""
+    if not specials:
+        return docs
+    pat = regex.compile("|".join(regex.escape(s) for s in sorted(set(specials), key=lambda s: (-len(s), s))))
+    out: list[str] = []
+    for doc in docs:
+        if any(s in doc for s in specials):
+            out.extend(p for p in pat.split(doc) if p)
+        else:
+            out.append(doc)
+    return out
 
 
 def _fold_tables(tables: list[_Table]) -> np.ndarray:
@@ -1586,7 +1695,7 @@ def _fold_tables(tables: list[_Table]) -> np.ndarray:
     return kept
 
 
-def count_words(texts: pl.Series | Iterable[str], specials: Sequence[str] = (), threads: int = 0, *,
+def count_words(texts: pa.Array | pl.Series | Iterable[str], specials: Sequence[str] = (), threads: int = 0, *,
                 reference_bytes: int = 0, pattern: Pattern = DEFAULT) -> pl.DataFrame:
     """Word counts of ``pattern``'s pieces over documents, identical to ``regex.findall`` + Counter.
 

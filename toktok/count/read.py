@@ -6,13 +6,13 @@ the ``bad_utf8`` policy, and cutting big ``.txt`` files at pre-tokenizer-safe po
 sources (``s3://``, ``gs://``, ``az://``, ``hf://``, ``https://``) are found and opened by
 ``toktok.remote`` and read by the same readers. Reads: the source files, streamed: memory is a few times ``batch_bytes`` (or the largest
 document), not the file size. Writes: nothing; it yields :class:`Batch` objects whose ``texts``
-is a Polars ``String`` Series, and records per-file counts in ``Corpus.stats``.
+is an Arrow ``large_string`` array (no nulls), and records per-file counts in ``Corpus.stats``.
 
 Example::
 
     corpus = read_corpus(["data/**/*.parquet", "notes.txt"])
     for batch in corpus.batches():
-        ...  # batch.texts is a pl.Series of str
+        ...  # batch.texts is an Arrow array of str
     corpus.stats["notes.txt"]  # {"docs": 1, "bytes": 40960, "skipped": 0}
 
 Errors are :class:`~toktok.errors.InputError` (bad or missing input) and
@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
 
 from . import remote
@@ -53,7 +52,7 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 @dataclass
 class Batch:
-    """Documents of one file, in file order: ``Batch("a.jsonl", 0, pl.Series(["hi", "yo"]))``.
+    """Documents of one file, in file order: ``Batch("a.jsonl", 0, pa.array(["hi", "yo"], pa.large_string()))``.
 
     ``first_row`` is the 0-based position of the batch's first record in its file: the Parquet
     row, the JSONL line (line number - 1), or 0 for ``.txt`` (every chunk belongs to the file's
@@ -63,7 +62,7 @@ class Batch:
 
     path: str
     first_row: int
-    texts: pl.Series  # dtype pl.String
+    texts: pa.Array | pa.ChunkedArray  # large_string, no nulls
     #: With ``Corpus(label_column=NAME)``: each document's value of that column or field (None
     #: where a record has none); None for a file without such a column (text files, Parquet).
     labels: list | None = None
@@ -499,7 +498,8 @@ class Corpus:
             return
         if f.kind != "parquet":
             for batch in Corpus([f], self.text_column, self.bad_utf8).batches(batch_bytes, pattern=pattern):
-                yield batch.texts.to_arrow()
+                t = batch.texts
+                yield t.combine_chunks() if isinstance(t, pa.ChunkedArray) else t
             return
         pf = open_parquet(f.path, self.text_column, f.footer)
         st = {"docs": 0, "bytes": 0, "skipped": 0}
@@ -745,25 +745,24 @@ class Corpus:
             yield Batch(path, 0, out[0]), out[1]
 
     def _txt_piece(self, data: bytes, path: str, base: int,
-                   st: dict) -> tuple[pl.Series, int] | None:
-        """One txt piece as (1-row String Series, UTF-8 bytes), or None under "skip" if invalid.
+                   st: dict) -> tuple[pa.Array, int] | None:
+        """One txt piece as (1-row large_string array, UTF-8 bytes), or None under "skip" if invalid.
 
         UTF-8 is validated by Arrow over the bytes, zero-copy: a Python str would cost up to 4
-        bytes per character, and the Series shares ``data``'s buffer. (A full validation checks
+        bytes per character, and the array shares ``data``'s buffer. (A full validation checks
         UTF-8 as a cast to string does, as fast, without loading Arrow's compute module.)
         """
         offsets = pa.py_buffer(np.array([0, len(data)], dtype=np.int64))
         text = pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, pa.py_buffer(data)])
         try:
             text.validate(full=True)
-            # through a table: Polars' Series of an Arrow array loads Arrow's compute module
-            return pl.DataFrame(pa.table({"text": text}))["text"], len(data)
+            return text, len(data)
         except pa.ArrowInvalid:
             pass
         text = self._decode_txt(data, path, base, st)
         if text is None:
             return None
-        return pl.Series("text", [text], dtype=pl.String), len(text.encode())
+        return pa.array([text], pa.large_string()), len(text.encode())
 
     def _decode_txt(self, data: bytes, path: str, base: int, st: dict) -> str | None:
         """Decode under the bad_utf8 policy; None means "skip this document"."""
@@ -854,15 +853,15 @@ class _Packer:
 
     def flush(self) -> Iterator[tuple[Batch, int]]:
         if self.parts:
-            s = pl.Series("text", pa.chunked_array(self.parts, pa.large_string()))
+            texts = pa.chunked_array(self.parts, pa.large_string())
             labels = None if self.labels is None else [v for a in self.labels for v in a.to_pylist()]
-            yield Batch(self.path, self.first, s.rechunk(), labels), self.size
+            yield Batch(self.path, self.first, texts, labels), self.size
         self.parts, self.size = [], 0
 
 
 def _batch_of(path: str, first: int, texts: list[str], labels: list | None = None) -> tuple[Batch, int]:
-    s = pl.Series("text", texts, dtype=pl.String)
-    return Batch(path, first, s, labels), int(s.str.len_bytes().sum())
+    arr = pa.array(texts, pa.large_string())
+    return Batch(path, first, arr, labels), _text_bytes(arr)
 
 
 def _text_bytes(arr: pa.Array) -> int:

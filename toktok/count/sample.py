@@ -23,15 +23,18 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
 
 from .._kernels import inlined, njit
 from ..alloc import glibc
 from ..patterns import DEFAULT, Pattern
 from .cuts import rule
+
+if TYPE_CHECKING:
+    import polars as pl
 
 # Safe cuts, where the GPT-4 pre-tokenizer cuts anyway (findall of the two sides = findall of the
 # whole): right after "\n" when non-whitespace follows (no alternative of cl100k matches "\n" +
@@ -50,7 +53,14 @@ LEFT_OUT = 64
 #: Characters kept of each left-out piece.
 LEFT_OUT_CHARS = 4000
 
-_LEFT_OUT_SCHEMA = {"hash": pl.UInt64, "source": pl.String, "row": pl.Int64, "text": pl.String}
+_LEFT_OUT_COLUMNS = ("hash", "source", "row", "text")
+
+
+def _left_out_schema() -> dict:
+    """The Polars schema of the pieces a reservoir keeps aside (``_LEFT_OUT_COLUMNS``)."""
+    import polars as pl
+
+    return {"hash": pl.UInt64, "source": pl.String, "row": pl.Int64, "text": pl.String}
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -242,7 +252,7 @@ def _buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 def as_large_string(texts: "pl.Series | pa.Array | pa.ChunkedArray") -> pa.Array:
     """One ``large_string`` Arrow array of ``texts``, nulls as empty strings (zero-copy when it
     already is one without nulls)."""
-    arr = texts.to_arrow() if isinstance(texts, pl.Series) else texts
+    arr = texts if isinstance(texts, (pa.Array, pa.ChunkedArray)) else texts.to_arrow()  # (a Polars Series)
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
     if arr.type != pa.large_string():
@@ -459,13 +469,17 @@ class Reservoir:
     def aside(self) -> pl.DataFrame:
         """The LEFT_OUT pieces with the largest hashes offered so far, kept or not (hash, source,
         row, text), largest first."""
-        return pl.DataFrame(self._aside, schema=_LEFT_OUT_SCHEMA, orient="row")
+        import polars as pl
+
+        return pl.DataFrame(self._aside, schema=_left_out_schema(), orient="row")
 
     def left_out(self) -> pl.DataFrame:
         """Up to LEFT_OUT pieces the sample did not take (hash, source, row, text), those with the
         largest hashes, largest first: a seeded, uniform choice of text the run never trains on
         (the hash does not depend on the text). Empty when nothing had to be left out. Call it
         after ``finish``."""
+        import polars as pl
+
         if not self.full:
             return self.aside.clear()
         st = self._store
@@ -477,7 +491,7 @@ class Reservoir:
 
     def merge_left_out(self, other: pl.DataFrame) -> None:
         """Fold in the pieces another reservoir (of other documents) set aside (its ``aside``), e.g. a Ray task's."""
-        self._add_aside(list(other.select(list(_LEFT_OUT_SCHEMA)).iter_rows()))
+        self._add_aside(list(other.select(list(_LEFT_OUT_COLUMNS)).iter_rows()))
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -494,6 +508,8 @@ class Reservoir:
         its ``finish()`` frame, threshold, (docs, bytes) seen per source and ``aside``, without
         trimming (``merge`` or ``finish`` trims once for all). How Ray tasks' samples come back:
         ``r.fold(*task_result); whole.merge(r)`` is the one-process sample."""
+        import polars as pl
+
         self.merge_left_out(aside)
         if frame.height:
             self._parts.append(frame.with_columns(pl.col("source").cast(pl.Categorical)))
@@ -526,7 +542,9 @@ class Reservoir:
     def _columns(part) -> tuple:
         """(sources, hashes, ids, bytes, texts) of a part handed in: arrays, or a frame (hash,
         source, row, bytes, text) such as ``finish`` returns (``fold``)."""
-        if isinstance(part, pl.DataFrame):
+        if not isinstance(part, tuple):
+            import polars as pl
+
             return (part["source"].cast(pl.String).to_numpy().astype(object), part["hash"].to_numpy(),
                     part["row"].to_numpy(), part["bytes"].to_numpy().astype(np.int64),
                     as_large_string(part["text"]))
@@ -557,6 +575,8 @@ class Reservoir:
     def finish(self) -> pl.DataFrame:
         """The sample as one frame (hash, source, row, bytes, text), in hash order; fills ``stats``.
         The frame then holds the sample (the store is emptied), so it is not held twice."""
+        import polars as pl
+
         self._trim()
         for s in self.stats.values():
             s.docs_kept = s.bytes_kept = 0

@@ -199,7 +199,7 @@ def _read_file(corpus, by: str | None) -> tuple[list[str], list | None]:
     texts: list[str] = []
     labels: list | None = []
     for batch in corpus.batches(_BATCH_BYTES):
-        texts += batch.texts.to_list()
+        texts += batch.texts.to_pylist()
         if batch.labels is None:
             labels = None
         elif labels is not None:

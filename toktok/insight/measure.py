@@ -42,11 +42,10 @@ def sums(values: np.ndarray, index: np.ndarray, n_subsets: int) -> np.ndarray:
 
 def utf8_bytes(docs: list[str]) -> np.ndarray:
     """Each document's length in UTF-8 bytes (int64)."""
-    import polars as pl
-
     if not docs:
         return np.zeros(0, np.int64)
-    return pl.Series(docs, dtype=pl.String).str.len_bytes().to_numpy().astype(np.int64)
+    arr = pa.array(docs, pa.large_string())  # its offsets are the lengths' running sum
+    return np.diff(np.frombuffer(arr.buffers()[1], np.int64, count=len(arr) + 1)).astype(np.int64)
 
 
 def ratio(amount: int, per: int) -> float | None:
@@ -60,20 +59,25 @@ def pieces(docs: list[str], index: np.ndarray, n_subsets: int, threads: int, *,
     subset's documents: (pieces, their counts, their subset index); without groups (one subset)
     the pieces of all documents, subset 0. Pieces of disjoint groups add up, so ``sums(counts,
     of, n)`` gives the words of every subset, 'all' included."""
-    import polars as pl
-
-    from ..count.pretokenize import count_words, reference_allowance
+    from ..count.pretokenize import WordCounter, reference_allowance
 
     pattern = pattern or DEFAULT
     # a few MB of documents: counted without compiling the scanner where it is not compiled yet
+    # (and, within the reference's allowance, as Python strings, without Polars)
     reference = reference_allowance(int(utf8_bytes(docs).sum()), pattern)
-    frames = []
+    tables, of = [], []
     for s in range(1, n_subsets) if n_subsets > 1 else [0]:
         part = docs if n_subsets == 1 else [d for d, g in zip(docs, index.tolist()) if g == s]
-        words = count_words(part, threads=threads, reference_bytes=reference, pattern=pattern)
-        frames.append(words.with_columns(subset=pl.lit(s, pl.Int64)))
-    df = pl.concat(frames)
-    return df["word"].to_arrow(), df["count"].to_numpy().astype(np.int64), df["subset"].to_numpy().astype(np.int64)
+        counter = WordCounter(threads=threads, reference_bytes=reference, pattern=pattern)
+        try:
+            counter.add(part)
+            tables.append(counter.table())
+        finally:
+            counter.close()
+        of.append(np.full(tables[-1].num_rows, s, np.int64))
+    words = pa.concat_tables(tables)
+    return (words.column("word").combine_chunks(), words.column("count").to_numpy().astype(np.int64),
+            np.concatenate(of) if of else np.zeros(0, np.int64))
 
 
 __all__ = ["ALL", "subsets", "sums", "utf8_bytes", "ratio", "pieces"]

@@ -104,6 +104,14 @@ def _first_line(e: BaseException) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
+#: The columns of the compression curve's rows and of the word gains (as Polars' frames of them).
+_CURVE_SCHEMA = pa.schema([("merges", pa.int32()), ("vocab_size", pa.int32()), ("subset", pa.large_string()),
+                           ("docs", pa.int64()), ("bytes", pa.int64()), ("tokens", pa.int64()),
+                           ("bytes_per_token", pa.float64())])
+_GAINS_SCHEMA = pa.schema([("phase", pa.large_string()), ("word", pa.large_binary()), ("count", pa.int64()),
+                           ("tokens_before", pa.int32()), ("tokens_after", pa.int32())])
+
+
 def add_views(con: RunLike, temp: bool = False) -> None:
     """Create the insight views (and the empty ``compression``/``token_usage``/``word_gains``
     tables when missing) in a run file. Idempotent.
@@ -198,10 +206,10 @@ def _texts_and_groups(texts, by, text_column: str) -> tuple[list[str], list[str]
 
     Null documents are dropped; a group named like the overall subset ('all') becomes 'all_'.
     """
-    import polars as pl
-
     groups = None
-    if isinstance(texts, (pa.Table, pl.DataFrame)) or hasattr(texts, "columns"):
+    if isinstance(texts, pa.Table) or hasattr(texts, "columns"):
+        import polars as pl
+
         df = (pl.from_arrow(texts) if isinstance(texts, pa.Table)
               else texts if isinstance(texts, pl.DataFrame) else pl.from_pandas(texts))
         for col, what in ((text_column, "text column"), (by if isinstance(by, str) else None, "by column")):
@@ -273,6 +281,16 @@ def compression_curve(
     """
     import polars as pl
 
+    return pl.from_arrow(curve_table(run, texts, by, every, checkpoints=checkpoints, text_column=text_column,
+                                     threads=threads, write=write, text=text, text_by_phase=text_by_phase,
+                                     reference=reference))
+
+
+def curve_table(run: RunLike, texts, by=None, every: int | None = None, *, checkpoints: int = 20,
+                text_column: str = "text", threads: int = 0, write: bool = True, text: str = "given",
+                text_by_phase: dict | None = None, reference: bool = False) -> pa.Table:
+    """:func:`compression_curve`'s rows as an Arrow table, written as it says: what the pipeline's
+    insight step records (without Polars). Example: ``curve_table(store, ["some text"]).num_rows``."""
     docs, groups = _texts_and_groups(texts, by, text_column)
     threads = threads or os.cpu_count() or 1
     subsets, gidx = measure.subsets(groups, len(docs))
@@ -295,9 +313,8 @@ def compression_curve(
                              measure.ratio(int(sbytes[s]), int(stoks[s]))))
             if k == ks[-1]:
                 usage = _usage(flat, off, counts, of, subsets, pre.size(k))
-        frame = pl.DataFrame(rows, schema={"merges": pl.Int32, "vocab_size": pl.Int32, "subset": pl.String,
-                                           "docs": pl.Int64, "bytes": pl.Int64, "tokens": pl.Int64,
-                                           "bytes_per_token": pl.Float64}, orient="row")
+        cols = list(zip(*rows)) if rows else [[]] * len(_CURVE_SCHEMA)
+        frame = pa.table([pa.array(c, f.type) for c, f in zip(cols, _CURVE_SCHEMA)], schema=_CURVE_SCHEMA)
         if write:
             _add_missing_views(store)
             info = {"docs": len(docs), "bytes": int(sbytes[0]), "subsets": len(subsets) - 1,
@@ -305,7 +322,7 @@ def compression_curve(
                     "points": len(ks), "every": ks[1] - ks[0] if len(ks) > 1 else 0, "text": text}
             if text_by_phase is not None:
                 info["text_by_phase"] = text_by_phase
-            store.replace_insight({"compression": frame.to_arrow(), "token_usage": usage},
+            store.replace_insight({"compression": frame, "token_usage": usage},
                                   meta={"compression": json.dumps(info, sort_keys=True)})
     return frame
 
@@ -361,7 +378,12 @@ def word_gains(run: RunLike, top: int = 50_000, *, write: bool = True, reference
     """
     import polars as pl
 
-    schema = {"phase": pl.String, "word": pl.Binary, "count": pl.Int64, "tokens_before": pl.Int32, "tokens_after": pl.Int32}
+    return pl.from_arrow(gains_table(run, top, write=write, reference=reference))
+
+
+def gains_table(run: RunLike, top: int = 50_000, *, write: bool = True, reference: bool = False) -> pa.Table:
+    """:func:`word_gains`' rows as an Arrow table, written as it says: what the pipeline's insight
+    step records (without Polars). Example: ``gains_table(store, top=100).num_rows``."""
     frames = []
     with _connect(run, read_only=not write) as store:
         pre = _Prefixes(store, reference)
@@ -380,12 +402,13 @@ def word_gains(run: RunLike, top: int = 50_000, *, write: bool = True, reference
             # _encode_single_piece would: splitting it again gives itself)
             before = np.diff(pre.segment(k0, words)[1]) if words else []
             after = np.diff(pre.segment(k1 + 1, words)[1]) if words else []
-            frames.append(pl.DataFrame({"phase": [phase] * len(words), "word": words, "count": counts,
-                                        "tokens_before": before, "tokens_after": after}, schema=schema))
-        frame = pl.concat(frames) if frames else pl.DataFrame(schema=schema)
+            frames.append(pa.table([pa.array([phase] * len(words), pa.large_string()),
+                                    pa.array(words, pa.large_binary()), pa.array(counts, pa.int64()),
+                                    pa.array(before, pa.int32()), pa.array(after, pa.int32())], schema=_GAINS_SCHEMA))
+        frame = pa.concat_tables(frames) if frames else _GAINS_SCHEMA.empty_table()
         if write:
             _add_missing_views(store)
-            store.replace_insight({"word_gains": frame.to_arrow()}, meta={})
+            store.replace_insight({"word_gains": frame}, meta={})
     return frame
 
 

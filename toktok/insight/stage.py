@@ -1,8 +1,8 @@
 """The insight stage's entry (``record``): what a finished run's file offers for inspection.
 
 ``record`` adds the run file's views (:func:`.runfile.add_views`), the compression curve on text
-the run did not train on where there is some (:func:`.runfile.compression_curve`) and the word
-gains (:func:`.runfile.word_gains`). Example: ``insight.stage.record(run)``.
+the run did not train on where there is some (:func:`.runfile.curve_table`) and the word gains
+(:func:`.runfile.gains_table`), built in Arrow (a small run never loads Polars). Example: ``insight.stage.record(run)``.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from .runfile import add_views, compression_curve, word_gains
+from .runfile import add_views, curve_table, gains_table
 
 __all__ = ["record"]
 
@@ -30,10 +30,10 @@ def record(run) -> None:
         run.report("insight", 1, 3)
         curve, curve_from, curve_text, curve_kinds = _curve_texts(run.parity.df, run.phase_parity, run.phase_held_out)
         if curve:
-            compression_curve(store, curve, by=curve_from, threads=run.threads, checkpoints=8,
-                              text=curve_text, text_by_phase=curve_kinds, reference=run.small)
+            curve_table(store, curve, by=curve_from, threads=run.threads, checkpoints=8,
+                        text=curve_text, text_by_phase=curve_kinds, reference=run.small)
         run.report("insight", 2, 3)
-        word_gains(store, reference=run.small)
+        gains_table(store, reference=run.small)
     run.report("insight", 3, 3)
     run.times["insight"] = time.perf_counter() - t0
 

@@ -628,5 +628,5 @@ def test_txt_without_split_point_is_not_cut(tmp_path):
 
 def test_dataclasses():
     assert SourceFile("a.txt", "txt", 3).size == 3
-    b = Batch("a.txt", 0, pl.Series(["x"]))
+    b = Batch("a.txt", 0, pa.array(["x"], pa.large_string()))
     assert b.texts.to_pylist() == ["x"]

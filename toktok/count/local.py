@@ -65,6 +65,13 @@ def prefetch(items: Iterator, depth: int = 1) -> Iterator:
                 th.join(0.05)
 
 
+def _workers(jobs: int) -> int:
+    """The sample pass's threads: Polars' thread pool's size (every core by default), at most one a file."""
+    import polars as pl
+
+    return max(1, min(pl.thread_pool_size(), jobs))
+
+
 def sample_pass(
     sources: list[Source], capacity: int, seed: int, batch_bytes: int, report: Progress, tag: str = "",
     pattern: Pattern = DEFAULT,
@@ -77,9 +84,7 @@ def sample_pass(
         total = None  # data in an iterable: its size is known once it is read
     pools, jobs = _sample_jobs(sources, capacity, seed, pattern)
     keys = doc_keys(sources)
-    import polars as pl  # (its thread pool's size: every core by default)
-
-    workers = max(1, min(pl.thread_pool_size(), len(jobs)))
+    workers = _workers(len(jobs))
     # small reads (sample.READ_BYTES): decoded text is cut and hashed while still in cache, and
     # the workers together hold less than one batch
     per_worker = max(1 << 16, min(sample.READ_BYTES, batch_bytes // workers))

@@ -853,7 +853,8 @@ class _Packer:
 
     def flush(self) -> Iterator[tuple[Batch, int]]:
         if self.parts:
-            texts = pa.chunked_array(self.parts, pa.large_string())
+            # one array, joined here in the reading thread (the counter reads it in one piece)
+            texts = self.parts[0] if len(self.parts) == 1 else pa.concat_arrays(self.parts)
             labels = None if self.labels is None else [v for a in self.labels for v in a.to_pylist()]
             yield Batch(self.path, self.first, texts, labels), self.size
         self.parts, self.size = [], 0

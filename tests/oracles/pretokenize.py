@@ -133,8 +133,8 @@ class PolarsWordCounter(WordCounter):
     def memory_bytes(self) -> int:
         return sum(int(f.estimated_size()) for f in self._frames)
 
-    def _scan(self, texts: pl.Series) -> None:
-        self._frames.append(_count_polars(texts, self.threads))
+    def _scan(self, texts) -> None:  # (the counter hands its scanner Arrow arrays)
+        self._frames.append(_count_polars(pl.Series("text", texts), self.threads))
         if len(self._frames) > 8:  # keep the partial tables few
             self._frames = [pl.concat(self._frames).group_by("word").agg(pl.col("count").sum())]
 

@@ -37,22 +37,20 @@ if TYPE_CHECKING:
     import polars as pl
 
 
-def _cut_specials(texts: pl.Series, specials: Sequence[str]) -> pl.Series:
+def _cut_specials(texts: pa.Array, specials: Sequence[str]) -> pa.Array:
     """Cut special tokens out: each document becomes the segments between them (never counted)."""
-    if not specials:
+    if not specials or not len(texts):
         return texts
-    import polars as pl
+    import pyarrow.compute as pc  # (a run with special tokens and a batch past the reference's)
 
-    # Longest first so that a special containing another is cut whole, as tiktoken's
-    # leftmost-longest-listed alternation would.
-    pat = regex.compile("|".join(regex.escape(s) for s in sorted(set(specials), key=lambda s: (-len(s), s))))
-    mask = texts.str.contains_any(list(specials))
-    if not mask.any():
+    mask = None
+    for special in sorted(set(specials)):
+        found = pc.match_substring(texts, special)
+        mask = found if mask is None else pc.or_(mask, found)
+    if not pc.any(mask).as_py():
         return texts
-    parts: list[str] = []
-    for doc in texts.filter(mask).to_list():
-        parts.extend(p for p in pat.split(doc) if p)
-    return pl.concat([texts.filter(~mask), pl.Series(texts.name, parts, dtype=pl.String)])
+    parts = _cut_specials_py(texts.filter(mask).to_pylist(), specials)
+    return pa.concat_arrays([texts.filter(pc.invert(mask)), pa.array(parts, pa.large_string())])
 
 
 # --- the compiled scanners: each named pattern matched by hand on UTF-8 bytes -------------------
@@ -1385,18 +1383,16 @@ class WordCounter:
     def add(self, texts: pa.Array | pa.ChunkedArray | pl.Series | Iterable[str]) -> None:
         """Count documents: an Arrow string array (a ``Batch``'s texts), a Polars Series or any
         iterable of str; nulls are skipped. A batch the reference may count whole (within
-        ``reference_bytes``) is counted as Python strings, without Polars."""
-        if not _is_polars(texts):
-            if not isinstance(texts, (pa.Array, pa.ChunkedArray)):
-                texts = pa.array(list(texts), pa.large_string())
-            if self.reference_bytes > 0 and _arrow_bytes(texts) <= self.reference_bytes:
-                self._count_docs(texts.to_pylist())
-                return
-            texts = _series(texts)
-        texts = _cut_specials(texts.drop_nulls(), self.specials)
-        if self.reference_bytes > 0 and texts.len() > 0:
+        ``reference_bytes``) is counted as Python strings; the scanner reads Arrow's buffers as
+        they are (no copy, no Polars)."""
+        texts = _one_array(texts)
+        if self.reference_bytes > 0 and _arrow_bytes(texts) <= self.reference_bytes:
+            self._count_docs(texts.to_pylist())
+            return
+        texts = _cut_specials(texts, self.specials)
+        if self.reference_bytes > 0 and len(texts) > 0:
             texts = self._count_reference(texts)
-        if texts.len() == 0:
+        if len(texts) == 0:
             return
         if self._kernel is None:
             self._count_regex(texts)
@@ -1413,16 +1409,14 @@ class WordCounter:
         self.reference_bytes -= n
         self.reference_counted += n
 
-    def _count_reference(self, texts: pl.Series) -> pl.Series:
+    def _count_reference(self, texts: pa.Array) -> pa.Array:
         """Count the leading documents that fit in ``reference_bytes`` with the reference
         (``regex``); returns the rest, for the scanner (which takes every later batch too)."""
-        import polars as pl
-
-        ends = texts.str.len_bytes().cast(pl.Int64).cum_sum().to_numpy()
+        ends = _ends(texts)
         k = int(np.searchsorted(ends, self.reference_bytes, side="right"))
         if k:
             rx = self.pattern.regex
-            for doc in texts.slice(0, k).to_list():
+            for doc in texts.slice(0, k).to_pylist():
                 self._reference.update(pieces(rx, doc))
             self.reference_bytes -= int(ends[k - 1])
             self.reference_counted += int(ends[k - 1])
@@ -1430,14 +1424,12 @@ class WordCounter:
             self.reference_bytes = 0
         return texts.slice(k)
 
-    def _count_regex(self, texts: pl.Series) -> None:
+    def _count_regex(self, texts: pa.Array) -> None:
         """Count documents with the pattern's regex: in line with one thread, else in chunks of
         about equal bytes queued for the counter's threads, as the scanner's are."""
-        import polars as pl
-
         if not self._counters:
             self._counters = [Counter() for _ in range(self.threads)]
-        ends = texts.str.len_bytes().cast(pl.Int64).cum_sum().to_numpy()
+        ends = _ends(texts)
         self.regex_counted += int(ends[-1])
         if self.threads == 1:
             _findall_into(self._counters[0], self.pattern.regex, texts, False)
@@ -1454,7 +1446,7 @@ class WordCounter:
             self._enqueue([(self._findall, (chunk,)) for chunk in chunks])
             lo = hi
 
-    def _findall(self, texts: pl.Series) -> None:
+    def _findall(self, texts: pa.Array) -> None:
         """Documents ``texts`` into this thread's Counter (a pool thread takes the next one the
         first time it runs)."""
         c = getattr(self._mine, "counter", None)
@@ -1475,25 +1467,18 @@ class WordCounter:
         while len(self._queued) > _SLICES_QUEUED:  # the text the queue holds
             self._wait(self._queued.pop(0))
 
-    def _scan(self, texts: pl.Series) -> None:
-        # Slices of about _SLICE_BYTES, so the contiguous copy that Arrow's string layout needs
-        # stays small next to the batch itself.
-        import polars as pl
-
-        ends = texts.str.len_bytes().cast(pl.Int64).cum_sum().to_numpy()
+    def _scan(self, texts: pa.Array) -> None:
+        # Slices of about _SLICE_BYTES of the batch's own buffers (no copy), queued a few chunks
+        # each for the threads: the queue holds a bounded part of the text
+        ends = _ends(texts)
+        buf = texts.buffers()[2]
+        # read-only like every buffer the scanner is built for (Arrow's own are writable)
+        data = _readonly(np.frombuffer(buf, np.uint8)) if buf is not None else _NO_TEXT
         lo = 0
         while lo < len(ends):
             start = int(ends[lo - 1]) if lo else 0
             hi = max(lo + 1, int(np.searchsorted(ends, start + _SLICE_BYTES, side="right")))
-            arr = texts.slice(lo, hi - lo).to_arrow()
-            arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
-            if not pa.types.is_large_string(arr.type):
-                arr = arr.cast(pa.large_string())
-            off = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset : arr.offset + len(arr) + 1]
-            buf = arr.buffers()[2]
-            data = np.frombuffer(buf, np.uint8) if buf is not None else _NO_TEXT
-            self._scan_arrays(data, off)
-            del arr, off, data, buf
+            self._scan_arrays(data, _readonly(_offsets(texts.slice(lo, hi - lo))))
             lo = hi
 
     def _scan_arrays(self, data: np.ndarray, off: np.ndarray) -> None:
@@ -1618,10 +1603,10 @@ class WordCounter:
         return pl.DataFrame({"word": pl.Series("word", col).cast(pl.Binary), "count": out_cnt})
 
 
-def _findall_into(counter: Counter, rx: str, texts: pl.Series, concurrent: bool) -> None:
+def _findall_into(counter: Counter, rx: str, texts: pa.Array, concurrent: bool) -> None:
     """Count the pieces of regex ``rx`` in each of ``texts`` into ``counter`` (``concurrent``:
     release the GIL while matching, for counting threads)."""
-    for doc in texts.to_list():
+    for doc in texts.to_pylist():
         counter.update(pieces(rx, doc, concurrent=concurrent))
 
 
@@ -1638,13 +1623,31 @@ def _is_polars(texts) -> bool:
     return type(texts).__module__.startswith("polars")
 
 
-def _series(texts: pa.Array | pa.ChunkedArray) -> pl.Series:
-    """An Arrow string array as one Polars String Series (in one piece, as the counter reads it)."""
-    import polars as pl
+def _one_array(texts) -> pa.Array:
+    """``texts`` (an Arrow string array, a Polars Series, any iterable of str) as one Arrow
+    ``large_string`` array without nulls, zero-copy where it is one already."""
+    if _is_polars(texts):
+        texts = texts.to_arrow()
+    elif not isinstance(texts, (pa.Array, pa.ChunkedArray)):
+        texts = pa.array(list(texts), pa.large_string())
+    if isinstance(texts, pa.ChunkedArray):
+        texts = texts.chunk(0) if texts.num_chunks == 1 else texts.combine_chunks()
+    if texts.type != pa.large_string():
+        texts = texts.cast(pa.large_string())
+    return texts.drop_null() if texts.null_count else texts
 
-    # through a table: Polars' Series of an Arrow array loads Arrow's compute module
-    s = pl.DataFrame(pa.table({"text": texts}))["text"]
-    return s.rechunk() if s.n_chunks() > 1 else s
+
+def _offsets(arr: pa.Array) -> np.ndarray:
+    """The int64 offsets of a ``large_string`` array's documents into its value buffer."""
+    if not len(arr):
+        return np.zeros(1, np.int64)
+    return np.frombuffer(arr.buffers()[1], np.int64, count=len(arr) + 1, offset=arr.offset * 8)
+
+
+def _ends(arr: pa.Array) -> np.ndarray:
+    """Each document's end in bytes from the first's start (the running sum of their lengths)."""
+    off = _offsets(arr)
+    return off[1:] - off[0]
 
 
 def _arrow_bytes(texts: pa.Array | pa.ChunkedArray) -> int:

@@ -176,8 +176,10 @@ def _argument_types(sig: str) -> tuple:
 
 
 def fits(types: tuple, args: tuple) -> bool:
-    """Whether Numba would type ``args`` exactly as ``types`` (:func:`exports`), so that the
-    module's function runs what Numba would compile for them.
+    """Whether Numba would type ``args`` as ``types`` (:func:`exports`), so that the module's
+    function runs what Numba would compile for them; a writable array also fits a read-only
+    parameter (the function only reads it: Arrow's and NumPy's own buffers are writable,
+    Polars' are not, and one listed version serves both), never the other way round.
     Example: ``fits(_argument_types("(int64,)"), (3,))``, not with ``(True,)``."""
     import numpy as np
 
@@ -192,7 +194,7 @@ def fits(types: tuple, args: tuple) -> bool:
             return False
         dtype, ndim, layout, readonly = t
         f = a.flags
-        if a.dtype != dtype or a.ndim != ndim or f.writeable == readonly or not f.aligned or \
+        if a.dtype != dtype or a.ndim != ndim or (not readonly and not f.writeable) or not f.aligned or \
                 (layout == "C" and not f.c_contiguous):
             return False
     return True

@@ -242,13 +242,10 @@ def _compact_ranges(buf, starts, ends):
 
 
 def _buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(offsets, bytes) of a large_string array, zero-copy and read-only; offsets index into the
-    bytes. Read-only whoever made the buffers (Polars' are, Arrow's own and NumPy's are not): the
-    kernels built ahead list that type, and any other would load Numba to compile it."""
+    """(offsets, bytes) of a large_string array, zero-copy; offsets index into the bytes."""
     bufs = arr.buffers()
     offs = np.frombuffer(bufs[1], dtype=np.int64, count=len(arr) + 1, offset=arr.offset * 8)
     data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None and bufs[2].size else np.zeros(1, np.uint8)
-    offs.flags.writeable = data.flags.writeable = False
     return offs, data
 
 

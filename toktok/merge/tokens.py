@@ -107,7 +107,7 @@ Words = "list[bytes] | pa.BinaryArray | pa.ChunkedArray"
 
 
 def _flatten(words) -> tuple[np.ndarray, np.ndarray]:
-    """Words as one read-only uint8 buffer plus int64 offsets (len+1); zero-copy for Arrow input."""
+    """Words as one uint8 buffer plus int64 offsets (len+1); zero-copy for Arrow input."""
     if isinstance(words, (pa.Array, pa.ChunkedArray)):
         arr = words.combine_chunks() if isinstance(words, pa.ChunkedArray) else words
         if arr.null_count:
@@ -120,9 +120,6 @@ def _flatten(words) -> tuple[np.ndarray, np.ndarray]:
             raise TypeError(f"words must be binary, not {arr.type}")
         buf = arr.buffers()[2]
         data = np.frombuffer(buf, np.uint8) if buf is not None else np.zeros(0, np.uint8)
-        # read-only whoever made the buffer (Polars' are, Arrow's own are not): one type for the
-        # kernels built ahead, whose list names it; any other would load Numba to compile it
-        data.flags.writeable = False
         off = off.astype(np.int64)
         return data, off
     words = list(words)

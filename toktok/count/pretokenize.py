@@ -32,6 +32,7 @@ import regex
 from .._kernels import _EMPTY, _empty_array, _zero_array, compiled, inlined, intrinsic, njit, ready
 from ..patterns import DEFAULT, Pattern
 from .cuts import pieces
+from .sample import _buffers, as_large_string
 
 if TYPE_CHECKING:
     import polars as pl
@@ -1225,7 +1226,6 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 
 # Read-only like the Arrow buffers they stand in for: one compiled scanner for both
 _NO_WORDS = _readonly(np.zeros(0, np.uint64))
-_NO_TEXT = _readonly(np.zeros(1, np.uint8))
 
 
 def _words64(data: np.ndarray) -> tuple[np.ndarray, int]:
@@ -1248,8 +1248,8 @@ def _in_threads(fn, n: int) -> None:
             f.result()
 
 
-_SLICE_BYTES = 8 << 20  # text converted and scanned at a time
-_SLICES_QUEUED = 1  # slices queued for the threads while the next one is converted
+_SLICE_BYTES = 8 << 20  # text queued for the threads at a time
+_SLICES_QUEUED = 1  # slices queued for the threads while the next one is cut
 _VIEW_BYTES_MAX = (1 << 31) - 1  # a binary view's offset is an int32
 
 # --- the reference, for small runs before the scanner is compiled -------------------------------
@@ -1385,8 +1385,11 @@ class WordCounter:
         iterable of str; nulls are skipped. A batch the reference may count whole (within
         ``reference_bytes``) is counted as Python strings; the scanner reads Arrow's buffers as
         they are (no copy, no Polars)."""
-        texts = _one_array(texts)
-        if self.reference_bytes > 0 and _arrow_bytes(texts) <= self.reference_bytes:
+        if not isinstance(texts, (pa.Array, pa.ChunkedArray)) and not hasattr(texts, "to_arrow"):
+            texts = pa.array(list(texts), pa.large_string())
+        texts = as_large_string(texts)  # (a null counts as an empty document: nothing)
+        ends = _ends(texts)
+        if self.reference_bytes > 0 and (int(ends[-1]) if len(ends) else 0) <= self.reference_bytes:
             self._count_docs(texts.to_pylist())
             return
         texts = _cut_specials(texts, self.specials)
@@ -1399,11 +1402,11 @@ class WordCounter:
         else:
             self._scan(texts)
 
-    def _count_docs(self, docs: list[str | None]) -> None:
+    def _count_docs(self, docs: list[str]) -> None:
         """Count documents with the reference, as Python strings (``_count_reference`` of a
         whole batch, special tokens cut out alike)."""
         rx, n = self.pattern.regex, 0
-        for doc in _cut_specials_py([d for d in docs if d is not None], self.specials):
+        for doc in _cut_specials_py(docs, self.specials):
             self._reference.update(pieces(rx, doc))
             n += len(doc.encode())
         self.reference_bytes -= n
@@ -1470,15 +1473,13 @@ class WordCounter:
     def _scan(self, texts: pa.Array) -> None:
         # Slices of about _SLICE_BYTES of the batch's own buffers (no copy), queued a few chunks
         # each for the threads: the queue holds a bounded part of the text
-        ends = _ends(texts)
-        buf = texts.buffers()[2]
-        # read-only like every buffer the scanner is built for (Arrow's own are writable)
-        data = _readonly(np.frombuffer(buf, np.uint8)) if buf is not None else _NO_TEXT
+        off, data = _buffers(texts)
+        ends = off[1:] - off[0]
         lo = 0
         while lo < len(ends):
             start = int(ends[lo - 1]) if lo else 0
             hi = max(lo + 1, int(np.searchsorted(ends, start + _SLICE_BYTES, side="right")))
-            self._scan_arrays(data, _readonly(_offsets(texts.slice(lo, hi - lo))))
+            self._scan_arrays(data, off[lo : hi + 1])
             lo = hi
 
     def _scan_arrays(self, data: np.ndarray, off: np.ndarray) -> None:
@@ -1618,48 +1619,12 @@ def _counter_frame(counter: Counter) -> pl.DataFrame:
                         schema=_empty_counts())
 
 
-def _is_polars(texts) -> bool:
-    """Whether ``texts`` is a Polars object (asked without importing Polars)."""
-    return type(texts).__module__.startswith("polars")
-
-
-def _one_array(texts) -> pa.Array:
-    """``texts`` (an Arrow string array, a Polars Series, any iterable of str) as one Arrow
-    ``large_string`` array without nulls, zero-copy where it is one already."""
-    if _is_polars(texts):
-        texts = texts.to_arrow()
-    elif not isinstance(texts, (pa.Array, pa.ChunkedArray)):
-        texts = pa.array(list(texts), pa.large_string())
-    if isinstance(texts, pa.ChunkedArray):
-        texts = texts.chunk(0) if texts.num_chunks == 1 else texts.combine_chunks()
-    if texts.type != pa.large_string():
-        texts = texts.cast(pa.large_string())
-    return texts.drop_null() if texts.null_count else texts
-
-
-def _offsets(arr: pa.Array) -> np.ndarray:
-    """The int64 offsets of a ``large_string`` array's documents into its value buffer."""
-    if not len(arr):
-        return np.zeros(1, np.int64)
-    return np.frombuffer(arr.buffers()[1], np.int64, count=len(arr) + 1, offset=arr.offset * 8)
-
-
 def _ends(arr: pa.Array) -> np.ndarray:
     """Each document's end in bytes from the first's start (the running sum of their lengths)."""
-    off = _offsets(arr)
+    if not len(arr):
+        return np.zeros(0, np.int64)
+    off = _buffers(arr)[0]
     return off[1:] - off[0]
-
-
-def _arrow_bytes(texts: pa.Array | pa.ChunkedArray) -> int:
-    """UTF-8 bytes of an Arrow string array: its value buffers' spans (nulls hold none)."""
-    total = 0
-    for arr in texts.chunks if isinstance(texts, pa.ChunkedArray) else [texts]:
-        if len(arr):
-            width = np.int64 if pa.types.is_large_string(arr.type) else np.int32
-            size = np.dtype(width).itemsize
-            off = np.frombuffer(arr.buffers()[1], dtype=width, count=len(arr) + 1, offset=arr.offset * size)
-            total += int(off[-1] - off[0])
-    return total
 
 
 def _cut_specials_py(docs: list[str], specials: Sequence[str]) -> list[str]:

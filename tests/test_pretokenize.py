@@ -3,6 +3,7 @@ package's word counts."""
 from __future__ import annotations
 
 import polars as pl
+import pyarrow as pa
 import pytest
 from conftest import FIXTURES, FUZZ
 from hypothesis import given, settings
@@ -509,3 +510,23 @@ def test_a_batch_the_reference_counts_whole_is_the_same_table_without_polars(spe
     words = got.column("word").to_pylist()
     assert words == sorted(words) and not any(s.encode() in w for w in words for s in specials)
     assert dict(zip(words, got.column("count").to_pylist())) == dict(count_words(texts, specials).iter_rows())
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_table_is_in_byte_order_whatever_the_words_share(threads):
+    # table() sorts the scanner's words itself (by 7-byte keys, then runs of equal keys by their
+    # bytes): words sharing 7, 8 or 20 bytes, ending at byte 7 or 8, NUL and 0xFF-led bytes
+    # (as UTF-8: U+0000, ÿ), both halves of the two-thread sort; held to Python's bytes order
+    # and to Polars' sort of result()
+    stems = ["abcdefg", "abcdefgh", "abcdefghijklmnopqrst", "ÿÿÿÿ", "a\x00\x00\x00\x00\x00\x00"]
+    words = {s + t for s in stems for t in ["", "a", "b", "\x00", "ÿ", "aa", "a\x00", "zzzzzzzzzz"]}
+    words |= {_word(i) for i in range(5_000)}
+    texts = ["\n".join(sorted(words)), "\n".join(sorted(words, reverse=True)[:100])]
+    c = WordCounter(threads=threads)
+    c.add(texts)
+    got = c.table()
+    assert got.schema.types == [pa.large_binary(), pa.int64()]
+    listed = got.column("word").to_pylist()
+    assert listed == sorted(listed) and len(set(listed)) == len(listed) > 5_000
+    assert got.equals(c.result().sort("word").to_arrow())
+    assert dict(zip(listed, got.column("count").to_pylist())) == dict(count_words_reference(texts))

@@ -21,8 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from .._kernels import release_llvm_pages
 from ..patterns import DEFAULT, Pattern
 from . import sample
-from .common import (PARITY_DOCS, CountState, ParitySample, PhaseCount, Progress, Source, capacity_split, count_batch,
-                     count_part, doc_keys, finish_sample, full_ids, full_read_used, left_out_of, offer_file,
+from .common import (BATCH_BYTES, PARITY_DOCS, CountState, ParitySample, PhaseCount, Progress, Source, capacity_split,
+                     count_batch, count_part, doc_keys, finish_sample, full_ids, full_read_used, left_out_of, offer_file,
                      phase_files, regex_rate, sample_parts, sample_step, snapshot, sum_words, with_every_file)
 from .pretokenize import WordCounter, reference_allowance
 from .read import Corpus
@@ -257,7 +257,7 @@ def _batches(
 
 
 def count_phase(
-    sources: list[Source], *, seed: int = 0, capacity: int | None = None, batch_bytes: int = 32 << 20,
+    sources: list[Source], *, seed: int = 0, capacity: int | None = None, batch_bytes: int = BATCH_BYTES,
     specials: list[str] | None = None, threads: int | None = None, report: Progress | None = None,
     tag: str = "", restored: CountState | None = None, save: Callable[[CountState], None] | None = None,
     every: float = 30.0, pattern: Pattern = DEFAULT,

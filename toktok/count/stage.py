@@ -17,7 +17,7 @@ import pyarrow as pa
 from .. import resume
 from ..budget import BudgetPlan, fit_words
 from ..errors import ConfigError, InputError
-from .common import Counted
+from .common import BATCH_BYTES, Counted
 from .local import ParitySample, Source, count_phase
 from .memory import check_sources, corpus_of
 from .pretokenize import REFERENCE_BYTES, SMALL_BYTES
@@ -96,7 +96,7 @@ def run(run, phase: PhaseConfig, sources: list[Source], fp: list) -> Counted:
         count = partial(count_phase, **checkpoints)
     set_readahead(plan.readahead_bytes if plan is not None else None)  # blocks of objects read ahead
     pc = count(sources, seed=cfg.seed, capacity=_phase_capacity(cfg, phase, plan),
-               batch_bytes=plan.batch_bytes if plan is not None else 32 << 20, specials=run.specials,
+               batch_bytes=plan.batch_bytes if plan is not None else BATCH_BYTES, specials=run.specials,
                threads=run.threads, report=run.report, tag=run.tag(phase), pattern=run.pattern)
     resume.check_unchanged(sources, fp, run.where(phase))
     if pc.regex_mb_s is not None:

@@ -511,8 +511,8 @@ def test_a_fifo_in_the_sources_never_blocks_train_or_eval(tmp_path, trained):
 
 
 def test_a_one_document_run_never_loads_polars_or_numba(tmp_path):
-    # Polars is the count engine's own (a large count: its scanner's threads, group-bys, the
-    # sample); a run whose text the reference counts whole never needs it: ~40 MB and ~0.07 s
+    # Polars is the count engine's own where it samples, sums checkpoints or counts a custom
+    # regex; a run whose text the reference counts whole never needs it: ~40 MB and ~0.07 s
     # of a one-document run (bench/floor.py), the kernels built ahead or not
     one = tmp_path / "one.txt"
     one.write_text("The quick brown fox jumps over the lazy dog, and the dog sleeps.\n")
@@ -529,6 +529,35 @@ def test_a_one_document_run_never_loads_polars_or_numba(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "out" / "tokenizer.json").is_file() and (tmp_path / "out" / "run.duckdb").is_file()
+
+
+def test_a_run_the_scanner_counts_never_loads_polars_either(tmp_path):
+    # past the reference's allowance a named pattern's words are counted by the compiled scanner
+    # and sorted by the counter itself; the character classes' cache is named by Polars' version
+    # read from its metadata: no Polars (~20 MB and ~0.1 s) unless that cache is to be made
+    from toktok.count.pretokenize import REFERENCE_BYTES
+
+    corpus = tmp_path / "corpus.txt"
+    line = "The quick brown fox jumps over the lazy dog {}, and the dog sleeps; año 1999 日本語.\n"
+    with open(corpus, "w", encoding="utf-8") as fh:
+        fh.writelines(line.format(i) for i in range(REFERENCE_BYTES // 60))
+    assert corpus.stat().st_size > REFERENCE_BYTES
+    code = f"""if True:
+        import sys
+        sys.argv = ["toktok", "train", {str(corpus)!r}, "--merges", "10", "--out", sys.argv[1], "-q"]
+        from toktok.cli import main
+        try:
+            main()
+        except SystemExit as e:
+            assert not e.code, e.code
+        print("polars loaded:", "polars" in sys.modules, file=sys.stderr)
+    """
+    for out in ("first", "second"):  # the first builds what a first run builds (kernels, caches)
+        r = subprocess.run([sys.executable, "-c", code, str(tmp_path / out)], capture_output=True, text=True,
+                           timeout=600)
+        assert r.returncode == 0, r.stderr
+    assert "polars loaded: False" in r.stderr.splitlines(), r.stderr[-2000:]
+    assert (tmp_path / "second" / "tokenizer.json").is_file()
 
 
 def test_the_train_command_imports_the_pipeline_with_no_collection_and_collects_after():

@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import __version__
-from .count.common import PARITY_SCHEMA, Counted
+from .count.common import PARITY_SCHEMA, Counted, polars_version
 from .count.local import CountState, Source
 from .errors import ConfigError, InputError, ParityError, ToktokError
 from .rundir import RUN_FILE, Staging, check_output, open_staging
@@ -184,25 +184,10 @@ def _versions() -> dict[str, str]:
     polars = sys.modules.get("polars")
     return {
         "toktok": __version__, "python": sys.version.split()[0], "platform": platform.platform(),
-        "polars": polars.__version__ if polars is not None else _polars_version(), "duckdb": duckdb.__version__,
+        "polars": polars.__version__ if polars is not None else polars_version(), "duckdb": duckdb.__version__,
         "numba": version("numba"),
         "numpy": np.__version__, "tiktoken": tiktoken.__version__, "tokenizers": tokenizers.__version__,
     }
-
-
-def _polars_version() -> str:
-    """Polars' version from its installed metadata (whichever build of it is installed), or from
-    Polars itself where no metadata names it."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    for name in ("polars", "polars-lts-cpu", "polars-u64-idx"):
-        try:
-            return version(name)
-        except PackageNotFoundError:
-            pass
-    import polars
-
-    return polars.__version__
 
 
 class Restored(NamedTuple):

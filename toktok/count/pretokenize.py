@@ -147,11 +147,11 @@ def _compute_class_tables() -> tuple[np.ndarray, np.ndarray]:
 
 
 def _class_cache_path() -> Path:
-    import polars as pl
+    from .common import polars_version  # (not Polars itself: a run reading its cache never loads it)
 
     digest = hashlib.sha1(repr((_CLASS_PATTERNS, _FOLDS, 0x110000)).encode()).hexdigest()[:12]
     root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return root / "toktok" / f"classes-polars{pl.__version__}-{digest}.npz"
+    return root / "toktok" / f"classes-polars{polars_version()}-{digest}.npz"
 
 
 def _tables_look_right(flags: np.ndarray, fold: np.ndarray) -> bool:

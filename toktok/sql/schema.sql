@@ -7,7 +7,10 @@ CREATE TABLE IF NOT EXISTS inputs (
     docs_seen BIGINT, bytes_seen BIGINT
 );
 -- name: words
-CREATE TABLE IF NOT EXISTS words (word BLOB, count BIGINT, phase VARCHAR, tokens INTEGER);
+-- The words stored as they are: compressing them (DuckDB's dictionary + FSST) took half of the
+-- "counted" checkpoint's write, which the merge loop waits for (100 MB of text, 706k words:
+-- 0.18 s against 0.09; the table 7 MB on disk against 11).
+CREATE TABLE IF NOT EXISTS words (word BLOB USING COMPRESSION uncompressed, count BIGINT, phase VARCHAR, tokens INTEGER);
 -- name: merges
 CREATE TABLE IF NOT EXISTS merges (
     merge_index INTEGER, left_id INTEGER, right_id INTEGER, token_id INTEGER,

@@ -186,6 +186,28 @@ def test_hf_encoding_ahead_answers_as_encoding_when_asked(good_dir):
     assert report.strings == len(texts_to_check(SPECIALS, ["some text"], 40, 3))
 
 
+def test_the_second_process_encodes_ahead_and_answers_as_encoding_when_asked(good_dir):
+    # Process.encode_ahead hands the texts to the second process, which encodes them once the
+    # file is loaded; its reply is read with the next call's, and the answers stay in order
+    from toktok.verify import BATCH, texts_to_check
+
+    path = good_dir / HF_FILE
+    texts = texts_to_check(SPECIALS, ["hello world", "a<|endoftext|>b", ""] * 100, 50, 0)
+    with open_hf(path, process=False) as now, open_hf(path, process=True) as there:
+        there.load()
+        there.encode_ahead(texts)
+        assert there.vocab_size() == now.vocab_size()
+        assert there.encode(texts[:BATCH]) == now.encode(texts[:BATCH])
+        assert there.encode(texts[:3]) == now.encode(texts[:3])  # not the next texts: encoded when asked
+        assert there.where == "second process"
+        there.encode_ahead(["fine", "bad \ud800 text"])
+        with pytest.raises(Exception) as here:
+            now.encode(["fine", "bad \ud800 text"])
+        with pytest.raises(type(here.value)):
+            there.encode(["fine", "bad \ud800 text"])
+        assert there.where == "second process"
+
+
 def test_hf_process_raises_what_this_process_raises(tmp_path):
     bad = tmp_path / HF_FILE
     bad.write_text('{"model": ', encoding="utf-8")

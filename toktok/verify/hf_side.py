@@ -32,7 +32,8 @@ BYTES_PER_TOKEN = 64
 #: How long a closed second process has to exit before it is killed.
 EXIT_SECONDS = 5
 #: The calls a second process answers: ``Local``'s methods.
-CALLS = ("load", "specials", "added", "vocab_size", "names_by_id", "vocab", "encode", "token_bytes", "flags")
+CALLS = ("load", "encode_ahead", "specials", "added", "vocab_size", "names_by_id", "vocab", "encode", "token_bytes",
+         "flags")
 
 
 def worth_a_process(tokens: int) -> bool:
@@ -237,7 +238,11 @@ class Process:
         return "this process" if self._local is not None else "second process"
 
     def encode_ahead(self, texts: list[str]) -> None:
-        """Nothing: the second process loads the file meanwhile, and encodes when asked."""
+        """Have the second process encode ``texts`` as soon as the file is loaded (``Local``'s
+        ``encode_ahead`` there), for the ``encode`` calls that ask for them next; its reply is
+        read with the next call's."""
+        if self._proc is not None and self._send("encode_ahead", (texts,)):
+            self._unread += 1
 
     def load(self) -> None:
         """Have the second process load the file now; its reply is read with the next call's."""

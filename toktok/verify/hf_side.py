@@ -193,6 +193,7 @@ class Process:
         self.path = Path(path)
         self._local: Local | None = None
         self._unread = 0  # requests whose reply is read before the next call's (``load``)
+        self._writing: threading.Thread | None = None  # a request still being written (encode_ahead's)
         try:
             self._proc: subprocess.Popen | None = subprocess.Popen(
                 [sys.executable, "-m", "toktok.verify.hf_side", str(self.path)],
@@ -200,7 +201,14 @@ class Process:
         except OSError:
             self._proc = None
 
+    def _written(self) -> None:
+        """The request being written in a thread, written (requests go out whole, in order)."""
+        if self._writing is not None:
+            self._writing.join()
+            self._writing = None
+
     def _send(self, name: str, args: tuple) -> bool:
+        self._written()
         try:
             pickle.dump((name, args), self._proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
             self._proc.stdin.flush()
@@ -241,8 +249,23 @@ class Process:
         """Have the second process encode ``texts`` as soon as the file is loaded (``Local``'s
         ``encode_ahead`` there), for the ``encode`` calls that ask for them next; its reply is
         read with the next call's."""
-        if self._proc is not None and self._send("encode_ahead", (texts,)):
-            self._unread += 1
+        if self._proc is None:
+            return
+        # written in a thread: the texts (~300 KB) fill the pipe while the process loads the file,
+        # and it reads them once loaded; a failed write shows at the next call's reply
+        self._written()
+        request, stdin = pickle.dumps(("encode_ahead", (texts,)), protocol=pickle.HIGHEST_PROTOCOL), self._proc.stdin
+
+        def write() -> None:
+            try:
+                stdin.write(request)
+                stdin.flush()
+            except (OSError, ValueError):
+                pass
+
+        self._writing = threading.Thread(target=write, name="toktok-hf-send", daemon=True)
+        self._writing.start()
+        self._unread += 1
 
     def load(self) -> None:
         """Have the second process load the file now; its reply is read with the next call's."""
@@ -279,6 +302,7 @@ class Process:
         tokenizer takes it ~0.15 s that the caller need not wait."""
         proc, self._proc = self._proc, None
         if proc is not None:
+            self._written()
             try:
                 proc.stdin.close()
             except OSError:

@@ -181,10 +181,9 @@ def _versions() -> dict[str, str]:
     import tiktoken
     import tokenizers
 
-    polars = sys.modules.get("polars")
     return {
         "toktok": __version__, "python": sys.version.split()[0], "platform": platform.platform(),
-        "polars": polars.__version__ if polars is not None else polars_version(), "duckdb": duckdb.__version__,
+        "polars": polars_version(), "duckdb": duckdb.__version__,
         "numba": version("numba"),
         "numpy": np.__version__, "tiktoken": tiktoken.__version__, "tokenizers": tokenizers.__version__,
     }

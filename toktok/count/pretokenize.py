@@ -1176,15 +1176,13 @@ def _after_7(off, data, p, q):
 def _sort_ties(off, data, keys, order, scratch, lo, hi):
     """``order[lo:hi]`` (rows of ``keys``, sorted by key; no run of equal keys crosses ``lo`` or
     ``hi``) with each run of equal keys sorted by its words' bytes from the 8th on (a merge
-    sort, ``scratch`` as long as ``order``): the words in byte order. Returns the rows in such runs."""
-    tied = 0
+    sort, ``scratch`` as long as ``order``): the words in byte order."""
     i = lo
     while i < hi:
         j = i + 1
         while j < hi and keys[order[j]] == keys[order[i]]:
             j += 1
         if j - i > 1:
-            tied += j - i
             src, dst = order, scratch
             moved = False  # the run is in scratch
             width = 1
@@ -1206,20 +1204,12 @@ def _sort_ties(off, data, keys, order, scratch, lo, hi):
                 for t in range(i, j):
                     order[t] = scratch[t]
         i = j
-    return tied
 
 
 @njit(cache=True, no_cfunc_wrapper=True, nogil=True, _nrt=False)
-def _gather_words(off, data, cnt, order, lo, hi, out_off, out_data, out_cnt):
-    """Words and counts of ``order[lo:hi]`` into the ``out_`` arrays from row ``lo`` on; their
-    first byte goes at ``out_off[lo]``, given, or, when it is -1, after the words of
-    ``order[:lo]`` (summed here)."""
-    if out_off[lo] < 0:
-        o = 0
-        for t in range(lo):
-            o += off[order[t] + 1] - off[order[t]]
-        out_off[lo] = o
-    o = out_off[lo]
+def _gather_words(off, data, cnt, order, lo, hi, o, out_off, out_data, out_cnt):
+    """Words and counts of ``order[lo:hi]`` into the ``out_`` arrays from row ``lo`` and byte
+    ``o`` on (the ends of the words: ``out_off[lo + 1:hi + 1]``)."""
     for t in range(lo, hi):
         i = order[t]
         a, n = off[i], off[i + 1] - off[i]
@@ -1664,11 +1654,11 @@ class WordCounter:
         scratch = np.empty_like(order)
         _in_threads(lambda p: _sort_ties(off, data, keys, order, scratch, cuts[p], cuts[p + 1]), len(cuts) - 1)
         del keys, scratch
+        starts = [0, int(np.diff(off)[order[:h]].sum())] if h else [0]  # each half's first byte
         out_off, out_data, out_cnt = _pages(n + 1, np.int64), _pages(max(1, len(data)), np.uint8), _pages(n, np.int64)
         out_off[0] = 0
-        out_off[cuts[-2]] = -1 if h else 0  # the second half's start: summed by its thread
-        _in_threads(lambda p: _gather_words(off, data, cnt, order, cuts[p], cuts[p + 1], out_off, out_data, out_cnt),
-                    len(cuts) - 1)
+        _in_threads(lambda p: _gather_words(off, data, cnt, order, cuts[p], cuts[p + 1], starts[p], out_off, out_data,
+                                            out_cnt), len(cuts) - 1)
         del off, data, cnt, order
         word = pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(out_off), pa.py_buffer(out_data)])
         count = pa.Array.from_buffers(pa.int64(), len(out_cnt), [None, pa.py_buffer(out_cnt)])

@@ -79,11 +79,12 @@ def iter_texts(files: list[str]):
 
 
 def work_toktok(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
-    # as the ``toktok`` command runs (toktok.cli.main, train): Polars' allocator set before Polars
-    # loads, pandas kept out of the run
-    from toktok.alloc import polars_gives_back
+    # as the ``toktok`` command runs (toktok.cli.main, train): Polars' and Arrow's allocators set
+    # before they load, pandas kept out of the run
+    from toktok.alloc import arrow_gives_back, polars_gives_back
 
     polars_gives_back()
+    arrow_gives_back()
     from toktok.cli import _without_pandas
     from toktok.config import TrainConfig
     from toktok.pipeline import train

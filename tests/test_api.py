@@ -413,6 +413,47 @@ def test_the_command_has_polars_give_freed_memory_back(user_value):
     assert r.stdout.splitlines()[-1] == ",".join(v for v in ("dirty_decay_ms:0,muzzy_decay_ms:0", user_value) if v)
 
 
+ARROW_GIVES_BACK = """\
+import json, os, sys
+{before}
+import pyarrow as pa
+from toktok.count.read import read_corpus
+n = sum(len(b.texts) for b in read_corpus([sys.argv[1]]).batches(1 << 16))
+print(json.dumps({{"set": set_it, "docs": n, "mimalloc_peak": pa.mimalloc_memory_pool().max_memory(),
+                  "var": os.environ.get("ARROW_DEFAULT_MEMORY_POOL")}}))
+"""
+
+
+@pytest.mark.parametrize("user_value", [None, "mimalloc"])
+def test_the_command_has_arrows_readers_allocate_from_the_system(tmp_path, user_value):
+    # what main() does before any command: Arrow's C++ code (the Parquet reader's pages and
+    # dictionaries) allocates from the system allocator, which gives freed memory back, instead
+    # of mimalloc, which kept 60-120 MB of it under the merge loop; a choice of the user's stands
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    p = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"text": [f"doc {i} " * 50 for i in range(2000)]}), p)
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    if user_value is not None:
+        env["ARROW_DEFAULT_MEMORY_POOL"] = user_value
+    code = ARROW_GIVES_BACK.format(before="from toktok.alloc import arrow_gives_back; set_it = arrow_gives_back()")
+    r = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["docs"] == 2000 and got["set"] is (user_value is None)
+    if user_value is None:
+        assert got["var"] == "system" and got["mimalloc_peak"] == 0
+    else:
+        assert got["var"] == "mimalloc" and got["mimalloc_peak"] > 0
+    # the console script sets it for the whole process (the verifier's process inherits it)
+    r = subprocess.run([sys.executable, "-c", "import os, sys\nfrom toktok.cli import main\nsys.argv = ['toktok', '--help']\n"
+                        "try:\n    main()\nexcept SystemExit:\n    pass\nprint(os.environ.get('ARROW_DEFAULT_MEMORY_POOL'))"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == (user_value or "system")
+
+
 def test_storage_options_is_one_entry_of_run_and_source_scope(tmp_path):
     """storage_options (URL sources) is one registry entry: the YAML loader takes the key at the top
     and in a source, checks it, names its location in errors (never its value), and the stored

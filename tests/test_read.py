@@ -422,6 +422,46 @@ def test_parquet_document_bigger_than_batch_is_its_own_batch(tmp_path):
     assert [b.first_row for b in batches] == [0, 1, 2]
 
 
+def test_a_phases_next_file_is_read_ahead_with_the_same_counts_and_errors(tmp_path, monkeypatch):
+    """A full read takes each next file's first batch in a thread while the file before it is
+    counted (its footer and dictionary page must not stop counting): the counts and statistics
+    are those of the files counted one by one, and a bad file's error is raised where the file
+    is reached, after the files before it were counted."""
+    import threading
+
+    from toktok.count.local import Source, count_phase
+    from toktok.count.read import Corpus
+
+    paths = [str(write_parquet(tmp_path / f"{k}.parquet", text=[f"file {k} doc {i} " + "y" * (i % 9) for i in range(300)]))
+             for k in "abc"]
+    first_read_by = {}
+    batches = Corpus.batches
+
+    def watched(self, *a, **kw):
+        for n, b in enumerate(batches(self, *a, **kw)):
+            if n == 0:
+                first_read_by[b.path] = threading.current_thread().name
+            yield b
+
+    monkeypatch.setattr(Corpus, "batches", watched)
+    whole = count_phase([Source(read_corpus(paths))], batch_bytes=1 << 10)
+    assert first_read_by[paths[1]] == first_read_by[paths[2]] == "toktok-read-ahead" != first_read_by[paths[0]]
+    alone = [count_phase([Source(read_corpus([p]))], batch_bytes=1 << 10) for p in paths]
+    expected: Counter = Counter()
+    for pc in alone:
+        expected.update(dict(zip(pc.words.column("word").to_pylist(), pc.words.column("count").to_pylist())))
+    assert dict(zip(whole.words.column("word").to_pylist(), whole.words.column("count").to_pylist())) == expected
+    assert whole.used == {k: v for pc in alone for k, v in pc.used.items()}
+    bad = tmp_path / "b2.parquet"
+    pq.write_table(pa.table({"text": invalid_utf8_strings([b"fine", b"bad \xff"])}), bad)
+    seen = []
+    with pytest.raises(InputError) as e:
+        count_phase([Source(read_corpus([paths[0], str(bad), paths[2]]))], batch_bytes=1 << 10,
+                    report=lambda stage, done, total: seen.append(done))
+    one_line_error(e, f"{bad}: row 1: invalid UTF-8")
+    assert len(seen) >= len(list(read_corpus([paths[0]]).batches(1 << 10)))  # file a's batches were counted
+
+
 # ---- JSONL and .jsonl.zst --------------------------------------------------------------------
 
 def test_jsonl_text_field_blank_lines_nulls_and_first_row(tmp_path):

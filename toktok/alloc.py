@@ -10,6 +10,12 @@ private Ray cluster's workers, inherit it). What cannot be undone: glibc offers 
 trim threshold, so it is put back to glibc's default (128 KiB), and setting it once stops glibc's
 dynamic mmap threshold for the rest of the process. The run starts without the pages of LLVM's
 code that loading Numba mapped (:func:`toktok._kernels.release_llvm_pages`).
+That covers the buffers toktok asks pyarrow for; Arrow's C++ code (the Parquet reader's pages
+and dictionaries) allocates from the pool chosen when pyarrow loads, mimalloc by default, which
+keeps what was freed: 60-120 MB after counting 100 MB of Parquet, under the merge loop's peak. So
+the ``toktok`` command, a process of its own, chooses the system allocator before pyarrow loads
+(:func:`arrow_gives_back`); a notebook that wants the same peak sets
+``ARROW_DEFAULT_MEMORY_POOL=system`` before it imports pyarrow.
 Polars allocates through its own jemalloc, which by Polars' default gives freed pages back over
 0.5-1.5 s: the count stage's temporaries then sit under the merge loop's peak (+15-70 MB on
 100 MB of text). Its settings are read once, when Polars loads, and cannot be undone, so only
@@ -29,6 +35,8 @@ M_TRIM_THRESHOLD, DEFAULT_TRIM_THRESHOLD = -1, 128 * 1024
 #: The environment variable Polars' jemalloc reads when it loads, and what the command sets:
 #: freed pages go back to the system at once instead of over 0.5-1.5 s.
 POLARS_MALLOC_CONF = ("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
+#: The environment variable Arrow's C++ code reads for its default pool, and what the command sets.
+ARROW_POOL = ("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 
 def polars_gives_back() -> bool:
@@ -43,6 +51,20 @@ def polars_gives_back() -> bool:
     if "polars" in sys.modules:
         return False
     os.environ[name] = ",".join(v for v in (value, os.environ.get(name)) if v)
+    return True
+
+
+def arrow_gives_back() -> bool:
+    """For a process toktok owns (the ``toktok`` command), before pyarrow loads: Arrow's C++ code
+    allocates from the system allocator too (``ARROW_DEFAULT_MEMORY_POOL=system``), which gives
+    freed memory back where mimalloc keeps it. Does nothing where pyarrow is loaded already or the
+    variable is set (the user's choice stands); returns whether it set it. Child processes inherit
+    it. Example: ``arrow_gives_back(); import pyarrow``."""
+    import sys
+
+    if "pyarrow" in sys.modules or os.environ.get(ARROW_POOL[0]):
+        return False
+    os.environ[ARROW_POOL[0]] = ARROW_POOL[1]
     return True
 
 
@@ -106,4 +128,5 @@ def lean():
             os.environ["ARROW_DEFAULT_MEMORY_POOL"] = env
 
 
-__all__ = ["give_back_heap", "glibc", "lean", "polars_gives_back", "POLARS_MALLOC_CONF"]
+__all__ = ["arrow_gives_back", "give_back_heap", "glibc", "lean", "polars_gives_back", "ARROW_POOL",
+           "POLARS_MALLOC_CONF"]

@@ -639,12 +639,14 @@ def show_cmd(
 
 
 def main() -> None:  # pragma: no cover
-    """The ``toktok`` command (the console script): Polars' allocator set to give freed memory
-    back (:func:`toktok.alloc.polars_gives_back`), the CLI, then the process's end without a last
-    collection of what the command made. Example: ``toktok --help``."""
-    from .alloc import polars_gives_back
+    """The ``toktok`` command (the console script): Polars' and Arrow's allocators set to give
+    freed memory back (:func:`toktok.alloc.polars_gives_back`, :func:`~toktok.alloc.arrow_gives_back`),
+    the CLI, then the process's end without a last collection of what the command made.
+    Example: ``toktok --help``."""
+    from .alloc import arrow_gives_back, polars_gives_back
 
-    polars_gives_back()  # before any command loads Polars: see toktok.alloc
+    polars_gives_back()  # before any command loads Polars or pyarrow: see toktok.alloc
+    arrow_gives_back()
     try:
         app()
     finally:

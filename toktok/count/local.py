@@ -218,6 +218,37 @@ class _InFile:
         return text if f.kind == "memory" and not f.size else f.size
 
 
+class _FirstAhead:
+    """An iterator whose first item is taken at once, in a thread of its own: a file's first
+    read (its footer, and a dictionary page that can be as large as its row group: 0.13-0.18 s
+    for 21 MB of the bench corpus's English file) overlaps the counting of the file before it
+    instead of stopping it. Iterating it waits for that item, then goes on in the caller's
+    thread; an error of the first read is raised there. Example: ``list(_FirstAhead(iter([1, 2])))``."""
+
+    def __init__(self, items: Iterator) -> None:
+        self._items = items
+        self._first: list = []
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._take, name="toktok-read-ahead", daemon=True)
+        self._thread.start()
+
+    def _take(self) -> None:
+        try:
+            self._first.append(next(self._items))
+        except StopIteration:
+            pass
+        except BaseException as e:  # raised where the file is reached, as reading it there would
+            self._error = e
+
+    def __iter__(self) -> Iterator:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        if self._first:
+            yield self._first.pop()
+            yield from self._items
+
+
 def _batches(
     sources: list[Source], capacity: int | None, seed: int, batch_bytes: int, report: Progress, tag: str,
     times: dict[str, float], state: CountState, save: Callable[[CountState], None] | None, pattern: Pattern,
@@ -230,11 +261,18 @@ def _batches(
     if capacity is None:
         keys = doc_keys(sources)
         done, inside = 0, _InFile()
-        for k, (src, f) in enumerate(phase_files(sources)):
+        files = phase_files(sources)
+        corpora = [Corpus([f], src.corpus.text_column, src.corpus.bad_utf8) for src, f in files]
+        ahead = None  # the next file's first batch, read while this file is counted
+        for k, (_src, f) in enumerate(files):
             text = 0  # bytes of text of the file read before the batch
             if k >= state.files_done:  # else counted before the interruption
-                c = Corpus([f], src.corpus.text_column, src.corpus.bad_utf8)
-                for batch in c.batches(batch_bytes, pattern=pattern):
+                c = corpora[k]
+                batches = ahead if ahead is not None else c.batches(batch_bytes, pattern=pattern)
+                following = next((j for j in range(k + 1, len(files)) if j >= state.files_done), None)
+                ahead = None if following is None else \
+                    _FirstAhead(corpora[following].batches(batch_bytes, pattern=pattern))
+                for batch in batches:
                     yield done + inside.at(f, text), (batch.path, batch.texts, *full_ids(keys[f.path], batch, seed))
                     text = c.stats[f.path]["bytes"]
                 yield _FILE_DONE, k, f.path, full_read_used(c.stats.get(f.path, {}))

@@ -1,6 +1,6 @@
 """Fault injection for the resume tests: run toktok in this process with the checkpoints a test asks for.
 
-    python tests/faults.py [--every SECONDS] [--step K] [--kill-at N] -- ARGS...
+    python tests/faults.py [--every SECONDS] [--step K] [--kill-at N] [--counted-within SECONDS] -- ARGS...
 
 runs ``toktok ARGS...`` (its command line: ``train ...``, ``-c run.yaml ...``) or, when the first
 argument is a Python script, that script with the other arguments as its own. Every run of
@@ -19,11 +19,14 @@ import sys
 from pathlib import Path
 
 
-def command(*, every: float | None = None, step: int = 1, kill_at: int | None = None) -> list[str]:
+def command(*, every: float | None = None, step: int = 1, kill_at: int | None = None,
+            counted_within: float | None = None) -> list[str]:
     """The start of a command line that runs toktok under these checkpoints."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--step", str(step)]
     if every is not None:
         cmd += ["--every", str(every)]
+    if counted_within is not None:
+        cmd += ["--counted-within", str(counted_within)]
     if kill_at is not None:
         cmd += ["--kill-at", str(kill_at)]
     return cmd + ["--"]
@@ -37,7 +40,7 @@ def kill_after(n: int):
     return on_checkpoint
 
 
-def _install(every: float | None, step: int, kill_at: int | None) -> None:
+def _install(every: float | None, step: int, kill_at: int | None, counted_within: float | None = None) -> None:
     """Give every ``toktok.pipeline.train`` call of this process its own such checkpoints."""
     import toktok.pipeline
     from toktok.resume import CHECKPOINT_SECONDS, Checkpoints
@@ -46,7 +49,8 @@ def _install(every: float | None, step: int, kill_at: int | None) -> None:
 
     def with_checkpoints(cfg, progress=None, log=None):
         marks = Checkpoints(every=CHECKPOINT_SECONDS if every is None else every, step=step,
-                            on_checkpoint=kill_after(kill_at) if kill_at is not None else None)
+                            on_checkpoint=kill_after(kill_at) if kill_at is not None else None,
+                            counted_within=counted_within)
         return train(cfg, progress, log, checkpoints=marks)
 
     toktok.pipeline.train = with_checkpoints
@@ -58,8 +62,9 @@ def main() -> None:
     ap.add_argument("--every", type=float, default=None)
     ap.add_argument("--step", type=int, default=1)
     ap.add_argument("--kill-at", type=int, default=None)
+    ap.add_argument("--counted-within", type=float, default=None)
     a, args = ap.parse_args(sys.argv[1:cut]), sys.argv[cut + 1:]
-    _install(a.every, a.step, a.kill_at)
+    _install(a.every, a.step, a.kill_at, a.counted_within)
     if args and args[0].endswith(".py"):
         sys.argv = args
         runpy.run_path(args[0], run_name="__main__")

@@ -105,6 +105,48 @@ def test_kill9_in_merge_loop_then_resume_gives_identical_output(one_phase, tmp_p
     _same_run(ref, out)
 
 
+def _staged(staging: Path) -> tuple[str, int, int]:
+    """(checkpoint stage, merges stored, words without tokens) of a killed run's staging folder."""
+    con = duckdb.connect(str(staging / RUN_FILE), read_only=True)
+    try:
+        stage = con.execute("SELECT json_extract_string(value, '$.stage') FROM meta WHERE key = 'checkpoint:main'").fetchone()
+        merges = con.execute("SELECT count(*) FROM merges").fetchone()[0]
+        untokened = con.execute("SELECT count(*) FROM words WHERE tokens IS NULL").fetchone()[0]
+    finally:
+        con.close()
+    return stage[0] if stage else None, merges, untokened
+
+
+def test_a_short_count_is_stored_with_the_merges_or_at_the_loops_first_checkpoint(one_phase, tmp_path):
+    """A phase counted faster than the counting checkpoints' interval keeps its "counted"
+    checkpoint due: the "merged" checkpoint stores it, the words written once with their tokens,
+    or, when the loop checkpoints first, that checkpoint stores it before its merges. Killed
+    right after either, the run resumes to the files of an uninterrupted one."""
+    args, ref = one_phase
+    # every 2 s: the loop (1,500 merges, milliseconds) ends before its first checkpoint, so the
+    # first checkpoint is the phase's "merged" one, which holds the words, tokens and merges
+    out = tmp_path / "merged"
+    r = subprocess.run(faults.command(every=2.0, kill_at=1) + ["train", *args, "--out", str(out), "-q"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    assert _staged(tmp_path / ".merged.partial") == ("merged", 1500, 0)
+    r = _train(args + ["--out", str(out), "--resume"])
+    assert r.returncode == 0, r.stderr
+    _same_run(ref, out)
+    # the loop checkpointing every 500 merges stores the due "counted" checkpoint first (1), then
+    # its merges (2)
+    for fault, merges in ((1, 0), (2, 500)):
+        out = tmp_path / f"loop{fault}"
+        r = subprocess.run(faults.command(every=0, step=500, kill_at=fault, counted_within=1e9)
+                           + ["train", *args, "--out", str(out), "-q"], capture_output=True, text=True, timeout=600)
+        assert r.returncode == -signal.SIGKILL, r.stderr
+        stage, stored, untokened = _staged(tmp_path / f".loop{fault}.partial")
+        assert (stage, stored) == ("counted", merges) and untokened > 0
+        r = _train(args + ["--out", str(out), "--resume"])
+        assert r.returncode == 0, r.stderr
+        _same_run(ref, out)
+
+
 @pytest.mark.parametrize("fault", [1, 2, 5])
 def test_kill9_at_checkpoints_of_a_two_phase_run(two_phases, tmp_path, fault):
     """Killed after phase 1 counted (1), inside phase 1's merges (2) or later (5): resumes to the

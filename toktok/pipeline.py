@@ -24,7 +24,8 @@ takes it (``count.stage``, ``merge.stage``, ``formats.export``, ``insight.stage`
 ``resume``, ``start``).
 Two cores are kept busy where a step leaves one idle: the "counted" and "merged" checkpoints are
 stored on a second connection while the words are laid out for the merge loop (waited for before
-the loop's tables are allocated: DuckDB's write never adds to them), and while the export runs
+the loop's tables are allocated: DuckDB's write never adds to them; a short count's "counted" one
+is stored with the "merged" one instead: ``resume.counted``), and while the export runs
 (``resume.Pending``, waited for by ``resume.settle``; in line under a memory budget); a large tokenizer.json loads into HF
 tokenizers in a second process from the export on, while the insight step and tiktoken's half of
 the verification run (``verify.open_hf``; in this process under a memory budget), and a smaller
@@ -107,6 +108,7 @@ class _Run:
     fingerprints: list[list[list]] = field(default_factory=list)
     kept: bool = False  # whether a failure leaves the staging folder for --resume
     pending: resume.Pending | None = None  # the checkpoint being stored meanwhile (resume.settle)
+    due: Callable[..., None] | None = None  # a "counted" checkpoint not stored yet (resume.counted)
     compiled_first: bool = False  # the kernels were built ahead for this run (said once)
     hf: verify.HFSide | None = None  # HF tokenizers' half of the verification, loading since the export
     ray_tuning: dict = field(default_factory=dict)  # more keywords of the Ray engine's count_phase
@@ -237,6 +239,7 @@ def _train(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: resu
             run.hf.close()
         try:
             run.settle()
+            resume.store_due(run)  # a count kept for the merge stage's first checkpoint is kept now
         except BaseException:  # the first error is the one to report
             pass
         resume.abandon(e, run.staging, run.kept)

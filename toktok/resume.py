@@ -59,11 +59,15 @@ class Checkpoints:
     every ``step`` new tokens. Counting checkpoints come every ``every * COUNT_EVERY`` seconds at
     file boundaries (and once after a sample pass). ``on_checkpoint(n)`` is called right after the
     n-th checkpoint is stored (n = 1, 2, ...), e.g. by a test that kills the process there.
+    ``counted_within``: see :func:`counted`.
     """
 
     every: float = CHECKPOINT_SECONDS
     step: int = 1
     on_checkpoint: Callable[[int], None] | None = None
+    #: A phase counted in less than this many seconds keeps its "counted" checkpoint due
+    #: (:func:`counted`); None: ``every * COUNT_EVERY``, the counting checkpoints' interval.
+    counted_within: float | None = None
     n: int = field(default=0, init=False)
 
     def done(self) -> None:
@@ -82,7 +86,8 @@ class Pending:
     the run reads nothing it writes and counts it as no checkpoint.
     Example: ``Pending(lambda st: st.put_meta("k", 1), store).wait()``."""
 
-    def __init__(self, save: Callable[[RunStore], None], store: RunStore) -> None:
+    def __init__(self, save: Callable[[RunStore], None], store: RunStore, due: Callable[..., None] | None = None) -> None:
+        self.due = due  # the due "counted" checkpoint this one stores too (counted), if any
         self._store = store.cursor()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._save, args=(save,), name="toktok-checkpoint", daemon=True)
@@ -224,14 +229,48 @@ def restore(run, phase: PhaseConfig, fp: list) -> Restored | None:
     return Restored("merged", None)
 
 
-def checkpoint(run, save: Callable[[RunStore], None]) -> None:
+def checkpoint(run, save: Callable[[RunStore], None], due: Callable[..., None] | None = None) -> None:
     """Store a phase's large checkpoint (``save(store)``): beside the steps that follow
     (:class:`Pending`, waited for by :func:`settle`) when the run has no memory budget; waited for
     at once under a budget, whose plan does not provide for DuckDB's write (and the word table it
-    keeps alive) beside the next step's allocations. Example: ``checkpoint(run, save)``."""
-    run.pending = Pending(save, run.store)
+    keeps alive) beside the next step's allocations. ``due``: the due "counted" checkpoint
+    (``run.due``) that ``save`` stores too: no longer due once it is stored (if storing fails,
+    the failed run stores it: :func:`store_due`). Example: ``checkpoint(run, save)``."""
+    run.pending = Pending(save, run.store, due)
     if run.plan is not None:
         settle(run)
+
+
+def counted(run, save: Callable[..., None], seconds: float) -> None:
+    """A phase's "counted" checkpoint (``save(store, tokens=None)``, :func:`save_counted`): stored
+    as :func:`checkpoint` stores it, or, when counting took less than the counting checkpoints'
+    interval (``every * COUNT_EVERY`` seconds: a crash may cost that much counting anyway) and
+    the run has no memory budget, kept due (``run.due``) for the merge stage: its first
+    checkpoint stores it first (:func:`store_due`), or, when the loop ends before one, the
+    "merged" checkpoint stores it with the words' tokens (:func:`save_merged`), one write of the
+    words instead of two (0.08 s less before the loop and 0.05 s less in DuckDB after it, for
+    the 706k words of 100 MB of text); a run that fails or is interrupted before either stores it
+    then (only a kill loses it). A resumed run, and ``every <= 0``, store it as before
+    (``Checkpoints.counted_within`` sets the limit instead).
+    Example: ``counted(run, lambda st, tokens=None: save_counted(st, ...), 1.2)``."""
+    marks = run.marks
+    within = marks.every * COUNT_EVERY if marks.counted_within is None else marks.counted_within
+    if run.plan is None and not run.staging.resuming and seconds < within:
+        run.due = save
+        return
+    checkpoint(run, save)
+
+
+def store_due(run) -> None:
+    """The "counted" checkpoint kept due (:func:`counted`), if any, stored now, after the one
+    being stored in the background. Example: ``store_due(run); run.due is None``."""
+    settle(run)
+    save, run.due = run.due, None
+    if save is not None:
+        save(run.store)
+        run.kept = True
+        run.store.release_memory()
+        run.marks.done()
 
 
 def settle(run) -> None:
@@ -242,6 +281,8 @@ def settle(run) -> None:
     pending, run.pending = run.pending, None
     if pending is not None:
         pending.wait()
+        if pending.due is not None and run.due is pending.due:
+            run.due = None
         run.kept = True
         run.store.release_memory()
         run.marks.done()
@@ -409,13 +450,15 @@ def save_count_state(store: RunStore, phase: str, state: CountState, fp: list) -
 
 
 def save_counted(store: RunStore, phase: str, words: pa.Table, parity: pa.Table,
-                 held_out: pa.Table | None, sources: list[Source], used: dict, state: dict) -> None:
+                 held_out: pa.Table | None, sources: list[Source], used: dict, state: dict,
+                 tokens=None) -> None:
     """The checkpoint of a counted phase, all or nothing: its words, inputs (``used``: per file
     statistics), parity sample and held-out pieces, and ``state`` (fingerprint, warnings, ...) as
-    its checkpoint "counted"; its counting checkpoint goes."""
-    with store.transaction():
+    its checkpoint "counted"; its counting checkpoint goes. ``tokens``: each word's number of
+    tokens, stored with it (a "merged" checkpoint that stores its phase's counted one too)."""
+    with store.transaction(join=True):
         store.drop_count_state(phase)
-        store.put_words(phase, words)
+        store.put_words(phase, words if tokens is None else words.append_column("tokens", pa.array(tokens, pa.int32())))
         store.put_parity(phase, parity)
         _put_held_out(store, phase, held_out)
         for src in sources:
@@ -426,11 +469,19 @@ def save_counted(store: RunStore, phase: str, words: pa.Table, parity: pa.Table,
         store.set_checkpoint(phase, {"stage": "counted", **state})
 
 
-def save_merged(store: RunStore, phase: str, words: pa.Array, counts: np.ndarray, tokens, state: dict) -> None:
+def save_merged(store: RunStore, phase: str, words: pa.Array, counts: np.ndarray, tokens, state: dict,
+                due: Callable[..., None] | None = None, merges: pa.Table | None = None) -> None:
     """The checkpoint of a merged phase, all or nothing: each word's tokens, and ``state``
-    (fingerprint, warnings, summary) as its checkpoint "merged"."""
+    (fingerprint, warnings, summary) as its checkpoint "merged". ``due``: the phase's "counted"
+    checkpoint, not stored yet (:func:`counted`), stored here with the words' tokens, and
+    ``merges`` (a :func:`~toktok.store.merges_table`), the loop's merges not stored yet."""
     with store.transaction():
-        store.set_tokens(phase, words, counts, tokens)
+        if due is not None:
+            due(store, tokens=tokens)
+        else:
+            store.set_tokens(phase, words, counts, tokens)
+        if merges is not None:
+            store.add_merges(phase, merges)
         store.set_checkpoint(phase, {"stage": "merged", **state})
 
 
@@ -446,7 +497,7 @@ def check_replay(prior: pa.Table, res: MergeResult, where: str) -> None:
 
 
 __all__ = ["Checkpoints", "Pending", "Restored", "Staging", "CHECKPOINT_SECONDS", "check_out", "open_run",
-           "restore", "checkpoint",
+           "restore", "checkpoint", "counted", "store_due",
            "settle", "begin", "identity", "fingerprint", "phase_checkpoint",
            "count_state", "save_count_state", "save_counted", "save_merged", "held_out_of", "check_replay",
            "start_over", "abandon"]

@@ -76,7 +76,8 @@ def run(run, phase: PhaseConfig, sources: list[Source], fp: list) -> Counted:
     counting checkpoints on the way (either engine: at file boundaries every
     ``COUNT_EVERY`` x the merge loop's interval, a snapshot of the counts so far; and the finished
     sample), then the phase's words, inputs and parity sample: the "counted" checkpoint, stored
-    while the merge stage lays the words out when the run has no budget (``_Run.checkpoint``).
+    while the merge stage lays the words out when the run has no budget, or kept for the merge
+    stage's first checkpoint when counting was short (:func:`toktok.resume.counted`).
     Example: ``counted = run(run_state, phase, sources, fingerprint)``."""
     cfg, store, marks, plan = run.cfg, run.store, run.marks, run.plan
     restored = None
@@ -125,6 +126,7 @@ def run(run, phase: PhaseConfig, sources: list[Source], fp: list) -> Counted:
     parity, held_out = pc.parity, pc.held_out
     del table, pc
     words = pa.table({"word": counted.words, "count": counted.counts})
-    run.checkpoint(lambda st: resume.save_counted(st, phase.name, words, parity, held_out, sources, used, state))
+    resume.counted(run, lambda st, tokens=None: resume.save_counted(st, phase.name, words, parity, held_out, sources,
+                                                                   used, state, tokens), t_count)
     run.take_parity(phase.name, parity, held_out)
     return counted

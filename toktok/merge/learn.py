@@ -61,6 +61,7 @@ def learn_merges(
     python: bool | None = None,
     max_token_length: int | None = None,
     min_frequency: int | None = None,
+    last: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], None] | None = None,
 ) -> MergeResult:
     """Learn up to ``n_merges`` new tokens on ``words`` (with 64-bit ``counts``) on top of ``vocab``.
 
@@ -69,8 +70,8 @@ def learn_merges(
     of (word, count) and the vocabulary. ``progress(n)`` is called with the new tokens so far.
     ``checkpoint(left, right, token, count, reused)`` is called from the calling thread with copies
     of the merges recorded since its previous call, at most every ``every`` seconds while the loop
-    runs and once at the end with the rest (maybe empty): its calls concatenate to the result's
-    arrays. With ``every <= 0`` it is called after every ``step`` new tokens (and the merges reused
+    runs and once at the end with the rest (maybe empty; ``last`` instead, when given): its calls
+    concatenate to the result's arrays. With ``every <= 0`` it is called after every ``step`` new tokens (and the merges reused
     on the way), deterministically: the loop then runs in the calling thread. ``tuning``: the
     loop's starting room (``Tuning``). ``ready()`` is called once the words are segmented and laid
     out, before the loop's tables are allocated (the pipeline stores the "counted" checkpoint
@@ -90,7 +91,7 @@ def learn_merges(
     counts = np.asarray(counts, dtype=np.int64)
     vocab.check()
     if reference and (small_enough(words) if python is None else python):  # no kernel to load
-        res = learn_small(words, counts, vocab, n_merges, checkpoint, max_token_length=max_token_length,
+        res = learn_small(words, counts, vocab, n_merges, last or checkpoint, max_token_length=max_token_length,
                           min_frequency=min_frequency, progress=progress)
         if res is not None:
             if progress is not None:
@@ -117,7 +118,7 @@ def learn_merges(
     if run.err is not None:
         raise run.err
 
-    return _result(run, vocab, n_merges, checkpoint, t0)
+    return _result(run, vocab, n_merges, last or checkpoint, t0)
 
 
 def _result(run: "_Run", vocab: Vocab, n_merges: int, checkpoint, t0: float) -> MergeResult:

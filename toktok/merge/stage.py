@@ -82,9 +82,24 @@ class _MergeLog:
         self.at = run.merge_index  # the number of the next merge
         self.learned = 0  # new tokens of this phase so far
         self.prefix = f"[{phase.name}] " if run.tag(phase) else ""
+        self.held: pa.Table | None = None  # the last merges, for the "merged" checkpoint (``last``)
 
     def __call__(self, left, right, token, count, reused) -> None:
-        self.run.settle()  # the "counted" checkpoint comes first
+        resume.store_due(self.run)  # the "counted" checkpoint comes first
+        self.run.store.add_merges(self.phase, self._table(left, right, token, count, reused))
+        self.run.marks.done()
+
+    def last(self, left, right, token, count, reused) -> None:
+        """The loop's last merges: stored as a checkpoint of the loop's, or, while the phase's
+        "counted" checkpoint is due (``resume.counted``), kept (``held``) for the "merged" one,
+        which stores both."""
+        if self.run.due is None:
+            self(left, right, token, count, reused)
+        else:
+            self.held = self._table(left, right, token, count, reused)
+
+    def _table(self, left, right, token, count, reused) -> pa.Table:
+        """The merges as rows of the run file (``merges_table``), logged as they come."""
         toks, say, rows, k = self.toks, self.run.say, [], self.learned
         new, row = toks.append, rows.append  # (locals: the last call takes every merge of a short run)
         for lt, rt, t, c, r in zip(left.tolist(), right.tolist(), token.tolist(), count.tolist(), reused.tolist()):
@@ -96,9 +111,9 @@ class _MergeLog:
                         f"\"{_literal(toks[t])}\" (id {lt} + {rt} -> {t}, count: {c})")
             row(toks[t])
         self.learned = k
-        self.run.store.add_merges(self.phase, merges_table(self.at, left, right, token, rows, count, reused))
+        table = merges_table(self.at, left, right, token, rows, count, reused)
         self.at += len(left)
-        self.run.marks.done()
+        return table
 
 
 def run(run, phase: PhaseConfig, counted: Counted, fp: list, replay: bool) -> None:
@@ -108,7 +123,7 @@ def run(run, phase: PhaseConfig, counted: Counted, fp: list, replay: bool) -> No
     is waited for before the loop's tables are allocated); writes the merges as they come (checkpoints every few seconds,
     :class:`_MergeLog`), then each word's tokens and the phase's summary: the "merged" checkpoint,
     stored while the tokenizer is exported and verified when the run has no budget
-    (``_Run.checkpoint``). With ``replay`` (``--resume`` from the phase's "counted" checkpoint) the
+    (``_Run.checkpoint``), with the "counted" one when that is still due (``resume.counted``). With ``replay`` (``--resume`` from the phase's "counted" checkpoint) the
     loop runs again from the word table and must agree with the merges the interrupted run stored.
     Example: ``run(run_state, phase, counted, fingerprint, replay=False)``."""
     store, where, tag = run.store, run.where(phase), run.tag(phase)
@@ -128,8 +143,9 @@ def run(run, phase: PhaseConfig, counted: Counted, fp: list, replay: bool) -> No
     python = python_first(words) if run.tiny else None  # (else: learn_merges asks small_enough)
     if run.tiny and not python:  # the loop's kernels after all
         run.warm_up()
+    log = _MergeLog(run, phase)
     res = learn_merges(words, counts, start, n, progress=lambda k: run.report("merge" + tag, k, shown),
-                       checkpoint=_MergeLog(run, phase), every=run.marks.every, step=run.marks.step,
+                       checkpoint=log, last=log.last, every=run.marks.every, step=run.marks.step,
                        reference=run.small, ready=run.settle,
                        python=python, max_token_length=run.cfg.max_token_length, min_frequency=run.cfg.min_frequency)
     # a corpus that allows fewer merges than asked ends the stage here (else its line waited for
@@ -144,7 +160,9 @@ def run(run, phase: PhaseConfig, counted: Counted, fp: list, replay: bool) -> No
                            first_id=first_id, seconds={"count": counted.seconds, "merge": t_merge},
                            stopped_at=res.stopped_at)
     state = {"fingerprint": fp, "warnings": counted.warnings, "summary": dataclasses.asdict(summary)}
-    run.checkpoint(lambda st: resume.save_merged(st, phase.name, words, counts, res.word_tokens, state))
+    due = run.due  # stored with it, or by the run if storing it fails
+    resume.checkpoint(run, lambda st: resume.save_merged(st, phase.name, words, counts, res.word_tokens, state,
+                                                         due=due, merges=log.held), due)
     run.add_merged(phase.name, res.vocab.tokens[first_id:], len(res.left))
     run.times["count"] += counted.seconds
     run.times["merge"] += t_merge

@@ -519,6 +519,24 @@ def _tiktoken_file(tmp_path: Path, lines: list[str]) -> Path:
     return p
 
 
+def test_read_tiktoken_ranks_of_a_file_written_here_are_its_vocabulary_unless_it_changed(tmp_path):
+    # the run's verification passes what the export wrote (formats.tiktoken.read_tiktoken_ranks(
+    # written=...)): the file is compared, not parsed, while it holds exactly that text
+    from toktok.formats.tiktoken import read_tiktoken_ranks, tiktoken_text
+
+    vocab = Vocab(list(Vocab.base(hardcoded=False).tokens) + [b"ab", b"abc"], [])
+    pinned = Vocab(list(vocab.tokens) + [b"<|x|>", b"abcd"], [], {258: "<|x|>"})  # a rank gap at 258
+    for v in (pinned, vocab):
+        text = tiktoken_text(v)
+        p = tmp_path / "t.tiktoken"
+        p.write_bytes(text)
+        assert read_tiktoken_ranks(p, (text, v)) == read_tiktoken_ranks(p)
+    changed = text.replace(b"YWI= 256", b"YWI= 259")  # the file edited after the export
+    p.write_bytes(changed)
+    ranks = read_tiktoken_ranks(p, (text, vocab))[0]
+    assert ranks == read_tiktoken_ranks(p)[0] and ranks[259] == b"ab" and 256 not in ranks
+
+
 def test_read_tiktoken_accepts_any_line_order_and_blank_lines(tmp_path):
     p = _tiktoken_file(tmp_path, [f"{_b64(b'b')} 1", "", f"{_b64(b'c')} 2", f"{_b64(b'a')} 0", ""])
     assert read_tiktoken(p) == [b"a", b"b", b"c"]
@@ -729,6 +747,24 @@ def test_lines_spells_the_same_bytes_as_joining_them(pool, data, consts, sep):
                     for r in rows.tolist())
     assert lines(pool, np.array(at), np.array(size), rows, fields, sep) == want
     assert _spelled(pool, np.array(at), np.array(size), rows, fields, sep) == want
+
+
+@settings(max_examples=200 * FUZZ, deadline=None)
+@given(tokens=st.lists(st.binary(min_size=1, max_size=12), unique=True, max_size=30), data=st.data())
+def test_tiktoken_lines_are_base64_and_rank_and_read_back(tokens, data, tmp_path_factory):
+    """The .tiktoken's lines (formats.spell.ranked_lines, compiled, and the Python lines a small
+    vocabulary takes) == base64 and rank per token, the skipped ids left out; read back, they
+    give the tokens at their ranks."""
+    from toktok.formats.spell import _ranked_spelled, ranked_lines
+    from toktok.formats.tiktoken import read_tiktoken_ranks
+
+    skip = {i: "s" for i in data.draw(st.sets(st.integers(0, max(0, len(tokens) - 1)), max_size=3)) if i < len(tokens)}
+    want = b"".join(base64.b64encode(t) + b" %d\n" % i for i, t in enumerate(tokens) if i not in skip)
+    assert ranked_lines(tokens, skip) == _ranked_spelled(tokens, skip) == want
+    if len(skip) < len(tokens):
+        p = tmp_path_factory.mktemp("tt") / "t.tiktoken"
+        p.write_bytes(want)
+        assert read_tiktoken_ranks(p)[0] == {i: t for i, t in enumerate(tokens) if i not in skip}
 
 
 @settings(max_examples=200 * FUZZ, deadline=None)

@@ -240,16 +240,22 @@ def test_open_hf_loads_a_large_tokenizer_json_in_a_second_process(good_dir, tmp_
         assert isinstance(hf, Process) and hf.vocab_size() == Local(good_dir / HF_FILE).vocab_size()
 
 
-def test_a_run_checks_a_large_vocabulary_with_hf_in_a_second_process(tmp_path):
+def test_a_run_checks_a_large_vocabulary_with_hf_in_a_second_process(tmp_path, monkeypatch):
     """The pipeline opens HF's half before it writes tokenizer.json: in a second process from
-    PROCESS_FROM_TOKENS tokens on, here otherwise; the run file says which, and both publish a
+    PROCESS_FROM_TOKENS tokens on, started before the merge loop (it imports tokenizers on the
+    core the loop leaves idle), here otherwise; the run file says which, and both publish a
     tokenizer that verifies."""
     import duckdb
 
+    import toktok.merge.stage
     from toktok.config import TrainConfig
     from toktok.pipeline import train
     from toktok.rundir import RUN_FILE
 
+    merging = toktok.merge.stage.run
+    at_merge = []
+    monkeypatch.setattr(toktok.merge.stage, "run", lambda run, *a, **k: (at_merge.append(type(run.hf).__name__),
+                                                                         merging(run, *a, **k))[1])
     where = {}
     for name, merges in (("small", 300), ("large", PROCESS_FROM_TOKENS - 256 - 1161 + 50)):
         out = tmp_path / name
@@ -260,6 +266,7 @@ def test_a_run_checks_a_large_vocabulary_with_hf_in_a_second_process(tmp_path):
         assert parity["ok"] is True and parity["strings"] > 20
         where[name] = parity["hf_tokenizers"]
     assert where == {"small": "this process", "large": "second process"}
+    assert at_merge == ["NoneType", "Process"]
 
 
 def test_hf_process_ends_with_the_process_that_started_it(good_dir):

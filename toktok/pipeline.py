@@ -111,6 +111,7 @@ class _Run:
     due: Callable[..., None] | None = None  # a "counted" checkpoint not stored yet (resume.counted)
     compiled_first: bool = False  # the kernels were built ahead for this run (said once)
     hf: verify.HFSide | None = None  # HF tokenizers' half of the verification, loading since the export
+    tiktoken_written: tuple | None = None  # (.tiktoken text, vocabulary) the export wrote, for the verification
     ray_tuning: dict = field(default_factory=dict)  # more keywords of the Ray engine's count_phase
     parity: count.ParitySample = field(default_factory=count.ParitySample)
     regex_mb_s: list[float] = field(default_factory=list)  # per phase counted through regex: MB/s
@@ -297,6 +298,8 @@ def _phase(run: _Run, phase: PhaseConfig, sources: list[count.Source], fp: list)
         return
     counted = got.counted if got is not None else count.run(run, phase, sources, fp)
     run.warnings += counted.warnings
+    if phase is run.phases[-1]:  # HF's half of step 8 starts its process beside the merge loop
+        verify.start(run, len(run.vocab.tokens) + min(merge.budget(run, phase), merge.most_merges(counted.words)))
     merge.run(run, phase, counted, fp, replay=got is not None)
 
 

@@ -18,7 +18,7 @@ from .chat import check_specials as check_chat_specials, resolve as chat_templat
 from .common import HF_FILE, write_atomic
 from .hf import write_hf
 from .specials import special_tokens_json
-from .tiktoken import write_tiktoken
+from .tiktoken import tiktoken_text
 
 if TYPE_CHECKING:
     from ..vocab import Vocab
@@ -45,17 +45,20 @@ def write(run) -> None:
     added = added_flags(cfg.special_tokens)  # {special: added-token flags} where they differ
     t0 = time.perf_counter()
     run.report("export", 0, 3)
-    # tokenizers loads tokenizer.json from when it is written, in a second process (started now)
-    # when it is large (the load holds the GIL for most of a second) and the run has no memory
-    # budget (whose plan counts one process)
-    run.hf = open_hf(staging / HF_FILE, process=run.plan is None and worth_a_process(len(vocab.tokens)))
+    # tokenizers loads tokenizer.json from when it is written, in a second process (started
+    # before the merge loop, else now) when it is large (the load holds the GIL for most of a
+    # second) and the run has no memory budget (whose plan counts one process)
+    if run.hf is None:
+        run.hf = open_hf(staging / HF_FILE, process=run.plan is None and worth_a_process(len(vocab.tokens)))
     vocab.check()
     try:
         write_hf(vocab, staging, roles=cfg.roles, check=False, pattern=run.pattern, added=added,
                  chat_template=run.chat_template)
         run.hf.load()
         run.report("export", 1, 3)
-        write_tiktoken(vocab, staging / cfg.tiktoken_name, check=False)
+        text = tiktoken_text(vocab)
+        write_atomic(staging / cfg.tiktoken_name, text)
+        run.tiktoken_written = (text, vocab)  # the verification compares the file with it
         run.report("export", 2, 3)
         run.special_ids = _specials_rule(vocab, run.base, cfg.tiktoken_name)
         run.store.put_meta("specials", run.special_ids)

@@ -201,6 +201,7 @@ def verify(
     hf: HFSide | None = None,
     progress: Callable[[int, int], None] | None = None,
     pattern=None,
+    written=None,
 ) -> VerifyReport:
     """Encode ``DEFAULT_TEXTS``, texts around each special token, and ``texts`` with
     tiktoken and HF tokenizers from ``out_dir``; raise ParityError at the first id or round-trip
@@ -214,7 +215,8 @@ def verify(
     second process while the caller did other work); closed here. By default a large tokenizer.json
     loads in a second process while this one loads tiktoken's half (``open_hf``). tiktoken splits
     text with the pattern recorded beside the ``.tiktoken`` (the tokenizer.json's Split); ``pattern``
-    (a run's own) must agree with it.
+    (a run's own) must agree with it. ``written``: ``(text, vocab)`` where this process wrote the
+    ``.tiktoken`` (``formats.tiktoken.read_tiktoken_ranks``: compared, not parsed again).
     Added tokens whose flags make HF cut text otherwise (``lstrip``, ``rstrip``, ``single_word``:
     :mod:`toktok.added`) are compared as HF cuts them: tiktoken's ids are
     ``encode_like_hf(enc, text, flags)`` and both decodes must give ``text_like_hf(text, flags)``.
@@ -232,7 +234,7 @@ def verify(
         # tiktoken's specials come from the tokenizer.json that goes with the .tiktoken when
         # nothing else gives them: when it is the one loaded here, it is parsed once, by tokenizers
         enc, tokens = load_encoding_and_tokens(where, special_tokens, hf.specials if hf_path == hf_file_of(tt) else None,
-                                               pattern=pattern)
+                                               pattern=pattern, written=written)
         _check_same_vocab(where, enc, tokens, hf)
         del tokens
         return _compare(where, enc, hf, texts, slices, seed, progress)
@@ -295,6 +297,16 @@ def _compare(where: Path, enc, hf: HFSide, texts: Iterable[str] | None, slices: 
     return VerifyReport(strings=strings, tokens=tokens)
 
 
+def start(run, tokens: int) -> None:
+    """HF's half of the check started before the last phase's merges (``run.hf``; the export
+    opens it otherwise) when the run's tokenizer.json will hold ``tokens`` tokens or so and
+    loads in a second process (no memory budget, ``worth_a_process``): the process starts and
+    imports tokenizers on the core the merge loop leaves idle, not beside the export (0.1-0.2 s
+    of CPU there). Example: ``verify.start(run, 131_072)``."""
+    if run.hf is None and run.plan is None and worth_a_process(tokens):
+        run.hf = open_hf(run.staging.path / HF_FILE, process=True)
+
+
 def begin(run) -> None:
     """HF's half of the check (``run.hf``, which the export opened) starts encoding the texts
     ``check`` compares while the run's next steps go on: in this process in a thread (tokenizers
@@ -313,7 +325,8 @@ def check(run) -> None:
     t0 = time.perf_counter()
     hf, run.hf = run.hf, None
     rep = verify(run.staging.path, run.parity.texts(), slices=run.cfg.verify_slices,
-                 seed=run.cfg.seed, hf=hf, pattern=run.pattern,
+                 seed=run.cfg.seed, hf=hf, pattern=run.pattern, written=run.tiktoken_written,
                  progress=lambda done, total: run.report("verify", done, total))
+    run.tiktoken_written = None
     run.times["verify"] = time.perf_counter() - t0
     run.parity_strings, run.parity_tokens, run.parity_hf = rep.strings, rep.tokens, hf.where

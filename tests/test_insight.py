@@ -344,6 +344,19 @@ def test_word_gains(insight_run):
     assert small.height == 10 and small["count"].is_sorted(descending=True)
 
 
+def test_word_gains_leave_out_a_word_that_is_not_utf8_on_its_own(insight_run, tmp_path):
+    # the top words are checked for UTF-8 all at once, and word by word only when one is not
+    run = tmp_path / "run"
+    shutil.copytree(insight_run, run)
+    con = duckdb.connect(str(run / "run.duckdb"))
+    phase = con.execute("select phase from words limit 1").fetchone()[0]
+    con.execute("insert into words values ($w, 1000000000, $p, null)", {"w": b"\xe4\xb8", "p": phase})  # half of a character
+    con.close()
+    got = word_gains(run, top=20, write=False)
+    assert b"\xe4\xb8" not in got["word"].to_list() and got.height == 19
+    assert got.equals(word_gains(insight_run, top=19, write=False))
+
+
 def test_phases_in_a_multi_phase_run(phase_pair, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(phase_pair["multi"], run)

@@ -269,6 +269,28 @@ def test_a_run_checks_a_large_vocabulary_with_hf_in_a_second_process(tmp_path, m
     assert at_merge == ["NoneType", "Process"]
 
 
+def test_a_run_whose_tokenizer_json_lost_a_special_fails_and_publishes_nothing(tmp_path, monkeypatch):
+    """The run's check loads tiktoken's half with the run's own specials (it need not wait for
+    HF's parse to read them), and holds tokenizer.json's added tokens equal to them: a file that
+    lost one fails the run, and nothing is published."""
+    import toktok.formats.export
+    from toktok.config import TrainConfig
+    from toktok.pipeline import train
+
+    writing = toktok.formats.export.write_hf
+
+    def losing_one(vocab, staging, **kw):
+        writing(vocab, staging, **kw)
+        _edit_tokenizer_json(Path(staging), lambda doc: doc["added_tokens"].pop())
+
+    monkeypatch.setattr(toktok.formats.export, "write_hf", losing_one)
+    out = tmp_path / "tok"
+    with pytest.raises(ParityError, match="special tokens differ"):
+        train(TrainConfig(sources=[str(FIXTURES / "notes.txt")], out=str(out), merges=50,
+                          special_tokens=["<|endoftext|>", "<|pad|>"], verbose=False))
+    assert not out.exists()
+
+
 def test_hf_process_ends_with_the_process_that_started_it(good_dir):
     """kill -9 of a run leaves no second process behind: it exits when its stdin closes."""
     import subprocess

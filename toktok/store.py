@@ -244,8 +244,8 @@ class RunStore:
         token, kind "special"."""
         n = len(tokens)
         table = pa.table({
-            "id": pa.array(list(range(n)) + [n + k for k in range(len(specials))], pa.int32()),
-            "token": pa.array(list(tokens) + [s.encode() for s in specials], pa.binary()),
+            "id": pa.array(np.arange(n + len(specials), dtype=np.int32)),
+            "token": pa.array([*tokens, *(s.encode() for s in specials)], pa.binary()),
             # typed: Arrow infers a list of str by importing dateutil (5 ms of a small run)
             "kind": pa.array(list(kinds) + ["special"] * len(specials), pa.string()),
             "phase": pa.array(list(phases) + [None] * len(specials), pa.string())})

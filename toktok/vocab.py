@@ -98,13 +98,15 @@ class Vocab:
 
     def check(self) -> None:
         """Raise VocabError unless tokens are unique, non-empty and every single byte is present."""
-        seen: dict[bytes, int] = {}
-        for i, t in enumerate(self.tokens):
-            if not t:
-                raise VocabError(f"token id {i} is empty")
-            if t in seen:
-                raise VocabError(f"token id {i} duplicates id {seen[t]} ({shown(t)})")
-            seen[t] = i
+        seen = set(self.tokens)  # (a set in C: a dict built token by token took 37 ms of 131,072)
+        if len(seen) != len(self.tokens) or not all(self.tokens):
+            first: dict[bytes, int] = {}
+            for i, t in enumerate(self.tokens):  # the first empty or repeated token, for the message
+                if not t:
+                    raise VocabError(f"token id {i} is empty")
+                if t in first:
+                    raise VocabError(f"token id {i} duplicates id {first[t]} ({shown(t)})")
+                first[t] = i
         for i, s in self.pinned.items():
             if not 0 <= i < len(self.tokens) or self.tokens[i] != s.encode():
                 raise VocabError(f"special token {shown(s)} is pinned at id {i}, which does not hold its placeholder")
@@ -122,7 +124,7 @@ class Vocab:
             if s in sp_seen:
                 raise VocabError(f"special token {shown(s)} is given twice")
             if s.encode() in seen:
-                raise VocabError(f"special token {shown(s)} collides with vocabulary token id {seen[s.encode()]}; "
+                raise VocabError(f"special token {shown(s)} collides with vocabulary token id {self.tokens.index(s.encode())}; "
                                  "pick a special token that is not an ordinary token, e.g. <|name|>")
             sp_seen.add(s)
         everything = [*self.pinned.values(), *self.specials]

@@ -288,14 +288,16 @@ def compression_curve(
 
 def curve_table(run: RunLike, texts, by=None, every: int | None = None, *, checkpoints: int = 20,
                 text_column: str = "text", threads: int = 0, write: bool = True, text: str = "given",
-                text_by_phase: dict | None = None, reference: bool = False) -> pa.Table:
+                text_by_phase: dict | None = None, reference: bool = False,
+                prefixes: "_Prefixes | None" = None) -> pa.Table:
     """:func:`compression_curve`'s rows as an Arrow table, written as it says: what the pipeline's
-    insight step records (without Polars). Example: ``curve_table(store, ["some text"]).num_rows``."""
+    insight step records (without Polars); ``prefixes``: the run file's, read already.
+    Example: ``curve_table(store, ["some text"]).num_rows``."""
     docs, groups = _texts_and_groups(texts, by, text_column)
     threads = threads or os.cpu_count() or 1
     subsets, gidx = measure.subsets(groups, len(docs))
     with _connect(run, read_only=not write) as store:
-        pre = _Prefixes(store, reference)
+        pre = prefixes or _Prefixes(store, reference)
         ks = _checkpoints(pre.n_merges, every, checkpoints)
         ndocs = measure.sums(np.ones(len(docs), np.int64), gidx, len(subsets))
         sbytes = measure.sums(measure.utf8_bytes(docs), gidx, len(subsets))
@@ -381,35 +383,61 @@ def word_gains(run: RunLike, top: int = 50_000, *, write: bool = True, reference
     return pl.from_arrow(gains_table(run, top, write=write, reference=reference))
 
 
-def gains_table(run: RunLike, top: int = 50_000, *, write: bool = True, reference: bool = False) -> pa.Table:
+def gains_table(run: RunLike, top: int = 50_000, *, write: bool = True, reference: bool = False,
+                prefixes: "_Prefixes | None" = None) -> pa.Table:
     """:func:`word_gains`' rows as an Arrow table, written as it says: what the pipeline's insight
-    step records (without Polars). Example: ``gains_table(store, top=100).num_rows``."""
+    step records (without Polars); ``prefixes``: the run file's, read already (``curve_table``'s).
+    Example: ``gains_table(store, top=100).num_rows``."""
     frames = []
     with _connect(run, read_only=not write) as store:
-        pre = _Prefixes(store, reference)
+        pre = prefixes or _Prefixes(store, reference)
         phases = store.run("prefixes.phase_ranges").fetchall()
         for phase, k0, k1 in phases:
             rows = store.arrow("top_words", {"phase": phase, "n": int(top)})
-            words, counts = [], []
-            for w, c in zip(rows["word"].to_pylist(), rows["count"].to_pylist()):
-                try:
-                    w.decode("utf-8")
-                except UnicodeDecodeError:
-                    continue
-                words.append(w)
-                counts.append(c)
+            words, counts = _utf8_words(_large_binary(rows["word"].combine_chunks()), rows["count"].combine_chunks())
             # A word is one piece of the pattern, so it is encoded as one (as tiktoken's
             # _encode_single_piece would: splitting it again gives itself)
-            before = np.diff(pre.segment(k0, words)[1]) if words else []
-            after = np.diff(pre.segment(k1 + 1, words)[1]) if words else []
-            frames.append(pa.table([pa.array([phase] * len(words), pa.large_string()),
-                                    pa.array(words, pa.large_binary()), pa.array(counts, pa.int64()),
+            before = np.diff(pre.segment(k0, words)[1]) if len(words) else []
+            after = np.diff(pre.segment(k1 + 1, words)[1]) if len(words) else []
+            frames.append(pa.table([pa.array([phase] * len(words), pa.large_string()), words, counts,
                                     pa.array(before, pa.int32()), pa.array(after, pa.int32())], schema=_GAINS_SCHEMA))
         frame = pa.concat_tables(frames) if frames else _GAINS_SCHEMA.empty_table()
         if write:
             _add_missing_views(store)
             store.replace_insight({"word_gains": frame}, meta={})
     return frame
+
+
+def _large_binary(arr: pa.Array) -> pa.Array:
+    """A binary array as ``large_binary``, its buffers shared (the offsets widened): DuckDB
+    gives BLOBs as ``binary``, and a cast would load ``pyarrow.compute`` (~50 ms)."""
+    if pa.types.is_large_binary(arr.type):
+        return arr
+    if not len(arr):
+        return pa.array([], pa.large_binary())
+    validity, offsets, data = arr.buffers()
+    wide = np.frombuffer(offsets, np.int32, count=arr.offset + len(arr) + 1).astype(np.int64)
+    return pa.Array.from_buffers(pa.large_binary(), len(arr), [validity, pa.py_buffer(wide), data], arr.null_count,
+                                 arr.offset)
+
+
+def _utf8_words(words: pa.Array, counts: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """The words (large_binary) that are valid UTF-8 on their own, with their counts: all of
+    them at once when they are (the words of a pattern's pieces of UTF-8 text always are), else
+    word by word."""
+    try:
+        pa.Array.from_buffers(pa.large_string(), len(words), words.buffers(), 0, words.offset).validate(full=True)
+        return words, counts
+    except pa.ArrowInvalid:
+        pass
+    keep = []
+    for i, w in enumerate(words.to_pylist()):
+        try:
+            w.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        keep.append(i)
+    return words.take(pa.array(keep, pa.int64())), counts.take(pa.array(keep, pa.int64()))
 
 
 # ---------------------------------------------------------------------------------------------

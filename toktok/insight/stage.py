@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from .runfile import add_views, curve_table, gains_table
+from .runfile import _Prefixes, add_views, curve_table, gains_table
 
 __all__ = ["record"]
 
@@ -29,11 +29,12 @@ def record(run) -> None:
         add_views(store)
         run.report("insight", 1, 3)
         curve, curve_from, curve_text, curve_kinds = _curve_texts(run.parity.df, run.phase_parity, run.phase_held_out)
+        pre = _Prefixes(store, run.small)  # the vocabulary by merge count, read once for both
         if curve:
             curve_table(store, curve, by=curve_from, threads=run.threads, checkpoints=8,
-                        text=curve_text, text_by_phase=curve_kinds, reference=run.small)
+                        text=curve_text, text_by_phase=curve_kinds, reference=run.small, prefixes=pre)
         run.report("insight", 2, 3)
-        gains_table(store, reference=run.small)
+        gains_table(store, reference=run.small, prefixes=pre)
         # the blocks its queries and writes left cached, given back before the verification
         # loads tiktoken's half beside HF's load (the tail's peak at 131,072: 412 MB, not 423)
         store.release_memory()

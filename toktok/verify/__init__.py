@@ -22,6 +22,7 @@ from ..formats.common import HF_FILE, folder_and_tiktoken, hf_file_of
 from ..formats.hf import bytelevel_to_token, token_to_bytelevel
 from ..formats.tiktoken import load_encoding_and_tokens
 from ..patterns import EDGE_TEXTS
+from ..rundir import special_tokens_file
 from .hf_side import HFSide, open_hf, worth_a_process
 
 #: Texts in a batch handed to each encoder at once (tokenizers encodes a batch in parallel).
@@ -146,7 +147,8 @@ def _batches(texts: Iterable[str], size: int) -> Iterator[list[str]]:
 
 def _check_same_vocab(where: Path, enc, tokens: list[bytes], hf: HFSide) -> None:
     """Raise ParityError unless both files give every id the same bytes and the same specials."""
-    # Phase 1: ranks.
+    # Phase 1: ranks (this side's spelling first: HF's process may still be parsing).
+    spelled = None if None in tokens else (list(map(len, tokens)), token_to_bytelevel(b"".join(tokens)))
     n_hf = hf.vocab_size()
     if n_hf != len(tokens):
         raise ParityError(
@@ -155,7 +157,7 @@ def _check_same_vocab(where: Path, enc, tokens: list[bytes], hf: HFSide) -> None
         )
     tt_specials = {s: enc.encode_single_token(s) for s in enc.special_tokens_set}
     special_at = {i: s for s, i in tt_specials.items()}
-    for name, i in ([] if _same_ranks(hf, tokens) else hf.vocab().items()):
+    for name, i in ([] if _same_ranks(hf, spelled) else hf.vocab().items()):
         if 0 <= i < len(tokens) and tokens[i] is None:
             # a special token inside the rank range: HF keeps it in the model under its text
             if special_at.get(i) != name:
@@ -171,17 +173,18 @@ def _check_same_vocab(where: Path, enc, tokens: list[bytes], hf: HFSide) -> None
         raise ParityError(f"{where}: special tokens differ: tiktoken {tt_specials} vs tokenizer.json {hf_specials}")
 
 
-def _same_ranks(hf: HFSide, tokens: list[bytes | None]) -> bool:
+def _same_ranks(hf: HFSide, spelled: tuple[list[int], str] | None) -> bool:
     """Whether HF's vocab is exactly the tokens, id for id, each under its byte-level spelling
-    (one character per byte): checked on all of them at once, spellings joined. False also when
-    a special sits inside the rank range; the entry-by-entry check then decides."""
-    if None in tokens:
+    (one character per byte): checked on all of them at once, spellings joined (``spelled``:
+    the tokens' lengths and joined spelling, None when a special sits inside the rank range;
+    False then, and the entry-by-entry check decides)."""
+    if spelled is None:
         return False
     by_id = hf.names_by_id()
     if by_id is None:
         return False
     joined, lengths = by_id
-    return lengths == list(map(len, tokens)) and joined == token_to_bytelevel(b"".join(tokens))
+    return lengths == spelled[0] and joined == spelled[1]
 
 
 def _first_diff(a: list[int], b: list[int]) -> int:
@@ -324,7 +327,12 @@ def check(run) -> None:
     one the export opened (``run.hf``). Example: ``verify.check(run)``."""
     t0 = time.perf_counter()
     hf, run.hf = run.hf, None
-    rep = verify(run.staging.path, run.parity.texts(), slices=run.cfg.verify_slices,
+    # tiktoken's specials: the run's own, so that its half loads while HF's still parses (which
+    # the specials would wait for; the check then holds HF's added tokens equal to them), unless
+    # the export declared them in a file beside the .tiktoken, which is read and checked then
+    tt = folder_and_tiktoken(run.staging.path)[1]
+    specials = None if special_tokens_file(tt).is_file() else run.vocab.special_ids()
+    rep = verify(run.staging.path, run.parity.texts(), slices=run.cfg.verify_slices, special_tokens=specials,
                  seed=run.cfg.seed, hf=hf, pattern=run.pattern, written=run.tiktoken_written,
                  progress=lambda done, total: run.report("verify", done, total))
     run.tiktoken_written = None

@@ -462,6 +462,29 @@ def test_a_phases_next_file_is_read_ahead_with_the_same_counts_and_errors(tmp_pa
     assert len(seen) >= len(list(read_corpus([paths[0]]).batches(1 << 10)))  # file a's batches were counted
 
 
+def test_a_run_reads_its_first_file_before_it_opens_the_run_file(tmp_path, monkeypatch):
+    """The pipeline starts reading the first phase's first file after its checks, while it opens
+    the run file (count.start); the run counts what it would have counted without that, and a
+    run that samples (a budget) starts nothing."""
+    import toktok.count.stage
+    import toktok.resume
+    from toktok.config import TrainConfig
+    from toktok.pipeline import train
+
+    src = [str(FIXTURES / "sample.parquet"), str(FIXTURES / "notes.txt")]
+    seen = []
+    opening = toktok.resume.open_run
+    monkeypatch.setattr(toktok.resume, "open_run",
+                        lambda run: (seen.append(run.started.path if run.started else None), opening(run))[1])
+    train(TrainConfig(sources=src, out=str(tmp_path / "a"), merges=300, verbose=False))
+    train(TrainConfig(sources=src, out=str(tmp_path / "b"), merges=300, budget="1GB", verbose=False))
+    assert seen == [src[0], None]
+    monkeypatch.setattr(toktok.count.stage, "start", lambda run: None)
+    train(TrainConfig(sources=src, out=str(tmp_path / "c"), merges=300, verbose=False))
+    for f in ("tokenizer.json", "tokenizer.tiktoken"):
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "c" / f).read_bytes()
+
+
 # ---- JSONL and .jsonl.zst --------------------------------------------------------------------
 
 def test_jsonl_text_field_blank_lines_nulls_and_first_row(tmp_path):

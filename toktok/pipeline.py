@@ -109,6 +109,7 @@ class _Run:
     kept: bool = False  # whether a failure leaves the staging folder for --resume
     pending: resume.Pending | None = None  # the checkpoint being stored meanwhile (resume.settle)
     due: Callable[..., None] | None = None  # a "counted" checkpoint not stored yet (resume.counted)
+    started: Any = None  # the first phase's first file, being read since step 1 (count.start)
     compiled_first: bool = False  # the kernels were built ahead for this run (said once)
     hf: verify.HFSide | None = None  # HF tokenizers' half of the verification, loading since the export
     tiktoken_written: tuple | None = None  # (.tiktoken text, vocabulary) the export wrote, for the verification
@@ -220,6 +221,7 @@ def _train(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: resu
     kept for ``--resume`` when it holds a checkpoint (:func:`toktok.resume.abandon`)."""
     run = _plan(cfg, progress, log, marks)  # 1.
     run.ray_tuning = ray_tuning
+    count.start(run)  # (the first file's first batch decoded while step 2 opens the run file)
     if run.plan is not None and not run.tiny:  # a budget's first run compiles while this process holds least
         run.warm_up()
     resume.open_run(run)  # 2.

@@ -18,7 +18,7 @@ from .. import resume
 from ..budget import BudgetPlan, fit_words
 from ..errors import ConfigError, InputError
 from .common import BATCH_BYTES, Counted
-from .local import ParitySample, Source, count_phase
+from .local import ParitySample, Source, count_phase, start_reading
 from .memory import check_sources, corpus_of
 from .pretokenize import REFERENCE_BYTES, SMALL_BYTES
 from .read import read_corpus
@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 
 #: What the pipeline reads besides the entries: the small and tiny runs' sizes, the parity
 #: sample and resolved source types, and how a source's URL is shown.
-__all__ = ["Counted", "ParitySample", "REFERENCE_BYTES", "SMALL_BYTES", "Source", "engine", "redact", "resolve", "run"]
+__all__ = ["Counted", "ParitySample", "REFERENCE_BYTES", "SMALL_BYTES", "Source", "engine", "redact", "resolve", "run",
+           "start"]
 
 
 def engine(cfg: RunSpec, phases: list[PhaseConfig]) -> Callable | None:
@@ -52,6 +53,16 @@ def resolve(cfg: RunSpec, phase: PhaseConfig) -> list[Source]:
                    read_corpus([src.path], text_column=src.text_column or cfg.text_column, bad_utf8=cfg.bad_utf8,
                                storage_options=cfg.source_options(src)),
                    src.weight) for src in phase.sources]
+
+
+def start(run) -> None:
+    """The first phase's first file read from now on (``run.started``, :func:`.local.start_reading`)
+    when that phase reads every document with the local engine on a fresh run: the pipeline calls
+    it before it opens the run file, so the first batch is decoded meanwhile.
+    Example: ``count.start(run_state)``."""
+    phase = run.phases[0]
+    if run.ray_count is None and not run.cfg.resume and _phase_capacity(run.cfg, phase, run.plan) is None:
+        run.started = start_reading(run.plans[0], BATCH_BYTES, run.pattern)
 
 
 def _phase_capacity(cfg: RunSpec, phase: PhaseConfig, plan: BudgetPlan | None) -> int | None:
@@ -93,8 +104,9 @@ def run(run, phase: PhaseConfig, sources: list[Source], fp: list) -> Counted:
     checkpoints = dict(restored=restored, save=save, every=marks.every * resume.COUNT_EVERY)
     if run.ray_count is not None:  # the same PhaseCount and checkpoints, counted on a Ray cluster
         count = partial(run.ray_count, address=cfg.ray_address, **checkpoints, **run.ray_tuning)
-    else:
-        count = partial(count_phase, **checkpoints)
+    else:  # (the first phase's first file is being read already: start)
+        count = partial(count_phase, **checkpoints, started=run.started)
+    run.started = None
     set_readahead(plan.readahead_bytes if plan is not None else None)  # blocks of objects read ahead
     pc = count(sources, seed=cfg.seed, capacity=_phase_capacity(cfg, phase, plan),
                batch_bytes=plan.batch_bytes if plan is not None else BATCH_BYTES, specials=run.specials,

@@ -477,7 +477,7 @@ def test_a_run_reads_its_first_file_before_it_opens_the_run_file(tmp_path, monke
     monkeypatch.setattr(toktok.resume, "open_run",
                         lambda run: (seen.append(run.started.path if run.started else None), opening(run))[1])
     train(TrainConfig(sources=src, out=str(tmp_path / "a"), merges=300, verbose=False))
-    train(TrainConfig(sources=src, out=str(tmp_path / "b"), merges=300, budget="1GB", verbose=False))
+    train(TrainConfig(sources=src, out=str(tmp_path / "b"), merges=300, budget="4GB", verbose=False))
     assert seen == [src[0], None]
     monkeypatch.setattr(toktok.count.stage, "start", lambda run: None)
     train(TrainConfig(sources=src, out=str(tmp_path / "c"), merges=300, verbose=False))

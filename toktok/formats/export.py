@@ -18,7 +18,7 @@ from .chat import check_specials as check_chat_specials, resolve as chat_templat
 from .common import HF_FILE, write_atomic
 from .hf import write_hf
 from .specials import special_tokens_json
-from .tiktoken import tiktoken_text
+from .tiktoken import tiktoken_text, write_tiktoken
 
 if TYPE_CHECKING:
     from ..vocab import Vocab
@@ -57,7 +57,7 @@ def write(run) -> None:
         run.hf.load()
         run.report("export", 1, 3)
         text = tiktoken_text(vocab)
-        write_atomic(staging / cfg.tiktoken_name, text)
+        write_tiktoken(vocab, staging / cfg.tiktoken_name, check=False, text=text)
         run.tiktoken_written = (text, vocab)  # the verification compares the file with it
         run.report("export", 2, 3)
         run.special_ids = _specials_rule(vocab, run.base, cfg.tiktoken_name)

@@ -33,15 +33,15 @@ def tiktoken_text(vocab: Vocab) -> bytes:
     return ranked_lines(vocab.tokens, vocab.pinned)
 
 
-def write_tiktoken(vocab: Vocab, path: str | os.PathLike, *, check: bool = True) -> Path:
+def write_tiktoken(vocab: Vocab, path: str | os.PathLike, *, check: bool = True, text: bytes | None = None) -> Path:
     """Write ``vocab`` ranks as a standard tiktoken file at ``path`` (special tokens are not stored;
     the ids of pinned specials are left out of the ranks). ``check=False``: the caller has run
-    ``vocab.check()`` on this vocabulary already.
+    ``vocab.check()`` on this vocabulary already; ``text``: its ``tiktoken_text``, made already.
 
     Returns the path. Example: ``write_tiktoken(Vocab.base(), "out/tokenizer.tiktoken")``.
     """
     path = Path(path)
-    write_atomic(path, tiktoken_text(checked_vocab(vocab) if check else vocab))
+    write_atomic(path, text if text is not None else tiktoken_text(checked_vocab(vocab) if check else vocab))
     return path
 
 

@@ -388,13 +388,15 @@ def gains_table(run: RunLike, top: int = 50_000, *, write: bool = True, referenc
     """:func:`word_gains`' rows as an Arrow table, written as it says: what the pipeline's insight
     step records (without Polars); ``prefixes``: the run file's, read already (``curve_table``'s).
     Example: ``gains_table(store, top=100).num_rows``."""
+    from ..count.sample import widened  # (DuckDB gives BLOBs as binary)
+
     frames = []
     with _connect(run, read_only=not write) as store:
         pre = prefixes or _Prefixes(store, reference)
         phases = store.run("prefixes.phase_ranges").fetchall()
         for phase, k0, k1 in phases:
             rows = store.arrow("top_words", {"phase": phase, "n": int(top)})
-            words, counts = _utf8_words(_large_binary(rows["word"].combine_chunks()), rows["count"].combine_chunks())
+            words, counts = _utf8_words(widened(rows["word"].combine_chunks()), rows["count"].combine_chunks())
             # A word is one piece of the pattern, so it is encoded as one (as tiktoken's
             # _encode_single_piece would: splitting it again gives itself)
             before = np.diff(pre.segment(k0, words)[1]) if len(words) else []
@@ -406,19 +408,6 @@ def gains_table(run: RunLike, top: int = 50_000, *, write: bool = True, referenc
             _add_missing_views(store)
             store.replace_insight({"word_gains": frame}, meta={})
     return frame
-
-
-def _large_binary(arr: pa.Array) -> pa.Array:
-    """A binary array as ``large_binary``, its buffers shared (the offsets widened): DuckDB
-    gives BLOBs as ``binary``, and a cast would load ``pyarrow.compute`` (~50 ms)."""
-    if pa.types.is_large_binary(arr.type):
-        return arr
-    if not len(arr):
-        return pa.array([], pa.large_binary())
-    validity, offsets, data = arr.buffers()
-    wide = np.frombuffer(offsets, np.int32, count=arr.offset + len(arr) + 1).astype(np.int64)
-    return pa.Array.from_buffers(pa.large_binary(), len(arr), [validity, pa.py_buffer(wide), data], arr.null_count,
-                                 arr.offset)
 
 
 def _utf8_words(words: pa.Array, counts: pa.Array) -> tuple[pa.Array, pa.Array]:

@@ -16,8 +16,8 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import NamedTuple
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 from .._kernels import release_llvm_pages
 from ..patterns import DEFAULT, Pattern
@@ -267,9 +267,13 @@ def start_reading(sources: list[Source], batch_bytes: int = BATCH_BYTES, pattern
     files = phase_files(sources)
     if not files:
         return None
-    src, f = files[0]
-    c = Corpus([f], src.corpus.text_column, src.corpus.bad_utf8)
-    return Started(f.path, c, _FirstAhead(c.batches(batch_bytes, pattern=pattern)))
+    c = _file_corpus(*files[0])
+    return Started(c.files[0].path, c, _FirstAhead(c.batches(batch_bytes, pattern=pattern)))
+
+
+def _file_corpus(src: Source, f) -> Corpus:
+    """File ``f`` of source ``src`` as a corpus of its own (its ``stats`` for it alone)."""
+    return Corpus([f], src.corpus.text_column, src.corpus.bad_utf8)
 
 
 def _batches(
@@ -286,7 +290,7 @@ def _batches(
         keys = doc_keys(sources)
         done, inside = 0, _InFile()
         files = phase_files(sources)
-        corpora = [Corpus([f], src.corpus.text_column, src.corpus.bad_utf8) for src, f in files]
+        corpora = [_file_corpus(src, f) for src, f in files]
         ahead = None  # the next file's first batch, read while this file is counted
         if started is not None and state.files_done == 0 and files and files[0][1].path == started.path:
             corpora[0], ahead = started.corpus, started.batches

@@ -120,10 +120,11 @@ def run(run, phase: PhaseConfig, counted: Counted, fp: list, replay: bool) -> No
     """The merge stage's entry (the pipeline's step 4, ``run`` its ``_Run``): the phase's merges on
     top of the vocabulary so far. Reads the counted word table (one copy of it during the merges,
     the run's peak of memory; the "counted" checkpoint, stored beside the segmentation and layout,
-    is waited for before the loop's tables are allocated); writes the merges as they come (checkpoints every few seconds,
-    :class:`_MergeLog`), then each word's tokens and the phase's summary: the "merged" checkpoint,
-    stored while the tokenizer is exported and verified when the run has no budget
-    (``_Run.checkpoint``), with the "counted" one when that is still due (``resume.counted``). With ``replay`` (``--resume`` from the phase's "counted" checkpoint) the
+    is waited for before the loop's tables are allocated); writes the merges as they come
+    (checkpoints every few seconds, :class:`_MergeLog`), then each word's tokens and the phase's
+    summary: the "merged" checkpoint, stored while the tokenizer is exported and verified when the
+    run has no budget (``resume.checkpoint``), with the "counted" one when that is still due
+    (``resume.counted``). With ``replay`` (``--resume`` from the phase's "counted" checkpoint) the
     loop runs again from the word table and must agree with the merges the interrupted run stored.
     Example: ``run(run_state, phase, counted, fingerprint, replay=False)``."""
     store, where, tag = run.store, run.where(phase), run.tag(phase)

@@ -211,3 +211,77 @@ def test_the_pipeline_imports_few_toktok_modules():
               "toktok.insight.runfile", "toktok.merge", "toktok.merge.learn", "toktok.merge.warm", "toktok._kernels",
               "toktok.warmstart", "toktok.vocab", "toktok.patterns", "toktok.options", "toktok.rundir"}
     assert not inside & set(imported), f"pipeline.py reaches into a stage: {sorted(inside & set(imported))}"
+
+
+# --- (f) stages are functions of their inputs ------------------------------------------------
+
+#: The stages' modules and the entries the pipeline calls in them: each takes what it reads as
+#: arguments and returns what it produced; none takes the pipeline's state (``pipeline._Run``).
+STAGES = {
+    "toktok/count/stage.py": {"engine", "resolve", "start", "run"},
+    "toktok/merge/stage.py": {"budget", "most_merges", "warm_up", "run"},
+    "toktok/formats/export.py": {"chat_text", "write"},
+    "toktok/insight/stage.py": {"record"},
+    "toktok/verify/__init__.py": {"start", "begin", "check"},
+    "toktok/start.py": {"vocabulary", "reserve"},
+    "toktok/resume.py": {"check_out", "open_run", "restore", "abandon"},
+}
+
+
+def _state_only_fields() -> set[str]:
+    """The fields, properties and methods of ``pipeline._Run`` that no other class of toktok has
+    (a dataclass field, a NamedTuple's, ``self.X = ...`` or a method): what only the pipeline's
+    state offers, so that a parameter read through them is the state under another name."""
+    run, others = set(), set()
+    for path in sorted(PKG.rglob("*.py")):
+        for cls in (n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.ClassDef)):
+            names = {n.target.id for n in cls.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+            names |= {n.name for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            names |= {t.attr for n in ast.walk(cls) if isinstance(n, (ast.Assign, ast.AnnAssign))
+                      for target in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                      for t in (target.elts if isinstance(target, ast.Tuple) else [target])
+                      if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"}
+            if path.name == "pipeline.py" and cls.name == "_Run":
+                run |= names
+            else:
+                others |= names
+    assert {"staging", "merge_index", "add_merged", "take_parity"} <= run  # the walker reads the state
+    return run - others
+
+
+def test_no_stage_entry_takes_the_pipelines_state():
+    """Every function of the stages' modules (entries and helpers): no parameter named ``run``,
+    typed as the pipeline's state, or read through what only the state has (``x.merge_index``,
+    ``x.staging``, ``x.add_merged(...)``): a stage takes plain values and named services."""
+    only = _state_only_fields()
+    bad = []
+    for rel, entries in STAGES.items():
+        tree = ast.parse((ROOT / rel).read_text(encoding="utf-8"))
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        assert entries <= defined, f"{rel}: entries {sorted(entries - defined)} no longer exist"
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            args = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+            params = {a.arg for a in args} - {"self", "cls"}
+            for a in args:
+                typed = ast.unparse(a.annotation) if a.annotation is not None else ""
+                if a.arg == "run" or "_Run" in typed or "pipeline" in typed:
+                    bad.append(f"{rel}: {node.name}({a.arg}: {typed or '?'})")
+            read = {(n.value.id, n.attr) for n in ast.walk(node)
+                    if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in params}
+            bad += [f"{rel}: {node.name} reads {p}.{attr}" for p, attr in sorted(read) if attr in only]
+    assert not bad, f"stage functions that take the pipeline's state: {bad}; pass what they read instead"
+
+
+def test_the_pipelines_state_is_private_to_it():
+    """``_Run`` is named in pipeline.py only (code, comments and docstrings of every other module
+    of toktok/), and nothing but the edge imports the pipeline."""
+    import re
+
+    named = sorted(p.relative_to(ROOT).as_posix() for p in PKG.rglob("*.py")
+                   if p.name != "pipeline.py" and re.search(r"\b_Run\b", p.read_text(encoding="utf-8")))
+    assert not named, f"{named} name the pipeline's state _Run: take the values it holds as arguments"
+    graph = import_graph()
+    importers = sorted(m for m, deps in graph.items() if "toktok.pipeline" in deps)
+    assert set(importers) <= {"toktok.api", "toktok.cli"}, f"{importers} import the pipeline"

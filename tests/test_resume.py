@@ -590,7 +590,7 @@ def test_a_budget_run_refuses_its_output_before_its_kernels_compile(tmp_path, mo
     from toktok.pipeline import train
 
     built = []
-    monkeypatch.setattr(toktok.merge.stage, "warm_up", lambda run: built.append(run))
+    monkeypatch.setattr(toktok.merge.stage, "warm_up", lambda *a, **k: built.append(a))
     src = _many_words(tmp_path / "words.txt")  # over 1 MB: a run that builds the kernels
     out = tmp_path / "tok"
     if not resume:  # an interrupted run, left by a kill -9

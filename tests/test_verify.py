@@ -248,14 +248,15 @@ def test_a_run_checks_a_large_vocabulary_with_hf_in_a_second_process(tmp_path, m
     import duckdb
 
     import toktok.merge.stage
+    import toktok.verify
     from toktok.config import TrainConfig
     from toktok.pipeline import train
     from toktok.rundir import RUN_FILE
 
-    merging = toktok.merge.stage.run
-    at_merge = []
-    monkeypatch.setattr(toktok.merge.stage, "run", lambda run, *a, **k: (at_merge.append(type(run.hf).__name__),
-                                                                         merging(run, *a, **k))[1])
+    merging, starting = toktok.merge.stage.run, toktok.verify.start
+    seen = []
+    monkeypatch.setattr(toktok.merge.stage, "run", lambda *a, **k: (seen.append("merge"), merging(*a, **k))[1])
+    monkeypatch.setattr(toktok.verify, "start", lambda *a, **k: (hf := starting(*a, **k), seen.append(type(hf).__name__))[0])
     where = {}
     for name, merges in (("small", 300), ("large", PROCESS_FROM_TOKENS - 256 - 1161 + 50)):
         out = tmp_path / name
@@ -266,7 +267,7 @@ def test_a_run_checks_a_large_vocabulary_with_hf_in_a_second_process(tmp_path, m
         assert parity["ok"] is True and parity["strings"] > 20
         where[name] = parity["hf_tokenizers"]
     assert where == {"small": "this process", "large": "second process"}
-    assert at_merge == ["NoneType", "Process"]
+    assert seen == ["NoneType", "merge", "Process", "merge"]  # the large one's process started before its merges
 
 
 def test_a_run_whose_tokenizer_json_lost_a_special_fails_and_publishes_nothing(tmp_path, monkeypatch):

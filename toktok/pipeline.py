@@ -13,26 +13,32 @@ after the parity check passed, so a failed run never leaves a half-written token
 
 ``train`` reads as its numbered steps, each one call of a stage's or a room's entry:
 1. ``_plan`` (options, budget, inputs, the starting vocabulary ``start.vocabulary``: every check
-before any work), 2. ``resume.open_run`` (the staging folder and the run file; an interrupted run's
-identity on ``--resume``), per phase 3. ``count.run`` (or, on ``--resume``, what the interrupted
-run counted or merged: ``resume.restore``) and 4. ``merge.run``, then the reserved special tokens
-(``start.reserve``: ``--vocab-size``, ``--pad-to-multiple-of``), 5. ``export.write``,
-6. ``_vocabulary``, 7. ``insight.record`` (the run file's views, compression curve and word gains:
-a stage the pipeline runs on purpose, so that every run file can be inspected as it is),
-8. ``verify.check`` and 9. ``_publish``. The state they share is a ``_Run``; each stage's entry
-takes it (``count.stage``, ``merge.stage``, ``formats.export``, ``insight.stage``, ``verify``,
-``resume``, ``start``).
+before any work), 2. ``resume.open_run`` (the staging folder and the run file, as a
+``resume.Journal``; an interrupted run's identity on ``--resume``), per phase 3. ``count.run`` (or,
+on ``--resume``, what the interrupted run counted or merged: ``resume.restore``) and 4.
+``merge.run``, then the reserved special tokens (``start.reserve``: ``--vocab-size``,
+``--pad-to-multiple-of``), 5. ``export.write``, 6. ``_vocabulary``, 7. ``insight.record`` (the run
+file's views, compression curve and word gains: a stage the pipeline runs on purpose, so that
+every run file can be inspected as it is), 8. ``verify.check`` and 9. ``_publish``.
+Each stage's entry takes what it reads as arguments (the ``RunSpec``, the phase, its sources, the
+word table, the vocabulary so far, ...) and returns what it produced (``count.Counted``,
+``merge.Merged``, ``export.Exported``, ``verify.VerifyReport``, ``start.Reserved``,
+``resume.Restored``); what several steps share is passed in as a named service: the run file and
+its checkpoints (``resume.Journal``), the kernels built ahead (``merge.Kernels``), HF's half of the
+check (``verify.HFSide``) and the progress callable. The state between the steps is this
+module's private ``_Run``: no stage sees it (docs/design.md lists the entries).
 Two cores are kept busy where a step leaves one idle: the "counted" and "merged" checkpoints are
 stored on a second connection while the words are laid out for the merge loop (waited for before
 the loop's tables are allocated: DuckDB's write never adds to them; a short count's "counted" one
-is stored with the "merged" one instead: ``resume.counted``), and while the export runs
-(``resume.Pending``, waited for by ``resume.settle``; in line under a memory budget); a large tokenizer.json loads into HF
-tokenizers in a second process from the export on, while the insight step and tiktoken's half of
-the verification run (``verify.open_hf``; in this process under a memory budget), and a smaller
-one, loaded in this process, encodes the check's texts in a thread meanwhile (``verify.begin``); on the first
-run after an install the merge loop's kernels compile in a second process while the words are
-counted (``merge.warm_up``; under a memory budget every kernel compiles first, in processes one
-after the other, before the run file is opened: ``toktok.ahead``).
+is stored with the "merged" one instead: ``Journal.counted``), and while the export runs
+(``resume.Pending``, waited for by ``Journal.settle``; in line under a memory budget); a large
+tokenizer.json loads into HF tokenizers in a second process from the export on, started beside
+the last merge loop (``verify.start``; in this process under a memory budget), while the insight
+step and tiktoken's half of the verification run, and a smaller one, loaded in this process,
+encodes the check's texts in a thread meanwhile (``verify.begin``); on the first run after an
+install the kernels compile in second processes before the run goes on (``merge.Kernels``; under a
+memory budget before the run file is opened: ``toktok.ahead``); the first file's first batch is
+read while the run file is opened (``count.start``).
 
 Layering: imports point down this list, never up (and make no cycle):
 (1) the edge, ``cli`` and ``api``: parse, call the library, map typed errors (no DuckDB, no run
@@ -80,9 +86,10 @@ Log = Callable[[str], None]
 
 @dataclass
 class _Run:
-    """One run's state as it goes through the steps of ``train``: what step 1 planned, then what
-    the later steps add (the staging folder, the run file, the vocabulary so far, each phase's
-    parity sample and summary, the timings and warnings)."""
+    """One run's state between the steps of ``train`` (private: no stage sees it; each takes what
+    it reads as arguments and returns what it produced): what step 1 planned, then what the later
+    steps add (the staging folder, the journal, the vocabulary so far, each phase's parity sample
+    and summary, the timings and warnings)."""
 
     cfg: RunSpec
     phases: list[PhaseConfig]
@@ -102,15 +109,12 @@ class _Run:
     inputs: list[tuple[str, str]]  # what publishing must not replace: (path, what it is)
     warnings: list[str]
     pattern: start.Pattern  # the pre-tokenizer: --pattern, a warm start's own, or cl100k
+    kernels: merge.Kernels  # the kernels, built ahead on a first run after an install
     times: dict[str, float] = field(default_factory=lambda: {"count": 0.0, "merge": 0.0})
     staging: resume.Staging | None = None
-    store: RunStore | None = None
+    journal: resume.Journal | None = None  # the run file and its checkpoints (step 2 on)
     fingerprints: list[list[list]] = field(default_factory=list)
-    kept: bool = False  # whether a failure leaves the staging folder for --resume
-    pending: resume.Pending | None = None  # the checkpoint being stored meanwhile (resume.settle)
-    due: Callable[..., None] | None = None  # a "counted" checkpoint not stored yet (resume.counted)
     started: Any = None  # the first phase's first file, being read since step 1 (count.start)
-    compiled_first: bool = False  # the kernels were built ahead for this run (said once)
     hf: verify.HFSide | None = None  # HF tokenizers' half of the verification, loading since the export
     tiktoken_written: tuple | None = None  # (.tiktoken text, vocabulary) the export wrote, for the verification
     ray_tuning: dict = field(default_factory=dict)  # more keywords of the Ray engine's count_phase
@@ -123,9 +127,7 @@ class _Run:
     summaries: list[PhaseSummary] = field(default_factory=list)
     merge_index: int = 0  # merges learned by the phases so far: the number of the next one
     special_ids: dict = field(default_factory=dict)  # how the special ids were placed (export._specials_rule)
-    parity_strings: int = 0  # strings and tokens the parity check compared
-    parity_tokens: int = 0
-    parity_hf: str = ""  # where HF tokenizers loaded tokenizer.json for the check (HFSide.where)
+    verified: verify.VerifyReport | None = None  # what the parity check compared (step 8)
     chat_template: str | None = None  # the Jinja text for tokenizer_config.json
     reserved: int = 0  # reserved special tokens added after the run's own (start.reserve)
 
@@ -147,15 +149,6 @@ class _Run:
         after an install compiles none beside it."""
         return sum(src.size for srcs in self.plans for src in srcs) <= count.SMALL_BYTES
 
-    def settle(self) -> None:
-        """The checkpoint being stored in the background, stored (:func:`toktok.resume.settle`)."""
-        resume.settle(self)
-
-    def checkpoint(self, save: Callable[[RunStore], None]) -> None:
-        """A phase's large checkpoint stored, beside the next steps or at once
-        (:func:`toktok.resume.checkpoint`)."""
-        resume.checkpoint(self, save)
-
     def take_parity(self, phase: str, parity: pa.Table, held_out: pa.Table | None) -> None:
         """A phase's parity sample joins the run's; it and the pieces its sample did not take are
         kept for the compression curve."""
@@ -170,23 +163,6 @@ class _Run:
         self.kinds += ["merge"] * len(new)
         self.phase_of += [phase] * len(new)
         self.merge_index += merges
-
-    def merge_budget(self, phase: PhaseConfig) -> int:
-        """The new tokens ``phase`` learns (:func:`toktok.merge.stage.budget`)."""
-        return merge.budget(self, phase)
-
-    def warm_up(self) -> None:
-        """Every kernel the run calls, built ahead on its first run after an install
-        (:func:`toktok.merge.stage.warm_up`)."""
-        merge.warm_up(self)
-
-    def tag(self, phase: PhaseConfig) -> str:
-        """The phase in progress stage names (`` english``); nothing for a one-phase run."""
-        return f" {phase.name}" if len(self.phases) > 1 else ""
-
-    def where(self, phase: PhaseConfig) -> str:
-        """The phase in messages (``phase 'english': ``); nothing for a one-phase run."""
-        return f"phase {phase.name!r}: " if len(self.phases) > 1 else ""
 
 
 def train(cfg: RunSpec | Any, progress: Progress | None = None, log: Log | None = None, *,
@@ -221,31 +197,35 @@ def _train(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: resu
     kept for ``--resume`` when it holds a checkpoint (:func:`toktok.resume.abandon`)."""
     run = _plan(cfg, progress, log, marks)  # 1.
     run.ray_tuning = ray_tuning
-    count.start(run)  # (the first file's first batch decoded while step 2 opens the run file)
+    # (the first file's first batch decoded while step 2 opens the run file)
+    run.started = count.start(cfg, run.phases[0], run.plans[0], run.plan, run.pattern) if run.ray_count is None else None
     if run.plan is not None and not run.tiny:  # a budget's first run compiles while this process holds least
-        run.warm_up()
-    resume.open_run(run)  # 2.
+        run.kernels.warm_up()
+    run.staging, run.journal, run.fingerprints = resume.open_run(  # 2.
+        cfg, run.plans, marks, inputs=run.inputs, plan=run.plan, threads=run.threads, pattern=run.pattern,
+        base=run.base, hardcoded=run.kinds.count("hardcoded"))
+    journal = run.journal
     try:
         if not run.tiny:  # (a tiny run compiles only if its words are too many for merge.small)
-            run.warm_up()
+            run.kernels.warm_up()
         for phase, sources, fp in zip(run.phases, run.plans, run.fingerprints):
             _phase(run, phase, sources, fp)  # 3-4.
-        start.reserve(run)
-        export.write(run)  # 5.
-        verify.begin(run)  # (HF's half of step 8 encodes meanwhile)
+        _reserve(run)
+        _export(run)  # 5.
+        verify.begin(run.hf, run.vocab, run.parity.texts(), slices=cfg.verify_slices, seed=cfg.seed)  # (HF's half of 8)
         _vocabulary(run)  # 6.
-        insight.record(run)  # 7.
-        verify.check(run)  # 8.
+        _insight(run)  # 7.
+        _verify(run)  # 8.
         _publish(run)  # 9.
     except BaseException as e:
         if run.hf is not None:
             run.hf.close()
         try:
-            run.settle()
-            resume.store_due(run)  # a count kept for the merge stage's first checkpoint is kept now
+            journal.settle()
+            journal.store_due()  # a count kept for the merge stage's first checkpoint is kept now
         except BaseException:  # the first error is the one to report
             pass
-        resume.abandon(e, run.staging, run.kept)
+        resume.abandon(e, run.staging, journal.kept)
         raise
     return _summary(run)
 
@@ -286,7 +266,8 @@ def _plan(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: resum
     return _Run(cfg=cfg, phases=phases, plans=plans, plan=plan, ray_count=ray_count, threads=threads,
                 report=progress or (lambda stage, done, total: None), log=log, say=log if cfg.verbose else None,
                 marks=marks, vocab=st.vocab, kinds=st.kinds, phase_of=[None] * len(st.vocab.tokens), base=st.base,
-                specials=st.specials, inputs=inputs, warnings=warnings, chat_template=chat, pattern=st.pattern)
+                specials=st.specials, inputs=inputs, warnings=warnings, chat_template=chat, pattern=st.pattern,
+                kernels=merge.Kernels(st.pattern, log if cfg.verbose is not False else None, budgeted=plan is not None))
 
 
 def _phase(run: _Run, phase: PhaseConfig, sources: list[count.Source], fp: list) -> None:
@@ -294,23 +275,90 @@ def _phase(run: _Run, phase: PhaseConfig, sources: list[count.Source], fp: list)
     ``merge.run``); on ``--resume``, a phase the interrupted run finished is taken from the run
     file as it is, and one it counted is merged again from its word table (``resume.restore``,
     which checks the inputs still have the fingerprint ``fp``)."""
-    run.settle()
-    got = resume.restore(run, phase, fp)
+    cfg, journal = run.cfg, run.journal
+    journal.settle()
+    got = resume.restore(journal, phase, fp, cfg.where(phase))
+    if got is not None:
+        run.take_parity(phase.name, got.parity, got.held_out)
     if got is not None and got.stage == "merged":
+        run.add_merged(phase.name, got.new_tokens, got.merges)
+        run.summaries.append(got.summary)
+        run.warnings += got.warnings
+        for k in ("count", "merge"):
+            run.times[k] += got.summary.seconds[k]
         return
-    counted = got.counted if got is not None else count.run(run, phase, sources, fp)
+    if got is not None:
+        counted = got.counted
+    else:
+        started, run.started = run.started, None
+        counted = count.run(cfg, phase, sources, fp, journal=journal, pattern=run.pattern, specials=run.specials,
+                            merges=merge.budget(phase, run.vocab), plan=run.plan, threads=run.threads,
+                            report=run.report, started=started, ray_count=run.ray_count, ray_tuning=run.ray_tuning)
+        if counted.regex_mb_s is not None:
+            run.regex_mb_s.append(counted.regex_mb_s)
+        run.times["sample"] = run.times.get("sample", 0.0) + counted.sample_seconds
+        run.take_parity(phase.name, counted.parity, counted.held_out)
     run.warnings += counted.warnings
-    if phase is run.phases[-1]:  # HF's half of step 8 starts its process beside the merge loop
-        verify.start(run, len(run.vocab.tokens) + min(merge.budget(run, phase), merge.most_merges(counted.words)))
-    merge.run(run, phase, counted, fp, replay=got is not None)
+    if phase is run.phases[-1] and run.hf is None:  # HF's half of step 8 starts its process beside the merge loop
+        tokens = len(run.vocab.tokens) + min(merge.budget(phase, run.vocab), merge.most_merges(counted.words))
+        run.hf = verify.start(run.staging.path, tokens, budgeted=run.plan is not None)
+    merged = merge.run(phase, counted, run.vocab, cfg=cfg, fp=fp, journal=journal, first_merge=run.merge_index,
+                       replay=got is not None, small=run.small, tiny=run.tiny, kernels=run.kernels,
+                       report=run.report, say=run.say)
+    run.warnings += merged.warnings
+    run.add_merged(phase.name, merged.new_tokens, merged.merges)
+    run.times["count"] += merged.summary.seconds["count"]
+    run.times["merge"] += merged.summary.seconds["merge"]
+    run.summaries.append(merged.summary)
+
+
+def _reserve(run: _Run) -> None:
+    """The reserved special tokens after the run's own (``start.reserve``)."""
+    got = start.reserve(run.vocab, run.cfg)
+    run.vocab = got.vocab
+    run.specials += got.names
+    run.reserved = len(got.names)
+    if got.warning:
+        run.warnings.append(got.warning)
+
+
+def _export(run: _Run) -> None:
+    """5. The tokenizer files in the staging folder (``export.write``); HF's half of the check
+    loads the new tokenizer.json from here on."""
+    t0 = time.perf_counter()
+    out = export.write(run.vocab, run.staging.path, cfg=run.cfg, store=run.journal.store, pattern=run.pattern,
+                       base=run.base, chat_template=run.chat_template, hf=run.hf, budgeted=run.plan is not None,
+                       report=run.report)
+    run.hf, run.tiktoken_written, run.special_ids = out.hf, out.tiktoken, out.specials
+    run.times["export"] = time.perf_counter() - t0
+
+
+def _insight(run: _Run) -> None:
+    """7. The run file's views, compression curve and word gains (``insight.record``)."""
+    t0 = time.perf_counter()
+    insight.record(run.journal, run.parity.df, run.phase_parity, run.phase_held_out, threads=run.threads,
+                   small=run.small, report=run.report)
+    run.times["insight"] = time.perf_counter() - t0
+
+
+def _verify(run: _Run) -> None:
+    """8. tiktoken and HF tokenizers agree on the staging folder's files (``verify.check``)."""
+    t0 = time.perf_counter()
+    hf, run.hf = run.hf, None
+    cfg = run.cfg
+    run.verified = verify.check(run.staging.path, run.vocab, run.parity.texts(), hf=hf, pattern=run.pattern,
+                                slices=cfg.verify_slices, seed=cfg.seed, written=run.tiktoken_written,
+                                report=run.report)
+    run.tiktoken_written = None
+    run.times["verify"] = time.perf_counter() - t0
 
 
 def _vocabulary(run: _Run) -> None:
     """6. The vocabulary after the last phase (checked by the export) in the run file, with each
     phase's summary (meta "phases")."""
-    vocab, cfg = run.vocab, run.cfg
-    run.store.add_vocab(vocab.tokens, vocab.specials, run.kinds, run.phase_of)
-    run.store.put_meta("phases", [
+    vocab, cfg, store = run.vocab, run.cfg, run.journal.store
+    store.add_vocab(vocab.tokens, vocab.specials, run.kinds, run.phase_of)
+    store.put_meta("phases", [
         {"name": s.name, "merges_requested": s.merges_requested, "merges_learned": s.merges_learned,
          "reused_merges": s.reused_merges, "words": s.words, "docs": s.docs, "text_bytes": s.text_bytes,
          "first_id": s.first_id, "budget": cfg.phase_budget(ph), "seconds": sum(s.seconds.values()),
@@ -323,12 +371,12 @@ def _vocabulary(run: _Run) -> None:
 def _publish(run: _Run) -> None:
     """9. The run file finished (stage timings, parity, warnings, end time) and closed, then the
     staging folder published: renamed into place, whole (:meth:`toktok.rundir.Staging.publish`)."""
-    store = run.store
-    run.settle()
+    store, rep = run.journal.store, run.verified
+    run.journal.settle()
     with store.transaction():  # the run file's last records in one commit
         store.add_stages(run.times)
-        store.put_metas({"parity": {"ok": True, "strings": run.parity_strings, "tokens": run.parity_tokens,
-                                    "hf_tokenizers": run.parity_hf},
+        store.put_metas({"parity": {"ok": True, "strings": rep.strings, "tokens": rep.tokens,
+                                    "hf_tokenizers": rep.hf_tokenizers},
                          "warnings": run.warnings, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     store.close()
     run.staging.publish(run.layout)
@@ -340,7 +388,7 @@ def _summary(run: _Run) -> TrainSummary:
     return TrainSummary(
         **{f.name: sum(getattr(p, f.name) for p in s) for f in dataclasses.fields(Totals)},
         out=run.layout.folder, vocab_size=run.vocab.size,
-        seconds=run.times, parity_strings=run.parity_strings, warnings=run.warnings, phases=s,
+        seconds=run.times, parity_strings=run.verified.strings, warnings=run.warnings, phases=s,
         warm_start=run.base.summary() if run.base is not None else None, tiktoken=run.layout.tiktoken,
         shared=run.layout.shared, specials=run.special_ids, pattern=run.pattern.label(),
         hardcoded=run.kinds.count("hardcoded"), regex_mb_s=run.regex_mb_s, reserved=run.reserved,

@@ -5,11 +5,12 @@ spelled), the fingerprints of its inputs (a file by size and modification time, 
 store by size and ETag, data in memory by its digest), the re-spelling of the input files as the
 interrupted run named them, the checkpoints (what is stored and when: the counting state at file
 boundaries and the finished sample, each phase's word table once counted, the merges every few
-seconds, each phase once merged) and the replay check of the merges learned again. The pipeline
-calls it at clear points, each an entry that takes the run's state: ``open_run`` (step 2: the
-staging folder and the run file, new or the interrupted run's), ``restore`` (what the interrupted
-run counted or merged of a phase), ``checkpoint`` and ``settle`` (a large checkpoint stored beside
-the next steps, then waited for); everything it stores lives in the run file (:mod:`toktok.store`).
+seconds, each phase once merged) and the replay check of the merges learned again. It knows
+nothing of the pipeline's state: ``open_run`` (step 2) opens the staging folder and the run file
+and returns them with the :class:`Journal`, the service through which the stages write the run
+file and its checkpoints (``checkpoint``, ``counted``, ``settle``: a large checkpoint stored
+beside the next steps, then waited for); ``restore`` returns what the interrupted run counted or
+merged of a phase; everything it stores lives in the run file (:mod:`toktok.store`).
 The checkpoints' timing is an argument (:class:`Checkpoints`), and so is what happens after each
 (``on_checkpoint``: fault-injection tests kill the process there).
 Example: ``Checkpoints(every=0, step=10, on_checkpoint=print)``.
@@ -38,8 +39,11 @@ from .store import RunStore
 from .summary import PhaseSummary
 
 if TYPE_CHECKING:
-    from .spec import PhaseConfig, RunSpec
+    from .budget import BudgetPlan
     from .merge import MergeResult
+    from .patterns import Pattern
+    from .spec import PhaseConfig, RunSpec
+    from .warmstart import Base
 
 #: Seconds between checkpoints of the merge loop.
 CHECKPOINT_SECONDS = 2.0
@@ -129,7 +133,95 @@ def abandon(e: BaseException, staging: Staging, kept: bool) -> None:
         e.args = (f"{e.args[0]} ({note})", *e.args[1:])
 
 
-# --- the run's entry: its start, restores and checkpoints (``run``: the pipeline's ``_Run``) -------
+# --- the journal: the run file as the steps write to it -----------------------------------------
+
+
+class Journal:
+    """The run file as the stages write to it, with its checkpoints: the one service the count,
+    merge and insight stages share (they take it as an argument; the pipeline opens it, step 2).
+
+    ``store`` is the run file (:class:`~toktok.store.RunStore`), ``marks`` when the run
+    checkpoints (:class:`Checkpoints`). A stage stores a large checkpoint with :meth:`checkpoint`
+    (beside the next steps, :class:`Pending`, or at once when ``inline``: under a memory budget),
+    a counted phase's with :meth:`counted` (kept due for the merge loop's first checkpoint when
+    counting was short), stores a small one at once with :meth:`save`, and waits
+    for the one being stored with :meth:`settle`. ``kept``: the run file holds a checkpoint, so a
+    failed run leaves it for ``--resume`` (:func:`abandon`).
+    Example: ``j = Journal(store, Checkpoints()); j.checkpoint(save); j.settle()``."""
+
+    def __init__(self, store: RunStore, marks: Checkpoints, *, resuming: bool = False, inline: bool = False) -> None:
+        self.store, self.marks, self.resuming, self.inline = store, marks, resuming, inline
+        self.kept = resuming  # a resumed run's staging folder is kept whatever happens
+        self.pending: Pending | None = None  # the checkpoint being stored meanwhile (settle)
+        self.due: Callable[..., None] | None = None  # a "counted" checkpoint not stored yet (counted)
+
+    @property
+    def busy(self) -> bool:
+        """A checkpoint is being stored in the background (:meth:`settle` waits for it)."""
+        return self.pending is not None
+
+    def save(self, save: Callable[[RunStore], None]) -> None:
+        """A small checkpoint (a counting one) stored now by ``save(store)``, in this thread."""
+        self.kept = True
+        save(self.store)
+        self.marks.done()
+
+    def checkpoint(self, save: Callable[[RunStore], None], due: Callable[..., None] | None = None) -> None:
+        """Store a phase's large checkpoint (``save(store)``): beside the steps that follow
+        (:class:`Pending`, waited for by :meth:`settle`) when the run has no memory budget; waited
+        for at once under a budget (``inline``), whose plan does not provide for DuckDB's write
+        (and the word table it keeps alive) beside the next step's allocations. ``due``: the due
+        "counted" checkpoint (``self.due``) that ``save`` stores too: no longer due once it is
+        stored (if storing fails, the failed run stores it: :meth:`store_due`)."""
+        self.pending = Pending(save, self.store, due)
+        if self.inline:
+            self.settle()
+
+    def counted(self, save: Callable[..., None], seconds: float) -> None:
+        """A phase's "counted" checkpoint (``save(store, tokens=None)``, :func:`save_counted`):
+        stored as :meth:`checkpoint` stores it, or, when counting took less than the counting
+        checkpoints' interval (``every * COUNT_EVERY`` seconds: a crash may cost that much
+        counting anyway) and the run has no memory budget, kept due (``self.due``) for the merge
+        stage: its first checkpoint stores it first (:meth:`store_due`), or, when the loop ends
+        before one, the "merged" checkpoint stores it with the words' tokens (:func:`save_merged`),
+        one write of the words instead of two (0.08 s less before the loop and 0.05 s less in
+        DuckDB after it, for the 706k words of 100 MB of text); a run that fails or is interrupted
+        before either stores it then (only a kill loses it). A resumed run, and ``every <= 0``,
+        store it as before (``Checkpoints.counted_within`` sets the limit instead)."""
+        marks = self.marks
+        within = marks.every * COUNT_EVERY if marks.counted_within is None else marks.counted_within
+        if not self.inline and not self.resuming and seconds < within:
+            self.due = save
+            return
+        self.checkpoint(save)
+
+    def store_due(self) -> None:
+        """The "counted" checkpoint kept due (:meth:`counted`), if any, stored now, after the one
+        being stored in the background."""
+        self.settle()
+        save, self.due = self.due, None
+        if save is not None:
+            save(self.store)
+            self.kept = True
+            self.store.release_memory()
+            self.marks.done()
+
+    def settle(self) -> None:
+        """The checkpoint being stored in the background (:class:`Pending`), if any, stored:
+        counted as a checkpoint from here on, and DuckDB's blocks cached by the write given back.
+        Called before anything that reads it or writes after it (the first merge checkpoint, the
+        next phase, the insight step, publishing) and when the run fails."""
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            pending.wait()
+            if pending.due is not None and self.due is pending.due:
+                self.due = None
+            self.kept = True
+            self.store.release_memory()
+            self.marks.done()
+
+
+# --- the run's start and what an interrupted run left ---------------------------------------------
 
 
 def check_out(cfg, inputs: list[tuple[str, str]]) -> None:
@@ -139,44 +231,55 @@ def check_out(cfg, inputs: list[tuple[str, str]]) -> None:
     check_output(cfg.layout, cfg.force, cfg.resume, inputs)
 
 
-def open_run(run) -> None:
+class Opened(NamedTuple):
+    """What :func:`open_run` opened: the staging folder, the run file as a :class:`Journal`, and
+    each phase's fingerprint (:func:`fingerprint`)."""
+
+    staging: Staging
+    journal: Journal
+    fingerprints: list[list[list]]
+
+
+def open_run(cfg: RunSpec, plans: list[list[Source]], marks: Checkpoints, *, inputs: list[tuple[str, str]],
+             plan: BudgetPlan | None, threads: int, pattern: Pattern, base: Base | None = None,
+             hardcoded: int = 0) -> Opened:
     """The pipeline's step 2: the staging folder (a new one, or the interrupted run's with
-    ``--resume``: :func:`toktok.rundir.open_staging`) and the run file in it, DuckDB limited to the
-    budget's share (else to ``memory_limit``), and what it records before any phase: on
-    ``--resume`` the check that this is the interrupted run (:func:`begin`); the inputs'
-    fingerprints, the budget's plan, the config, versions, seed, pattern, start time and warm-start
-    base. On failure nothing is left behind, or the interrupted run stays as it was (:func:`abandon`).
-    Example: ``open_run(run); run.store.get_meta("seed") == "0"``."""
-    cfg = run.cfg
-    run.staging = open_staging(run.layout, cfg.force, cfg.resume, run.inputs)
-    run.kept = run.staging.resuming
+    ``--resume``: :func:`toktok.rundir.open_staging`; ``inputs``: what publishing must not
+    replace) and the run file in it, DuckDB limited to the budget's share (``plan``) else to
+    ``memory_limit``, and what it records before any phase: on ``--resume`` the check that this
+    is the interrupted run (:func:`begin`; the files of ``plans`` take its spelling); the inputs'
+    fingerprints, the budget's plan, the config, versions, seed, ``pattern``, start time and
+    warm-start ``base`` (with the ``hardcoded`` tokens added to it). On failure nothing is left
+    behind, or the interrupted run stays as it was (:func:`abandon`).
+    Example: ``open_run(spec, plans, Checkpoints(), inputs=[], plan=None, threads=1, pattern=DEFAULT)``."""
+    staging = open_staging(cfg.layout, cfg.force, cfg.resume, inputs)
     try:
-        _open(run)
+        if plan is not None:
+            limit, shown = plan.duckdb_bytes, f"{plan.duckdb_bytes >> 20}MiB"
+        else:
+            limit, shown = cfg.memory_limit, cfg.text_of("memory_limit")
+        store = RunStore.create(staging.path / RUN_FILE, memory_limit=limit, threads=threads, limit_shown=shown)
+        with store.transaction():  # what the run file records before any phase, in one commit
+            fingerprints = begin(store, cfg, plans, staging.resuming)
+            store.put_metas(_opening_meta(cfg, plan, pattern, base, hardcoded, staging.resuming))
     except BaseException as e:
-        abandon(e, run.staging, run.kept)
+        abandon(e, staging, staging.resuming)
         raise
+    return Opened(staging, Journal(store, marks, resuming=staging.resuming, inline=plan is not None), fingerprints)
 
 
-def _open(run) -> None:
-    cfg, plan, resuming = run.cfg, run.plan, run.staging.resuming
-    if plan is not None:
-        limit, shown = plan.duckdb_bytes, f"{plan.duckdb_bytes >> 20}MiB"
-    else:
-        limit, shown = cfg.memory_limit, cfg.text_of("memory_limit")
-    store = run.store = RunStore.create(run.staging.path / RUN_FILE, memory_limit=limit, threads=run.threads,
-                                        limit_shown=shown)
-    with store.transaction():  # what the run file records before any phase, in one commit
-        run.fingerprints = begin(store, cfg, run.plans, resuming)
-        meta = {"budget": plan.to_dict()} if plan is not None else {}
-        meta.update({
-            "config": cfg.to_dict(), "versions": _versions(), "seed": str(cfg.seed),
-            "pattern": {**run.pattern.to_dict(), "given": cfg.written.get("pattern"),
-                        "from": "warm start" if run.base is not None and run.base.pattern is not None else
-                        "option" if cfg.pattern is not None else "default"},
-            "resumed" if resuming else "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-        if run.base is not None:
-            meta["warm_start"] = {**run.base.summary(), "hardcoded_added": run.kinds.count("hardcoded")}
-        store.put_metas(meta)
+def _opening_meta(cfg: RunSpec, plan: BudgetPlan | None, pattern: Pattern, base: Base | None, hardcoded: int,
+                  resuming: bool) -> dict:
+    meta = {"budget": plan.to_dict()} if plan is not None else {}
+    meta.update({
+        "config": cfg.to_dict(), "versions": _versions(), "seed": str(cfg.seed),
+        "pattern": {**pattern.to_dict(), "given": cfg.written.get("pattern"),
+                    "from": "warm start" if base is not None and base.pattern is not None else
+                    "option" if cfg.pattern is not None else "default"},
+        "resumed" if resuming else "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+    if base is not None:
+        meta["warm_start"] = {**base.summary(), "hardcoded_added": hardcoded}
+    return meta
 
 
 def _versions() -> dict[str, str]:
@@ -195,97 +298,44 @@ def _versions() -> dict[str, str]:
 
 
 class Restored(NamedTuple):
-    """What :func:`restore` took from the run file: how far the interrupted run got in a phase
-    (``"counted"`` or ``"merged"``) and, for a counted one, its word table."""
+    """What :func:`restore` took from the run file of how far the interrupted run got in a phase
+    (``stage``: ``"counted"`` or ``"merged"``): its parity sample and held-out pieces; a counted
+    phase's word table (``counted``); a merged phase's new tokens (ids in order after the
+    vocabulary before it), the merges that learned them (``merges``, reused ones included), its
+    summary and warnings."""
 
     stage: str
-    counted: Counted | None
+    parity: pa.Table
+    held_out: pa.Table | None
+    counted: Counted | None = None
+    new_tokens: list[bytes] = []
+    merges: int = 0
+    summary: PhaseSummary | None = None
+    warnings: list[str] = []
 
 
-def restore(run, phase: PhaseConfig, fp: list) -> Restored | None:
-    """What the interrupted run did of ``phase`` (the pipeline's steps 3-4 on ``--resume``), back
-    in ``run``: a merged phase's new tokens, parity sample, summary, warnings and timings, or a
+def restore(journal: Journal, phase: PhaseConfig, fp: list, where: str = "") -> Restored | None:
+    """What the interrupted run did of ``phase`` (the pipeline's steps 3-4 on ``--resume``), read
+    from the run file: a merged phase's new tokens, parity sample, summary and warnings, or a
     counted phase's word table and parity sample (to merge again); None when it got not that far,
-    or the run is not resumed. ConfigError when an input changed since (:func:`phase_checkpoint`).
-    Example: ``got = restore(run, phase, fp); got is None or got.stage in ("counted", "merged")``."""
-    if not run.staging.resuming:
+    or the run is not resumed. ConfigError (``where``: the phase in messages) when an input
+    changed since (:func:`phase_checkpoint`).
+    Example: ``got = restore(journal, phase, fp); got is None or got.stage in ("counted", "merged")``."""
+    if not journal.resuming:
         return None
-    cp = phase_checkpoint(run.store, phase.name, fp, run.where(phase))
+    store = journal.store
+    cp = phase_checkpoint(store, phase.name, fp, where)
     if cp is None:
         return None
-    store = run.store
-    run.take_parity(phase.name, store.parity_of(phase.name).cast(PARITY_SCHEMA), held_out_of(store, phase.name))
+    parity, held_out = store.parity_of(phase.name).cast(PARITY_SCHEMA), held_out_of(store, phase.name)
     if cp["stage"] == "counted":
         table = store.words_of(phase.name)
-        return Restored("counted", Counted.of_table(table, cp["warnings"], cp["seconds_count"], cp["docs"], cp["text_bytes"]))
+        counted = Counted.of_table(table, cp["warnings"], cp["seconds_count"], cp["docs"], cp["text_bytes"])
+        return Restored("counted", parity, held_out, counted=counted)
     m = store.merges_of(phase.name)
-    run.add_merged(phase.name, [t for t, r in zip(m["token"].to_pylist(), m["reused"].to_pylist()) if not r],
-                   m.num_rows)
-    sm = cp["summary"]
-    run.summaries.append(PhaseSummary(**sm))
-    run.warnings += cp["warnings"]
-    for k in ("count", "merge"):
-        run.times[k] += sm["seconds"][k]
-    return Restored("merged", None)
-
-
-def checkpoint(run, save: Callable[[RunStore], None], due: Callable[..., None] | None = None) -> None:
-    """Store a phase's large checkpoint (``save(store)``): beside the steps that follow
-    (:class:`Pending`, waited for by :func:`settle`) when the run has no memory budget; waited for
-    at once under a budget, whose plan does not provide for DuckDB's write (and the word table it
-    keeps alive) beside the next step's allocations. ``due``: the due "counted" checkpoint
-    (``run.due``) that ``save`` stores too: no longer due once it is stored (if storing fails,
-    the failed run stores it: :func:`store_due`). Example: ``checkpoint(run, save)``."""
-    run.pending = Pending(save, run.store, due)
-    if run.plan is not None:
-        settle(run)
-
-
-def counted(run, save: Callable[..., None], seconds: float) -> None:
-    """A phase's "counted" checkpoint (``save(store, tokens=None)``, :func:`save_counted`): stored
-    as :func:`checkpoint` stores it, or, when counting took less than the counting checkpoints'
-    interval (``every * COUNT_EVERY`` seconds: a crash may cost that much counting anyway) and
-    the run has no memory budget, kept due (``run.due``) for the merge stage: its first
-    checkpoint stores it first (:func:`store_due`), or, when the loop ends before one, the
-    "merged" checkpoint stores it with the words' tokens (:func:`save_merged`), one write of the
-    words instead of two (0.08 s less before the loop and 0.05 s less in DuckDB after it, for
-    the 706k words of 100 MB of text); a run that fails or is interrupted before either stores it
-    then (only a kill loses it). A resumed run, and ``every <= 0``, store it as before
-    (``Checkpoints.counted_within`` sets the limit instead).
-    Example: ``counted(run, lambda st, tokens=None: save_counted(st, ...), 1.2)``."""
-    marks = run.marks
-    within = marks.every * COUNT_EVERY if marks.counted_within is None else marks.counted_within
-    if run.plan is None and not run.staging.resuming and seconds < within:
-        run.due = save
-        return
-    checkpoint(run, save)
-
-
-def store_due(run) -> None:
-    """The "counted" checkpoint kept due (:func:`counted`), if any, stored now, after the one
-    being stored in the background. Example: ``store_due(run); run.due is None``."""
-    settle(run)
-    save, run.due = run.due, None
-    if save is not None:
-        save(run.store)
-        run.kept = True
-        run.store.release_memory()
-        run.marks.done()
-
-
-def settle(run) -> None:
-    """The checkpoint being stored in the background (:class:`Pending`), if any, stored: counted
-    as a checkpoint from here on, and DuckDB's blocks cached by the write given back. Called before
-    anything that reads it or writes after it (the first merge checkpoint, the next phase, the
-    insight step, publishing) and when the run fails. Example: ``settle(run); run.pending is None``."""
-    pending, run.pending = run.pending, None
-    if pending is not None:
-        pending.wait()
-        if pending.due is not None and run.due is pending.due:
-            run.due = None
-        run.kept = True
-        run.store.release_memory()
-        run.marks.done()
+    new = [t for t, r in zip(m["token"].to_pylist(), m["reused"].to_pylist()) if not r]
+    return Restored("merged", parity, held_out, new_tokens=new, merges=m.num_rows,
+                    summary=PhaseSummary(**cp["summary"]), warnings=list(cp["warnings"]))
 
 
 # --- identity and fingerprints -------------------------------------------------------------------
@@ -496,8 +546,7 @@ def check_replay(prior: pa.Table, res: MergeResult, where: str) -> None:
             "checkpointed (the inputs or toktok changed); start over with --force"))
 
 
-__all__ = ["Checkpoints", "Pending", "Restored", "Staging", "CHECKPOINT_SECONDS", "check_out", "open_run",
-           "restore", "checkpoint", "counted", "store_due",
-           "settle", "begin", "identity", "fingerprint", "phase_checkpoint",
+__all__ = ["Checkpoints", "Journal", "Opened", "Pending", "Restored", "Staging", "CHECKPOINT_SECONDS", "check_out",
+           "open_run", "restore", "begin", "identity", "fingerprint", "phase_checkpoint",
            "count_state", "save_count_state", "save_counted", "save_merged", "held_out_of", "check_replay",
            "start_over", "abandon"]

@@ -119,6 +119,14 @@ class RunSpec:
         """Bytes of text to read in ``phase`` (its own budget, else the run's), None = everything."""
         return phase.budget if phase.budget is not None else self.options["budget"]
 
+    def tag(self, phase: PhaseConfig) -> str:
+        """The phase in progress stage names (`` english``); nothing for a one-phase run."""
+        return f" {phase.name}" if len(self.phases) > 1 else ""
+
+    def where(self, phase: PhaseConfig) -> str:
+        """The phase in messages (``phase 'english': ``); nothing for a one-phase run."""
+        return f"phase {phase.name!r}: " if len(self.phases) > 1 else ""
+
     def source_options(self, src: SourceConfig) -> dict:
         """The storage options of one source: the run's, then the source's own on top."""
         return {**(self.options["storage_options"] or {}), **(src.storage_options or {})}

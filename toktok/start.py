@@ -10,7 +10,7 @@ Example: ``vocabulary(spec, list(spec.phases)).vocab.size == 256 + 1161``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .errors import ConfigError
 from .options import at
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 RESERVED = "<|reserved_special_token_{}|>"
 
 #: What the pipeline reads besides the entries: the types of the starting vocabulary's parts.
-__all__ = ["Base", "Pattern", "RESERVED", "Start", "Vocab", "reserve", "vocabulary"]
+__all__ = ["Base", "Pattern", "RESERVED", "Reserved", "Start", "Vocab", "reserve", "vocabulary"]
 
 
 @dataclass
@@ -96,27 +96,34 @@ def _run_specials(listed: list[str], vocab: Vocab, base: Base | None) -> tuple[l
     return out + unlisted, unlisted
 
 
-def reserve(run) -> None:
-    """Reserved special tokens (:data:`RESERVED`) after the run's own (the pipeline's step after
-    the last phase, ``run`` its ``_Run``): as many as the last phase's ``vocab_size`` lacks (merges
-    that the corpus or ``--min-frequency`` did not give), then up to a multiple of
+class Reserved(NamedTuple):
+    """What :func:`reserve` added: the vocabulary with the reserved special tokens after the run's
+    own (``vocab``), their names in id order and the warning it gives (None without one)."""
+
+    vocab: Vocab
+    names: list[str]
+    warning: str | None
+
+
+def reserve(vocab: Vocab, cfg: RunSpec) -> Reserved:
+    """Reserved special tokens (:data:`RESERVED`) after ``vocab``'s own specials (the pipeline's
+    step after the last phase): as many as the last phase of ``cfg`` lacks of its ``vocab_size``
+    (merges that the corpus or ``--min-frequency`` did not give), then up to a multiple of
     ``--pad-to-multiple-of``. Ids stay exactly 0..N-1; a shortfall is a warning.
-    Example: ``reserve(run); run.vocab.size % run.cfg.pad_to_multiple_of == 0``."""
-    cfg, vocab = run.cfg, run.vocab
-    short = max(0, (run.phases[-1].vocab_size or 0) - vocab.size)
+    Example: ``reserve(vocab, spec).vocab.size % spec.pad_to_multiple_of == 0``."""
+    last = cfg.phases[-1]
+    short = max(0, (last.vocab_size or 0) - vocab.size)
     pad = (-(vocab.size + short)) % cfg.pad_to_multiple_of if cfg.pad_to_multiple_of else 0
     if not short + pad:
-        return
+        return Reserved(vocab, [], None)
     have, names, i = set(vocab.all_specials()), [], 0
     while len(names) < short + pad:
         if (name := RESERVED.format(i)) not in have:
             names.append(name)
         i += 1
-    run.vocab = Vocab(vocab.tokens, vocab.specials + names, vocab.pinned)
-    run.specials += names
-    run.reserved = len(names)
+    warning = None
     if short:
-        where = _vocab_size_key(cfg, len(run.phases) - 1)
-        run.warnings.append(f"{at(where, str(run.phases[-1].vocab_size))}: the merges stopped "
-                            f"{short:,} short; {short:,} reserved special tokens fill ids {vocab.size:,}.."
-                            f"{vocab.size + short - 1:,}")
+        where = _vocab_size_key(cfg, len(cfg.phases) - 1)
+        warning = (f"{at(where, str(last.vocab_size))}: the merges stopped {short:,} short; {short:,} reserved "
+                   f"special tokens fill ids {vocab.size:,}..{vocab.size + short - 1:,}")
+    return Reserved(Vocab(vocab.tokens, vocab.specials + names, vocab.pinned), names, warning)

@@ -111,7 +111,10 @@ class CountState:
 class Counted:
     """A phase's words and their counts (the word table's columns, as the merge loop reads them)
     with what counting it cost and found: what the count stage hands the merge stage, or what
-    ``--resume`` restores of a counted phase. ``of_table`` makes one from a word table."""
+    ``--resume`` restores of a counted phase. ``of_table`` makes one from a word table. The count
+    stage adds the phase's parity sample and the pieces its sample did not take (``held_out``,
+    :data:`PARITY_SCHEMA`), the regex scanner's speed (MB/s, None when it scanned none) and the
+    seconds its sampling took."""
 
     words: pa.Array | None
     counts: np.ndarray | None
@@ -119,6 +122,10 @@ class Counted:
     seconds: float
     docs: int
     text_bytes: int
+    parity: pa.Table | None = None
+    held_out: pa.Table | None = None
+    regex_mb_s: float | None = None
+    sample_seconds: float = 0.0
 
     @classmethod
     def of_table(cls, table: pa.Table, warnings: list[str], seconds: float, docs: int, text_bytes: int) -> "Counted":

@@ -4,7 +4,8 @@ Before any work the pipeline checks the in-memory sources and picks the engine (
 resolves each phase's sources (``resolve``: a bad path fails there); per phase ``run`` reads,
 samples, pre-tokenizes and counts them with the engine (:func:`.local.count_phase`, or Ray's),
 checkpointing on the way, and cuts the word table to the budget.
-Example: ``counted = count.run(run, phase, count.resolve(cfg, phase), fp)``.
+Example: ``counted = count.run(spec, phase, count.resolve(spec, phase), fp, journal=j, pattern=DEFAULT,
+specials=[], merges=500)``.
 """
 from __future__ import annotations
 
@@ -17,20 +18,22 @@ import pyarrow as pa
 from .. import resume
 from ..budget import BudgetPlan, fit_words
 from ..errors import ConfigError, InputError
-from .common import BATCH_BYTES, Counted
-from .local import ParitySample, Source, count_phase, start_reading
+from .common import BATCH_BYTES, Counted, Progress
+from .local import ParitySample, Source, Started, count_phase, start_reading
 from .memory import check_sources, corpus_of
 from .pretokenize import REFERENCE_BYTES, SMALL_BYTES
 from .read import read_corpus
 from .remote import redact, set_readahead
 
 if TYPE_CHECKING:
+    from ..patterns import Pattern
+    from ..resume import Journal
     from ..spec import PhaseConfig, RunSpec
 
 #: What the pipeline reads besides the entries: the small and tiny runs' sizes, the parity
 #: sample and resolved source types, and how a source's URL is shown.
-__all__ = ["Counted", "ParitySample", "REFERENCE_BYTES", "SMALL_BYTES", "Source", "engine", "redact", "resolve", "run",
-           "start"]
+__all__ = ["Counted", "ParitySample", "REFERENCE_BYTES", "SMALL_BYTES", "Source", "Started", "engine", "redact",
+           "resolve", "run", "start"]
 
 
 def engine(cfg: RunSpec, phases: list[PhaseConfig]) -> Callable | None:
@@ -55,14 +58,16 @@ def resolve(cfg: RunSpec, phase: PhaseConfig) -> list[Source]:
                    src.weight) for src in phase.sources]
 
 
-def start(run) -> None:
-    """The first phase's first file read from now on (``run.started``, :func:`.local.start_reading`)
-    when that phase reads every document with the local engine on a fresh run: the pipeline calls
-    it before it opens the run file, so the first batch is decoded meanwhile.
-    Example: ``count.start(run_state)``."""
-    phase = run.phases[0]
-    if run.ray_count is None and not run.cfg.resume and _phase_capacity(run.cfg, phase, run.plan) is None:
-        run.started = start_reading(run.plans[0], BATCH_BYTES, run.pattern)
+def start(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], plan: BudgetPlan | None,
+          pattern: Pattern) -> Started | None:
+    """The first file of ``phase`` (the run's first, ``sources`` resolved) read from now on
+    (:func:`.local.start_reading`) when that phase reads every document with the local engine on
+    a fresh run (else None): the pipeline calls it before it opens the run file, so the first
+    batch is decoded meanwhile, and hands it to :func:`run` (``started``).
+    Example: ``count.start(spec, spec.phases[0], sources, None, DEFAULT).path``."""
+    if cfg.engine != "ray" and not cfg.resume and _phase_capacity(cfg, phase, plan) is None:
+        return start_reading(sources, BATCH_BYTES, pattern)
+    return None
 
 
 def _phase_capacity(cfg: RunSpec, phase: PhaseConfig, plan: BudgetPlan | None) -> int | None:
@@ -79,66 +84,73 @@ def _phase_capacity(cfg: RunSpec, phase: PhaseConfig, plan: BudgetPlan | None) -
     return min(caps) if caps else None
 
 
-def run(run, phase: PhaseConfig, sources: list[Source], fp: list) -> Counted:
-    """The count stage's entry (the pipeline's step 3, ``run`` its ``_Run``): read, sample (when
-    the budget says so), pre-tokenize and count one phase's sources with the run's engine, then
-    cut the word table to the budget (:func:`toktok.budget.fit_words`); the merge stage's input.
-    Reads the sources, from the interrupted run's counting checkpoint on ``--resume``; writes
-    counting checkpoints on the way (either engine: at file boundaries every
-    ``COUNT_EVERY`` x the merge loop's interval, a snapshot of the counts so far; and the finished
-    sample), then the phase's words, inputs and parity sample: the "counted" checkpoint, stored
-    while the merge stage lays the words out when the run has no budget, or kept for the merge
-    stage's first checkpoint when counting was short (:func:`toktok.resume.counted`).
-    Example: ``counted = run(run_state, phase, sources, fingerprint)``."""
-    cfg, store, marks, plan = run.cfg, run.store, run.marks, run.plan
+def run(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], fp: list, *, journal: Journal,
+        pattern: Pattern, specials: list[str], merges: int, plan: BudgetPlan | None = None, threads: int = 1,
+        report: Progress | None = None, started: Started | None = None, ray_count: Callable | None = None,
+        ray_tuning: dict | None = None) -> Counted:
+    """The count stage's entry (the pipeline's step 3): read, sample (when the budget says so),
+    pre-tokenize with ``pattern`` (``specials`` split off) and count one phase's ``sources``
+    (resolved, with their fingerprint ``fp``: :func:`toktok.resume.fingerprint`) with the local
+    engine or Ray's (``ray_count``, :func:`engine`, and its ``ray_tuning``), then cut the word
+    table to the budget's ``plan`` (:func:`toktok.budget.fit_words`; ``merges``: the new tokens
+    the phase will learn). Returns the merge stage's input: the phase's words and counts with its
+    parity sample, held-out pieces and what counting found (:class:`~.common.Counted`).
+    Reads the sources (``started``: the first file, read since :func:`start`), from the
+    interrupted run's counting checkpoint on ``--resume``; writes through ``journal`` counting
+    checkpoints on the way (either engine: at file boundaries every ``COUNT_EVERY`` x the merge
+    loop's interval, a snapshot of the counts so far; and the finished sample), then the phase's
+    words, inputs and parity sample: the "counted" checkpoint (:meth:`toktok.resume.Journal.counted`),
+    stored while the merge stage lays the words out when the run has no budget, or kept for the
+    merge stage's first checkpoint when counting was short.
+    Example: ``counted = run(spec, phase, sources, fp, journal=j, pattern=DEFAULT, specials=[], merges=500)``."""
+    store, marks, where = journal.store, journal.marks, cfg.where(phase)
+    report = report or _silent
     restored = None
-    if run.staging.resuming:
+    if journal.resuming:
         restored = resume.count_state(store, phase.name, fp)
         store.drop_phase(phase.name)
 
     def save(state) -> None:
-        run.kept = True
-        resume.save_count_state(store, phase.name, state, fp)
-        marks.done()
+        journal.save(lambda st: resume.save_count_state(st, phase.name, state, fp))
 
     checkpoints = dict(restored=restored, save=save, every=marks.every * resume.COUNT_EVERY)
-    if run.ray_count is not None:  # the same PhaseCount and checkpoints, counted on a Ray cluster
-        count = partial(run.ray_count, address=cfg.ray_address, **checkpoints, **run.ray_tuning)
-    else:  # (the first phase's first file is being read already: start)
-        count = partial(count_phase, **checkpoints, started=run.started)
-    run.started = None
+    if ray_count is not None:  # the same PhaseCount and checkpoints, counted on a Ray cluster
+        count = partial(ray_count, address=cfg.ray_address, **checkpoints, **(ray_tuning or {}))
+    else:  # (the first phase's first file may be being read already: start)
+        count = partial(count_phase, **checkpoints, started=started)
     set_readahead(plan.readahead_bytes if plan is not None else None)  # blocks of objects read ahead
     pc = count(sources, seed=cfg.seed, capacity=_phase_capacity(cfg, phase, plan),
-               batch_bytes=plan.batch_bytes if plan is not None else BATCH_BYTES, specials=run.specials,
-               threads=run.threads, report=run.report, tag=run.tag(phase), pattern=run.pattern)
-    resume.check_unchanged(sources, fp, run.where(phase))
-    if pc.regex_mb_s is not None:
-        run.regex_mb_s.append(pc.regex_mb_s)
+               batch_bytes=plan.batch_bytes if plan is not None else BATCH_BYTES, specials=specials,
+               threads=threads, report=report, tag=cfg.tag(phase), pattern=pattern)
+    resume.check_unchanged(sources, fp, where)
     table, used, warnings = pc.words, pc.used, []
     if plan is not None:  # the merge loop's arrays must fit the budget: drop the rarest words if not
         try:
-            table, cut = fit_words(table, plan, run.merge_budget(phase), where=run.where(phase),
+            table, cut = fit_words(table, plan, merges, where=where,
                                    budget=f"{cfg.name_of('budget')} {cfg.text_of('budget')}")
         except ConfigError as e:
             raise resume.start_over(e) from None
         warnings += [cut] if cut else []
     t_count = pc.seconds["count"]
-    run.times["sample"] = run.times.get("sample", 0.0) + pc.seconds.get("sample", 0.0)
     docs = sum(u["docs"] for u in used.values())
     text_bytes = sum(u["bytes"] for u in used.values())
     if table.num_rows == 0:
         paths = ", ".join(redact(s.path) for s in phase.sources)
         n_files = sum(len(s.corpus.files) for s in sources)
         raise resume.start_over(InputError(
-            f"{run.where(phase)}{paths}: the corpus is empty (no text in {n_files} file(s)); "
+            f"{where}{paths}: the corpus is empty (no text in {n_files} file(s)); "
             "check the sources and --text-column"))
     state = {"fingerprint": fp, "warnings": warnings, "seconds_count": t_count, "docs": docs, "text_bytes": text_bytes}
     # the words in one piece, for the merge loop and the checkpoint alike
     counted = Counted.of_table(table, warnings, t_count, docs, text_bytes)
-    parity, held_out = pc.parity, pc.held_out
+    counted.parity, counted.held_out = parity, held_out = pc.parity, pc.held_out
+    counted.regex_mb_s, counted.sample_seconds = pc.regex_mb_s, pc.seconds.get("sample", 0.0)
     del table, pc
     words = pa.table({"word": counted.words, "count": counted.counts})
-    resume.counted(run, lambda st, tokens=None: resume.save_counted(st, phase.name, words, parity, held_out, sources,
-                                                                   used, state, tokens), t_count)
-    run.take_parity(phase.name, parity, held_out)
+    journal.counted(lambda st, tokens=None: resume.save_counted(st, phase.name, words, parity, held_out, sources,
+                                                               used, state, tokens), t_count)
     return counted
+
+
+def _silent(stage: str, done: int, total: int | None) -> None:
+    """No progress shown."""

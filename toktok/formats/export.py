@@ -4,16 +4,17 @@
 (:mod:`.tiktoken`) and, where special ids are away from toktoktok's convention, the special
 tokens beside it (:mod:`.specials`); ``chat_text`` reads a run's chat template before any work and
 ``compile_kernels`` is what a cold run compiles beside the merge loop's (:mod:`.spell`).
-Example: ``export.write(run)`` (the pipeline's step 5, ``run`` its ``_Run``).
+Example: ``export.write(vocab, staging, cfg=spec, store=store)`` (the pipeline's step 5).
 """
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..added import added_flags
 from ..rundir import no_room, special_tokens_file
-from ..verify import open_hf, worth_a_process
+from ..verify import HFSide, open_hf, worth_a_process
 from .chat import check_specials as check_chat_specials, resolve as chat_template
 from .common import HF_FILE, write_atomic
 from .hf import write_hf
@@ -21,10 +22,13 @@ from .specials import special_tokens_json
 from .tiktoken import tiktoken_text, write_tiktoken
 
 if TYPE_CHECKING:
+    from ..patterns import Pattern
+    from ..spec import RunSpec
+    from ..store import RunStore
     from ..vocab import Vocab
     from ..warmstart import Base
 
-__all__ = ["chat_text", "write"]
+__all__ = ["Exported", "chat_text", "write"]
 
 
 def chat_text(given: str, specials: list[str], where: str) -> str:
@@ -36,40 +40,56 @@ def chat_text(given: str, specials: list[str], where: str) -> str:
     return tpl.text
 
 
-def write(run) -> None:
-    """The vocabulary after the last phase, checked, as tokenizer files in the staging folder:
-    tokenizer.json and the transformers files first (HF tokenizers starts loading it for the
-    verification), then the .tiktoken (special ids away from toktoktok's convention are declared beside it, and
-    in meta "specials")."""
-    cfg, vocab, staging = run.cfg, run.vocab, run.staging.path
+class Exported(NamedTuple):
+    """What :func:`write` wrote: HF tokenizers' half of the verification loading the new
+    tokenizer.json (``hf``), the .tiktoken's text and the vocabulary it holds (``tiktoken``, which
+    the verification compares the file with) and how the special ids were placed (``specials``)."""
+
+    hf: HFSide
+    tiktoken: tuple[str, Vocab]
+    specials: dict
+
+
+def write(vocab: Vocab, folder: Path, *, cfg: RunSpec, store: RunStore, pattern: Pattern | None = None,
+          base: Base | None = None, chat_template: str | None = None, hf: HFSide | None = None,
+          budgeted: bool = False, report: Callable[[str, int, int | None], None] | None = None) -> Exported:
+    """The export stage's entry (the pipeline's step 5): ``vocab`` (the vocabulary after the last
+    phase, checked) as tokenizer files in the staging ``folder``, as ``cfg`` names them (roles,
+    added-token flags, ``tiktoken_name``), pre-tokenized by ``pattern``, with ``chat_template``
+    (its Jinja text): tokenizer.json and the transformers files first (HF tokenizers starts loading
+    it for the verification: in ``hf``, a second process started beside the merge loop, else one
+    opened now, in a second process when it is large and the run has no memory budget,
+    ``budgeted``), then the .tiktoken (special ids away from toktoktok's convention, a warm-start
+    ``base``'s kept ones, are declared beside it); how the special ids were placed goes to the
+    run file (``store``: meta "specials"). OutputError when the disk is full or read-only.
+    Example: ``write(vocab, staging, cfg=spec, store=store).specials["rule"]``."""
+    report = report or (lambda stage, done, total: None)
     added = added_flags(cfg.special_tokens)  # {special: added-token flags} where they differ
-    t0 = time.perf_counter()
-    run.report("export", 0, 3)
+    report("export", 0, 3)
     # tokenizers loads tokenizer.json from when it is written, in a second process (started
     # before the merge loop, else now) when it is large (the load holds the GIL for most of a
     # second) and the run has no memory budget (whose plan counts one process)
-    if run.hf is None:
-        run.hf = open_hf(staging / HF_FILE, process=run.plan is None and worth_a_process(len(vocab.tokens)))
+    if hf is None:
+        hf = open_hf(folder / HF_FILE, process=not budgeted and worth_a_process(len(vocab.tokens)))
     vocab.check()
     try:
-        write_hf(vocab, staging, roles=cfg.roles, check=False, pattern=run.pattern, added=added,
-                 chat_template=run.chat_template)
-        run.hf.load()
-        run.report("export", 1, 3)
+        write_hf(vocab, folder, roles=cfg.roles, check=False, pattern=pattern, added=added,
+                 chat_template=chat_template)
+        hf.load()
+        report("export", 1, 3)
         text = tiktoken_text(vocab)
-        write_tiktoken(vocab, staging / cfg.tiktoken_name, check=False, text=text)
-        run.tiktoken_written = (text, vocab)  # the verification compares the file with it
-        run.report("export", 2, 3)
-        run.special_ids = _specials_rule(vocab, run.base, cfg.tiktoken_name)
-        run.store.put_meta("specials", run.special_ids)
+        write_tiktoken(vocab, folder / cfg.tiktoken_name, check=False, text=text)
+        report("export", 2, 3)
+        special_ids = _specials_rule(vocab, base, cfg.tiktoken_name)
+        store.put_meta("specials", special_ids)
         # an added token that is not special is not in tokenizer.json's specials, where the .tiktoken's
         # are looked for: declared beside it then
         if vocab.pinned or any(not f["special"] for f in added.values()):
-            write_atomic(special_tokens_file(staging / cfg.tiktoken_name), special_tokens_json(vocab))
+            write_atomic(special_tokens_file(folder / cfg.tiktoken_name), special_tokens_json(vocab))
     except OSError as e:  # a full or read-only disk: one line, nothing published (the staging folder goes)
-        raise no_room(e, run.layout.folder, staging, len(vocab.tokens)) from None
-    run.report("export", 3, 3)
-    run.times["export"] = time.perf_counter() - t0
+        raise no_room(e, cfg.layout.folder, folder, len(vocab.tokens)) from None
+    report("export", 3, 3)
+    return Exported(hf, (text, vocab), special_ids)
 
 
 def _specials_rule(vocab: Vocab, base: Base | None, tiktoken_name: str) -> dict:

@@ -2,44 +2,52 @@
 
 ``record`` adds the run file's views (:func:`.runfile.add_views`), the compression curve on text
 the run did not train on where there is some (:func:`.runfile.curve_table`) and the word gains
-(:func:`.runfile.gains_table`), built in Arrow (a small run never loads Polars). Example: ``insight.stage.record(run)``.
+(:func:`.runfile.gains_table`), built in Arrow (a small run never loads Polars). Example: ``insight.stage.record(journal, parity, {"main": parity}, {"main": None})``.
 """
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from .runfile import _Prefixes, add_views, curve_table, gains_table
 
+if TYPE_CHECKING:
+    from ..resume import Journal
+
 __all__ = ["record"]
 
 
-def record(run) -> None:
-    """The insight stage's entry (the pipeline's step 7, ``run`` its ``_Run``): what the run file
-    offers for inspection (:mod:`toktok.insight.runfile`): views, the compression curve and token
-    usage (on text the run did not train on where a budget left some out, else on the parity
-    sample of the input, labelled by file), word gains. Example: ``record(run_state)``."""
-    store = run.store
-    t0 = time.perf_counter()
-    run.report("insight", 0, 3)
-    run.settle()  # word gains read the words' tokens
+def record(journal: Journal, parity: pa.Table, phase_parity: dict[str, pa.Table],
+           phase_held_out: dict[str, pa.Table | None], *, threads: int = 1, small: bool = False,
+           report: Callable[[str, int, int | None], None] | None = None) -> None:
+    """The insight stage's entry (the pipeline's step 7): what the run file (``journal``'s store,
+    once the checkpoint being stored is: the word gains read the words' tokens) offers for
+    inspection (:mod:`toktok.insight.runfile`): views, the compression curve and token usage (on
+    text the run did not train on where a budget left some out, ``phase_held_out``, else on
+    each phase's parity sample, ``phase_parity``, or the run's, ``parity``, labelled by file),
+    word gains; with the references for a ``small`` run. Writes them into the run file and
+    returns nothing. Example: ``record(journal, parity, {"main": parity}, {"main": None})``."""
+    report = report or (lambda stage, done, total: None)
+    store = journal.store
+    report("insight", 0, 3)
+    journal.settle()  # word gains read the words' tokens
     with store.translating():
         add_views(store)
-        run.report("insight", 1, 3)
-        curve, curve_from, curve_text, curve_kinds = _curve_texts(run.parity.df, run.phase_parity, run.phase_held_out)
-        pre = _Prefixes(store, run.small)  # the vocabulary by merge count, read once for both
+        report("insight", 1, 3)
+        curve, curve_from, curve_text, curve_kinds = _curve_texts(parity, phase_parity, phase_held_out)
+        pre = _Prefixes(store, small)  # the vocabulary by merge count, read once for both
         if curve:
-            curve_table(store, curve, by=curve_from, threads=run.threads, checkpoints=8,
-                        text=curve_text, text_by_phase=curve_kinds, reference=run.small, prefixes=pre)
-        run.report("insight", 2, 3)
-        gains_table(store, reference=run.small, prefixes=pre)
+            curve_table(store, curve, by=curve_from, threads=threads, checkpoints=8,
+                        text=curve_text, text_by_phase=curve_kinds, reference=small, prefixes=pre)
+        report("insight", 2, 3)
+        gains_table(store, reference=small, prefixes=pre)
         # the blocks its queries and writes left cached, given back before the verification
         # loads tiktoken's half beside HF's load (the tail's peak at 131,072: 412 MB, not 423)
         store.release_memory()
-    run.report("insight", 3, 3)
-    run.times["insight"] = time.perf_counter() - t0
+    report("insight", 3, 3)
 
 
 def _curve_texts(run_parity: pa.Table, parity: dict[str, pa.Table],

@@ -100,7 +100,7 @@ def learn_merges(
     t0 = time.perf_counter()
 
     # 1. segment under the starting vocabulary, lay the positions out, size the token tables
-    run = _Run(words, counts, vocab, n_merges, tuning, ready, reference)
+    run = _LoopRun(words, counts, vocab, n_merges, tuning, ready, reference)
     run.limits = (max_token_length, min_frequency)
 
     # 2. the loop, in a thread (it releases the GIL) so that progress and checkpoints can be
@@ -121,7 +121,7 @@ def learn_merges(
     return _result(run, vocab, n_merges, last or checkpoint, t0)
 
 
-def _result(run: "_Run", vocab: Vocab, n_merges: int, checkpoint, t0: float) -> MergeResult:
+def _result(run: "_LoopRun", vocab: Vocab, n_merges: int, checkpoint, t0: float) -> MergeResult:
     """Steps 3 and 4 of ``learn_merges``: the finished run's merges (the rest checkpointed), its
     new tokens' bytes and each word's final number of tokens."""
     # 3. the merges, the rest of them checkpointed
@@ -147,7 +147,7 @@ def _result(run: "_Run", vocab: Vocab, n_merges: int, checkpoint, t0: float) -> 
                        stats=stats, times=run.times)
 
 
-def _in_thread(run: "_Run", progress, checkpoint, every: float) -> None:
+def _in_thread(run: "_LoopRun", progress, checkpoint, every: float) -> None:
     """``run.loop`` in a thread, reporting progress and checkpoints from this one meanwhile."""
     th = threading.Thread(target=run.loop, name="toktok-merge", daemon=True)
     th.start()
@@ -161,7 +161,7 @@ def _in_thread(run: "_Run", progress, checkpoint, every: float) -> None:
             t_last = time.monotonic()
 
 
-class _Run:
+class _LoopRun:
     """One merge run's inputs laid out for the loop, its record arrays and its results.
 
     The loop writes the merge records into arrays owned here and publishes their number in

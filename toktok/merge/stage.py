@@ -1,16 +1,19 @@
 """The merge stage's entry (``run``): a phase's counted words in, its merges on top of the vocabulary out.
 
 Per phase ``run`` learns the phase's new tokens (:func:`budget` of them) with
-:func:`.learn.learn_merges`, stores them as they come and logs them as toktoktok does, then makes
-the phase's summary and its "merged" checkpoint. Before the run counts, ``warm_up`` has the
-kernels built ahead on the first run after an install (:mod:`toktok.ahead`).
-Example: ``merge.run(run, phase, counted, fp, replay=False)`` (the pipeline's step 4).
+:func:`.learn.learn_merges`, stores them through the run's journal as they come and logs them as
+toktoktok does, then makes the phase's summary and its "merged" checkpoint, and returns them
+(:class:`Merged`). ``Kernels`` is the service that has the kernels built ahead on the first run
+after an install (:mod:`toktok.ahead`), once per run, before the run counts or when a small run
+needs them after all.
+Example: ``merge.run(phase, counted, vocab, cfg=spec, fp=fp, journal=j)`` (the pipeline's step 4).
 """
 from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
 
 from .. import ahead, resume
 from .._kernels import release_llvm_pages
@@ -22,19 +25,24 @@ from .learn import learn_merges
 from .small import python_first
 
 if TYPE_CHECKING:
-    from ..count.common import Counted
-    from ..spec import PhaseConfig
+    import pyarrow as pa
 
-__all__ = ["budget", "most_merges", "run", "warm_up"]
+    from ..count.common import Counted, Progress
+    from ..patterns import Pattern
+    from ..resume import Journal
+    from ..spec import PhaseConfig, RunSpec
+
+__all__ = ["Kernels", "Merged", "budget", "most_merges", "run", "warm_up"]
 
 
-def budget(run, phase: PhaseConfig) -> int:
-    """The new tokens ``phase`` learns: its ``merges``, or what takes the vocabulary so far (every
-    special token of the run included) to its ``vocab_size``; an earlier phase's shortfall is
-    made up here. Example: vocab_size 2048, 1,417 tokens and 2 specials: 629."""
+def budget(phase: PhaseConfig, vocab: Vocab) -> int:
+    """The new tokens ``phase`` learns on top of ``vocab`` (the vocabulary so far): its
+    ``merges``, or what takes the vocabulary (every special token of the run included) to its
+    ``vocab_size``; an earlier phase's shortfall is made up here.
+    Example: vocab_size 2048, 1,417 tokens and 2 specials: 629."""
     if phase.vocab_size is None:
         return phase.merges
-    return max(0, phase.vocab_size - len(run.vocab.tokens) - len(run.vocab.specials))
+    return max(0, phase.vocab_size - len(vocab.tokens) - len(vocab.specials))
 
 
 def most_merges(words) -> int:
@@ -46,22 +54,38 @@ def most_merges(words) -> int:
     return max(0, held - len(words))
 
 
-def warm_up(run) -> None:
-    """On the first run after an install, every kernel the run calls built ahead in second
-    processes, one after the other, before the run goes on (:func:`toktok.ahead.compile_first`;
-    under a memory budget the pipeline calls this before it opens the run file), said once.
-    Nothing when they are built (or in Numba's cache). Example: ``warm_up(run)``."""
-    if run.compiled_first or ahead.cached(run.pattern):
-        return
+def warm_up(pattern: Pattern, log: Callable[[str], None] | None = None, budgeted: bool = False) -> bool:
+    """On the first run after an install, every kernel a run with ``pattern`` calls built ahead in
+    second processes, one after the other, before the run goes on
+    (:func:`toktok.ahead.compile_first`; under a memory budget, ``budgeted``, the pipeline has
+    this done before it opens the run file), said to ``log`` (None: not said). False when they
+    are built (or in Numba's cache) and nothing was done. Example: ``warm_up(DEFAULT)``."""
+    if ahead.cached(pattern):
+        return False
     # the budget's plan counts one process: a second one compiling beside the run held 150-300 MB
     # more, and compiling in the run's own process kept ~90 MiB to its end (a peak of 1.10x the
     # budget); ahead, each unit's process holds what it compiles beside a run holding its libraries
-    run.compiled_first = True
-    if run.cfg.verbose is not False:
-        budget = ": inside the memory budget" if run.plan is not None else ""
-        run.log(f"toktok: compiling the kernels, once after an install (about 40 s more, before the run "
-                f"starts{budget}); later runs load them without compiling")
-    ahead.compile_first(run.pattern)
+    if log is not None:
+        said = ": inside the memory budget" if budgeted else ""
+        log(f"toktok: compiling the kernels, once after an install (about 40 s more, before the run "
+            f"starts{said}); later runs load them without compiling")
+    ahead.compile_first(pattern)
+    return True
+
+
+class Kernels:
+    """The run's compiled kernels as a service: :meth:`warm_up` builds them ahead
+    (:func:`warm_up`) the first time it is called and is nothing after that.
+    Example: ``Kernels(DEFAULT).warm_up()``."""
+
+    def __init__(self, pattern: Pattern, log: Callable[[str], None] | None = None, budgeted: bool = False) -> None:
+        self.pattern, self.log, self.budgeted = pattern, log, budgeted
+        self.built = False  # built ahead for this run (said once)
+
+    def warm_up(self) -> None:
+        """The kernels built ahead, once per run (:func:`warm_up`)."""
+        if not self.built:
+            self.built = warm_up(self.pattern, self.log, self.budgeted)
 
 
 def _literal(token: bytes) -> str:
@@ -73,34 +97,36 @@ def _literal(token: bytes) -> str:
 
 class _MergeLog:
     """The merge loop's checkpoint (``learn_merges(checkpoint=...)``): appends each batch of merges
-    to the run file and logs the phase's new tokens as toktoktok does (the first 10 and every
-    100th: the pair, the new token, its id and count) to the run's verbose log."""
+    to the run file (``journal``) and logs the phase's new tokens as toktoktok does (the first 10
+    and every 100th: the pair, the new token, its id and count) to ``say``, the verbose log.
+    ``tokens``: the vocabulary so far; ``at``: the number of the phase's first merge."""
 
-    def __init__(self, run, phase: PhaseConfig) -> None:
-        self.run, self.phase = run, phase.name
-        self.toks = list(run.vocab.tokens)
-        self.at = run.merge_index  # the number of the next merge
+    def __init__(self, journal: Journal, phase: str, tokens: list[bytes], at: int, prefix: str,
+                 say: Callable[[str], None] | None) -> None:
+        self.journal, self.phase, self.say = journal, phase, say
+        self.toks = list(tokens)
+        self.at = at  # the number of the next merge
         self.learned = 0  # new tokens of this phase so far
-        self.prefix = f"[{phase.name}] " if run.tag(phase) else ""
+        self.prefix = prefix
         self.held: pa.Table | None = None  # the last merges, for the "merged" checkpoint (``last``)
 
     def __call__(self, left, right, token, count, reused) -> None:
-        resume.store_due(self.run)  # the "counted" checkpoint comes first
-        self.run.store.add_merges(self.phase, self._table(left, right, token, count, reused))
-        self.run.marks.done()
+        self.journal.store_due()  # the "counted" checkpoint comes first
+        self.journal.store.add_merges(self.phase, self._table(left, right, token, count, reused))
+        self.journal.marks.done()
 
     def last(self, left, right, token, count, reused) -> None:
         """The loop's last merges: stored as a checkpoint of the loop's, or, while the phase's
         "counted" checkpoint is due (``resume.counted``), kept (``held``) for the "merged" one,
         which stores both."""
-        if self.run.due is None:
+        if self.journal.due is None:
             self(left, right, token, count, reused)
         else:
             self.held = self._table(left, right, token, count, reused)
 
     def _table(self, left, right, token, count, reused) -> pa.Table:
         """The merges as rows of the run file (``merges_table``), logged as they come."""
-        toks, say, rows, k = self.toks, self.run.say, [], self.learned
+        toks, say, rows, k = self.toks, self.say, [], self.learned
         new, row = toks.append, rows.append  # (locals: the last call takes every merge of a short run)
         for lt, rt, t, c, r in zip(left.tolist(), right.tolist(), token.tolist(), count.tolist(), reused.tolist()):
             if not r:
@@ -116,72 +142,90 @@ class _MergeLog:
         return table
 
 
-def run(run, phase: PhaseConfig, counted: Counted, fp: list, replay: bool) -> None:
-    """The merge stage's entry (the pipeline's step 4, ``run`` its ``_Run``): the phase's merges on
-    top of the vocabulary so far. Reads the counted word table (one copy of it during the merges,
-    the run's peak of memory; the "counted" checkpoint, stored beside the segmentation and layout,
-    is waited for before the loop's tables are allocated); writes the merges as they come
-    (checkpoints every few seconds, :class:`_MergeLog`), then each word's tokens and the phase's
-    summary: the "merged" checkpoint, stored while the tokenizer is exported and verified when the
-    run has no budget (``resume.checkpoint``), with the "counted" one when that is still due
-    (``resume.counted``). With ``replay`` (``--resume`` from the phase's "counted" checkpoint) the
-    loop runs again from the word table and must agree with the merges the interrupted run stored.
-    Example: ``run(run_state, phase, counted, fingerprint, replay=False)``."""
-    store, where, tag = run.store, run.where(phase), run.tag(phase)
+class Merged(NamedTuple):
+    """What the merge stage learned of a phase: its new tokens (ids in order after the vocabulary
+    it started from), the merges that learned them (``merges``, those that reused a token
+    included), its summary and the warnings it adds (the phase's, from counting, come first in
+    ``summary``'s checkpoint; these are the merge stage's own: fewer merges than asked)."""
+
+    new_tokens: list[bytes]
+    merges: int
+    summary: PhaseSummary
+    warnings: list[str]
+
+
+def run(phase: PhaseConfig, counted: Counted, vocab: Vocab, *, cfg: RunSpec, fp: list, journal: Journal,
+        first_merge: int = 0, replay: bool = False, small: bool = False, tiny: bool = False,
+        kernels: Kernels | None = None, report: Progress | None = None,
+        say: Callable[[str], None] | None = None) -> Merged:
+    """The merge stage's entry (the pipeline's step 4): ``phase``'s merges on top of ``vocab``, the
+    vocabulary so far (its specials are not merged; ``first_merge``: the number its first merge
+    gets, the merges of the phases before it), with ``cfg``'s ``max_token_length`` and
+    ``min_frequency``. Reads the ``counted`` word table (and takes it: one copy of it during the
+    merges, the run's peak of memory; the "counted" checkpoint, stored beside the segmentation
+    and layout, is waited for before the loop's tables are allocated); writes through ``journal``
+    the merges as they come (checkpoints every few seconds, :class:`_MergeLog`), then each word's
+    tokens and the phase's summary: the "merged" checkpoint (``fp``: the phase's fingerprint),
+    stored while the tokenizer is exported and verified when the run has no budget
+    (:meth:`~toktok.resume.Journal.checkpoint`), with the "counted" one when that is still due.
+    With ``replay`` (``--resume`` from the phase's "counted" checkpoint) the loop runs again from
+    the word table and must agree with the merges the interrupted run stored. ``small``/``tiny``:
+    the run counts and segments with the references / merges without a compiled kernel when it
+    can (``kernels`` builds them when it cannot). Returns what it learned (:class:`Merged`).
+    Example: ``merged = run(phase, counted, vocab, cfg=spec, fp=fp, journal=j, tiny=True)``."""
+    store, where, tag = journal.store, cfg.where(phase), cfg.tag(phase)
+    report = report or (lambda stage, done, total: None)
     words, counts = counted.words, counted.counts
     counted.words = counted.counts = None
-    if run.pending is None:  # else once the "counted" checkpoint is stored (_Run.settle)
+    if not journal.busy:  # else once the "counted" checkpoint is stored (Journal.settle)
         store.release_memory()
     release_llvm_pages()
     t0 = time.perf_counter()
-    n = budget(run, phase)
+    n = budget(phase, vocab)
     shown = min(n, most_merges(words))  # the progress total (10^20 merges asked showed centuries left)
-    run.report("merge" + tag, 0, shown)
-    first_id = len(run.vocab.tokens)
+    report("merge" + tag, 0, shown)
+    first_id = len(vocab.tokens)
     prior = store.merges_of(phase.name) if replay else None
     store.drop_merges(phase.name)
-    start = Vocab(run.vocab.tokens, [], run.vocab.pinned)
-    python = python_first(words) if run.tiny else None  # (else: learn_merges asks small_enough)
-    if run.tiny and not python:  # the loop's kernels after all
-        run.warm_up()
-    log = _MergeLog(run, phase)
-    res = learn_merges(words, counts, start, n, progress=lambda k: run.report("merge" + tag, k, shown),
-                       checkpoint=log, last=log.last, every=run.marks.every, step=run.marks.step,
-                       reference=run.small, ready=run.settle,
-                       python=python, max_token_length=run.cfg.max_token_length, min_frequency=run.cfg.min_frequency)
+    start = Vocab(vocab.tokens, [], vocab.pinned)
+    python = python_first(words) if tiny else None  # (else: learn_merges asks small_enough)
+    if tiny and not python and kernels is not None:  # the loop's kernels after all
+        kernels.warm_up()
+    log = _MergeLog(journal, phase.name, vocab.tokens, first_merge, f"[{phase.name}] " if tag else "", say)
+    marks = journal.marks
+    res = learn_merges(words, counts, start, n, progress=lambda k: report("merge" + tag, k, shown),
+                       checkpoint=log, last=log.last, every=marks.every, step=marks.step,
+                       reference=small, ready=journal.settle,
+                       python=python, max_token_length=cfg.max_token_length, min_frequency=cfg.min_frequency)
     # a corpus that allows fewer merges than asked ends the stage here (else its line waited for
     # the run's end, its time counting the stages after it)
-    run.report("merge" + tag, res.new_tokens, res.new_tokens)
+    report("merge" + tag, res.new_tokens, res.new_tokens)
     if prior is not None and prior.num_rows:
         resume.check_replay(prior, res, where)
     t_merge = time.perf_counter() - t0
-    _short_warning(run, phase, counted, res, n)
+    short = _short_warning(cfg, phase, res, n)
+    counted.warnings += short
     summary = PhaseSummary(merges_requested=n, merges_learned=res.new_tokens, reused_merges=int(res.reused.sum()),
                            words=len(words), docs=counted.docs, text_bytes=counted.text_bytes, name=phase.name,
                            first_id=first_id, seconds={"count": counted.seconds, "merge": t_merge},
                            stopped_at=res.stopped_at)
     state = {"fingerprint": fp, "warnings": counted.warnings, "summary": dataclasses.asdict(summary)}
-    due = run.due  # stored with it, or by the run if storing it fails
-    resume.checkpoint(run, lambda st: resume.save_merged(st, phase.name, words, counts, res.word_tokens, state,
-                                                         due=due, merges=log.held), due)
-    run.add_merged(phase.name, res.vocab.tokens[first_id:], len(res.left))
-    run.times["count"] += counted.seconds
-    run.times["merge"] += t_merge
-    run.summaries.append(summary)
+    due = journal.due  # stored with it, or by the run if storing it fails
+    journal.checkpoint(lambda st: resume.save_merged(st, phase.name, words, counts, res.word_tokens, state,
+                                                     due=due, merges=log.held), due)
+    return Merged(res.vocab.tokens[first_id:], len(res.left), summary, short)
 
 
-def _short_warning(run, phase: PhaseConfig, counted: Counted, res, n: int) -> None:
-    """A warning (the phase's and the run's) when the loop learned fewer than the ``n`` merges
-    asked for: ``--min-frequency`` stopped it, or the corpus has no pair left."""
-    where = run.where(phase)
+def _short_warning(cfg: RunSpec, phase: PhaseConfig, res, n: int) -> list[str]:
+    """A warning when the loop learned fewer than the ``n`` merges asked for: ``--min-frequency``
+    stopped it, or the corpus has no pair left (none when it learned them all)."""
+    where = cfg.where(phase)
     if res.new_tokens < n and res.stopped_at:
-        counted.warnings.append(f"{where}{at(run.cfg.name_of('min_frequency'), str(run.cfg.min_frequency))} stopped the "
-                                f"merges at {res.new_tokens:,} of {n:,}: the best pair left occurs {res.stopped_at:,} "
-                                "times")
-        run.warnings.append(counted.warnings[-1])
-    elif res.new_tokens < n:
-        left = "no adjacent pair left" if not run.cfg.max_token_length else \
-            f"no adjacent pair left of at most {run.cfg.max_token_length} bytes"
-        counted.warnings.append(f"{where}the corpus allows only {res.new_tokens} merges of the {n} asked for "
-                                f"({left}); the vocabulary is smaller")
-        run.warnings.append(counted.warnings[-1])
+        return [f"{where}{at(cfg.name_of('min_frequency'), str(cfg.min_frequency))} stopped the "
+                f"merges at {res.new_tokens:,} of {n:,}: the best pair left occurs {res.stopped_at:,} times"]
+    if res.new_tokens < n:
+        left = "no adjacent pair left" if not cfg.max_token_length else \
+            f"no adjacent pair left of at most {cfg.max_token_length} bytes"
+        return [f"{where}the corpus allows only {res.new_tokens} merges of the {n} asked for "
+                f"({left}); the vocabulary is smaller"]
+    return []

@@ -5,16 +5,18 @@
 compares ids, and checks that both decoders give the text back. The first disagreement raises
 ``ParityError``. HF's half (:mod:`toktok.verify.hf_side`) loads a large tokenizer.json in a second
 process while this one loads tiktoken's half: the load holds the GIL for most of a second.
-Example: ``verify("out/demo").tokens > 0``.
+A run's verification is three calls of the pipeline: ``start`` (HF's second process started
+beside the last merge loop), ``begin`` (HF encodes the texts ahead in a thread after the export)
+and ``check``, the stage's entry. Example: ``verify("out/demo").tokens > 0``.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from ..added import encode_like_hf, needs_split, text_like_hf
 from ..errors import InputError, ParityError
@@ -24,6 +26,9 @@ from ..formats.tiktoken import load_encoding_and_tokens
 from ..patterns import EDGE_TEXTS
 from ..rundir import special_tokens_file
 from .hf_side import HFSide, open_hf, worth_a_process
+
+if TYPE_CHECKING:
+    from ..vocab import Vocab
 
 #: Texts in a batch handed to each encoder at once (tokenizers encodes a batch in parallel).
 BATCH = 256
@@ -99,6 +104,7 @@ class VerifyReport:
     strings: int
     tokens: int
     ok: bool = True
+    hf_tokenizers: str = ""  # where HF tokenizers loaded tokenizer.json (HFSide.where), for the run file
 
 
 def _short(text: str, limit: int = 80) -> str:
@@ -300,41 +306,42 @@ def _compare(where: Path, enc, hf: HFSide, texts: Iterable[str] | None, slices: 
     return VerifyReport(strings=strings, tokens=tokens)
 
 
-def start(run, tokens: int) -> None:
-    """HF's half of the check started before the last phase's merges (``run.hf``; the export
-    opens it otherwise) when the run's tokenizer.json will hold ``tokens`` tokens or so and
-    loads in a second process (no memory budget, ``worth_a_process``): the process starts and
-    imports tokenizers on the core the merge loop leaves idle, not beside the export (0.1-0.2 s
-    of CPU there). Example: ``verify.start(run, 131_072)``."""
-    if run.hf is None and run.plan is None and worth_a_process(tokens):
-        run.hf = open_hf(run.staging.path / HF_FILE, process=True)
+def start(folder: Path, tokens: int, *, budgeted: bool = False) -> HFSide | None:
+    """HF's half of the check started before the last phase's merges when the run's tokenizer.json
+    (in the staging ``folder``) will hold ``tokens`` tokens or so and loads in a second process
+    (no memory budget, ``worth_a_process``): the process starts and imports tokenizers on the core
+    the merge loop leaves idle, not beside the export (0.1-0.2 s of CPU there); None otherwise
+    (the export opens it then). Example: ``verify.start(staging, 131_072)``."""
+    if not budgeted and worth_a_process(tokens):
+        return open_hf(Path(folder) / HF_FILE, process=True)
+    return None
 
 
-def begin(run) -> None:
-    """HF's half of the check (``run.hf``, which the export opened) starts encoding the texts
-    ``check`` compares while the run's next steps go on: in this process in a thread (tokenizers
-    encodes without the GIL; a large tokenizer.json loads in a second process meanwhile instead).
-    Example: ``verify.begin(run)`` after ``export.write(run)``."""
-    specials = [*run.vocab.specials, *run.vocab.pinned.values()]
-    run.hf.encode_ahead(texts_to_check(specials, run.parity.texts(), run.cfg.verify_slices,
-                                       run.cfg.seed))
+def begin(hf: HFSide, vocab: Vocab, texts: list[str], *, slices: int, seed: int) -> None:
+    """HF's half of the check (``hf``, which the export opened) starts encoding the texts
+    :func:`check` compares (the built-in set, ``vocab``'s specials, ``slices`` seeded slices of
+    ``texts``, the run's parity sample) while the run's next steps go on: in this process in a
+    thread (tokenizers encodes without the GIL; a large tokenizer.json loads in a second process
+    meanwhile instead). Example: ``verify.begin(hf, vocab, texts, slices=200, seed=0)`` after the export."""
+    specials = [*vocab.specials, *vocab.pinned.values()]
+    hf.encode_ahead(texts_to_check(specials, texts, slices, seed))
 
 
-def check(run) -> None:
-    """The verify stage's entry (the pipeline's step 8, ``run`` its ``_Run``): tiktoken and HF
-    tokenizers give the same ids on the staging folder's files, on the built-in set and on slices
-    of the run's parity sample (ParityError if not; nothing is published then); HF's half is the
-    one the export opened (``run.hf``). Example: ``verify.check(run)``."""
-    t0 = time.perf_counter()
-    hf, run.hf = run.hf, None
+def check(folder: Path, vocab: Vocab, texts: list[str], *, hf: HFSide, pattern=None, slices: int, seed: int,
+          written: tuple | None = None, report: Callable[[str, int, int | None], None] | None = None) -> VerifyReport:
+    """The verify stage's entry (the pipeline's step 8): tiktoken and HF tokenizers give the same
+    ids on the staging ``folder``'s files (of ``vocab``, pre-tokenized by ``pattern``), on the
+    built-in set and on ``slices`` seeded slices of ``texts`` (the run's parity sample):
+    ParityError if not (nothing is published then). HF's half is ``hf``, the one the export
+    opened (closed here); ``written``: the .tiktoken text and vocabulary the export wrote, which
+    the file must hold. Returns what was compared, and where HF tokenizers loaded
+    (``VerifyReport.hf_tokenizers``). Example: ``verify.check(staging, vocab, texts, hf=hf, slices=200, seed=0).ok``."""
     # tiktoken's specials: the run's own, so that its half loads while HF's still parses (which
     # the specials would wait for; the check then holds HF's added tokens equal to them), unless
     # the export declared them in a file beside the .tiktoken, which is read and checked then
-    tt = folder_and_tiktoken(run.staging.path)[1]
-    specials = None if special_tokens_file(tt).is_file() else run.vocab.special_ids()
-    rep = verify(run.staging.path, run.parity.texts(), slices=run.cfg.verify_slices, special_tokens=specials,
-                 seed=run.cfg.seed, hf=hf, pattern=run.pattern, written=run.tiktoken_written,
-                 progress=lambda done, total: run.report("verify", done, total))
-    run.tiktoken_written = None
-    run.times["verify"] = time.perf_counter() - t0
-    run.parity_strings, run.parity_tokens, run.parity_hf = rep.strings, rep.tokens, hf.where
+    folder = Path(folder)
+    tt = folder_and_tiktoken(folder)[1]
+    specials = None if special_tokens_file(tt).is_file() else vocab.special_ids()
+    rep = verify(folder, texts, slices=slices, special_tokens=specials, seed=seed, hf=hf, pattern=pattern,
+                 written=written, progress=(lambda done, total: report("verify", done, total)) if report else None)
+    return dataclasses.replace(rep, hf_tokenizers=hf.where)

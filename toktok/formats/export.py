@@ -46,7 +46,7 @@ class Exported(NamedTuple):
     the verification compares the file with) and how the special ids were placed (``specials``)."""
 
     hf: HFSide
-    tiktoken: tuple[str, Vocab]
+    tiktoken: tuple[bytes, Vocab]
     specials: dict
 
 

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def build(path: str, data: str) -> None:
-    from toktok.count.pretokenize import WordCounter
+    from toktok.count.scan import WordCounter
 
     t0 = time.perf_counter()
     wc = WordCounter()

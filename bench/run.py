@@ -214,7 +214,7 @@ def work_count(files: list[str], vocab: int, threads: int, scratch: str) -> dict
     counting, the merge and the export). The pattern is BENCH_PATTERN's (``_bench_pattern``)."""
     import polars as pl
 
-    from toktok.count.pretokenize import WordCounter
+    from toktok.count.scan import WordCounter
     from toktok.count.read import read_corpus
 
     pattern = _bench_pattern()

@@ -535,7 +535,7 @@ def test_a_run_the_scanner_counts_never_loads_polars_either(tmp_path):
     # past the reference's allowance a named pattern's words are counted by the compiled scanner
     # and sorted by the counter itself; the character classes' cache is named by Polars' version
     # read from its metadata: no Polars (~20 MB and ~0.1 s) unless that cache is to be made
-    from toktok.count.pretokenize import REFERENCE_BYTES
+    from toktok.count.scan import REFERENCE_BYTES
 
     corpus = tmp_path / "corpus.txt"
     line = "The quick brown fox jumps over the lazy dog {}, and the dog sleeps; año 1999 日本語.\n"

@@ -210,7 +210,7 @@ def test_a_first_run_under_a_budget_compiles_its_kernels_first_and_never_again(t
     assert r.stderr.count(NOTICE) == 1 and "before the run starts: inside the memory budget" in r.stderr
     assert _units_built(tmp_path / "numba") == ["_scan_into", "count", "formats", "merge"]
     # the run called the modules: Numba's cache holds none of the kernels it calls
-    names = [k for k in listed() if "pretokenize._scan_into" in k or ".merge.loop." in k or "sample._pieces" in k]
+    names = [k for k in listed() if "scan.cl100k._scan_into" in k or ".merge.loop." in k or "sample._pieces" in k]
     code = ("import importlib; from toktok import _kernels; _kernels.load(); print(*(len(getattr(importlib."
             "import_module(n.rpartition('.')[0]), n.rpartition('.')[2])._cache._cache_file._load_index()) for n in %r))"
             % (names,))
@@ -278,7 +278,7 @@ def test_the_kernels_listed_ahead_are_typed_as_runs_call_them(tmp_path):
     from toktok.prebuilt import listed
 
     used, ahead = _recorded(tmp_path), listed()  # (each "(arguments) -> return type")
-    assert {"toktok.count.pretokenize._scan_into", "toktok.merge.loop._loop", "toktok.formats.spell._lines",
+    assert {"toktok.count.scan.cl100k._scan_into", "toktok.merge.loop._loop", "toktok.formats.spell._lines",
             "toktok.count.sample._pieces"} <= set(used)
     missing = {k: sorted(set(v) - set(ahead.get(k, []))) for k, v in used.items() if set(v) - set(ahead.get(k, []))}
     assert not missing, f"kernels.json lacks {missing}: write it again with `python tests/test_cold_start.py`"

@@ -1,6 +1,6 @@
 """The README and docs/ stay true to the tree: the module map names every module, and links resolve.
 
-(a) Every module and package under ``toktok/`` (private ``_x.py`` files aside) has a bullet in the
+(a) Every module and package under ``toktok/`` (``_kernels.py`` too) has a bullet in the
 README's module map (``- **`toktok/count/read.py`**``), and every path the map names exists, so the
 map cannot go stale when a module is added, moved or removed. (b) Every relative link in README.md
 and docs/*.md points to a file that exists, and a ``#fragment`` to a heading of that file (GitHub's
@@ -30,7 +30,7 @@ def _module_map() -> str:
 
 
 def _modules() -> set[str]:
-    """``toktok/x.py`` for every public module, ``toktok/pkg/`` for every package below toktok/."""
+    """``toktok/x.py`` for every module, ``toktok/pkg/`` for every package below toktok/."""
     found = set()
     for p in (ROOT / "toktok").rglob("*.py"):
         rel = p.relative_to(ROOT)
@@ -39,7 +39,7 @@ def _modules() -> set[str]:
         if p.name == "__init__.py":
             if p.parent != ROOT / "toktok":
                 found.add(rel.parent.as_posix() + "/")
-        elif not p.name.startswith("_"):
+        else:
             found.add(rel.as_posix())
     return found
 

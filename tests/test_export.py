@@ -271,7 +271,7 @@ def fixture_encoders(tmp_path_factory) -> Encoders:
     import polars as pl
 
     from toktok.merge import learn_merges
-    from toktok.count.pretokenize import count_words
+    from toktok.count.scan import count_words
 
     table = count_words(pl.read_parquet(FIXTURES / "sample.parquet")["text"], specials=SPECIALS).sort("word")
     res = learn_merges(table["word"].to_arrow(), table["count"].to_numpy(), Vocab.base(), 1000)
@@ -667,7 +667,7 @@ def test_splits_of_long_tokens_on_a_trained_vocabulary_and_with_pinned_ids():
     import polars as pl
 
     from toktok.merge import learn_merges
-    from toktok.count.pretokenize import count_words
+    from toktok.count.scan import count_words
 
     texts = pl.Series([TRAIN_TEXT * 3, "=" * 5000 + "\n" + "-" * 3000 + " " + "a" * 4100, "ab" * 700])
     table = count_words(texts).sort("word")
@@ -691,7 +691,7 @@ def long_run_encoders(tmp_path_factory) -> Encoders:
     import polars as pl
 
     from toktok.merge import learn_merges
-    from toktok.count.pretokenize import count_words
+    from toktok.count.scan import count_words
 
     blob = base64.b64encode(random.Random(3).randbytes(30_000)).decode()
     texts = pl.Series([TRAIN_TEXT, "a" * 70_000, "x" + "-" * 40_000 + "\n", "=" * 33_333, "b" + " " * 20_000 + "c",

@@ -11,7 +11,7 @@ from oracles.reference_bpe import rank_bpe, train
 
 from toktok.merge import Tuning, learn_merges, segment
 from toktok.merge.small import learn_small
-from toktok.count.pretokenize import count_words
+from toktok.count.scan import count_words
 from toktok.vocab import Vocab, hardcoded_tokens
 
 

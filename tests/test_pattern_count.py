@@ -1,5 +1,5 @@
 """Counting with every pattern: the word counts of cl100k, o200k, gpt2, qwen2 and custom regexes
-equal ``Counter(regex.findall(pattern))`` (toktok/count/pretokenize.py), whichever engine counts
+equal ``Counter(regex.findall(pattern))`` (toktok/count/scan/), whichever engine counts
 them (compiled scanner, regex on the counting threads, the small-run reference)."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from conftest import FIXTURES, FUZZ
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toktok.count.pretokenize import WordCounter, count_words, has_scanner
+from toktok.count.scan import WordCounter, count_words, has_scanner
 from toktok.patterns import NAMED, Pattern
 
 #: Two custom regexes: digits one by one with punctuation kept apart from the space before it,
@@ -135,10 +135,10 @@ def test_fuzz_unicode(name, texts):
 def test_o200k_reads_u0295_as_tiktoken_does():
     import unicodedata
 
-    import toktok.count.pretokenize as pt
+    from toktok.count.scan import classes
 
     assert unicodedata.category(RECLASSIFIED) == "Ll" and pl.Series([RECLASSIFIED]).str.contains(r"^\p{Ll}$")[0]
-    assert pt._o200k_tables()[1][0x295] & (pt._UP | pt._LO) == pt._LO
+    assert classes._o200k_tables()[1][0x295] & (classes._UP | classes._LO) == classes._LO
     words = dict(count_words(["\u0295Ab"], pattern=NAMED["o200k"]).iter_rows())
     assert sorted(words) == ["Ab".encode(), "\u0295".encode()]  # the regex package: ["\u0295Ab"]
 
@@ -192,31 +192,31 @@ def test_word_lengths(name, n):
 def test_o200k_class_tables_match_polars_per_char():
     import numpy as np
 
-    import toktok.count.pretokenize as pt
+    from toktok.count.scan import classes
 
-    ac, flags = pt._o200k_tables()
-    assert ac.dtype == flags.dtype == np.uint16 and pt._o200k_swar_ok()
+    ac, flags = classes._o200k_tables()
+    assert ac.dtype == flags.dtype == np.uint16 and classes._o200k_swar_ok()
     chars = [c for a in ATOMS + LETTERS for c in a] + ["\u1c90", "\u0345", "\u02b0", "\u2160", "\u00aa"]
     s = pl.Series(chars)
-    for bit, pat in pt._O200K_CLASSES:
+    for bit, pat in classes._O200K_CLASSES:
         assert [bool(flags[ord(c)] & bit) for c in chars] == s.str.contains(pat).to_list()
-    cl = pt._class_tables()[0]
+    cl = classes._class_tables()[0]
     assert (flags & 0xFF == cl).all()  # cl100k's classes kept as they are
 
 
 def test_o200k_class_cache(tmp_path, monkeypatch):
     import numpy as np
 
-    import toktok.count.pretokenize as pt
+    from toktok.count.scan import classes
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    path = pt._o200k_cache_path()
+    path = classes._o200k_cache_path()
     assert path.parent == tmp_path / "toktok" and path.name.startswith("classes-o200k-")
-    assert path.name != pt._class_cache_path().name  # cl100k's cache file stays as it is
-    got = pt._cached(path, lambda: {"classes": pt._compute_o200k_classes()}, pt._o200k_looks_right)
-    assert path.exists() and pt._o200k_looks_right(got)
+    assert path.name != classes._class_cache_path().name  # cl100k's cache file stays as it is
+    got = classes._cached(path, lambda: {"classes": classes._compute_o200k_classes()}, classes._o200k_looks_right)
+    assert path.exists() and classes._o200k_looks_right(got)
     path.write_bytes(b"damaged")
-    again = pt._cached(path, lambda: {"classes": pt._compute_o200k_classes()}, pt._o200k_looks_right)
+    again = classes._cached(path, lambda: {"classes": classes._compute_o200k_classes()}, classes._o200k_looks_right)
     assert np.array_equal(again["classes"], got["classes"])
 
 
@@ -255,7 +255,8 @@ def test_a_small_first_run_compiles_no_scanner_of_any_pattern(tmp_path):
 
     from conftest import ROOT
 
-    code = ("from toktok.count.pretokenize import count_words, reference_allowance, REFERENCE_BYTES, _SCANNERS\n"
+    code = ("from toktok.count.scan import count_words, reference_allowance, REFERENCE_BYTES\n"
+            "from toktok.count.scan.named import _SCANNERS\n"
             "from toktok._kernels import compiled\nfrom toktok.patterns import NAMED\n"
             "for name, p in NAMED.items():\n"
             "    r = reference_allowance(1000, p)\n"

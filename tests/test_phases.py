@@ -19,7 +19,7 @@ from toktok.config import PhaseConfig, SourceConfig, TrainConfig
 from toktok.formats.hf import load_hf
 from toktok.formats.tiktoken import read_tiktoken
 from toktok.pipeline import train
-from toktok.count.pretokenize import count_words
+from toktok.count.scan import count_words
 from toktok.count.read import read_corpus
 from toktok.vocab import Vocab
 

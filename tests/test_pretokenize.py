@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from oracles.pretokenize import PolarsWordCounter, count_words_polars, count_words_reference, split_words
 
-from toktok.count.pretokenize import WordCounter, count_words
+from toktok.count.scan import WordCounter, count_words
 
 COUNTERS = {"scan": WordCounter, "polars": PolarsWordCounter}
 COUNT_WORDS = {"scan": count_words, "polars": count_words_polars}
@@ -230,20 +230,21 @@ def test_result_is_cumulative_with_many_words(threads):
 def _table_of(texts, parts):
     """A thread's counting table (of ``parts`` parts) holding the words of ``texts``."""
     import numpy as np
-    import toktok.count.pretokenize as pt
+    from toktok.count.scan import classes, counter, table
 
     raw = "".join(texts).encode()
     data = np.frombuffer(raw, np.uint8)
     off = np.cumsum([0] + [len(t.encode()) for t in texts]).astype(np.int64)
-    flags, fold = pt._class_tables()
-    tb = pt._Table(parts)
-    pt._scan_chunk(tb, (data, *pt._words64(data), off, pt._byte_classes(), flags, fold, True), 0, len(texts))
+    flags, fold = classes._class_tables()
+    tb = table._Table(parts)
+    scan = (data, *table._words64(data), off, classes._byte_classes(), flags, fold, True)
+    counter._scan_chunk(tb, scan, 0, len(texts))
     return tb
 
 
 def test_tables_fold_into_the_first_that_holds_the_word():
     import numpy as np
-    import toktok.count.pretokenize as pt
+    from toktok.count.scan import classes, counter, table
 
     # three threads' tables (of two parts) of different sizes, their words partly shared; each
     # table's first long word (at arena offset 0) is one the table before it holds elsewhere
@@ -264,7 +265,7 @@ def test_tables_fold_into_the_first_that_holds_the_word():
     # nothing inserted, nothing grown: each word counted in one row, in the first table that
     # had it; the others' rows left at 0
     assert all(t.T is r for t, r in zip(tables, rows))
-    held = [t.T[t.T[:, 0] != pt._EMPTY] for t in tables]  # an empty row's count is not set
+    held = [t.T[t.T[:, 0] != table._EMPTY] for t in tables]  # an empty row's count is not set
     assert sum(int((h[:, 1] > 0).sum()) for h in held) == df.height < sum(len(h) for h in held)
     shared = " " + _word(36_000)
     assert _count_in(order, shared) == [3, 0, 0]
@@ -275,7 +276,8 @@ def test_tables_fold_into_the_first_that_holds_the_word():
     more = [shared + " " + _word(55_000) + " bb internationalization zzzzzzzzzzzzzzzzz"]
     data = np.frombuffer(more[0].encode(), np.uint8)
     off = np.array([0, data.shape[0]], np.int64)
-    pt._scan_chunk(order[2], (data, *pt._words64(data), off, pt._byte_classes(), *pt._class_tables(), True), 0, 1)
+    scan = (data, *table._words64(data), off, classes._byte_classes(), *classes._class_tables(), True)
+    counter._scan_chunk(order[2], scan, 0, 1)
     assert _count_in(order, shared) == [3, 0, 1]
     df = c.result()
     assert df["word"].is_unique().all()
@@ -286,14 +288,14 @@ def test_tables_fold_into_the_first_that_holds_the_word():
 
 def _count_in(tables, word):
     """The count of ``word`` in each table (0 where it has no row)."""
-    import toktok.count.pretokenize as pt
+    from toktok.count.scan import table
 
     word, out = word.encode(), []
     for t in tables:
         got = 0
-        for k, n in t.T[t.T[:, 0] != pt._EMPTY]:
-            if k & pt._LONG:
-                o = int(k & pt._OFF_MASK)
+        for k, n in t.T[t.T[:, 0] != table._EMPTY]:
+            if k & table._LONG:
+                o = int(k & table._OFF_MASK)
                 m = int(t.arena[o])  # its length (these words are shorter than 255 bytes)
                 b = t.arena[o + 1 : o + 1 + m].tobytes()
             else:
@@ -310,25 +312,25 @@ def test_a_keys_top_bits_are_its_words_hash():
     import numpy as np
     from numba import njit
 
-    import toktok.count.pretokenize as pt
+    from toktok.count.scan import table
 
     @njit
     def tops(T, arena, a64, cbits):
         out = np.empty((T.shape[0], 2), np.int64)
         for r in range(T.shape[0]):
             k = T[r, 0]
-            out[r, 0] = pt._top(k, arena, a64, cbits)
-            if k & pt._LONG:
-                w, n = pt._arena_word(arena, k & pt._OFF_MASK)
-                h = pt._long_hash(a64, arena, np.int64(0), w, n)
+            out[r, 0] = table._top(k, arena, a64, cbits)
+            if k & table._LONG:
+                w, n = table._arena_word(arena, k & table._OFF_MASK)
+                h = table._long_hash(a64, arena, np.int64(0), w, n)
             else:
-                h = pt._short_hash(k)
+                h = table._short_hash(k)
             out[r, 1] = np.int64(h >> np.uint64(64 - cbits))
         return out
 
     tb = _table_of([" ".join(_word(i) for i in range(5_000)) + " a bb " + "z" * 300], 1)
-    rows = tb.T[tb.T[:, 0] != pt._EMPTY]
-    assert (rows[:, 0] & pt._LONG != 0).sum() > 1000 and (rows[:, 0] & pt._LONG == 0).sum() > 100
+    rows = tb.T[tb.T[:, 0] != table._EMPTY]
+    assert (rows[:, 0] & table._LONG != 0).sum() > 1000 and (rows[:, 0] & table._LONG == 0).sum() > 100
     for cbits in (10, 20, 26, 27, 40):
         got = tops(rows, tb.arena_view(), tb.a64(), cbits)
         assert (got[:, 0] == got[:, 1]).all(), cbits
@@ -371,7 +373,7 @@ def test_empty_inputs():
 
 @pytest.mark.parametrize("engine", ["scan", "polars"])
 def test_memory_bytes(engine):
-    import toktok.count.pretokenize as pt
+    from toktok.count.scan import table
 
     c = COUNTERS[engine](threads=2)
     assert c.memory_bytes() == 0
@@ -385,13 +387,13 @@ def test_memory_bytes(engine):
         # exactly what the tables and arenas hold, and no more than the text's 16-byte rows need
         assert big == sum(t.T.nbytes + t.arena.nbytes + t.st.nbytes for t in c._tables)
         assert big < 16 * 100_000 * 2 * 2 / 0.7 * 1.5
-        assert isinstance(c._tables[0], pt._Table)
+        assert isinstance(c._tables[0], table._Table)
     c.result()
     assert c.memory_bytes() > 0
 
 
 def test_ascii_classes_allow_8_byte_scanning():
-    from toktok.count.pretokenize import _swar_ok
+    from toktok.count.scan.classes import _swar_ok
 
     assert _swar_ok()  # else the (slower) byte-table path would silently be used
 
@@ -399,33 +401,33 @@ def test_ascii_classes_allow_8_byte_scanning():
 def test_class_table_cache(tmp_path, monkeypatch):
     import numpy as np
 
-    import toktok.count.pretokenize as pt
+    from toktok.count.scan import classes
 
-    fresh = pt._compute_class_tables()
+    fresh = classes._compute_class_tables()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    path = pt._class_cache_path()
+    path = classes._class_cache_path()
     assert not path.exists()
-    flags, fold = pt._cached_class_tables(path)  # computes and writes the cache
+    flags, fold = classes._cached_class_tables(path)  # computes and writes the cache
     assert path.exists() and path.parent == tmp_path / "toktok"
     assert np.array_equal(flags, fresh[0]) and np.array_equal(fold, fresh[1])
-    flags2, fold2 = pt._cached_class_tables(path)  # read back from the cache
+    flags2, fold2 = classes._cached_class_tables(path)  # read back from the cache
     assert np.array_equal(flags2, fresh[0]) and np.array_equal(fold2, fresh[1])
     # a damaged cache is recomputed and replaced
     path.write_bytes(b"not an npz")
-    flags3, _ = pt._cached_class_tables(path)
+    flags3, _ = classes._cached_class_tables(path)
     assert np.array_equal(flags3, fresh[0])
     assert np.load(path)["flags"].shape == (0x110000,)
     # a cache that cannot be written is skipped
     blocked = tmp_path / "file"
     blocked.write_text("x")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
-    flags4, _ = pt._cached_class_tables(pt._class_cache_path())
+    flags4, _ = classes._cached_class_tables(classes._class_cache_path())
     assert np.array_equal(flags4, fresh[0])
 
 
 def test_class_tables_match_polars_per_char():
     # spot checks of the tables against Polars' own regex, for chars the tests use
-    from toktok.count.pretokenize import _L, _N, _W, _class_tables
+    from toktok.count.scan.classes import _L, _N, _W, _class_tables
 
     flags, fold = _class_tables()
     chars = [c for a in ATOMS for c in a] + ["\u212a", "\u017f", "\u0130", "\u1680", "\u2029", "\u0085"]
@@ -470,7 +472,8 @@ def test_reference_allowance_is_for_small_runs_only(tmp_path):
     from conftest import ROOT
 
     from toktok._kernels import ready
-    from toktok.count.pretokenize import REFERENCE_BYTES, SMALL_BYTES, TINY_BYTES, _scan_into, reference_allowance
+    from toktok.count.scan import REFERENCE_BYTES, SMALL_BYTES, TINY_BYTES, reference_allowance
+    from toktok.count.scan.cl100k import _scan_into
 
     assert reference_allowance(REFERENCE_BYTES + 1) == 0
     # a medium run counts with the reference only until the scanner is compiled
@@ -484,7 +487,7 @@ def test_reference_allowance_is_for_small_runs_only(tmp_path):
     # a tiny run always does: a process's first scan costs more than the reference takes
     assert reference_allowance(0) == reference_allowance(TINY_BYTES) == REFERENCE_BYTES
     # on a first run (nothing built, nothing cached) every run up to REFERENCE_BYTES does
-    code = ("from toktok.count.pretokenize import reference_allowance as a, REFERENCE_BYTES as R, SMALL_BYTES as S; "
+    code = ("from toktok.count.scan import reference_allowance as a, REFERENCE_BYTES as R, SMALL_BYTES as S; "
             "print(a(0) == a(S) == a(S + 1) == a(R) == R, a(R + 1))")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
                        env={**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "empty")})

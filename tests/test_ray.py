@@ -344,7 +344,7 @@ def test_ray_counts_other_patterns_as_the_local_engine_does(cluster, budget):
     from test_pattern_count import CUSTOM
 
     from toktok.count.local import count_phase as count_local
-    from toktok.count.pretokenize import has_scanner
+    from toktok.count.scan import has_scanner
     from toktok.patterns import NAMED
 
     sources, kw = _phase(budget)

@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toktok.errors import ConfigError, InputError
-from toktok.count.read import Batch, SourceFile, _split_point, read_corpus, resolve_sources
+from toktok.count.read import Batch, SourceFile, _split_point, read_corpus
+from toktok.count.sources import resolve_sources
 from toktok.vocab import PATTERN
 
 FIXTURES = Path(__file__).resolve().parent.parent / "data_fixtures"

@@ -323,7 +323,7 @@ def test_eval_reads_the_store_as_it_reads_disk(store, local_refs, home):
 
 
 def test_globs_are_expanded_on_the_store(store):
-    from toktok.count.read import resolve_sources
+    from toktok.count.sources import resolve_sources
 
     opts = {"key": store.key_id, "secret": store.secret, "endpoint_url": store.endpoint}
     files = resolve_sources(["s3://bucket/deep/**"], storage_options=opts)
@@ -691,7 +691,7 @@ def test_redaction_of_options_and_urls():
 ])
 def test_each_scheme_names_its_client(monkeypatch, url, module, extra):
     from toktok.errors import ConfigError
-    from toktok.count.read import resolve_sources
+    from toktok.count.sources import resolve_sources
 
     monkeypatch.setitem(sys.modules, module, None)
     with pytest.raises(ConfigError, match=rf"needs {module}, which is not installed; run: pip install 'toktok\[{extra}\]'"):

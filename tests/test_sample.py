@@ -359,7 +359,7 @@ def test_parity_sample_keeps_no_batch_alive():
 
 
 def test_source_key_is_the_part_the_source_did_not_spell_out(tmp_path, monkeypatch):
-    from toktok.count.read import resolve_sources, source_key
+    from toktok.count.sources import resolve_sources, source_key
 
     assert source_key("data/**/*.parquet", "data/en/a.parquet") == "en/a.parquet"
     assert source_key("/mnt/x/data/*.parquet", "/mnt/x/data/a.parquet") == "a.parquet"

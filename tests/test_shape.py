@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 import toktok
 from toktok.cli import app
-from toktok.count.pretokenize import count_words
+from toktok.count.scan import count_words
 from toktok.errors import ConfigError
 from toktok.formats.hf import load_hf
 from toktok.vocab import Vocab

@@ -178,7 +178,7 @@ def test_globs_and_missing_objects(store, tmp_path):
     naming the URL."""
     if store.scheme == "https":
         pytest.skip("https sources are single files (tested by test_remote.test_https_single_files...)")
-    from toktok.count.read import resolve_sources
+    from toktok.count.sources import resolve_sources
     from toktok.errors import InputError
 
     opts = store.options()

@@ -23,7 +23,7 @@ from toktok.errors import VocabError
 from toktok.formats.hf import bytelevel_to_token, load_hf, token_to_bytelevel
 from toktok.formats.specials import follows_convention
 from toktok.formats.tiktoken import read_tiktoken_ranks, write_tiktoken
-from toktok.count.pretokenize import count_words
+from toktok.count.scan import count_words
 from toktok.patterns import DEFAULT, NAMED
 from toktok.vocab import PATTERN, Vocab, hardcoded_tokens
 from toktok.warmstart import convert, load_base, read_hf_base, read_tiktoken_base

@@ -166,7 +166,7 @@ def cached(pattern) -> bool:
     """Whether the units a run of ``pattern`` calls are built (or, where they could not be, in
     Numba's cache): False on the first run after an install, and after their code changes; asked
     without importing Numba. Example: ``if not cached(pattern): compile_first(pattern)``."""
-    from .count.pretokenize import scanner_name
+    from .count.scan import scanner_name
 
     return built([n for n in listed() if unit_of(n) in units(scanner_name(pattern))], or_cached=True)
 
@@ -175,7 +175,7 @@ def compile_first(pattern) -> None:
     """Build the units a run of ``pattern`` calls (``prebuilt.units``) in second processes, one after
     the other, and wait for them (the first run after an install: ``merge.warm_up``)."""
     from ._kernels import release_llvm_pages
-    from .count.pretokenize import scanner_name
+    from .count.scan import scanner_name
 
     release_llvm_pages()  # mapped by the check that the cache lacks them: not needed until the run loads them
     if not sys.executable:  # an embedded interpreter: Numba compiles what the run calls

@@ -269,7 +269,7 @@ def _not_texts(sources: Any) -> None:
         if "\n" in s or "\0" in s or len(s) > 4096:
             continue
         try:
-            path = os.path.expanduser(s)  # as the sources are read (count.read.resolve_sources)
+            path = os.path.expanduser(s)  # as the sources are read (count.sources.resolve_sources)
             if is_url(s) or os.path.lexists(path) or next(glob.iglob(path, recursive=True), None) is not None:
                 return
         except (OSError, ValueError):

@@ -22,8 +22,9 @@ LIST = Path(__file__).with_name("kernels.json")
 #: The units besides the pattern scanners (each scanner is one of its own): a kernel's stage
 #: package. One process builds one unit: building all of them at once held ~330 MB.
 STAGES = ("count", "merge", "formats")
-#: Where the pattern scanners' names start: a run builds its own pattern's only.
-_SCANNERS = "toktok.count.pretokenize._scan_"
+#: Where the pattern scanners are (one module each, its kernel named ``_scan_*``): a run builds its
+#: own pattern's only.
+_SCANNERS = "toktok.count.scan."
 _SUFFIX = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
 
 
@@ -35,9 +36,10 @@ def listed() -> dict[str, list[str]]:
 
 
 def unit_of(name: str) -> str:
-    """``"toktok.count.pretokenize._scan_into"`` → ``"_scan_into"``; any other kernel → its stage,
+    """``"toktok.count.scan.cl100k._scan_into"`` → ``"_scan_into"``; any other kernel → its stage,
     e.g. ``unit_of("toktok.merge.loop._loop") == "merge"``."""
-    return name.rpartition(".")[2] if name.startswith(_SCANNERS) else name.split(".")[1]
+    kernel = name.rpartition(".")[2]
+    return kernel if name.startswith(_SCANNERS) and kernel.startswith("_scan_") else name.split(".")[1]
 
 
 def units(scanner: str | None) -> tuple[str, ...]:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 import polars as pl
 import regex
 
-from toktok.count.pretokenize import WordCounter
+from toktok.count.scan import WordCounter
 from toktok.vocab import PATTERN
 
 _CONTRACTION = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)"

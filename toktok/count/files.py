@@ -1,6 +1,6 @@
-"""What read.py and remote.py both need: an input file's record and its kind by name.
+"""What sources.py, read.py and remote.py need: an input file's record and its kind by name.
 
-Below both, so that neither imports the other for it: ``kind_of("a.jsonl.zst") == "jsonl.zst"``.
+Below them, so that none imports another for it: ``kind_of("a.jsonl.zst") == "jsonl.zst"``.
 """
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from . import sample
 from .common import (BATCH_BYTES, PARITY_DOCS, CountState, ParitySample, PhaseCount, Progress, Source, capacity_split,
                      count_batch, count_part, doc_keys, finish_sample, full_ids, full_read_used, left_out_of, offer_file,
                      phase_files, regex_rate, sample_parts, sample_step, snapshot, sum_words, with_every_file)
-from .pretokenize import WordCounter, reference_allowance
+from .scan import WordCounter, reference_allowance
 from .read import Corpus
 from .sample import Reservoir, SourceStats, roomy_heap
 

@@ -296,7 +296,7 @@ def _count_unit(unit: Unit, specials: list[str], seed: int, batch_bytes: int, th
                 pattern: Pattern = DEFAULT):
     """Task: count every document of a unit -> (word table, parity candidates, file stats), its
     documents numbered as ``Corpus.batches`` numbers them in the whole file."""
-    from .pretokenize import WordCounter
+    from .scan import WordCounter
 
     counter = WordCounter(specials=specials, threads=threads, pattern=pattern)
     parity = ParitySample()
@@ -330,7 +330,7 @@ def _sample_unit(unit: Unit, res_capacity: int, capacity: int, seed: int, batch_
 
 def _count_sample(part: pa.Table, specials: list[str], threads: int, pattern: Pattern = DEFAULT):
     """Task: count a slice of the merged sample (source, hash, row, text) -> (words, parity)."""
-    from .pretokenize import WordCounter
+    from .scan import WordCounter
 
     counter = WordCounter(specials=specials, threads=threads, pattern=pattern)
     parity = ParitySample()
@@ -475,7 +475,7 @@ def count_phase(
             ray.shutdown()
     with_every_file(pc.used, sources)
     pc.seconds["count"] = time.perf_counter() - t0 - pc.seconds.get("sample", 0.0)
-    from .pretokenize import has_scanner
+    from .scan import has_scanner
 
     if not has_scanner(pattern):
         pc.regex_mb_s = regex_rate(counted, pc.seconds["count"])

@@ -1,12 +1,13 @@
 """The read stage: turns corpus sources into batches of documents.
 
-Owns: resolving sources (files, directories, ``**`` globs expanded here so they work quoted),
-the supported formats (``.parquet``, ``.jsonl``, ``.jsonl.zst``, ``.txt``), UTF-8 validation and
-the ``bad_utf8`` policy, and cutting big ``.txt`` files at pre-tokenizer-safe points. URL
-sources (``s3://``, ``gs://``, ``az://``, ``hf://``, ``https://``) are found and opened by
-``toktok.remote`` and read by the same readers. Reads: the source files, streamed: memory is a few times ``batch_bytes`` (or the largest
-document), not the file size. Writes: nothing; it yields :class:`Batch` objects whose ``texts``
-is an Arrow ``large_string`` array (no nulls), and records per-file counts in ``Corpus.stats``.
+Owns the supported formats (``.parquet``, ``.jsonl``, ``.jsonl.zst``, ``.txt``), UTF-8 validation
+and the ``bad_utf8`` policy, and cutting big ``.txt`` files at pre-tokenizer-safe points. The
+sources are resolved into files by :mod:`toktok.count.sources`; URL sources (``s3://``, ``gs://``,
+``az://``, ``hf://``, ``https://``) are found and opened by :mod:`toktok.count.remote` and read by
+the same readers. Reads: the source files, streamed: memory is a few times ``batch_bytes`` (or the
+largest document), not the file size. Writes: nothing; it yields :class:`Batch` objects whose
+``texts`` is an Arrow ``large_string`` array (no nulls), and records per-file counts in
+``Corpus.stats``.
 
 Example::
 
@@ -21,7 +22,6 @@ row/line/byte offset.
 """
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 import re
@@ -33,17 +33,17 @@ import numpy as np
 import pyarrow as pa
 
 from . import remote
-from .files import SUFFIXES, SourceFile, kind_of
+from .files import SourceFile, kind_of
 from ..errors import ConfigError, InputError, one_line
 from ..patterns import DEFAULT, Pattern
 from .cuts import REGEX_MARGIN, rule, split_point
 from .sample import widened
+from .sources import resolve_sources
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
 
 BAD_UTF8_POLICIES = ("error", "replace", "skip")
-_SUPPORTED = ".parquet, .jsonl, .jsonl.zst or .txt"
 _UTF8_HINT = "fix the file or pass --bad-utf8 replace (or skip)"
 
 # Big .txt files are cut where the pattern's pieces of the parts are those of the whole
@@ -67,351 +67,6 @@ class Batch:
     #: With ``Corpus(label_column=NAME)``: each document's value of that column or field (None
     #: where a record has none); None for a file without such a column (text files, Parquet).
     labels: list | None = None
-
-
-def _has_magic(s: str) -> bool:
-    return any(c in s for c in "*?[")
-
-
-def _join(base: str, name: str) -> str:
-    return os.path.join(base, name) if base else name
-
-
-def _is_regular(path: str) -> bool:
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
-        return False
-
-
-class _Resolver:
-    """Expands one source (a folder or a glob) into files, and keeps what it leaves out.
-
-    The rule for folders and ``**`` globs alike: symbolic links are followed (to files and to
-    folders), each real folder is listed once (so a link to ``.`` or to a parent ends instead of
-    looping, and two links to one folder read it once), names starting with "." are skipped (as
-    in shell globs), and only regular files are taken (a FIFO would block ``open`` for ever).
-    What is left out other than hidden names is reported by :meth:`warnings`.
-    """
-
-    def __init__(self, src: str):
-        self.src = src
-        self.files: list[str] = []
-        self.unsupported: list[str] = []
-        self.dangling: list[str] = []
-        self.special: list[str] = []  # FIFOs, sockets, devices
-        self.repeated: dict[str, None] = {}  # folders reached again through a link (ordered set)
-        self._real: set[str] = set()  # real paths of the files left out
-
-    def folders(self, root: str, seen: set) -> Iterator[tuple[str, list[os.DirEntry]]]:
-        """(folder, its sorted entries) for ``root`` and every folder under it, each real folder
-        once across ``seen`` (``(st_dev, st_ino)`` of the folders visited); ``root`` = "" is ".".
-        """
-        key = self._key(root or ".")
-        if key is None or key in seen:
-            return
-        seen.add(key)
-        stack = [root]
-        while stack:
-            d = stack.pop()
-            try:
-                with os.scandir(d or ".") as it:
-                    entries = sorted(it, key=lambda e: e.name)
-            except OSError as e:
-                raise InputError(f"{d or '.'}: cannot list the folder ({e.strerror}); check "
-                                 "permissions, or leave it out of the sources") from None
-            yield d, entries
-            subdirs = []
-            # real folders claim their identity before links to them, so a folder is shown
-            # under its own name rather than a link's
-            dirs = [e for e in entries if not e.name.startswith(".") and _entry_is_dir(e)]
-            for e in sorted(dirs, key=lambda e: e.is_symlink()):
-                path = _join(d, e.name)
-                key = self._key(path)
-                if key is None:
-                    continue
-                if key in seen:  # a link to a folder listed already (or to an ancestor: a loop)
-                    self.repeated[path] = None
-                    continue
-                seen.add(key)
-                subdirs.append(path)
-            stack.extend(sorted(subdirs, reverse=True))  # depth first, in name order
-
-    @staticmethod
-    def _key(path: str) -> tuple[int, int] | None:
-        try:
-            st = os.stat(path)
-        except OSError:
-            return None
-        return st.st_dev, st.st_ino
-
-    def take(self, path: str, entry: os.DirEntry | None = None) -> None:
-        """Keep ``path`` if it is a regular file of a supported kind; else note why not (once
-        per real file: resolve_sources keeps one path per real file, the first by name)."""
-        try:
-            regular = entry.is_file() if entry is not None else _is_regular(path)
-        except OSError:
-            regular = False
-        if regular and kind_of(path) is not None:
-            self.files.append(path)
-            return
-        real = os.path.realpath(path)
-        if real in self._real:  # the same file through another link or match
-            return
-        self._real.add(real)
-        if not regular:
-            if not os.path.exists(path):  # a link to nothing (or a link loop)
-                self.dangling.append(path)
-            elif not os.path.isdir(path):
-                self.special.append(path)
-        else:
-            self.unsupported.append(path)
-
-    def walk(self, root: str, seen: set) -> None:
-        """Every file under folder ``root`` (recursively)."""
-        for d, entries in self.folders(root, seen):
-            for e in entries:
-                if not e.name.startswith(".") and not _entry_is_dir(e):
-                    self.take(_join(d, e.name), e)
-
-    def glob(self, pattern: str) -> None:
-        """Files matching ``pattern`` (``**`` = any number of folders), and every file under
-        the folders it matches."""
-        parts = pattern.split(os.sep)
-        k = next(i for i, part in enumerate(parts) if _has_magic(part))
-        head = os.sep.join(parts[:k]) if k else ""
-        if k == 1 and parts[0] == "":
-            head = os.sep
-        if head and not os.path.isdir(head):
-            return
-        matches: list[str] = []
-        self._match(head, [q for q in parts[k:] if q], matches)
-        matches = sorted(dict.fromkeys(matches))
-        for m in matches:
-            if not os.path.isdir(m or ".") and not pattern.endswith(os.sep):  # "dir/*/": folders only
-                self.take(m)
-        # matched folders are read whole: real ones first, so that a link to one is the repeat
-        dirs = sorted((m for m in matches if os.path.isdir(m or ".")), key=os.path.islink)
-        seen: set = set()
-        top = self._key(head or ".")
-        if not any(not os.path.islink(m) and self._key(m or ".") == top for m in dirs):
-            seen.add(top)  # the pattern's first folder is being read: a link back to it is a loop
-        for m in dirs:
-            key = self._key(m or ".")
-            if key in seen:  # read already, as a part of another matched folder
-                if key == top and os.path.islink(m):
-                    self.repeated[m] = None
-                continue
-            self.walk(m, seen)
-
-    def _match(self, base: str, rest: list[str], out: list[str]) -> None:
-        if not rest:
-            out.append(base)
-            return
-        part, rest = rest[0], rest[1:]
-        if part == "**":  # this folder and every folder under it, each real one once
-            if not os.path.isdir(base or "."):
-                return
-            for d, _entries in self.folders(base, set()):
-                self._match(d, rest, out)
-            return
-        if not _has_magic(part):
-            path = _join(base, part)
-            if os.path.lexists(path):
-                self._match(path, rest, out)
-            return
-        rx = re.compile(fnmatch.translate(part))
-        hidden_ok = part.startswith(".")
-        try:
-            with os.scandir(base or ".") as it:
-                entries = sorted(it, key=lambda e: e.name)
-        except NotADirectoryError:
-            return
-        except OSError as e:
-            raise InputError(f"{base or '.'}: cannot list the folder ({e.strerror}); check "
-                             "permissions, or leave it out of the sources") from None
-        for e in entries:
-            if (hidden_ok or not e.name.startswith(".")) and rx.match(e.name):
-                if not rest or _entry_is_dir(e):
-                    self._match(_join(base, e.name), rest, out)
-
-    def skipped(self, short: bool = False) -> str:
-        """What was left out, as one clause (empty if nothing): counts and a few examples (``short``:
-        named within the folder given, for an error line that must stay short)."""
-        parts = []
-        base = self.src if short else ""
-        if self.unsupported:
-            by_ext: dict[str, int] = {}
-            for p in self.unsupported:
-                by_ext[_ext(p)] = by_ext.get(_ext(p), 0) + 1
-            kinds = ", ".join(f"{n} {x}" for x, n in sorted(by_ext.items(), key=lambda kv: (-kv[1], kv[0]))[:4])
-            parts.append(f"{_n(len(self.unsupported), 'file')} of other types ({kinds}: "
-                         f"{_examples(self.unsupported, base=base)})")
-        if self.dangling:
-            parts.append(f"{_n(len(self.dangling), 'dangling symlink')} (the target is missing: "
-                         f"{_examples(self.dangling, base=base)})")
-        if self.special:
-            parts.append(f"{_n(len(self.special), 'FIFO, socket or device', 'FIFOs, sockets or devices')} "
-                         f"(not regular files: {_examples(self.special, base=base)})")
-        return "; ".join(parts)
-
-    def warnings(self) -> list[str]:
-        """One line for what was skipped, one for the folders reached twice."""
-        out = []
-        if what := self.skipped():
-            todo = []
-            if self.unsupported:
-                todo.append(f"toktok reads {_SUPPORTED} files")
-            if any(p.lower().endswith(".gz") for p in self.unsupported):
-                todo.append("decompress .gz files, or recompress them with zstd (.jsonl.zst)")
-            if self.dangling:
-                todo.append("fix or remove the dangling links")
-            if self.special:
-                todo.append("only regular files are read")
-            out.append(f"{self.src}: skipped {what}; " + "; ".join(todo))
-        if self.repeated:
-            links = [f"{p} -> {os.readlink(p)}" if os.path.islink(p) else p for p in self.repeated]
-            out.append(f"{self.src}: {_n(len(links), 'symlinked folder')} "
-                       f"{'leads' if len(links) == 1 else 'lead'} to a folder read already "
-                       f"(a loop, or a second link), not read again: {_examples(links)}")
-        return out
-
-
-def _entry_is_dir(e: os.DirEntry) -> bool:
-    try:
-        return e.is_dir()  # follows a symlink
-    except OSError:
-        return False
-
-
-def _ext(path: str) -> str:
-    """The suffix shown for an unsupported file: ``.jsonl.gz``, ``.md``, or "no suffix"."""
-    name = os.path.basename(path).lower()
-    parts = name.split(".")[1:]
-    if not parts:
-        return "without suffix"
-    return "." + ".".join(parts[-2:]) if len(parts) >= 2 and len(parts[-1]) <= 4 else "." + parts[-1]
-
-
-def _n(n: int, one: str, many: str | None = None) -> str:
-    return f"{n:,} {one if n == 1 else many or one + 's'}"
-
-
-def _examples(paths: list[str], k: int = 3, base: str = "") -> str:
-    """The first ``k`` of ``paths``, below ``base`` (a folder given) as paths within it, so that a
-    deep folder keeps the line short. Example: ``_examples(["d/a.gz", "d/b.gz"], 1, "d") == "a.gz, ... (1 more)"``."""
-    cut = len(base.rstrip("/")) + 1 if base else 0
-    shown = [p[cut:] if cut and p.startswith(base.rstrip("/") + "/") else p for p in paths[:k]]
-    return ", ".join(shown) + (f", ... ({len(paths) - k:,} more)" if len(paths) > k else "")
-
-
-def _unsupported(src: str) -> str:
-    """The refusal of a file given directly whose kind toktok does not read."""
-    if src.lower().endswith(".gz"):
-        return (f"{src}: gzip-compressed files are not read; decompress it (gunzip), or recompress "
-                f"it with zstd (zstd -d ... | zstd > FILE.jsonl.zst); toktok reads {_SUPPORTED}")
-    return f"{src}: unsupported file type; use {_SUPPORTED}"
-
-
-def resolve_sources(sources: list[str], *, skipped: list[str] | None = None,
-                    storage_options: dict | None = None) -> list[SourceFile]:
-    """Expand files, directories (recursive) and globs (``**`` = any depth) into files.
-
-    Files are deduplicated (by real path) and sorted by path, so runs are reproducible.
-    Folders and ``**`` globs follow symlinks, list each real folder once and take regular files
-    only (see :class:`_Resolver`); what they leave out (files of other types, dangling links,
-    FIFOs, folders reached twice) is appended to ``skipped`` as warning lines. URL sources
-    (``s3://``, ``gs://``, ``az://``, ``hf://``, ``https://``) are listed on their store
-    (:func:`toktok.remote.resolve`, ``storage_options`` go to its client); each file gets its
-    identity ``key`` (:func:`source_key`).
-    Example: ``resolve_sources(["data/**/*.parquet"])`` -> ``[SourceFile("data/a.parquet", ...)]``.
-    Raises InputError for a missing path, an unsupported or irregular file, a directory without
-    supported files, or a glob matching none.
-    """
-    if isinstance(sources, (str, os.PathLike)):
-        sources = [sources]
-    if not sources:
-        raise ConfigError("no corpus sources given; pass files, directories or globs such as "
-                          "'data/**/*.parquet'")
-    paths: list[str] = []
-    urls: dict[str, SourceFile] = {}
-    for src in map(os.fspath, sources):
-        if remote.is_url(src):
-            urls.update((f.path, f) for f in remote.resolve(src, storage_options) if f.path not in urls)
-            continue
-        expanded = os.path.expanduser(src)
-        if os.path.isdir(expanded):
-            r = _Resolver(src)
-            r.walk(expanded, set())
-            if not r.files:
-                what = r.skipped(short=True)
-                raise InputError(f"{src}: directory has no {_SUPPORTED} files"
-                                 + (f" (it has {what})" if what else "")
-                                 + "; point at the data files or another folder")
-        elif os.path.exists(expanded):
-            if not _is_regular(expanded):
-                raise InputError(f"{src}: not a regular file or directory (a FIFO, socket or device); "
-                                 "pass a data file")
-            if kind_of(expanded) is None:
-                raise InputError(_unsupported(src))
-            paths.append(expanded)
-            continue
-        elif os.path.islink(expanded):
-            raise InputError(f"{src}: dangling symlink (its target {os.readlink(expanded)} does not "
-                             "exist); fix the link or pass the file it should point to")
-        elif _has_magic(src):
-            r = _Resolver(src)
-            r.glob(expanded)
-            if not r.files:
-                what = r.skipped(short=True)
-                raise InputError(f"{src}: pattern matches no {_SUPPORTED} files"
-                                 + (f" (it matches {what})" if what else "")
-                                 + "; check the pattern (use ** for any depth)")
-        else:
-            raise InputError(f"{src}: no such file or directory; check the path")
-        paths += r.files
-        if skipped is not None:
-            skipped += r.warnings()
-
-    by_real: dict[str, str] = {}
-    for p in sorted(os.path.normpath(p) for p in paths):
-        by_real.setdefault(os.path.realpath(p), p)
-    out = []
-    for p in sorted(by_real.values()):
-        try:
-            size = os.stat(p).st_size
-        except OSError as e:
-            raise InputError(f"{p}: cannot stat ({e.strerror}); check permissions") from None
-        out.append(SourceFile(p, kind_of(p) or "", size))
-    return _with_keys(out, sources) + sorted(urls.values(), key=lambda f: f.path)
-
-
-def source_key(source: str, path: str) -> str | None:
-    """The part of a local ``path`` that ``source`` did not spell out, None if ``source`` does not
-    name it: below a folder source, the path inside it; below a glob, the path after the glob's
-    leading folders without wildcards; a file source, the file's name. "/"-separated.
-    Example: ``source_key("data/**/*.parquet", "data/en/a.parquet") == "en/a.parquet"``."""
-    src = os.path.normpath(os.path.expanduser(os.fspath(source)))
-    path = os.path.normpath(path)
-    if src == path and not os.path.isdir(src):
-        return os.path.basename(path)
-    if _has_magic(src) and not os.path.exists(src):
-        parts = src.split(os.sep)
-        k = next(i for i, part in enumerate(parts) if _has_magic(part))
-        src = os.sep.join(parts[:k]) or (os.sep if src.startswith(os.sep) else ".")
-    rel = os.path.relpath(path, src)
-    if rel == "." or rel == ".." or rel.startswith(".." + os.sep):
-        return None
-    return rel.replace(os.sep, "/")
-
-
-def _with_keys(files: list[SourceFile], sources: list[str]) -> list[SourceFile]:
-    """Set each file's ``key``: from the first source that names it (else its file name)."""
-    local = [s for s in map(os.fspath, sources) if not remote.is_url(s)]
-    for f in files:
-        if not f.key:
-            f.key = next((k for s in local if (k := source_key(s, f.path))), os.path.basename(f.path))
-    return files
 
 
 def _split_point(text: str | bytes | bytearray, start: int = 0, pattern: Pattern = DEFAULT) -> int:
@@ -1068,6 +723,6 @@ def read_corpus(sources: list[str], text_column: str = "text", bad_utf8: str = "
     return corpus
 
 
-__all__ = ["SourceFile", "Batch", "Corpus", "resolve_sources", "read_corpus", "kind_of", "open_regular",
+__all__ = ["SourceFile", "Batch", "Corpus", "read_corpus", "kind_of", "open_regular",
            "open_parquet", "pack"]
 

@@ -63,7 +63,7 @@ def pieces(docs: list[str], index: np.ndarray, n_subsets: int, threads: int, *,
     subset's documents: (pieces, their counts, their subset index); without groups (one subset)
     the pieces of all documents, subset 0. Pieces of disjoint groups add up, so ``sums(counts,
     of, n)`` gives the words of every subset, 'all' included."""
-    from ..count.pretokenize import WordCounter, reference_allowance
+    from ..count.scan import WordCounter, reference_allowance
 
     pattern = pattern or DEFAULT
     # a few MB of documents: counted without compiling the scanner where it is not compiled yet

@@ -117,7 +117,7 @@ class _MergeLog:
 
     def last(self, left, right, token, count, reused) -> None:
         """The loop's last merges: stored as a checkpoint of the loop's, or, while the phase's
-        "counted" checkpoint is due (``resume.counted``), kept (``held``) for the "merged" one,
+        "counted" checkpoint is due (``Journal.counted``), kept (``held``) for the "merged" one,
         which stores both."""
         if self.journal.due is None:
             self(left, right, token, count, reused)

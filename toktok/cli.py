@@ -525,6 +525,7 @@ def sql_cmd(
     query: str = typer.Argument(..., help="SQL, a .sql file, a ready query's name (toktok sql --list) or a table/view name"),
     csv: bool = typer.Option(False, "--csv", help="Print CSV (all rows) instead of a table"),
     parquet: Optional[str] = typer.Option(None, "--parquet", help="Write the result (all rows) to this Parquet file"),
+    force: bool = typer.Option(False, "--force", help="Replace the --parquet file if it exists"),
     limit: int = typer.Option(40, "--limit", help="Rows shown in the terminal table"),
     list_ready: bool = typer.Option(False, "--list", is_eager=True, callback=_list_ready,
                                     help="List the ready queries (name and what it shows), then exit"),
@@ -532,26 +533,28 @@ def sql_cmd(
 ) -> None:
     """Run SQL on a run file (read-only) and print the result; tables and views: docs/runfile.md."""
     try:
-        from .insight.runfile import query as run_query
-        from .insight.report import arrow_table, write_csv, write_parquet
+        from .insight.report import arrow_table, head_of, write_csv, write_parquet
+        from .insight.runfile import query_batches
 
         if parquet:
-            _not_a_run_file(run, parquet)
-        table = run_query(run, query)
-        if parquet:
-            write_parquet(table, parquet)
-        if csv:
-            write_csv(table, sys.stdout)
-        elif not parquet:
-            out.print(arrow_table(table, limit=limit))
-        else:
-            err.print(literal(f"toktok: wrote {table.num_rows:,} rows to {parquet}"))
+            _not_a_run_file(run, parquet, force)
+        with query_batches(run, query) as batches:  # streamed: a result larger than memory is written
+            if parquet:
+                rows = write_parquet(batches, parquet)
+                err.print(literal(f"toktok: wrote {rows:,} rows to {parquet}"))
+            elif csv:
+                write_csv(batches, sys.stdout)
+            else:
+                table, rows = head_of(batches, limit)
+                out.print(arrow_table(table, limit=limit, rows=rows))
     except ToktokError as e:
         _fail(e, debug)
 
 
-def _not_a_run_file(run: str, target: str) -> None:
-    """``--parquet FILE`` may not overwrite the run file or another file of the run's folder."""
+def _not_a_run_file(run: str, target: str, force: bool) -> None:
+    """``--parquet FILE`` may not overwrite the run file or another file of the run's folder, nor
+    any existing file without ``--force`` (as ``toktok convert``)."""
+    import os
     from pathlib import Path
 
     from .errors import OutputError
@@ -562,6 +565,10 @@ def _not_a_run_file(run: str, target: str) -> None:
     if t == rp or (t.parent == rp.parent and t.exists()):
         raise OutputError(f"--parquet {target}: would overwrite a file of the run in {rp.parent}; pass a path "
                           "outside the run's folder (or a new file name)")
+    if os.path.lexists(t) and not t.is_file():
+        raise OutputError(f"--parquet {target}: exists and is not a file; pass a new file name")
+    if os.path.lexists(t) and not force:
+        raise OutputError(f"--parquet {target}: exists; pass --force to replace it (or a new file name)")
 
 
 def _help(name: str) -> str:

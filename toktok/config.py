@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, OutputError, shown
+from .errors import ConfigError, OutputError, not_regular, shown
 from .options import (ANY, ENGINES, OPTION, ROLES, SIZE, SPLIT, at, kind_of_value, parse_size, redacted,
                       run_options, yaml_keys)  # parse_size: re-exported (toktok.config.parse_size)
 from .rundir import RUN_FILE, OutputLayout, output_layout
@@ -394,6 +394,9 @@ def _yaml_load(path: Path) -> Any:
         return loader.construct_mapping(node, deep=deep)
 
     Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    kind = not_regular(path)
+    if kind is not None:
+        raise ConfigError(f"{path}: not a regular file ({kind}); give the config as a YAML file")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -484,6 +487,9 @@ def _output_parts(output: str, where: str) -> tuple[str, str]:
         raise ConfigError(f"{where}: {output!r} is a folder; give the path of the .tiktoken file, e.g. ./tokenizer.tiktoken")
     p = Path(output)
     _check_tiktoken_name(p.name, where)
+    if p.suffix != ".tiktoken" or p.name == ".tiktoken":  # the parity check, and every reader, find it by its suffix
+        raise ConfigError(f"{where}: {p.name!r} does not end in .tiktoken; name the .tiktoken file so, "
+                          f"e.g. {p.with_name((p.stem or 'tokenizer') + '.tiktoken')}")
     return str(p.parent), p.name
 
 

@@ -73,6 +73,23 @@ class ToktokWarning(UserWarning):
     tokenizer that drops characters). The CLI prints each as ``toktok: warning: ...``."""
 
 
+def not_regular(path) -> str | None:
+    """What ``path`` is when it exists and is neither a regular file nor a folder (``"a FIFO"``,
+    ``"a device"``, ``"a socket"``), else None: such a file given as an option (a config, a chat
+    template, a warm start) is refused before it is opened, since reading one may block for ever
+    (a FIFO) or never end (``/dev/zero``). Example: ``not_regular("/dev/zero") == "a device"``."""
+    import os
+    import stat
+
+    try:
+        mode = os.stat(os.path.expanduser(os.fspath(path))).st_mode
+    except (OSError, ValueError):
+        return None  # missing or unreadable: the caller's open says so
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+
+
 def one_line(e: BaseException, limit: int | None = None) -> str:
     """What an exception says, on one line (its type's name if it says nothing), cut to ``limit``
     characters: the cause inside toktok's own messages. Example: ``one_line(OSError("a\\n b")) == "a b"``."""

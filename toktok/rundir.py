@@ -9,7 +9,7 @@ Owns the names of a run's own files: the run file (:data:`RUN_FILE`), the stagin
 (:func:`open_staging`) and renamed into place by :meth:`Staging.publish` only after it passed its
 parity check, so a failed or killed run never leaves a half-written tokenizer, and publishing
 replaces only toktok's own outputs, never an input of the run. Imports nothing of toktok but its
-errors. Example: ``staging = open_staging(output_layout("out/tok", "tokenizer.tiktoken"), force=False)``.
+errors and the SQL it ships. Example: ``staging = open_staging(output_layout("out/tok", "tokenizer.tiktoken"), force=False)``.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import OutputError, ResourceError
+from .statements import sql
 
 #: The run file in every output folder (DuckDB: words, merges, vocabulary, provenance).
 RUN_FILE = "run.duckdb"
@@ -65,8 +66,37 @@ def holds_cwd(folder: str | os.PathLike) -> bool:
 
 
 def is_run_folder(folder: str | os.PathLike) -> bool:
-    """Whether ``folder`` holds a toktok run (its :data:`RUN_FILE`)."""
+    """Whether ``folder`` holds a file named :data:`RUN_FILE` (an interrupted run's may be cut
+    short: ``--resume`` tells what it is). Whether the folder is toktok's: :func:`is_toktok_folder`."""
     return (Path(folder) / RUN_FILE).is_file()
+
+
+def is_toktok_folder(folder: str | os.PathLike) -> bool:
+    """Whether ``folder``'s :data:`RUN_FILE` is a toktok run file: a DuckDB file whose ``meta``
+    table records a ``schema_version`` (any: an older toktok's run is toktok's too). A text file of
+    that name, or another program's DuckDB database, is not, and ``--force`` never replaces its
+    folder. Read-only, without DuckDB for what is not a DuckDB file at all.
+    Example: ``is_toktok_folder("out/demo")``."""
+    p = Path(folder) / RUN_FILE
+    try:
+        with open(p, "rb") as f:
+            if f.read(12)[8:12] != b"DUCK":  # DuckDB's magic
+                return False
+    except OSError:
+        return False
+    import duckdb
+
+    try:
+        con = duckdb.connect(str(p), read_only=True)
+    except duckdb.Error:  # held by a live writer, or unreadable: not shown to be toktok's
+        return False
+    try:
+        rows = con.execute(sql("get_meta"), {"key": "schema_version"}).fetchall()
+        return bool(rows and rows[0][0])
+    except duckdb.Error:  # no meta table, or another one of that name
+        return False
+    finally:
+        con.close()
 
 
 @dataclass(frozen=True)
@@ -99,7 +129,7 @@ def _own_folder(folder: Path) -> bool:
     if not folder.is_dir():
         return True  # not there yet (a file there is refused when the run starts)
     try:
-        return is_run_folder(folder) or next(folder.iterdir(), None) is None
+        return is_toktok_folder(folder) or next(folder.iterdir(), None) is None
     except OSError:
         return False
 
@@ -159,7 +189,7 @@ def _check_shared(layout: OutputLayout) -> None:
     toktok run, the folder itself if it does (or is empty)."""
     comp = layout.folder
     folder = real(comp)
-    ours = is_run_folder(folder)
+    ours = is_toktok_folder(folder)
     fix = "move it away, or name another output"
     if os.path.lexists(folder) and not folder.is_dir():
         raise OutputError(f"{comp}: exists and is not a folder; toktok keeps the run's other outputs there, so {fix}")
@@ -207,8 +237,9 @@ def _check_out(layout: OutputLayout, force: bool, resume: bool, inputs: list[tup
             also = f" (or --resume --force to continue the interrupted run in {staging})" if is_run_folder(staging) else ""
             raise OutputError(f"{out}: exists and is not empty; pass --force to replace it{also}")
         # --force replaces the folder as a whole: only ever a toktok output folder
-        if not is_run_folder(out):
-            raise OutputError(f"{out}: is not a toktok output folder (no {RUN_FILE}); --force replaces only those, "
+        if not is_toktok_folder(out):
+            what = f"its {RUN_FILE} is not a toktok run file" if is_run_folder(out) else f"no {RUN_FILE}"
+            raise OutputError(f"{out}: is not a toktok output folder ({what}); --force replaces only those, "
                               "so pick another folder")
     return staging
 
@@ -336,4 +367,5 @@ def publish(staging: Path, layout: OutputLayout) -> None:
 
 
 __all__ = ["RUN_FILE", "OutputLayout", "Staging", "check_output", "output_layout", "open_staging", "publish", "interrupted_run", "no_room",
-           "staging_of", "shown", "companion_name", "special_tokens_file", "holds_cwd", "is_run_folder"]
+           "staging_of", "shown", "companion_name", "special_tokens_file", "holds_cwd", "is_run_folder",
+           "is_toktok_folder"]

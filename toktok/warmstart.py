@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import ConfigError, OutputError, VocabError
+from .errors import ConfigError, OutputError, VocabError, not_regular
 from .formats.common import (HF_CONFIG_FILE, HF_FILE, HF_SPECIAL_MAP_FILE, TIKTOKEN_FILE, find_tiktoken, read_json,
                              write_atomic)
 from .formats.hf import bytelevel_to_token, components, split_pattern, write_hf
@@ -87,6 +87,9 @@ def load_base(path: str | os.PathLike) -> Base:
     """The base vocabulary in ``path``: a ``.tiktoken`` file, a ``tokenizer.json``, or a folder
     holding one (its ``.tiktoken`` first). Raises VocabError with the reason when it is refused."""
     p = Path(path)
+    kind = not_regular(p)
+    if kind is not None:
+        raise ConfigError(f"{p}: not a regular file ({kind}); give a .tiktoken file or a tokenizer.json")
     if p.is_dir():
         try:
             return read_tiktoken_base(find_tiktoken(p))

@@ -94,10 +94,34 @@ def is_url(source: str) -> bool:
 
 
 def display(url: str) -> str:
-    """The URL as toktok names and records it: without user info and query string."""
-    parts = urlsplit(url)
-    host = parts.netloc.rpartition("@")[2] if parts.scheme.lower() in ("http", "https") else parts.netloc
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+    """The URL as toktok names and records it: without user info and query string (user info
+    with a password, ``s3://KEY:SECRET@bucket``, shown as ``***@``; abfs's ``container@account``
+    holds none and stays). Example: ``display("s3://K:S@b/x.txt") == "s3://***@b/x.txt"``."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # not a URL urllib reads (an unclosed [ in the host): nothing of it shown
+        return f"{scheme_of(url) or '?'}://***"
+    user, at, host = parts.netloc.rpartition("@")
+    if parts.scheme.lower() in ("http", "https"):
+        netloc = host
+    else:
+        netloc = f"***@{host}" if at and ":" in user else parts.netloc
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def _no_credentials(url: str) -> None:
+    """A store's URL may not carry credentials (``s3://KEY:SECRET@bucket/x.txt``): the clients
+    take them from the environment or ``storage_options``, and a URL is echoed and recorded.
+    (http(s)'s ``user:password@`` is the server's basic auth, and never shown.)"""
+    scheme = (scheme_of(url) or "").lower()
+    if scheme in ("http", "https"):
+        return
+    netloc = url.split("://", 1)[1].split("/", 1)[0]
+    user, at, _ = netloc.rpartition("@")
+    if at and (":" in user or SCHEMES.get(scheme, ("",))[0] != "abfs"):
+        raise ConfigError(f"{display(url)}: credentials written into the URL (before '@'); toktok does not read "
+                          "them there: remove them and pass them as storage_options or the store's environment "
+                          "(AWS_*, GOOGLE_APPLICATION_CREDENTIALS, AZURE_STORAGE_*, HF_TOKEN)")
 
 
 def redact(options: Any) -> Any:
@@ -198,6 +222,7 @@ def _client(url: str) -> tuple[str, str]:
     scheme = scheme_of(url) or ""
     if scheme not in SCHEMES:
         raise ConfigError(f"{display(url)}: {scheme}:// sources are not supported; use {_SUPPORTED}")
+    _no_credentials(url)
     protocol, module, extra = SCHEMES[scheme]
     for mod in (module, "fsspec"):
         try:

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..errors import ConfigError, not_regular
 from ..options import at
 
 # ChatML (OpenAI's chat markup, as Qwen and many others use it): each message is
@@ -65,6 +65,9 @@ def resolve(value: str | os.PathLike, where: str) -> ChatTemplate:
         return NAMED[text]
     p = Path(text).expanduser()
     names = ", ".join(NAMED)
+    kind = not_regular(p)
+    if kind is not None:
+        raise ConfigError(f"{at(where, text)}: not a regular file ({kind}); give a Jinja file or one of {names}")
     try:
         body = p.read_bytes()
     except FileNotFoundError:

@@ -83,9 +83,10 @@ def _cell(v) -> str:
     return printable(v)
 
 
-def arrow_table(table: pa.Table, limit: int = 40, title: str | None = None) -> Group:
-    """A Rich table of the first ``limit`` rows; numbers right-aligned, strings shown with escapes."""
-    if table.num_rows == 1 and table.num_columns > 6:  # one wide row (e.g. the runs view): column / value
+def arrow_table(table: pa.Table, limit: int = 40, title: str | None = None, rows: int | None = None) -> Group:
+    """A Rich table of the first ``limit`` rows; numbers right-aligned, strings shown with escapes.
+    ``rows``: the result's rows in all, when ``table`` holds only its head (:func:`head_of`)."""
+    if table.num_rows == 1 and rows in (None, 1) and table.num_columns > 6:  # one wide row (e.g. the runs view): column / value
         t = Table(title=literal(title) if title else None, title_justify="left", header_style="bold")
         t.add_column("column", style="bold")
         t.add_column("value", overflow="fold")
@@ -100,9 +101,10 @@ def arrow_table(table: pa.Table, limit: int = 40, title: str | None = None) -> G
         t.add_column(literal(f.name), justify="right" if numeric else "left", overflow="fold")
     for row in _rows(table.slice(0, limit)):
         _row(t, *(_cell(v) for v in row))
+    total = table.num_rows if rows is None else rows
     shown = min(limit, table.num_rows)
-    note = f"{table.num_rows:,} row{'s' if table.num_rows != 1 else ''}" + (
-        f" ({shown:,} shown; --limit N, --csv or --parquet FILE for all)" if shown < table.num_rows else "")
+    note = f"{total:,} row{'s' if total != 1 else ''}" + (
+        f" ({shown:,} shown; --limit N, --csv or --parquet FILE for all)" if shown < total else "")
     return Group(t, Text(note, style="dim"))
 
 
@@ -302,27 +304,54 @@ def _plain(v):
     return "" if v is None else v
 
 
-def write_csv(table: pa.Table, stream) -> None:
-    """All rows of ``table`` as CSV (header first) to a text stream."""
+def write_csv(table, stream) -> None:
+    """All rows of ``table`` (a pyarrow Table, or record batches with a ``schema``: a streamed
+    result) as CSV (header first) to a text stream, one batch at a time."""
     import csv
 
     import pyarrow as pa
 
     w = csv.writer(stream, lineterminator="\n")
-    w.writerow(table.column_names)
-    for batch in table.to_batches(4096):
+    w.writerow(table.schema.names)
+    for batch in table.to_batches(4096) if isinstance(table, pa.Table) else table:
         for row in _rows(pa.Table.from_batches([batch])):
             w.writerow([_plain(v) for v in row])
 
 
-def write_parquet(table: pa.Table, path: str) -> None:
-    """``table`` as a Parquet file; OutputError if it cannot be written."""
+def write_parquet(table, path: str) -> int:
+    """``table`` (a pyarrow Table, or record batches with a ``schema``) as a Parquet file, written
+    batch by batch beside it and renamed into place when whole; returns the rows written.
+    OutputError if it cannot be written (a file there before is left as it was)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from ..errors import OutputError
 
+    target, rows = os.path.realpath(os.path.expanduser(path)), 0
+    tmp = os.path.join(os.path.dirname(target), f".{os.path.basename(target)}.partial-{os.getpid()}")
     try:
-        pq.write_table(table, os.path.expanduser(path))
+        try:
+            with pq.ParquetWriter(tmp, table.schema) as w:
+                for batch in table.to_batches() if isinstance(table, pa.Table) else table:
+                    w.write_batch(batch)
+                    rows += batch.num_rows
+            os.replace(tmp, target)
+        finally:
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
     except (OSError, pa.ArrowException) as e:
         raise OutputError(f"{path}: cannot write Parquet ({e})") from None
+    return rows
+
+
+def head_of(batches, limit: int):
+    """The first ``limit`` rows of streamed record batches as a Table, and how many rows there are
+    in all (the rest counted, not kept): what ``toktok sql`` shows in the terminal."""
+    import pyarrow as pa
+
+    kept, n = [], 0
+    for batch in batches:
+        if n < limit:
+            kept.append(batch.slice(0, limit - n))
+        n += batch.num_rows
+    return pa.Table.from_batches(kept, schema=batches.schema), n

@@ -499,6 +499,37 @@ def query(run: RunLike, query_or_file: str) -> pa.Table:
     before they existed (as temporary views). A failing query raises QueryError naming the query
     (file) with DuckDB's message. Example: ``query("out/demo", "longest_tokens")``.
     """
+    with query_batches(run, query_or_file) as batches:
+        return pa.Table.from_batches(list(batches), schema=batches.schema)
+
+
+#: Rows per batch of a streamed result (:func:`query_batches`).
+BATCH_ROWS = 65_536
+
+
+class _Batches:
+    """The record batches of a query's result, read from DuckDB one at a time; DuckDB's errors
+    while reading are QueryErrors naming the query. ``schema``: the result's columns."""
+
+    def __init__(self, reader: pa.RecordBatchReader, label: str):
+        self._reader, self._label, self.schema = reader, label, reader.schema
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        while True:
+            try:
+                batch = self._reader.read_next_batch()
+            except StopIteration:
+                return
+            except (duckdb.Error, pa.ArrowException) as e:
+                raise QueryError(f"{self._label}: {_first_line(e)}") from None
+            yield batch
+
+
+@contextmanager
+def query_batches(run: RunLike, query_or_file: str, batch_rows: int = BATCH_ROWS) -> Iterator[_Batches]:
+    """:func:`query`'s result as record batches of about ``batch_rows`` rows, read as they are
+    used (``toktok sql --csv`` and ``--parquet`` write a result larger than memory this way).
+    Example: ``with query_batches("out/demo", "merges") as b: sum(x.num_rows for x in b)``."""
     label, text, params = resolve_query(query_or_file)
     opened = isinstance(run, (duckdb.DuckDBPyConnection, RunStore))
     with (_connect(run, read_only=True) if opened else _sandbox(run)) as store:
@@ -507,21 +538,21 @@ def query(run: RunLike, query_or_file: str) -> pa.Table:
             rel = store.con.sql(text, params=params or None)
             if rel is None:
                 raise QueryError(f"{label}: the query returns no rows (it is not a SELECT)")
-            return _arrow(rel)
+            reader = _reader(rel, batch_rows)
         except duckdb.PermissionException as e:
             raise QueryError(f"{label}: {_first_line(e)}; toktok sql only reads the run file: export a result "
                              "with --csv or --parquet FILE") from None
         except duckdb.Error as e:
             raise QueryError(f"{label}: {_first_line(e)}") from None
+        yield _Batches(reader, label)
 
 
-def _arrow(rel) -> pa.Table:
-    """A DuckDB relation as a pyarrow Table (the method's name differs across DuckDB versions)."""
-    for name in ("to_arrow_table", "fetch_arrow_table", "arrow"):
+def _reader(rel, batch_rows: int) -> pa.RecordBatchReader:
+    """A DuckDB relation as a pyarrow RecordBatchReader (the method's name differs across DuckDB versions)."""
+    for name in ("to_arrow_reader", "fetch_arrow_reader", "fetch_record_batch"):
         f = getattr(rel, name, None)
         if f is not None:
-            out = f()
-            return out.read_all() if isinstance(out, pa.RecordBatchReader) else out
+            return f(batch_rows)
     raise AttributeError("this duckdb has no Arrow export")  # pragma: no cover
 
 

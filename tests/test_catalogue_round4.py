@@ -241,3 +241,12 @@ def test_output_without_tiktoken_suffix_is_refused_in_the_plan(tmp_path, notes, 
         toktok.train([str(notes)], output=str(tmp_path / "outx" / name), merges=5, verbose=False)
     assert ".tiktoken" in str(e.value)
     assert not (tmp_path / "outx").exists() and not (tmp_path / ".outx.partial").exists()
+
+
+# --- the small ones -------------------------------------------------------------------------------
+
+
+def test_empty_pattern_says_empty(tmp_path, notes):
+    r = runner.invoke(app, ["train", str(notes), "--out", str(tmp_path / "tok"), "--pattern", "", "-q"])
+    _one_line(r, "--pattern", "empty")
+    assert "got str" not in r.output and not (tmp_path / "tok").exists()

@@ -81,17 +81,37 @@ def _load_without_refresh(dispatcher):
     Numba's runtime (NRT), and compiling refreshes the context itself (``CompilerBase``). Other
     code's Numba functions load as Numba loads them; so do these where its internals moved."""
     cache = getattr(dispatcher, "_cache", None)
-    if not all(hasattr(cache, a) for a in ("load_overload", "_load_overload", "_guard_against_spurious_io_errors")):
+    if not all(hasattr(cache, a) for a in ("load_overload", "_load_overload", "_guard_against_spurious_io_errors",
+                                           "save_overload")):
         return dispatcher  # pragma: no cover - another Numba
     from numba.core.runtime import rtsys
 
     def load_overload(sig, target_context):
         rtsys.initialize(target_context)
-        with cache._guard_against_spurious_io_errors():
-            return cache._load_overload(sig, target_context)
+        try:
+            with cache._guard_against_spurious_io_errors():
+                return cache._load_overload(sig, target_context)
+        except Exception as e:  # noqa: BLE001 - a cache file cut short (a full disk): compiled again
+            _cache_trouble("cannot read", e)
+            return None
 
-    cache.load_overload = load_overload
+    save = cache.save_overload
+
+    def save_overload(sig, data):
+        try:
+            save(sig, data)
+        except OSError as e:  # a full disk, a read-only cache: the run goes on, the next one compiles again
+            _cache_trouble("cannot write", e)
+
+    cache.load_overload, cache.save_overload = load_overload, save_overload
     return dispatcher
+
+
+def _cache_trouble(what: str, e: BaseException) -> None:
+    """Numba's cache failing to load or save a kernel is said once, never the run's end."""
+    prebuilt.say_once(f"{what} Numba's cache of the kernels ({getattr(e, 'strerror', None) or type(e).__name__}); "
+                      "they are compiled in this run and not kept (free space in NUMBA_CACHE_DIR or "
+                      "beside toktok to keep them)")
 
 
 def _lazy(make):

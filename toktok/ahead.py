@@ -37,7 +37,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from .prebuilt import STAGES, _entries, _module_name, built, listed, path, unit_of, units
+from .prebuilt import (MARKER, STAGES, _entries, _module_name, built, listed, path, seal, seal_of, unit_of,
+                       units, untrusted)
 
 #: The longest a unit's process may take (5-16 s on 2 cores); then the run goes on and Numba
 #: compiles what it calls.
@@ -82,12 +83,17 @@ def build(unit: str) -> Path:
         if dispatcher.targetoptions.get("nogil"):
             nogil.add(dispatcher.py_func)
     target = path(unit)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)  # (only this user may write in it)
+    why = untrusted(target.parent)
+    if why is not None:  # another user's folder, or one others write in: nothing built there
+        raise PermissionError(f"{target.parent}: {why}")
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as tmp:
         cc.output_dir, cc.output_file = tmp, target.name
         with _releasing_the_gil(nogil), _without_numbas_cache():
             cc.compile()
+        os.chmod(Path(tmp) / target.name, 0o755)  # whatever the umask: a module others may write is not loaded
         os.replace(Path(tmp) / target.name, target)
+    seal(target)  # last: a module without its seal is never loaded
     _tidy(target)
     return target
 
@@ -100,7 +106,7 @@ def _tidy(target: Path) -> None:
     old = time.time() - _STALE_SECONDS
     for p in [*target.parent.glob(f"{unit}-*"), *target.parent.glob(".build-*")]:
         try:
-            if p != target and p.stat().st_mtime < old:
+            if p not in (target, seal_of(target)) and p.stat().st_mtime < old:
                 shutil.rmtree(p) if p.is_dir() else p.unlink()
         except OSError:  # gone meanwhile, or another build's: not ours to insist on
             pass
@@ -202,14 +208,32 @@ def main(argv: list[str]) -> None:
     built yet, or where that fails, compile its kernels into Numba's cache."""
     every = sorted({unit_of(n) for n in listed()}, key=lambda u: u in STAGES)
     for unit in every if argv == ["all"] else argv:
-        if path(unit).is_file():
+        if built([n for n, _ in _entries(unit)]):
             continue
         try:
             build(unit)
-        except Exception:  # no C compiler, or numba.pycc gone: Numba's cache, as a run would fill it
-            compile_unit(unit)
-            path(unit).parent.mkdir(parents=True, exist_ok=True)
-            path(unit).with_suffix(".numba").write_bytes(b"")  # (cached: not built again on each run)
+        except Exception:  # no C compiler, numba.pycc gone, a full disk: Numba's cache, as a run would fill it
+            if compile_unit(unit) < len(_entries(unit)):
+                continue  # not all of it cached (a full disk?): no marker, the next run tries again
+            try:
+                path(unit).parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+                if untrusted(path(unit).parent) is None:
+                    _write_marker(path(unit).with_suffix(".numba"))  # (cached: not built again on each run)
+            except OSError:  # a full disk: no marker, the next run tries again
+                pass
+
+
+def _write_marker(p: Path) -> None:
+    """The marker that a unit is in Numba's cache (``prebuilt.MARKER``), written whole or not at all."""
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".marker-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(MARKER)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, p)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
 
 
 if __name__ == "__main__":

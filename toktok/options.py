@@ -320,7 +320,10 @@ class _Split(Kind):
         return self.from_yaml(opt, text, where)
 
     def from_yaml(self, opt, v, where):
-        if not isinstance(v, str) or not v:
+        if isinstance(v, str) and not v.strip():
+            raise ConfigError(f"{where} is empty; give a pattern name (cl100k, o200k, gpt2, qwen2, llama3) or a regex, "
+                              "or leave it out for cl100k")
+        if not isinstance(v, str):
             raise ConfigError(f"{where} expected a pattern name (cl100k, o200k, gpt2, qwen2, llama3) or a regex, "
                               f"got {kind_of_value(v)}")
         return v

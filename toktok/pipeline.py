@@ -199,8 +199,8 @@ def _train(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: resu
     run.ray_tuning = ray_tuning
     # (the first file's first batch decoded while step 2 opens the run file)
     run.started = count.start(cfg, run.phases[0], run.plans[0], run.plan, run.pattern) if run.ray_count is None else None
-    if run.plan is not None and not run.tiny:  # a budget's first run compiles while this process holds least
-        run.kernels.warm_up()
+    if not run.tiny:  # a first run compiles before its run file exists: a kill -9 meanwhile leaves nothing
+        run.kernels.warm_up()  # to --resume (and under a budget, while this process holds least)
     run.staging, run.journal, run.fingerprints = resume.open_run(  # 2.
         cfg, run.plans, marks, inputs=run.inputs, plan=run.plan, threads=run.threads, pattern=run.pattern,
         base=run.base, hardcoded=run.kinds.count("hardcoded"))

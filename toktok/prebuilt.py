@@ -56,14 +56,73 @@ def _entries(unit: str) -> list[tuple[str, str]]:
 # --- where the modules are, and whether they are built for this code and machine ---------------
 
 def folder() -> Path:
-    """Where the modules are built: beside Numba's cache (``$NUMBA_CACHE_DIR/toktok``) when it is
-    set, else toktok's own ``__pycache__`` where it may be written, else ``~/.cache/toktok``."""
+    """Where the modules are built and loaded from: beside Numba's cache (``$NUMBA_CACHE_DIR/toktok``)
+    when it is set, else toktok's own ``__pycache__`` where it may be written, else
+    ``~/.cache/toktok``; the first of them this user may trust (:func:`untrusted`): a folder
+    another user owns, or one others may write in, is passed over (said once when it was
+    ``NUMBA_CACHE_DIR``'s), since a module found there runs its code as this user. When none may
+    be trusted, the last: nothing is loaded from it (:func:`module`) nor built in it."""
+    chosen = _folders()
+    for i, f in enumerate(chosen):
+        why = untrusted(f)
+        if why is None:
+            return f
+        if i == 0 and os.environ.get("NUMBA_CACHE_DIR"):
+            say_once(f"not loading the built kernels from {f} ({why}): another user could plant a module "
+                     "there; using a folder of this user's instead (point NUMBA_CACHE_DIR at one)")
+    return chosen[-1]
+
+
+def _folders() -> list[Path]:
+    out = []
     if os.environ.get("NUMBA_CACHE_DIR"):
-        return Path(os.environ["NUMBA_CACHE_DIR"]) / "toktok"
+        out.append(Path(os.environ["NUMBA_CACHE_DIR"]) / "toktok")
     own = Path(__file__).resolve().parent / "__pycache__"
     if os.access(own if own.is_dir() else own.parent, os.W_OK):
-        return own
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "toktok"
+        out.append(own)
+    out.append(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "toktok")
+    return out
+
+
+def untrusted(p: Path) -> str | None:
+    """Why a module (or the folder holding it) at ``p`` may not be loaded: owned by another user,
+    or writable by its group or others (a folder not made yet: its nearest existing one may not
+    be another user's to write in); None when it may. Example: ``untrusted(folder()) is None``."""
+    try:
+        st = os.lstat(p)
+    except FileNotFoundError:
+        parent = p.parent
+        while parent != parent.parent and not os.path.lexists(parent):
+            parent = parent.parent
+        try:
+            pst = os.stat(parent)
+        except OSError:
+            return None
+        if pst.st_mode & 0o002 and not pst.st_mode & 0o1000:  # others may write there, and rename what we make
+            return f"{parent} is writable by others"
+        return None
+    except OSError as e:
+        return e.strerror or str(e)
+    import stat
+
+    if stat.S_ISLNK(st.st_mode):
+        return "a symbolic link"
+    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+        return f"owned by another user (uid {st.st_uid})"
+    if st.st_mode & 0o022:
+        return "writable by group or others"
+    return None
+
+
+_SAID: set[str] = set()
+
+
+def say_once(message: str) -> None:
+    """``toktok: warning: MESSAGE`` on stderr, once per process (the kernels are loaded from deep
+    inside a run: this is the one line that says why they compile or run slower)."""
+    if message not in _SAID:
+        _SAID.add(message)
+        print(f"toktok: warning: {message}", file=sys.stderr, flush=True)
 
 
 @cache
@@ -113,19 +172,95 @@ def path(unit: str) -> Path:
 
 
 _MODULES: dict[str, object] = {}
+#: Suffix of the seal written beside a module once it is whole: its size and SHA-256.
+SEAL_SUFFIX = ".sealed"
+
+
+def seal_of(module_path: Path) -> Path:
+    """The seal beside a module: ``merge-KEY.cpython-311-x86_64-linux-gnu.so.sealed``."""
+    return module_path.with_name(module_path.name + SEAL_SUFFIX)
+
+
+def seal(module_path: Path) -> None:
+    """Write ``module_path``'s seal (its size and SHA-256), last, once the module is whole: a module
+    without one, or whose size differs from it, is never loaded (a build cut short, a copy cut
+    short by a full disk: loading a truncated module dies by SIGBUS)."""
+    import tempfile
+
+    digest = _digest(module_path)
+    fd, tmp = tempfile.mkstemp(dir=module_path.parent, prefix=".seal-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump({"size": module_path.stat().st_size, "sha256": digest}, f)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, seal_of(module_path))
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+
+
+def _digest(p: Path) -> str:
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _sealed(p: Path, full: bool) -> str | None:
+    """Why the module at ``p`` may not be loaded (:func:`untrusted`, its seal missing, or its size
+    (``full``: and checksum) not the sealed one); None when it may."""
+    s = seal_of(p)
+    why = untrusted(p.parent) or untrusted(p) or untrusted(s)
+    if why is not None:
+        return why
+    try:
+        want = json.loads(s.read_text(encoding="utf-8"))
+        size = p.stat().st_size
+        if size != want["size"]:
+            return f"cut short: {size:,} of {want['size']:,} bytes"
+        if full and _digest(p) != want["sha256"]:
+            return "its checksum differs from when it was built"
+    except (OSError, ValueError, TypeError, KeyError):
+        return "no seal (a build that did not finish)"
+    return None
+
+
+def _discard(p: Path) -> None:
+    """Remove a module that may not be loaded, and its seal, where this user may (the next run
+    builds it again)."""
+    for f in (p, seal_of(p)):
+        try:
+            if untrusted(p.parent) is None:
+                f.unlink()
+        except OSError:
+            pass
 
 
 def module(unit: str):
-    """``unit``'s module, imported once per process; None when it is not built (or will not load)."""
+    """``unit``'s module, imported once per process; None when it is not built, may not be trusted
+    (another user's, writable by others), is not whole (its seal: :func:`seal`), or will not load:
+    then Numba runs the kernels, and a damaged module is removed for the next run to build again
+    (said once)."""
     if unit not in _MODULES:
         p, m = path(unit), None
-        if p.is_file():
-            try:
-                spec = importlib.util.spec_from_file_location(_module_name(unit), p)
-                m = importlib.util.module_from_spec(spec)
-                spec.loader.exec_module(m)
-            except (ImportError, OSError):  # a broken file: Numba runs the kernels, the next build replaces it
-                m = None
+        if os.path.lexists(p):
+            why = _sealed(p, full=True)
+            if why is not None:
+                say_once(f"not loading the built kernels {p} ({why}); the kernels run through Numba "
+                         "(slower to start), and the next run builds them again")
+                if untrusted(p) is None:
+                    _discard(p)
+            else:
+                try:
+                    spec = importlib.util.spec_from_file_location(_module_name(unit), p)
+                    m = importlib.util.module_from_spec(spec)
+                    spec.loader.exec_module(m)
+                except (ImportError, OSError) as e:  # a broken file: Numba runs the kernels, the next build replaces it
+                    say_once(f"cannot load the built kernels {p} ({type(e).__name__}); the kernels run "
+                             "through Numba, and the next run builds them again")
+                    _discard(p)
+                    m = None
         _MODULES[unit] = m
     return _MODULES[unit]
 
@@ -140,9 +275,24 @@ def built(names, *, or_cached: bool = False) -> bool:
     cache by a unit's process that could not build its module. Example: ``built(["toktok.merge.loop._loop"])``."""
     def done(unit: str) -> bool:
         p = path(unit)
-        return p.is_file() or (or_cached and p.with_suffix(".numba").is_file())
+        return (p.is_file() and _sealed(p, full=False) is None) or (or_cached and cached_marker(p))
 
     return all(name in listed() and done(unit_of(name)) for name in names)
+
+
+#: What a ``.numba`` marker holds once every signature of its unit compiled into Numba's cache
+#: (written last: an empty marker is what a write cut short by a full disk leaves).
+MARKER = b"compiled\n"
+
+
+def cached_marker(module_path: Path) -> bool:
+    """Whether the marker beside ``module_path`` says that its unit's process compiled the unit
+    into Numba's cache (where no module could be built): whole, and this user's."""
+    m = module_path.with_suffix(".numba")
+    try:
+        return untrusted(m) is None and m.read_bytes() == MARKER
+    except OSError:
+        return False
 
 
 def exports(name: str) -> list[tuple[tuple, object]]:
@@ -154,7 +304,14 @@ def exports(name: str) -> list[tuple[tuple, object]]:
     m = module(unit)
     if m is None:
         return []
-    return [(_argument_types(sig), getattr(m, f"k{i}")) for i, (n, sig) in enumerate(_entries(unit)) if n == name]
+    found = [(_argument_types(sig), getattr(m, f"k{i}", None)) for i, (n, sig) in enumerate(_entries(unit)) if n == name]
+    if any(fn is None or not callable(fn) for _, fn in found):  # not the module built for this list
+        say_once(f"the built kernels {path(unit)} lack the functions toktok expects; the kernels run through "
+                 "Numba, and the next run builds them again")
+        _MODULES[unit] = None
+        _discard(path(unit))
+        return []
+    return found
 
 
 _DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64")

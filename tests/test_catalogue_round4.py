@@ -250,3 +250,60 @@ def test_empty_pattern_says_empty(tmp_path, notes):
     r = runner.invoke(app, ["train", str(notes), "--out", str(tmp_path / "tok"), "--pattern", "", "-q"])
     _one_line(r, "--pattern", "empty")
     assert "got str" not in r.output and not (tmp_path / "tok").exists()
+
+
+def _json_lines(stderr: str) -> list[dict]:
+    out = []
+    for ln in stderr.splitlines():
+        if ln.strip():
+            assert ln.startswith("{"), f"not a JSON line in the stream: {ln!r}"
+            out.append(json.loads(ln))
+    return out
+
+
+def test_progress_json_nothing_follows_the_summary(tmp_path, notes):
+    """A warning (too many merges asked for) is in the summary event, not a line after it."""
+    p = _cli("train", str(notes), "--out", str(tmp_path / "tok"), "--merges", "5000", "--progress", "json")
+    assert p.returncode == 0, p.stderr
+    events = _json_lines(p.stderr)
+    assert events[-1]["event"] == "summary" and any("allows only" in w for w in events[-1]["warnings"])
+
+
+@pytest.mark.parametrize("args", [["--bogus"], ["--out"]])
+def test_progress_json_usage_error_is_a_json_event(tmp_path, notes, args):
+    p = _cli("train", str(notes), "--progress", "json", *args)
+    assert p.returncode == 2, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert lines[0].startswith("toktok: error: ") and len(lines) == 2, p.stderr
+    event = json.loads(lines[-1])
+    assert event["event"] == "error" and event["exit_code"] == 2 and event["message"] in lines[0]
+
+
+def test_resume_after_a_counted_input_changed_refuses(tmp_path):
+    """Killed right after the first counting checkpoint (the counts of the first file), then a
+    counted file changes (its modification time): --resume refuses, naming it, as docs/errors.md
+    says, instead of counting every file again in silence; the interrupted run stays."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import faults
+
+    fixtures = ROOT / "data_fixtures"
+    names = ("sample.parquet", "notes.txt", "extra.jsonl")
+    for n in names:
+        (tmp_path / n).write_bytes((fixtures / n).read_bytes())
+    args = [str(tmp_path / n) for n in names] + ["--merges", "500", "--out", str(tmp_path / "tok"), "-q"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run(faults.command(every=0, kill_at=1) + ["train", *args], capture_output=True, text=True,
+                       timeout=600, env=env)
+    assert r.returncode == -9, r.stderr
+    staging = tmp_path / ".tok.partial"
+    con = duckdb.connect(str(staging / "run.duckdb"), read_only=True)
+    assert con.execute("SELECT count(*) FROM count_parts").fetchone()[0] > 0  # a counting checkpoint
+    con.close()
+    for n in names:
+        os.utime(tmp_path / n, ns=(1, 1))
+    r = subprocess.run([sys.executable, "-m", "toktok.cli", "train", *args, "--resume"], capture_output=True,
+                       text=True, timeout=600, env=env)
+    assert r.returncode == 2, r.stderr
+    line = r.stderr.strip()
+    assert "\n" not in line and "changed since the interrupted run" in line and str(tmp_path) in line, line
+    assert staging.is_dir() and not (tmp_path / "tok").exists()

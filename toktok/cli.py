@@ -64,12 +64,23 @@ class _Commands(TyperGroup):
             hint = f"see {' '.join(['toktok', *words, '--help'])}"
             if isinstance(e, cx.NoSuchOption):
                 hint += " (a path that starts with '-' is written ./-NAME)"
-            _say("error", "bold red", f"{e.format_message().rstrip('.')}; {hint}")
+            message = f"{e.format_message().rstrip('.')}; {hint}"
+            _say("error", "bold red", message)
+            argv = kwargs.get("args") if kwargs.get("args") is not None else args[0] if args else sys.argv[1:]
+            if _asks_json(argv):  # the stream's last line, as for any error
+                print(json.dumps({"event": "error", "error": "UsageError", "message": " ".join(message.split()),
+                                  "exit_code": e.exit_code}, ensure_ascii=False), file=sys.stderr, flush=True)
             sys.exit(e.exit_code)
         except cx.ClickException as e:
             e.show()
             sys.exit(e.exit_code)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _asks_json(args) -> bool:
+    """Whether a command line asks for ``--progress json`` (read from the words, as Click could not)."""
+    args = [str(a) for a in args or ()]
+    return "--progress=json" in args or any(a == "--progress" and b == "json" for a, b in zip(args, args[1:]))
 
 
 class _Command(TyperCommand):
@@ -301,6 +312,10 @@ def train(**values) -> None:
         # the default is bars on a terminal, plain lines elsewhere (a log, a scheduler)
         mode = cfg.progress or ("none" if quiet or cfg.verbose is False else "rich" if err.is_terminal else "plain")
         reporting = True  # from here on the reporter ends the JSON stream, error included
+        if mode == "json":  # a kernel cache's warning is a line of the stream too
+            from . import prebuilt
+
+            prebuilt.SAY = _json_warning
         with _without_pandas(cfg):
             _import_pipeline()
             summary = train_config(cfg, progress=mode, log=log, console=err)
@@ -322,7 +337,11 @@ def train(**values) -> None:
             err.print("toktok: interrupted before the first checkpoint; nothing was kept and the output folder "
                       "is unchanged (rerun the same command to start again)", soft_wrap=True)
         raise typer.Exit(130)
-    _print_summary(summary)
+    _print_summary(summary, warnings=mode != "json")  # (the JSON summary holds them: nothing follows it)
+
+
+def _json_warning(message: str) -> None:
+    print(json.dumps({"event": "warning", "message": message}, ensure_ascii=False), file=sys.stderr, flush=True)
 
 
 def _import_pipeline() -> None:
@@ -381,9 +400,9 @@ def _train_command() -> None:
 _train_command()
 
 
-def _print_summary(summary) -> None:
-    """The closing summary of ``toktok train``."""
-    for w in summary.warnings:
+def _print_summary(summary, warnings: bool = True) -> None:
+    """The closing summary of ``toktok train`` (and its warnings, unless the JSON summary holds them)."""
+    for w in summary.warnings if warnings else ():
         _say("warning", "yellow", w)
     if summary.shared:
         t = Table(title=literal(f"toktok: wrote {summary.tiktoken}"), show_header=False, box=None)

@@ -117,12 +117,21 @@ def untrusted(p: Path) -> str | None:
 _SAID: set[str] = set()
 
 
+def _stderr(message: str) -> None:
+    print(f"toktok: warning: {message}", file=sys.stderr, flush=True)
+
+
+#: How :func:`say_once` says a line: ``toktok: warning: ...`` on stderr; ``--progress json`` makes
+#: it a ``{"event": "warning", ...}`` line of its stream.
+SAY = _stderr
+
+
 def say_once(message: str) -> None:
-    """``toktok: warning: MESSAGE`` on stderr, once per process (the kernels are loaded from deep
+    """``toktok: warning: MESSAGE`` (:data:`SAY`), once per process (the kernels are loaded from deep
     inside a run: this is the one line that says why they compile or run slower)."""
     if message not in _SAID:
         _SAID.add(message)
-        print(f"toktok: warning: {message}", file=sys.stderr, flush=True)
+        SAY(message)
 
 
 @cache

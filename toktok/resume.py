@@ -475,11 +475,20 @@ def _put_held_out(store: RunStore, phase: str, table: pa.Table | None) -> None:
     store.put_meta(f"held_out:{phase}", None if table is None else table.select(PARITY_SCHEMA.names).to_pylist())
 
 
-def count_state(store: RunStore, phase: str, fp: list) -> CountState | None:
-    """The counting checkpoint an interrupted run left for ``phase`` (None if none, or if its
-    files changed since: then the phase is counted again from its first file)."""
+def count_state(store: RunStore, phase: str, fp: list, where: str = "") -> CountState | None:
+    """The counting checkpoint an interrupted run left for ``phase`` (None if none, or if only files
+    it had not counted yet changed since: then the phase is counted again from its first file).
+    ConfigError naming the first file it had counted that changed since (as :func:`phase_checkpoint`)."""
     st = store.get_count_state(phase)
-    if st is None or st["used"].get("fingerprint") != fp:
+    if st is None:
+        return None
+    old = st["used"].get("fingerprint")
+    if old != fp:
+        counted = len(old or []) if st["sample"] is not None else st["files_done"]  # a finished sample read them all
+        changed = next((f[0] for f, g in zip(fp + [[None]] * counted, (old or [])[:counted]) if f != g), None)
+        if changed is not None:
+            raise ConfigError(f"{where}{changed}: changed since the interrupted run read it; "
+                              "restore it, or start over with --force instead of --resume")
         return None
     import polars as pl  # the engines' own frames (CountState)
 

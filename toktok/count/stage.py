@@ -107,7 +107,7 @@ def run(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], fp: list, *, jo
     report = report or _silent
     restored = None
     if journal.resuming:
-        restored = resume.count_state(store, phase.name, fp)
+        restored = resume.count_state(store, phase.name, fp, where)
         store.drop_phase(phase.name)
 
     def save(state) -> None:

@@ -307,3 +307,20 @@ def test_resume_after_a_counted_input_changed_refuses(tmp_path):
     line = r.stderr.strip()
     assert "\n" not in line and "changed since the interrupted run" in line and str(tmp_path) in line, line
     assert staging.is_dir() and not (tmp_path / "tok").exists()
+
+
+def test_chat_template_file_naming_tokens_that_are_not_special_is_said(tmp_path, notes):
+    """A template file writing ``<|im_start|>`` without the run defining it: one warning line
+    naming the token (a named template's are refused: tests/test_chat.py)."""
+    tpl = tmp_path / "chat.jinja"
+    tpl.write_text("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}")
+    out = tmp_path / "tok"
+    r = runner.invoke(app, ["train", str(notes), "--out", str(out), "--merges", "5", "--chat-template", str(tpl),
+                            "-s", "<|im_end|>", "-q"])
+    assert r.exit_code == 0, r.output
+    warned = [ln for ln in r.output.splitlines() if ln.startswith("toktok: warning:")]
+    assert len(warned) == 1 and "'<|im_start|>'" in warned[0] and "<|im_end|>'" not in warned[0], r.output
+    assert "--special-token" in warned[0]
+    r = runner.invoke(app, ["train", str(notes), "--out", str(tmp_path / "tok2"), "--merges", "5", "--chat-template",
+                            str(tpl), "-s", "<|im_end|>", "-s", "<|im_start|>", "-q"])
+    assert r.exit_code == 0 and "warning" not in r.output, r.output

@@ -254,7 +254,7 @@ def _plan(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: resum
     warnings += st.warnings
     chat = None
     if cfg.chat_template is not None:  # read and parsed now; a named one's specials must be the run's
-        chat = export.chat_text(cfg.chat_template, st.specials, cfg.name_of("chat_template"))
+        chat = export.chat_text(cfg.chat_template, st.specials, cfg.name_of("chat_template"), warnings)
     inputs = [(f.path, "a source") for srcs in plans for src in srcs for f in src.corpus.files if f.kind != "memory"]
     inputs += [(src.path, "a source") for ph in phases for src in ph.sources
                if src.kind != "memory" and os.path.isdir(os.path.expanduser(src.path))]

@@ -23,12 +23,13 @@ from __future__ import annotations
 import collections.abc
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from ..errors import ConfigError, InputError
+from ..errors import ConfigError, InputError, one_line
 from .read import Batch, Corpus, SourceFile, pack
 
 #: Rows per chunk when the size of a document is not known up front.
@@ -128,15 +129,32 @@ class _Data:
             # a slice at a time: the column is never converted whole
             self.read = lambda rows: (s.slice(i, rows).to_arrow() for i in range(0, s.len(), rows))
         elif cls == "LazyFrame":
-            self._column_of(obj.collect_schema().names())
+            with self._lazy_reading():
+                self._column_of(obj.collect_schema().names())
             if not hasattr(obj, "collect_batches"):
                 raise ConfigError(f"{self.name}: reading a LazyFrame in batches needs a newer polars "
                                   "(LazyFrame.collect_batches); pip install -U polars, or collect it first")
             query = obj.select(pl.col(self.column))
-            self.read = lambda rows: (df.to_series(0).to_arrow()
-                                      for df in query.collect_batches(chunk_size=rows, maintain_order=True))
+
+            def read(rows):
+                with self._lazy_reading():
+                    for df in query.collect_batches(chunk_size=rows, maintain_order=True):
+                        yield df.to_series(0).to_arrow()
+            self.read = read
         else:
             raise ConfigError(f"{self.name}: {self.what} is not a source; give a DataFrame, LazyFrame or Series")
+
+    @contextmanager
+    def _lazy_reading(self):
+        """A LazyFrame's query failing as it is read (a file it scans is missing, unreadable or
+        not Parquet): InputError naming the source and Polars' cause (which names the file)."""
+        import polars as pl
+
+        try:
+            yield
+        except (OSError, pl.exceptions.PolarsError) as e:
+            raise InputError(f"{self.name}: the LazyFrame cannot be read ({one_line(e, 200)}); check the files "
+                             "it scans") from None
 
     def _pandas(self, obj: Any, cls: str) -> None:
         if cls == "DataFrame":

@@ -10,6 +10,7 @@ Example: ``resolve("chatml", "--chat-template").specials == ("<|im_start|>", "<|
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,4 +128,26 @@ def check_specials(tpl: ChatTemplate, specials: list[str], where: str) -> None:
                           f"{'each' if many else 'it'} with --special-token (special_tokens: in a config)")
 
 
-__all__ = ["ChatTemplate", "NAMED", "CHATML", "LLAMA3", "resolve", "check_jinja", "check_specials"]
+#: What a chat template writes that reads as a special token: ``<|im_start|>``, ``<|eot_id|>``.
+_TOKEN_LIKE = re.compile(r"<\|[^\s|<>'\"]{1,64}\|>")
+
+
+def unknown_specials(tpl: ChatTemplate, specials: list[str], where: str) -> str | None:
+    """The warning for a template file that writes tokens spelled as special tokens
+    (``<|name|>``) the run does not define: the tokenizer would encode them as plain text, not as
+    the one id a model learns. A warning, not a refusal (a named template's are refused:
+    :func:`check_specials`), since a file may spell such text on purpose. None when there is none."""
+    if tpl.specials:
+        return None
+    unknown = list(dict.fromkeys(t for t in _TOKEN_LIKE.findall(tpl.text) if t not in specials))
+    if not unknown:
+        return None
+    many = len(unknown) > 1
+    listed = ", ".join(repr(t) for t in unknown[:4]) + (f" and {len(unknown) - 4} more" if len(unknown) > 4 else "")
+    return (f"{at(where, tpl.name)}: writes {listed}, which {'are' if many else 'is'} not a special token of the run "
+            f"(encoded as plain text); add {'each' if many else 'it'} with --special-token if the model is to "
+            "see one id")
+
+
+__all__ = ["ChatTemplate", "NAMED", "CHATML", "LLAMA3", "resolve", "check_jinja", "check_specials",
+           "unknown_specials"]

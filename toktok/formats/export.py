@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..added import added_flags
 from ..rundir import no_room, special_tokens_file
 from ..verify import HFSide, open_hf, worth_a_process
-from .chat import check_specials as check_chat_specials, resolve as chat_template
+from .chat import check_specials as check_chat_specials, resolve as chat_template, unknown_specials
 from .common import HF_FILE, write_atomic
 from .hf import write_hf
 from .specials import special_tokens_json
@@ -31,12 +31,16 @@ if TYPE_CHECKING:
 __all__ = ["Exported", "chat_text", "write"]
 
 
-def chat_text(given: str, specials: list[str], where: str) -> str:
+def chat_text(given: str, specials: list[str], where: str, warnings: list[str] | None = None) -> str:
     """The chat template ``given`` (a name or Jinja text) read and parsed, its specials checked
-    against the run's; its Jinja text for tokenizer_config.json. Example:
+    against the run's (a file's ``<|name|>`` tokens the run lacks: a line added to ``warnings``);
+    its Jinja text for tokenizer_config.json. Example:
     ``chat_text("chatml", ["<|im_start|>", "<|im_end|>"], "--chat-template")``."""
     tpl = chat_template(given, where)
     check_chat_specials(tpl, specials, where)
+    note = unknown_specials(tpl, specials, where)
+    if note is not None and warnings is not None:
+        warnings.append(note)
     return tpl.text
 
 

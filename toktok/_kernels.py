@@ -107,8 +107,14 @@ def _load_without_refresh(dispatcher):
     return dispatcher
 
 
+#: Whether Numba's cache failed to save a kernel in this process (``toktok.ahead`` then writes no marker).
+cache_failed = False
+
+
 def _cache_trouble(what: str, e: BaseException) -> None:
     """Numba's cache failing to load or save a kernel is said once, never the run's end."""
+    global cache_failed
+    cache_failed = cache_failed or what == "cannot write"
     prebuilt.say_once(f"{what} Numba's cache of the kernels ({getattr(e, 'strerror', None) or type(e).__name__}); "
                       "they are compiled in this run and not kept (free space in NUMBA_CACHE_DIR or "
                       "beside toktok to keep them)")

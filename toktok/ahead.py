@@ -213,8 +213,11 @@ def main(argv: list[str]) -> None:
         try:
             build(unit)
         except Exception:  # no C compiler, numba.pycc gone, a full disk: Numba's cache, as a run would fill it
-            if compile_unit(unit) < len(_entries(unit)):
-                continue  # not all of it cached (a full disk?): no marker, the next run tries again
+            compile_unit(unit)
+            from . import _kernels
+
+            if _kernels.cache_failed:
+                continue  # not cached (a full disk): no marker, the next run tries again
             try:
                 path(unit).parent.mkdir(mode=0o755, parents=True, exist_ok=True)
                 if untrusted(path(unit).parent) is None:

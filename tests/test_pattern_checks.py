@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 import toktok
 from toktok.cli import app
-from toktok.count.pretokenize import count_words
+from toktok.count.scan import count_words
 from toktok.errors import ConfigError
 from toktok.formats.hf import load_hf
 from toktok.pattern_checks import classes, uncovered
@@ -149,3 +149,18 @@ def test_vocab_size_too_small_names_no_hardcoded(tmp_path):
     assert "pass at least 1417, or --no-hardcoded" in line and "then at least 256" in line, line
     with pytest.raises(ConfigError, match=r"or hardcoded=False .*then at least 257\)"):
         toktok.train([str(FIXTURES / "notes.txt")], out=tmp_path / "p", vocab_size=1000, special_tokens=["<|e|>"])
+
+
+def test_oniguruma_giving_up_in_the_parity_check_is_a_parity_error(tmp_path):
+    """Belt and braces behind the probes: a panic of tokenizers while the parity check encodes
+    is a ParityError (one line), not a PanicException and its backtrace."""
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+
+    from toktok.errors import ParityError
+    from toktok.verify.hf_side import Local
+
+    tok = Tokenizer(models.BPE(vocab={"a": 0, "b": 1}, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"(?:a|a)+b|[\s\S]"), "isolated")
+    tok.save(str(tmp_path / "tokenizer.json"))
+    with pytest.raises(ParityError, match="retry-limit-in-match over"):
+        Local(tmp_path / "tokenizer.json").encode(["a" * 20_000])

@@ -422,14 +422,15 @@ CATALOGUE = [
     # the vocabulary's shape: --vocab-size instead of --merges, room for it, a multiple of the padding
     Case("vocab-size-and-merges", _opts("--merges", "10", "--vocab-size", "2048",
                                         needles=["--merges and --vocab-size"]), "pass one"),
-    Case("vocab-size-too-small", _opts("--vocab-size", "300", needles=["--vocab-size 300", "1,417 ids"]),
+    Case("vocab-size-too-small", _opts("--vocab-size", "300", needles=["--vocab-size 300", "1,417 ids",
+                                                                       "or --no-hardcoded", "then at least 256"]),
          "pass at least 1417"),
     Case("vocab-size-not-a-multiple", _opts("--vocab-size", "2050", "--pad-to-multiple-of", "128",
                                             needles=["--vocab-size 2050", "--pad-to-multiple-of 128"]), "e.g. 2176"),
     Case("vocab-size-huge", _opts("--vocab-size", "99999999999999999999999",
-                                  needles=["--vocab-size 99999999999999999999999", "16,777,216"]), "pass 16777216 or less"),
+                                  needles=["--vocab-size 99999999999999999999999", "262,144"]), "pass 262144 or less"),
     Case("pad-huge", _opts("--pad-to-multiple-of", str(10**20), needles=["--pad-to-multiple-of 1000"]),
-         "pass 16777216 or less"),
+         "pass 262144 or less"),
     Case("max-token-length-one", _opts("--max-token-length", "1", needles=["--max-token-length 1"]), "pass 2 or more"),
     Case("min-frequency-zero", _opts("--min-frequency", "0", needles=["--min-frequency 0"]), "pass 1 or more"),
     Case("phase-merges-and-vocab-size", _cfg(PHASE.replace("merges: 5", "merges: 5\n    vocab_size: 2048"),
@@ -487,6 +488,10 @@ CATALOGUE = [
     Case("pattern-not-a-regex", _opts("--pattern", "(", needles=["--pattern '('", "cannot compile"]), "fix the regex"),
     Case("pattern-leaves-text-unmatched", _opts("--pattern", r"\p{L}+", needles=["text left unmatched"]),
          "end the pattern with a catch-all"),
+    Case("pattern-leaves-a-script-in-no-piece", _opts("--pattern", r"[^\s\p{N}\p{Georgian}]+|\p{N}+|\s+", needles=[
+        "text left unmatched", "U+10A0", "GEORGIAN"]), "end the pattern with a catch-all"),
+    Case("pattern-backtracks-on-a-long-run", _opts("--pattern", r"(?:a+)+b|\p{L}+|\s+|[^\s\p{L}]+", needles=[
+        "a long run", "20,000 x 'a'"]), "avoid a repetition inside a repetition"),
     Case("pattern-disagrees-with-the-warm-start-base", _qwen2_base, "leave the pattern out"),
     # config with unknown keys (named by location) or wrong types
     Case("config-unknown-key", _cfg(PHASE.replace("path:", "paht:"), ["phases[0].sources[0]", "'paht'"]), "(known: "),

@@ -32,10 +32,11 @@ _UNITS = {
 }
 #: the largest ``--budget`` (1 EiB): beyond any machine
 _MOST_BYTES = 1 << 60
-#: The most ids ``--vocab-size`` and ``--pad-to-multiple-of`` may ask for (16,777,216, 64x the
-#: largest vocabularies in use): what the corpus does not fill becomes reserved special tokens,
-#: one string each, so 10**20 ids would never finish.
-MOST_IDS = 1 << 24
+#: The most ids ``--vocab-size`` and ``--pad-to-multiple-of`` may ask for (262,144, the largest
+#: vocabularies in use): what the corpus does not fill becomes reserved special tokens, which cost
+#: ~12 KB each at the export and the parity check (tiktoken's and HF's loads of them): 1,048,576
+#: of them peaked at 12 GB, 16,777,216 would take ~200 GB.
+MOST_IDS = 1 << 18
 
 
 def parse_size(text: str | int) -> int:

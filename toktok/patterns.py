@@ -98,8 +98,11 @@ class Pattern:
         return cls.from_dict(d) if isinstance(d, dict) else resolve(value)
 
     def findall(self, text: str) -> list[str]:
-        """The pieces of ``text``, as the ``regex`` package splits it (tiktoken's split)."""
-        return _compiled(self.regex).findall(text)
+        """The pieces of ``text``, as the ``regex`` package splits it (tiktoken's split): whole
+        matches, as tiktoken and HF take them (``findall`` would give a regex's groups).
+        Example: ``Pattern("custom", r"(a)b|[^a]", "").findall("abc") == ["ab", "c"]``."""
+        rx = _compiled(self.regex)
+        return rx.findall(text) if rx.groups == 0 else [m.group() for m in rx.finditer(text)]
 
     def one_piece(self, text: str) -> bool:
         """Whether ``text`` is one piece of this pattern. Example: ``not NAMED["qwen2"].one_piece("12")``."""
@@ -196,6 +199,7 @@ class _Reader:
         self.atom: int | None = None  # index in parts where the last atom starts
         self.names: list[str] = []
         self.literals: set[str] = set()
+        self.atoms: list[str] = []  # each one-character atom as written: literals, escapes, classes
         self.forms: tuple[str, str] = ("", "")  # what read() returns
 
     def read(self) -> tuple[str, str]:
@@ -224,6 +228,7 @@ class _Reader:
                 self.i += 1
             else:
                 self.literals.add(c)
+                self.atoms.append(c)
                 self._emit(c, c)
                 self.i += 1
         return "".join(p[0] for p in self.parts), "".join(p[1] for p in self.parts)
@@ -265,6 +270,8 @@ class _Reader:
         self.i = end
         if not in_class:
             self._emit(s[i:end], s[i:end])
+            if e not in "bBAz":
+                self.atoms.append(s[i:end])
         return s[i:end]
 
     def _property(self, i: int) -> int:
@@ -302,6 +309,7 @@ class _Reader:
             elif c == "]":
                 self.i = j + 1
                 self._emit(s[start:j + 1], s[start:j + 1])
+                self.atoms.append(s[start:j + 1])
                 return
             else:
                 self.literals.add(c)
@@ -547,6 +555,27 @@ def _compile_error(p: Pattern, names: list[str]) -> _Refused | None:
     return None
 
 
+def _limits(p: Pattern, atoms: list[str]) -> _Refused | None:
+    """What the probe strings cannot show (:mod:`toktok.pattern_checks`): an empty match or a
+    code point left in no piece, decided over every code point; an engine that backtracks
+    without end (or fails) on a long run of one kind of character."""
+    from . import pattern_checks
+
+    found = pattern_checks.classes(atoms, fold="(?i" in p.regex, word=bool(re.search(r"\\[bB]", p.regex)))
+    gap = pattern_checks.uncovered(p.regex, found)
+    if gap is not None and gap.startswith("empty "):
+        return _Refused("an empty match", f"it matches the empty string ({gap[6:]}), which tiktoken's engine and "
+                                          "HF's split differently; make every alternative match at least one character")
+    if gap is not None:
+        return _Refused("text left unmatched", f"{gap}: tiktoken drops such text and HF keeps it; end the pattern "
+                                               "with a catch-all such as |\\s+|[^\\s]+")
+    slow = pattern_checks.too_slow(p.regex, p.hf, found)
+    if slow is not None:
+        return _Refused("a long run", f"{slow}; avoid a repetition inside a repetition such as (a+)+ or (\\w+\\s?)+, "
+                                      "or make it atomic: (?>...)")
+    return None
+
+
 #: Custom patterns that passed the check, by their HF form: a tokenizer.json written with one is
 #: read back as that very pattern (its tiktoken form included).
 _BY_HF: dict[str, Pattern] = {}
@@ -573,7 +602,7 @@ def _checked(text: str, keep: bool) -> Pattern | _Refused:
         if regex_form == p.regex:
             return p
     p = Pattern("custom", regex_form, hf_form)
-    refused = _compile_error(p, reader.names) or _probe(p, reader.literals)
+    refused = _compile_error(p, reader.names) or _limits(p, reader.atoms) or _probe(p, reader.literals)
     if refused is None:
         _BY_HF.setdefault(p.hf, p)
     return refused or p

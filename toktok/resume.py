@@ -374,8 +374,15 @@ def _check_same_run(store: RunStore, cfg: RunSpec) -> None:
     old = json.loads(stored)
     for k in IDENTITY:
         if old.get(k) != now.get(k):
-            raise ConfigError(f"--resume: {k} was {old.get(k)!r} in the interrupted run and is {now.get(k)!r} now; "
-                              "pass the same options (or start over with --force)")
+            raise ConfigError(f"--resume: {k} was {_typed(old.get(k))} in the interrupted run and is {_typed(now.get(k))} "
+                              "now; pass the same options (or start over with --force)")
+
+
+def _typed(value) -> str:
+    """A recorded option as typed: a str in quotes with its backslashes single (a regex), else its repr."""
+    from .patterns import _shown
+
+    return _shown(value, 80) if isinstance(value, str) else repr(value)
 
 
 def fingerprint(sources: list[Source]) -> list[list]:

@@ -76,8 +76,21 @@ def _check_sizes(cfg: RunSpec, phases: list[PhaseConfig], vocab: Vocab) -> None:
             before = (f"; the phases before it reach up to {most:,}" if most > start else "")
             raise ConfigError(f"{at(where, str(ph.vocab_size))} is less than the {start:,} ids the run starts with "
                               f"({len(vocab.tokens):,} tokens + {len(vocab.specials)} special){before}; pass at "
-                              f"least {most}")
+                              f"least {most}{_without_hardcoded(cfg, vocab, most - start)}")
         most = ph.vocab_size
+
+
+def _without_hardcoded(cfg: RunSpec, vocab: Vocab, added: int) -> str:
+    """The other way out when the hardcoded tokens fill the ids (a run from scratch):
+    ``--no-hardcoded`` (as the size was given: flag, YAML key or keyword), and the least
+    ``vocab_size`` it allows (the 256 bytes, the specials, what the phases before add)."""
+    hard = len(vocab.tokens) - 256
+    if not cfg.use_hardcoded or cfg.warm_start or hard <= 0:
+        return ""
+    given = cfg.name_of("vocab_size")
+    flag = "--no-hardcoded" if given.startswith("-") else "hardcoded: false" if given.endswith(":") else "hardcoded=False"
+    return (f", or {flag} to start without the {hard:,} hardcoded tokens (then at least "
+            f"{256 + len(vocab.specials) + added})")
 
 
 def _vocab_size_key(cfg: RunSpec, k: int) -> str:

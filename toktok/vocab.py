@@ -137,10 +137,10 @@ class Vocab:
                     f"special token {s!r} holds {odd[0]!r} (U+{ord(odd[0]):04X}), which HF's byte-level "
                     "decoder cannot round-trip; use ASCII or characters above U+0143"
                 )
-        for s in everything:
-            for o in everything:
-                if s != o and o.startswith(s):
-                    raise VocabError(
-                        f"special token {s!r} is a prefix of {o!r}; tiktoken and HF would cut "
-                        "text differently, so give tokens where none starts another"
-                    )
+        # one starts another iff it starts the next in sorted order (what sorts between a string
+        # and one it starts, starts with it too): linear after the sort, not all pairs
+        ordered = sorted(set(everything))
+        for s, o in zip(ordered, ordered[1:]):
+            if o.startswith(s):
+                raise VocabError(f"special token {s!r} is a prefix of {o!r}; tiktoken and HF would cut "
+                                 "text differently, so give tokens where none starts another")

@@ -28,7 +28,7 @@ from .formats.hf import bytelevel_to_token, components, split_pattern, write_hf
 from .formats.specials import resolve_specials, special_tokens_json
 from .formats.tiktoken import encoding_pattern, read_tiktoken_ranks, recorded_pattern, write_tiktoken
 from .options import at
-from .patterns import DEFAULT, Pattern, same
+from .patterns import DEFAULT, Pattern, _shown, same
 from .rundir import special_tokens_file
 from .vocab import Vocab, hardcoded_tokens
 
@@ -474,8 +474,9 @@ def _warm_pattern(cfg: RunSpec, base: Base) -> Pattern:
     if own is None or given is None:
         return own or given or DEFAULT
     if not same(own, given):
-        shown = cfg.written.get("pattern") or given.label()
-        raise ConfigError(f"{at(cfg.name_of('pattern'), repr(shown) if not given.named else shown)}: the warm-start "
+        text = cfg.written.get("pattern")
+        shown = given.name if given.named else _shown(text) if text else given.label()  # as typed, not repr'd
+        raise ConfigError(f"{at(cfg.name_of('pattern'), shown)}: the warm-start "
                           f"base {base.path.name} splits text with {own.label(40)}, and a warm start keeps its "
                           f"base's pattern; leave the pattern out (or give {own.name if own.named else 'the same regex'})")
     return own

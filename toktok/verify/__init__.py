@@ -83,14 +83,75 @@ DEFAULT_TEXTS: list[str] = [
 ]
 
 
+#: Special tokens that each get their own texts (:func:`special_texts`); beyond them, a seeded
+#: sample of this many does, and every one of them is checked in a few long texts.
+SPECIAL_TEXTS_EACH = 256
+#: Special tokens per long text that holds each of them once (a run with many reserved tokens).
+SPECIALS_PER_TEXT = 4096
+
+
 def special_texts(specials: Iterable[str]) -> list[str]:
-    """Texts that put each special token inside, around and next to ordinary text.
+    """Texts that put each special token inside, around and next to ordinary text. Beyond
+    :data:`SPECIAL_TEXTS_EACH` special tokens (a vocabulary padded with reserved ones), those
+    texts for a seeded sample of that many, and every special token in context in texts of
+    :data:`SPECIALS_PER_TEXT` each: linear in the number of special tokens, whatever it is.
 
     Example: ``special_texts(["<|endoftext|>"])[0] == "a<|endoftext|>b"``.
     """
+    every = sorted(specials)
+    some = every if len(every) <= SPECIAL_TEXTS_EACH else sorted(random.Random(0).sample(every, SPECIAL_TEXTS_EACH))
     out: list[str] = []
-    for s in sorted(specials):
+    for s in some:
         out += [f"a{s}b", s, f"{s}{s}", f"Hello world{s}\n\n{s} next document", f" {s} ", f"1{s}23"]
+    if len(some) < len(every):
+        out += ["".join(f"a{s} 1{s}" for s in every[i:i + SPECIALS_PER_TEXT])
+                for i in range(0, len(every), SPECIALS_PER_TEXT)]
+    return out
+
+
+class _Specials:
+    """Which special tokens a text holds, found without a regex of all of them (tiktoken turns
+    ``allowed_special="all"`` into a set of every special token at each call, ~0.3 s with
+    131,072 of them): by each length at each place where a special token's first character is."""
+
+    def __init__(self, specials: Iterable[str]) -> None:
+        import regex
+
+        by_len: dict[int, set[str]] = {}
+        for s in specials:
+            by_len.setdefault(len(s), set()).add(s)
+        self.by_len = sorted(by_len.items())
+        firsts = {s[0] for _, group in self.by_len for s in group}
+        self.starts = regex.compile("[" + "".join(regex.escape(c) for c in sorted(firsts)) + "]") if firsts else None
+
+    def of(self, text: str) -> set[str]:
+        """The special tokens that occur in ``text``."""
+        found: set[str] = set()
+        if self.starts is None:
+            return found
+        for m in self.starts.finditer(text):
+            i = m.start()
+            for n, group in self.by_len:
+                if text[i:i + n] in group:
+                    found.add(text[i:i + n])
+        return found
+
+
+def encode_all(enc, texts: list[str], finder: _Specials | None = None) -> list[list[int]]:
+    """``enc.encode_batch(texts, allowed_special="all")``, the same ids at a cost that does not
+    grow with the number of special tokens: each text with the special tokens it holds allowed
+    (none: ``encode_ordinary``). Example: ``encode_all(enc, ["a<|endoftext|>"])[0][-1] == enc.eot_token``."""
+    finder = finder or _Specials(enc.special_tokens_set)
+    out: list[list[int] | None] = [None] * len(texts)
+    plain = []
+    for k, t in enumerate(texts):
+        held = finder.of(t)
+        if held:
+            out[k] = enc.encode(t, allowed_special=held, disallowed_special=())
+        else:
+            plain.append(k)
+    for k, ids in zip(plain, enc.encode_ordinary_batch([texts[k] for k in plain])):
+        out[k] = ids
     return out
 
 
@@ -266,6 +327,7 @@ def _compare(where: Path, enc, hf: HFSide, texts: Iterable[str] | None, slices: 
     # the added tokens when their flags make it cut otherwise (toktok.added)
     added = hf.flags()
     like_hf = needs_split(added)
+    finder = None if like_hf else _Specials(enc.special_tokens_set)
     strings = tokens = 0
     if progress is not None:
         progress(0, len(stream))
@@ -283,7 +345,7 @@ def _compare(where: Path, enc, hf: HFSide, texts: Iterable[str] | None, slices: 
         if like_hf:
             tt_all = [encode_like_hf(enc, t, added) for t in batch]
         else:
-            tt_all = enc.encode_batch(batch, allowed_special="all")
+            tt_all = encode_all(enc, batch, finder)
         hf_all, hf_text = hf.encode(batch)
         for t, a, b, back in zip(batch, tt_all, hf_all, hf_text):
             want = text_like_hf(t, added) if like_hf else t
@@ -304,6 +366,19 @@ def _compare(where: Path, enc, hf: HFSide, texts: Iterable[str] | None, slices: 
         if progress is not None:
             progress(strings, len(stream))
     return VerifyReport(strings=strings, tokens=tokens)
+
+
+def pattern_advice(e: ParityError, pattern) -> ParityError:
+    """A parity failure under a user's regex: the regex is what tiktoken and HF read differently
+    (the named patterns are proven alike), and ``--resume`` refuses a changed pattern, so the
+    advice is a new pattern and a fresh start (nothing is kept for ``--resume``). Others as they are.
+    Example: ``pattern_advice(ParityError("ids differ"), check(r"\\p{L}+|[\\s\\S]")).start_over``."""
+    if pattern is None or pattern.named or not e.args:
+        return e
+    e.args = (f"{e.args[0]}; the cause is the pattern's regex, which tiktoken and HF split differently here: "
+              "change it (or use a named pattern) and train again; --resume keeps the pattern", *e.args[1:])
+    e.start_over = True  # (toktok.resume.start_over: what the run kept is of no use with another pattern)
+    return e
 
 
 def start(folder: Path, tokens: int, *, budgeted: bool = False) -> HFSide | None:
@@ -342,6 +417,9 @@ def check(folder: Path, vocab: Vocab, texts: list[str], *, hf: HFSide, pattern=N
     folder = Path(folder)
     tt = folder_and_tiktoken(folder)[1]
     specials = None if special_tokens_file(tt).is_file() else vocab.special_ids()
-    rep = verify(folder, texts, slices=slices, special_tokens=specials, seed=seed, hf=hf, pattern=pattern,
-                 written=written, progress=(lambda done, total: report("verify", done, total)) if report else None)
+    try:
+        rep = verify(folder, texts, slices=slices, special_tokens=specials, seed=seed, hf=hf, pattern=pattern,
+                     written=written, progress=(lambda done, total: report("verify", done, total)) if report else None)
+    except ParityError as e:
+        raise pattern_advice(e, pattern) from None
     return dataclasses.replace(rep, hf_tokenizers=hf.where)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Union
 
 from ..alloc import give_back_heap
-from ..errors import ToktokError
+from ..errors import ParityError, ToktokError
 from ..formats.hf import bytelevel_to_token, load_hf
 
 #: Tokens from which a tokenizer.json loads in a second process by default: below, loading it
@@ -152,8 +152,16 @@ class Local:
 
 
 def _encode(tok, texts: list[str]) -> tuple[list[list[int]], list[str]]:
-    """Each text's ids by ``tok`` (no special tokens added) and those ids decoded back (specials kept)."""
-    ids = [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
+    """Each text's ids by ``tok`` (no special tokens added) and those ids decoded back (specials
+    kept). tokenizers panics where Oniguruma gives up on a text (``retry-limit-in-match over``):
+    a ParityError then, not the panic."""
+    try:
+        ids = [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
+    except BaseException as e:
+        if type(e).__name__ != "PanicException":
+            raise
+        raise ParityError(f"HF tokenizers gave up splitting a text ({' '.join(str(e).split())[:100]}); its "
+                          "pattern backtracks too much there") from None
     return ids, tok.decode_batch(ids, skip_special_tokens=False)
 
 

@@ -34,8 +34,9 @@ test-slow: dev $(AZURITE)
 bench: $(BIN)/python
 	$(BIN)/pip install -q -e '.[bench]' -c constraints.txt
 	$(BIN)/python bench/run.py
-	$(BIN)/python bench/run.py --slice-mb 100 --only toktok,hf,rustbpe,bpeasy
+	$(BIN)/python bench/run.py --slice-mb 100 --only toktok,hf,rustbpe,bpeasy,ffbpe
 	$(BIN)/python bench/fixed_costs.py
+	$(BIN)/python bench/report.py --write
 
 # pin what a working dev venv holds (dev, ray and bench extras) for the next fresh install
 lock: dev

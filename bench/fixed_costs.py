@@ -32,6 +32,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import history  # noqa: E402
 from run import REPO, run_measured  # noqa: E402
 
 DEMO_DATA = REPO / "data_fixtures"
@@ -163,9 +164,11 @@ def main() -> None:
     ap.add_argument("--only", metavar="ROWS", help="these rows only, comma-separated (help, train_help, one, "
                     "one_hf, demo_warm, demo_hf, demo_cold)")
     ap.add_argument("--json", metavar="OUT", help="also write the figures to this JSON file")
+    history.options(ap)
     a = ap.parse_args()
     res = measure(a.repeat, a.only.split(",") if a.only else None)
     report(res)
+    history.record(a, "fixed_costs", res, load=res["load_start"])
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
-"""Benchmark: toktok vs Hugging Face ``tokenizers``, ``rustbpe`` and ``bpeasy`` on the same Parquet files.
+"""Benchmark: toktok vs Hugging Face ``tokenizers``, ``rustbpe``, ``bpeasy`` and ``ffbpe`` on the same Parquet files.
 
     python bench/run.py [--data GLOB...] [--vocab 32768 131072] [--repeat 3] [--count-runs 7]
-                        [--only toktok,hf,rustbpe,bpeasy,count,cold] [--threads N] [--json OUT]
+                        [--only toktok,hf,rustbpe,bpeasy,ffbpe,count,cold] [--threads N] [--json OUT]
                         [--slice-mb 100]
                         [--patterns cl100k,o200k,gpt2,qwen2,custom]
 
@@ -10,7 +10,7 @@ Every trainer runs in its own subprocess (``bench/run.py --worker NAME ...``) so
 trainer's allocator state, thread pools and page-cache habits never leak into another's figures.
 The parent measures wall time and samples the RSS of the worker's whole process tree every 50 ms;
 the worker reports what only it can see (toktok's stage times, vocabulary size, the tokens) in a
-JSON file. All three trainers learn a byte-level BPE with the GPT-4 pre-tokenizer pattern
+JSON file. All the trainers learn a byte-level BPE with the GPT-4 pre-tokenizer pattern
 (``toktok.vocab.PATTERN``) up to the same vocabulary size: 256 byte tokens + ``vocab - 256``
 merges, no special tokens. See bench/README.md for how to read the output.
 """
@@ -33,11 +33,15 @@ import time
 import traceback
 from pathlib import Path
 
+import history
+
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = str(REPO.parent / "shared" / "corpus" / "*.parquet")
 TEXT_COLUMN = "text"
-TRAINERS = ("toktok", "hf", "rustbpe", "bpeasy")
-PEERS = ("rustbpe", "bpeasy", "hf")
+TRAINERS = ("toktok", "hf", "rustbpe", "bpeasy", "ffbpe")
+PEERS = ("rustbpe", "bpeasy", "ffbpe", "hf")
+#: The peers installed from PyPI by the bench extra, reported "unavailable" where missing.
+OPTIONAL = ("rustbpe", "bpeasy", "ffbpe")
 # bpeasy's longest token (it requires one); toktok and the other peers have none.
 BPEASY_MAX_TOKEN = 1024
 JOBS = TRAINERS + ("count", "cold")
@@ -175,6 +179,24 @@ def work_bpeasy(files: list[str], vocab: int, threads: int, scratch: str) -> dic
             "tokens": [bytes(t).hex() for t in ranks]}
 
 
+def work_ffbpe(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
+    """ffbpe: its pre-tokenizer's word counter over the documents (the same generator as the other
+    peers), then its trainer from the 256 bytes, no special tokens."""
+    from toktok.vocab import PATTERN
+
+    ffbpe, ver = _peer("ffbpe")
+    t0 = time.perf_counter()
+    counter = ffbpe.PreTokenizer([], pat_str=PATTERN).word_counter()
+    counter.add_source(iter_texts(files))
+    trainer = ffbpe.BpeTrainer([])
+    trainer.add_word_counter(counter)
+    trainer.train(vocab)
+    train_s = time.perf_counter() - t0
+    tokens = [bytes(t).hex() for t in trainer.vocab]
+    return {"vocab_size": trainer.vocab_size, "merges": trainer.vocab_size - 256, "train_s": train_s,
+            "version": ver, "tokens": tokens}
+
+
 def slice_corpus(files: list[str], mb: int, scratch: str) -> list[str]:
     """The first rows of each file, each file's share of ``mb`` MB of text in proportion to its
     own (the same mix of sources as the whole), as Parquet files in ``scratch``."""
@@ -263,8 +285,8 @@ def work_warmup(files: list[str], vocab: int, threads: int, scratch: str) -> dic
     return {}
 
 
-WORKERS = {"toktok": work_toktok, "hf": work_hf, "rustbpe": work_rustbpe, "bpeasy": work_bpeasy, "count": work_count,
-           "warmup": work_warmup}
+WORKERS = {"toktok": work_toktok, "hf": work_hf, "rustbpe": work_rustbpe, "bpeasy": work_bpeasy, "ffbpe": work_ffbpe,
+           "count": work_count, "warmup": work_warmup}
 
 
 def worker_main(a: argparse.Namespace) -> None:
@@ -593,7 +615,8 @@ def compare(res: dict) -> dict:
     # Shared tokens: a cheap sanity check that the trainers were set up alike (a wrong pattern or
     # alphabet shows up as a low overlap); exact equality is not expected (tie-breaking differs).
     ok = {n: set(r["tokens"]) for n, r in res.items() if r.get("status") == "ok"}
-    for x, y in (("toktok", "hf"), ("toktok", "rustbpe"), ("toktok", "bpeasy"), ("hf", "rustbpe")):
+    for x, y in (("toktok", "hf"), ("toktok", "rustbpe"), ("toktok", "bpeasy"), ("toktok", "ffbpe"), ("hf", "rustbpe"),
+                 ("hf", "ffbpe")):
         if x in ok and y in ok:
             common = len(ok[x] & ok[y])
             size = max(len(ok[x]), len(ok[y]))
@@ -604,7 +627,7 @@ def compare(res: dict) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description="Train toktok, HF tokenizers and rustbpe on the same data and compare.")
+    ap = argparse.ArgumentParser(description="Train toktok, HF tokenizers, rustbpe, bpeasy and ffbpe on the same data and compare.")
     ap.add_argument("--data", nargs="+", default=[DEFAULT_DATA], metavar="GLOB",
                     help=f"Parquet files or globs with a '{TEXT_COLUMN}' column (default: {DEFAULT_DATA})")
     ap.add_argument("--vocab", type=int, nargs="+", default=[32768, 131072],
@@ -622,6 +645,7 @@ def main() -> None:
                     help=f"with count: the patterns counted on all cores, one row each (default {','.join(PATTERNS)}; "
                          "'' for none)")
     ap.add_argument("--json", metavar="OUT", help="also write the figures to this JSON file")
+    history.options(ap)
     ap.add_argument("--slice-mb", type=int, default=0, metavar="MB",
                     help="train on the first MB megabytes of text of the data, each file's share in proportion "
                          "(the same mix); 0 = all of it")
@@ -688,7 +712,7 @@ def main() -> None:
                 for name in TRAINERS:
                     if name not in only:
                         continue
-                    if name in ("rustbpe", "bpeasy") and importlib.util.find_spec(name) is None:
+                    if name in OPTIONAL and importlib.util.find_spec(name) is None:
                         runs[name] = [{"status": "unavailable", "error": f"{name} is not installed "
                                        f"(pip install {name}, or make bench)"}]
                         continue
@@ -739,6 +763,9 @@ def main() -> None:
         shutil.rmtree(scratch, ignore_errors=True)
 
     report(fig)
+    if not a.label:  # e.g. 2026-12-06-100mb for a slice
+        a.label = time.strftime("%Y-%m-%d", time.gmtime()) + (f"-{a.slice_mb}mb" if a.slice_mb else "-run")
+    history.record(a, "run", fig, load=fig["machine"]["load_start"])
     if a.json:
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)
         Path(a.json).write_text(json.dumps(fig, indent=2) + "\n")

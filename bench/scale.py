@@ -37,6 +37,8 @@ sys.path.insert(0, str(ROOT))
 
 from toktok.config import parse_size  # noqa: E402
 
+import history  # noqa: E402  (bench/, the script's folder)
+
 #: Counting throughput of bench/run.py on ../shared/corpus (docs/performance.md), MB/s of text.
 COUNT_MB_S_REFERENCE = {"1 thread": 86, "2 threads": 115}
 TB = 10**12
@@ -192,11 +194,13 @@ def main() -> None:
     ap.add_argument("--sampling", metavar="GLOB", help="only time the sampling pass over these Parquet files")
     ap.add_argument("--repeat", type=int, default=3, help="--sampling: runs (the best is kept)")
     ap.add_argument("--json", help="write the figures here")
+    history.options(ap)
     args = ap.parse_args()
     budget = parse_size(args.budget)
 
     if args.sampling:
         fig = sampling_bench(args.sampling, args.repeat, capacity=int(budget * 0.05))
+        history.record(args, "scale_sampling", fig)
         if args.json:
             Path(args.json).write_text(json.dumps(fig, indent=1))
         return
@@ -292,6 +296,7 @@ def main() -> None:
                   f"({hf['peak_rss'] / budget:.2f}x the budget)")
             if not hf["timed_out"] and hf["exit"] != 0:
                 print(hf["tail"])
+        history.record(args, "scale", figures)
         if args.json:
             Path(args.json).write_text(json.dumps(figures, indent=1))
     finally:

@@ -513,7 +513,7 @@ def test_a_fifo_in_the_sources_never_blocks_train_or_eval(tmp_path, trained):
 def test_a_one_document_run_never_loads_polars_or_numba(tmp_path):
     # Polars is the count engine's own where it samples, sums checkpoints or counts a custom
     # regex; a run whose text the reference counts whole never needs it: ~40 MB and ~0.07 s
-    # of a one-document run (bench/floor.py), the kernels built ahead or not
+    # of a one-document run (bench/probes/floor.py), the kernels built ahead or not
     one = tmp_path / "one.txt"
     one.write_text("The quick brown fox jumps over the lazy dog, and the dog sleeps.\n")
     code = f"""if True:

@@ -91,3 +91,50 @@ def test_the_checks_see_what_they_check():
     assert "toktok/pipeline.py" in MAP_ITEM.findall(_module_map())
     assert "docs/errors.md" in _links(ROOT / "README.md")
     assert "why-the-merge-loop-is-not-sql" in _anchors(ROOT / "docs" / "design.md")
+
+
+# --- (d) the bench's tables: what bench/report.py prints from bench/history.jsonl ----------------
+
+def _report():
+    """``bench/report.py`` as a module (bench/ is scripts, not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_report", ROOT / "bench" / "report.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("page", ["docs/performance.md", "README.md"])
+def test_the_bench_tables_are_what_bench_report_prints(page):
+    report = _report()
+    text = (ROOT / page).read_text(encoding="utf-8")
+    sections = [m.group(2) for m in report.MARK.finditer(text)]
+    assert sections, f"{page} quotes no table of bench/report.py"
+    if page == "docs/performance.md":
+        assert sorted(sections) == sorted(report.SECTIONS), "docs/performance.md quotes every table once"
+    stale = [name for m, name in zip(report.MARK.finditer(text), sections)
+             if m.group(3) != report.section(name)]
+    assert not stale, f"{page}: the tables {stale} differ from bench/report.py's; run `python bench/report.py --write`"
+
+
+def test_the_performance_page_and_the_bench_folder_stay_small():
+    lines = len((ROOT / "docs" / "performance.md").read_text(encoding="utf-8").splitlines())
+    assert lines <= 200, f"docs/performance.md has {lines} lines (at most 200): dated runs go to bench/history.jsonl"
+    top = sorted(p.name for p in (ROOT / "bench").iterdir() if p.is_file())
+    assert len(top) <= 12, f"bench/ holds {len(top)} files at its top level (at most 12): {top}"
+    assert not [n for n in top if n.startswith("results-")], "a run's figures go to bench/history.jsonl"
+
+
+def test_every_run_in_the_bench_history_says_when_where_and_what():
+    import json
+
+    lines = (ROOT / "bench" / "history.jsonl").read_text(encoding="utf-8").splitlines()
+    runs = [json.loads(line) for line in lines]
+    keys = {"date", "commit", "load", "machine", "bench", "args", "label", "figures"}
+    assert all(keys <= set(r) for r in runs), "a line lacks one of " + ", ".join(sorted(keys))
+    measured = [r for r in runs if r["bench"] != "notes"]
+    assert {"run", "fixed_costs", "scale"} <= {r["bench"] for r in measured}
+    assert all(r["figures"] and r["date"] for r in measured)
+    # (the runs appended by the scripts name the commit they measured)
+    assert all(r["commit"] or r.get("recorded_in") for r in measured)

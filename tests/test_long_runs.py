@@ -4,7 +4,7 @@ as scraped text holds them: training stays fast and exact, and the tokenizer kee
 A 1 MB run is one pre-token; its merges grow tokens of 2^k bytes. Each run here goes through the
 real CLI (count, merge, export, verify, insight), then tiktoken, tokenizers and transformers load
 the output and must give the same ids on the run and on runs of other lengths. Seconds are measured
-in ``bench/long_runs.py``, not here.
+in ``bench/probes/long_runs.py``, not here.
 """
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def _parity_ok(out: Path) -> bool:
                                   pytest.param("equals", marks=pytest.mark.slow),
                                   pytest.param("base64", marks=pytest.mark.slow)])
 def test_a_1mb_line_in_a_small_corpus(tmp_path, kind):
-    """notes.txt plus one 1 MB line: the run finishes (in seconds: see bench/long_runs.py), its
+    """notes.txt plus one 1 MB line: the run finishes (in seconds: see bench/probes/long_runs.py), its
     long tokens are runs of 2^k characters, and the three libraries agree on the line."""
     line = LINES[kind]
     src = tmp_path / "corpus.txt"

@@ -8,7 +8,7 @@ the entry point down: ``learn`` (``learn_merges``, ``MergeResult``, ``Tuning``),
 (a small run's loop in Python: ``small_enough``), ``loop`` (the compiled
 loop), ``heap`` (the lazy max-heap and the tie-break), ``table`` (pair table and position
 lists), ``layout`` (the position array), ``tokens`` (token bytes and their hash table). Where
-the time and memory go, and what was tried: ``bench/merge_only.py`` and the performance docs.
+the time and memory go, and what was tried: ``bench/probes/merge_only.py`` and the performance docs.
 
 Example: ``from toktok.merge import learn_merges``.
 """

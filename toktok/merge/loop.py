@@ -117,7 +117,7 @@ def _merge_round(P, ek, ev, tb, T, pool, head, ln, s0, a, b, t, stamp, l_stamp, 
         ty = np.int64(P[y, _TC]) & tmask
         # The left and right blocks mirror each other and stay written out twice: one helper for
         # both (as `internal`, or LLVM-inlined as `inlined`) made the loop 2.5-4x slower in CPU
-        # (bench/merge_only.py, 32,512 merges, runs alternated: 0.8-1.5 s vs 3.4-4.5 s).
+        # (bench/probes/merge_only.py, 32,512 merges, runs alternated: 0.8-1.5 s vs 3.4-4.5 s).
         if tx != wall:
             if l_stamp[tx] != stamp:
                 l_stamp[tx] = stamp

@@ -1,7 +1,7 @@
 """The same Parquet files over loopback S3 and on local disk: read throughput per layer, and
 ``toktok train`` end to end.
 
-    python bench/remote.py [--data GLOB...] [--copies N] [--merges 2000] [--repeat 3] [--json OUT]
+    python bench/probes/remote.py [--data GLOB...] [--copies N] [--merges 2000] [--repeat 3] [--json OUT]
 
 Starts moto's S3 server (a subprocess on 127.0.0.1, as tests/test_remote.py does) and uploads the
 files to it (``--copies N``: each file N times, on disk and in the store). Then, each measurement in a fresh subprocess, one after the other (``--repeat``
@@ -39,7 +39,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the history
+import history  # noqa: E402
 sys.path.insert(0, str(ROOT))
 OUTPUTS = ("tokenizer.tiktoken", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 KEY, SECRET, REGION = "bench", "bench-secret", "us-east-1"
@@ -175,6 +177,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--copies", type=int, default=1, help="use each file this many times (copies on disk and in the store)")
     ap.add_argument("--json", default=None)
+    history.options(ap)
     ap.add_argument("--stores", default="gs,az,https,hf", help="the other stores to read from ('' for none)")
     ap.add_argument("--worker", nargs="+", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -242,6 +245,7 @@ def main() -> None:
         proc.terminate()
         proc.wait(10)
         tmp.cleanup()
+    history.record(a, "remote", results)
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1))
 

@@ -1,6 +1,6 @@
 """Time training on long runs of one character (issue 13: a 1 MB line of 'a' took minutes).
 
-    python bench/long_runs.py [--mb 1] [--merges 3000] [--only a,dash,equals,spaces,base64,mix]
+    python bench/probes/long_runs.py [--mb 1] [--merges 3000] [--only a,dash,equals,spaces,base64,mix]
 
 Each corpus is ``data_fixtures/notes.txt`` plus one line of ``--mb`` MB (``mix``: all five lines
 between pieces of notes.txt, with 300 shorter rules of random lengths). Each run is a fresh
@@ -20,7 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the history
+import history  # noqa: E402
 NOTES = ROOT / "data_fixtures" / "notes.txt"
 
 
@@ -65,6 +67,7 @@ def main() -> None:
     ap.add_argument("--merges", type=int, default=3000)
     ap.add_argument("--only", default="a,dash,equals,spaces,base64,mix")
     ap.add_argument("--json", help="write the figures here")
+    history.options(ap)
     a = ap.parse_args()
     n = int(a.mb * (1 << 20))
     rows = {}
@@ -82,6 +85,7 @@ def main() -> None:
             print(f"{kind:8} {src.stat().st_size / 1e6:5.1f} {wall:7.2f} " + " ".join(
                 f"{st.get(k, 0):{w}.2f}" for k, w in (("count", 6), ("merge", 6), ("export", 6), ("verify", 6),
                                                        ("insight", 7))) + f" {rss:7d}")
+    history.record(a, "long_runs", rows)
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=2))
 

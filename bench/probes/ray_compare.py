@@ -1,6 +1,6 @@
 """Local engine vs --engine ray on the same corpus: byte-identical outputs, wall and stage times.
 
-    python bench/ray_compare.py [--data GLOB...] [--merges 8000] [--sample 60MB] [--cpus N]
+    python bench/probes/ray_compare.py [--data GLOB...] [--merges 8000] [--sample 60MB] [--cpus N]
                                 [--address ADDR] [--repeat N] [--json OUT]
 
 Runs ``toktok train`` four times in subprocesses, one after the other: (a) the full corpus and
@@ -25,7 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the history
+import history  # noqa: E402
 sys.path.insert(0, str(ROOT))
 
 OUTPUTS = ("tokenizer.tiktoken", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
@@ -64,6 +66,7 @@ def main() -> None:
     ap.add_argument("--address", help="join this Ray cluster instead of starting one")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each; the fastest is kept")
     ap.add_argument("--json", help="write the figures here")
+    history.options(ap)
     args = ap.parse_args()
 
     files = sorted({f for pat in args.data for f in glob.glob(pat)})
@@ -140,6 +143,7 @@ def main() -> None:
                 print(f"| {mode} | {engine} | {r[engine]['wall_s']:.1f} | {smp} | {st['count']:.1f} | "
                       f"{st['merge']:.1f} | {counted / 1e6:,.1f} | {counted / st['count'] / 1e6:,.0f} |")
         print("\nidentical word tables, inputs and tokenizer files: yes (both runs)")
+        history.record(args, "ray_compare", figures)
         if args.json:
             Path(args.json).write_text(json.dumps(figures, indent=1))
     finally:

@@ -1,7 +1,7 @@
 """Time the merge stage alone on a saved word table (the merge loop's own benchmark).
 
-    python bench/merge_only.py --build              # count ../shared/corpus/*.parquet once
-    python bench/merge_only.py [--reps 3] [--merges 32512] [--words /tmp/merge_words.parquet]
+    python bench/probes/merge_only.py --build              # count ../shared/corpus/*.parquet once
+    python bench/probes/merge_only.py [--reps 3] [--merges 32512] [--words /tmp/merge_words.parquet]
 
 ``--build`` counts the corpus with toktok's ``WordCounter`` and saves (word, count) to the words
 file (built on first use otherwise). A timed run calls
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import sys
 import threading
 import time
 from pathlib import Path
@@ -26,7 +27,9 @@ import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the history
+import history  # noqa: E402
 
 
 def build(path: str, data: str) -> None:
@@ -59,6 +62,7 @@ def main() -> None:
     ap.add_argument("--merges", type=int, default=32768 - 256)
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--json", default=None, help="write every figure here")
+    history.options(ap)
     a = ap.parse_args()
     if a.build or not Path(a.words).exists():
         build(a.words, a.data)
@@ -102,6 +106,7 @@ def main() -> None:
     if len(runs) > 1:
         best = min(runs, key=lambda r: r["seconds"])
         print(f"best of {len(runs)}: {best['seconds']:.2f} s = {best['merges_per_s']:,.0f} merges/s")
+    history.record(a, "merge_only", {"words": df.height, "runs": runs})
     if a.json:
         Path(a.json).write_text(json.dumps({"words": df.height, "runs": runs}, indent=1) + "\n")
 

@@ -4,16 +4,21 @@ A round needs every adjacent pair's total count and the arg max; this times only
 replacement of the chosen pair, which would cost more) in DuckDB on the most frequent words of a
 run file's word table, each word as a list of byte ids. 32,512 such rounds (vocab 32,768) at
 half a second each would take hours; toktok's compiled loop does all of them in about a second
-(bench/merge_only.py).
+(bench/probes/merge_only.py).
 
-    python bench/sql_round.py out/demo/run.duckdb --words 370000 --rounds 5
+    python bench/probes/sql_round.py out/demo/run.duckdb --words 370000 --rounds 5
 """
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import duckdb
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the history
+import history  # noqa: E402
 
 
 def main() -> None:
@@ -22,6 +27,7 @@ def main() -> None:
     ap.add_argument("--words", type=int, default=370_000, help="most frequent words to keep")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
+    history.options(ap)
     a = ap.parse_args()
     con = duckdb.connect()
     con.execute(f"set threads = {int(a.threads)}")
@@ -32,12 +38,15 @@ def main() -> None:
                 "i -> ('0x' || substr(hex(word), 2 * i + 1, 2))::int) as t from w")
     words, positions = con.execute("select count(*), sum(len(t)) from w").fetchone()
     print(f"{words:,} words, {positions:,} positions, {a.threads} threads")
+    rounds = []
     for k in range(a.rounds):
         t = time.perf_counter()
         best = con.execute("""select p[1] as l, p[2] as r, sum(count) as n
             from (select count, unnest(list_zip(t[1:-1], t[2:])) as p from w where len(t) > 1)
             group by l, r order by n desc, l, r limit 1""").fetchone()
-        print(f"round {k}: pair counts + arg max {time.perf_counter() - t:.3f} s, best pair {best}")
+        rounds.append(time.perf_counter() - t)
+        print(f"round {k}: pair counts + arg max {rounds[-1]:.3f} s, best pair {best}")
+    history.record(a, "sql_round", {"words": words, "positions": positions, "threads": a.threads, "rounds_s": rounds})
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 """Benchmark: the floor of a small run without Polars: a process that does a one-document run's
 library work with every library a run uses but Polars, and its peak RSS and wall time.
 
-    python bench/floor.py [--repeat 3]
+    python bench/probes/floor.py [--repeat 3]
 
 Each run is a fresh process: it imports Typer, Rich, NumPy, DuckDB, Arrow (through toktok's run
 store), ``regex``, tiktoken and tokenizers, creates a DuckDB run file with toktok's schema, writes
@@ -18,6 +18,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the history
+import history  # noqa: E402
 
 CHILD = r"""
 import os, sys, time
@@ -49,6 +53,7 @@ print(json.dumps({"wall_s": time.perf_counter() - t0, "peak_rss": hwm, "polars":
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
+    history.options(ap)
     a = ap.parse_args()
     runs = []
     for _ in range(a.repeat):
@@ -62,6 +67,7 @@ def main() -> None:
     print(f"floor without Polars: {wall:.2f} s in process (after interpreter start), "
           f"peak RSS {peak / 2**20:.0f} MiB (median of {len(runs)}; each: "
           + ", ".join(f"{r['wall_s']:.2f} s/{r['peak_rss'] / 2**20:.0f} MiB" for r in runs) + ")")
+    history.record(a, "floor", {"wall_s": wall, "peak_rss": peak, "runs": runs})
 
 
 if __name__ == "__main__":

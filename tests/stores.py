@@ -82,15 +82,20 @@ def corpus_tree() -> dict[str, bytes]:
 
 class Proxy:
     """A TCP proxy on 127.0.0.1 in front of a server (optionally the TLS end of it: ``tls``, an
-    ``ssl.SSLContext``). ``requests`` logs each request it forwards as (method, unquoted path, Range
-    header or None). :meth:`trip` makes it go down (open connections cut, new ones refused) once the
-    responses to requests whose path contains a string sent that many bytes; :meth:`up` brings it
-    back on the same port."""
+    ``ssl.SSLContext``), for every store the tests run (tests/test_stores.py, and moto's S3 in
+    tests/test_remote.py). ``requests`` logs each request it forwards as (method, unquoted path,
+    Range header or None); ``sent`` counts the bytes the server sent. It goes down (open connections
+    cut, new ones refused) once the server sent ``down_after`` bytes in all, or once the responses to
+    requests whose path contains a string sent so many (:meth:`trip`); :meth:`up` brings it back on
+    the same port, as it does by itself ``back_after`` seconds after going down, when given."""
 
-    def __init__(self, target: int, tls: ssl.SSLContext | None = None):
+    def __init__(self, target: int, tls: ssl.SSLContext | None = None, *, down_after: int | None = None,
+                 back_after: float | None = None):
         self.target, self.tls = target, tls
+        self.down_after, self.back_after = down_after, back_after
         self.port = free_port()
         self.requests: list[tuple[str, str, str | None]] = []
+        self.sent = 0
         self.downs = 0
         self._trip: list | None = None  # [needle, bytes left]
         self._lock = threading.Lock()
@@ -101,6 +106,10 @@ class Proxy:
     @property
     def host(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.host}"
 
     def up(self) -> None:
         if self._sock is not None:
@@ -126,6 +135,8 @@ class Proxy:
             except OSError:
                 pass
             c.close()
+        if self.back_after is not None:
+            threading.Timer(self.back_after, self.up).start()
 
     def trip(self, needle: str, after: int) -> None:
         """Go down once responses to requests naming ``needle`` sent ``after`` more bytes."""
@@ -197,6 +208,14 @@ class Proxy:
     def _downstream(self, src: socket.socket, dst: socket.socket, current: list) -> None:
         try:
             while data := src.recv(1 << 16):
+                with self._lock:
+                    self.sent += len(data)
+                    done = self.down_after is not None and self.sent >= self.down_after
+                    if done:
+                        self.down_after = None
+                if done:
+                    self.down()
+                    return
                 trip = self._trip
                 if trip is not None and trip[0] in current[0]:
                     trip[1] -= len(data)
@@ -211,6 +230,7 @@ class Proxy:
             _close(src, dst)
 
     def close(self) -> None:
+        self.back_after = None
         self.down()
 
 

@@ -3,8 +3,8 @@
 The server is moto's, in server mode, in a subprocess started here with IAM authentication on
 (requests must be signed with the access key made for the tests, so wrong credentials fail as
 on S3). Runs see only the standard AWS_* variables (AWS_ENDPOINT_URL points at the server; HOME
-is an empty folder, so no ~/.aws). Faults go through a TCP proxy in front of the server that
-can stop answering after a given number of bytes (connections cut, new ones refused) and come
+is an empty folder, so no ~/.aws). Faults go through a TCP proxy in front of the server (the
+stores' own, tests/stores.py) that can stop answering after a given number of bytes (connections cut, new ones refused) and come
 back on the same port: the store goes down mid-read. Each run's tokenizer files are compared
 byte for byte with a run on the same files on disk. The Ray engine is checked against the same
 server. CI installs the test-time packages (moto[server], s3fs) with the dev extra (make test);
@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -42,6 +41,7 @@ else:
 
 import boto3  # noqa: E402
 import faults  # noqa: E402
+from stores import Proxy, corpus_tree, free_port, wait_port  # noqa: E402
 from toktok.rundir import RUN_FILE  # noqa: E402
 
 TOKTOK = [sys.executable, "-m", "toktok.cli"]
@@ -53,51 +53,16 @@ REGION = "us-east-1"
 # --- the store ------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_port(port: int, proc=None, seconds: float = 30) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError("the S3 server exited")
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
-
-
-def _tree(d: Path) -> dict[str, bytes]:
-    """The corpus, by key below the bucket: perf/ (one of each kind), deep/ (nested, a .jsonl.zst,
-    a hidden folder and an unsupported file that must be skipped)."""
-    import zstandard
-
-    raw = {n: (FIXTURES / n).read_bytes() for n in NAMES}
-    return {
-        **{f"perf/{n}": b for n, b in raw.items()},
-        "deep/en/sample.parquet": raw["sample.parquet"],
-        "deep/code/extra.jsonl.zst": zstandard.ZstdCompressor().compress(raw["extra.jsonl"]),
-        "deep/notes.txt": raw["notes.txt"],
-        "deep/.hidden/skip.txt": b"never read\n",
-        "deep/README.md": b"not data\n",
-    }
-
-
 class Store:
-    """moto's S3 server with IAM auth, a bucket holding ``_tree``, and the same files on disk."""
+    """moto's S3 server with IAM auth, a bucket holding ``stores.corpus_tree()``, and the same files on disk."""
 
     def __init__(self, root: Path):
-        self.port = _free_port()
+        self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "3", "MOTO_PORT": str(self.port)}
         self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
                                      env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _wait_port(self.port, self.proc)
+        wait_port(self.port, self.proc)
         # the three unauthenticated actions: a user, its policy, its key
         iam = boto3.client("iam", endpoint_url=self.endpoint, region_name=REGION,
                            aws_access_key_id="bootstrap", aws_secret_access_key="bootstrap")
@@ -110,7 +75,7 @@ class Store:
                                aws_access_key_id=self.key_id, aws_secret_access_key=self.secret)
         self.s3.create_bucket(Bucket="bucket")
         self.local = root / "local"
-        for key_name, data in _tree(root).items():
+        for key_name, data in corpus_tree().items():
             self.put(key_name, data)
             p = self.local / key_name
             p.parent.mkdir(parents=True, exist_ok=True)
@@ -164,92 +129,6 @@ def _inputs(out: Path) -> list[tuple]:
         return con.sql("select path, docs, text_bytes, docs_seen, bytes_seen from inputs order by path").fetchall()
     finally:
         con.close()
-
-
-# --- the proxy in front of the store --------------------------------------------------------------
-
-
-class Proxy:
-    """A TCP proxy on 127.0.0.1 in front of the store. Counts the bytes the store sends; once
-    ``down_after`` of them went through it goes down (open connections cut, new ones refused)
-    and, with ``back_after`` seconds, comes back on the same port."""
-
-    def __init__(self, target: int, down_after: int | None = None, back_after: float | None = None):
-        self.target, self.down_after, self.back_after = target, down_after, back_after
-        self.sent = 0
-        self.downs = 0
-        self.port = _free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-        self._lock = threading.Lock()
-        self._conns: list[socket.socket] = []
-        self._sock = None
-        self.up()
-
-    def up(self) -> None:
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", self.port))
-        sock.listen(16)
-        sock.settimeout(0.2)
-        self._sock = sock
-        threading.Thread(target=self._accept, args=(sock,), daemon=True).start()
-
-    def down(self) -> None:
-        with self._lock:
-            sock, self._sock = self._sock, None
-            conns, self._conns = self._conns, []
-            self.downs += 1
-        if sock is not None:
-            sock.close()
-        for c in conns:
-            try:
-                c.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            c.close()
-        if self.back_after is not None:
-            threading.Timer(self.back_after, self.up).start()
-
-    def close(self) -> None:
-        self.back_after = None
-        self.down()
-
-    def _accept(self, sock: socket.socket) -> None:
-        while self._sock is sock:
-            try:
-                client, _ = sock.accept()
-            except (socket.timeout, OSError):
-                continue
-            try:
-                server = socket.create_connection(("127.0.0.1", self.target))
-            except OSError:
-                client.close()
-                continue
-            with self._lock:
-                self._conns += [client, server]
-            threading.Thread(target=self._pump, args=(client, server, False), daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client, True), daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket, count: bool) -> None:
-        try:
-            while data := src.recv(1 << 16):
-                if count:
-                    with self._lock:
-                        self.sent += len(data)
-                        trip = self.down_after is not None and self.sent >= self.down_after
-                    if trip:
-                        self.down_after = None
-                        self.down()
-                        return
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
 
 
 # --- the same files, on disk and in the store -----------------------------------------------------

@@ -17,7 +17,7 @@ dev: $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev,ray]' -c constraints.txt
 
 demo: install
-	$(BIN)/toktok train data_fixtures/ --out out/demo --merges 2000 --special-token '<|endoftext|>' --force
+	$(BIN)/toktok train data_fixtures/corpus/ --out out/demo --merges 2000 --special-token '<|endoftext|>' --force
 
 # Azurite (Azure Blob's emulator, for tests/test_stores.py) from npm, as .ci/node/package-lock.json pins it
 $(AZURITE): .ci/node/package.json .ci/node/package-lock.json

@@ -24,11 +24,17 @@ $(AZURITE): .ci/node/package.json .ci/node/package-lock.json
 	npm ci --prefix .ci/node --no-audit --no-fund --loglevel=error
 	touch $@
 
-test: dev $(AZURITE)
+# Debian's chromium for tests/test_report.py (Playwright drives it; no browser is downloaded)
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+$(CHROMIUM):
+	$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium
+
+test: dev $(AZURITE) $(CHROMIUM)
 	$(BIN)/python -m pytest
 
 # slow mode: the slow tests and the whole suite again, every hypothesis budget times 10
-test-slow: dev $(AZURITE)
+test-slow: dev $(AZURITE) $(CHROMIUM)
 	TOKTOK_FUZZ=10 $(BIN)/python -m pytest -m "slow or not slow"
 
 bench: $(BIN)/python

@@ -10,11 +10,15 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
+# setuptools says on every editable install of a flat layout that a folder named like the package in
+# the current folder would shadow it: a notice (toktok has none), not a problem, so not shown
+EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
+
 install: $(BIN)/python
-	$(BIN)/pip install -q -e .
+	$(EDITABLE) $(BIN)/pip install -q -e .
 
 dev: $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev,ray]' -c constraints.txt
+	$(EDITABLE) $(BIN)/pip install -q -e '.[dev,ray]' -c constraints.txt
 
 demo: install
 	$(BIN)/toktok train data_fixtures/corpus/ --out out/demo --merges 2000 --special-token '<|endoftext|>' --force

@@ -157,7 +157,9 @@ def test_the_counts_shown_are_tiktoken_s(insight_run):
     assert d["vocab"]["c"] == want.tolist()
     # and the parents of each learned token make it
     t, left, right = d["vocab"]["t"], d["vocab"]["l"], d["vocab"]["r"]
-    kinds = [d["vocab"]["kinds"][k] for k in d["vocab"]["k"]]
+    runs = d["vocab"]["k"]
+    kinds = [d["vocab"]["kinds"][k] for k, n in zip(runs[::2], runs[1::2]) for _ in range(n)]
+    assert len(kinds) == d["vocab"]["n"]
     for i in range(d["vocab"]["n"]):
         if kinds[i] == "merge":
             assert t[left[i]] + t[right[i]] == t[i] or (t[left[i]] + t[right[i]]).encode("utf-8", "surrogateescape") == \
@@ -212,10 +214,10 @@ def _big(run: Path, n: int) -> dict:
     v = d["vocab"]
     start = v["n"]
     merge = v["kinds"].index("merge")
+    v["k"] += [merge, n - start]
+    v["p"] += [0, n - start]
     for i in range(start, n):
         v["t"].append(f" w{i:06d}")
-        v["k"].append(merge)
-        v["p"].append(0)
         v["l"].append(i - 1)
         v["r"].append(48 + i % 10)
         v["q"].append(n - i)

@@ -678,8 +678,8 @@ def show_cmd(
 
 @app.command("report", cls=_Command)
 def report_cmd(
-    runs: List[str] = typer.Argument(..., help="toktok output folders (or their run.duckdb); several are compared side by side"),
-    out_file: str = typer.Option("report.html", "--out", "-o", help="The HTML file to write (one file, readable offline)"),
+    runs: List[str] = typer.Argument(..., metavar="RUN...", help="toktok output folders (or their run.duckdb); several are compared side by side"),
+    out_file: str = typer.Option("report.html", "--out", "-o", metavar="FILE", help="The HTML file to write (one file, readable offline)"),
     debug: bool = typer.Option(False, "--debug"),
 ) -> None:
     """Write one self-contained HTML page about runs: summary, curves, token lengths, a vocabulary browser."""

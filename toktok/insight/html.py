@@ -98,7 +98,9 @@ def _labels(runs: list) -> list[str]:
 
 def run_data(run: RunLike, name: str) -> dict:
     """The page's data about one run: ``summary`` (``toktok show``'s text), ``sources``,
-    ``phases``, ``curve``, ``decay``, ``lengths`` and ``vocab`` (column arrays by id).
+    ``phases``, ``curve``, ``decay``, ``lengths`` and ``vocab`` (column arrays by id: ``t`` text,
+    ``k``/``p`` kind and phase codes run-length encoded, ``l``/``r`` parents, ``q`` pair count when
+    merged, ``c`` count in the training words).
     Example: ``run_data("out/demo", "demo")["vocab"]["n"] == 3418``."""
     d = describe(run)
     with _connect(run, read_only=True) as store:
@@ -126,7 +128,7 @@ def run_data(run: RunLike, name: str) -> dict:
         "lengths": _lengths([len(t) for t in vocab["token"].to_pylist()], vocab["kind"].to_pylist(),
                             vocab["phase"].to_pylist()),
         "vocab": {
-            "n": vocab.num_rows, "t": tokens, "kinds": kinds, "k": kind_of, "phases": phases, "p": phase_of,
+            "n": vocab.num_rows, "t": tokens, "kinds": kinds, "k": _runs(kind_of), "phases": phases, "p": _runs(phase_of),
             "l": _ints(vocab["left_id"]), "r": _ints(vocab["right_id"]),
             "q": _ints(vocab["pair_count"], 0), "c": uses.tolist(),
         },
@@ -141,6 +143,19 @@ def _codes(values: list) -> tuple[list, list[int]]:
         if v is not None and v not in distinct:
             distinct[v] = len(distinct)
     return list(distinct), [distinct[v] if v is not None else -1 for v in values]
+
+
+def _runs(codes: list[int]) -> list[int]:
+    """``codes`` run-length encoded as ``[value, length, value, length, ...]`` (ids come in runs
+    of one kind and phase: bytes, hardcoded, each phase's merges, specials).
+    Example: ``_runs([0, 0, 1]) == [0, 2, 1, 1]``."""
+    out: list[int] = []
+    for c in codes:
+        if out and out[-2] == c:
+            out[-1] += 1
+        else:
+            out += [c, 1]
+    return out
 
 
 def _ints(col, null: int = -1) -> list[int]:

@@ -317,6 +317,7 @@ let V = null, list = new Int32Array(0), selected = -1;
 function vocabOf(i) {
   if (!VOCABS[i]) {
     const v = JSON.parse($("vocab-" + i).textContent);
+    v.k = unrun(v.k, v.n); v.p = unrun(v.p, v.n);
     v.len = new Int32Array(v.n);
     const low = new Array(v.n), starts = new Int32Array(v.n + 1);
     let pos = 0;
@@ -331,6 +332,13 @@ function vocabOf(i) {
     VOCABS[i] = v;
   }
   return VOCABS[i];
+}
+
+// [value, length, value, length, ...] -> one value an id
+function unrun(runs, n) {
+  const out = new Int32Array(n);
+  for (let j = 0, at = 0; j < runs.length; j += 2) { out.fill(runs[j], at, at + runs[j + 1]); at += runs[j + 1]; }
+  return out;
 }
 
 function findText(v, q) {

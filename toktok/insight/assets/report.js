@@ -85,10 +85,12 @@ function unescapeQuery(q) {
 
 function niceTicks(lo, hi, log) {
   if (log) {
-    const out = [];
+    const out = [], steps = Math.log10(hi / lo) <= 3 ? [1, 2, 5] : [1]; // (few decades: 1, 2, 5 of each)
     for (let e = Math.floor(Math.log10(lo)); e <= Math.ceil(Math.log10(hi)); e++) {
-      const v = Math.pow(10, e);
-      if (v >= lo * 0.999 && v <= hi * 1.001) out.push(v);
+      for (const s of steps) {
+        const v = s * Math.pow(10, e);
+        if (v >= lo * 0.999 && v <= hi * 1.001) out.push(v);
+      }
     }
     return out.length >= 2 ? out : [lo, hi];
   }
@@ -134,7 +136,8 @@ function legend(fig, series, redraw) {
   });
 }
 
-// A line chart: o = {title, xlabel, ylabel, series: [{name, x, y, color}], logX, logY, yfmt}.
+// A line chart: o = {title, xlabel, ylabel, series: [{name, x, y, color}], logX, logY, yfmt, logXBox}
+// (logXBox: a checkbox with this label switches the x axis between linear and logarithmic).
 function lineChart(parent, o) {
   const fig = node("figure", {}, parent);
   node("figcaption", {}, fig, o.title);
@@ -178,6 +181,12 @@ function lineChart(parent, o) {
     f.svg.addEventListener("mouseleave", () => line.setAttribute("visibility", "hidden"));
   };
   if (o.series.length > 1) legend(fig, o.series, draw);
+  if (o.logXBox) {
+    const lab = node("label", { class: "note" }, fig), box = node("input", { type: "checkbox" }, lab);
+    box.checked = !!o.logX;
+    lab.append(" " + o.logXBox);
+    box.addEventListener("change", () => { o.logX = box.checked; draw(); });
+  }
   draw();
   return fig;
 }
@@ -276,18 +285,10 @@ function runSection(r, idx) {
 }
 
 function decayChart(parent, items, logX) {
-  const holder = node("div", {}, parent);
-  const draw = () => {
-    holder.textContent = "";
-    const series = items.filter((it) => it.r.decay.n).map((it) => ({ name: it.r.name, x: it.r.decay.rank, y: it.r.decay.count, color: it.color }));
-    if (!series.length) { node("p", { class: "note" }, holder, "No merges."); return; }
-    const fig = lineChart(holder, { title: "Pair count of each merge (the decay)", xlabel: "merge", ylabel: "pair count", series, logY: true, logX });
-    const lab = node("label", { class: "note" }, fig), box = node("input", { type: "checkbox" }, lab);
-    box.checked = logX;
-    lab.append(" logarithmic merge axis");
-    box.addEventListener("change", () => { logX = box.checked; draw(); });
-  };
-  draw();
+  const series = items.filter((it) => it.r.decay.n).map((it) => ({ name: it.r.name, x: it.r.decay.rank, y: it.r.decay.count, color: it.color }));
+  if (!series.length) { node("p", { class: "note" }, parent, "No merges."); return; }
+  lineChart(parent, { title: "Pair count of each merge (the decay)", xlabel: "merge", ylabel: "pair count", series, logY: true,
+    logX, logXBox: "logarithmic merge axis" });
 }
 
 function compareSection() {
@@ -296,8 +297,9 @@ function compareSection() {
   node("h2", {}, sec, `${RUNS.length} runs compared`);
   const plots = node("div", { class: "plots" }, sec);
   const series = RUNS.map((r, i) => ({ name: r.name, x: r.curve.size, y: r.curve.subsets.all || [], color: COLORS[i % COLORS.length] }));
+  const sizes = RUNS.map((r) => r.vocabSize || 1);
   const fig = lineChart(plots, { title: "Compression: bytes per token by vocabulary size", xlabel: "vocabulary size", ylabel: "bytes per token",
-    series, yfmt: (v) => v.toFixed(3) });
+    series, yfmt: (v) => v.toFixed(3), logX: Math.max(...sizes) / Math.min(...sizes) >= 8, logXBox: "logarithmic size axis" });
   node("div", { class: "note" }, fig, "Each run's curve is measured on its own sample (see each run's note).");
   decayChart(plots, RUNS.map((r, i) => ({ r, color: COLORS[i % COLORS.length] })), true);
   node("h3", {}, sec, "Bytes per token at the end of training, per subset of the curve's text");

@@ -269,8 +269,12 @@ function runSection(r, idx) {
   const plots = node("div", { class: "plots" }, sec);
   const c = r.curve, pick = pickSubsets(c), subs = Object.keys(c.subsets);
   if (c.k.length) {
-    const series = subs.map((s, i) => ({ name: s, x: c.k, y: c.subsets[s], color: s === "all" ? "#111" : COLORS[(i - 1) % COLORS.length],
-      hidden: s !== "all" && !pick.has(s) }));
+    let shown = 0, other = 0; // the drawn subsets get distinct colours first
+    const series = subs.map((s) => {
+      const hidden = s !== "all" && !pick.has(s);
+      const color = s === "all" ? "#111" : COLORS[(hidden ? pick.size + other++ : shown++) % COLORS.length];
+      return { name: s, x: c.k, y: c.subsets[s], color, hidden };
+    });
     const fig = lineChart(plots, { title: "Compression: bytes per token over the merges", xlabel: "merges", ylabel: "bytes per token",
       series, yfmt: (v) => v.toFixed(3) });
     node("div", { class: "note" }, fig, `Measured on ${curveText(r)}; ${subs.length - 1} subsets` +

@@ -10,25 +10,35 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
+# setuptools says on every editable install of a flat layout that a folder named like the package in
+# the current folder would shadow it: a notice (toktok has none), not a problem, so not shown
+EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
+
 install: $(BIN)/python
-	$(BIN)/pip install -q -e .
+	$(EDITABLE) $(BIN)/pip install -q -e .
 
 dev: $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev,ray]' -c constraints.txt
+	$(EDITABLE) $(BIN)/pip install -q -e '.[dev,ray]' -c constraints.txt
 
 demo: install
-	$(BIN)/toktok train data_fixtures/ --out out/demo --merges 2000 --special-token '<|endoftext|>' --force
+	$(BIN)/toktok train data_fixtures/corpus/ --out out/demo --merges 2000 --special-token '<|endoftext|>' --force
 
 # Azurite (Azure Blob's emulator, for tests/test_stores.py) from npm, as .ci/node/package-lock.json pins it
 $(AZURITE): .ci/node/package.json .ci/node/package-lock.json
 	npm ci --prefix .ci/node --no-audit --no-fund --loglevel=error
 	touch $@
 
-test: dev $(AZURITE)
+# Debian's chromium for tests/test_report.py (Playwright drives it; no browser is downloaded)
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+$(CHROMIUM):
+	$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium
+
+test: dev $(AZURITE) $(CHROMIUM)
 	$(BIN)/python -m pytest
 
 # slow mode: the slow tests and the whole suite again, every hypothesis budget times 10
-test-slow: dev $(AZURITE)
+test-slow: dev $(AZURITE) $(CHROMIUM)
 	TOKTOK_FUZZ=10 $(BIN)/python -m pytest -m "slow or not slow"
 
 bench: $(BIN)/python

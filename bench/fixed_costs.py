@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import history  # noqa: E402
 from run import REPO, run_measured  # noqa: E402
 
-DEMO_DATA = REPO / "data_fixtures"
+DEMO_DATA = REPO / "data_fixtures" / "corpus"
 ONE_LINE = "The quick brown fox jumps over the lazy dog, and the dog sleeps under the old tree.\n"
 NOTICE = "compiling the kernels, once after an install"
 GOALS = {"help": (0.2, None), "train_help": (0.2, None), "one": (0.5, 150), "demo_warm": (1.0, None), "demo_cold": (5.0, None)}

@@ -48,7 +48,7 @@ JOBS = TRAINERS + ("count", "cold")
 # The stages after the merge loop; their share of toktok's wall is one of the bench's figures.
 TAIL = ("export", "verify", "insight")
 # The README's demo (`make demo`), trained from an empty kernel cache for the cold-start row.
-DEMO = ["train", str(REPO / "data_fixtures"), "--merges", "2000", "--special-token", "<|endoftext|>",
+DEMO = ["train", str(REPO / "data_fixtures" / "corpus"), "--merges", "2000", "--special-token", "<|endoftext|>",
         "--force", "-q"]
 SAMPLE_SECONDS = 0.05
 # The patterns counted beside cl100k (``--only count``): the named ones, and a custom regex (which

@@ -1,4 +1,4 @@
-"""Build the small real-text fixtures in ``data_fixtures/`` (unit-test inputs and the quick start).
+"""Build the small real-text fixtures in ``data_fixtures/corpus/`` (unit-test inputs and the quick start).
 
 Provenance: every document is an excerpt of the benchmark corpus ``/work/shared/corpus``
 (``en.parquet``: Project Gutenberg books, man pages, GNU/Debian/Python/PostgreSQL/SQLite manuals,
@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 import regex
 
 SEED = 20241129
-OUT = Path(__file__).resolve().parent
+OUT = Path(__file__).resolve().parent / "corpus"  # the corpus only: `make demo` trains on the folder
 CORPUS = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("/work/shared/corpus")
 
 SAMPLE_BUDGET = {"en": 240_000, "code": 180_000, "multi": 180_000}

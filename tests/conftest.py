@@ -11,7 +11,7 @@ import pytest
 from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "data_fixtures"
+FIXTURES = ROOT / "data_fixtures" / "corpus"  # the corpus files only (a folder source of them)
 sys.path.insert(0, str(Path(__file__).parent))
 
 # Fuzz budget: TOKTOK_FUZZ multiplies every hypothesis test's examples (slow mode uses 10).

@@ -37,7 +37,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "data_fixtures"
+FIXTURES = ROOT / "data_fixtures" / "corpus"
 NAMES = ("sample.parquet", "extra.jsonl", "notes.txt")
 AZURITE = ROOT / ".ci" / "node" / "node_modules" / ".bin" / "azurite-blob"
 

@@ -286,7 +286,7 @@ def test_resume_after_a_counted_input_changed_refuses(tmp_path):
     sys.path.insert(0, str(Path(__file__).parent))
     import faults
 
-    fixtures = ROOT / "data_fixtures"
+    fixtures = ROOT / "data_fixtures" / "corpus"
     names = ("sample.parquet", "notes.txt", "extra.jsonl")
     for n in names:
         (tmp_path / n).write_bytes((fixtures / n).read_bytes())

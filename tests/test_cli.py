@@ -358,6 +358,26 @@ def test_help_texts_are_shown_as_written():
     assert r.exit_code == 0 and "pip install 'toktok[ray]'" in r.output
 
 
+def test_help_shows_whole_numbers_and_sizes_as_such():
+    """Options read as text (for toktok's own messages) still say what they take in --help."""
+    import re
+
+    r = runner.invoke(app, ["train", "--help"], env={"COLUMNS": "250"})
+    assert r.exit_code == 0
+    metavar = {m.group(1): m.group(2) for m in re.finditer(r"(--[a-z-]+)\s+(?:-\w\s+)?(INTEGER|SIZE|<str>|TEXT)\b", r.output)}
+    for flag in ("--merges", "--vocab-size", "--threads", "--seed", "--pad-to-multiple-of", "--min-frequency"):
+        assert metavar.get(flag) == "INTEGER", (flag, metavar)
+    assert metavar.get("--budget") == metavar.get("--memory-limit") == "SIZE"
+
+
+def test_the_summary_gives_the_vocabulary_s_parts(tmp_path):
+    r = runner.invoke(app, ["train", str(FIXTURES / "notes.txt"), "--out", str(tmp_path / "o"), "--merges", "120",
+                            "-s", "<|endoftext|>", "--force"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    line = next(ln for ln in r.output.splitlines() if "vocabulary" in ln)
+    assert f"{256 + 1161 + 120 + 1:,} tokens = 256 bytes + 1,161 hardcoded + 120 merges + 1 special" in line, line
+
+
 HEAVY = ("numba", "llvmlite", "duckdb", "pyarrow", "polars", "numpy", "tokenizers", "tiktoken")
 
 

@@ -27,7 +27,7 @@ EXAMPLES = ROOT / "examples"
 @pytest.fixture
 def in_tmp(tmp_path, monkeypatch) -> Path:
     """A fresh current folder holding ``data_fixtures`` (a link), as the repository root does."""
-    (tmp_path / "data_fixtures").symlink_to(FIXTURES, target_is_directory=True)
+    (tmp_path / "data_fixtures").symlink_to(FIXTURES.parent, target_is_directory=True)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -212,7 +212,7 @@ def test_command_line_overrides(in_tmp):
 
 
 def test_cli_out_overrides_the_config(in_tmp):
-    cfg = _write(in_tmp, "output: o/x.tiktoken\nphases: [{name: a, merges: 20, sources: [{file: data_fixtures/notes.txt}]}]\n")
+    cfg = _write(in_tmp, "output: o/x.tiktoken\nphases: [{name: a, merges: 20, sources: [{file: data_fixtures/corpus/notes.txt}]}]\n")
     r = runner.invoke(app, ["train", "--config", str(cfg), "--out", "other", "--merges", "7", "-q"])
     assert r.exit_code == 0, r.output
     assert not (in_tmp / "o").exists()
@@ -226,10 +226,10 @@ def test_cli_out_overrides_the_config(in_tmp):
 def test_force_replaces_only_toktok_folders(in_tmp):
     (in_tmp / "mine").mkdir()
     (in_tmp / "mine" / "precious.txt").write_text("keep me")
-    r = runner.invoke(app, ["train", "data_fixtures/notes.txt", "--out", "mine", "--merges", "1", "--force", "-q"])
+    r = runner.invoke(app, ["train", "data_fixtures/corpus/notes.txt", "--out", "mine", "--merges", "1", "--force", "-q"])
     one_error_line(r, "not a toktok output folder")
     assert (in_tmp / "mine" / "precious.txt").read_text() == "keep me"
-    r = runner.invoke(app, ["train", "data_fixtures/notes.txt", "--out", ".", "--merges", "1", "--force", "-q"])
+    r = runner.invoke(app, ["train", "data_fixtures/corpus/notes.txt", "--out", ".", "--merges", "1", "--force", "-q"])
     one_error_line(r, "is the current folder")
 
 
@@ -238,7 +238,7 @@ def test_force_replaces_only_toktok_folders(in_tmp):
 
 def test_load_encoding_and_verify_find_the_named_tiktoken(in_tmp):
     cfg = _write(in_tmp, "output: o/named.tiktoken\nspecial_tokens: ['<|endoftext|>']\n"
-                          "phases: [{name: a, merges: 30, sources: [{file: data_fixtures/notes.txt}]}]\n")
+                          "phases: [{name: a, merges: 30, sources: [{file: data_fixtures/corpus/notes.txt}]}]\n")
     r = runner.invoke(app, ["train", "--config", str(cfg), "-q"])
     assert r.exit_code == 0, r.output
     out = in_tmp / "o"
@@ -315,7 +315,7 @@ phases:
     merges: 10
     budget: 1MB
     sources: &srcs
-      - path: data_fixtures/notes.txt
+      - path: data_fixtures/corpus/notes.txt
         weight: 2
   - <<: *english
     name: code
@@ -331,7 +331,7 @@ def test_yaml_merge_keys(in_tmp):
     cfg = load_config(_write(in_tmp, MERGE_KEYS))
     assert [(p.name, p.merges, p.budget) for p in cfg.phases] == [
         ("english", 10, 10**6), ("code", 5, 10**6), ("third", 10, 3 * 10**6)]  # own keys override merged ones
-    assert all(p.sources == [SourceConfig("data_fixtures/notes.txt", weight=2.0)] for p in cfg.phases)
+    assert all(p.sources == [SourceConfig("data_fixtures/corpus/notes.txt", weight=2.0)] for p in cfg.phases)
     r = runner.invoke(app, ["train", "--config", "run.yaml", "-q", "--memory-limit", "256MB"])
     assert r.exit_code == 0, r.output
     assert toktok.load_encoding(in_tmp / "out" / "m").n_vocab == 256 + 1161 + 25

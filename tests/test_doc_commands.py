@@ -72,7 +72,7 @@ STORE_RUNS = {
 
 #: Runs the docs' commands read, made first with the installed toktok (``make demo``'s run, smaller).
 PREPARE = [
-    ["train", "data_fixtures/", "--out", "out/demo", "--merges", "300", "--special-token", "<|endoftext|>", "-q"],
+    ["train", "data_fixtures/corpus/", "--out", "out/demo", "--merges", "300", "--special-token", "<|endoftext|>", "-q"],
     ["train", "data/", "--out", "out/small", "--merges", "100", "-q"],
 ]
 
@@ -133,11 +133,11 @@ def prepared(wheel_venv, tmp_path_factory) -> Path:
     shutil.copy(FIXTURES / "notes.txt", work / "some_text.txt")
     # examples/*.yaml read data_fixtures/ ("run from the repository root")
     shutil.copytree(ROOT / "examples", work / "examples")
-    shutil.copytree(FIXTURES, work / "data_fixtures", ignore=shutil.ignore_patterns("*.py"))
+    shutil.copytree(FIXTURES.parent, work / "data_fixtures", ignore=shutil.ignore_patterns("*.py"))
     # a tokenizer.json made by HF's BpeTrainer stands in for hf/ and GPT-2's (which is a download)
     for name in ("hf", "gpt2"):
         (work / name).mkdir()
-        shutil.copy(FIXTURES / "base" / "hf_bpe" / "tokenizer.json", work / name / "tokenizer.json")
+        shutil.copy(FIXTURES.parent / "base" / "hf_bpe" / "tokenizer.json", work / name / "tokenizer.json")
     for args in PREPARE:
         run_ok([wheel_venv["toktok"], *args], work, wheel_venv["env"])
     shutil.copytree(work / "out" / "demo", work / "out" / "big")  # 300 merges to out/small's 100

@@ -133,7 +133,7 @@ def test_the_run_description_is_finished_and_frozen(tmp_path):
     from toktok.config import TrainConfig, available_cores
     from toktok.spec import RunSpec
 
-    cfg = TrainConfig(["data_fixtures/"], str(tmp_path / "o"), merges=7, budget="2MB", threads=10**6,
+    cfg = TrainConfig(["data_fixtures/corpus/"], str(tmp_path / "o"), merges=7, budget="2MB", threads=10**6,
                       memory_limit="64MB")
     spec = cfg.describe()
     assert isinstance(spec, RunSpec)

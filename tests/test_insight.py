@@ -217,7 +217,7 @@ def marked(tmp_path_factory) -> Path:
     """1,200 short documents, each with a word of its own (" zq" + letters): which documents a run
     counted shows in its word table."""
     d = tmp_path_factory.mktemp("marked")
-    base = SAMPLE_TEXTS = pl.read_parquet(ROOT / "data_fixtures" / "sample.parquet")["text"].to_list()
+    base = SAMPLE_TEXTS = pl.read_parquet(ROOT / "data_fixtures" / "corpus" / "sample.parquet")["text"].to_list()
     texts = [f"Doc zq{_letters(i)}zq says: {SAMPLE_TEXTS[i % len(base)][:150]}" for i in range(1200)]
     pl.DataFrame({"text": texts}).write_parquet(d / "a.parquet")
     pl.DataFrame({"text": texts[:300]}).write_parquet(d / "b.parquet")

@@ -1,6 +1,7 @@
 """An installed toktok does everything the README shows: a wheel built from this checkout,
 installed into a fresh venv in a temporary folder, runs train, ``sql RUN top_merges`` (the ready
-queries ship in the package), show, eval, verify and convert both ways from a folder outside the
+queries ship in the package), show, report (its page's assets ship in the package too: the page is
+opened in headless Chromium), eval, verify and convert both ways from a folder outside the
 checkout, importing only the installed package.
 
 The wheel and its venv are built once per session (conftest.wheel_venv; tests/test_doc_commands.py
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, ROOT, run_ok
+from test_report import assert_quiet, browser, open_report  # noqa: F401 (browser: a fixture)
 
 pytestmark = pytest.mark.wheel
 _run = run_ok
@@ -70,3 +72,21 @@ def test_readme_commands_run_from_a_wheel_install(installed):
     r = _run([str(installed["py"]), "-c", "import toktok; e = toktok.load_encoding('back/tok.tiktoken'); "
               "print(e.encode('hi<|pad|>', allowed_special='all')[-1])"], work, env)
     assert int(r.stdout) == n + 1
+
+
+def test_report_from_a_wheel_install(installed, browser):  # noqa: F811
+    """``toktok report`` of one run and of two, written by the installed package and opened in
+    headless Chromium: plots drawn, nothing fetched, no console error."""
+    tk, work, env = str(installed["toktok"]), installed["work"], installed["env"]
+    for name, merges in (("small", "100"), ("big", "400")):
+        _run([tk, "train", "sample.parquet", "--out", name, "--merges", merges, "-q"], work, env)
+    r = _run([tk, "report", "small", "-o", "one.html"], work, env)
+    assert "toktok: wrote one.html" in r.stderr
+    _run([tk, "report", "small", "big", "-o", "two.html"], work, env)
+    for name, runs in (("one.html", 1), ("two.html", 2)):
+        page, seen = open_report(browser, work / name)
+        assert page.locator("#runs section.run").count() == runs
+        assert page.locator("#runs figure .mark").count() > 3
+        assert page.locator("#compare").is_visible() == (runs == 2)
+        assert_quiet(seen, work / name)
+        page.close()

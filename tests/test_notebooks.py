@@ -65,7 +65,7 @@ def test_run_insight_notebook_without_views(insight_run, tmp_path, monkeypatch):
         con.execute(f"drop table {t}")
     con.close()
     nb = _execute("run_insight.ipynb", {"TOKTOK_RUN": str(run), "TOKTOK_SQL": str(ROOT / "sql"),
-                                        "TOKTOK_DATA": str(ROOT / "data_fixtures" / "sample.parquet")}, monkeypatch)
+                                        "TOKTOK_DATA": str(ROOT / "data_fixtures" / "corpus" / "sample.parquet")}, monkeypatch)
     assert _images(nb) >= 5
     assert "no compression table" in _text(nb)
 
@@ -80,7 +80,7 @@ def test_compare_tokenizers_notebook(phase_pair, insight_data, monkeypatch):
 
 def test_train_from_python_notebook(tmp_path, monkeypatch):
     """Trains from a Polars DataFrame and from a datasets.Dataset: the same .tiktoken."""
-    nb = _execute("train_from_python.ipynb", {"TOKTOK_DATA": str(ROOT / "data_fixtures" / "sample.parquet"),
+    nb = _execute("train_from_python.ipynb", {"TOKTOK_DATA": str(ROOT / "data_fixtures" / "corpus" / "sample.parquet"),
                                               "TOKTOK_OUT": str(tmp_path), "HF_DATASETS_OFFLINE": "1"}, monkeypatch)
     text = _text(nb)
     assert "same .tiktoken: True" in text and "sample" in text and "memory" in text

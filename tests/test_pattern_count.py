@@ -238,7 +238,7 @@ def test_reference_then_scanner_equals_reference(name):
 def test_shared_corpus_equals_findall(name):
     import glob
 
-    files = sorted(glob.glob(str(FIXTURES.parent.parent / "shared" / "corpus" / "*.parquet")))
+    files = sorted(glob.glob(str(FIXTURES.parents[2] / "shared" / "corpus" / "*.parquet")))
     if not files:
         pytest.skip("../shared/corpus not present")
     for f in files:

@@ -106,7 +106,7 @@ def test_fixture_equals_reference():
 def test_shared_corpus_equals_reference():
     import glob
 
-    files = sorted(glob.glob(str(FIXTURES.parent.parent / "shared" / "corpus" / "*.parquet")))
+    files = sorted(glob.glob(str(FIXTURES.parents[2] / "shared" / "corpus" / "*.parquet")))
     if not files:
         pytest.skip("../shared/corpus not present")
     for f in files:

@@ -21,7 +21,7 @@ from toktok.count.read import Batch, SourceFile, _split_point, read_corpus
 from toktok.count.sources import resolve_sources
 from toktok.vocab import PATTERN
 
-FIXTURES = Path(__file__).resolve().parent.parent / "data_fixtures"
+FIXTURES = Path(__file__).resolve().parent.parent / "data_fixtures" / "corpus"
 PAT = regex.compile(PATTERN)
 
 
@@ -63,7 +63,7 @@ def one_line_error(excinfo, *needles: str) -> str:
 def test_fixtures_read_in_sorted_order_with_stats():
     corpus = read_corpus([str(FIXTURES)])
     names = [os.path.basename(f.path) for f in corpus.files]
-    assert names == ["extra.jsonl", "notes.txt", "sample.parquet"]  # make_fixtures.py ignored
+    assert names == ["extra.jsonl", "notes.txt", "sample.parquet"]
     assert [f.kind for f in corpus.files] == ["jsonl", "txt", "parquet"]
     batches = list(corpus.batches())
     assert [b.path for b in batches] == [f.path for f in corpus.files]

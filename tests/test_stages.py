@@ -1,7 +1,7 @@
 """Each stage's entry called on its own with plain values: a ``RunSpec``, resolved sources, a word
 table, a vocabulary, a run file opened as a ``resume.Journal``; no pipeline state.
 
-The stages run on data_fixtures/notes.txt (one document of 41 KB) and are held to what a reference
+The stages run on data_fixtures/corpus/notes.txt (one document of 41 KB) and are held to what a reference
 computes (the pattern's pieces counted with ``regex``, the first merge as the training definition
 picks it) and to what a whole run of the pipeline gives for the same options.
 """

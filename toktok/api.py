@@ -115,6 +115,13 @@ class TrainResult(TrainSummary):
                               "tokenizer.json with tokenizers.Tokenizer.from_file)") from None
         return PreTrainedTokenizerFast.from_pretrained(str(self.out))
 
+    def report(self, path: str | os.PathLike = "report.html") -> Path:
+        """Write the run's HTML report (``toktok report``: summary, curves, token lengths, a
+        vocabulary browser; one file, readable offline) to ``path``; returns its path."""
+        from .insight.html import report
+
+        return report([self.out], path)
+
     def run(self):
         """A read-only DuckDB connection to the run file (``run.duckdb``: tables and views in
         docs/runfile.md); close it when done."""

@@ -263,7 +263,7 @@ def _train_parameters() -> list:
             ann = Optional[bool] if opt.default is None else bool
             default = typer.Option(opt.default, *opt.cli, help=escape(opt.help))
         else:
-            ann, default = Optional[str], typer.Option(None, *opt.cli, help=escape(opt.help), metavar=opt.metavar)
+            ann, default = Optional[str], typer.Option(None, *opt.cli, help=escape(opt.help), metavar=opt.metavar or opt.kind.metavar)
         params.append(P(opt.name, P.KEYWORD_ONLY, annotation=ann, default=default))
     params.append(P("quiet", P.KEYWORD_ONLY, annotation=bool,
                     default=typer.Option(False, "--quiet", "-q", help="No progress (unless --progress is given) and no merge log")))
@@ -406,13 +406,13 @@ def _print_summary(summary, warnings: bool = True) -> None:
         _say("warning", "yellow", w)
     if summary.shared:
         t = Table(title=literal(f"toktok: wrote {summary.tiktoken}"), show_header=False, box=None)
-        t.add_row("vocabulary", f"{summary.vocab_size:,} tokens"
+        t.add_row("vocabulary", f"{summary.vocab_size:,} tokens" + _vocab_parts(summary)
                   + (f", {summary.reserved:,} of them reserved special tokens" if summary.reserved else ""))
         t.add_row("other files", literal(f"{summary.out}/ (tokenizer.json, tokenizer_config.json, "
                   "special_tokens_map.json, run.duckdb)"))
     else:
         t = Table(title=literal(f"toktok: wrote {summary.out}"), show_header=False, box=None)
-        t.add_row("vocabulary", literal(f"{summary.vocab_size:,} tokens" + (f" ({summary.tiktoken.name})" if summary.tiktoken and summary.tiktoken.name != "tokenizer.tiktoken" else "")
+        t.add_row("vocabulary", literal(f"{summary.vocab_size:,} tokens" + _vocab_parts(summary) + (f" ({summary.tiktoken.name})" if summary.tiktoken and summary.tiktoken.name != "tokenizer.tiktoken" else "")
                   + (f", {summary.reserved:,} of them reserved special tokens" if summary.reserved else "")))
     if summary.warm_start:
         ws = summary.warm_start
@@ -435,6 +435,18 @@ def _print_summary(summary, warnings: bool = True) -> None:
     t.add_row("time", ", ".join(f"{k} {v:.2f}s" for k, v in summary.seconds.items()))
     t.add_row("parity", f"ok: tiktoken == HF tokenizers on {summary.parity_strings:,} strings")
     out.print(t)
+
+
+def _vocab_parts(summary) -> str:
+    """What the vocabulary is made of: `` = 256 bytes + 1,161 hardcoded + 2,000 merges + 1 special``
+    (a warm start's ids in place of the bytes; reused merges add no id); empty if they do not add up."""
+    parts = [(summary.warm_start["ids"], "from the warm start") if summary.warm_start else (256, "bytes")]
+    parts += [(summary.hardcoded, "hardcoded"), (summary.merges_learned - summary.reused_merges, "merges")]
+    rest = summary.vocab_size - sum(n for n, _ in parts)
+    if rest < 0:
+        return ""
+    parts.append((rest, "special" if rest == 1 else "specials"))
+    return " = " + " + ".join(f"{n:,} {what}" for n, what in parts if n or what in ("bytes", "merges"))
 
 
 def _stopped(summary) -> str:
@@ -660,6 +672,22 @@ def show_cmd(
             print(json.dumps(d, indent=1, ensure_ascii=False, default=str))
         else:
             out.print(run_summary(d))
+    except ToktokError as e:
+        _fail(e, debug)
+
+
+@app.command("report", cls=_Command)
+def report_cmd(
+    runs: List[str] = typer.Argument(..., metavar="RUN...", help="toktok output folders (or their run.duckdb); several are compared side by side"),
+    out_file: str = typer.Option("report.html", "--out", "-o", metavar="FILE", help="The HTML file to write (one file, readable offline)"),
+    debug: bool = typer.Option(False, "--debug"),
+) -> None:
+    """Write one self-contained HTML page about runs: summary, curves, token lengths, a vocabulary browser."""
+    try:
+        from .insight.html import report
+
+        path = report(runs, out_file)
+        err.print(literal(f"toktok: wrote {path} ({path.stat().st_size / 1e6:,.1f} MB; open it in a browser)"), soft_wrap=True)
     except ToktokError as e:
         _fail(e, debug)
 

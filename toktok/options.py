@@ -78,6 +78,7 @@ class Kind:
     Python value (the one validation every value goes through; returns it normalised)."""
 
     py: Any = str  # the Python type, for the command line's parser
+    metavar: str | None = None  # how --help shows a value (None: as its Python type)
 
     def from_text(self, opt: Option, text: str, where: str) -> Any:
         return self.check(opt, text, where)
@@ -93,6 +94,7 @@ class _Whole(Kind):
     """A whole number, at least ``opt.minimum`` and at most ``opt.maximum`` when it has them."""
 
     py = str  # read as text, so that "ten" and "1.5" get toktok's message, not Click's
+    metavar = "INTEGER"  # (--help would say <str>)
 
     def from_text(self, opt, text, where):
         try:
@@ -126,6 +128,8 @@ def _binary_size(n: int) -> str:
 
 class _Size(Kind):
     """Bytes, written with units (``512MB``, ``2GiB``) or as a whole number; read into an int."""
+
+    metavar = "SIZE"
 
     def check(self, opt, v, where):
         if isinstance(v, bool) or not isinstance(v, (str, int)):

@@ -53,7 +53,7 @@ directly), the starting vocabulary ``start``, and the run's own rooms, ``resume`
 ``store``, ``warmstart`` uses ``formats``); none imports ``config``: they take plain values or the
 ``RunSpec``. The ground imports no stage (except ``options``, which redacts URLs with
 ``count.remote.redact``).
-Example: ``train(TrainConfig(["data_fixtures/"], "out/demo", merges=500).describe())``.
+Example: ``train(TrainConfig(["data_fixtures/corpus/"], "out/demo", merges=500).describe())``.
 """
 from __future__ import annotations
 
@@ -182,7 +182,7 @@ def train(cfg: RunSpec | Any, progress: Progress | None = None, log: Log | None 
     memory is a ResourceError too (:func:`toktok.store.translating`); any other is a bug and passes
     unchanged.
 
-    Example: ``train(TrainConfig(["data_fixtures/"], "out/demo", merges=500)).vocab_size == 256 + 1161 + 500``
+    Example: ``train(TrainConfig(["data_fixtures/corpus/"], "out/demo", merges=500)).vocab_size == 256 + 1161 + 500``
     (when the corpus allows 500 merges).
     """
     if not isinstance(cfg, RunSpec):

@@ -444,7 +444,7 @@ def start_vocab(cfg: RunSpec) -> tuple[Vocab, list[str], Base | None, Pattern]:
     the run's pattern: the bytes (+ the hardcoded tokens the pattern forms as one piece), or a
     warm-start base (+ those only when asked) whose ids are all kept, and whose pattern the run
     keeps (:func:`_warm_pattern`).
-    Example: ``start_vocab(TrainConfig(["data_fixtures/"], "out/x").describe())[0].size == 256 + 1161``."""
+    Example: ``start_vocab(TrainConfig(["data_fixtures/corpus/"], "out/x").describe())[0].size == 256 + 1161``."""
     if cfg.warm_start is None:
         pattern = cfg.pattern or DEFAULT
         vocab = Vocab.base(hardcoded=False)

@@ -2,7 +2,7 @@
 
     python bench/probes/long_runs.py [--mb 1] [--merges 3000] [--only a,dash,equals,spaces,base64,mix]
 
-Each corpus is ``data_fixtures/notes.txt`` plus one line of ``--mb`` MB (``mix``: all five lines
+Each corpus is ``data_fixtures/corpus/notes.txt`` plus one line of ``--mb`` MB (``mix``: all five lines
 between pieces of notes.txt, with 300 shorter rules of random lengths). Each run is a fresh
 ``toktok train`` process (after one untimed run that fills Numba's cache); prints wall seconds,
 toktok's stage seconds (count, merge, export, verify, insight) and the process's peak RSS.
@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the history
 import history  # noqa: E402
-NOTES = ROOT / "data_fixtures" / "notes.txt"
+NOTES = ROOT / "data_fixtures" / "corpus" / "notes.txt"
 
 
 def lines(n: int) -> dict[str, str]:

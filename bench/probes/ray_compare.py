@@ -78,7 +78,7 @@ def main() -> None:
     ray = None
     try:
         # fill Numba's cache first: a fresh checkout would otherwise pay the JIT compile in run 1
-        run(exe + [str(ROOT / "data_fixtures" / "notes.txt"), "--out", str(tmp / "warm"), "--merges", "50", "-q"], env)
+        run(exe + [str(ROOT / "data_fixtures" / "corpus" / "notes.txt"), "--out", str(tmp / "warm"), "--merges", "50", "-q"], env)
         address = args.address
         startup = None
         if address is None:

@@ -8,7 +8,7 @@ counting core's (:mod:`toktok.count.common`), which the Ray engine (:mod:`toktok
 follows too, so both return the same :class:`~toktok.count.common.PhaseCount` for the same
 sources, seed and capacity. Reads the phase's :class:`~toktok.count.read.Corpus` objects; writes
 nothing itself (the pipeline stores the result and the checkpoints handed to ``save``).
-Example: ``count_phase([Source(read_corpus(["data_fixtures/"]))], seed=0).words.num_rows > 0``.
+Example: ``count_phase([Source(read_corpus(["data_fixtures/corpus/"]))], seed=0).words.num_rows > 0``.
 """
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ ray`` is asked for, and it imports Ray only when called. Without an address a pr
 sized to the machine (``threads`` or all cores) is started on the loopback interface for the phase
 and stopped after it; with one (``--ray-address``) the driver joins that cluster. If Ray is
 already initialised in the process (tests, notebooks), that cluster is used as it is.
-Example: ``count_phase([Source(read_corpus(["data_fixtures/"]))], seed=0).words.num_rows > 0``.
+Example: ``count_phase([Source(read_corpus(["data_fixtures/corpus/"]))], seed=0).words.num_rows > 0``.
 """
 from __future__ import annotations
 

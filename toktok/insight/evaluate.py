@@ -280,7 +280,7 @@ def evaluate(
     A ``.tiktoken`` splits text with the pattern recorded beside it (its tokenizer.json, else its
     run file), else with ``pattern`` (a name or a regex; default cl100k).
     Raises VocabError for a tokenizer that cannot be loaded and InputError for bad data.
-    Example: ``evaluate(["out/small", "out/big"], ["data_fixtures/sample.parquet"], by="lang")``.
+    Example: ``evaluate(["out/small", "out/big"], ["data_fixtures/corpus/sample.parquet"], by="lang")``.
     """
     if not tokenizers:
         raise ConfigError("no tokenizers given; pass toktok output folders, .tiktoken files or tokenizer.json files")

@@ -1,4 +1,4 @@
-"""Rebuild test_data/ from the bundled sample (data_fixtures/sample.parquet): a small corpus in
+"""Rebuild test_data/ from the bundled sample (data_fixtures/corpus/sample.parquet): a small corpus in
 toktoktok's layout (.txt files and one Parquet file with a ``text`` column), split by language and
 domain so that multi_phase.yaml's sources (english, code, german, french, spanish) are local folders.
 Run from this folder: ``python make_test_data.py``."""
@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 HERE = Path(__file__).resolve().parent
-SAMPLE = HERE.parents[2] / "data_fixtures" / "sample.parquet"
+SAMPLE = HERE.parents[2] / "data_fixtures" / "corpus" / "sample.parquet"
 
 
 def main() -> None:

@@ -286,7 +286,7 @@ class TrainConfig:
             elif f.name == "sources":
                 v = [s.to_dict() if isinstance(s, SourceConfig) else os.fspath(s) for s in v]
             elif f.name == "pattern" and v is not None and not isinstance(v, str):  # as given: name or regex
-                v = self.written.get("pattern") or (v.name if v.named else v.regex)
+                v = self.written.get("pattern") or (v.name if v.known else v.regex)
             elif isinstance(v, (list, dict)):
                 v = type(v)(v)
             d[f.name] = redacted(f.name, v)

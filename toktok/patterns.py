@@ -50,6 +50,11 @@ QWEN2 = (
     r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"""
     r""" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 )
+#: SuperBPE's stage-2 split (Liu et al. 2025, arXiv 2503.13423; the reference code's
+#: ``Digits(individual_digits=False)`` then ``Split("(?=(\d{3})+(?!\d))", isolated)``, as one
+#: regex): no whitespace split; each run of numbers (``\p{N}``) apart, cut into groups of three
+#: decimal digits (``\d``) from the right. See docs/superbpe.md.
+SUPERBPE = r"""[^\p{N}]+|\p{N}(?:(?!(?:\d{3})+(?!\d))\p{N})*"""
 
 
 @dataclass(frozen=True)
@@ -67,10 +72,15 @@ class Pattern:
         """Whether this is one of the named patterns (counted by the compiled scanner)."""
         return self.name in NAMED
 
+    @property
+    def known(self) -> bool:
+        """Whether this pattern has a name toktok knows (:data:`NAMED` or :data:`SUPERWORD`)."""
+        return self.name in BY_NAME
+
     def label(self, limit: int = 60) -> str:
         """The pattern in messages and summaries: its name, or ``custom`` and the regex (cut to
         ``limit`` characters). Example: ``NAMED["o200k"].label() == "o200k"``."""
-        return self.name if self.named else f"custom {_shown(self.regex, limit)}"
+        return self.name if self.known else f"custom {_shown(self.regex, limit)}"
 
     def to_dict(self) -> dict:
         """The pattern as the run file records it (``meta('pattern')``, with ``given``)."""
@@ -79,8 +89,8 @@ class Pattern:
     @classmethod
     def from_dict(cls, d: dict) -> "Pattern":
         """The pattern a run file recorded (:meth:`to_dict`); a named one by its name."""
-        if d.get("name") in NAMED:
-            return NAMED[d["name"]]
+        if d.get("name") in BY_NAME:
+            return BY_NAME[d["name"]]
         return cls("custom", d["regex"], d.get("hf") or d["regex"])
 
     @classmethod
@@ -116,6 +126,13 @@ NAMED: dict[str, Pattern] = {
     "gpt2": Pattern("gpt2", GPT2, GPT2),
     "qwen2": Pattern("qwen2", QWEN2, QWEN2),
 }
+#: Patterns of a later phase that splits more coarsely (counted through ``regex``, no scanner):
+#: ``superbpe``, SuperBPE's stage 2 (superwords across whitespace).
+SUPERWORD: dict[str, Pattern] = {
+    "superbpe": Pattern("superbpe", SUPERBPE, SUPERBPE),
+}
+#: Every pattern toktok knows by name.
+BY_NAME: dict[str, Pattern] = {**NAMED, **SUPERWORD}
 #: Other names of named patterns: Llama 3 splits as cl100k does.
 ALIASES = {"llama3": "cl100k"}
 DEFAULT = NAMED["cl100k"]
@@ -144,9 +161,9 @@ def resolve(text: str) -> Pattern:
     named pattern whose regex it is. Nothing is checked here (:func:`check` does).
     Example: ``resolve("llama3") is NAMED["cl100k"]``."""
     key = ALIASES.get(text, text)
-    if key in NAMED:
-        return NAMED[key]
-    for p in NAMED.values():
+    if key in BY_NAME:
+        return BY_NAME[key]
+    for p in BY_NAME.values():
         if text == p.regex:
             return p
     try:
@@ -584,8 +601,8 @@ _BY_HF: dict[str, Pattern] = {}
 @functools.lru_cache(maxsize=32)
 def _checked(text: str, keep: bool) -> Pattern | _Refused:
     key = ALIASES.get(text, text)
-    if key in NAMED:
-        return NAMED[key]
+    if key in BY_NAME:
+        return BY_NAME[key]
     if keep and text in _BY_HF:
         return _BY_HF[text]
     if not text:
@@ -598,7 +615,7 @@ def _checked(text: str, keep: bool) -> Pattern | _Refused:
     if keep and (regex_form, hf_form) != (text, text):
         return _Refused("the regex", "HF's Oniguruma and tiktoken's engine need it written differently "
                                      "(^, $, X{n,m}+ or X{n}?), so one regex cannot serve both; rewrite it")
-    for p in NAMED.values():
+    for p in BY_NAME.values():
         if regex_form == p.regex:
             return p
     p = Pattern("custom", regex_form, hf_form)
@@ -615,9 +632,9 @@ def check(value: str | Pattern, where: str = "--pattern", *, keep: bool = False)
     nothing may need rewriting. ConfigError naming ``where`` and the construct otherwise.
     Example: ``check("(?<=a)b|.")`` raises ``ConfigError("--pattern '(?<=a)b|.': (?<=: a look-behind ...")``."""
     if isinstance(value, Pattern):
-        value = value.name if value.named else value.regex
+        value = value.name if value.known else value.regex
     if not isinstance(value, str):
-        raise ConfigError(f"{where} expected a pattern name ({', '.join([*NAMED, *ALIASES])}) or a regex, got "
+        raise ConfigError(f"{where} expected a pattern name ({', '.join([*BY_NAME, *ALIASES])}) or a regex, got "
                           f"{type(value).__name__}")
     got = _checked(value, keep)
     if isinstance(got, Pattern):
@@ -645,5 +662,5 @@ def hardcoded(pattern: Pattern, tokens: list[bytes]) -> list[bytes]:
     return [t for t in tokens if pattern.one_piece(t.decode("utf-8"))]
 
 
-__all__ = ["Pattern", "NAMED", "ALIASES", "DEFAULT", "resolve", "check", "rewrite", "same", "hardcoded",
-           "probe_texts", "EDGE_TEXTS", "CL100K", "O200K", "GPT2", "QWEN2"]
+__all__ = ["Pattern", "NAMED", "SUPERWORD", "BY_NAME", "ALIASES", "DEFAULT", "resolve", "check", "rewrite", "same", "hardcoded",
+           "probe_texts", "EDGE_TEXTS", "CL100K", "O200K", "GPT2", "QWEN2", "SUPERBPE"]

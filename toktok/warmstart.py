@@ -429,7 +429,7 @@ def _to_tiktoken(base: Base, d: Path, force: bool) -> list[Path]:
     elif side.exists():  # --force: a list left from an earlier file would give this one specials
         side.unlink()
     if base.pattern is not None and base.pattern is not DEFAULT and not (tt.parent / HF_FILE).is_file():
-        shown = base.pattern.name if base.pattern.named else "the regex of its Split"
+        shown = base.pattern.name if base.pattern.known else "the regex of its Split"
         warnings.warn(ToktokWarning(f"{tt}: {base.path.name} splits text with {base.pattern.label()}, which a "
                                     f".tiktoken does not record; load it with pattern= ({shown}) or keep "
                                     "the tokenizer.json beside it"))
@@ -475,8 +475,8 @@ def _warm_pattern(cfg: RunSpec, base: Base) -> Pattern:
         return own or given or DEFAULT
     if not same(own, given):
         text = cfg.written.get("pattern")
-        shown = given.name if given.named else _shown(text) if text else given.label()  # as typed, not repr'd
+        shown = given.name if given.known else _shown(text) if text else given.label()  # as typed, not repr'd
         raise ConfigError(f"{at(cfg.name_of('pattern'), shown)}: the warm-start "
                           f"base {base.path.name} splits text with {own.label(40)}, and a warm start keeps its "
-                          f"base's pattern; leave the pattern out (or give {own.name if own.named else 'the same regex'})")
+                          f"base's pattern; leave the pattern out (or give {own.name if own.known else 'the same regex'})")
     return own

@@ -227,7 +227,7 @@ def encoding_pattern(tt_path: Path, given=None, where: str = "pattern=") -> Patt
     if recorded is not None and not same(p, recorded):
         shown = given.label() if isinstance(given, Pattern) else given
         head = f"{where}{shown}" if where.endswith("=") else f"{where} {shown}"
-        alt = recorded.name if recorded.named else "the same regex"
+        alt = recorded.name if recorded.known else "the same regex"
         raise ConfigError(f"{head}: {source} records the pattern {recorded.label()}; leave "
                           f"{where.rstrip('= ')} out (or pass {alt})"[:300])
     return p

@@ -55,8 +55,9 @@ class Phase:
 
     As a YAML config's ``phases:`` entry: its ``name``, the ``merges`` it learns (or its
     ``vocab_size``: the total ids after it, special tokens included), its ``sources`` (each a
-    path, data in memory or a :class:`Source`) and its own ``budget`` (bytes of text, or a size
-    such as ``"100MB"``).
+    path, data in memory or a :class:`Source`), its own ``budget`` (bytes of text, or a size
+    such as ``"100MB"``) and its own ``pattern`` (a name such as ``"superbpe"`` or a regex; default
+    the run's; the tokenizer splits text with the last phase's).
     """
 
     name: str
@@ -64,6 +65,7 @@ class Phase:
     sources: Sequence[Any] = ()
     budget: int | str | None = None
     vocab_size: int | None = None
+    pattern: str | None = None
 
 
 @dataclass
@@ -174,6 +176,7 @@ def train(
     bad_utf8: str | None = None,
     hardcoded: bool | None = None,
     pattern: str | None = None,
+    superbpe: int | None = None,
     warm_start: str | os.PathLike | None = None,
     budget: int | str | None = None,
     force: bool | None = None,
@@ -352,7 +355,7 @@ def _phase(ph: Any, k: int, names: _Names) -> PhaseConfig:
         raise ConfigError(f"phases[{k}]: give toktok.Phase merges= (new tokens) or vocab_size= (total ids), one of them")
     return PhaseConfig(ph.name, ph.merges,
                        [s if isinstance(s, SourceConfig) else SourceConfig(s) for s in srcs], ph.budget,
-                       vocab_size=ph.vocab_size)
+                       vocab_size=ph.vocab_size, pattern=ph.pattern)
 
 
 __all__ = ["train", "train_config", "Phase", "Source", "TrainResult", "PhaseSummary"]

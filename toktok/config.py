@@ -132,6 +132,7 @@ class TrainConfig:
     chat_template: str | None = None  # a Jinja file or a named template (toktok.formats.chat)
     progress: Any = None  # rich, plain, json, none or a callable (toktok.progress); None: the edge's default
     pattern: Any = None  # a name or regex; a patterns.Pattern after validate; None: cl100k (a warm start: its base's)
+    superbpe: int | None = None  # SuperBPE's transition: the one phase is split in two at this many ids
     vocab_size: int | None = None  # total ids instead of merges (the one phase's; phases: each its own)
     pad_to_multiple_of: int | None = None  # total ids rounded up with reserved special tokens
     max_token_length: int | None = None  # bytes: no merge makes a longer token
@@ -156,12 +157,22 @@ class TrainConfig:
         return self.written.get(key) or str(getattr(self, key))
 
     def phase_list(self) -> list[PhaseConfig]:
-        """The phases to run, in order (the single "main" phase when none are configured)."""
-        if self.phases:
-            return self.phases
-        return [PhaseConfig(MAIN_PHASE, self.merges if self.vocab_size is None else None,
-                            [s if isinstance(s, SourceConfig) else SourceConfig(os.fspath(s)) for s in self.sources],
-                            vocab_size=self.vocab_size)]
+        """The phases to run, in order (the single "main" phase when none are configured). With
+        ``superbpe`` the one phase is two over the same sources (:func:`superbpe_phases`), made
+        once: the checks of :meth:`validate` hold for what :meth:`describe` hands on."""
+        if self.superbpe is None:
+            return self.phases or [self._main_phase()]
+        split = self.__dict__.get("_superbpe_phases")
+        if split is None or split[0] != (self.superbpe, self.vocab_size, id(self.phases)):
+            split = ((self.superbpe, self.vocab_size, id(self.phases)),
+                     superbpe_phases(self, self.phases or [self._main_phase()]))
+            self.__dict__["_superbpe_phases"] = split
+        return split[1]
+
+    def _main_phase(self) -> PhaseConfig:
+        return PhaseConfig(MAIN_PHASE, self.merges if self.vocab_size is None else None,
+                           [s if isinstance(s, SourceConfig) else SourceConfig(os.fspath(s)) for s in self.sources],
+                           vocab_size=self.vocab_size)
 
     def use_hardcoded(self) -> bool:
         """Whether the hardcoded tokens are added: yes from scratch, no on a warm start, unless set."""
@@ -207,6 +218,9 @@ class TrainConfig:
                 ph.merges = OPTION["merges"].check(ph.merges, f"{where}.merges:")
             if ph.budget is not None:
                 ph.budget = OPTION["budget"].check(ph.budget, f"{where}.budget:")
+            if isinstance(ph.pattern, str):
+                ph.pattern_given = ph.pattern_given or ph.pattern
+                ph.pattern = OPTION["pattern"].check(ph.pattern, f"{where}.pattern:")
             if not ph.sources:
                 raise ConfigError(f"{where}.sources: the phase has no sources")
             budget = self.phase_budget(ph)
@@ -291,6 +305,39 @@ class TrainConfig:
                 v = type(v)(v)
             d[f.name] = redacted(f.name, v)
         return d
+
+
+#: The names of SuperBPE's two phases in a run without configured phases.
+SUBWORDS, SUPERWORDS = "subwords", "superwords"
+
+
+def superbpe_phases(cfg: TrainConfig, phases: list[PhaseConfig]) -> list[PhaseConfig]:
+    """SuperBPE as two phases over the same sources: the one phase of ``phases`` up to
+    ``cfg.superbpe`` total ids with its own (the run's) pattern, then ``superwords`` up to its
+    ``vocab_size`` with the ``superbpe`` pattern (:data:`toktok.patterns.SUPERWORD`). A run
+    without configured phases names them ``subwords`` and ``superwords``. ConfigError when the
+    run has several phases, no ``vocab_size``, or a transition not below it."""
+    from .patterns import SUPERWORD
+
+    where = cfg.name_of("superbpe")
+    if len(phases) != 1:
+        raise ConfigError(f"{where.rstrip(':=')}: the config has {len(phases)} phases; SuperBPE splits one phase "
+                          "in two: give one phase, or give the later phases pattern: superbpe yourself")
+    ph = phases[0]
+    total = ph.vocab_size
+    if total is None:
+        size = cfg.name_of("vocab_size") if not cfg.phases else "phases[0].vocab_size:"
+        raise ConfigError(f"{where.rstrip(':=')}: needs {size.rstrip(':=')} (the total ids after the superwords), "
+                          "not merges; e.g. --superbpe 26000 --vocab-size 32768")
+    t = OPTION["superbpe"].check(cfg.superbpe, where)
+    if isinstance(total, int) and t >= total:
+        raise ConfigError(f"{at(where, str(t))}: the transition must be below the vocabulary size {total}; "
+                          f"e.g. {int(total * 0.8)} (80%)")
+    first = PhaseConfig(ph.name if cfg.phases else SUBWORDS, None, ph.sources, ph.budget, vocab_size=t,
+                        pattern=ph.pattern, pattern_given=ph.pattern_given)
+    name = SUPERWORDS if first.name != SUPERWORDS else SUPERWORDS + "-2"
+    return [first, PhaseConfig(name, None, ph.sources, ph.budget, vocab_size=total, pattern=SUPERWORD["superbpe"],
+                               pattern_given="superbpe")]
 
 
 def _check_shape(cfg: TrainConfig) -> None:
@@ -475,7 +522,8 @@ def load_config(path: str | os.PathLike) -> TrainConfig:
         if not srcs:
             raise ph.error("needs sources: a list of path: or file: entries")
         sources = [_source(name, f"phases[{k}].sources[{j}]", s) for j, s in enumerate(srcs)]
-        cfg.phases.append(PhaseConfig(pname, merges, sources, ph.get("budget"), vocab_size=size))
+        cfg.phases.append(PhaseConfig(pname, merges, sources, ph.get("budget"), vocab_size=size,
+                                      pattern=ph.get("pattern"), pattern_given=ph.get("pattern")))
     return cfg
 
 

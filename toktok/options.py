@@ -326,10 +326,11 @@ class _Split(Kind):
 
     def from_yaml(self, opt, v, where):
         if isinstance(v, str) and not v.strip():
-            raise ConfigError(f"{where} is empty; give a pattern name (cl100k, o200k, gpt2, qwen2, llama3) or a regex, "
-                              "or leave it out for cl100k")
+            raise ConfigError(f"{where} is empty; give a pattern name (cl100k, o200k, gpt2, qwen2, llama3, superbpe) "
+                              "or a regex, or leave it out for cl100k")
         if not isinstance(v, str):
-            raise ConfigError(f"{where} expected a pattern name (cl100k, o200k, gpt2, qwen2, llama3) or a regex, "
+            raise ConfigError(f"{where} expected a pattern name (cl100k, o200k, gpt2, qwen2, llama3, superbpe) or a "
+                              "regex, "
                               f"got {kind_of_value(v)}")
         return v
 
@@ -443,8 +444,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("hardcoded", FLAG, None, "Add the hardcoded tokens (default: yes from scratch, no on a warm start)",
            cli=("--hardcoded/--no-hardcoded",), yaml="hardcoded"),
     Option("pattern", SPLIT, None, "Pre-tokenizer: cl100k (default; a warm start keeps its base's), o200k, gpt2, "
-           "qwen2, llama3 (= cl100k), or a regex that tiktoken and HF tokenizers read alike", cli=("--pattern",),
-           yaml="pattern", metavar="NAME|REGEX"),
+           "qwen2, llama3 (= cl100k), superbpe, or a regex that tiktoken and HF tokenizers read alike; a phase may "
+           "have its own (the tokenizer splits with the last phase's)", cli=("--pattern",), yaml="pattern",
+           scope=("run", "phase"), metavar="NAME|REGEX"),
+    Option("superbpe", WHOLE, None, "SuperBPE: learn subwords with the run's pattern up to this many ids, then "
+           "superwords (across whitespace: pattern superbpe) on the same text up to --vocab-size",
+           cli=("--superbpe",), yaml="superbpe", minimum=1, maximum=MOST_IDS, unit="ids", metavar="T",
+           hint="pass the total ids at the transition, e.g. --superbpe 26000 with --vocab-size 32768"),
     Option("warm_start", PATH, None, "Start from this .tiktoken or tokenizer.json, keeping every id",
            cli=("--warm-start",), yaml="warm_start", toktoktok=True),
     Option("budget", SIZE, None, "Memory budget of the whole run, e.g. 512MB or 8GB: larger corpora are sampled to fit",

@@ -62,13 +62,22 @@ class PhaseConfig:
     sources: list[SourceConfig]
     budget: str | int | None = None
     vocab_size: int | None = None  # instead of merges: the total ids after this phase, specials included
+    pattern: Any = None  # the phase's own pre-tokenizer (a name or regex; a patterns.Pattern once checked)
+    pattern_given: str | None = field(default=None, compare=False)  # as the user wrote it, for the record
 
     def to_dict(self) -> dict:
         d = {"name": self.name, "merges": self.merges, "budget": self.budget,
              "sources": [s.to_dict() for s in self.sources]}
         if self.vocab_size is not None:  # recorded only when given: a merges run's record is as before
             d["vocab_size"] = self.vocab_size
+        if self.pattern is not None:  # likewise
+            d["pattern"] = self.pattern_given or (self.pattern if isinstance(self.pattern, str) else
+                                                  self.pattern.name if self.pattern.known else self.pattern.regex)
         return d
+
+    def split(self, run_pattern: Any) -> Any:
+        """The pattern this phase counts its text with: its own, else the run's (``run_pattern``)."""
+        return self.pattern if self.pattern is not None else run_pattern
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from .errors import ConfigError
 from .options import at
 from .patterns import Pattern
 from .vocab import Vocab
-from .warmstart import Base, start_vocab
+from .warmstart import Base, moved_pattern, start_vocab
 
 if TYPE_CHECKING:
     from .spec import PhaseConfig, RunSpec
@@ -49,6 +49,9 @@ def vocabulary(cfg: RunSpec, phases: list[PhaseConfig]) -> Start:
     Example: ``vocabulary(spec, list(spec.phases)).specials == ["<|endoftext|>"]``."""
     vocab, kinds, base, pattern = start_vocab(cfg)
     warnings = list(base.warnings) if base is not None else []
+    moved = moved_pattern(cfg, base, pattern)
+    if moved is not None:
+        warnings.append(moved)
     listed = [str(t) for t in cfg.special_tokens]  # their added-token flags: for the export (formats.export)
     vocab.specials, unlisted = _run_specials(listed, vocab, base)
     if unlisted and cfg.special_tokens:
@@ -95,6 +98,8 @@ def _without_hardcoded(cfg: RunSpec, vocab: Vocab, added: int) -> str:
 
 def _vocab_size_key(cfg: RunSpec, k: int) -> str:
     """Where phase ``k``'s ``vocab_size`` was given, for a message: the option, or ``phases[k]``'s key."""
+    if cfg.superbpe is not None and k == 0:  # the subwords' total ids: the transition
+        return cfg.name_of("superbpe")
     return cfg.name_of("vocab_size") if not cfg.phases_given else f"phases[{k}].vocab_size:"
 
 

@@ -448,8 +448,9 @@ def start_vocab(cfg: RunSpec) -> tuple[Vocab, list[str], Base | None, Pattern]:
     if cfg.warm_start is None:
         pattern = cfg.pattern or DEFAULT
         vocab = Vocab.base(hardcoded=False)
-        if cfg.use_hardcoded:
-            vocab.tokens += _no_longer(hardcoded_tokens(pattern), cfg.max_token_length)
+        if cfg.use_hardcoded:  # those the first phase's pattern forms as one piece
+            first = cfg.phases[0].split(pattern) if cfg.phases else pattern
+            vocab.tokens += _no_longer(hardcoded_tokens(first), cfg.max_token_length)
         kinds = ["byte"] * 256 + ["hardcoded"] * (len(vocab.tokens) - 256)
         return vocab, kinds, None, pattern
     base = load_base(cfg.warm_start)
@@ -457,8 +458,25 @@ def start_vocab(cfg: RunSpec) -> tuple[Vocab, list[str], Base | None, Pattern]:
     vocab = base.kept_vocab()
     kinds = ["special" if i in vocab.pinned else "byte" if len(t) == 1 else "base" for i, t in enumerate(vocab.tokens)]
     if cfg.use_hardcoded:
-        kinds += ["hardcoded"] * len(add_tokens(vocab, _no_longer(hardcoded_tokens(pattern), cfg.max_token_length)))
+        first = cfg.phases[0].split(pattern) if cfg.phases else pattern
+        kinds += ["hardcoded"] * len(add_tokens(vocab, _no_longer(hardcoded_tokens(first), cfg.max_token_length)))
     return vocab, kinds, base, pattern
+
+
+def moved_pattern(cfg: RunSpec, base: Base | None, pattern: Pattern) -> str | None:
+    """What a warm start changes when a phase splits text with a pattern other than its base's
+    (a phase's own ``pattern:``, or ``--superbpe``'s superwords): one warning, or None."""
+    if base is None or base.pattern is None:
+        return None
+    moved = [ph for ph in cfg.phases if not same(ph.split(pattern), base.pattern)]
+    if not moved:
+        return None
+    last = cfg.phases[-1].split(pattern)
+    names = ", ".join(repr(ph.name) for ph in moved)
+    return (f"the warm-start base {base.path.name} splits text with {base.pattern.label(40)}; phase {names} with "
+            f"{moved[-1].split(pattern).label(40)}: every id and merge of the base is kept, the tokenizer written splits "
+            f"text with {last.label(40)}, so the same text may encode into the base's tokens differently than with "
+            "the base")
 
 
 def _no_longer(tokens: list[bytes], limit: int | None) -> list[bytes]:
@@ -478,5 +496,6 @@ def _warm_pattern(cfg: RunSpec, base: Base) -> Pattern:
         shown = given.name if given.known else _shown(text) if text else given.label()  # as typed, not repr'd
         raise ConfigError(f"{at(cfg.name_of('pattern'), shown)}: the warm-start "
                           f"base {base.path.name} splits text with {own.label(40)}, and a warm start keeps its "
-                          f"base's pattern; leave the pattern out (or give {own.name if own.known else 'the same regex'})")
+                          f"base's pattern; leave the pattern out (or give {own.name if own.known else 'the same regex'}), or give a "
+                          "phase its own pattern (phases[k].pattern:, toktok.Phase(pattern=)) to move to another")
     return own

@@ -90,3 +90,33 @@ def pieces(docs: list[str], index: np.ndarray, n_subsets: int, threads: int, *,
 
 
 __all__ = ["ALL", "subsets", "sums", "utf8_bytes", "ratio", "pieces"]
+
+
+def _complete(token: bytes) -> str:
+    """The complete UTF-8 characters of ``token``: a leading run of continuation bytes and a
+    trailing cut character left aside (what is left of an invalid middle is replaced)."""
+    a, b = 0, len(token)
+    while a < b and token[a] & 0xC0 == 0x80:
+        a += 1
+    for k in range(1, min(4, b - a) + 1):  # a lead byte whose character the token cuts
+        c = token[b - k]
+        if c & 0xC0 == 0xC0:
+            need = 2 if c < 0xE0 else 3 if c < 0xF0 else 4
+            if need > k:
+                b -= k
+            break
+        if c & 0x80 == 0:
+            break
+    return token[a:b].decode("utf-8", "replace")
+
+
+def is_superword(token: bytes, pattern: Pattern) -> bool:
+    """Whether ``pattern`` cuts ``token``: its complete characters (:func:`_complete`) are more
+    than one piece of it. Example: ``is_superword(b" of the", DEFAULT) and not is_superword(b" the", DEFAULT)``."""
+    text = _complete(token)
+    return len(text) > 1 and len(pattern.findall(text)) > 1
+
+
+def superwords(tokens: list[bytes], first: int, pattern: Pattern) -> list[int]:
+    """The ids from ``first`` on whose tokens are superwords of ``pattern`` (the first phase's)."""
+    return [i for i in range(first, len(tokens)) if is_superword(tokens[i], pattern)]

@@ -278,6 +278,11 @@ def run_summary(d: dict) -> Group:
         _row(head, "phases" if k == 0 else "", Text.assemble(literal(r["phase"], "bold"), literal(": " + ", ".join(parts))))
     if isinstance(d.get("specials"), dict) and d["specials"].get("ids"):
         _row(head, "special ids", literal(specials_line(d["specials"])))
+    sw = d.get("superwords")
+    if isinstance(sw, dict):
+        _row(head, "superwords", literal(f"{sw['count']:,} tokens that {sw.get('pattern') or 'the first pattern'} "
+                                         "cuts, e.g. " + " ".join(repr(x) for x in sw.get("examples") or [])
+                                         + " (toktok sql RUN superwords)"))
     vocab = d.get("vocab") or {}
     _row(head, "vocab", f"{d.get('vocab_size', 0):,} tokens: " + ", ".join(f"{v:,} {k}" for k, v in vocab.items()))
     p = d.get("parity")

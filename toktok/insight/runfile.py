@@ -39,7 +39,7 @@ from .measure import ALL
 RunLike = Union[str, os.PathLike, duckdb.DuckDBPyConnection, RunStore]
 
 #: The views ``add_views`` creates and the tables it creates empty when missing.
-VIEWS = ("vocab_text", "merges_text", "words_text", "sources", "phases", "runs", "vocab_usage")
+VIEWS = ("vocab_text", "superwords", "merges_text", "words_text", "sources", "phases", "runs", "vocab_usage")
 TABLES = INSIGHT_TABLES
 #: Where the ready queries ship: package data (``sql/`` at the top of a source checkout points here).
 READY_DIR = Path(__file__).resolve().parent.parent / "sql" / "ready"
@@ -556,6 +556,15 @@ def _reader(rel, batch_rows: int) -> pa.RecordBatchReader:
     raise AttributeError("this duckdb has no Arrow export")  # pragma: no cover
 
 
+def _superwords(store: RunStore, recorded) -> dict | None:
+    """The superwords a run recorded: their count, the first phase's pattern and a few examples
+    (the longest), or None for a run with none recorded."""
+    if not isinstance(recorded, dict) or not recorded.get("ids"):
+        return None
+    rows = store.run("describe.superwords").fetchall()
+    return {"count": len(recorded["ids"]), "pattern": recorded.get("pattern"), "examples": [r[0] for r in rows]}
+
+
 def describe(run: RunLike) -> dict:
     """Everything ``toktok show`` prints, as plain data: config, inputs, the curve's sample (and
     what it is: ``sample.text``), special ids (``specials``),
@@ -598,6 +607,7 @@ def describe(run: RunLike) -> dict:
             "words": rows("words")[0],
             "parity": js("parity"),
             "pattern": _pattern_label(meta.get("pattern")),
+            "superwords": _superwords(store, js("superwords")),
             "specials": js("specials"),
             "stages": dict(store.run("describe.stages").fetchall()),
             "warnings": js("warnings", []),

@@ -20,3 +20,6 @@ SELECT count(*) FROM vocab;
 SELECT count(*) AS unique_words, sum(count) AS total FROM words;
 -- name: stages
 SELECT stage, seconds FROM stages;
+-- name: superwords
+-- The longest superwords, for the summary's examples.
+SELECT shown FROM superwords ORDER BY bytes DESC, id LIMIT 5;

@@ -10,6 +10,15 @@ SELECT id, token, text, COALESCE(text, CAST(token AS VARCHAR)) AS shown, kind, p
        CASE WHEN kind = 'merge' THEN COALESCE(phase, 'merge') ELSE kind END AS part,
        octet_length(token) AS bytes, length(text) AS chars
 FROM (SELECT *, TRY(decode(token)) AS text FROM vocab);
+-- name: superwords
+
+-- Superwords: the tokens the first phase's pattern cuts (their complete characters are several of
+-- its pieces), as the run recorded them (meta('superwords'); none without a phase of another pattern).
+CREATE OR REPLACE VIEW superwords AS
+SELECT v.id, v.token, v.text, v.shown, v.phase, v.bytes, v.chars
+FROM vocab_text v
+WHERE v.id IN (SELECT CAST(j AS INTEGER)
+               FROM (SELECT unnest(json_extract(value, '$.ids[*]')) AS j FROM meta WHERE key = 'superwords'));
 -- name: merges_text
 
 -- Merges in training order: rank (= token id) of the result, its parts, the pair count when it

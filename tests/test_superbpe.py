@@ -51,3 +51,129 @@ def test_superbpe_by_name_and_by_regex():
     assert p is SUPERWORD["superbpe"] and p.label() == "superbpe" and p.known and not p.named
     assert resolve(SUPERBPE) is p and check(SUPERBPE) is p
     assert type(p).from_dict(p.to_dict()) is p
+
+
+# --- a SuperBPE run: exact, loadable everywhere with the same ids ---------------------------------
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import duckdb
+from conftest import FIXTURES
+from oracles.reference_bpe import train as reference_train
+from typer.testing import CliRunner
+
+import toktok
+from toktok.cli import app
+from toktok.formats.hf import load_hf
+from toktok.patterns import CL100K, EDGE_TEXTS, NAMED
+from toktok.verify import random_slices
+from toktok.vocab import Vocab
+
+runner = CliRunner()
+SOURCES = [str(FIXTURES / "notes.txt"), str(FIXTURES / "extra.jsonl")]
+T, N = 1600, 1800  # total ids (one special token): 182 subword merges after the 1,417 bytes and hardcoded
+# tokens, then 200 superword ones
+
+
+def _docs() -> list[str]:
+    return [(FIXTURES / "notes.txt").read_text()] + [
+        json.loads(line)["text"] for line in (FIXTURES / "extra.jsonl").read_text().splitlines()]
+
+
+def _words(rx: str, docs: list[str]) -> dict[bytes, int]:
+    return dict(Counter(w.encode() for d in docs for w in regex.findall(rx, d)))
+
+
+def _reference(docs: list[str], t: int = T, n: int = N, first: str = CL100K):
+    """The slow reference: stage 1 as plain BPE over the first pattern's pieces from the bytes and
+    hardcoded tokens, stage 2 as plain BPE over the superbpe pieces from stage 1's vocabulary."""
+    start = Vocab.base().tokens
+    tokens1, merges1 = reference_train(_words(first, docs), start, t - 1 - len(start))
+    tokens2, merges2 = reference_train(_words(SUPERBPE, docs), tokens1, n - 1 - len(tokens1))
+    return tokens2, [tuple(m) for m in merges1], [tuple(m) for m in merges2]
+
+
+def _merges(out: Path, phase: str) -> list[tuple]:
+    con = duckdb.connect(str(out / "run.duckdb"), read_only=True)
+    return con.execute("select left_id, right_id, token_id, count, reused from merges where phase = $p "
+                       "order by merge_index", {"p": phase}).fetchall()
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("superbpe") / "o"
+    r = runner.invoke(app, ["train", *SOURCES, "--out", str(out), "--vocab-size", str(N), "--superbpe", str(T),
+                            "-s", "<|endoftext|>", "-q"])
+    assert r.exit_code == 0, r.output
+    return out
+
+
+def test_merges_equal_the_reference(run):
+    tokens, ref1, ref2 = _reference(_docs())
+    assert _merges(run, "subwords") == ref1 and len([m for m in ref1 if not m[4]]) == T - 1 - 1417
+    assert _merges(run, "superwords") == ref2 and len([m for m in ref2 if not m[4]]) == N - T
+    enc = toktok.load_encoding(run)
+    assert enc.n_vocab == N and [enc.decode_single_token_bytes(i) for i in range(N - 1)] == tokens
+    assert enc._pat_str == SUPERBPE  # the tokenizer splits with the last phase's pattern
+    con = duckdb.connect(str(run / "run.duckdb"), read_only=True)
+    phases = json.loads(con.execute("select value from meta where key = 'phases'").fetchone()[0])
+    assert [(p["name"], p["pattern"]) for p in phases] == [("subwords", "cl100k"), ("superwords", "superbpe")]
+    meta = json.loads(con.execute("select value from meta where key = 'pattern'").fetchone()[0])
+    assert meta["name"] == "superbpe" and meta["by_phase"]["subwords"]["name"] == "cl100k"
+
+
+def test_merges_equal_the_reference_on_held_out_text(tmp_path):
+    # text the fixtures were not made of: the sample's documents, as a Python list
+    import polars as pl
+
+    docs = pl.read_parquet(FIXTURES / "sample.parquet")["text"].to_list()[:150]
+    r = toktok.train([docs], out=tmp_path / "o", vocab_size=1700, superbpe=1550, hardcoded=False, verbose=False)
+    start = Vocab.base(hardcoded=False).tokens
+    tokens1, merges1 = reference_train(_words(CL100K, docs), start, 1550 - 256)
+    tokens2, merges2 = reference_train(_words(SUPERBPE, docs), tokens1, 1700 - len(tokens1))
+    assert _merges(r.out, "subwords") == [tuple(m) for m in merges1]
+    assert _merges(r.out, "superwords") == [tuple(m) for m in merges2]
+
+
+def test_output_is_byte_identical_from_run_to_run(run, tmp_path):
+    out = tmp_path / "again"
+    r = runner.invoke(app, ["train", *SOURCES, "--out", str(out), "--vocab-size", str(N), "--superbpe", str(T),
+                            "-s", "<|endoftext|>", "-q"])
+    assert r.exit_code == 0, r.output
+    for name in ("tokenizer.tiktoken", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        assert (out / name).read_bytes() == (run / name).read_bytes(), name
+
+
+def test_tiktoken_hf_and_transformers_give_the_same_ids(run):
+    from transformers import AutoTokenizer
+
+    docs = _docs()
+    long_docs = ["\n\n".join(docs[:40]), " ".join(docs) * 3]  # one piece of ~100 KB, one of ~300 KB
+    texts = [*EDGE_TEXTS, *docs, *long_docs, *(ln for d in docs for ln in d.splitlines()),
+             *probe_texts(count=2500, seed=7), *random_slices(docs, 600, seed=3), "x<|endoftext|>y 1234567"]
+    assert len(texts) >= 4000
+    enc, hf = toktok.load_encoding(run), load_hf(run)
+    tf = AutoTokenizer.from_pretrained(str(run))
+    tt = enc.encode_batch(texts, allowed_special="all")
+    got = hf.encode_batch(texts, add_special_tokens=False)
+    got_tf = tf(texts, add_special_tokens=False)["input_ids"]
+    for t, a, b, c in zip(texts, tt, got, got_tf):
+        assert a == b.ids == c, t[:80]
+        assert enc.decode(a) == t and tf.decode(c) == t
+    assert any(len(enc.decode_single_token_bytes(i)) > 1 and b" " in enc.decode_single_token_bytes(i)[1:]
+               for i in range(T - 1, N - 1))  # superwords were learned
+
+
+def test_superwords_in_the_run_file_and_show(run):
+    con = duckdb.connect(str(run / "run.duckdb"), read_only=True)
+    rows = con.execute("select id, token, phase from superwords order by id").fetchall()
+    assert rows and all(T - 1 <= i < N - 1 and ph == "superwords" for i, _, ph in rows)
+    cl100k = NAMED["cl100k"]
+    ids = {i for i, _, _ in rows}
+    for i, tok, _ in con.execute("select id, token, phase from vocab where phase = 'superwords'").fetchall():
+        text = bytes(tok).decode("utf-8", "ignore")
+        assert (i in ids) == (len(cl100k.findall(text)) > 1 and len(text) > 1) or not bytes(tok).isascii(), tok
+    r = runner.invoke(app, ["show", str(run)])
+    assert r.exit_code == 0 and f"{len(rows):,} tokens that cl100k cuts" in r.output, r.output

@@ -108,7 +108,8 @@ class _Run:
     specials: list[str]  # every special token of the run: listed, and the base's
     inputs: list[tuple[str, str]]  # what publishing must not replace: (path, what it is)
     warnings: list[str]
-    pattern: start.Pattern  # the pre-tokenizer: --pattern, a warm start's own, or cl100k
+    pattern: start.Pattern  # the tokenizer's pre-tokenizer: the last phase's (--pattern, a warm start's own, or cl100k)
+    patterns: dict[str, start.Pattern]  # each phase's, by name: its own, else the run's
     kernels: merge.Kernels  # the kernels, built ahead on a first run after an install
     times: dict[str, float] = field(default_factory=lambda: {"count": 0.0, "merge": 0.0})
     staging: resume.Staging | None = None
@@ -130,6 +131,10 @@ class _Run:
     verified: verify.VerifyReport | None = None  # what the parity check compared (step 8)
     chat_template: str | None = None  # the Jinja text for tokenizer_config.json
     reserved: int = 0  # reserved special tokens added after the run's own (start.reserve)
+
+    def by_phase(self) -> dict[str, start.Pattern] | None:
+        """Each phase's pattern when some phase splits with another than the tokenizer's, else None."""
+        return self.patterns if any(p is not self.pattern for p in self.patterns.values()) else None
 
     @property
     def layout(self):
@@ -198,12 +203,13 @@ def _train(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: resu
     run = _plan(cfg, progress, log, marks)  # 1.
     run.ray_tuning = ray_tuning
     # (the first file's first batch decoded while step 2 opens the run file)
-    run.started = count.start(cfg, run.phases[0], run.plans[0], run.plan, run.pattern) if run.ray_count is None else None
+    first = run.patterns[run.phases[0].name]
+    run.started = count.start(cfg, run.phases[0], run.plans[0], run.plan, first) if run.ray_count is None else None
     if not run.tiny:  # a first run compiles before its run file exists: a kill -9 meanwhile leaves nothing
         run.kernels.warm_up()  # to --resume (and under a budget, while this process holds least)
     run.staging, run.journal, run.fingerprints = resume.open_run(  # 2.
         cfg, run.plans, marks, inputs=run.inputs, plan=run.plan, threads=run.threads, pattern=run.pattern,
-        base=run.base, hardcoded=run.kinds.count("hardcoded"))
+        base=run.base, hardcoded=run.kinds.count("hardcoded"), by_phase=run.by_phase())
     journal = run.journal
     try:
         if not run.tiny:  # (a tiny run compiles only if its words are too many for merge.small)
@@ -266,8 +272,10 @@ def _plan(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: resum
     return _Run(cfg=cfg, phases=phases, plans=plans, plan=plan, ray_count=ray_count, threads=threads,
                 report=progress or (lambda stage, done, total: None), log=log, say=log if cfg.verbose else None,
                 marks=marks, vocab=st.vocab, kinds=st.kinds, phase_of=[None] * len(st.vocab.tokens), base=st.base,
-                specials=st.specials, inputs=inputs, warnings=warnings, chat_template=chat, pattern=st.pattern,
-                kernels=merge.Kernels(st.pattern, log if cfg.verbose is not False else None, budgeted=plan is not None))
+                specials=st.specials, inputs=inputs, warnings=warnings, chat_template=chat,
+                pattern=phases[-1].split(st.pattern), patterns={ph.name: ph.split(st.pattern) for ph in phases},
+                kernels=merge.Kernels(phases[0].split(st.pattern), log if cfg.verbose is not False else None,
+                                      budgeted=plan is not None))
 
 
 def _phase(run: _Run, phase: PhaseConfig, sources: list[count.Source], fp: list) -> None:
@@ -291,7 +299,8 @@ def _phase(run: _Run, phase: PhaseConfig, sources: list[count.Source], fp: list)
         counted = got.counted
     else:
         started, run.started = run.started, None
-        counted = count.run(cfg, phase, sources, fp, journal=journal, pattern=run.pattern, specials=run.specials,
+        counted = count.run(cfg, phase, sources, fp, journal=journal, pattern=run.patterns[phase.name],
+                            specials=run.specials,
                             merges=merge.budget(phase, run.vocab), plan=run.plan, threads=run.threads,
                             report=run.report, started=started, ray_count=run.ray_count, ray_tuning=run.ray_tuning)
         if counted.regex_mb_s is not None:
@@ -363,9 +372,13 @@ def _vocabulary(run: _Run) -> None:
          "reused_merges": s.reused_merges, "words": s.words, "docs": s.docs, "text_bytes": s.text_bytes,
          "first_id": s.first_id, "budget": cfg.phase_budget(ph), "seconds": sum(s.seconds.values()),
          "seconds_count": s.seconds["count"], "seconds_merge": s.seconds["merge"],
-         "sources": [{"path": count.redact(src.path), "weight": src.weight} for src in ph.sources]}
+         "sources": [{"path": count.redact(src.path), "weight": src.weight} for src in ph.sources],
+         "pattern": run.patterns[ph.name].label()}
         for s, ph in zip(run.summaries, run.phases)
     ])
+    sw = insight.superwords(vocab.tokens, run.phases, run.patterns, run.phase_of)
+    if sw is not None:
+        store.put_meta("superwords", sw)
 
 
 def _publish(run: _Run) -> None:
@@ -390,7 +403,8 @@ def _summary(run: _Run) -> TrainSummary:
         out=run.layout.folder, vocab_size=run.vocab.size,
         seconds=run.times, parity_strings=run.verified.strings, warnings=run.warnings, phases=s,
         warm_start=run.base.summary() if run.base is not None else None, tiktoken=run.layout.tiktoken,
-        shared=run.layout.shared, specials=run.special_ids, pattern=run.pattern.label(),
+        shared=run.layout.shared, specials=run.special_ids,
+        pattern=" → ".join(dict.fromkeys(run.patterns[ph.name].label() for ph in run.phases)),
         hardcoded=run.kinds.count("hardcoded"), regex_mb_s=run.regex_mb_s, reserved=run.reserved,
         min_frequency=run.cfg.min_frequency, max_token_length=run.cfg.max_token_length,
     )

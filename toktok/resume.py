@@ -242,14 +242,15 @@ class Opened(NamedTuple):
 
 def open_run(cfg: RunSpec, plans: list[list[Source]], marks: Checkpoints, *, inputs: list[tuple[str, str]],
              plan: BudgetPlan | None, threads: int, pattern: Pattern, base: Base | None = None,
-             hardcoded: int = 0) -> Opened:
+             hardcoded: int = 0, by_phase: dict[str, Pattern] | None = None) -> Opened:
     """The pipeline's step 2: the staging folder (a new one, or the interrupted run's with
     ``--resume``: :func:`toktok.rundir.open_staging`; ``inputs``: what publishing must not
     replace) and the run file in it, DuckDB limited to the budget's share (``plan``) else to
     ``memory_limit``, and what it records before any phase: on ``--resume`` the check that this
     is the interrupted run (:func:`begin`; the files of ``plans`` take its spelling); the inputs'
-    fingerprints, the budget's plan, the config, versions, seed, ``pattern``, start time and
-    warm-start ``base`` (with the ``hardcoded`` tokens added to it). On failure nothing is left
+    fingerprints, the budget's plan, the config, versions, seed, ``pattern`` (the tokenizer's; with
+    ``by_phase``, each phase's too), start time and warm-start ``base`` (with the ``hardcoded``
+    tokens added to it). On failure nothing is left
     behind, or the interrupted run stays as it was (:func:`abandon`).
     Example: ``open_run(spec, plans, Checkpoints(), inputs=[], plan=None, threads=1, pattern=DEFAULT)``."""
     staging = open_staging(cfg.layout, cfg.force, cfg.resume, inputs)
@@ -261,7 +262,7 @@ def open_run(cfg: RunSpec, plans: list[list[Source]], marks: Checkpoints, *, inp
         store = RunStore.create(staging.path / RUN_FILE, memory_limit=limit, threads=threads, limit_shown=shown)
         with store.transaction():  # what the run file records before any phase, in one commit
             fingerprints = begin(store, cfg, plans, staging.resuming)
-            store.put_metas(_opening_meta(cfg, plan, pattern, base, hardcoded, staging.resuming))
+            store.put_metas(_opening_meta(cfg, plan, pattern, base, hardcoded, staging.resuming, by_phase))
     except BaseException as e:
         abandon(e, staging, staging.resuming)
         raise
@@ -269,13 +270,14 @@ def open_run(cfg: RunSpec, plans: list[list[Source]], marks: Checkpoints, *, inp
 
 
 def _opening_meta(cfg: RunSpec, plan: BudgetPlan | None, pattern: Pattern, base: Base | None, hardcoded: int,
-                  resuming: bool) -> dict:
+                  resuming: bool, by_phase: dict[str, Pattern] | None = None) -> dict:
     meta = {"budget": plan.to_dict()} if plan is not None else {}
     meta.update({
         "config": cfg.to_dict(), "versions": _versions(), "seed": str(cfg.seed),
         "pattern": {**pattern.to_dict(), "given": cfg.written.get("pattern"),
                     "from": "warm start" if base is not None and base.pattern is not None else
-                    "option" if cfg.pattern is not None else "default"},
+                    "option" if cfg.pattern is not None else "default",
+                    **({"by_phase": {k: p.to_dict() for k, p in by_phase.items()}} if by_phase else {})},
         "resumed" if resuming else "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     if base is not None:
         meta["warm_start"] = {**base.summary(), "hardcoded_added": hardcoded}

@@ -116,7 +116,3 @@ def is_superword(token: bytes, pattern: Pattern) -> bool:
     text = _complete(token)
     return len(text) > 1 and len(pattern.findall(text)) > 1
 
-
-def superwords(tokens: list[bytes], first: int, pattern: Pattern) -> list[int]:
-    """The ids from ``first`` on whose tokens are superwords of ``pattern`` (the first phase's)."""
-    return [i for i in range(first, len(tokens)) if is_superword(tokens[i], pattern)]

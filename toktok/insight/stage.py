@@ -17,7 +17,23 @@ from .runfile import _Prefixes, add_views, curve_table, gains_table
 if TYPE_CHECKING:
     from ..resume import Journal
 
-__all__ = ["record"]
+__all__ = ["record", "superwords"]
+
+
+def superwords(tokens: list[bytes], phases, patterns: dict, phase_of: list) -> dict | None:
+    """What meta('superwords') records (the view ``superwords`` reads it): the ids, learned by a
+    phase whose pattern is not the first phase's, of the tokens the first phase's pattern cuts
+    (:func:`.measure.is_superword`), and that pattern; None when every phase splits alike.
+    Example: ``superwords(vocab.tokens, phases, {"a": cl100k, "b": superbpe}, phase_of)["ids"]``."""
+    from ..patterns import same
+    from .measure import is_superword
+
+    first = patterns[phases[0].name]
+    coarser = {ph.name for ph in phases[1:] if not same(patterns[ph.name], first)}
+    if not coarser:
+        return None
+    ids = [i for i, ph in enumerate(phase_of) if ph in coarser and is_superword(tokens[i], first)]
+    return {"pattern": first.label(), "ids": ids}
 
 
 def record(journal: Journal, parity: pa.Table, phase_parity: dict[str, pa.Table],

@@ -435,6 +435,18 @@ CATALOGUE = [
     Case("min-frequency-zero", _opts("--min-frequency", "0", needles=["--min-frequency 0"]), "pass 1 or more"),
     Case("phase-merges-and-vocab-size", _cfg(PHASE.replace("merges: 5", "merges: 5\n    vocab_size: 2048"),
                                              ["phases[0]", "merges:", "vocab_size:"]), "not both"),
+    # SuperBPE: a transition below --vocab-size, one phase to split; a phase's own pattern checked
+    Case("superbpe-without-vocab-size", _opts("--superbpe", "1500", needles=["--superbpe", "--vocab-size"]),
+         "e.g. --superbpe 26000 --vocab-size 32768"),
+    Case("superbpe-not-below-vocab-size", _opts("--superbpe", "2048", "--vocab-size", "2048",
+                                                needles=["--superbpe 2048", "2048"]), "e.g. 1638 (80%)"),
+    Case("superbpe-too-small", _opts("--superbpe", "300", "--vocab-size", "2048", needles=["--superbpe 300", "1,417 ids"]),
+         "pass at least 1417"),
+    Case("superbpe-several-phases", _cfg("superbpe: 1500\n" + PHASE.replace("merges: 5", "vocab_size: 2048")
+                                         + PHASE.replace("name: a", "name: b").replace("phases:\n", ""),
+                                         ["superbpe:", "2 phases"]), "pattern: superbpe"),
+    Case("phase-pattern-look-behind", _cfg(PHASE + "    pattern: '(?<=a)b|[\\s\\S]'\n",
+                                           ["phases[0].pattern:", "look-behind"]), "use a look-ahead"),
     # the other whole-number options, checked by their one definition (toktok/options.py)
     Case("seed-negative", _opts("--seed", "-1", needles=["--seed -1"]), "pass 0 or more"),
     Case("seed-not-a-number", _opts("--seed", "x", needles=["--seed 'x'"]), "e.g. --seed 1"),

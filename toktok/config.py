@@ -220,7 +220,8 @@ class TrainConfig:
                 ph.budget = OPTION["budget"].check(ph.budget, f"{where}.budget:")
             if isinstance(ph.pattern, str):
                 ph.pattern_given = ph.pattern_given or ph.pattern
-                ph.pattern = OPTION["pattern"].check(ph.pattern, f"{where}.pattern:")
+                ph.pattern = OPTION["pattern"].check(ph.pattern, self.given_as.get(f"{where}.pattern",
+                                                                                    f"{where}.pattern:"))
             if not ph.sources:
                 raise ConfigError(f"{where}.sources: the phase has no sources")
             budget = self.phase_budget(ph)
@@ -524,6 +525,8 @@ def load_config(path: str | os.PathLike) -> TrainConfig:
         sources = [_source(name, f"phases[{k}].sources[{j}]", s) for j, s in enumerate(srcs)]
         cfg.phases.append(PhaseConfig(pname, merges, sources, ph.get("budget"), vocab_size=size,
                                       pattern=ph.get("pattern"), pattern_given=ph.get("pattern")))
+        if ph.get("pattern") is not None:
+            cfg.given_as[f"phases[{k}].pattern"] = ph.at("pattern")
     return cfg
 
 

@@ -193,8 +193,12 @@ def _config_line(cfg: dict, phases_cfg: list[dict], pattern: str | None) -> str:
     if phases_cfg:
         opts = ["phases " + ", ".join(f"{p.get('name')} {p.get('merges', '?'):,}" if isinstance(p.get("merges"), int)
                                       else str(p.get("name")) for p in phases_cfg) + " merges"]
+    elif isinstance(cfg.get("vocab_size"), int):
+        opts = [f"vocab size {cfg['vocab_size']:,}"]
     else:
         opts = [f"merges {cfg['merges']:,}" if isinstance(cfg.get("merges"), int) else "merges ?"]
+    if isinstance(cfg.get("superbpe"), int):
+        opts.append(f"superbpe {cfg['superbpe']:,}")
     if cfg.get("special_tokens"):
         opts.append("specials " + " ".join(t.get("content", "?") if isinstance(t, dict) else str(t)  # flagged: a mapping
                                            for t in cfg["special_tokens"]))

@@ -303,11 +303,17 @@ def curve_table(run: RunLike, texts, by=None, every: int | None = None, *, check
         sbytes = measure.sums(measure.utf8_bytes(docs), gidx, len(subsets))
         # each group's distinct pieces of the pattern once, with their counts: a document's
         # tokens are its pieces' tokens (tiktoken encodes piece by piece), so every point of the
-        # curve encodes these pieces instead of the documents
-        words, counts, of = measure.pieces(docs, gidx, len(subsets), threads, pattern=_run_pattern(store))
+        # curve encodes these pieces instead of the documents; after k merges the tokenizer splits
+        # text with the pattern of the phase that learned the k-th (phases may differ)
+        pattern_at = _pattern_at(store)
+        cut: dict[str, tuple] = {}
         rows = []
         usage = None
         for k in ks:
+            p = pattern_at(k)
+            if p.regex not in cut:
+                cut[p.regex] = measure.pieces(docs, gidx, len(subsets), threads, pattern=p)
+            words, counts, of = cut[p.regex]
             flat, off = pre.segment(k, words)
             stoks = measure.sums(counts * np.diff(off), of, len(subsets))
             for s, name in enumerate(subsets):
@@ -337,11 +343,47 @@ def _run_pattern(store: RunStore):
     return Pattern.from_meta(store.get_meta("pattern"))
 
 
-def _pattern_label(value: str | None) -> str:
-    """The run's pattern as ``toktok show`` says it: its name, or ``custom`` and the regex."""
+def _pattern_at(store: RunStore):
+    """``k -> the pattern the tokenizer after k merges splits text with``: the run's pattern, or,
+    when its phases split with patterns of their own (meta('pattern')'s ``by_phase``), the pattern
+    of the phase that learned merge k (the first phase's for k = 0)."""
     from ..patterns import Pattern
 
-    return Pattern.from_meta(value).label()
+    run_pattern = _run_pattern(store)
+    try:
+        by_phase = json.loads(store.get_meta("pattern") or "{}").get("by_phase")
+    except (ValueError, AttributeError):
+        by_phase = None
+    if not by_phase:
+        return lambda k: run_pattern
+    ranges = [(Pattern.from_dict(by_phase[ph]), k0) for ph, k0, _ in store.run("prefixes.phase_ranges").fetchall()
+              if ph in by_phase]
+    if not ranges:
+        return lambda k: run_pattern
+
+    def at(k: int):
+        got = ranges[0][0]
+        for p, k0 in ranges:
+            if k - 1 >= k0:
+                got = p
+        return got
+    return at
+
+
+def _pattern_label(value: str | None) -> str:
+    """The run's pattern as ``toktok show`` says it: its name, or ``custom`` and the regex; with
+    patterns per phase, each in phase order (``cl100k → superbpe``)."""
+    from ..patterns import Pattern
+
+    final = Pattern.from_meta(value).label()
+    try:
+        by_phase = json.loads(value).get("by_phase") if value and value.startswith("{") else None
+    except ValueError:
+        by_phase = None
+    if not by_phase:
+        return final
+    labels = list(dict.fromkeys(Pattern.from_dict(d).label() for d in by_phase.values()))
+    return " → ".join(labels)
 
 
 def _usage(flat: np.ndarray, off: np.ndarray, counts: np.ndarray, of: np.ndarray, subsets: list[str], n: int) -> pa.Table:

@@ -177,3 +177,91 @@ def test_superwords_in_the_run_file_and_show(run):
         assert (i in ids) == (len(cl100k.findall(text)) > 1 and len(text) > 1) or not bytes(tok).isascii(), tok
     r = runner.invoke(app, ["show", str(run)])
     assert r.exit_code == 0 and f"{len(rows):,} tokens that cl100k cuts" in r.output, r.output
+
+
+# --- with the rest of toktok: warm start, phases from Python, budget, resume, eval ----------------
+
+
+def test_a_phase_with_its_own_pattern_from_python_is_the_same_run(run, tmp_path):
+    srcs = SOURCES
+    r = toktok.train(out=tmp_path / "o", special_tokens=["<|endoftext|>"], verbose=False, phases=[
+        toktok.Phase("subwords", vocab_size=T, sources=srcs),
+        toktok.Phase("superwords", vocab_size=N, sources=srcs, pattern="superbpe")])
+    for name in ("tokenizer.tiktoken", "tokenizer.json"):
+        assert (r.out / name).read_bytes() == (run / name).read_bytes(), name
+    assert r.pattern == "cl100k → superbpe"
+
+
+def test_a_warm_start_moves_to_superbpe_only_when_asked_and_says_so_once(tmp_path):
+    base = toktok.train(SOURCES[:1], out=tmp_path / "base", merges=100, pattern="qwen2", verbose=False).out
+    # another --pattern: refused, naming how to move
+    r = runner.invoke(app, ["train", SOURCES[1], "--out", str(tmp_path / "no"), "--merges", "20", "--warm-start",
+                            str(base / "tokenizer.json"), "--pattern", "superbpe", "-q"])
+    assert r.exit_code == 2 and "leave the pattern out" in r.output and "its own pattern" in r.output, r.output
+    # --superbpe: the subwords keep the base's pattern, the superwords move, said once
+    n = toktok.load_encoding(base).n_vocab  # the base's ids: bytes, qwen2's 61 hardcoded tokens, 100 merges
+    got = toktok.train(SOURCES[1], out=tmp_path / "w", warm_start=base / "tokenizer.json", vocab_size=n + 150,
+                       superbpe=n + 50, verbose=False)
+    moved = [w for w in got.warnings if "every id and merge of the base is kept" in w]
+    assert len(moved) == 1 and "qwen2" in moved[0] and "superbpe" in moved[0], got.warnings
+    enc, base_enc = toktok.load_encoding(got.out), toktok.load_encoding(base)
+    assert all(enc.decode_single_token_bytes(i) == base_enc.decode_single_token_bytes(i)
+               for i in range(base_enc.n_vocab))  # every id kept
+    assert enc._pat_str == SUPERBPE and got.pattern == "qwen2 → superbpe"
+    docs = [json.loads(line)["text"] for line in Path(SOURCES[1]).read_text().splitlines()]
+    tokens = [base_enc.decode_single_token_bytes(i) for i in range(base_enc.n_vocab)]
+    _, merges1 = reference_train(_words(NAMED["qwen2"].regex, docs), tokens, 50)
+    assert _merges(got.out, "subwords") == [tuple(m) for m in merges1]
+
+
+def test_under_a_small_budget(tmp_path):
+    # a memory budget, and the phase's text budget (200 KB of the ~560 KB): each of the two phases
+    # samples its sources to fit, the run stays exact on what it counted
+    r = toktok.train(out=tmp_path / "o", superbpe=1700, budget="1GB", verbose=False, phases=[
+        toktok.Phase("web", vocab_size=1900, sources=[str(FIXTURES / "sample.parquet")], budget="200KB")])
+    assert [p.name for p in r.phases] == ["web", "superwords"]
+    con = duckdb.connect(str(r.out / "run.duckdb"), read_only=True)
+    words = {ph: dict(con.execute("select word, count from words where phase = $p", {"p": ph}).fetchall())
+             for ph in ("web", "superwords")}
+    assert 150_000 < sum(len(w) * c for w, c in words["superwords"].items()) <= 200_000
+    start = Vocab.base().tokens
+    tokens1, merges1 = reference_train({bytes(w): c for w, c in words["web"].items()}, start, 1700 - len(start))
+    _, merges2 = reference_train({bytes(w): c for w, c in words["superwords"].items()}, tokens1, 200)
+    assert _merges(r.out, "web") == [tuple(m) for m in merges1]
+    assert _merges(r.out, "superwords") == [tuple(m) for m in merges2]
+    assert all(len(regex.findall(SUPERBPE, bytes(w).decode())) == 1 for w in words["superwords"])
+
+
+def test_a_resumed_superbpe_run_is_identical(run, tmp_path):
+    import signal
+    import subprocess
+
+    import faults
+
+    args = [*SOURCES, "--vocab-size", str(N), "--superbpe", str(T), "-s", "<|endoftext|>", "--out",
+            str(tmp_path / "o"), "-q"]
+    for fault in (1, 3):  # after the subwords were counted, then inside the superwords' merges
+        r = subprocess.run(faults.command(every=0, step=40, kill_at=fault) + ["train", *args, *(["--resume"] if fault > 1 else [])],
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == -signal.SIGKILL, r.stderr
+    r = subprocess.run(faults.command(every=0, step=40) + ["train", *args, "--resume"], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    for name in ("tokenizer.tiktoken", "tokenizer.json"):
+        assert (tmp_path / "o" / name).read_bytes() == (run / name).read_bytes(), name
+
+
+def test_eval_compares_superbpe_with_a_plain_vocabulary(run, tmp_path):
+    plain = toktok.train(SOURCES, out=tmp_path / "plain", vocab_size=N, special_tokens=["<|endoftext|>"],
+                         verbose=False).out
+    r = runner.invoke(app, ["eval", str(plain), str(run), "--data", str(FIXTURES / "sample.parquet"), "--by", "lang",
+                            "--json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.output)["rows"]
+    by = {(x["subset"], x["tokenizer"]): x for x in rows}
+    langs = {x["subset"] for x in rows} - {"all"}
+    assert len(langs) > 3 and {t for _, t in by} == {"plain", "o"}
+    # the same text, each tokenizer with its own pattern: same bytes, its own tokens
+    for lang in langs | {"all"}:
+        assert by[(lang, "plain")]["bytes"] == by[(lang, "o")]["bytes"]
+    assert by[("all", "o")]["bytes_per_token"] > by[("all", "plain")]["bytes_per_token"]

@@ -135,6 +135,17 @@ def test_vocabulary_shape_matches_local(cluster, tmp_path):
     assert toktok.load_encoding(ray_out).n_vocab == 1920
 
 
+def test_superbpe_matches_local(cluster, tmp_path):
+    """SuperBPE's second phase counts with its own pattern (through regex) on the cluster too,
+    sampled (a text budget under the fixtures' size): the same outputs from either engine."""
+    cfg = dict(phases=[PhaseConfig("web", None, [SourceConfig(str(FIXTURES))], budget="150KB", vocab_size=1900)],
+               superbpe=1700)
+    local = _train(tmp_path / "local", "local", **cfg)
+    ray_out = _train(tmp_path / "ray", "ray", **cfg)
+    _assert_same(local, ray_out)
+    assert _table(ray_out, "select count(*) from superwords")[0][0] > 0
+
+
 def test_cli_joins_a_cluster(cluster, local_full, tmp_path):
     """`toktok train --engine ray --ray-address ADDR` from another process joins the cluster."""
     out = tmp_path / "cli"

@@ -416,7 +416,10 @@ def word_gains(run: RunLike, top: int = 50_000, *, write: bool = True, reference
     tiktoken prefixes of the final ids). With ``write`` the rows replace the ``word_gains``
     table (``phase``, ``word``, ``count``, ``tokens_before``, ``tokens_after``); the ready query
     ``phase_gains`` ranks them by tokens saved (count x tokens gained). Words that are not valid
-    UTF-8 on their own are left out. ``reference``: a small run's (see ``merge.Segmenter``).
+    UTF-8 on their own are left out, and so are the words after the first ``GAINS_BYTES`` of a
+    phase's (most frequent first; one longer than a 32nd of that is left out alone): a superword
+    phase's words are whole paragraphs (docs/superbpe.md), and segmenting them all again would
+    take as long as its merges. ``reference``: a small run's (see ``merge.Segmenter``).
     Returns a polars DataFrame.
     Example: ``word_gains("out/demo", top=10_000)``.
     """
@@ -439,6 +442,7 @@ def gains_table(run: RunLike, top: int = 50_000, *, write: bool = True, referenc
         for phase, k0, k1 in phases:
             rows = store.arrow("top_words", {"phase": phase, "n": int(top)})
             words, counts = _utf8_words(widened(rows["word"].combine_chunks()), rows["count"].combine_chunks())
+            words, counts = _first_bytes(words, counts, GAINS_BYTES)
             # A word is one piece of the pattern, so it is encoded as one (as tiktoken's
             # _encode_single_piece would: splitting it again gives itself)
             before = np.diff(pre.segment(k0, words)[1]) if len(words) else []
@@ -450,6 +454,24 @@ def gains_table(run: RunLike, top: int = 50_000, *, write: bool = True, referenc
             _add_missing_views(store)
             store.replace_insight({"word_gains": frame}, meta={})
     return frame
+
+
+#: The bytes of words (most frequent first) a phase's word gains segment at most.
+GAINS_BYTES = 2 << 20
+
+
+def _first_bytes(words: pa.Array, counts: pa.Array, limit: int) -> tuple[pa.Array, pa.Array]:
+    """The first ``words`` (and their counts) whose bytes add up to at most ``limit``, leaving out
+    any word longer than a 32nd of it (a long run of one character) rather than stopping there."""
+    if len(words) == 0 or words.nbytes <= limit:
+        return words, counts
+    import pyarrow.compute as pc
+
+    lens = pc.binary_length(words).to_numpy(zero_copy_only=False)
+    keep = np.flatnonzero(lens <= limit // 32)
+    ends = np.cumsum(lens[keep])
+    keep = pa.array(keep[: int(np.searchsorted(ends, limit, side="right"))])
+    return words.take(keep), counts.take(keep)
 
 
 def _utf8_words(words: pa.Array, counts: pa.Array) -> tuple[pa.Array, pa.Array]:

@@ -26,8 +26,9 @@ The config file takes toktoktok's schema unchanged plus toktok's own keys::
         budget: 50MB                     # toktok: text to read in this phase
     # toktok's own top-level keys: seed, text_column, budget, memory_limit, hardcoded,
     # bad_utf8, engine (local/ray), ray_address, roles, storage_options (URL sources; also per source),
-    # chat_template, progress (rich/plain/json/none), pattern, pad_to_multiple_of, max_token_length,
-    # min_frequency; a phase may give vocab_size: (its total ids) instead of merges:; a special token may be a mapping with
+    # chat_template, progress (rich/plain/json/none), pattern, superbpe, pad_to_multiple_of, max_token_length,
+    # min_frequency; a phase may give vocab_size: (its total ids) instead of merges:, and its own pattern:;
+    # a special token may be a mapping with
     # HF's added-token flags: {content: "<|eot|>", rstrip: true} (toktok.added)
 
 Relative paths are taken as they are, i.e. against the current directory; ``~`` is expanded.

@@ -47,7 +47,7 @@ class TrainSummary(Totals):
     tiktoken: Path | None = None
     shared: bool = False  # the .tiktoken went into a folder toktok does not own; ``out`` is beside it
     specials: dict = field(default_factory=dict)
-    pattern: str = "cl100k"  # the pre-tokenizer, as Pattern.label() says it; each phase's in order ("cl100k → superbpe")
+    pattern: str = "cl100k"  # the pre-tokenizer as Pattern.label() says it; per phase: "cl100k → superbpe"
     hardcoded: int = 0  # hardcoded tokens added (of the 1,161: those the pattern forms as one piece)
     regex_mb_s: list[float] = field(default_factory=list)  # counting through regex (no scanner), per phase
     reserved: int = 0  # reserved special tokens that fill the ids (--vocab-size, --pad-to-multiple-of)

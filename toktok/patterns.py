@@ -662,5 +662,5 @@ def hardcoded(pattern: Pattern, tokens: list[bytes]) -> list[bytes]:
     return [t for t in tokens if pattern.one_piece(t.decode("utf-8"))]
 
 
-__all__ = ["Pattern", "NAMED", "SUPERWORD", "BY_NAME", "ALIASES", "DEFAULT", "resolve", "check", "rewrite", "same", "hardcoded",
-           "probe_texts", "EDGE_TEXTS", "CL100K", "O200K", "GPT2", "QWEN2", "SUPERBPE"]
+__all__ = ["Pattern", "NAMED", "SUPERWORD", "BY_NAME", "ALIASES", "DEFAULT", "resolve", "check", "rewrite", "same",
+           "hardcoded", "probe_texts", "EDGE_TEXTS", "CL100K", "O200K", "GPT2", "QWEN2", "SUPERBPE"]

@@ -46,6 +46,22 @@ def test_superbpe_is_the_reference_stage_2_split_in_every_engine():
         "by the way, it is ", "1", "234", "567", " km.\n\nNext"]
 
 
+def test_long_runs_of_digits_split_as_the_reference_and_cut_safely():
+    # the reference's look-ahead reads a run's digits again at each digit; superbpe reads them once
+    from toktok.count import cuts
+    from toktok.patterns import _hf_pieces
+
+    texts = ["1" * 3001 + "²" + "2" * 2000 + " x", "x" + "9" * 4000 + "Ⅻ" + "8" * 7, "½" * 50 + "3" * 1000]
+    ref = [[p for p, _ in _reference_split().pre_tokenize_str(t)] for t in texts]
+    assert [regex.findall(SUPERBPE, t) for t in texts] == ref == _hf_pieces(SUPERBPE, texts)
+    # a cut inside a run of digits (at a match's end) changes no piece: after it the look-behind
+    # sees nothing, and the run's count starts again where a group of three did
+    text = "ab " + "7" * 100_001 + " end"
+    at = cuts.split_point(text, SUPERWORD["superbpe"])
+    assert 5 <= at < 100_004 and (at - 5) % 3 == 0  # after "77", the groups of three
+    assert regex.findall(SUPERBPE, text[:at]) + regex.findall(SUPERBPE, text[at:]) == regex.findall(SUPERBPE, text)
+
+
 def test_superbpe_by_name_and_by_regex():
     p = check("superbpe")
     assert p is SUPERWORD["superbpe"] and p.label() == "superbpe" and p.known and not p.named

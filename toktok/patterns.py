@@ -53,8 +53,13 @@ QWEN2 = (
 #: SuperBPE's stage-2 split (Liu et al. 2025, arXiv 2503.13423; the reference code's
 #: ``Digits(individual_digits=False)`` then ``Split("(?=(\d{3})+(?!\d))", isolated)``, as one
 #: regex): no whitespace split; each run of numbers (``\p{N}``) apart, cut into groups of three
-#: decimal digits (``\d``) from the right. See docs/superbpe.md.
-SUPERBPE = r"""[^\p{N}]+|\p{N}(?:(?!(?:\d{3})+(?!\d))\p{N})*"""
+#: decimal digits (``\d``) from the right. Linear in a run's length: a run's digits are counted
+#: once, where the run (or a run of decimal digits in it) starts; a group after a digit is three
+#: more (the look-behind ``(?<=\d)``). See docs/superbpe.md.
+_PARTIAL = r"\d{1,2}(?=(?:\d{3})*(?!\d))"  # the digits before a run's first group of three
+_OTHER = r"(?:(?!\d)\p{N})+"  # numbers that are not decimal digits (², Ⅻ, ½)
+_TAIL = rf"(?:{_OTHER}(?:{_PARTIAL})?)*"
+SUPERBPE = rf"[^\p{{N}}]+|(?<=\d)\d{{3}}{_TAIL}|(?:{_OTHER}(?:{_PARTIAL})?|{_PARTIAL}|\d{{3}}){_TAIL}"
 
 
 @dataclass(frozen=True)
@@ -603,6 +608,9 @@ def _checked(text: str, keep: bool) -> Pattern | _Refused:
     key = ALIASES.get(text, text)
     if key in BY_NAME:
         return BY_NAME[key]
+    for p in SUPERWORD.values():  # written by toktok (superbpe's look-behind is one no user regex may use)
+        if text in (p.regex, p.hf):
+            return p
     if keep and text in _BY_HF:
         return _BY_HF[text]
     if not text:

@@ -1,0 +1,329 @@
+"""A parsed pattern (:mod:`.parse`) as a program for the backtracking machine of :mod:`.vm`.
+
+Ops (rows of int64 ``[op, a, b, c, d]``, the next op is the next row unless said):
+
+- ``MATCH``: the attempt succeeds where it is.
+- ``BYTES a b``: the literal ``lits[a:a+b]`` (UTF-8) is next.
+- ``SET a``: one char of set bit ``a``.
+- ``RUN a b c d``: ``b`` to ``c`` (-1: no limit) chars of set bit ``a`` at once; ``d``: ``GIVE``
+  greedy, giving back one char at a time on backtracking (one stack entry for the whole run);
+  ``KEEP`` greedy, giving back nothing (possessive, or when what follows can never match after a
+  char of the set: see :func:`_keeps`); ``LAZY`` as few as possible, one more on backtracking.
+- ``SPLIT a b``: try ``a``, on failure ``b``. ``JMP a``.
+- ``ASSERT a``: a zero-width test (:data:`ASSERTS`). ``PEEK a b``: the next char is in set bit
+  ``a`` (``b`` = 1: is not, or the text ends): a look-ahead of one char.
+- ``BEGIN a b`` ... ``END a``: an atomic group (``a`` = 0), a look-ahead (1) or a negative one (2);
+  ``b`` is the op after ``END``.
+
+A pattern's top-level alternatives are separate programs (``alts``: first op, and the bit of the
+set of chars the alternative can start with, -1 when it is not known), tried in order at each
+position, only those whose first set holds the char there.
+Example: ``compile_program(r"\\p{L}+|\\s").ops[0][0] == RUN``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import sets as _sets
+from .parse import Unsupported, parse
+
+MATCH, BYTES, SET, RUN, SPLIT, JMP, ASSERT, PEEK, BEGIN, END = range(10)
+GIVE, KEEP, LAZY = 0, 1, 2
+ATOMIC, LOOK, NOT_LOOK = 0, 1, 2
+#: ASSERT's kinds: \A, \z, $ (the end or before a final newline), \b, \B.
+ASSERTS = {"A": 0, "z": 1, "$": 2, "b": 3, "B": 4}
+MAX_OPS = 4096
+_WORD = r"\w"
+
+
+@dataclass
+class Program:
+    """A compiled pattern: ``ops`` (rows of 5 ints), ``lits`` (UTF-8 of the literals), ``sets``
+    (the ``regex`` text of each set bit), ``alts`` (first op and dispatch bit per top-level
+    alternative), ``cols`` (the members of each bit, dispatch bits included)."""
+
+    ops: list[list[int]] = field(default_factory=list)
+    lits: bytearray = field(default_factory=bytearray)
+    sets: list[str] = field(default_factory=list)
+    cols: list[np.ndarray] = field(default_factory=list)
+    alts: list[list[int]] = field(default_factory=list)
+    wbit: int = 0  # the bit of \w, for \b and \B
+
+    def bit(self, text: str) -> int:
+        """The bit of set ``text`` (sets with the same members share one)."""
+        if text in self.sets:
+            return self.sets.index(text)
+        col = _sets.members(text)
+        for b, c in enumerate(self.cols):
+            if np.array_equal(c, col):
+                return b
+        if len(self.cols) >= 64:
+            raise Unsupported("the regex", "more than 64 distinct character sets")
+        self.sets.append(text)
+        self.cols.append(col)
+        return len(self.cols) - 1
+
+    def emit(self, op: int, a: int = 0, b: int = 0, c: int = 0, d: int = 0) -> int:
+        if len(self.ops) >= MAX_OPS:
+            raise Unsupported("the regex", f"more than {MAX_OPS} ops once its repetitions are unrolled")
+        self.ops.append([op, a, b, c, d])
+        return len(self.ops) - 1
+
+    def arrays(self) -> tuple:
+        """What :mod:`.vm` reads: (ops int64[n, 5], lits uint8, byte table, block index,
+        blocks, alts int64[k, 2])."""
+        amask, idx, blocks = _sets.table(self.cols)
+        return (np.array(self.ops, np.int64).reshape(-1, 5), np.frombuffer(bytes(self.lits) or b"\0", np.uint8).copy(),
+                amask, idx, blocks, np.array(self.alts, np.int64).reshape(-1, 2))
+
+
+def _set_text(node) -> str | None:
+    """The ``regex`` text of a one-char node (a set, or a literal), else None."""
+    if node[0] == "set":
+        return node[1]
+    if node[0] == "lit":
+        import regex
+
+        return regex.escape(chr(node[1]))
+    return None
+
+
+def _single(node) -> bool:
+    return node[0] in ("lit", "set")
+
+
+def simplify(node):
+    """``node`` with one-char constructs as one set, asked of ``regex`` as a whole: an alternation
+    of single chars (``(?:a|\\p{L})``), a single char after a one-char look-ahead
+    (``(?:(?![a-z])\\p{L})``, camelCase patterns' idiom); and a set of one member as a literal."""
+    k = node[0]
+    if k == "set":
+        col = _sets.members(node[1])
+        if int(col.sum()) == 1:
+            return ("lit", int(np.flatnonzero(col)[0]))
+        return node
+    if k in ("cat", "alt"):
+        items = [simplify(n) for n in node[1]]
+        if k == "alt":
+            if all(_single(n) for n in items):
+                return simplify(("set", "(?:" + "|".join(_set_text(n) for n in items) + ")"))
+            return ("alt", items)
+        out: list = []
+        for n in items:
+            if _single(n) and out and out[-1][0] == "look" and _single(out[-1][1]):
+                look = out.pop()
+                sign = "=" if look[2] else "!"
+                n = simplify(("set", f"(?:(?{sign}{_set_text(look[1])}){_set_text(n)})"))
+            out.append(n)
+        return out[0] if len(out) == 1 else ("cat", out)
+    if k == "rep":
+        return ("rep", simplify(node[1]), *node[2:])
+    if k in ("look", "atomic"):
+        return (k, simplify(node[1]), *node[2:])
+    return node
+
+
+def nullable(node) -> bool:
+    """Whether ``node`` may match without consuming a char (assertions count as such)."""
+    k = node[0]
+    if k in ("lit", "set"):
+        return False
+    if k == "cat":
+        return all(nullable(n) for n in node[1])
+    if k == "alt":
+        return any(nullable(n) for n in node[1])
+    if k == "rep":
+        return node[2] == 0 or nullable(node[1])
+    if k == "atomic":
+        return nullable(node[1])
+    return True  # look, assert
+
+
+def _emit(p: Program, node) -> None:
+    k = node[0]
+    if k == "lit":
+        _emit_bytes(p, [node[1]])
+    elif k == "set":
+        p.emit(SET, p.bit(node[1]))
+    elif k == "cat":
+        run: list[int] = []
+        for n in node[1]:
+            if n[0] == "lit":
+                run.append(n[1])
+                continue
+            if run:
+                _emit_bytes(p, run)
+                run = []
+            _emit(p, n)
+        if run:
+            _emit_bytes(p, run)
+    elif k == "alt":
+        _emit_alt(p, node[1])
+    elif k == "rep":
+        _emit_rep(p, *node[1:])
+    elif k == "look":
+        text = _set_text(node[1])
+        if text is not None:
+            p.emit(PEEK, p.bit(text), 0 if node[2] else 1)
+        else:
+            _emit_group(p, LOOK if node[2] else NOT_LOOK, node[1])
+    elif k == "atomic":
+        _emit_group(p, ATOMIC, node[1])
+    elif k == "assert":
+        if node[1] in "bB":
+            p.wbit = p.bit(_WORD)
+        p.emit(ASSERT, ASSERTS[node[1]])
+    else:
+        raise Unsupported("the regex", f"an unknown node {k}")
+
+
+def _emit_bytes(p: Program, cps: list[int]) -> None:
+    data = "".join(map(chr, cps)).encode("utf-8")
+    p.emit(BYTES, len(p.lits), len(data))
+    p.lits += data
+
+
+def _emit_alt(p: Program, alts: list) -> None:
+    jumps = []
+    for n, alt in enumerate(alts):
+        if n + 1 < len(alts):
+            split = p.emit(SPLIT)
+            p.ops[split][1] = split + 1
+            _emit(p, alt)
+            jumps.append(p.emit(JMP))
+            p.ops[split][2] = len(p.ops)
+        else:
+            _emit(p, alt)
+    for j in jumps:
+        p.ops[j][1] = len(p.ops)
+
+
+def _emit_group(p: Program, kind: int, body) -> None:
+    begin = p.emit(BEGIN, kind)
+    _emit(p, body)
+    p.emit(END, kind)
+    p.ops[begin][2] = len(p.ops)
+
+
+def _emit_rep(p: Program, body, lo: int, hi: int, mode: str) -> None:
+    text = _set_text(body)
+    if text is not None:
+        p.emit(RUN, p.bit(text), lo, hi, {"g": GIVE, "p": KEEP, "l": LAZY}[mode])
+        return
+    if nullable(body):
+        raise Unsupported("a repetition", "of a group that can match nothing")
+    if mode == "p":
+        _emit_group(p, ATOMIC, ("rep", body, lo, hi, "g"))
+        return
+    for _ in range(lo):
+        _emit(p, body)
+    if hi < 0:  # L: SPLIT body, out; body; JMP L
+        top = p.emit(SPLIT)
+        _emit(p, body)
+        p.emit(JMP, top)
+        out = len(p.ops)
+        p.ops[top][1:3] = [top + 1, out] if mode == "g" else [out, top + 1]
+        return
+    splits = []
+    for _ in range(hi - lo):
+        s = p.emit(SPLIT)
+        splits.append(s)
+        _emit(p, body)
+    out = len(p.ops)
+    for s in splits:
+        p.ops[s][1:3] = [s + 1, out] if mode == "g" else [out, s + 1]
+
+
+def _follow(p: Program, start: int) -> tuple[list, bool, bool]:
+    """What may come from op ``start`` on: the first chars it may consume (a list of set bits
+    and code points), whether it may reach a success consuming nothing and testing nothing, and
+    whether it may reach one consuming nothing after a test (assertion, look-ahead)."""
+    firsts: list = []
+    free = tested = False
+    seen: set[tuple[int, bool]] = set()
+    todo = [(start, False)]
+    while todo:
+        pc, cond = todo.pop()
+        if (pc, cond) in seen:
+            continue
+        seen.add((pc, cond))
+        op, a, b, c, d = p.ops[pc]
+        if op in (MATCH, END) and not (op == END and a == ATOMIC):
+            if cond:
+                tested = True
+            else:
+                free = True
+        elif op == END:
+            todo.append((pc + 1, cond))
+        elif op == BYTES:
+            firsts.append(("cp", p.lits[a:a + b].decode("utf-8")[0]))
+        elif op == SET:
+            firsts.append(("bit", a))
+        elif op == RUN:
+            firsts.append(("bit", a))
+            if b == 0:
+                todo.append((pc + 1, cond))
+        elif op == SPLIT:
+            todo += [(a, cond), (b, cond)]
+        elif op == JMP:
+            todo.append((a, cond))
+        elif op in (ASSERT, PEEK):
+            todo.append((pc + 1, True))
+        elif op == BEGIN:
+            todo.append((pc + 1, cond) if a == ATOMIC else (b, True))
+    return firsts, free, tested
+
+
+def _first_members(p: Program, firsts: list) -> np.ndarray:
+    out = np.zeros(0x110000, bool)
+    for kind, x in firsts:
+        if kind == "bit":
+            out |= p.cols[x]
+        else:
+            out[ord(x)] = True
+    return out
+
+
+def _keeps(p: Program, pc: int) -> bool:
+    """Whether the greedy run at ``pc`` never needs to give a char back: what follows it either
+    always succeeds, or must start with a char outside the run's set (a char given back is one
+    of the set, so it could not)."""
+    firsts, free, tested = _follow(p, pc + 1)
+    if free:
+        return True
+    if tested:
+        return False
+    return not bool((_first_members(p, firsts) & p.cols[p.ops[pc][1]]).any())
+
+
+def compile_program(text: str) -> Program:
+    """``text`` (a regex) compiled; raises :class:`Unsupported` when it is outside the subset."""
+    tree = simplify(parse(text))
+    alts = tree[1] if tree[0] == "alt" else [tree]
+    p = Program()
+    for alt in alts:
+        if nullable(alt):
+            raise Unsupported("the regex", "an alternative can match the empty string")
+        start = len(p.ops)
+        _emit(p, alt)
+        p.emit(MATCH)
+        p.alts.append([start, -1])
+    for pc, row in enumerate(p.ops):
+        if row[0] == RUN and row[4] == GIVE and (row[2] == row[3] or _keeps(p, pc)):
+            row[4] = KEEP
+    _dispatch(p)
+    return p
+
+
+def _dispatch(p: Program) -> None:
+    """A bit per top-level alternative: the chars it may start with (while bits are left)."""
+    for alt in p.alts:
+        if len(p.cols) >= 64:
+            break
+        firsts, free, tested = _follow(p, alt[0])
+        if free or tested:
+            continue
+        alt[1] = len(p.cols)
+        p.cols.append(_first_members(p, firsts))

@@ -1,0 +1,373 @@
+"""The backtracking machine that runs a compiled pattern (:mod:`.program`) over UTF-8 bytes, and
+the kernels around it: piece ends of documents (for tests and cuts) and counting into the per-thread
+word tables the named scanners count into.
+
+Leftmost-first, as ``regex`` matches: at each position the top-level alternatives are tried in
+order (only those whose first set holds the char there), each one depth-first with an explicit
+stack of entries ``[kind | pc << 4, pos, aux]``: a choice to come back to (``BT``), a greedy run
+that gives back one char each time it is popped (``GIVE``: aux is where its minimum ends), a lazy
+run that takes one more (``MORE``: aux counts its chars), and the barrier of an atomic group or a
+look-ahead (``BAR``). Ending such a group cuts the stack back to its barrier; popping a barrier
+means the group failed. A position where no alternative matches is skipped (its char is in no
+piece), as ``findall`` skips it. The stack is a per-thread array; when it is full the kernel
+returns and is called again with a bigger one, from the piece it was at.
+
+Sets are looked up as :mod:`.sets` lays them out: an ASCII byte in a 256-entry table, other chars
+decoded and looked up in blocks of 256 code points.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..._kernels import inlined, njit
+from .program import ASSERT, ATOMIC, BEGIN, BYTES, GIVE, JMP, LAZY, LOOK, MATCH, NOT_LOOK, PEEK, RUN, SET, SPLIT
+from .shared import (_HIGHS, _bump_long, _bump_short, _ctz, _head, _home, _ld8, _letter_bits, _long_hash, _low,
+                     _other_bits, _short_hash)
+
+BT, GIVEN, MORE, BAR = 0, 1, 2, 3
+FULL = -2  # the stack is full
+
+
+@inlined
+def _mask(data, p, amask, idx, blocks):
+    """(set bits, byte length) of the char at byte p (valid UTF-8)."""
+    b0 = np.int64(data[p])
+    if b0 < 0x80:
+        return amask[b0], np.int64(1)
+    if b0 < 0xE0:
+        c = ((b0 & 0x1F) << 6) | (np.int64(data[p + 1]) & 0x3F)
+        n = np.int64(2)
+    elif b0 < 0xF0:
+        c = ((b0 & 0x0F) << 12) | ((np.int64(data[p + 1]) & 0x3F) << 6) | (np.int64(data[p + 2]) & 0x3F)
+        n = np.int64(3)
+    else:
+        c = (((b0 & 0x07) << 18) | ((np.int64(data[p + 1]) & 0x3F) << 12)
+             | ((np.int64(data[p + 2]) & 0x3F) << 6) | (np.int64(data[p + 3]) & 0x3F))
+        n = np.int64(4)
+    return blocks[idx[c >> 8], c & 0xFF], n
+
+
+@inlined
+def _has(m, bit):
+    return (m >> np.uint64(bit)) & np.uint64(1) != np.uint64(0)
+
+
+@inlined
+def _back(data, p):
+    """The start of the char before byte p."""
+    p -= 1
+    while data[p] & 0xC0 == 0x80:
+        p -= 1
+    return p
+
+
+@inlined
+def _word_at(data, p, d0, e, amask, idx, blocks, wbit):
+    """Whether the char at p is \\w (False outside d0..e)."""
+    if p < d0 or p >= e:
+        return False
+    m, _ = _mask(data, p, amask, idx, blocks)
+    return _has(m, wbit)
+
+
+@inlined
+def _assert(kind, data, pos, d0, e, amask, idx, blocks, wbit):
+    if kind == 0:
+        return pos == d0
+    if kind == 1:
+        return pos == e
+    if kind == 2:
+        return pos == e or (pos == e - 1 and data[pos] == 10)
+    before = pos > d0 and _word_at(data, _back(data, pos), d0, e, amask, idx, blocks, wbit)
+    after = _word_at(data, pos, d0, e, amask, idx, blocks, wbit)
+    return (before != after) == (kind == 3)
+
+
+@inlined
+def _run_end(data, d64, base, p, e, bit, limit, amask, idx, blocks, sw):
+    """(end, chars) of the run of up to ``limit`` (-1: any) chars of set ``bit`` from p; ``sw``:
+    the set's ASCII chars are exactly the letters (1) or the other chars (2, not letter, digit or
+    whitespace), skipped 8 bytes at a time (only when there is no limit)."""
+    cnt = np.int64(0)
+    while cnt != limit and p < e:
+        if sw != 0:
+            while True:
+                w = _ld8(d64, data, base, p)
+                t = np.int64(_ctz(~(_letter_bits(w) if sw == 1 else _other_bits(w)) & _HIGHS)) >> 3
+                p += t
+                cnt += t
+                if t < 8 or p >= e:
+                    break
+            if p >= e:
+                return e, cnt
+        b0 = data[p]
+        if b0 < 0x80:
+            if not _has(amask[b0], bit):
+                break
+            p += 1
+        else:
+            m, n = _mask(data, p, amask, idx, blocks)
+            if not _has(m, bit):
+                break
+            p += n
+        cnt += 1
+    return p, cnt
+
+
+@inlined
+def _attempt(ops, lits, amask, idx, blocks, wbit, swk, data, d64, base, d0, e, pc, pos, stack):
+    """The end of the match of the program from op ``pc`` at byte ``pos`` (document d0..e), -1
+    when there is none, ``FULL`` when the stack is full."""
+    sp = np.int64(0)
+    cap = stack.shape[0]
+    while True:
+        op = ops[pc, 0]
+        ok = True
+        if op == RUN:
+            bit = ops[pc, 1]
+            lo = ops[pc, 2]
+            mode = ops[pc, 4]
+            limit = lo if mode == LAZY else ops[pc, 3]
+            p0, cnt = _run_end(data, d64, base, pos, e, bit, limit, amask, idx, blocks, swk[bit] if limit < 0 else 0)
+            if cnt < lo:
+                ok = False
+            else:
+                if mode == GIVE and cnt > lo:
+                    if sp == cap:
+                        return FULL
+                    mn = pos
+                    for _ in range(lo):
+                        _, n = _mask(data, mn, amask, idx, blocks)
+                        mn += n
+                    stack[sp, 0] = GIVEN | (pc << 4)
+                    stack[sp, 1] = p0
+                    stack[sp, 2] = mn
+                    sp += 1
+                elif mode == LAZY and cnt != ops[pc, 3]:
+                    if sp == cap:
+                        return FULL
+                    stack[sp, 0] = MORE | (pc << 4)
+                    stack[sp, 1] = p0
+                    stack[sp, 2] = cnt
+                    sp += 1
+                pos = p0
+                pc += 1
+        elif op == BYTES:
+            a = ops[pc, 1]
+            n = ops[pc, 2]
+            if pos + n > e:
+                ok = False
+            else:
+                for x in range(n):
+                    if data[pos + x] != lits[a + x]:
+                        ok = False
+                        break
+                if ok:
+                    pos += n
+                    pc += 1
+        elif op == SET:
+            if pos >= e:
+                ok = False
+            else:
+                m, n = _mask(data, pos, amask, idx, blocks)
+                if _has(m, ops[pc, 1]):
+                    pos += n
+                    pc += 1
+                else:
+                    ok = False
+        elif op == SPLIT:
+            if sp == cap:
+                return FULL
+            stack[sp, 0] = BT | (ops[pc, 2] << 4)
+            stack[sp, 1] = pos
+            sp += 1
+            pc = ops[pc, 1]
+        elif op == JMP:
+            pc = ops[pc, 1]
+        elif op == MATCH:
+            return pos
+        elif op == PEEK:
+            inside = False
+            if pos < e:
+                m, _ = _mask(data, pos, amask, idx, blocks)
+                inside = _has(m, ops[pc, 1])
+            if inside == (ops[pc, 2] == 0):
+                pc += 1
+            else:
+                ok = False
+        elif op == ASSERT:
+            if _assert(ops[pc, 1], data, pos, d0, e, amask, idx, blocks, wbit):
+                pc += 1
+            else:
+                ok = False
+        elif op == BEGIN:
+            if sp == cap:
+                return FULL
+            stack[sp, 0] = BAR | (pc << 4)
+            stack[sp, 1] = pos
+            sp += 1
+            pc += 1
+        else:  # END
+            t = sp - 1
+            while stack[t, 0] & 15 != BAR:
+                t -= 1
+            sp = t
+            kind = ops[pc, 1]
+            if kind == ATOMIC:
+                pc += 1
+            elif kind == LOOK:
+                pos = stack[t, 1]
+                pc += 1
+            else:
+                ok = False
+        if ok:
+            continue
+        # backtrack: the newest entry that gives another way on
+        found = False
+        while sp > 0:
+            sp -= 1
+            kind = stack[sp, 0] & 15
+            tpc = stack[sp, 0] >> 4
+            tpos = stack[sp, 1]
+            if kind == BT:
+                pc, pos = tpc, tpos
+                found = True
+                break
+            if kind == GIVEN:
+                p = _back(data, tpos)
+                if p > stack[sp, 2]:
+                    stack[sp, 1] = p
+                    sp += 1
+                pc, pos = tpc + 1, p
+                found = True
+                break
+            if kind == MORE:
+                if tpos < e:
+                    m, n = _mask(data, tpos, amask, idx, blocks)
+                    if _has(m, ops[tpc, 1]):
+                        cnt = stack[sp, 2] + 1
+                        if cnt != ops[tpc, 3]:
+                            stack[sp, 1] = tpos + n
+                            stack[sp, 2] = cnt
+                            sp += 1
+                        pc, pos = tpc + 1, tpos + n
+                        found = True
+                        break
+                continue
+            # a barrier: its group failed
+            if ops[tpc, 1] == NOT_LOOK:
+                pc, pos = ops[tpc, 2], tpos
+                found = True
+                break
+        if not found:
+            return np.int64(-1)
+
+
+@inlined
+def _match_at(P, data, d64, base, i, d0, e, stack):
+    """The end of the leftmost-first match at byte i, -1 if none, ``FULL``."""
+    ops, lits, amask, idx, blocks, alts, wbit, swk = P
+    m0, _ = _mask(data, i, amask, idx, blocks)
+    for k in range(alts.shape[0]):
+        b = alts[k, 1]
+        if b >= 0 and not _has(m0, b):
+            continue
+        r = _attempt(ops, lits, amask, idx, blocks, wbit, swk, data, d64, base, d0, e, alts[k, 0], i, stack)
+        if r != -1:
+            return r
+    return np.int64(-1)
+
+
+@njit(cache=True, no_cfunc_wrapper=True, nogil=True, _nrt=False)
+def _ends_kernel(P, data, d64, base, offsets, d, i, out, stack):
+    """Piece (start, end) pairs of documents d.. from byte i on into ``out`` (rows), until it is
+    full; returns (rows written, document, byte to resume at; document = len: done, -1 in the
+    byte: the stack is full)."""
+    w = np.int64(0)
+    nd = offsets.shape[0] - 1
+    while d < nd:
+        d0 = offsets[d]
+        e = offsets[d + 1]
+        while i < e:
+            if w == out.shape[0]:
+                return w, d, i
+            j = _match_at(P, data, d64, base, i, d0, e, stack)
+            if j == FULL:
+                return w, d, np.int64(-1 - i)
+            if j < 0:
+                _, n = _mask(data, i, P[2], P[3], P[4])
+                i += n
+                continue
+            out[w, 0] = i
+            out[w, 1] = j
+            w += 1
+            i = j
+        d += 1
+        if d < nd:
+            i = offsets[d]
+    return w, d, i
+
+
+@njit(cache=True, no_cfunc_wrapper=True, nogil=True, _nrt=False)
+def _count_kernel(P, data, d64, base, offsets, d, i, hi, T, arena, st, cbits, stack):
+    """Count the pieces of documents d..hi-1 (document d from byte i on) into table T. Returns 0
+    when done, 1 when T or the arena must grow, 2 when the stack must (resume at document
+    st[0, 3], byte st[0, 4]). Pipelined by one piece as the named scanners' loop is."""
+    parts = T.shape[0] >> cbits
+    while d < hi:
+        d0 = offsets[d]
+        e = offsets[d + 1]
+        pn = np.int64(0)
+        pi = np.int64(0)
+        pk = np.int64(0)
+        ph = np.uint64(0)
+        ps = np.int64(0)
+        pt = np.int64(0)
+        while True:
+            n = np.int64(0)
+            key = np.int64(0)
+            h = np.uint64(0)
+            s = np.int64(0)
+            t = np.int64(0)
+            j = np.int64(-1)
+            while i < e:
+                j = _match_at(P, data, d64, base, i, d0, e, stack)
+                if j >= 0:
+                    break
+                if j == FULL:
+                    st[0, 3] = d
+                    st[0, 4] = pi if pn else i
+                    return 2
+                _, c = _mask(data, i, P[2], P[3], P[4])
+                i += c
+            if i < e:
+                n = j - i
+                if n <= 7:
+                    key = np.int64(_ld8(d64, data, base, i) & _low(n)) | (n << 56)
+                    h = _short_hash(key)
+                else:
+                    h = _long_hash(d64, data, base, i, n)
+                s = _home(h, parts, cbits)
+                t = T[s, 0]
+            if pn:
+                if pn <= 7:
+                    if pt == pk:
+                        T[ps, 1] += 1
+                        ok = True
+                    else:
+                        ok = _bump_short(T, st, cbits, ps, pk, pn)
+                else:
+                    ok = _bump_long(T, arena, st, cbits, ps, d64, data, base, pi, pn, _head(ph))
+                if not ok:
+                    st[0, 3] = d
+                    st[0, 4] = pi
+                    return 1
+            if n == 0:
+                break
+            pn, pi, pk, ph, ps, pt = n, i, key, h, s, t
+            i = j
+        d += 1
+        if d < hi:
+            i = offsets[d]
+    return 0
+

@@ -156,3 +156,52 @@ def test_runs_give_back_only_where_needed():
     modes = [row[4] for row in ops if row[0] == RUN]
     assert modes.count(GIVE) == 2  # \s* before [\r\n]+, \s+ before (?!\S)
     assert KEEP in modes
+
+
+# --- DeepSeek-V3's split as one pattern --------------------------------------------------------
+
+#: DeepSeek-V3's pre-tokenizer as its tokenizer.json has it: a Sequence of Isolated Splits.
+DEEPSEEK_V3_SPLITS = [
+    r"\p{N}{1,3}",
+    f"[{CJK}]+",
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"
+    "| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
+]
+#: Chars around DeepSeek-V3's edges: CJK letters, kana marks and symbols, unassigned code points
+#: inside its CJK ranges, digits of several kinds, format and control chars.
+DEEPSEEK_CHARS = "一龥ぁゟ゠ヿ\u3099\u309a\u3040\u3097\u30fb\u30a0\u309b\u30fc〇١２Ⅻ\x00\x01\u200b\u00ad\ue000"
+
+
+def _deepseek_texts() -> list[str]:
+    rng = random.Random(7)
+    alpha = sorted(set(_alphabet()) | set(DEEPSEEK_CHARS) | set(",!"))
+    return list(EDGE_TEXTS) + ["".join(rng.choice(alpha) for _ in range(rng.randint(1, 30))) for _ in range(3000)]
+
+
+def test_deepseek_v3_is_its_sequence_of_splits():
+    """The one pattern splits as HF's Sequence of DeepSeek-V3's three Splits, and tiktoken's engine
+    and HF's Oniguruma read it alike (the probes of ``patterns.check``, as a custom regex)."""
+    from tokenizers import Regex, pre_tokenizers
+
+    from toktok.patterns import DEEPSEEK_V3, Pattern, _probe, _read, check
+
+    seq = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(r), "isolated") for r in DEEPSEEK_V3_SPLITS])
+    one = pre_tokenizers.Split(Regex(DEEPSEEK_V3), "isolated")
+    c = rx.compile(DEEPSEEK_V3)
+    for t in _deepseek_texts():
+        want = [p for p, _ in seq.pre_tokenize_str(t)]
+        assert [p for p, _ in one.pre_tokenize_str(t)] == want, t
+        assert _want(DEEPSEEK_V3, t) == want == c.findall(t), t
+    custom = Pattern("custom", DEEPSEEK_V3, DEEPSEEK_V3)
+    assert _probe(custom, _read(DEEPSEEK_V3).literals | set(DEEPSEEK_CHARS)) is None
+    assert check("deepseek_v3").regex == DEEPSEEK_V3
+
+
+@given(st.text(st.sampled_from(sorted(set(_alphabet()) | set(DEEPSEEK_CHARS))), max_size=40))
+def test_fuzz_deepseek_v3(text):
+    from tokenizers import Regex, pre_tokenizers
+
+    from toktok.patterns import DEEPSEEK_V3
+
+    seq = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(r), "isolated") for r in DEEPSEEK_V3_SPLITS])
+    assert [p for p, _ in seq.pre_tokenize_str(text)] == _want(DEEPSEEK_V3, text) == rx.compile(DEEPSEEK_V3).findall(text)

@@ -61,10 +61,30 @@ _OTHER = r"(?:(?!\d)\p{N})+"  # numbers that are not decimal digits (², Ⅻ, ½
 _TAIL = rf"(?:{_OTHER}(?:{_PARTIAL})?)*"
 SUPERBPE = rf"[^\p{{N}}]+|(?<=\d)\d{{3}}{_TAIL}|(?:{_OTHER}(?:{_PARTIAL})?|{_PARTIAL}|\d{{3}}){_TAIL}"
 
+#: DeepSeek-V3's split as one regex. Its tokenizer.json has a Sequence of three Splits (Isolated):
+#: ``\p{N}{1,3}``, CJK runs ``[一-龥぀-ゟ゠-ヿ]+``, then a cl100k-like main pattern applied to every
+#: piece so far, its unmatched gaps kept as pieces. Here: digit chunks; the main pattern's
+#: alternatives kept to CJK chars (a CJK run's split) and to other chars (the rest), each with
+#: a last alternative for its gaps; the look-ahead ``(?!\S)`` sees a digit or CJK char as the end.
+_CJK = "一-龥぀-ゟ゠-ヿ"
+DEEPSEEK_V3 = "|".join([
+    r"""\p{N}{1,3}""",
+    rf"""(?:(?=[{_CJK}])[^\p{{L}}\p{{P}}\p{{S}}])?(?:(?=[{_CJK}])[\p{{L}}\p{{M}}])+""",
+    rf"""(?:(?=[{_CJK}])[\p{{P}}\p{{S}}])+""",
+    rf"""(?:(?=[{_CJK}])[^\p{{L}}\p{{M}}\p{{P}}\p{{S}}](?!(?=[{_CJK}])[\p{{L}}\p{{M}}]))+""",
+    r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+""",
+    rf"""[^\r\n\p{{L}}\p{{P}}\p{{S}}\p{{N}}{_CJK}]?(?:(?![{_CJK}])[\p{{L}}\p{{M}}])+""",
+    rf""" ?(?:(?![{_CJK}])[\p{{P}}\p{{S}}])+[\r\n]*""",
+    r"""\s*[\r\n]+""",
+    rf"""\s+(?![^\s\p{{N}}{_CJK}])""",
+    r"""\s+""",
+    rf"""(?:[^\s\p{{L}}\p{{M}}\p{{P}}\p{{S}}\p{{N}}{_CJK}](?!(?![{_CJK}])[\p{{L}}\p{{M}}]))+""",
+])
+
 
 @dataclass(frozen=True)
 class Pattern:
-    """A pre-tokenizer pattern: ``name`` (``cl100k``, ``o200k``, ``gpt2``, ``qwen2``, or ``custom``
+    """A pre-tokenizer pattern: ``name`` (``cl100k``, ``o200k``, ``gpt2``, ``qwen2``, ``deepseek_v3``, or ``custom``
     for a user's regex), ``regex`` (as tiktoken and the ``regex`` package read it) and ``hf`` (as
     written to ``tokenizer.json``). Example: ``Pattern("cl100k", CL100K, CL100K).named``."""
 
@@ -130,6 +150,7 @@ NAMED: dict[str, Pattern] = {
     "o200k": Pattern("o200k", O200K, O200K),
     "gpt2": Pattern("gpt2", GPT2, GPT2),
     "qwen2": Pattern("qwen2", QWEN2, QWEN2),
+    "deepseek_v3": Pattern("deepseek_v3", DEEPSEEK_V3, DEEPSEEK_V3),
 }
 #: Patterns of a later phase that splits more coarsely (counted through ``regex``, no scanner):
 #: ``superbpe``, SuperBPE's stage 2 (superwords across whitespace).
@@ -671,4 +692,4 @@ def hardcoded(pattern: Pattern, tokens: list[bytes]) -> list[bytes]:
 
 
 __all__ = ["Pattern", "NAMED", "SUPERWORD", "BY_NAME", "ALIASES", "DEFAULT", "resolve", "check", "rewrite", "same",
-           "hardcoded", "probe_texts", "EDGE_TEXTS", "CL100K", "O200K", "GPT2", "QWEN2", "SUPERBPE"]
+           "hardcoded", "probe_texts", "EDGE_TEXTS", "CL100K", "O200K", "GPT2", "QWEN2", "SUPERBPE", "DEEPSEEK_V3"]

@@ -10,7 +10,9 @@ found by a rule of its structure (:data:`RULES`, proven in the comments below an
   ``"\\n"`` followed by non-space (the alternatives ending in newlines end at the newline run), and
   the one look-ahead, ``\\s+(?!\\S)``, never competes, because ``\\s*[\\r\\n]+`` is tried first.
   o200k's punctuation alternative ends in ``[\\r\\n/]*``, so there the next char must not be
-  ``/`` either (``nl-no-slash``). GPT-2 has no newline alternative: a whitespace run before
+  ``/`` either (``nl-no-slash``). DeepSeek-V3's as cl100k's: its only alternatives that hold a
+  newline are whitespace runs and the punctuation run's ``[\\r\\n]*`` tail, all ending at the
+  newline run, and the newline alternative comes before its look-ahead. GPT-2 has no newline alternative: a whitespace run before
   non-space gives its last char to the next piece, so a run ending in ``"\\n"`` splits before the
   ``"\\n"`` unless the run is that ``"\\n"`` alone (``nl-alone``: non-whitespace on both sides).
 - Before a space that follows non-whitespace (the sampler's second rule, for every named
@@ -63,7 +65,7 @@ _NL_ALONE = Rule(2, r"(?r)(?<![\s\x1c-\x1f])\n(?=[^\s\x1c-\x1f])",
                  rb"(?r)(?<!" + _WS_BYTES + rb")\n(?!" + _WS_BYTES + rb")" + _CHAR_BYTES,
                  r"(?<=\S)\n(?=\S)|(?<=\S)(?= )")
 #: The cut rule of each named pattern.
-RULES = {"cl100k": _NL, "qwen2": _NL, "o200k": _NL_NO_SLASH, "gpt2": _NL_ALONE}
+RULES = {"cl100k": _NL, "qwen2": _NL, "o200k": _NL_NO_SLASH, "gpt2": _NL_ALONE, "deepseek_v3": _NL}
 
 #: A custom regex's cut is at least this many characters before the end of the text read so far:
 #: its matches up to there are taken to be the whole document's, which holds unless one attempt

@@ -9,7 +9,8 @@ Ops (rows of int64 ``[op, a, b, c, d]``, the next op is the next row unless said
   greedy, giving back one char at a time on backtracking (one stack entry for the whole run);
   ``KEEP`` greedy, giving back nothing (possessive, or when what follows can never match after a
   char of the set: see :func:`_keeps`); ``LAZY`` as few as possible, one more on backtracking.
-- ``SPLIT a b``: try ``a``, on failure ``b``. ``JMP a``.
+- ``SPLIT a b c d``: try ``a``, on failure ``b``; ``c``, ``d``: the bits of the sets of chars
+  each way must start with (-1: unknown), to skip a way the next char cannot start. ``JMP a``.
 - ``ASSERT a``: a zero-width test (:data:`ASSERTS`). ``PEEK a b``: the next char is in set bit
   ``a`` (``b`` = 1: is not, or the text ends): a look-ahead of one char.
 - ``BEGIN a b`` ... ``END a``: an atomic group (``a`` = 0), a look-ahead (1) or a negative one (2);
@@ -109,7 +110,8 @@ def simplify(node):
         if k == "alt":
             if all(_single(n) for n in items):
                 return simplify(("set", "(?:" + "|".join(_set_text(n) for n in items) + ")"))
-            return ("alt", items)
+            factored = _factor(items)
+            return simplify(factored) if factored is not None else ("alt", items)
         out: list = []
         for n in items:
             if _single(n) and out and out[-1][0] == "look" and _single(out[-1][1]):
@@ -123,6 +125,33 @@ def simplify(node):
     if k in ("look", "atomic"):
         return (k, simplify(node[1]), *node[2:])
     return node
+
+
+def _factor(items: list):
+    """``ab|ac|d`` as ``a(?:b|c)|d``: neighbouring alternatives that start with the same char share
+    it (leftmost-first order kept: one char matches one way), or None when none do."""
+    def parts(n):
+        return list(n[1]) if n[0] == "cat" else [n]
+
+    out, changed, k = [], False, 0
+    while k < len(items):
+        head = parts(items[k])[0] if parts(items[k]) else None
+        if head is not None and not _single(head):  # a head with more than one way would reorder them
+            head = None
+        j = k + 1
+        while head is not None and j < len(items) and parts(items[j])[:1] == [head]:
+            j += 1
+        if j - k > 1:
+            rests = [parts(n)[1:] for n in items[k:j]]
+            rest = [r[0] if len(r) == 1 else ("cat", r) for r in rests]
+            out.append(("cat", [head, ("alt", rest)]))
+            changed = True
+        else:
+            out.append(items[k])
+        k = j
+    if not changed:
+        return None
+    return out[0] if len(out) == 1 else ("alt", out)
 
 
 def nullable(node) -> bool:
@@ -317,13 +346,30 @@ def compile_program(text: str) -> Program:
     return p
 
 
-def _dispatch(p: Program) -> None:
-    """A bit per top-level alternative: the chars it may start with (while bits are left)."""
-    for alt in p.alts:
+def _first_bit(p: Program, pc: int, known: dict) -> int:
+    """The bit of the set of chars that what runs from op ``pc`` must start with (-1: it may
+    consume nothing, or no bit is left); sets with the same members share a bit."""
+    firsts, free, tested = _follow(p, pc)
+    if free or tested:
+        return -1
+    col = _first_members(p, firsts)
+    key = np.packbits(col).tobytes()
+    if key not in known:
         if len(p.cols) >= 64:
-            break
-        firsts, free, tested = _follow(p, alt[0])
-        if free or tested:
-            continue
-        alt[1] = len(p.cols)
-        p.cols.append(_first_members(p, firsts))
+            return -1
+        known[key] = len(p.cols)
+        p.cols.append(col)
+    return known[key]
+
+
+def _dispatch(p: Program) -> None:
+    """A bit per top-level alternative: the chars it may start with; then per SPLIT, the first
+    chars of each way (columns 3 and 4; the machine skips a way the next char cannot start),
+    while bits are left."""
+    known = {np.packbits(c).tobytes(): b for b, c in enumerate(p.cols)}
+    for alt in p.alts:
+        alt[1] = _first_bit(p, alt[0], known)
+    for row in p.ops:
+        if row[0] == SPLIT:
+            row[3] = _first_bit(p, row[1], known)
+            row[4] = _first_bit(p, row[2], known)

@@ -176,12 +176,22 @@ def _attempt(ops, lits, amask, idx, blocks, wbit, swk, data, d64, base, d0, e, p
                 else:
                     ok = False
         elif op == SPLIT:
-            if sp == cap:
-                return FULL
-            stack[sp, 0] = BT | (ops[pc, 2] << 4)
-            stack[sp, 1] = pos
-            sp += 1
-            pc = ops[pc, 1]
+            ga = ops[pc, 3]
+            gb = ops[pc, 4]
+            m = np.uint64(0)
+            if (ga >= 0 or gb >= 0) and pos < e:
+                m, _ = _mask(data, pos, amask, idx, blocks)
+            if ga >= 0 and not _has(m, ga):
+                pc = ops[pc, 2]
+            elif gb >= 0 and not _has(m, gb):
+                pc = ops[pc, 1]
+            else:
+                if sp == cap:
+                    return FULL
+                stack[sp, 0] = BT | (ops[pc, 2] << 4)
+                stack[sp, 1] = pos
+                sp += 1
+                pc = ops[pc, 1]
         elif op == JMP:
             pc = ops[pc, 1]
         elif op == MATCH:

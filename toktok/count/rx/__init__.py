@@ -56,17 +56,23 @@ class Compiled:
 
 _LETTERS = np.array([chr(c).isascii() and chr(c).isalpha() for c in range(128)])
 _OTHER = np.array([not (chr(c).isalnum() or c in (9, 10, 11, 12, 13, 32)) for c in range(128)])
+_UPPER = np.array([65 <= c <= 90 for c in range(128)])
+_LOWER = np.array([97 <= c <= 122 for c in range(128)])
 
 
 def _swar_kinds(program: Program) -> np.ndarray:
     """Per set bit: 1 when its ASCII members are [A-Za-z], 2 when they are the chars neither
-    letter, digit nor whitespace ([\t-\r ]), else 0 (see ``vm._run_end``)."""
+    letter, digit nor whitespace ([\t-\r ]), 3 [A-Z], 4 [a-z], else 0 (see ``vm._run_end``)."""
     out = np.zeros(64, np.int64)
     for bit, col in enumerate(program.cols):
         if np.array_equal(col[:128], _LETTERS):
             out[bit] = 1
         elif np.array_equal(col[:128], _OTHER):
             out[bit] = 2
+        elif np.array_equal(col[:128], _UPPER):
+            out[bit] = 3
+        elif np.array_equal(col[:128], _LOWER):
+            out[bit] = 4
     return out
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from ..._kernels import inlined, njit
 from .program import ASSERT, ATOMIC, BEGIN, BYTES, GIVE, JMP, LAZY, LOOK, MATCH, NOT_LOOK, PEEK, RUN, SET, SPLIT
 from .shared import (_HIGHS, _bump_long, _bump_short, _ctz, _head, _home, _ld8, _letter_bits, _long_hash, _low,
-                     _other_bits, _short_hash)
+                     _lower_bits, _other_bits, _short_hash, _upper_bits)
 
 BT, GIVEN, MORE, BAR = 0, 1, 2, 3
 FULL = -2  # the stack is full
@@ -86,14 +86,23 @@ def _assert(kind, data, pos, d0, e, amask, idx, blocks, wbit):
 @inlined
 def _run_end(data, d64, base, p, e, bit, limit, amask, idx, blocks, sw):
     """(end, chars) of the run of up to ``limit`` (-1: any) chars of set ``bit`` from p; ``sw``:
-    the set's ASCII chars are exactly the letters (1) or the other chars (2, not letter, digit or
-    whitespace), skipped 8 bytes at a time (only when there is no limit)."""
+    the set's ASCII chars are exactly the letters (1), the other chars (2, not letter, digit or
+    whitespace), the capitals (3) or the small letters (4), skipped 8 bytes at a time (only when
+    there is no limit)."""
     cnt = np.int64(0)
     while cnt != limit and p < e:
         if sw != 0:
             while True:
                 w = _ld8(d64, data, base, p)
-                t = np.int64(_ctz(~(_letter_bits(w) if sw == 1 else _other_bits(w)) & _HIGHS)) >> 3
+                if sw == 1:
+                    b = _letter_bits(w)
+                elif sw == 2:
+                    b = _other_bits(w)
+                elif sw == 3:
+                    b = _upper_bits(w)
+                else:
+                    b = _lower_bits(w)
+                t = np.int64(_ctz(~b & _HIGHS)) >> 3
                 p += t
                 cnt += t
                 if t < 8 or p >= e:
@@ -152,6 +161,8 @@ def _attempt(ops, lits, amask, idx, blocks, wbit, swk, data, d64, base, d0, e, p
                     sp += 1
                 pos = p0
                 pc += 1
+                if ops[pc, 0] == MATCH:
+                    return pos
         elif op == BYTES:
             a = ops[pc, 1]
             n = ops[pc, 2]

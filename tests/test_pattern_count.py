@@ -23,6 +23,9 @@ CUSTOM = {
                       r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+|\p{N}|[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""),
     "bpeasy": Pattern("custom", r"""(?:[\p{L}\p{M}]+|\p{N}{1,4}|[^\s\p{L}\p{N}\p{M}]+)|\s+""",
                       r"""(?:[\p{L}\p{M}]+|\p{N}{1,4}|[^\s\p{L}\p{N}\p{M}]+)|\s+"""),
+    # "digits" with a last alternative outside the compiled subset (a loop of what can match nothing)
+    "outside": Pattern("custom", r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+|\p{N}|[^\s\p{L}\p{N}]+|\s+(?!\S)|\s(?:\s?)*""",
+                       r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+|\p{N}|[^\s\p{L}\p{N}]+|\s+(?!\S)|\s(?:\s?)*"""),
 }
 PATTERNS = {**NAMED, **CUSTOM}
 
@@ -40,11 +43,14 @@ def reference(texts, pattern: Pattern, specials=()) -> dict[bytes, int]:
     return dict(out)
 
 
-def test_a_custom_regex_counts_through_regex_on_the_threads():
+def test_a_custom_regex_outside_the_subset_counts_through_regex_on_the_threads():
     import threading
 
-    pattern = CUSTOM["digits"]
+    from toktok.count.scan import count_path
+
+    pattern = CUSTOM["outside"]
     assert not has_scanner(pattern) and has_scanner(NAMED["cl100k"])
+    assert count_path(pattern).startswith("regex (outside the compiled subset: a repetition: of a group that can")
     before = set(threading.enumerate())
     texts = ["call 555 1234 now!! (x)  y\n"] * 3000
     c = WordCounter(threads=2, pattern=pattern, reference_bytes=1 << 20)  # no reference without a scanner
@@ -72,7 +78,24 @@ def test_count_phase_on_the_fixtures_equals_findall(name):
     pc = count_phase([Source(read_corpus(files))], threads=2, pattern=pattern, specials=["<|endoftext|>"])
     assert dict(zip(*pc.words.to_pydict().values())) == reference(texts, pattern, ["<|endoftext|>"])
     assert (pc.regex_mb_s is None) == has_scanner(pattern)
-    assert pattern.name != "custom" or pc.regex_mb_s > 0
+    assert has_scanner(pattern) == (name != "outside") and (pc.regex_mb_s is None or pc.regex_mb_s > 0)
+
+
+def test_a_custom_regex_in_the_subset_counts_through_its_compiled_scanner_on_the_threads():
+    import threading
+
+    from toktok.count.scan import count_path
+
+    pattern = CUSTOM["digits"]
+    assert has_scanner(pattern) and count_path(pattern) == "the scanner compiled from its regex"
+    before = set(threading.enumerate())
+    texts = ["call 555 1234 now!! (x)  y\n"] * 3000
+    c = WordCounter(threads=2, pattern=pattern)
+    for i in range(0, len(texts), 700):
+        c.add(texts[i : i + 700])
+    assert any(t.name.startswith("toktok-count") for t in set(threading.enumerate()) - before)
+    assert c.regex_counted == 0 and c._tables and not c._counters
+    assert dict(c.result().iter_rows()) == reference(texts, pattern)
 
 
 # --- the compiled scanners of the named patterns (and regex for the custom ones) ------------------
@@ -256,13 +279,13 @@ def test_a_small_first_run_compiles_no_scanner_of_any_pattern(tmp_path):
     from conftest import ROOT
 
     code = ("from toktok.count.scan import count_words, reference_allowance, REFERENCE_BYTES\n"
-            "from toktok.count.scan.named import _SCANNERS\n"
+            "from toktok.count.scan.named import _kernel_of, _scanner\n"
             "from toktok._kernels import compiled\nfrom toktok.patterns import NAMED\n"
             "for name, p in NAMED.items():\n"
             "    r = reference_allowance(1000, p)\n"
             "    assert r == REFERENCE_BYTES, name\n"
             "    assert dict(count_words(['Hello World'], reference_bytes=r, pattern=p).iter_rows()), name\n"
-            "    assert not compiled((_SCANNERS[name],)), name\n"
+            "    assert not compiled((_kernel_of(_scanner(p)),)), name\n"
             "print('ok')\n")
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)

@@ -478,7 +478,11 @@ def _pattern_line(summary) -> str:
         line += f"; hardcoded {summary.hardcoded:,} of {everyone:,} (the rest {why})"
     if summary.regex_mb_s:
         lo, hi = min(summary.regex_mb_s), max(summary.regex_mb_s)
-        line += f"; counted through regex at {lo:,.1f}" + (f"-{hi:,.1f}" if hi - lo >= 0.05 else "") + " MB/s"
+        why = summary.counted_by.partition(" (")[2].rstrip(")")
+        line += (f"; counted through regex{f' ({why})' if why else ''} at {lo:,.1f}"
+                 + (f"-{hi:,.1f}" if hi - lo >= 0.05 else "") + " MB/s")
+    elif summary.counted_by:
+        line += f"; counted by {summary.counted_by}"
     return line
 
 

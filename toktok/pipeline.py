@@ -407,6 +407,7 @@ def _summary(run: _Run) -> TrainSummary:
         pattern=" → ".join(dict.fromkeys(run.patterns[ph.name].label() for ph in run.phases)),
         hardcoded=run.kinds.count("hardcoded"), regex_mb_s=run.regex_mb_s, reserved=run.reserved,
         min_frequency=run.cfg.min_frequency, max_token_length=run.cfg.max_token_length,
+        counted_by="" if run.pattern.named else count.count_path(run.pattern),
     )
 
 

@@ -50,6 +50,7 @@ class TrainSummary(Totals):
     pattern: str = "cl100k"  # the pre-tokenizer as Pattern.label() says it; per phase: "cl100k → superbpe"
     hardcoded: int = 0  # hardcoded tokens added (of the 1,161: those the pattern forms as one piece)
     regex_mb_s: list[float] = field(default_factory=list)  # counting through regex (no scanner), per phase
+    counted_by: str = ""  # a custom pattern's counting path and why (count.scan.named.count_path)
     reserved: int = 0  # reserved special tokens that fill the ids (--vocab-size, --pad-to-multiple-of)
     min_frequency: int | None = None  # --min-frequency, for the summary's merges row
     max_token_length: int | None = None  # --max-token-length, for the summary's pattern row

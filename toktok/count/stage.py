@@ -21,7 +21,7 @@ from ..errors import ConfigError, InputError
 from .common import BATCH_BYTES, Counted, Progress
 from .local import ParitySample, Source, Started, count_phase, start_reading
 from .memory import check_sources, corpus_of
-from .scan import REFERENCE_BYTES, SMALL_BYTES
+from .scan import REFERENCE_BYTES, SMALL_BYTES, count_path  # noqa: F401  (the run says how it counted)
 from .read import read_corpus
 from .remote import redact, set_readahead
 

@@ -124,164 +124,163 @@ def _run_end(data, d64, base, p, e, bit, limit, amask, idx, blocks, sw):
 
 
 @inlined
+def _push(stack, sp, kind, pc, pos, aux):
+    stack[sp, 0] = kind | (pc << 4)
+    stack[sp, 1] = pos
+    stack[sp, 2] = aux
+    return sp + 1
+
+
+@inlined
+def _run(ops, pc, pos, sp, amask, idx, blocks, swk, data, d64, base, e, stack):
+    """The RUN op at ``pc``: (whether it matched, the position after it, the stack's top)."""
+    bit = ops[pc, 1]
+    lo = ops[pc, 2]
+    mode = ops[pc, 4]
+    limit = lo if mode == LAZY else ops[pc, 3]
+    p0, cnt = _run_end(data, d64, base, pos, e, bit, limit, amask, idx, blocks, swk[bit] if limit < 0 else 0)
+    if cnt < lo:
+        return False, pos, sp
+    if mode == GIVE and cnt > lo:
+        mn = pos
+        for _ in range(lo):
+            _, n = _mask(data, mn, amask, idx, blocks)
+            mn += n
+        sp = _push(stack, sp, GIVEN, pc, p0, mn)
+    elif mode == LAZY and cnt != ops[pc, 3]:
+        sp = _push(stack, sp, MORE, pc, p0, cnt)
+    return True, p0, sp
+
+
+@inlined
+def _literal(data, pos, e, lits, a, n):
+    """Whether the literal ``lits[a:a+n]`` is at ``pos``."""
+    if pos + n > e:
+        return False
+    for x in range(n):
+        if data[pos + x] != lits[a + x]:
+            return False
+    return True
+
+
+@inlined
+def _in_set(data, pos, e, amask, idx, blocks, bit):
+    """(whether the char at ``pos`` is in set ``bit``, its length); False at the end."""
+    if pos >= e:
+        return False, np.int64(0)
+    m, n = _mask(data, pos, amask, idx, blocks)
+    return _has(m, bit), n
+
+
+@inlined
+def _split(ops, pc, pos, sp, data, e, amask, idx, blocks, stack):
+    """The SPLIT op at ``pc``: (the op to go on at, the stack's top): a way the next char cannot
+    start is skipped, the second way is pushed only when both may match."""
+    ga = ops[pc, 3]
+    gb = ops[pc, 4]
+    m = np.uint64(0)
+    if (ga >= 0 or gb >= 0) and pos < e:
+        m, _ = _mask(data, pos, amask, idx, blocks)
+    if ga >= 0 and not _has(m, ga):
+        return ops[pc, 2], sp
+    if gb >= 0 and not _has(m, gb):
+        return ops[pc, 1], sp
+    return ops[pc, 1], _push(stack, sp, BT, ops[pc, 2], pos, 0)
+
+
+@inlined
+def _end_group(ops, pc, pos, sp, stack):
+    """The END op at ``pc``: the stack cut back to its group's barrier; (whether the match goes
+    on, where, the stack's top)."""
+    t = sp - 1
+    while stack[t, 0] & 15 != BAR:
+        t -= 1
+    kind = ops[pc, 1]
+    if kind == ATOMIC:
+        return True, pos, t
+    if kind == LOOK:
+        return True, stack[t, 1], t
+    return False, pos, t
+
+
+@inlined
+def _backtrack(ops, sp, data, e, amask, idx, blocks, stack):
+    """The newest stack entry that gives another way on: (op, position, the stack's top); op -1
+    when there is none."""
+    while sp > 0:
+        sp -= 1
+        kind = stack[sp, 0] & 15
+        tpc = stack[sp, 0] >> 4
+        tpos = stack[sp, 1]
+        if kind == BT:
+            return tpc, tpos, sp
+        if kind == GIVEN:
+            p = _back(data, tpos)
+            if p > stack[sp, 2]:
+                stack[sp, 1] = p
+                sp += 1
+            return tpc + 1, p, sp
+        if kind == MORE:
+            inside, n = _in_set(data, tpos, e, amask, idx, blocks, ops[tpc, 1])
+            if inside:
+                cnt = stack[sp, 2] + 1
+                if cnt != ops[tpc, 3]:
+                    stack[sp, 1] = tpos + n
+                    stack[sp, 2] = cnt
+                    sp += 1
+                return tpc + 1, tpos + n, sp
+        elif ops[tpc, 1] == NOT_LOOK:  # a barrier popped: its group failed
+            return ops[tpc, 2], tpos, sp
+    return np.int64(-1), np.int64(0), sp
+
+
+@inlined
 def _attempt(ops, lits, amask, idx, blocks, wbit, swk, data, d64, base, d0, e, pc, pos, stack):
     """The end of the match of the program from op ``pc`` at byte ``pos`` (document d0..e), -1
-    when there is none, ``FULL`` when the stack is full."""
+    when there is none, ``FULL`` when the stack is full (an op pushes at most one entry)."""
     sp = np.int64(0)
     cap = stack.shape[0]
     while True:
+        if sp == cap:
+            return FULL
         op = ops[pc, 0]
         ok = True
         if op == RUN:
-            bit = ops[pc, 1]
-            lo = ops[pc, 2]
-            mode = ops[pc, 4]
-            limit = lo if mode == LAZY else ops[pc, 3]
-            p0, cnt = _run_end(data, d64, base, pos, e, bit, limit, amask, idx, blocks, swk[bit] if limit < 0 else 0)
-            if cnt < lo:
-                ok = False
-            else:
-                if mode == GIVE and cnt > lo:
-                    if sp == cap:
-                        return FULL
-                    mn = pos
-                    for _ in range(lo):
-                        _, n = _mask(data, mn, amask, idx, blocks)
-                        mn += n
-                    stack[sp, 0] = GIVEN | (pc << 4)
-                    stack[sp, 1] = p0
-                    stack[sp, 2] = mn
-                    sp += 1
-                elif mode == LAZY and cnt != ops[pc, 3]:
-                    if sp == cap:
-                        return FULL
-                    stack[sp, 0] = MORE | (pc << 4)
-                    stack[sp, 1] = p0
-                    stack[sp, 2] = cnt
-                    sp += 1
-                pos = p0
-                pc += 1
-                if ops[pc, 0] == MATCH:
-                    return pos
+            ok, pos, sp = _run(ops, pc, pos, sp, amask, idx, blocks, swk, data, d64, base, e, stack)
+            pc += 1
+            if ok and ops[pc, 0] == MATCH:
+                return pos
         elif op == BYTES:
-            a = ops[pc, 1]
-            n = ops[pc, 2]
-            if pos + n > e:
-                ok = False
-            else:
-                for x in range(n):
-                    if data[pos + x] != lits[a + x]:
-                        ok = False
-                        break
-                if ok:
-                    pos += n
-                    pc += 1
+            ok = _literal(data, pos, e, lits, ops[pc, 1], ops[pc, 2])
+            pos += ops[pc, 2]
+            pc += 1
         elif op == SET:
-            if pos >= e:
-                ok = False
-            else:
-                m, n = _mask(data, pos, amask, idx, blocks)
-                if _has(m, ops[pc, 1]):
-                    pos += n
-                    pc += 1
-                else:
-                    ok = False
+            ok, n = _in_set(data, pos, e, amask, idx, blocks, ops[pc, 1])
+            pos += n
+            pc += 1
         elif op == SPLIT:
-            ga = ops[pc, 3]
-            gb = ops[pc, 4]
-            m = np.uint64(0)
-            if (ga >= 0 or gb >= 0) and pos < e:
-                m, _ = _mask(data, pos, amask, idx, blocks)
-            if ga >= 0 and not _has(m, ga):
-                pc = ops[pc, 2]
-            elif gb >= 0 and not _has(m, gb):
-                pc = ops[pc, 1]
-            else:
-                if sp == cap:
-                    return FULL
-                stack[sp, 0] = BT | (ops[pc, 2] << 4)
-                stack[sp, 1] = pos
-                sp += 1
-                pc = ops[pc, 1]
+            pc, sp = _split(ops, pc, pos, sp, data, e, amask, idx, blocks, stack)
         elif op == JMP:
             pc = ops[pc, 1]
         elif op == MATCH:
             return pos
         elif op == PEEK:
-            inside = False
-            if pos < e:
-                m, _ = _mask(data, pos, amask, idx, blocks)
-                inside = _has(m, ops[pc, 1])
-            if inside == (ops[pc, 2] == 0):
-                pc += 1
-            else:
-                ok = False
+            inside, _ = _in_set(data, pos, e, amask, idx, blocks, ops[pc, 1])
+            ok = inside == (ops[pc, 2] == 0)
+            pc += 1
         elif op == ASSERT:
-            if _assert(ops[pc, 1], data, pos, d0, e, amask, idx, blocks, wbit):
-                pc += 1
-            else:
-                ok = False
+            ok = _assert(ops[pc, 1], data, pos, d0, e, amask, idx, blocks, wbit)
+            pc += 1
         elif op == BEGIN:
-            if sp == cap:
-                return FULL
-            stack[sp, 0] = BAR | (pc << 4)
-            stack[sp, 1] = pos
-            sp += 1
+            sp = _push(stack, sp, BAR, pc, pos, 0)
             pc += 1
         else:  # END
-            t = sp - 1
-            while stack[t, 0] & 15 != BAR:
-                t -= 1
-            sp = t
-            kind = ops[pc, 1]
-            if kind == ATOMIC:
-                pc += 1
-            elif kind == LOOK:
-                pos = stack[t, 1]
-                pc += 1
-            else:
-                ok = False
-        if ok:
-            continue
-        # backtrack: the newest entry that gives another way on
-        found = False
-        while sp > 0:
-            sp -= 1
-            kind = stack[sp, 0] & 15
-            tpc = stack[sp, 0] >> 4
-            tpos = stack[sp, 1]
-            if kind == BT:
-                pc, pos = tpc, tpos
-                found = True
-                break
-            if kind == GIVEN:
-                p = _back(data, tpos)
-                if p > stack[sp, 2]:
-                    stack[sp, 1] = p
-                    sp += 1
-                pc, pos = tpc + 1, p
-                found = True
-                break
-            if kind == MORE:
-                if tpos < e:
-                    m, n = _mask(data, tpos, amask, idx, blocks)
-                    if _has(m, ops[tpc, 1]):
-                        cnt = stack[sp, 2] + 1
-                        if cnt != ops[tpc, 3]:
-                            stack[sp, 1] = tpos + n
-                            stack[sp, 2] = cnt
-                            sp += 1
-                        pc, pos = tpc + 1, tpos + n
-                        found = True
-                        break
-                continue
-            # a barrier: its group failed
-            if ops[tpc, 1] == NOT_LOOK:
-                pc, pos = ops[tpc, 2], tpos
-                found = True
-                break
-        if not found:
-            return np.int64(-1)
+            ok, pos, sp = _end_group(ops, pc, pos, sp, stack)
+            pc += 1
+        if not ok:
+            pc, pos, sp = _backtrack(ops, sp, data, e, amask, idx, blocks, stack)
+            if pc < 0:
+                return np.int64(-1)
 
 
 @inlined

@@ -26,8 +26,8 @@ Example: ``count_words(["a a"]).sort("word").rows() == [(b" a", 1), (b"a", 1)]``
 from __future__ import annotations
 
 from .counter import WordCounter, count_words
-from .named import has_scanner, scanner_name
+from .named import count_path, has_scanner, scanner_name
 from .reference import REFERENCE_BYTES, SMALL_BYTES, TINY_BYTES, reference_allowance
 
-__all__ = ["REFERENCE_BYTES", "SMALL_BYTES", "TINY_BYTES", "WordCounter", "count_words", "has_scanner",
+__all__ = ["REFERENCE_BYTES", "SMALL_BYTES", "TINY_BYTES", "WordCounter", "count_path", "count_words", "has_scanner",
            "reference_allowance", "scanner_name"]

@@ -1,5 +1,6 @@
-"""Which compiled scanner counts a named pattern (:mod:`toktok.patterns`), and the class tables it
-reads; a pattern without one counts through ``regex`` (:mod:`.reference`). A new scanner is one
+"""Which compiled scanner counts a pattern (:mod:`toktok.patterns`), and the class tables it reads:
+a named pattern's own, else the one compiled from its regex (:mod:`toktok.count.rx`); a regex
+outside the compiled subset counts through ``regex`` (:mod:`.reference`). A new scanner is one
 module beside these, its kernel added to ``_SCANNERS`` and listed in ``toktok/kernels.json``.
 Example: ``scanner_name(patterns.DEFAULT) == "_scan_into"``."""
 from __future__ import annotations
@@ -16,14 +17,25 @@ _SCANNERS = {"cl100k": _scan_into, "o200k": _scan_o200k, "gpt2": _scan_gpt2, "qw
 
 
 def _scanner(pattern: Pattern):
-    """The compiled scanner of ``pattern``, or None when it counts through ``regex``."""
-    return _SCANNERS.get(pattern.name) if pattern.named else None
+    """The compiled scanner of ``pattern``: a named pattern's own, else the one compiled from its
+    regex (:mod:`toktok.count.rx`), or None when it counts through ``regex``."""
+    if pattern.name in _SCANNERS:
+        return _SCANNERS[pattern.name]
+    from ..rx.count import scanner
+
+    return scanner(pattern.regex)
+
+
+def _kernel_of(scanner):
+    """The Numba kernel a scanner runs (to ask whether it is compiled)."""
+    return getattr(scanner, "kernel", scanner)
 
 
 def scanner_name(pattern: Pattern) -> str | None:
-    """The name of ``pattern``'s compiled scanner (None: it counts through ``regex``), as
-    ``toktok.ahead`` lists it. Example: ``scanner_name(patterns.DEFAULT) == "_scan_into"``."""
-    scanner = _scanner(pattern)
+    """The name of ``pattern``'s own compiled scanner, as ``toktok.ahead`` lists it (None: it
+    counts through ``regex`` or the scanner compiled from its regex, which is not built ahead).
+    Example: ``scanner_name(patterns.DEFAULT) == "_scan_into"``."""
+    scanner = _SCANNERS.get(pattern.name)
     return None if scanner is None else scanner.py_func.__name__
 
 
@@ -33,9 +45,23 @@ def has_scanner(pattern: Pattern) -> bool:
     return _scanner(pattern) is not None
 
 
+def count_path(pattern: Pattern) -> str:
+    """How ``pattern``'s words are counted, said once per run: by its own scanner, by the
+    scanner compiled from its regex, or through ``regex`` and why.
+    Example: ``count_path(patterns.DEFAULT) == "its own compiled scanner"``."""
+    if pattern.name in _SCANNERS:
+        return "its own compiled scanner"
+    from ..rx import why_not
+
+    why = why_not(pattern.regex)
+    return "the scanner compiled from its regex" if why is None else f"regex (outside the compiled subset: {why})"
+
+
 def _scan_tables(pattern: Pattern) -> tuple:
     """(kernel, per-byte classes, per-code-point classes, folds, whether 8 bytes at a time may be
-    read) of a named pattern's scanner."""
+    read) of a pattern's scanner (the one compiled from a regex reads none of the tables)."""
+    if pattern.name not in _SCANNERS:
+        return _scanner(pattern), None, None, None, False
     flags, fold = _class_tables()
     if pattern.name == "o200k":
         ac, flags16 = _o200k_tables()

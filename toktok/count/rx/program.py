@@ -1,12 +1,13 @@
 """A parsed pattern (:mod:`.parse`) as a program for the backtracking machine of :mod:`.vm`.
 
-Ops (rows of int64 ``[op, a, b, c, d]``, the next op is the next row unless said):
+Ops (rows of int64 ``[op, a, b, c, d, f]``, the next op is the next row unless said):
 
 - ``MATCH``: the attempt succeeds where it is.
 - ``BYTES a b``: the literal ``lits[a:a+b]`` (UTF-8) is next.
 - ``SET a``: one char of set bit ``a``.
 - ``RUN a b c d``: ``b`` to ``c`` (-1: no limit) chars of set bit ``a`` at once; ``d``: ``GIVE``
-  greedy, giving back one char at a time on backtracking (one stack entry for the whole run);
+  greedy, giving back one char at a time on backtracking (one stack entry for the whole run; ``f``:
+  the bit of the set of chars what follows must start with, to give back straight to such a char);
   ``KEEP`` greedy, giving back nothing (possessive, or when what follows can never match after a
   char of the set: see :func:`_keeps`); ``LAZY`` as few as possible, one more on backtracking.
 - ``SPLIT a b c d``: try ``a``, on failure ``b``; ``c``, ``d``: the bits of the sets of chars
@@ -69,14 +70,14 @@ class Program:
     def emit(self, op: int, a: int = 0, b: int = 0, c: int = 0, d: int = 0) -> int:
         if len(self.ops) >= MAX_OPS:
             raise Unsupported("the regex", f"more than {MAX_OPS} ops once its repetitions are unrolled")
-        self.ops.append([op, a, b, c, d])
+        self.ops.append([op, a, b, c, d, -1])
         return len(self.ops) - 1
 
     def arrays(self) -> tuple:
-        """What :mod:`.vm` reads: (ops int64[n, 5], lits uint8, byte table, block index,
+        """What :mod:`.vm` reads: (ops int64[n, 6], lits uint8, byte table, block index,
         blocks, alts int64[k, 2])."""
         amask, idx, blocks = _sets.table(self.cols)
-        return (np.array(self.ops, np.int64).reshape(-1, 5), np.frombuffer(bytes(self.lits) or b"\0", np.uint8).copy(),
+        return (np.array(self.ops, np.int64).reshape(-1, 6), np.frombuffer(bytes(self.lits) or b"\0", np.uint8).copy(),
                 amask, idx, blocks, np.array(self.alts, np.int64).reshape(-1, 2))
 
 
@@ -278,7 +279,7 @@ def _follow(p: Program, start: int) -> tuple[list, bool, bool]:
         if (pc, cond) in seen:
             continue
         seen.add((pc, cond))
-        op, a, b, c, d = p.ops[pc]
+        op, a, b, c, d, _ = p.ops[pc]
         if op in (MATCH, END) and not (op == END and a == ATOMIC):
             if cond:
                 tested = True
@@ -364,12 +365,14 @@ def _first_bit(p: Program, pc: int, known: dict) -> int:
 
 def _dispatch(p: Program) -> None:
     """A bit per top-level alternative: the chars it may start with; then per SPLIT, the first
-    chars of each way (columns 3 and 4; the machine skips a way the next char cannot start),
-    while bits are left."""
+    chars of each way (columns 3 and 4; the machine skips a way the next char cannot start), and
+    per giving run those of what follows it (column 5), while bits are left."""
     known = {np.packbits(c).tobytes(): b for b, c in enumerate(p.cols)}
     for alt in p.alts:
         alt[1] = _first_bit(p, alt[0], known)
-    for row in p.ops:
+    for pc, row in enumerate(p.ops):
         if row[0] == SPLIT:
             row[3] = _first_bit(p, row[1], known)
             row[4] = _first_bit(p, row[2], known)
+        elif row[0] == RUN and row[4] == GIVE:
+            row[5] = _first_bit(p, pc + 1, known)

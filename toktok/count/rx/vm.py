@@ -204,6 +204,20 @@ def _end_group(ops, pc, pos, sp, stack):
 
 
 @inlined
+def _give_back(fb, data, p, mn, e, amask, idx, blocks):
+    """Where a greedy run that ends at p (its minimum at mn) ends once it gives chars back: one
+    char back, or (``fb`` >= 0: the set what follows must start with) back to the last char of that
+    set; (position, False) when no such char is left."""
+    p = _back(data, p)
+    if fb >= 0:
+        while not _in_set(data, p, e, amask, idx, blocks, fb)[0]:
+            if p <= mn:
+                return p, False
+            p = _back(data, p)
+    return p, True
+
+
+@inlined
 def _backtrack(ops, sp, data, e, amask, idx, blocks, stack):
     """The newest stack entry that gives another way on: (op, position, the stack's top); op -1
     when there is none."""
@@ -215,7 +229,9 @@ def _backtrack(ops, sp, data, e, amask, idx, blocks, stack):
         if kind == BT:
             return tpc, tpos, sp
         if kind == GIVEN:
-            p = _back(data, tpos)
+            p, ok = _give_back(ops[tpc, 5], data, tpos, stack[sp, 2], e, amask, idx, blocks)
+            if not ok:
+                continue
             if p > stack[sp, 2]:
                 stack[sp, 1] = p
                 sp += 1

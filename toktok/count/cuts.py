@@ -119,6 +119,9 @@ def regex_split_point(text: str | bytes | bytearray, rx: str, start: int = 0) ->
     before it are the same when the text ends there (a look-ahead or a backtracking alternative
     may see the end), and the chars on both sides are valid UTF-8 (so each side decodes as the
     whole would). Costs one pass of the regex over ``text``."""
+    fast = _compiled_split_point(text, rx, start)
+    if fast is not None:
+        return fast
     if isinstance(text, str):
         s = text
     else:
@@ -143,6 +146,47 @@ def regex_split_point(text: str | bytes | bytearray, rx: str, start: int = 0) ->
         if pieces(rx, s, lo, c) == found[a : k + 1]:
             return _index(text, s, c, start)
         k = a - 1  # a cut before the window that failed
+    return 0
+
+
+def _compiled_split_point(text: str | bytes | bytearray, rx: str, start: int) -> int | None:
+    """``regex_split_point`` with the scanner compiled from ``rx`` (:mod:`toktok.count.rx`) on the
+    UTF-8 bytes, the same cut at compiled speed; None when ``rx`` is outside its subset or the
+    text holds invalid UTF-8 (but for a char cut by the end, which is left out: it is within the
+    margin). A match's end and the window before it are counted in chars, as there."""
+    from .rx import compile as compile_rx, why_not
+
+    if why_not(rx) is not None:
+        return None
+    b = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
+    try:
+        b.decode("utf-8")
+        cut_chars = 0
+    except UnicodeDecodeError as e:
+        if e.end != len(b) or e.reason != "unexpected end of data":
+            return None
+        cut_chars, b = len(b) - e.start, b[: e.start]
+    data = np.frombuffer(b, np.uint8) if b else np.zeros(1, np.uint8)
+    chars = np.zeros(len(b) + 1, np.int64)  # the char index of each byte offset
+    np.cumsum((data[: len(b)] & 0xC0) != 0x80, out=chars[1:])
+    limit = int(chars[-1]) + cut_chars - REGEX_MARGIN
+    if limit <= 0:
+        return 0
+    c_rx = compile_rx(rx)
+    spans = c_rx.spans(data, np.array([0, len(b)], np.int64))
+    k = int(np.searchsorted(chars[spans[:, 1]], limit, side="right")) - 1 if len(spans) else -1
+    while k >= 0:
+        lo_b, c = int(spans[k, 0]), int(spans[k, 1])
+        if c == lo_b:
+            k -= 1
+            continue
+        a = int(np.searchsorted(chars[spans[:, 1]], chars[c] - REGEX_CHECK, side="left"))
+        lo = int(spans[a - 1, 1]) if a > 0 else 0  # where the search that found match a started
+        again = c_rx.spans(data, np.array([0, c], np.int64), at=lo)
+        if np.array_equal(again, spans[a : k + 1]):
+            i = int(chars[c]) if isinstance(text, str) else c
+            return i if i >= start and i > 0 else 0
+        k = a - 1
     return 0
 
 

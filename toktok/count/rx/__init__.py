@@ -29,14 +29,16 @@ class Compiled:
         ops, lits, amask, idx, blocks, alts = program.arrays()
         self.P = (ops, lits, amask, idx, blocks, alts, np.int64(program.wbit), _swar_kinds(program))
 
-    def spans(self, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-        """(start, end) byte pairs of the pieces of documents ``data[offsets[d]:offsets[d+1]]``."""
+    def spans(self, data: np.ndarray, offsets: np.ndarray, at: int | None = None) -> np.ndarray:
+        """(start, end) byte pairs of the pieces of documents ``data[offsets[d]:offsets[d+1]]``
+        (the first one searched from byte ``at`` on, its start still where ``\\A`` holds)."""
         from .shared import _words64
         from .vm import _ends_kernel
 
-        out = np.empty((max(16, data.shape[0] // 2 + 1), 2), np.int64)
+        out = np.empty((min(max(16, data.shape[0] // 2 + 1), 1 << 16), 2), np.int64)
         stack = np.empty((1024, 3), np.int64)
-        got, d, i = [], 0, int(offsets[0]) if len(offsets) else 0
+        got, d = [], 0
+        i = at if at is not None else (int(offsets[0]) if len(offsets) else 0)
         offsets = offsets.astype(np.int64)
         while d < len(offsets) - 1:
             w, d, i = _ends_kernel(self.P, data, *_words64(data), offsets, d, i, out, stack)

@@ -146,7 +146,10 @@ def _run(ops, pc, pos, sp, amask, idx, blocks, swk, data, d64, base, e, stack):
         for _ in range(lo):
             _, n = _mask(data, mn, amask, idx, blocks)
             mn += n
-        sp = _push(stack, sp, GIVEN, pc, p0, mn)
+        # one char to give back, which what follows cannot start with: nothing to come back to
+        fb = ops[pc, 5]
+        if not (cnt == lo + 1 and fb >= 0 and not _in_set(data, mn, e, amask, idx, blocks, fb)[0]):
+            sp = _push(stack, sp, GIVEN, pc, p0, mn)
     elif mode == LAZY and cnt != ops[pc, 3]:
         sp = _push(stack, sp, MORE, pc, p0, cnt)
     return True, p0, sp

@@ -48,6 +48,7 @@ PATTERNS.update({
     "group_repeats": r"""(?:\s\S){2,}|(?:[a-z]\d)*x|.|\n""",
     "nested": r"""((?:a|b(?:c|d)+)+?e|[^\p{L}\p{N}\s[\]]+)|\s|.""",
     "counted": r"""\p{L}{2,5}|\p{L}|\p{N}{3}|\p{N}{,2}?\.|\s{2}|[^\p{L}\p{N}]""",
+    "empty_rounds": r"""(?:a?)*b|(?:x?y?)*z|q(?:\s?\S?)+|(?:(?=a)|b)*a|(?:a?){2,}c|(?:a?){0,3}d|(?:e|f?)+?g|.|\n""",
     "gaps": r"""\p{L}+|\p{N}""",  # leaves text unmatched: findall skips it, so must the scanner
     "literals": r"""\x41+|\u00e9|\t|->|=>|::|\.\.\.|[\x00-\x1f]|\w+|\W""",
 })
@@ -57,7 +58,7 @@ OUTSIDE = {
     r"(?<=a)b|.": "look-behind",
     r"(a)\1|.": "escape outside the subset",
     r"a*|b": "empty string",
-    r"(?:a?)*b|.": "can match nothing",
+    r"(?:a?)*|b": "empty string",
     r"(?s:.)": "flag",
     r"\X|.": "escape outside the subset",
     r"[[:alpha:]]+|.": "POSIX",
@@ -66,7 +67,7 @@ OUTSIDE = {
 
 
 def _alphabet() -> list[str]:
-    return sorted(set(_ALPHABET) | set("abcdexyzHTTPServer'sdllve一龥ぁゟ゠ヿ\u3099\u3040\u30fb12345 \n\r\t.[]"))
+    return sorted(set(_ALPHABET) | set("abcdefgqxyzHTTPServer'sdllve一龥ぁゟ゠ヿ\u3099\u3040\u30fb12345 \n\r\t.[]"))
 
 
 def _random_texts(n: int, seed: int = 0) -> list[str]:

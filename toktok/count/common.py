@@ -18,7 +18,6 @@ Example: ``capacity_split([Source(c, 2.0), Source(d, 1.0)], 300) == ([200, 100],
 from __future__ import annotations
 
 import itertools
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -28,6 +27,7 @@ import pyarrow as pa
 
 from . import sample
 from .read import Batch, Corpus, SourceFile
+from .scan.classes import polars_version  # noqa: F401  (here for the run's identity, there for the class cache)
 from .sample import Reservoir, doc_hashes
 
 if TYPE_CHECKING:
@@ -351,24 +351,6 @@ class ParitySample:
                 rows.append(tuple(r))
         rows.sort(key=lambda r: (r[0], r[1], r[2]))
         self._rows = rows[: self.k]
-
-
-def polars_version() -> str:
-    """Polars' version without importing it (~0.1 s and ~20 MB that a run may not need): the loaded
-    module's, else from its installed metadata (whichever build of it is installed), else from
-    Polars itself where no metadata names it. Example: ``polars_version().count(".") >= 1``."""
-    if "polars" in sys.modules:
-        return sys.modules["polars"].__version__
-    from importlib.metadata import PackageNotFoundError, version
-
-    for name in ("polars", "polars-lts-cpu", "polars-u64-idx"):
-        try:
-            return version(name)
-        except PackageNotFoundError:
-            pass
-    import polars
-
-    return polars.__version__
 
 
 __all__ = ["Source", "PhaseCount", "CountState", "Counted", "ParitySample", "Progress", "PARITY_DOCS", "phase_files",

@@ -16,6 +16,9 @@ Ops (rows of int64 ``[op, a, b, c, d, f]``, the next op is the next row unless s
   ``a`` (``b`` = 1: is not, or the text ends): a look-ahead of one char.
 - ``BEGIN a b`` ... ``END a``: an atomic group (``a`` = 0), a look-ahead (1) or a negative one (2);
   ``b`` is the op after ``END``.
+- ``MARK`` ... ``CHECK a b c``: a round of a loop whose body can match nothing: ``MARK`` notes
+  where the round starts, ``CHECK`` goes on at ``a`` when it consumed something, else at ``b``
+  (the loop ends, as ``regex`` ends it on an empty round); ``c`` is its ``MARK``.
 
 A pattern's top-level alternatives are separate programs (``alts``: first op, and the bit of the
 set of chars the alternative can start with, -1 when it is not known), tried in order at each
@@ -31,7 +34,7 @@ import numpy as np
 from . import sets as _sets
 from .parse import Unsupported, parse
 
-MATCH, BYTES, SET, RUN, SPLIT, JMP, ASSERT, PEEK, BEGIN, END = range(10)
+MATCH, BYTES, SET, RUN, SPLIT, JMP, ASSERT, PEEK, BEGIN, END, MARK, CHECK = range(12)
 GIVE, KEEP, LAZY = 0, 1, 2
 ATOMIC, LOOK, NOT_LOOK = 0, 1, 2
 #: ASSERT's kinds: \A, \z, $ (the end or before a final newline), \b, \B.
@@ -242,28 +245,35 @@ def _emit_rep(p: Program, body, lo: int, hi: int, mode: str) -> None:
     if text is not None:
         p.emit(RUN, p.bit(text), lo, hi, {"g": GIVE, "p": KEEP, "l": LAZY}[mode])
         return
-    if nullable(body):
-        raise Unsupported("a repetition", "of a group that can match nothing")
     if mode == "p":
         _emit_group(p, ATOMIC, ("rep", body, lo, hi, "g"))
         return
     for _ in range(lo):
         _emit(p, body)
-    if hi < 0:  # L: SPLIT body, out; body; JMP L
+    empty = nullable(body)
+    if hi < 0:  # L: SPLIT body, out; body; JMP L (a body that can match nothing: MARK body CHECK)
         top = p.emit(SPLIT)
+        mark = p.emit(MARK) if empty else -1
         _emit(p, body)
-        p.emit(JMP, top)
+        back = p.emit(CHECK, top, 0, mark) if empty else p.emit(JMP, top)
         out = len(p.ops)
         p.ops[top][1:3] = [top + 1, out] if mode == "g" else [out, top + 1]
+        if empty:
+            p.ops[back][2] = out
         return
-    splits = []
+    splits, checks = [], []
     for _ in range(hi - lo):
         s = p.emit(SPLIT)
         splits.append(s)
+        mark = p.emit(MARK) if empty else -1
         _emit(p, body)
+        if empty:
+            checks.append(p.emit(CHECK, len(p.ops) + 1, 0, mark))
     out = len(p.ops)
     for s in splits:
         p.ops[s][1:3] = [s + 1, out] if mode == "g" else [out, s + 1]
+    for c in checks:
+        p.ops[c][2] = out
 
 
 def _follow(p: Program, start: int) -> tuple[list, bool, bool]:
@@ -299,6 +309,10 @@ def _follow(p: Program, start: int) -> tuple[list, bool, bool]:
             todo += [(a, cond), (b, cond)]
         elif op == JMP:
             todo.append((a, cond))
+        elif op == MARK:
+            todo.append((pc + 1, cond))
+        elif op == CHECK:
+            todo += [(a, cond), (b, cond)]
         elif op in (ASSERT, PEEK):
             todo.append((pc + 1, True))
         elif op == BEGIN:

@@ -6,8 +6,9 @@ Leftmost-first, as ``regex`` matches: at each position the top-level alternative
 order (only those whose first set holds the char there), each one depth-first with an explicit
 stack of entries ``[kind | pc << 4, pos, aux]``: a choice to come back to (``BT``), a greedy run
 that gives back one char each time it is popped (``GIVE``: aux is where its minimum ends), a lazy
-run that takes one more (``MORE``: aux counts its chars), and the barrier of an atomic group or a
-look-ahead (``BAR``). Ending such a group cuts the stack back to its barrier; popping a barrier
+run that takes one more (``MORE``: aux counts its chars), the barrier of an atomic group or a
+look-ahead (``BAR``), and where a round of a loop that can match nothing started (``ROUND``,
+dropped when popped). Ending such a group cuts the stack back to its barrier; popping a barrier
 means the group failed. A position where no alternative matches is skipped (its char is in no
 piece), as ``findall`` skips it. The stack is a per-thread array; when it is full the kernel
 returns and is called again with a bigger one, from the piece it was at.
@@ -20,11 +21,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..._kernels import inlined, njit
-from .program import ASSERT, ATOMIC, BEGIN, BYTES, GIVE, JMP, LAZY, LOOK, MATCH, NOT_LOOK, PEEK, RUN, SET, SPLIT
+from .program import (ASSERT, ATOMIC, BEGIN, BYTES, CHECK, END, GIVE, JMP, LAZY, LOOK, MARK, MATCH, NOT_LOOK, PEEK, RUN,
+                      SET, SPLIT)
 from .shared import (_HIGHS, _bump_long, _bump_short, _ctz, _head, _home, _ld8, _letter_bits, _long_hash, _low,
                      _lower_bits, _other_bits, _short_hash, _upper_bits)
 
-BT, GIVEN, MORE, BAR = 0, 1, 2, 3
+BT, GIVEN, MORE, BAR, ROUND = 0, 1, 2, 3, 4
 FULL = -2  # the stack is full
 
 
@@ -248,7 +250,7 @@ def _backtrack(ops, sp, data, e, amask, idx, blocks, stack):
                     stack[sp, 2] = cnt
                     sp += 1
                 return tpc + 1, tpos + n, sp
-        elif ops[tpc, 1] == NOT_LOOK:  # a barrier popped: its group failed
+        elif kind == BAR and ops[tpc, 1] == NOT_LOOK:  # a barrier popped: its group failed
             return ops[tpc, 2], tpos, sp
     return np.int64(-1), np.int64(0), sp
 
@@ -293,9 +295,17 @@ def _attempt(ops, lits, amask, idx, blocks, wbit, swk, data, d64, base, d0, e, p
         elif op == BEGIN:
             sp = _push(stack, sp, BAR, pc, pos, 0)
             pc += 1
-        else:  # END
+        elif op == END:
             ok, pos, sp = _end_group(ops, pc, pos, sp, stack)
             pc += 1
+        elif op == MARK:
+            sp = _push(stack, sp, ROUND, pc, pos, 0)
+            pc += 1
+        else:  # CHECK: the newest round of this loop
+            t = sp - 1
+            while stack[t, 0] != ROUND | (ops[pc, 3] << 4):
+                t -= 1
+            pc = ops[pc, 1] if pos != stack[t, 1] else ops[pc, 2]
         if not ok:
             pc, pos, sp = _backtrack(ops, sp, data, e, amask, idx, blocks, stack)
             if pc < 0:

@@ -184,7 +184,7 @@ def test_deepseek_v3_is_its_sequence_of_splits():
     and HF's Oniguruma read it alike (the probes of ``patterns.check``, as a custom regex)."""
     from tokenizers import Regex, pre_tokenizers
 
-    from toktok.patterns import DEEPSEEK_V3, Pattern, _probe, _read, check
+    from toktok.patterns import DEEPSEEK_V3, Pattern, _compile_error, _limits, _probe, _read, check
 
     seq = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(r), "isolated") for r in DEEPSEEK_V3_SPLITS])
     one = pre_tokenizers.Split(Regex(DEEPSEEK_V3), "isolated")
@@ -194,7 +194,9 @@ def test_deepseek_v3_is_its_sequence_of_splits():
         assert [p for p, _ in one.pre_tokenize_str(t)] == want, t
         assert _want(DEEPSEEK_V3, t) == want == c.findall(t), t
     custom = Pattern("custom", DEEPSEEK_V3, DEEPSEEK_V3)
-    assert _probe(custom, _read(DEEPSEEK_V3).literals | set(DEEPSEEK_CHARS)) is None
+    read = _read(DEEPSEEK_V3)
+    assert _compile_error(custom, read.names) is None and _limits(custom, read.atoms) is None
+    assert _probe(custom, read.literals | set(DEEPSEEK_CHARS)) is None
     assert check("deepseek_v3").regex == DEEPSEEK_V3
 
 

@@ -4,7 +4,7 @@
     python bench/run.py [--data GLOB...] [--vocab 32768 131072] [--repeat 3] [--count-runs 7]
                         [--only toktok,hf,rustbpe,bpeasy,ffbpe,count,cold] [--threads N] [--json OUT]
                         [--slice-mb 100]
-                        [--patterns cl100k,o200k,gpt2,qwen2,custom]
+                        [--patterns cl100k,o200k,gpt2,qwen2,deepseek_v3,custom,camel] [--train-pattern camel]
 
 Every trainer runs in its own subprocess (``bench/run.py --worker NAME ...``) so that one
 trainer's allocator state, thread pools and page-cache habits never leak into another's figures.
@@ -12,7 +12,8 @@ The parent measures wall time and samples the RSS of the worker's whole process 
 the worker reports what only it can see (toktok's stage times, vocabulary size, the tokens) in a
 JSON file. All the trainers learn a byte-level BPE with the GPT-4 pre-tokenizer pattern
 (``toktok.vocab.PATTERN``) up to the same vocabulary size: 256 byte tokens + ``vocab - 256``
-merges, no special tokens. See bench/README.md for how to read the output.
+merges, no special tokens (``--train-pattern custom|camel``: with that custom regex instead, for
+every trainer). See bench/README.md for how to read the output.
 """
 from __future__ import annotations
 
@@ -51,12 +52,17 @@ TAIL = ("export", "verify", "insight")
 DEMO = ["train", str(REPO / "data_fixtures" / "corpus"), "--merges", "2000", "--special-token", "<|endoftext|>",
         "--force", "-q"]
 SAMPLE_SECONDS = 0.05
-# The patterns counted beside cl100k (``--only count``): the named ones, and a custom regex (which
-# counts through the regex package: bpeasy's split, letters with their marks, numbers of up to 4
-# digits).
+# The patterns counted beside cl100k (``--only count``): the named ones, and two custom regexes
+# (counted by the scanner toktok compiles from them, docs/patterns.md): bpeasy's split (letters with
+# their marks, numbers of up to 4 digits) and a camelCase-aware split for code (acronyms apart from
+# the word after them, single digits). ``NAME-rx`` (cl100k-rx, ...): a named pattern counted by the
+# scanner compiled from its regex instead of its own, to compare the two.
 CUSTOM_PATTERN = r"""(?:[\p{L}\p{M}]+|\p{N}{1,4}|[^\s\p{L}\p{N}\p{M}]+)|\s+"""
-PATTERNS = ("cl100k", "o200k", "gpt2", "qwen2", "custom")
-# Runs of the custom regex's counting (at most): it counts ~10x slower than the scanners.
+CAMEL_PATTERN = r"""[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\p{N}|[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+|\p{L}+"""
+CUSTOM = {"custom": CUSTOM_PATTERN, "camel": CAMEL_PATTERN}
+PATTERNS = ("cl100k", "o200k", "gpt2", "qwen2", "deepseek_v3", "custom", "camel")
+COMPILED = tuple(f"{n}-rx" for n in ("cl100k", "o200k", "gpt2", "qwen2"))
+# Runs of a pattern counted through the regex package (at most): it counts ~10x slower.
 CUSTOM_RUNS = 3
 # Documents per Arrow batch when feeding HF and rustbpe. Small enough that reading never holds
 # more than a few MB of text; the trainers buffer internally anyway (rustbpe: 8192 texts).
@@ -82,6 +88,13 @@ def iter_texts(files: list[str]):
                     yield text
 
 
+def _train_regex() -> str:
+    """The pattern every trainer splits with (BENCH_TRAIN_PATTERN: cl100k, or a name of ``CUSTOM``)."""
+    from toktok.vocab import PATTERN
+
+    return CUSTOM.get(os.environ.get("BENCH_TRAIN_PATTERN", "cl100k"), PATTERN)
+
+
 def work_toktok(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
     # as the ``toktok`` command runs (toktok.cli.main, train): Polars' and Arrow's allocators set
     # before they load, pandas kept out of the run
@@ -97,7 +110,7 @@ def work_toktok(files: list[str], vocab: int, threads: int, scratch: str) -> dic
     # Same semantics as `toktok train DATA --out TMP --merges (vocab-256) --no-hardcoded --force -q`:
     # starting from the 256 bytes only, so the vocabulary size matches the peers'.
     cfg = TrainConfig(sources=files, out=str(out), merges=vocab - 256, hardcoded=False, force=True,
-                      threads=threads)
+                      threads=threads, pattern=_train_regex())
     t0 = time.perf_counter()
     with _without_pandas(cfg):
         s = train(cfg)
@@ -110,7 +123,7 @@ def work_toktok(files: list[str], vocab: int, threads: int, scratch: str) -> dic
     return {
         "vocab_size": s.vocab_size, "merges": s.merges_learned, "train_s": train_s,
         "stages_s": s.seconds, "words": s.words, "docs": s.docs, "text_bytes": s.text_bytes,
-        "warnings": s.warnings, "tokens": tokens,
+        "warnings": s.warnings, "tokens": tokens, "counted_by": s.counted_by,
     }
 
 
@@ -118,7 +131,7 @@ def work_hf(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
     import tokenizers
     from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
 
-    from toktok.vocab import PATTERN
+    PATTERN = _train_regex()
 
     tok = Tokenizer(models.BPE())
     # The GPT-4 split, then bytes -> printable chars with no regex of ByteLevel's own: the same
@@ -154,7 +167,7 @@ def _peer(name: str):
 
 
 def work_rustbpe(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
-    from toktok.vocab import PATTERN
+    PATTERN = _train_regex()
 
     rustbpe, ver = _peer("rustbpe")
     tok = rustbpe.Tokenizer()
@@ -169,7 +182,7 @@ def work_rustbpe(files: list[str], vocab: int, threads: int, scratch: str) -> di
 
 
 def work_bpeasy(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
-    from toktok.vocab import PATTERN
+    PATTERN = _train_regex()
 
     bpeasy, ver = _peer("bpeasy")
     t0 = time.perf_counter()
@@ -221,11 +234,15 @@ def slice_corpus(files: list[str], mb: int, scratch: str) -> list[str]:
 
 
 def _bench_pattern():
-    """The pattern a count worker counts (BENCH_PATTERN: a name of ``PATTERNS``; cl100k by default)."""
+    """The pattern a count worker counts (BENCH_PATTERN: a name of ``PATTERNS`` or ``COMPILED``;
+    cl100k by default)."""
     from toktok import patterns
 
     name = os.environ.get("BENCH_PATTERN", "cl100k")
-    return patterns.resolve(CUSTOM_PATTERN if name == "custom" else name)
+    if name.endswith("-rx"):  # a named pattern's regex as a custom one: the compiled scanner counts it
+        regex = patterns.NAMED[name[:-3]].regex
+        return patterns.Pattern("custom", regex, regex)
+    return patterns.resolve(CUSTOM.get(name, name))
 
 
 def work_count(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
@@ -248,7 +265,9 @@ def work_count(files: list[str], vocab: int, threads: int, scratch: str) -> dict
     # read first: the counter's threads count in the background of add(), so reading between
     # the batches would overlap with (and compete with) the counting being timed
     texts = [batch.texts for batch in read_corpus(files, text_column=TEXT_COLUMN).batches()]
-    nbytes = sum(int(t.str.len_bytes().sum() or 0) for t in texts)
+    import pyarrow.compute as pc
+
+    nbytes = sum(int(pc.sum(pc.binary_length(t)).as_py() or 0) for t in texts)  # (a batch's texts: Arrow)
     if together := os.environ.get("BENCH_COUNT_TOGETHER"):  # "FOLDER:N": start with N-1 other workers
         folder, n = together.rsplit(":", 1)
         Path(folder, str(os.getpid())).touch()
@@ -266,7 +285,15 @@ def work_count(files: list[str], vocab: int, threads: int, scratch: str) -> dict
     return {"threads": threads or pl.thread_pool_size(), "polars_threads": pl.thread_pool_size(),
             "count_s": secs, "result_s": merge_s, "load_s": load_s, "text_bytes": nbytes,
             "mb_per_s": nbytes / 1e6 / secs if secs else None, "words": words.height,
-            "pattern": pattern.name if pattern.named else "custom"}
+            "pattern": pattern.name if pattern.named else "custom", "engine": _engine(pattern)}
+
+
+def _engine(pattern) -> str:
+    """How toktok counts ``pattern``: its own scanner, the one compiled from its regex, or regex."""
+    from toktok.count.scan import count_path
+
+    path = count_path(pattern)
+    return "scanner" if path.startswith("its own") else "compiled" if path.startswith("the scanner") else "regex"
 
 
 def work_warmup(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
@@ -481,7 +508,8 @@ def report(fig: dict) -> None:
               f"load average at start {m['load_start']:.2f}; python {m['python']}")
     con.print(f"data: {len(d['files'])} file(s), {d['text_bytes'] / 1e6:,.1f} MB of text "
               f"({d['rows']:,} documents, {d['disk_bytes'] / 1e6:,.1f} MB on disk); "
-              f"threads {fig['threads'] or 'all'}; each trainer run {fig['repeat']} time(s), the median shown")
+              f"threads {fig['threads'] or 'all'}; each trainer run {fig['repeat']} time(s), the median shown; "
+              f"pattern {fig.get('train_pattern', 'cl100k')}")
     for vocab, per in fig["by_vocab"].items():
         report_vocab(con, int(vocab), per, d)
     c = fig.get("counting")
@@ -539,10 +567,11 @@ def report_patterns(con, per: dict | None) -> None:
             t.add_row(name, r.get("status", "?"), *["—"] * 4)
             continue
         share = (f"{r['mb_per_s'] / base['mb_per_s']:.0%}" if base.get("status") == "ok" else "—")
-        t.add_row(name, "regex" if name == "custom" else "scanner", f"{r['mb_per_s']:.1f}", share,
+        t.add_row(name, r.get("engine", "?"), f"{r['mb_per_s']:.1f}", share,
                   ", ".join(f"{x:.2f}" for x in r.get("runs_count_s", [r["count_s"]])), f"{r['words']:,}")
     con.print(t)
-    con.print("goal: each named pattern >= 80% of cl100k; custom regex: " + CUSTOM_PATTERN)
+    con.print("goal: each named pattern >= 80% of cl100k, a custom regex in the compiled subset >= 70%; "
+              f"custom: {CUSTOM_PATTERN}, camel: {CAMEL_PATTERN}")
 
 
 def report_vocab(con, vocab: int, per: dict, d: dict) -> None:
@@ -644,6 +673,9 @@ def main() -> None:
     ap.add_argument("--patterns", default=",".join(PATTERNS),
                     help=f"with count: the patterns counted on all cores, one row each (default {','.join(PATTERNS)}; "
                          "'' for none)")
+    ap.add_argument("--train-pattern", default="cl100k", choices=["cl100k", *CUSTOM],
+                    help="the pattern every trainer splits with (default cl100k; custom, camel: the regexes of "
+                         "the count table, which toktok counts with the scanner it compiles from them)")
     ap.add_argument("--json", metavar="OUT", help="also write the figures to this JSON file")
     history.options(ap)
     ap.add_argument("--slice-mb", type=int, default=0, metavar="MB",
@@ -667,8 +699,8 @@ def main() -> None:
     if a.repeat < 1 or a.count_runs < 1:
         ap.error("--repeat and --count-runs must be 1 or more")
     pats = [x.strip() for x in a.patterns.split(",") if x.strip()]
-    if bad := [x for x in pats if x not in PATTERNS]:
-        ap.error(f"--patterns: unknown {', '.join(bad)}; choose from {', '.join(PATTERNS)}")
+    if bad := [x for x in pats if x not in PATTERNS + COMPILED]:
+        ap.error(f"--patterns: unknown {', '.join(bad)}; choose from {', '.join(PATTERNS + COMPILED)}")
     try:
         import psutil
     except ImportError:
@@ -688,11 +720,12 @@ def main() -> None:
             "python": platform.python_version(), "platform": platform.platform(),
         },
         "threads": a.threads, "repeat": a.repeat, "count_runs": a.count_runs, "data": data_stats(files), "by_vocab": {},
+        "train_pattern": a.train_pattern,
     }
     if fig["machine"]["load_start"] > 0.5:
         print(f"bench: warning: load average is {fig['machine']['load_start']:.2f}; something else is "
               "running and the timings will be noisy", file=sys.stderr)
-    env = thread_env(a.threads)
+    env = {**thread_env(a.threads), "BENCH_TRAIN_PATTERN": a.train_pattern}
     scratch = tempfile.mkdtemp(prefix="toktok-bench-")
     try:
         if a.slice_mb:
@@ -736,7 +769,7 @@ def main() -> None:
                     if p == "cl100k":
                         by_pattern.setdefault(p, []).append(counts[all_n][-1])
                         continue
-                    if p == "custom" and i >= CUSTOM_RUNS:
+                    if p in CUSTOM and i >= CUSTOM_RUNS and by_pattern.get(p, [{}])[0].get("engine") == "regex":
                         continue
                     print(f"bench: toktok counting {p} with {all_n} thread(s) ({i + 1} of {a.count_runs}) ...",
                           file=sys.stderr)

@@ -345,7 +345,9 @@ def _keeps(p: Program, pc: int) -> bool:
 def compile_program(text: str) -> Program:
     """``text`` (a regex) compiled; raises :class:`Unsupported` when it is outside the subset."""
     tree = simplify(parse(text))
-    alts = tree[1] if tree[0] == "alt" else [tree]
+    alts = []  # the top-level alternatives, an alternation among them spliced in: (?:a|b)|c is a|b|c
+    for alt in tree[1] if tree[0] == "alt" else [tree]:
+        alts += alt[1] if alt[0] == "alt" else [alt]
     p = Program()
     for alt in alts:
         if nullable(alt):
@@ -357,6 +359,8 @@ def compile_program(text: str) -> Program:
     for pc, row in enumerate(p.ops):
         if row[0] == RUN and row[4] == GIVE and (row[2] == row[3] or _keeps(p, pc)):
             row[4] = KEEP
+        if row[0] == JMP and p.ops[row[1]][0] == MATCH:  # a jump to the end is the end
+            row[0] = MATCH
     _dispatch(p)
     return p
 

@@ -5,8 +5,9 @@
     python bench/report.py --write           # put them into docs/performance.md and README.md
 
 The sections: ``full`` (the trainers on the whole bench corpus), ``slice`` (on its first 100 MB),
-``fixed`` (the fixed costs), ``counting`` (counting throughput per pattern and per thread),
-``scale`` (a run ten times its memory budget). Each is the newest run that has it, named by its
+``custom`` (on its first 100 MB with a custom regex, ``run.py --train-pattern``), ``fixed`` (the
+fixed costs), ``counting`` (counting throughput per pattern and per thread), ``scale`` (a run ten
+times its memory budget). Each is the newest run that has it, named by its
 label, date, commit and load. docs/performance.md and the README hold them between
 ``<!-- bench/report.py SECTION -->`` and ``<!-- end bench/report.py -->``; a test
 (tests/test_docs.py) fails when what they hold differs from what this prints.
@@ -20,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from history import PATH, REPO, runs  # noqa: E402
 
-SECTIONS = ("full", "slice", "fixed", "counting", "scale")
+SECTIONS = ("full", "slice", "custom", "fixed", "counting", "scale")
 #: The trainers' rows in order, with the name a table gives them.
 TRAINERS = {"toktok": "toktok", "rustbpe": "rustbpe", "bpeasy": "bpeasy", "ffbpe": "ffbpe", "hf": "HF tokenizers"}
 #: The fixed-cost rows: (toktok's row, HF's row or None).
@@ -86,10 +87,24 @@ def full(every: list[dict]) -> list[str]:
 
 
 def slice(every: list[dict]) -> list[str]:  # noqa: A001 (the section's name)
-    run = _newest(every, lambda r: r["bench"] == "run" and _trained(r) and r["figures"]["data"].get("slice_mb"))
+    run = _newest(every, lambda r: r["bench"] == "run" and _trained(r) and r["figures"]["data"].get("slice_mb")
+                  and _cl100k(r))
     fig = run["figures"]
     return [f"Its first {fig['data']['slice_mb']} MB, each file's share in proportion ({_data(fig)}), the median of "
             f"{fig['repeat']} ({_source(run)}):", "", *_train_table(run, "trainer")]
+
+
+def custom(every: list[dict]) -> list[str]:
+    run = _newest(every, lambda r: r["bench"] == "run" and _trained(r) and not _cl100k(r))
+    fig = run["figures"]
+    return [f"The same slice ({_data(fig)}) with a custom regex for every trainer, `{fig['train_pattern']}` of "
+            f"bench/run.py (toktok counts it with the scanner it compiles from it), the median of {fig['repeat']} "
+            f"({_source(run)}):", "", *_train_table(run, "trainer")]
+
+
+def _cl100k(run: dict) -> bool:
+    """Whether the trainers of ``run`` split with cl100k (every run before ``--train-pattern``)."""
+    return run["figures"].get("train_pattern", "cl100k") == "cl100k"
 
 
 def fixed(every: list[dict]) -> list[str]:
@@ -122,7 +137,8 @@ def counting(every: list[dict]) -> list[str]:
             lines.append(f"| {name} | {r.get('status', '?')} | — | — |")
             continue
         share = f"{r['mb_per_s'] / base:.0%}" if base else "—"
-        lines.append(f"| {name} | {'regex' if name == 'custom' else 'scanner'} | {r['mb_per_s']:.1f} | {share} |")
+        engine = r.get("engine") or ("regex" if name == "custom" else "scanner")
+        lines.append(f"| {name} | {engine} | {r['mb_per_s']:.1f} | {share} |")
     c = fig.get("counting", {})
     one, many = c.get("threads_1", {}), [v for k, v in c.items() if k != "threads_1"]
     if one.get("status") == "ok" and many and many[0].get("status") == "ok":

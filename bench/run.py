@@ -195,7 +195,7 @@ def work_bpeasy(files: list[str], vocab: int, threads: int, scratch: str) -> dic
 def work_ffbpe(files: list[str], vocab: int, threads: int, scratch: str) -> dict:
     """ffbpe: its pre-tokenizer's word counter over the documents (the same generator as the other
     peers), then its trainer from the 256 bytes, no special tokens."""
-    from toktok.vocab import PATTERN
+    PATTERN = _train_regex()
 
     ffbpe, ver = _peer("ffbpe")
     t0 = time.perf_counter()

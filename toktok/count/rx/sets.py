@@ -31,7 +31,7 @@ def _all_chars() -> tuple[str, np.ndarray]:
     return _ALL
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=64)  # 1.1 MB each: a pattern has a few dozen sets
 def members(text: str) -> np.ndarray:
     """Whether each code point (0..0x10FFFF) is one char matched by the ``regex`` fragment
     ``text`` (read-only bool array)."""

@@ -5,10 +5,10 @@
     python bench/report.py --write           # put them into docs/performance.md and README.md
 
 The sections: ``full`` (the trainers on the whole bench corpus), ``slice`` (on its first 100 MB),
-``custom`` (on its first 100 MB with a custom regex, ``run.py --train-pattern``), ``fixed`` (the
-fixed costs), ``counting`` (counting throughput per pattern and per thread), ``scale`` (a run ten
-times its memory budget). Each is the newest run that has it, named by its
-label, date, commit and load. docs/performance.md and the README hold them between
+``fixed`` (the fixed costs), ``counting`` (counting throughput per pattern and per thread),
+``scale`` (a run ten times its memory budget); and ``custom`` (the first 100 MB with a custom regex,
+``run.py --train-pattern``), which docs/patterns.md quotes. Each is the newest run that has it, named by its
+label, date, commit and load. docs/performance.md, the README and docs/patterns.md hold them between
 ``<!-- bench/report.py SECTION -->`` and ``<!-- end bench/report.py -->``; a test
 (tests/test_docs.py) fails when what they hold differs from what this prints.
 """
@@ -21,7 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from history import PATH, REPO, runs  # noqa: E402
 
-SECTIONS = ("full", "slice", "custom", "fixed", "counting", "scale")
+SECTIONS = ("full", "slice", "fixed", "counting", "scale")
+#: Sections quoted by other pages than docs/performance.md (docs/patterns.md: ``custom``).
+ELSEWHERE = ("custom",)
 #: The trainers' rows in order, with the name a table gives them.
 TRAINERS = {"toktok": "toktok", "rustbpe": "rustbpe", "bpeasy": "bpeasy", "ffbpe": "ffbpe", "hf": "HF tokenizers"}
 #: The fixed-cost rows: (toktok's row, HF's row or None).
@@ -30,7 +32,7 @@ FIXED = {"`toktok --help`": ("help", None), "`toktok train --help`": ("train_hel
          "README demo, kernels built": ("demo_warm", "demo_hf"),
          "README demo, first run after an install": ("demo_cold", None)}
 MARK = re.compile(r"(<!-- bench/report\.py (\w+) -->\n)(.*?)(<!-- end bench/report\.py -->)", re.S)
-PAGES = (REPO / "docs" / "performance.md", REPO / "README.md")
+PAGES = (REPO / "docs" / "performance.md", REPO / "README.md", REPO / "docs" / "patterns.md")
 
 
 def _source(run: dict) -> str:
@@ -191,8 +193,9 @@ def main(argv: list[str]) -> None:
         for page in PAGES:
             page.write_text(filled(page.read_text(encoding="utf-8")), encoding="utf-8")
         return
-    if bad := [a for a in argv if a not in SECTIONS]:
-        raise SystemExit(f"bench/report.py: unknown section {', '.join(bad)}; choose from {', '.join(SECTIONS)}")
+    if bad := [a for a in argv if a not in SECTIONS + ELSEWHERE]:
+        raise SystemExit(f"bench/report.py: unknown section {', '.join(bad)}; choose from "
+                         f"{', '.join(SECTIONS + ELSEWHERE)}")
     every = runs()
     print("\n".join(section(name, every) for name in argv or SECTIONS), end="")
 

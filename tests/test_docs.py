@@ -105,7 +105,7 @@ def _report():
     return module
 
 
-@pytest.mark.parametrize("page", ["docs/performance.md", "README.md"])
+@pytest.mark.parametrize("page", ["docs/performance.md", "README.md", "docs/patterns.md"])
 def test_the_bench_tables_are_what_bench_report_prints(page):
     report = _report()
     text = (ROOT / page).read_text(encoding="utf-8")

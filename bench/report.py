@@ -7,7 +7,8 @@
 The sections: ``full`` (the trainers on the whole bench corpus), ``slice`` (on its first 100 MB),
 ``fixed`` (the fixed costs), ``counting`` (counting throughput per pattern and per thread),
 ``scale`` (a run ten times its memory budget); and ``custom`` (the first 100 MB with a custom regex,
-``run.py --train-pattern``), which docs/patterns.md quotes. Each is the newest run that has it, named by its
+``run.py --train-pattern``) and ``compiled`` (counting with the scanners compiled from regexes, the
+named patterns' own regexes too), which docs/patterns.md quotes. Each is the newest run that has it, named by its
 label, date, commit and load. docs/performance.md, the README and docs/patterns.md hold them between
 ``<!-- bench/report.py SECTION -->`` and ``<!-- end bench/report.py -->``; a test
 (tests/test_docs.py) fails when what they hold differs from what this prints.
@@ -23,7 +24,7 @@ from history import PATH, REPO, runs  # noqa: E402
 
 SECTIONS = ("full", "slice", "fixed", "counting", "scale")
 #: Sections quoted by other pages than docs/performance.md (docs/patterns.md: ``custom``).
-ELSEWHERE = ("custom",)
+ELSEWHERE = ("custom", "compiled")
 #: The trainers' rows in order, with the name a table gives them.
 TRAINERS = {"toktok": "toktok", "rustbpe": "rustbpe", "bpeasy": "bpeasy", "ffbpe": "ffbpe", "hf": "HF tokenizers"}
 #: The fixed-cost rows: (toktok's row, HF's row or None).
@@ -130,22 +131,40 @@ def counting(every: list[dict]) -> list[str]:
     run = _newest(every, lambda r: r["bench"] == "run" and r["figures"].get("counting_patterns"))
     fig = run["figures"]
     per = fig["counting_patterns"]
-    base = per.get("cl100k", {}).get("mb_per_s")
     threads = next((r["threads"] for r in per.values() if r.get("status") == "ok"), "?")
     lines = [f"Counting on {threads} threads, reading and loading the kernels excluded, the median "
-             f"({_source(run)}):", "", "| pattern | engine | MB/s | of cl100k |", "|---|---|---:|---:|"]
+             f"({_source(run)}):", "", *_pattern_rows(per, lambda name, r: "-rx" not in name and name != "camel")]
+    c = fig.get("counting", {})
+    one, many = c.get("threads_1", {}), [v for k, v in c.items() if k != "threads_1"]
+    if one.get("status") == "ok" and many and many[0].get("status") == "ok":
+        lines += ["", f"cl100k on 1 thread {one['mb_per_s']:.1f} MB/s, on {many[0]['threads']} "
+                      f"{many[0]['mb_per_s']:.1f} MB/s ({many[0]['mb_per_s'] / one['mb_per_s']:.2f}×)."]
+    return lines
+
+
+def compiled(every: list[dict]) -> list[str]:
+    run = _newest(every, lambda r: r["bench"] == "run" and any(
+        p.get("engine") == "compiled" for p in r["figures"].get("counting_patterns", {}).values()))
+    per = run["figures"]["counting_patterns"]
+    threads = next((r["threads"] for r in per.values() if r.get("status") == "ok"), "?")
+    return [f"Counting on {threads} threads, the patterns toktok compiles (`NAME-rx`: a named pattern's own regex "
+            f"counted by the compiled scanner), beside cl100k's own scanner, the median ({_source(run)}):", "",
+            *_pattern_rows(per, lambda name, r: name == "cl100k" or r.get("engine") == "compiled")]
+
+
+def _pattern_rows(per: dict, keep) -> list[str]:
+    """A table of the patterns of ``per`` that ``keep(name, figures)`` keeps, with their share of cl100k's."""
+    base = per.get("cl100k", {}).get("mb_per_s")
+    lines = ["| pattern | engine | MB/s | of cl100k |", "|---|---|---:|---:|"]
     for name, r in per.items():
+        if not keep(name, r):
+            continue
         if r.get("status") != "ok":
             lines.append(f"| {name} | {r.get('status', '?')} | — | — |")
             continue
         share = f"{r['mb_per_s'] / base:.0%}" if base else "—"
         engine = r.get("engine") or ("regex" if name == "custom" else "scanner")
         lines.append(f"| {name} | {engine} | {r['mb_per_s']:.1f} | {share} |")
-    c = fig.get("counting", {})
-    one, many = c.get("threads_1", {}), [v for k, v in c.items() if k != "threads_1"]
-    if one.get("status") == "ok" and many and many[0].get("status") == "ok":
-        lines += ["", f"cl100k on 1 thread {one['mb_per_s']:.1f} MB/s, on {many[0]['threads']} "
-                      f"{many[0]['mb_per_s']:.1f} MB/s ({many[0]['mb_per_s'] / one['mb_per_s']:.2f}×)."]
     return lines
 
 

@@ -570,8 +570,10 @@ def report_patterns(con, per: dict | None) -> None:
         t.add_row(name, r.get("engine", "?"), f"{r['mb_per_s']:.1f}", share,
                   ", ".join(f"{x:.2f}" for x in r.get("runs_count_s", [r["count_s"]])), f"{r['words']:,}")
     con.print(t)
+    from rich.markup import escape
+
     con.print("goal: each named pattern >= 80% of cl100k, a custom regex in the compiled subset >= 70%; "
-              f"custom: {CUSTOM_PATTERN}, camel: {CAMEL_PATTERN}")
+              f"custom: {escape(CUSTOM_PATTERN)}, camel: {escape(CAMEL_PATTERN)}")
 
 
 def report_vocab(con, vocab: int, per: dict, d: dict) -> None:

@@ -279,13 +279,13 @@ def test_a_small_first_run_compiles_no_scanner_of_any_pattern(tmp_path):
     from conftest import ROOT
 
     code = ("from toktok.count.scan import count_words, reference_allowance, REFERENCE_BYTES\n"
-            "from toktok.count.scan.named import _kernel_of, _scanner\n"
+            "from toktok.count.scan.named import _kernel_of\n"
             "from toktok._kernels import compiled\nfrom toktok.patterns import NAMED\n"
             "for name, p in NAMED.items():\n"
             "    r = reference_allowance(1000, p)\n"
             "    assert r == REFERENCE_BYTES, name\n"
             "    assert dict(count_words(['Hello World'], reference_bytes=r, pattern=p).iter_rows()), name\n"
-            "    assert not compiled((_kernel_of(_scanner(p)),)), name\n"
+            "    assert not compiled((_kernel_of(p),)), name\n"
             "print('ok')\n")
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)

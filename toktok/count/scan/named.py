@@ -26,9 +26,13 @@ def _scanner(pattern: Pattern):
     return scanner(pattern.regex)
 
 
-def _kernel_of(scanner):
-    """The Numba kernel a scanner runs (to ask whether it is compiled)."""
-    return getattr(scanner, "kernel", scanner)
+def _kernel_of(pattern: Pattern):
+    """The Numba kernel ``pattern``'s scanner runs (to ask whether it is compiled; None: it has
+    none), read without loading Numba."""
+    if pattern.name in _SCANNERS:
+        return _SCANNERS[pattern.name]
+    scanner = _scanner(pattern)
+    return None if scanner is None else scanner.kernel
 
 
 def scanner_name(pattern: Pattern) -> str | None:

@@ -14,7 +14,7 @@ import regex
 from ..._kernels import compiled, ready
 from ...patterns import DEFAULT, Pattern
 from ..cuts import pieces
-from .named import _kernel_of, _scanner
+from .named import _kernel_of
 
 if TYPE_CHECKING:
     import polars as pl
@@ -45,7 +45,7 @@ def reference_allowance(source_bytes: int, pattern: Pattern = DEFAULT) -> int:
     are at most ``SMALL_BYTES`` and it is not built ahead, or at most ``TINY_BYTES``; else 0 (and
     0 for a pattern without a scanner, which counts through the reference anyway).
     Example: ``reference_allowance(1 << 40) == 0``."""
-    scanner = _kernel_of(_scanner(pattern))
+    scanner = _kernel_of(pattern)
     if scanner is None or source_bytes > REFERENCE_BYTES:
         return 0
     if source_bytes <= TINY_BYTES:

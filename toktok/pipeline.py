@@ -407,8 +407,15 @@ def _summary(run: _Run) -> TrainSummary:
         pattern=" → ".join(dict.fromkeys(run.patterns[ph.name].label() for ph in run.phases)),
         hardcoded=run.kinds.count("hardcoded"), regex_mb_s=run.regex_mb_s, reserved=run.reserved,
         min_frequency=run.cfg.min_frequency, max_token_length=run.cfg.max_token_length,
-        counted_by="" if run.pattern.named else count.count_path(run.pattern),
+        counted_by=_counted_by(run),
     )
+
+
+def _counted_by(run: _Run) -> str:
+    """How the phases' custom patterns were counted (the summary's pattern row): through ``regex``
+    and why when one was, else by the scanner compiled from them; "" when every pattern is named."""
+    paths = [count.count_path(p) for p in dict.fromkeys(run.patterns.values()) if not p.named]
+    return next((x for x in paths if x.startswith("regex")), paths[0] if paths else "")
 
 
 __all__ = ["train", "TrainSummary", "PhaseSummary", "RunSpec"]

@@ -152,7 +152,7 @@ NAMED: dict[str, Pattern] = {
     "qwen2": Pattern("qwen2", QWEN2, QWEN2),
     "deepseek_v3": Pattern("deepseek_v3", DEEPSEEK_V3, DEEPSEEK_V3),
 }
-#: Patterns of a later phase that splits more coarsely (counted through ``regex``, no scanner):
+#: Patterns of a later phase that splits more coarsely (counted by the scanner compiled from the regex):
 #: ``superbpe``, SuperBPE's stage 2 (superwords across whitespace).
 SUPERWORD: dict[str, Pattern] = {
     "superbpe": Pattern("superbpe", SUPERBPE, SUPERBPE),

@@ -5,12 +5,13 @@ char of the set that the ``regex`` fragment ``text`` matches (a class, an escape
 ``.``, a literal under ``(?i)``: its members are asked of ``regex`` itself, :mod:`.sets`);
 ``("cat", [..])``, ``("alt", [..])``; ``("rep", node, min, max, mode)`` (max -1: unbounded;
 mode ``"g"`` greedy, ``"l"`` lazy, ``"p"`` possessive); ``("look", node, positive)`` a look-ahead;
-``("atomic", node)``; ``("assert", kind)`` with kind ``A`` (text start), ``z`` (text end), ``$``
+``("atomic", node)``; ``("behind", node, positive)`` a look-behind (of one char, once compiled);
+``("assert", kind)`` with kind ``A`` (text start), ``z`` (text end), ``$``
 (end, or before a final newline), ``b``/``B`` (a word boundary or not). Capturing groups are read as
 plain groups: a piece is a whole match.
 
 Anything else raises :class:`Unsupported` with the construct and why (the counter then takes the
-general path): look-behinds, backreferences, flags other than ``i``, nested classes and set
+general path): look-behinds of more than one char, backreferences, flags other than ``i``, nested classes and set
 operations, multi-char escapes (``\\X``, ``\\R``), ``\\G``, ``\\K``, conditionals, ....
 Example: ``parse(r"a|\\s+")[0] == "alt"``.
 """
@@ -125,8 +126,9 @@ class _Parser:
         s, i = self.s, self.i
         if s.startswith("(?", i):
             rest = s[i + 2:i + 4]
-            if rest.startswith(("<=", "<!")):
-                raise self.error(s[i:i + 4], "a look-behind")
+            if rest.startswith(("<=", "<!")):  # a look-behind: of one char only (checked when compiled)
+                self.i = i + 4
+                return ("behind", self.body(), rest[1] == "=")
             if rest[:1] in (":", "=", "!", ">"):
                 kind = rest[:1]
                 self.i = i + 3

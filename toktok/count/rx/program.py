@@ -13,7 +13,8 @@ Ops (rows of int64 ``[op, a, b, c, d, f]``, the next op is the next row unless s
 - ``SPLIT a b c d``: try ``a``, on failure ``b``; ``c``, ``d``: the bits of the sets of chars
   each way must start with (-1: unknown), to skip a way the next char cannot start. ``JMP a``.
 - ``ASSERT a``: a zero-width test (:data:`ASSERTS`). ``PEEK a b``: the next char is in set bit
-  ``a`` (``b`` = 1: is not, or the text ends): a look-ahead of one char.
+  ``a`` (``b`` = 1: is not, or the text ends): a look-ahead of one char; ``PEEKBACK a b`` the same
+  of the char before (a look-behind of one char).
 - ``BEGIN a b`` ... ``END a``: an atomic group (``a`` = 0), a look-ahead (1) or a negative one (2);
   ``b`` is the op after ``END``.
 - ``MARK`` ... ``CHECK a b c``: a round of a loop whose body can match nothing: ``MARK`` notes
@@ -34,7 +35,7 @@ import numpy as np
 from . import sets as _sets
 from .parse import Unsupported, parse
 
-MATCH, BYTES, SET, RUN, SPLIT, JMP, ASSERT, PEEK, BEGIN, END, MARK, CHECK = range(12)
+MATCH, BYTES, SET, RUN, SPLIT, JMP, ASSERT, PEEK, BEGIN, END, MARK, CHECK, PEEKBACK = range(13)
 GIVE, KEEP, LAZY = 0, 1, 2
 ATOMIC, LOOK, NOT_LOOK = 0, 1, 2
 #: ASSERT's kinds: \A, \z, $ (the end or before a final newline), \b, \B.
@@ -126,7 +127,7 @@ def simplify(node):
         return out[0] if len(out) == 1 else ("cat", out)
     if k == "rep":
         return ("rep", simplify(node[1]), *node[2:])
-    if k in ("look", "atomic"):
+    if k in ("look", "atomic", "behind"):
         return (k, simplify(node[1]), *node[2:])
     return node
 
@@ -204,6 +205,11 @@ def _emit(p: Program, node) -> None:
             _emit_group(p, LOOK if node[2] else NOT_LOOK, node[1])
     elif k == "atomic":
         _emit_group(p, ATOMIC, node[1])
+    elif k == "behind":
+        text = _set_text(node[1])
+        if text is None:
+            raise Unsupported("(?<=" if node[2] else "(?<!", "a look-behind of more than one char")
+        p.emit(PEEKBACK, p.bit(text), 0 if node[2] else 1)
     elif k == "assert":
         if node[1] in "bB":
             p.wbit = p.bit(_WORD)
@@ -313,7 +319,7 @@ def _follow(p: Program, start: int) -> tuple[list, bool, bool]:
             todo.append((pc + 1, cond))
         elif op == CHECK:
             todo += [(a, cond), (b, cond)]
-        elif op in (ASSERT, PEEK):
+        elif op in (ASSERT, PEEK, PEEKBACK):
             todo.append((pc + 1, True))
         elif op == BEGIN:
             todo.append((pc + 1, cond) if a == ATOMIC else (b, True))

@@ -21,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..._kernels import inlined, njit
-from .program import (ASSERT, ATOMIC, BEGIN, BYTES, CHECK, END, GIVE, JMP, LAZY, LOOK, MARK, MATCH, NOT_LOOK, PEEK, RUN,
-                      SET, SPLIT)
+from .program import (ASSERT, ATOMIC, BEGIN, BYTES, CHECK, END, GIVE, JMP, LAZY, LOOK, MARK, MATCH, NOT_LOOK, PEEK,
+                      PEEKBACK, RUN, SET, SPLIT)
 from .shared import (_HIGHS, _bump_long, _bump_short, _ctz, _head, _home, _ld8, _letter_bits, _long_hash, _low,
                      _lower_bits, _other_bits, _short_hash, _upper_bits)
 
@@ -287,6 +287,12 @@ def _attempt(ops, lits, amask, idx, blocks, wbit, swk, data, d64, base, d0, e, p
             return pos
         elif op == PEEK:
             inside, _ = _in_set(data, pos, e, amask, idx, blocks, ops[pc, 1])
+            ok = inside == (ops[pc, 2] == 0)
+            pc += 1
+        elif op == PEEKBACK:
+            inside = False
+            if pos > d0:
+                inside, _ = _in_set(data, _back(data, pos), e, amask, idx, blocks, ops[pc, 1])
             ok = inside == (ops[pc, 2] == 0)
             pc += 1
         elif op == ASSERT:

@@ -102,6 +102,7 @@ def trust_numba_cache(*, make: bool = False) -> None:
             return
 
 
+@cache
 def _numba_folders(cache: Path) -> list[Path]:
     """The folders under ``cache`` (``NUMBA_CACHE_DIR``) where Numba keeps the cache of toktok's
     kernels: one per package folder (every one, so that a kernel added anywhere is covered), named

@@ -103,13 +103,13 @@ def trust_numba_cache(*, make: bool = False) -> None:
 
 
 @cache
-def _numba_folders(cache: Path) -> list[Path]:
-    """The folders under ``cache`` (``NUMBA_CACHE_DIR``) where Numba keeps the cache of toktok's
+def _numba_folders(root: Path) -> list[Path]:
+    """The folders under ``root`` (``NUMBA_CACHE_DIR``) where Numba keeps the cache of toktok's
     kernels: one per package folder (every one, so that a kernel added anywhere is covered), named
     as Numba names it (the folder's name and the SHA-1 of its absolute path)."""
     top = os.path.dirname(os.path.abspath(__file__))
     dirs = [d for d, _, files in os.walk(top) if "__init__.py" in files]
-    return [cache / f"{os.path.basename(p)}_{hashlib.sha1(p.encode()).hexdigest()}" for p in sorted(dirs)]
+    return [root / f"{os.path.basename(p)}_{hashlib.sha1(p.encode()).hexdigest()}" for p in sorted(dirs)]
 
 
 def _folders() -> list[Path]:

@@ -28,6 +28,7 @@ Example: ``corpus_of(SourceConfig("notes", kind="memory", data=["hi", "yo"]), "t
 from __future__ import annotations
 
 import collections.abc
+import re
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,7 +46,7 @@ from .read import Batch, Corpus, SourceFile, _Packer, _text_bytes
 CHUNK_ROWS = 8192
 #: Kind of the ``SourceFile`` of an in-memory source.
 KIND = "memory"
-#: ``MemoryFile.texts``' kept rows of a part of a long str (:class:`_Long`).
+#: ``MemoryFile.texts``' kept rows of a part of a long str (:class:`_Long`): its one text, row offset 0.
 PART = np.zeros(1, np.int64)
 
 
@@ -234,7 +235,7 @@ def _cuttable(text: str) -> bool:
     return text.isascii() or _SURROGATE.search(text) is None
 
 
-_SURROGATE = __import__("re").compile("[\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class _Long:

@@ -267,3 +267,55 @@ def test_kill_during_the_first_kernel_build_leaves_nothing_to_resume(tmp_path):
 
     assert interrupted_run(out) is None
     assert not out.exists() and not (tmp_path / ".tok.partial").exists()
+
+
+# --- 3. Numba's own cache in an untrusted folder is never loaded -----------------------------------
+
+
+class _Planted:
+    """Unpickled, it creates the folder ``path`` (a marker that code of the planter's ran)."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self):
+        return (os.mkdir, (self.path,))
+
+
+def test_planted_numba_cache_is_not_loaded(tmp_path):
+    """Numba's cache index (``.nbi``) is a pickle: loading it runs code. Planted where Numba would
+    look for a toktok kernel's cache under a world-writable ``NUMBA_CACHE_DIR`` (its folder named
+    as Numba names it: computable from the public sources), it is never read; the kernel runs, and
+    a process the run starts (``toktok.ahead``) inherits the choice."""
+    import pickle
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)  # a shared temp folder, as containers point NUMBA_CACHE_DIR at
+    marker = tmp_path / "planted-code-ran"
+    merge = ROOT / "toktok" / "merge"
+    folder = shared / f"merge_{hashlib.sha1(str(merge).encode()).hexdigest()}"
+    folder.mkdir()
+    os.chmod(folder, 0o777)
+    r = _python("from toktok.merge.layout import _tokens_per_word as k; print(k.py_func.__code__.co_firstlineno)",
+                shared)
+    assert r.returncode == 0, r.stderr
+    base = f"layout._tokens_per_word-{r.stdout.strip()}.py{sys.version_info[0]}{sys.version_info[1]}{sys.abiflags}"
+    (folder / f"{base}.nbi").write_bytes(pickle.dumps(_Planted(str(marker))))
+    (folder / f"{base}.0.nbc").write_bytes(pickle.dumps(_Planted(str(marker))))
+    r = _python("""
+        import os, subprocess, sys
+        import numpy as np
+        from toktok import _kernels
+        from toktok.merge.layout import _tokens_per_word
+        _kernels.load()  # through Numba (not a module built ahead)
+        P = np.zeros((8, 2), np.uint32)
+        print(_tokens_per_word(P, np.array([1, 1], np.int64), np.int64(20)).tolist())
+        subprocess.run([sys.executable, "-c", "import os; print(os.environ.get('NUMBA_CACHE_DIR'))"], check=True)
+    """, shared)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert not marker.exists(), "the planted cache's code ran"
+    assert r.stdout.split() == ["[1,", "1]", "None"], r.stdout
+    lines = _warnings(r)
+    assert len(lines) == 1 and lines[0].startswith("toktok: warning: not loading the kernels from"), r.stderr
+    assert str(folder) in lines[0] and "NUMBA_CACHE_DIR" in lines[0]

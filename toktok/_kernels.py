@@ -61,6 +61,7 @@ def load(kernel: Kernel | None = None):
     global _loaded
     with _LOCK:
         if _PENDING:
+            prebuilt.trust_numba_cache(make=True)  # before Numba reads NUMBA_CACHE_DIR
             import numba  # noqa: F401  (the first kernel used in this process)
 
             for k in _PENDING:

@@ -59,18 +59,57 @@ def folder() -> Path:
     """Where the modules are built and loaded from: beside Numba's cache (``$NUMBA_CACHE_DIR/toktok``)
     when it is set, else toktok's own ``__pycache__`` where it may be written, else
     ``~/.cache/toktok``; the first of them this user may trust (:func:`untrusted`): a folder
-    another user owns, or one others may write in, is passed over (said once when it was
-    ``NUMBA_CACHE_DIR``'s), since a module found there runs its code as this user. When none may
-    be trusted, the last: nothing is loaded from it (:func:`module`) nor built in it."""
+    another user owns, or one others may write in, is passed over, since a module found there
+    runs its code as this user (``NUMBA_CACHE_DIR``'s is dropped then, said once:
+    :func:`trust_numba_cache`). When none may be trusted, the last: nothing is loaded from it
+    (:func:`module`) nor built in it."""
+    trust_numba_cache()
     chosen = _folders()
-    for i, f in enumerate(chosen):
-        why = untrusted(f)
-        if why is None:
+    for f in chosen:
+        if untrusted(f) is None:
             return f
-        if i == 0 and os.environ.get("NUMBA_CACHE_DIR"):
-            say_once(f"not loading the built kernels from {f} ({why}): another user could plant a module "
-                     "there; using a folder of this user's instead (point NUMBA_CACHE_DIR at one)")
     return chosen[-1]
+
+
+def trust_numba_cache(*, make: bool = False) -> None:
+    """Drop ``NUMBA_CACHE_DIR`` from this process's environment (so from every process it starts:
+    ``toktok.ahead``, the merge's warm-up) when a folder toktok would load code from under it may
+    not be trusted (:func:`untrusted`): its ``toktok/`` (the built modules) or the folder where
+    Numba keeps the cache of a toktok package's kernels (its index ``.nbi`` is a pickle, run as it
+    is loaded). Numba then keeps its cache where it does without it (beside toktok's sources, else
+    in this user's cache folder), and the modules are built in :func:`folder`'s next choice; said
+    once. Called before Numba is imported (``_kernels.load``), which reads the variable then;
+    ``make``: create the missing folders now, this user's alone, so that none is made by another
+    user between this check and Numba's write."""
+    d = os.environ.get("NUMBA_CACHE_DIR")
+    if not d:
+        return
+    for f in [Path(d) / "toktok", *_numba_folders(Path(d))]:
+        why = untrusted(f)
+        if why is None and make:
+            try:
+                f.mkdir(mode=0o755, parents=True, exist_ok=True)
+            except OSError:
+                pass  # Numba says so (cannot write its cache): nothing is loaded from a folder not made
+            why = untrusted(f)
+        if why is not None:
+            os.environ.pop("NUMBA_CACHE_DIR", None)
+            numba_config = sys.modules.get("numba.core.config")
+            if numba_config is not None:  # imported by the caller already: its setting, read at import
+                numba_config.CACHE_DIR = ""
+            say_once(f"not loading the kernels from {f} ({why}): another user could plant code there; "
+                     "ignoring NUMBA_CACHE_DIR (point it at a folder only you may write in)")
+            return
+
+
+@cache
+def _numba_folders(root: Path) -> list[Path]:
+    """The folders under ``root`` (``NUMBA_CACHE_DIR``) where Numba keeps the cache of toktok's
+    kernels: one per package folder (every one, so that a kernel added anywhere is covered), named
+    as Numba names it (the folder's name and the SHA-1 of its absolute path)."""
+    top = os.path.dirname(os.path.abspath(__file__))
+    dirs = [d for d, _, files in os.walk(top) if "__init__.py" in files]
+    return [root / f"{os.path.basename(p)}_{hashlib.sha1(p.encode()).hexdigest()}" for p in sorted(dirs)]
 
 
 def _folders() -> list[Path]:

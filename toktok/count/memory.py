@@ -16,11 +16,19 @@ kind, rows and a digest of the texts read (CRC-32 of their bytes, of their lengt
 kept), computed during the pass; one-shot iterators (generators, record-batch readers) cannot be
 read twice, so a run on them does not resume. Ray workers cannot see this process's memory: the
 Ray engine puts the data in the cluster's object store (:mod:`toktok.count.shipped`).
+
+A ``str`` longer than a batch (in an iterable of str) is never converted whole: it is read in
+parts of about a batch, cut where the run's pattern cuts anyway (:mod:`toktok.count.cuts`, as a
+big ``.txt`` file is), so its words are counted as the whole's and the memory a run holds for it
+is a batch's, not the document's (the caller's own ``str`` is the caller's memory). Its parts are
+one document (one row) for the statistics, the fingerprint and a full read's document ids; the
+sample pass numbers them as a ``.txt`` file's parts (one row each).
 Example: ``corpus_of(SourceConfig("notes", kind="memory", data=["hi", "yo"]), "text", "error")``.
 """
 from __future__ import annotations
 
 import collections.abc
+import re
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,12 +38,16 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError, InputError, one_line
-from .read import Batch, Corpus, SourceFile, pack
+from ..patterns import Pattern
+from .cuts import REGEX_MARGIN, rule, split_point
+from .read import Batch, Corpus, SourceFile, _Packer, _text_bytes
 
 #: Rows per chunk when the size of a document is not known up front.
 CHUNK_ROWS = 8192
 #: Kind of the ``SourceFile`` of an in-memory source.
 KIND = "memory"
+#: ``MemoryFile.texts``' kept rows of a part of a long str (:class:`_Long`): its one text, row offset 0.
+PART = np.zeros(1, np.int64)
 
 
 def default_name(k: int) -> str:
@@ -180,31 +192,82 @@ class _Data:
         ds = obj.select_columns([self.column]).with_format("arrow")
         self.read = lambda rows: (t.column(0) for t in ds.iter(batch_size=rows))
 
-    def _strings(self, rows: int) -> Iterator[pa.Array]:
+    def _strings(self, rows: int, size: int = 0, pattern: Pattern | None = None) -> Iterator[pa.Array]:
         chunk: list = []
-        at = 0
+        at = held = 0
         for text in self.obj:
             if text is not None and not isinstance(text, str):
                 raise InputError(f"{self.name}: row {at + len(chunk)}: expected a str, got {type(text).__name__}; "
                                  "give texts (or a table with a text column)")
+            if pattern is not None and text is not None and len(text) > size and _cuttable(text):
+                if chunk:
+                    yield _from_strings(chunk)
+                    at, chunk, held = at + len(chunk), [], 0
+                yield _Long(text, size, pattern)
+                at += 1
+                continue
             chunk.append(text)
-            if len(chunk) >= rows:
+            held += len(text) if text is not None else 0
+            if len(chunk) >= rows or (size and held >= size):  # a chunk of about a batch, whatever the lengths
                 yield _from_strings(chunk)
-                at += len(chunk)
-                chunk = []
+                at, chunk, held = at + len(chunk), [], 0
         if chunk:
             yield _from_strings(chunk)
 
-    def chunks(self, rows: int) -> Iterator[pa.Array]:
-        """The text column in chunks of at most about ``rows`` rows, in row order."""
+    def chunks(self, rows: int, size: int = 0, pattern: Pattern | None = None) -> Iterator[pa.Array]:
+        """The text column in chunks of at most about ``rows`` rows, in row order. With a
+        ``pattern``, an iterable of str is chunked by ``size`` characters too, and a str longer
+        than ``size`` is a :class:`_Long`: its parts, cut where ``pattern`` cuts."""
         try:
-            yield from self.read(rows)
+            yield from (self._strings(rows, size, pattern) if self.read == self._strings and pattern is not None
+                        else self.read(rows))
         except (InputError, ConfigError):
             raise
         except Exception as e:  # the data's own library (or the user's generator) failed: one line, cause kept
             why = " ".join(str(e).split())[:300] or type(e).__name__
             raise InputError(f"{self.name}: cannot read the {self.what} ({type(e).__name__}: {why}); check the "
                              "data (--debug shows the traceback)") from e
+
+
+def _cuttable(text: str) -> bool:
+    """Whether a long ``text`` may be read in parts: no lone surrogate in it (``bad_utf8`` decides
+    such a document whole: "skip" drops all of it, "error" names its character)."""
+    return text.isascii() or _SURROGATE.search(text) is None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class _Long:
+    """One str longer than a batch, as the 1-row ``large_string`` arrays of its parts: each about
+    ``size`` UTF-8 bytes (a part grows to the next cut when none is nearer; a custom regex's,
+    at least ``2 * REGEX_MARGIN`` characters, as a ``.txt`` file's), cut where
+    ``pattern``'s pieces of the parts are those of the whole (:func:`toktok.count.cuts.split_point`),
+    so only one part is converted at a time.
+    Example: ``[a.to_pylist() for a in _Long("a b\\nc d\\ne", 4, NAMED["cl100k"])] == [["a b\\n"], ["c d\\ne"]]``."""
+
+    def __init__(self, text: str, size: int, pattern: Pattern):
+        self.text, self.size, self.pattern = text, size, pattern
+
+    def __iter__(self) -> Iterator[pa.Array]:
+        text, n, pos = self.text, len(self.text), 0
+        chars = max(1, self.size if text.isascii() else self.size // 4)  # at most ~size UTF-8 bytes
+        if rule(self.pattern) is None:  # a custom regex's cut is REGEX_MARGIN before the window's end
+            chars = max(chars, 2 * REGEX_MARGIN)
+        while n - pos > chars:
+            w, cut = chars, 0
+            while pos + w < n:
+                window = text[pos:pos + w]
+                cut = split_point(window, self.pattern)
+                del window
+                if cut:
+                    break
+                w *= 2  # no cut yet: one giant piece so far, look further
+            if not cut:
+                break
+            yield _from_strings([text[pos:pos + cut]])
+            pos += cut
+        yield _from_strings([text[pos:]])
 
 
 def _slices(chunks: list, rows: int) -> Iterator[pa.Array]:
@@ -262,10 +325,12 @@ class MemoryFile(SourceFile):
                 pass
         return self._fp
 
-    def texts(self, batch_bytes: int, st: dict | None = None,
-              policy: Corpus | None = None) -> Iterator[tuple[int, pa.Array, np.ndarray | None]]:
+    def texts(self, batch_bytes: int, st: dict | None = None, policy: Corpus | None = None,
+              pattern: Pattern | None = None) -> Iterator[tuple[int, pa.Array, np.ndarray | None]]:
         """(first row, texts, kept rows) of each chunk, as ``read.pack`` takes them:
-        ``large_string`` without nulls, ``bad_utf8`` applied (``policy``'s)."""
+        ``large_string`` without nulls, ``bad_utf8`` applied (``policy``'s). With a ``pattern``, a
+        str longer than ``batch_bytes`` comes as its parts (:class:`_Long`): each
+        ``(row, 1-row texts, PART)``, all with the document's row."""
         st = st if st is not None else {"docs": 0, "bytes": 0, "skipped": 0}
         policy = policy or Corpus([self], self.data.column)
         rows = CHUNK_ROWS
@@ -277,7 +342,20 @@ class MemoryFile(SourceFile):
             raise InputError(f"{self.path}: a {self.data.what} can be read only once, and was; give a list, a "
                              "table or a DataFrame to read it again")
         self._read_once = True
-        for arr in self.data.chunks(rows):
+        for arr in self.data.chunks(rows, batch_bytes, pattern):
+            if isinstance(arr, _Long):
+                total = 0
+                for part in arr:
+                    text, _ = policy.texts_of(part, self.path, row, st)  # (no surrogate: nothing to drop)
+                    offs = np.frombuffer(text.buffers()[1], dtype=np.int64, count=2, offset=text.offset * 8)
+                    crc_data = zlib.crc32(memoryview(text.buffers()[2])[offs[0]:offs[1]], crc_data)
+                    total += int(offs[1] - offs[0])
+                    yield row, text, PART
+                    del part, text
+                crc_lens = zlib.crc32(np.array([total], np.int64).tobytes(), crc_lens)  # as the whole's
+                crc_rows = zlib.crc32(np.array([row], np.int64).tobytes(), crc_rows)
+                row += 1
+                continue
             if isinstance(arr, pa.ChunkedArray):
                 arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
             _check_type(arr, self.data)
@@ -297,13 +375,25 @@ class MemoryFile(SourceFile):
         self._fp[3] = row
         self._fp[4] = f"{crc_data:08x}{crc_lens:08x}{crc_rows:08x}"
 
-    def read_batches(self, corpus: Corpus, batch_bytes: int, st: dict) -> Iterator[tuple[Batch, int]]:
-        """``Corpus.batches``' reader for this source: batches of about ``batch_bytes``."""
-        return pack(self.path, self.texts(batch_bytes, st, corpus), batch_bytes)
+    def read_batches(self, corpus: Corpus, batch_bytes: int, st: dict, *,
+                     pattern: Pattern | None = None) -> Iterator[tuple[Batch, int]]:
+        """``Corpus.batches``' reader for this source: batches of about ``batch_bytes``; a long str
+        cut for ``pattern`` is a batch per part (``Batch.continued`` after its first)."""
+        packer = _Packer(self.path, batch_bytes)
+        last = None
+        for row, text, kept in self.texts(batch_bytes, st, corpus, pattern):
+            if kept is PART:
+                yield from packer.flush()
+                yield Batch(self.path, row, text, continued=last == row), _text_bytes(text)
+                last = row
+            else:
+                yield from packer.add(row, text, kept)
+        yield from packer.flush()
 
-    def arrow_texts(self, corpus: Corpus, batch_bytes: int) -> Iterator[pa.Array]:
-        """``Corpus.arrow_texts`` for this source (the sample pass)."""
-        for _row, text, _kept in self.texts(batch_bytes, None, corpus):
+    def arrow_texts(self, corpus: Corpus, batch_bytes: int, *, pattern: Pattern | None = None) -> Iterator[pa.Array]:
+        """``Corpus.arrow_texts`` for this source (the sample pass): a long str cut for ``pattern``
+        as its parts, each an array of its own (numbered as rows by the sample, as a ``.txt``'s)."""
+        for _row, text, _kept in self.texts(batch_bytes, None, corpus, pattern):
             yield text
 
 

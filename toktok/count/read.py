@@ -67,6 +67,9 @@ class Batch:
     #: With ``Corpus(label_column=NAME)``: each document's value of that column or field (None
     #: where a record has none); None for a file without such a column (text files, Parquet).
     labels: list | None = None
+    #: Whether ``texts[0]`` continues the document the file's previous batch ended with (a long
+    #: str in memory read in parts, :mod:`toktok.count.memory`): its parts are one document.
+    continued: bool = False
 
 
 def _split_point(text: str | bytes | bytearray, start: int = 0, pattern: Pattern = DEFAULT) -> int:
@@ -116,8 +119,8 @@ class Corpus:
         """Yield the documents of every file, file by file, in batches of about ``batch_bytes``.
 
         A batch never mixes files; a single document bigger than ``batch_bytes`` is a batch of its
-        own, except ``.txt`` files, which are cut where the pre-tokenizer ``pattern`` cuts anyway
-        (:mod:`toktok.count.cuts`). Example: ``next(read_corpus(["a.txt"]).batches()).texts[0]``.
+        own, except ``.txt`` files and a long str in memory, which are cut where the pre-tokenizer
+        ``pattern`` cuts anyway (:mod:`toktok.count.cuts`). Example: ``next(read_corpus(["a.txt"]).batches()).texts[0]``.
         """
         if not isinstance(batch_bytes, int) or batch_bytes < 1:
             raise ConfigError(f"batch_bytes={batch_bytes!r}: must be a positive integer")
@@ -128,16 +131,18 @@ class Corpus:
                       "txt": self._txt, "memory": self._memory}[f.kind]
             # Readers yield (batch, UTF-8 bytes): they know the size cheaply, and Polars'
             # str.len_bytes() on a multi-MB string costs several times its size in memory.
-            for batch, nbytes in (self._txt(f, batch_bytes, st, pattern) if f.kind == "txt"
+            for batch, nbytes in (reader(f, batch_bytes, st, pattern) if f.kind in ("txt", "memory")
                                   else reader(f, batch_bytes, st)):
                 # A .txt file is one document however many chunks it is cut into.
-                st["docs"] = 1 if f.kind == "txt" else st["docs"] + len(batch.texts)
+                st["docs"] = 1 if f.kind == "txt" else st["docs"] + len(batch.texts) - batch.continued
                 st["bytes"] += nbytes
                 yield batch
 
-    def _memory(self, f: SourceFile, batch_bytes: int, st: dict) -> Iterator[tuple[Batch, int]]:
-        """Data in memory (a ``toktok.memory.MemoryFile``) reads itself, under this corpus's rules."""
-        return f.read_batches(self, batch_bytes, st)
+    def _memory(self, f: SourceFile, batch_bytes: int, st: dict,
+                pattern: Pattern = DEFAULT) -> Iterator[tuple[Batch, int]]:
+        """Data in memory (a ``toktok.memory.MemoryFile``) reads itself, under this corpus's rules
+        (a long str cut where ``pattern`` cuts)."""
+        return f.read_batches(self, batch_bytes, st, pattern=pattern)
 
     # ---- Parquet ----------------------------------------------------------------------------
 
@@ -150,7 +155,7 @@ class Corpus:
         sample pass reads this way.
         Example: ``sum(len(a) for a in corpus.arrow_texts(corpus.files[0]))``."""
         if f.kind == "memory":  # data in memory (toktok.memory) reads itself
-            yield from f.arrow_texts(self, batch_bytes)
+            yield from f.arrow_texts(self, batch_bytes, pattern=pattern)
             return
         if f.kind != "parquet":
             for batch in Corpus([f], self.text_column, self.bad_utf8).batches(batch_bytes, pattern=pattern):

@@ -98,11 +98,11 @@ class ShippedFile(SourceFile):
         super().__init__(name, KIND, int(sum(t.nbytes for _, t, _ in parts)))
         self.parts, self.skipped = parts, skipped
 
-    def read_batches(self, corpus: Corpus, batch_bytes: int, st: dict) -> Iterator[tuple[Batch, int]]:
+    def read_batches(self, corpus: Corpus, batch_bytes: int, st: dict, *, pattern=None) -> Iterator[tuple[Batch, int]]:
         st["skipped"] += self.skipped
         return pack(self.path, self.parts, batch_bytes)
 
-    def arrow_texts(self, corpus: Corpus, batch_bytes: int) -> Iterator[pa.Array]:
+    def arrow_texts(self, corpus: Corpus, batch_bytes: int, *, pattern=None) -> Iterator[pa.Array]:
         for _row, text, _rows in self.parts:
             yield text
 

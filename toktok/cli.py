@@ -696,6 +696,28 @@ def report_cmd(
         _fail(e, debug)
 
 
+@app.command("cut", cls=_Command)
+def cut_cmd(
+    run: str = typer.Argument(..., help="A finished toktok run: its output folder or run.duckdb"),
+    vocab_size: str = typer.Option(..., "--vocab-size", help="Total ids of the tokenizer to cut (as train's --vocab-size)"),
+    out_dir: str = typer.Option(..., "--out", "-o", help="Folder for the tokenizer files"),
+    force: bool = typer.Option(False, "--force", help="Replace an --out that holds a tokenizer"),
+    debug: bool = typer.Option(False, "--debug"),
+) -> None:
+    """A smaller tokenizer from a finished run, without reading the corpus again: the files a run with --vocab-size N writes."""
+    try:
+        from .formats.ladder import cut
+        from .options import OPTION
+
+        r = cut(run, vocab_size=OPTION["vocab_size"].from_text(vocab_size, "--vocab-size"), out=out_dir, force=force)
+    except ToktokError as e:
+        _fail(e, debug)
+        return
+    out.print(literal(f"toktok: wrote {r.out}: {r.vocab_size:,} ids, {r.merges:,} merges of the last phase"
+                      + (f", {r.reserved:,} reserved special tokens" if r.reserved else "")
+                      + f"; parity ok on {r.parity_strings:,} strings"))
+
+
 def main() -> None:  # pragma: no cover
     """The ``toktok`` command (the console script): Polars' and Arrow's allocators set to give
     freed memory back (:func:`toktok.alloc.polars_gives_back`, :func:`~toktok.alloc.arrow_gives_back`),

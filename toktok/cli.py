@@ -718,6 +718,46 @@ def cut_cmd(
                       + f"; parity ok on {r.parity_strings:,} strings"))
 
 
+@app.command("count", cls=_Command)
+def count_cmd(
+    sources: List[str] = typer.Argument(..., help="Files, folders, globs or URLs, as toktok train reads them"),
+    out_file: str = typer.Option(..., "--out", "-o", help="The Parquet file of (word, count) to write"),
+    pattern: Optional[str] = typer.Option(None, "--pattern", metavar="NAME|REGEX", help=_help("pattern")),
+    special_tokens: List[str] = typer.Option([], "--special-token", "-s", help="Special token cut out of the text, repeatable"),
+    budget: Optional[str] = typer.Option(None, "--budget", help=_help("budget")),
+    working_set_mb: Optional[str] = typer.Option(None, "--working-set-mb", help=_help("working_set_mb")),
+    seed: Optional[str] = typer.Option(None, "--seed", help=_help("seed")),
+    engine: Optional[str] = typer.Option(None, "--engine", help=_help("engine")),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help=_help("ray_address")),
+    threads: Optional[str] = typer.Option(None, "--threads", help=_help("threads")),
+    text_column: Optional[str] = typer.Option(None, "--text-column", help=_help("text_column")),
+    bad_utf8: Optional[str] = typer.Option(None, "--bad-utf8", help=_help("bad_utf8")),
+    warm_start: Optional[str] = typer.Option(None, "--warm-start", help="A base whose pattern and special tokens the count uses"),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --out file"),
+    debug: bool = typer.Option(False, "--debug"),
+) -> None:
+    """Count a corpus's words as toktok train would and write the word table (Parquet) for train --word-counts."""
+    try:
+        from .counts import count
+        from .options import OPTION
+
+        given = dict(pattern=pattern, budget=budget, working_set_mb=working_set_mb, seed=seed, engine=engine,
+                     ray_address=ray_address, threads=threads, text_column=text_column, bad_utf8=bad_utf8,
+                     warm_start=warm_start)
+        options = {k: OPTION[k].from_text(v, OPTION[k].flag) for k, v in given.items() if v is not None}
+        if special_tokens:
+            options["special_tokens"] = list(special_tokens)
+        with _warnings():
+            r = count(list(sources), out=out_file, force=force, **options)
+    except ToktokError as e:
+        _fail(e, debug)
+        return
+    for w in r.warnings:
+        _say("warning", "yellow", w)
+    out.print(literal(f"toktok: wrote {r.out}: {r.words:,} words, {r.total:,} pieces counted in {r.docs:,} documents "
+                      f"({r.text_bytes / 1e6:,.1f} MB) in {r.seconds:.1f}s"))
+
+
 def main() -> None:  # pragma: no cover
     """The ``toktok`` command (the console script): Polars' and Arrow's allocators set to give
     freed memory back (:func:`toktok.alloc.polars_gives_back`, :func:`~toktok.alloc.arrow_gives_back`),

@@ -1,0 +1,280 @@
+"""Word-count tables: a phase's word table written out as Parquet, and tables of words counted
+elsewhere read in as one (``write_counts``, ``read_counts``).
+
+A run's merges depend on its text only through its word counts, so a table of (word, count) is as
+good as the text: ``toktok count`` writes the table a run would merge (``word`` binary, ``count``
+int64, sorted by word; the Parquet metadata key ``toktok`` records the pattern, the special tokens
+cut out, what was read and toktok's version), and ``toktok train --word-counts`` trains from
+such tables, or from any with a word column (text or bytes) and an integer count column, counted
+with Spark, DuckDB, Polars... Counts of disjoint parts of a corpus add up: the sum by word of
+their tables is the whole's.
+
+Reading checks every row and refuses in one line naming the file and row: a word that is not
+one piece of the run's pattern (or holds a special token), an empty or null word, a count that is
+not a whole number > 0, a table whose recorded pattern is not the run's. A word given more than
+once (in one file or several) is summed, said once as a warning. With no text, the parity check
+and the compression curve read documents made of the table's words (:func:`word_documents`).
+Example: ``read_counts(["counts.parquet"], pattern=DEFAULT).words.num_rows``.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import InputError
+from ..patterns import DEFAULT, Pattern, same
+from .common import PARITY_CHARS, PARITY_DOCS, PARITY_SCHEMA
+
+#: The Parquet metadata key of toktok's own tables (a JSON object).
+META_KEY = b"toktok"
+#: The columns a table's words and counts are read from, unless named otherwise.
+WORD_COLUMN, COUNT_COLUMN = "word", "count"
+#: What ``toktok count`` writes: the word table's own columns.
+COUNTS_SCHEMA = pa.schema([("word", pa.binary()), ("count", pa.int64())])
+#: How the parity sample's documents made of words name their source.
+WORDS_SOURCE = "word-counts"
+
+__all__ = ["COUNTS_SCHEMA", "CountsRead", "META_KEY", "read_counts", "word_documents", "write_counts"]
+
+
+def write_counts(words: pa.Table, path: str | os.PathLike, meta: dict) -> Path:
+    """The word table ``words`` (word, count) as a Parquet file at ``path``, sorted by word, with
+    ``meta`` under the key ``toktok`` of its metadata; written beside it and renamed, whole.
+    Example: ``write_counts(pa.table({"word": [b"a"], "count": [3]}), "c.parquet", {"pattern": ...})``."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    table = words.select(["word", "count"]).cast(COUNTS_SCHEMA)
+    table = table.take(pc.sort_indices(table, [("word", "ascending")]))
+    table = table.replace_schema_metadata({META_KEY: json.dumps(meta, sort_keys=True).encode()})
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        from ..errors import OutputError
+
+        raise OutputError(f"{path}: cannot write ({e.strerror or e}); check the folder exists and is writable") from None
+    return path
+
+
+@dataclass
+class CountsRead:
+    """What ``read_counts`` read: the word table (``words``: word binary, count int64, sorted by
+    word, one row per word), the files, per file the rows, words and the bytes of text its counts
+    stand for (``used``: the run file's inputs), and the warnings."""
+
+    words: pa.Table
+    files: list[str]
+    used: dict[str, dict[str, int]]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def text_bytes(self) -> int:
+        """Bytes of text the counts stand for (each word's bytes times its count)."""
+        return sum(u["bytes"] for u in self.used.values())
+
+
+def read_counts(paths: list[str], *, pattern: Pattern = DEFAULT, specials: list[str] | tuple = (),
+                word_column: str | None = None, count_column: str | None = None,
+                where: str = "--word-counts") -> CountsRead:
+    """The word tables of ``paths`` (Parquet files, folders or globs, sorted by path) summed into
+    one, every row checked (see the module docstring; InputError naming the file and row, 0-based).
+    ``word_column`` / ``count_column`` name the columns (default ``word`` and ``count``).
+    ``pattern`` and ``specials`` are the run's: each word must be one piece of it, with no special
+    token in it. Example: ``read_counts(["parts/*.parquet"], pattern=NAMED["o200k"])``."""
+    import polars as pl
+
+    from .read import resolve_sources
+
+    files = [f.path for f in resolve_sources(list(paths))]
+    for f in files:
+        if not f.endswith(".parquet"):
+            raise InputError(f"{f}: a word-count table must be a Parquet file ({where}); write it with "
+                             "DataFrame.write_parquet or COPY ... TO 'counts.parquet'")
+    parts, used = [], {}
+    for i, f in enumerate(files):
+        part = _read_one(f, word_column or WORD_COLUMN, count_column or COUNT_COLUMN, pattern)
+        used[f] = {"rows": part.height, "bytes": int((part["word"].bin.size() * part["count"]).sum() or 0)}
+        parts.append(part.with_columns(pl.lit(i, pl.Int32).alias("file")))
+    table = pl.concat(parts) if len(parts) > 1 else parts[0]
+    if table.height == 0:
+        raise InputError(f"{', '.join(files)}: no words in the word-count table(s); {where} needs rows of "
+                         "(word, count)")
+    summed = table.group_by("word").agg(pl.col("count").sum(), pl.len().alias("n"), pl.col("file").first(),
+                                        pl.col("row").first(), pl.col("file").slice(1, 1).first().alias("file2"),
+                                        pl.col("row").slice(1, 1).first().alias("row2"))
+    warnings = []
+    twice = summed.filter(pl.col("n") > 1)
+    if twice.height:
+        d = twice.sort("file", "row").row(0, named=True)
+        warnings.append(f"{files[d['file']]}: {twice.height:,} words are given more than once (the first: "
+                        f"{_shown(d['word'])} at row {d['row']} and {files[d['file2']]} row {d['row2']}); "
+                        "their counts are summed")
+    _check_pieces(summed, files, pattern, specials)
+    for f in files:
+        used[f]["words"] = int(table.filter(pl.col("file") == files.index(f)).height)
+    words = summed.select("word", "count").sort("word").to_arrow().cast(COUNTS_SCHEMA)
+    return CountsRead(words, files, used, warnings)
+
+
+def _shown(word: bytes) -> str:
+    """A word in a message: its text (or bytes), cut to 40 characters."""
+    try:
+        r = repr(word.decode("utf-8"))
+    except UnicodeDecodeError:
+        r = repr(word)
+    return r if len(r) <= 42 else r[:39] + "..."
+
+
+def _read_one(path: str, word_column: str, count_column: str, pattern: Pattern):
+    """One table's (word binary, count int64, row) as a Polars frame: its recorded pattern (if
+    any) the run's, the columns there and of the right types, every count a whole number > 0,
+    no null or empty word."""
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+    except (OSError, pa.ArrowException) as e:
+        raise InputError(f"{path}: not a readable Parquet file ({' '.join(str(e).split())[:100]})") from None
+    meta = (pf.schema_arrow.metadata or {}).get(META_KEY)
+    if meta is not None:
+        recorded = json.loads(meta).get("pattern")
+        if recorded is not None and not same(Pattern.from_dict(recorded), pattern):
+            raise InputError(f"{path}: counted with the pattern {Pattern.from_dict(recorded).label()}, not the run's "
+                             f"{pattern.label()}; pass --pattern {Pattern.from_dict(recorded).label(limit=200)} "
+                             "or count the text again with the run's")
+    names = pf.schema_arrow.names
+    for col, what, flag in ((word_column, "word", "--word-column"), (count_column, "count", "--count-column")):
+        if col not in names:
+            raise InputError(f"{path}: no column {col!r} for the {what}s (columns: {', '.join(names[:8])}); "
+                             f"name it with {flag}")
+    t = pf.read(columns=[word_column, count_column])
+    word, count = t.column(word_column), t.column(count_column)
+    if pa.types.is_string(word.type) or pa.types.is_large_string(word.type):
+        word = word.cast(pa.large_string()).cast(pa.large_binary())
+    elif not (pa.types.is_binary(word.type) or pa.types.is_large_binary(word.type)):
+        raise InputError(f"{path}: column {word_column!r} is {word.type}, not text or bytes; give the words as "
+                         "strings or binary")
+    df = pl.from_arrow(pa.table({"word": word.cast(pa.large_binary()), "count": count})).with_row_index("row")
+    bad = df.filter(pl.col("word").is_null() | (pl.col("word").bin.size() == 0))
+    if bad.height:
+        raise InputError(f"{path}: row {bad['row'][0]}: the word is empty or null; every row needs a word")
+    df = df.with_columns(_whole_counts(df, path, count_column))
+    return df.select(pl.col("word").cast(pl.Binary), "count", pl.col("row").cast(pl.Int64))
+
+
+def _whole_counts(df, path: str, column: str):
+    """The count column as int64, refusing (file and row) a null, a count that is not a whole
+    number, one ≤ 0 or one beyond int64."""
+    import polars as pl
+
+    c = df["count"]
+    row = df["row"]
+    if c.null_count():
+        raise InputError(f"{path}: row {row.filter(c.is_null())[0]}: the count is null; every word needs a count > 0")
+    if c.dtype.is_float():
+        odd = ~c.is_finite() | (c != c.floor())
+        if odd.any():
+            i = odd.arg_max()
+            raise InputError(f"{path}: row {row[i]}: count {c[i]} is not a whole number; counts are integers > 0")
+    elif not c.dtype.is_integer():
+        raise InputError(f"{path}: column {column!r} is {c.dtype}, not integers; counts are whole numbers > 0")
+    low = c <= 0
+    if low.any():
+        i = low.arg_max()
+        raise InputError(f"{path}: row {row[i]}: count {c[i]} is not more than 0; drop the row or count again")
+    if c.max() > np.iinfo(np.int64).max:
+        i = c.arg_max()
+        raise InputError(f"{path}: row {row[i]}: count {c[i]} is beyond a 64-bit count")
+    return c.cast(pl.Int64).alias("count")
+
+
+def _check_pieces(summed, files: list[str], pattern: Pattern, specials) -> None:
+    """Each word is one piece of ``pattern`` (as the count stage cuts text, special tokens cut out
+    first): the words pre-tokenized as documents give back exactly themselves. The first word
+    (by file and row) that does not is refused with the pieces the pattern makes of it."""
+    import polars as pl
+
+    from .pretokenize import count_words, reference_allowance
+
+    words = summed["word"]
+    utf8 = words.cast(pl.Binary).to_arrow().cast(pa.large_binary())
+    try:
+        texts = utf8.cast(pa.large_string())
+    except pa.ArrowInvalid:
+        bad = summed.filter(~pl.col("word").map_elements(_is_utf8, return_dtype=pl.Boolean)).sort("file", "row")
+        d = bad.row(0, named=True)
+        raise InputError(f"{files[d['file']]}: row {d['row']}: the word {_shown(d['word'])} is not UTF-8 text; a "
+                         "run's words are pieces of its text") from None
+    nbytes = int(words.bin.size().sum())
+    pieces = count_words(texts, specials=list(specials), reference_bytes=reference_allowance(nbytes, pattern),
+                         pattern=pattern)
+    found = pl.DataFrame({"word": pieces["word"]})
+    bad = summed.join(found, on="word", how="anti").sort("file", "row")
+    if not bad.height and int(pieces["count"].sum()) == summed.height:
+        return  # every word a piece, and no more pieces than words: each word is one piece
+    if not bad.height:  # (each word a piece; some word made more pieces, among them a word of the table)
+        bad = summed.sort("file", "row")
+        bad = bad.filter(pl.col("word").map_elements(lambda w: not _one_piece(w, pattern, specials),
+                                                     return_dtype=pl.Boolean))
+    d = bad.row(0, named=True)
+    text = d["word"].decode("utf-8")
+    inside = [s for s in specials if s in text]
+    why = (f"it holds the special token {inside[0]!r}, which the run cuts out of the text" if inside else
+           f"{pattern.label()} splits it into {[p for p in pattern.findall(text)][:6]}")
+    raise InputError(f"{files[d['file']]}: row {d['row']}: the word {_shown(d['word'])} is not one piece of the run's "
+                     f"pattern ({why}); count the words with the run's pattern (toktok count --pattern)")
+
+
+def _is_utf8(word: bytes) -> bool:
+    try:
+        word.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+def _one_piece(word: bytes, pattern: Pattern, specials) -> bool:
+    text = word.decode("utf-8")
+    return not any(s in text for s in specials) and pattern.one_piece(text)
+
+
+def word_documents(words: pa.Array, counts: np.ndarray, seed: int, docs: int = PARITY_DOCS,
+                   chars: int = PARITY_CHARS) -> pa.Table:
+    """What the parity check and the compression curve read when a phase has no text, only word
+    counts: ``docs`` documents of up to ``chars`` characters, each the table's words drawn with
+    replacement in proportion to their counts (seeded) and joined as they come (PARITY_SCHEMA:
+    hash = the document's number, source ``word-counts``, row = the number).
+    Example: ``word_documents(pa.array([b"a", b" b"]), np.array([3, 1]), 0).num_rows == 64``."""
+    n = len(words)
+    if n == 0:
+        return PARITY_SCHEMA.empty_table()
+    rng = np.random.default_rng(seed)
+    p = np.asarray(counts, np.float64)
+    p /= p.sum()
+    lengths = pc_lengths(words)
+    mean = max(1.0, float((lengths * p).sum()))
+    per_doc = int(chars / mean) + 8
+    picks = rng.choice(n, size=(docs, per_doc), p=p)
+    out = []
+    for row in picks:
+        text = b"".join(words[int(i)].as_py() for i in row).decode("utf-8", "replace")[:chars]
+        out.append(text)
+    return pa.table([pa.array(np.arange(docs, dtype=np.uint64)), pa.array([WORDS_SOURCE] * docs, pa.large_string()),
+                     pa.array(np.arange(docs, dtype=np.int64)), pa.array(out, pa.large_string())], schema=PARITY_SCHEMA)
+
+
+def pc_lengths(words: pa.Array) -> np.ndarray:
+    """The byte length of each word."""
+    import pyarrow.compute as pc
+
+    return pc.binary_length(words).to_numpy(zero_copy_only=False).astype(np.float64)

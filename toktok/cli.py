@@ -246,7 +246,7 @@ def _train_parameters() -> list:
 
     from rich.markup import escape
 
-    from .options import FLAG, OPTION, TOKENS, run_options
+    from .options import FLAG, OPTION, PATHS, TOKENS, run_options
 
     P = inspect.Parameter
     params = [P("sources", P.KEYWORD_ONLY, annotation=Optional[List[str]],
@@ -257,8 +257,8 @@ def _train_parameters() -> list:
                             default=typer.Option(None, flag, help=escape(help_))))
         if not opt.cli:
             continue
-        if opt.kind is TOKENS:
-            ann, default = List[str], typer.Option([], *opt.cli, help=escape(opt.help))
+        if opt.kind in (TOKENS, PATHS):
+            ann, default = List[str], typer.Option([], *opt.cli, help=escape(opt.help), metavar=opt.metavar)
         elif opt.kind is FLAG:
             ann = Optional[bool] if opt.default is None else bool
             default = typer.Option(opt.default, *opt.cli, help=escape(opt.help))

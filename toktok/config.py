@@ -138,6 +138,10 @@ class TrainConfig:
     pad_to_multiple_of: int | None = None  # total ids rounded up with reserved special tokens
     max_token_length: int | None = None  # bytes: no merge makes a longer token
     min_frequency: int | None = None  # the merges stop when the best pair occurs fewer times
+    ladder: list[int] | None = None  # total sizes: the run trains to the largest, writes each smaller one too
+    word_counts: list[str] | None = None  # word-count tables (Parquet) of the one phase, beside its text sources
+    word_column: str = "word"  # the word-count tables' columns
+    count_column: str = "count"
     given_as: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     written: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
@@ -172,7 +176,8 @@ class TrainConfig:
 
     def _main_phase(self) -> PhaseConfig:
         return PhaseConfig(MAIN_PHASE, self.merges if self.vocab_size is None else None,
-                           [s if isinstance(s, SourceConfig) else SourceConfig(os.fspath(s)) for s in self.sources],
+                           [s if isinstance(s, SourceConfig) else SourceConfig(os.fspath(s)) for s in self.sources]
+                           + [SourceConfig(p, kind="counts") for p in self.word_counts or ()],
                            vocab_size=self.vocab_size)
 
     def use_hardcoded(self) -> bool:
@@ -187,10 +192,11 @@ class TrainConfig:
             self.out, self.tiktoken_name = _output_parts(self.output, self.name_of("output").rstrip(":"))
         if self.out:
             self.out = os.path.expanduser(os.fspath(self.out))
-        if not self.phases and not self.sources:
+        if not self.phases and not self.sources and not self.word_counts:
             raise ConfigError("no sources given; pass files, folders or globs to train on")
-        if self.phases and self.sources:
-            raise ConfigError("sources given both in the config's phases and on the command line; use one")
+        if self.phases and (self.sources or self.word_counts):
+            raise ConfigError("sources given both in the config's phases and on the command line; use one "
+                              "(a phase's word-count tables are sources: {counts: FILE})")
         for opt in run_options():
             value = getattr(self, opt.name, None)
             if opt.kind is ANY or opt.name in ("out", "output", "config") or value is None:
@@ -203,6 +209,7 @@ class TrainConfig:
         _check_memory_limit(self.memory_limit, self.text_of("memory_limit"), self.name_of("memory_limit"))
         _check_tiktoken_name(self.tiktoken_name, "--out")
         _check_out_parent(self.out)
+        _check_ladder(self)
         names = set()
         for k, ph in enumerate(self.phase_list()):
             where = f"phases[{k}]"
@@ -357,6 +364,32 @@ def _check_shape(cfg: TrainConfig) -> None:
         up = -(-last // pad) * pad
         raise ConfigError(f"{at(where, str(last))} is not a multiple of {cfg.name_of('pad_to_multiple_of')} {pad}; "
                           f"pass a multiple, e.g. {up}")
+
+
+def _check_ladder(cfg: TrainConfig) -> None:
+    """``ladder`` (sorted total sizes): the run trains to the largest, which is the last phase's
+    ``vocab_size`` (set here for a one-phase run that gives none; ``merges`` is then not asked
+    for), and each size is a multiple of ``pad_to_multiple_of``."""
+    if not cfg.ladder:
+        return
+    where, top = cfg.name_of("ladder"), cfg.ladder[-1]
+    shown_ = ",".join(map(str, cfg.ladder))
+    if not cfg.phases:
+        if cfg.vocab_size is None:
+            cfg.vocab_size = top
+        elif cfg.vocab_size != top:
+            raise ConfigError(f"{at(where, shown_)}: its largest size is the run's; {cfg.name_of('vocab_size')} "
+                              f"{cfg.vocab_size} differs: pass --vocab-size {top} or leave it out")
+    else:
+        last = cfg.phases[-1]
+        if last.vocab_size != top:
+            raise ConfigError(f"{at(where, shown_)}: the last phase's vocab_size: must be the largest size, {top} "
+                              f"(phases[{len(cfg.phases) - 1}] gives {last.vocab_size or f'merges: {last.merges}'})")
+    pad = cfg.pad_to_multiple_of
+    odd = [n for n in cfg.ladder if pad and n % pad]
+    if odd:
+        raise ConfigError(f"{at(where, shown_)}: {odd[0]} is not a multiple of {cfg.name_of('pad_to_multiple_of')} "
+                          f"{pad}; pass multiples, e.g. {-(-odd[0] // pad) * pad}")
 
 
 def _check_out_parent(out: str) -> None:
@@ -557,14 +590,14 @@ def _source(file: str, where: str, raw: Any) -> SourceConfig:
     if isinstance(raw, str) and raw:
         return SourceConfig(raw)
     src = _Doc(file, where, raw, yaml_keys("source"))
-    path, one = src.get("path"), src.get("file")
-    if (path is None) == (one is None):
-        raise src.error("give exactly one of path: (file, folder or glob) or file:")
+    path, one, counts = src.get("path"), src.get("file"), src.get("counts")
+    if sum(x is not None for x in (path, one, counts)) != 1:
+        raise src.error("give exactly one of path: (file, folder or glob), file: or counts: (a word-count table)")
     if one is not None and os.path.isdir(one):
         raise src.error(f"{one!r} is a folder; use path: for folders and globs", "file")
-    out = SourceConfig(path or one, kind="path" if path else "file")
+    out = SourceConfig(path or one or counts, kind="path" if path else "file" if one else "counts")
     for key in src.value:  # the other keys of a source: its options (weight, text_column, ...)
-        if key not in ("path", "file"):
+        if key not in ("path", "file", "counts"):
             setattr(out, OPTION[key].name, src.get(key))
     return out
 
@@ -598,6 +631,10 @@ def build_config(config: str | os.PathLike | None, sources: list, overrides: dic
     if "merges" in ov and "vocab_size" in ov:
         a, b = ((named(k) if named is not None else OPTION[k].flag) for k in ("merges", "vocab_size"))
         raise ConfigError(f"{a.rstrip('=')} and {b.rstrip('=')} both given; pass one: new tokens, or total ids")
+    if "merges" in ov and "ladder" in ov:
+        a, b = ((named(k) if named is not None else OPTION[k].flag) for k in ("merges", "ladder"))
+        raise ConfigError(f"{a.rstrip('=')} and {b.rstrip('=')} both given; the ladder's largest size is the run's "
+                          "total ids (its --vocab-size): leave the merges out")
     for key, other in (("merges", "vocab_size"), ("vocab_size", "merges")):
         if key not in ov:
             continue

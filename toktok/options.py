@@ -340,6 +340,51 @@ class _Split(Kind):
         return check(v, where)
 
 
+class _Paths(Kind):
+    """Paths, files, folders or globs (a repeatable flag; a YAML list or one string): a list of str."""
+
+    def from_text(self, opt, text, where):
+        return self.check(opt, text, where)
+
+    def check(self, opt, v, where):
+        import os
+
+        items = [v] if isinstance(v, (str, os.PathLike)) else v
+        if not isinstance(items, (list, tuple)) or not items:
+            raise ConfigError(f"{where} expected one or more paths, got {kind_of_value(v)}")
+        out = []
+        for x in items:
+            x = os.fspath(x) if isinstance(x, os.PathLike) else x
+            if not isinstance(x, str) or not x:
+                raise ConfigError(f"{where} expected paths (files, folders or globs), got {kind_of_value(x)}")
+            out.append(x)
+        return out
+
+
+class _Sizes(Kind):
+    """Total vocabulary sizes (``8192,16384,32768``; a YAML or Python list of whole numbers), each
+    one as ``--vocab-size`` takes it, distinct; read into a sorted list of ints."""
+
+    def from_text(self, opt, text, where):
+        parts = [p.strip() for p in str(text).split(",")]
+        try:
+            sizes = [int(p) for p in parts]
+        except ValueError:
+            raise ConfigError(f"{at(where, shown(text))} is not a list of whole numbers; {opt.hint}") from None
+        return self.check(opt, sizes, where)
+
+    def check(self, opt, v, where):
+        if isinstance(v, str):
+            return self.from_text(opt, v, where)
+        if not isinstance(v, (list, tuple)) or not v:
+            raise ConfigError(f"{where} expected a list of total sizes, got {kind_of_value(v)}; {opt.hint}")
+        sizes = [_WHOLE.check(OPTION["vocab_size"], x, where) for x in v]
+        twice = [x for i, x in enumerate(sizes) if x in sizes[:i]]
+        if twice:
+            raise ConfigError(f"{at(where, ','.join(map(str, sizes)))}: {twice[0]} is given twice; give each size once")
+        return sorted(sizes)
+
+
 class _Any(Kind):
     """Checked elsewhere (the phases, the sources)."""
 
@@ -349,6 +394,7 @@ WHOLE, SIZE, TEXT, PATH, CHOICE, FLAG, NUMBER = _WHOLE, _SIZE, _TEXT, _PATH, _CH
 MIB, TOKENS, MAPPING, STORE_OPTIONS, ANY = _MiB(), _Tokens(), _Mapping(), _StoreOptions(), _Any()
 PROGRESS = _Progress()
 SPLIT = _Split()
+PATHS, SIZES = _Paths(), _Sizes()
 
 
 @dataclass(frozen=True)
@@ -435,6 +481,16 @@ OPTIONS: tuple[Option, ...] = (
     Option("min_frequency", WHOLE, None, "Stop merging when the best pair occurs fewer times than this (fewer "
            "merges, said in the summary)", cli=("--min-frequency",), yaml="min_frequency", minimum=1,
            hint="pass a count, e.g. --min-frequency 2"),
+    Option("ladder", SIZES, None, "Also write a complete tokenizer at each of these smaller total sizes, e.g. "
+           "8192,16384,32768: one run to the largest (its --vocab-size), each smaller one in OUT/ladder/N/",
+           cli=("--ladder",), yaml="ladder", metavar="N,N,...", hint="pass total sizes, e.g. --ladder 8192,16384,32768"),
+    Option("word_counts", PATHS, None, "Word-count tables (Parquet: a word and an integer count column, e.g. from "
+           "toktok count) to train from, instead of or beside text; repeatable, globs allowed", cli=("--word-counts",),
+           metavar="FILE|GLOB"),
+    Option("word_column", TEXT, "word", "The word column of --word-counts tables (text or binary; default word)",
+           cli=("--word-column",), yaml="word_column", scope=("run", "source")),
+    Option("count_column", TEXT, "count", "The count column of --word-counts tables (integers; default count)",
+           cli=("--count-column",), yaml="count_column", scope=("run", "source")),
     Option("special_tokens", TOKENS, (), "Special token, repeatable, in id order", cli=("--special-token", "-s"),
            yaml="special_tokens", toktoktok=True),
     Option("text_column", TEXT, "text", "Parquet column / JSONL field with the text (default text)",
@@ -500,6 +556,8 @@ OPTIONS: tuple[Option, ...] = (
     # a source
     Option("path", PATH, None, "A file, folder or glob", yaml="path", scope=("source",), toktoktok=True),
     Option("file", PATH, None, "One file", yaml="file", scope=("source",), toktoktok=True),
+    Option("counts", PATH, None, "A word-count table (Parquet), folder or glob: trained from as a run's counted text",
+           yaml="counts", scope=("source",)),
     Option("weight", NUMBER, None, "The source's share of its phase's budget (default 1)", yaml="weight",
            scope=("source",)),
 )

@@ -26,6 +26,7 @@ from .rundir import OutputLayout
 @dataclass
 class SourceConfig:
     """One source of a phase: a file, folder or glob (``kind`` "path"), one file (``kind`` "file"),
+    word-count tables (``kind`` "counts": Parquet files, a folder or glob; :mod:`toktok.count.tables`),
     or data in memory (``kind`` "memory": ``path`` is its name, ``data`` the object; see
     :mod:`toktok.memory`).
 
@@ -39,11 +40,14 @@ class SourceConfig:
     kind: str = "path"
     storage_options: dict | None = None  # for a URL source: over the run's, key by key
     data: Any = field(default=None, repr=False, compare=False)
+    word_column: str | None = None  # a word-count table's (kind "counts") columns, over the run's
+    count_column: str | None = None
 
     def to_dict(self) -> dict:
         """The source as the run file records it (in-memory data by name and kind only)."""
         d = {"path": self.path, "weight": self.weight, "text_column": self.text_column, "kind": self.kind,
              "storage_options": self.storage_options}
+        d.update({k: v for k, v in (("word_column", self.word_column), ("count_column", self.count_column)) if v})
         return {k: redacted(k, v) for k, v in d.items()}
 
 

@@ -22,7 +22,9 @@ from .common import BATCH_BYTES, Counted, Progress
 from .local import ParitySample, Source, Started, count_phase, start_reading
 from .memory import check_sources, corpus_of
 from .scan import REFERENCE_BYTES, SMALL_BYTES, count_path  # noqa: F401  (the run says how it counted)
-from .read import read_corpus
+from .read import Corpus, read_corpus
+from .sources import resolve_sources
+from .tables import with_tables
 from .remote import redact, set_readahead
 
 if TYPE_CHECKING:
@@ -53,19 +55,30 @@ def resolve(cfg: RunSpec, phase: PhaseConfig) -> list[Source]:
     """Resolve every source of ``phase``; fails on a bad path before any work.
     Example: ``resolve(spec, spec.phases[0])[0].corpus.files``."""
     return [Source(corpus_of(src, cfg.text_column, cfg.bad_utf8, resume=cfg.resume) if src.kind == "memory" else
+                   tables_of(src.path) if src.kind == "counts" else
                    read_corpus([src.path], text_column=src.text_column or cfg.text_column, bad_utf8=cfg.bad_utf8,
                                storage_options=cfg.source_options(src)),
                    src.weight) for src in phase.sources]
+
+
+def tables_of(path: str) -> Corpus:
+    """The files of a word-count table source (``kind`` "counts"), resolved, read later
+    (:func:`toktok.count.tables.read_counts`). Example: ``tables_of("counts/*.parquet").files``."""
+    skipped: list[str] = []
+    corpus = Corpus(resolve_sources([path], skipped=skipped))
+    corpus.warnings = skipped
+    return corpus
 
 
 def start(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], plan: BudgetPlan | None,
           pattern: Pattern) -> Started | None:
     """The first file of ``phase`` (the run's first, ``sources`` resolved) read from now on
     (:func:`.local.start_reading`) when that phase reads every document with the local engine on
-    a fresh run (else None): the pipeline calls it before it opens the run file, so the first
-    batch is decoded meanwhile, and hands it to :func:`run` (``started``).
+    a fresh run (else None; nor when it is a word-count table): the pipeline calls it before it
+    opens the run file, so the first batch is decoded meanwhile, and hands it to :func:`run` (``started``).
     Example: ``count.start(spec, spec.phases[0], sources, None, DEFAULT).path``."""
-    if cfg.engine != "ray" and not cfg.resume and _phase_capacity(cfg, phase, plan) is None:
+    if cfg.engine != "ray" and not cfg.resume and _phase_capacity(cfg, phase, plan) is None \
+            and phase.sources[0].kind != "counts":
         return start_reading(sources, BATCH_BYTES, pattern)
     return None
 
@@ -114,16 +127,22 @@ def run(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], fp: list, *, jo
         journal.save(lambda st: resume.save_count_state(st, phase.name, state, fp))
 
     checkpoints = dict(restored=restored, save=save, every=marks.every * resume.COUNT_EVERY)
+    tables = [(s, c) for s, c in zip(sources, phase.sources) if c.kind == "counts"]  # word-count tables
+    text = [s for s, c in zip(sources, phase.sources) if c.kind != "counts"]
     if ray_count is not None:  # the same PhaseCount and checkpoints, counted on a Ray cluster
         count = partial(ray_count, address=cfg.ray_address, **checkpoints, **(ray_tuning or {}))
     else:  # (the first phase's first file may be being read already: start)
         count = partial(count_phase, **checkpoints, started=started)
     set_readahead(plan.readahead_bytes if plan is not None else None)  # blocks of objects read ahead
-    pc = count(sources, seed=cfg.seed, capacity=_phase_capacity(cfg, phase, plan),
+    pc = count(text, seed=cfg.seed, capacity=_phase_capacity(cfg, phase, plan),
                batch_bytes=plan.batch_bytes if plan is not None else BATCH_BYTES, specials=specials,
-               threads=threads, report=report, tag=cfg.tag(phase), pattern=pattern)
+               threads=threads, report=report, tag=cfg.tag(phase), pattern=pattern) if text else None
+    said: list[str] = []
+    if tables:  # summed with the text's words (toktok.count.tables)
+        pc, said = with_tables(pc, *zip(*tables), pattern=pattern, specials=specials, seed=cfg.seed,
+                               word_column=cfg.word_column, count_column=cfg.count_column)
     resume.check_unchanged(sources, fp, where)
-    table, used, warnings = pc.words, pc.used, []
+    table, used, warnings = pc.words, pc.used, said
     if plan is not None:  # the merge loop's arrays must fit the budget: drop the rarest words if not
         try:
             table, cut = fit_words(table, plan, merges, where=where,

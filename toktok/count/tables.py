@@ -92,7 +92,7 @@ def read_counts(paths: list[str], *, pattern: Pattern = DEFAULT, specials: list[
     token in it. Example: ``read_counts(["parts/*.parquet"], pattern=NAMED["o200k"])``."""
     import polars as pl
 
-    from .read import resolve_sources
+    from .sources import resolve_sources
 
     files = [f.path for f in resolve_sources(list(paths))]
     for f in files:
@@ -204,7 +204,7 @@ def _check_pieces(summed, files: list[str], pattern: Pattern, specials) -> None:
     (by file and row) that does not is refused with the pieces the pattern makes of it."""
     import polars as pl
 
-    from .pretokenize import count_words, reference_allowance
+    from .scan import count_words, reference_allowance
 
     words = summed["word"]
     utf8 = words.cast(pl.Binary).to_arrow().cast(pa.large_binary())
@@ -278,3 +278,38 @@ def pc_lengths(words: pa.Array) -> np.ndarray:
     import pyarrow.compute as pc
 
     return pc.binary_length(words).to_numpy(zero_copy_only=False).astype(np.float64)
+
+
+def with_tables(counted, sources: list, configs: list, *, pattern: Pattern, specials, seed: int,
+                word_column: str, count_column: str):
+    """A phase's count (``counted``, the :class:`~toktok.count.common.PhaseCount` of its text
+    sources, or None without any) with its word-count table sources (``sources`` resolved, their
+    ``configs``: the columns of each) added: the words summed, each table's files in ``used``
+    (no documents; the bytes its counts stand for), and, with no text, the parity sample made of
+    the tables' words (:func:`word_documents`); and the warnings reading them gave. Example: ``with_tables(None, srcs, cfgs, pattern=p,
+    specials=[], seed=0, word_column="word", count_column="count").words``."""
+    import time
+
+    import polars as pl
+
+    from .common import PhaseCount
+
+    t0 = time.perf_counter()
+    parts, used, warnings = [], {}, []
+    for src, cfg in zip(sources, configs):
+        got = read_counts([f.path for f in src.corpus.files], pattern=pattern, specials=specials,
+                          word_column=cfg.word_column or word_column, count_column=cfg.count_column or count_column)
+        parts.append(pl.from_arrow(got.words))
+        used.update({f: {"docs": 0, "bytes": u["bytes"], "docs_seen": 0, "bytes_seen": u["bytes"]}
+                     for f, u in got.used.items()})
+        warnings += got.warnings
+    if counted is not None:
+        parts.append(pl.from_arrow(counted.words))
+    summed = pl.concat(parts).group_by("word").agg(pl.col("count").sum()) if len(parts) > 1 else parts[0]
+    words = summed.sort("word").to_arrow().cast(COUNTS_SCHEMA)
+    if counted is not None:
+        counted.words, counted.used = words, {**counted.used, **used}
+        counted.seconds["count"] = counted.seconds.get("count", 0.0) + time.perf_counter() - t0
+        return counted, warnings
+    parity = word_documents(words.column("word").combine_chunks(), words.column("count").to_numpy(), seed)
+    return PhaseCount(words, used, parity, {"count": time.perf_counter() - t0}), warnings

@@ -39,7 +39,9 @@ class Source:
     DataFrame, a ``datasets.Dataset`` / ``IterableDataset``). ``name`` labels data in memory in the
     run file (default ``source-1``, ``source-2``, ... in the order given); ``weight`` is its share of
     its phase's budget; ``text_column`` overrides the run's; ``storage_options`` (for a URL:
-    credentials, endpoint, ...) go over the run's, key by key.
+    credentials, endpoint, ...) go over the run's, key by key. ``counts=True``: ``data`` is a
+    word-count table (Parquet file, folder or glob; a YAML phase's ``counts:`` source), its
+    columns ``word_column`` and ``count_column`` (default the run's).
     """
 
     data: Any
@@ -47,6 +49,9 @@ class Source:
     weight: float | None = None
     text_column: str | None = None
     storage_options: Mapping[str, Any] | None = None
+    counts: bool = False
+    word_column: str | None = None
+    count_column: str | None = None
 
 
 @dataclass
@@ -171,6 +176,10 @@ def train(
     pad_to_multiple_of: int | None = None,
     max_token_length: int | None = None,
     min_frequency: int | None = None,
+    ladder: Sequence[int] | str | None = None,
+    word_counts: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
+    word_column: str | None = None,
+    count_column: str | None = None,
     special_tokens: Sequence[str | Mapping[str, Any]] | None = None,
     text_column: str | None = None,
     bad_utf8: str | None = None,
@@ -335,6 +344,11 @@ def _source(s: Any, names: _Names) -> Any:
     from .count.memory import KIND, is_memory
 
     if isinstance(s, Source):
+        if s.counts:
+            if is_memory(s.data):
+                raise ConfigError("Source(counts=True): give the word-count table's path (Parquet), not data in memory")
+            return SourceConfig(os.fspath(s.data), s.weight, kind="counts", word_column=s.word_column,
+                                count_column=s.count_column)
         if not is_memory(s.data):
             return SourceConfig(os.fspath(s.data), s.weight, s.text_column,
                                 storage_options=None if s.storage_options is None else dict(s.storage_options))

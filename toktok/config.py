@@ -592,7 +592,7 @@ def _source(file: str, where: str, raw: Any) -> SourceConfig:
     src = _Doc(file, where, raw, yaml_keys("source"))
     path, one, counts = src.get("path"), src.get("file"), src.get("counts")
     if sum(x is not None for x in (path, one, counts)) != 1:
-        raise src.error("give exactly one of path: (file, folder or glob), file: or counts: (a word-count table)")
+        raise src.error("give exactly one of path: (file, folder or glob) or file: (or counts: a word-count table)")
     if one is not None and os.path.isdir(one):
         raise src.error(f"{one!r} is a folder; use path: for folders and globs", "file")
     out = SourceConfig(path or one or counts, kind="path" if path else "file" if one else "counts")

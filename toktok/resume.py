@@ -52,7 +52,7 @@ COUNT_EVERY = 15
 #: Identity of a run: a ``--resume`` must be given the same values.
 IDENTITY = ("sources", "merges", "special_tokens", "text_column", "bad_utf8", "hardcoded", "seed",
             "phases", "warm_start", "tiktoken_name", "budget", "working_set_mb", "pattern", "vocab_size",
-            "pad_to_multiple_of", "max_token_length", "min_frequency")
+            "pad_to_multiple_of", "max_token_length", "min_frequency", "word_counts", "word_column", "count_column")
 
 
 @dataclass

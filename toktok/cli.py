@@ -607,10 +607,13 @@ def _not_a_run_file(run: str, target: str, force: bool) -> None:
 
 
 def _help(name: str) -> str:
-    """The help of option ``name`` (:data:`toktok.options.OPTIONS`), for commands other than train."""
+    """The help of option ``name`` (:data:`toktok.options.OPTIONS`), for commands other than train
+    (as written: Rich markup escaped)."""
+    from rich.markup import escape
+
     from .options import OPTION
 
-    return OPTION[name].help
+    return escape(OPTION[name].help)
 
 
 @app.command("eval", cls=_Command, context_settings={"ignore_unknown_options": True})

@@ -18,6 +18,7 @@ _LAZY = {
     "train": ("api", "train"), "Phase": ("api", "Phase"), "Source": ("api", "Source"),
     "TrainResult": ("api", "TrainResult"), "PATTERN": ("vocab", "PATTERN"), "Vocab": ("vocab", "Vocab"),
     "SpecialToken": ("added", "SpecialToken"), "encode_like_hf": ("added", "encode_like_hf"),
+    "word_counts": ("counts", "count"), "cut": ("formats.ladder", "cut"),
 }
 
 
@@ -47,4 +48,4 @@ def load_encoding(path, special_tokens=None, *, pattern=None):
 
 
 __all__ = ["train", "Phase", "Source", "TrainResult", "PATTERN", "Vocab", "SpecialToken", "encode_like_hf",
-           "ToktokError", "load_encoding", "__version__"]
+           "ToktokError", "load_encoding", "__version__", "word_counts", "cut"]

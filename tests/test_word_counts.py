@@ -1,0 +1,222 @@
+"""Word counts out and in (issue 51): ``toktok count`` writes the word table a run merges,
+``toktok train --word-counts`` (a ``counts:`` source, ``word_counts=``) trains from such tables with
+the same tokenizer, byte for byte, as training on the text; counts of disjoint parts summed with
+DuckDB train the whole's tokenizer; every bad table is refused in one line naming the file and row."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import FIXTURES
+from typer.testing import CliRunner
+
+import toktok
+from toktok.cli import app
+from toktok.count.pretokenize import count_words
+from toktok.count.tables import read_counts, word_documents
+from toktok.errors import InputError
+from toktok.patterns import NAMED
+
+runner = CliRunner()
+SPECIALS = ["-s", "<|endoftext|>", "-s", "<|pad|>"]
+FILES = ("tokenizer.json", "tokenizer.tiktoken", "tokenizer_config.json", "special_tokens_map.json")
+SOURCES = [FIXTURES / "sample.parquet", FIXTURES / "notes.txt", FIXTURES / "extra.jsonl"]
+
+
+def _ok(*args) -> str:
+    r = runner.invoke(app, [*map(str, args)])
+    assert r.exit_code == 0, r.output
+    return r.output
+
+
+def _same_files(a: Path, b: Path) -> None:
+    for f in FILES:
+        assert (a / f).read_bytes() == (b / f).read_bytes(), f
+
+
+@pytest.fixture(scope="module")
+def text_run(tmp_path_factory) -> Path:
+    """The reference: trained on the fixtures' text at 1,800 ids with two specials."""
+    out = tmp_path_factory.mktemp("text") / "tok"
+    _ok("train", *SOURCES, "--out", out, "--vocab-size", "1800", *SPECIALS, "-q")
+    return out
+
+
+def test_count_writes_the_word_table_a_run_merges(tmp_path, text_run):
+    """``toktok count`` = the run's own word table (run.duckdb ``words``), sorted by word, with the
+    pattern, specials, files read and version in the Parquet metadata."""
+    out = tmp_path / "c.parquet"
+    _ok("count", *SOURCES, "--out", out, *SPECIALS)
+    t = pq.read_table(out)
+    assert t.schema.field("word").type == pa.binary() and t.schema.field("count").type == pa.int64()
+    words = t.column("word").to_pylist()
+    assert words == sorted(words)
+    con = duckdb.connect(str(text_run / "run.duckdb"), read_only=True)
+    run = dict(con.execute("select word, count from words").fetchall())
+    assert dict(zip(words, t.column("count").to_pylist())) == run
+    meta = json.loads(t.schema.metadata[b"toktok"])
+    assert meta["pattern"]["name"] == "cl100k" and meta["special_tokens"] == ["<|endoftext|>", "<|pad|>"]
+    assert [r["path"] for r in meta["read"]] == [str(p) for p in SOURCES] and meta["toktok_version"] == toktok.__version__
+    assert sum(r["docs"] for r in meta["read"]) > 0
+
+
+def test_count_then_train_is_training_on_the_text(tmp_path, text_run):
+    """The round trip: count → train --word-counts gives the text run's files byte for byte."""
+    counts = tmp_path / "c.parquet"
+    _ok("count", *SOURCES, "--out", counts, *SPECIALS)
+    out = tmp_path / "fromcounts"
+    _ok("train", "--word-counts", counts, "--out", out, "--vocab-size", "1800", *SPECIALS, "-q")
+    _same_files(out, text_run)
+    con = duckdb.connect(str(out / "run.duckdb"), read_only=True)
+    assert con.execute("select kind from inputs").fetchall() == [("parquet",)]
+    assert con.execute("select count(*) from parity where source = 'word-counts'").fetchone()[0] == 64
+
+
+def test_four_parts_summed_with_duckdb_train_the_whole(tmp_path, text_run):
+    """Counts of four disjoint parts (two halves of sample.parquet, notes.txt, extra.jsonl),
+    summed by word with one DuckDB GROUP BY, train the whole's tokenizer byte for byte; the parts'
+    tables given as a glob (summed by toktok, each repeated word said once) do too."""
+    df = pl.read_parquet(FIXTURES / "sample.parquet")
+    half = df.height // 2
+    parts = [tmp_path / "a.parquet", tmp_path / "b.parquet"]
+    df.head(half).write_parquet(parts[0])
+    df.tail(df.height - half).write_parquet(parts[1])
+    tables = []
+    for k, src in enumerate([*parts, FIXTURES / "notes.txt", FIXTURES / "extra.jsonl"]):
+        tables.append(tmp_path / "counts" / f"part{k}.parquet")
+        tables[-1].parent.mkdir(exist_ok=True)
+        _ok("count", src, "--out", tables[-1], *SPECIALS)
+    summed = tmp_path / "summed.parquet"
+    duckdb.execute(f"copy (select word, sum(count)::bigint as count from read_parquet('{tmp_path}/counts/*.parquet') "
+                   f"group by word) to '{summed}' (format parquet)")
+    out = tmp_path / "summed"
+    _ok("train", "--word-counts", summed, "--out", out, "--vocab-size", "1800", *SPECIALS, "-q")
+    _same_files(out, text_run)
+    out2 = tmp_path / "glob"
+    r = runner.invoke(app, ["train", "--word-counts", f"{tmp_path}/counts/*.parquet", "--out", str(out2),
+                            "--vocab-size", "1800", *SPECIALS, "-q"])
+    assert r.exit_code == 0, r.output
+    assert "words are given more than once" in r.output and "their counts are summed" in r.output
+    _same_files(out2, text_run)
+
+
+def test_python_keyword_and_a_counts_source_in_a_phase(tmp_path, text_run):
+    """``word_counts=`` and a YAML phase's ``counts:`` source (a text column named otherwise,
+    ``word_column:``) give the same tokenizer; a table beside text is summed with its words."""
+    counts = tmp_path / "c.parquet"
+    toktok.word_counts(SOURCES, out=counts, special_tokens=["<|endoftext|>", "<|pad|>"])
+    r = toktok.train(word_counts=str(counts), out=tmp_path / "kw", vocab_size=1800,
+                     special_tokens=["<|endoftext|>", "<|pad|>"])
+    _same_files(tmp_path / "kw", text_run)
+    assert r.vocab_size == 1800
+    # the words as text, under other column names
+    t = pq.read_table(counts)
+    named = tmp_path / "named.parquet"
+    pq.write_table(pa.table({"piece": t.column("word").cast(pa.string()), "n": t.column("count")}), named)
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(f"output: {tmp_path}/yaml/tokenizer.tiktoken\nspecial_tokens: ['<|endoftext|>', '<|pad|>']\n"
+                   f"phases:\n  - {{name: main, vocab_size: 1800, sources: [{{counts: {named}, word_column: piece, "
+                   f"count_column: n}}]}}\n")
+    _ok("train", "--config", cfg, "-q")
+    _same_files(tmp_path / "yaml", text_run)
+    # half of it as text, the other half as counts: the same sum
+    df = pl.read_parquet(FIXTURES / "sample.parquet")
+    df.head(200).write_parquet(tmp_path / "h1.parquet")
+    df.tail(df.height - 200).write_parquet(tmp_path / "h2.parquet")
+    toktok.word_counts([tmp_path / "h2.parquet", *SOURCES[1:]], out=tmp_path / "h2c.parquet",
+                 special_tokens=["<|endoftext|>", "<|pad|>"])
+    _ok("train", tmp_path / "h1.parquet", "--word-counts", tmp_path / "h2c.parquet", "--out", tmp_path / "mixed",
+        "--vocab-size", "1800", *SPECIALS, "-q")
+    _same_files(tmp_path / "mixed", text_run)
+
+
+@pytest.mark.parametrize("pattern", ["cl100k", "o200k", "gpt2", "qwen2"])
+def test_every_counted_word_is_one_piece_of_its_pattern(pattern):
+    """What the count stage counts passes the check a table's words get: each word, cut with the
+    same pattern on its own, is itself (every named pattern, on the fixtures)."""
+    texts = pl.read_parquet(FIXTURES / "sample.parquet")["text"].to_list()
+    words = count_words(texts, specials=["<|endoftext|>"], pattern=NAMED[pattern])
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "w.parquet"
+        words.write_parquet(p)
+        got = read_counts([str(p)], pattern=NAMED[pattern], specials=["<|endoftext|>"])
+    assert got.words.num_rows == words.height and not got.warnings
+
+
+def test_word_documents_are_seeded_and_weighted():
+    """With no text, the parity check reads documents made of the words, drawn by count, seeded."""
+    words, counts = pa.array([b"a", b" b", b"c"]), [1000, 1, 1]
+    one, two = word_documents(words, counts, 0), word_documents(words, counts, 0)
+    assert one.equals(two) and one.num_rows == 64
+    text = "".join(one.column("text").to_pylist())
+    assert text.count("a") > 20 * text.count("c")
+    assert not word_documents(words, counts, 1).equals(one)
+
+
+# --- bad tables: one line naming the file and row, nothing written --------------------------------
+
+
+def _table(path: Path, words, counts, meta: dict | None = None, word_type=pa.binary()) -> Path:
+    t = pa.table({"word": pa.array(words, word_type), "count": counts})
+    if meta is not None:
+        t = t.replace_schema_metadata({b"toktok": json.dumps(meta).encode()})
+    pq.write_table(t, path)
+    return path
+
+
+BAD = [
+    # (words, counts, needles)
+    ([b"hello", b" world", b"hello world"], pa.array([3, 2, 1]), ["row 2", "'hello world'", "not one piece",
+                                                                 "splits it into ['hello', ' world']"]),
+    ([b"a", b"b"], pa.array([3, 0]), ["row 1", "count 0 is not more than 0"]),
+    ([b"a", b"b"], pa.array([-4, 2]), ["row 0", "count -4 is not more than 0"]),
+    ([b"a", b"b"], pa.array([1.0, 2.5]), ["row 1", "count 2.5 is not a whole number"]),
+    ([b"a", b"b"], pa.array([1, None], pa.int64()), ["row 1", "the count is null"]),
+    ([b"a", b"\xff\xfe"], pa.array([1, 2]), ["row 1", "is not UTF-8 text"]),
+    ([b"a", b""], pa.array([1, 2]), ["row 1", "the word is empty or null"]),
+    ([b"x<|pad|>"], pa.array([1]), ["row 0", "holds the special token '<|pad|>'"]),
+    ([b"a"], pa.array(["1"]), ["column 'count' is", "not integers"]),
+]
+
+
+@pytest.mark.parametrize("words,counts,needles", BAD, ids=[b[2][1][:30] for b in BAD])
+def test_a_bad_table_is_one_line_naming_the_file_and_row(tmp_path, words, counts, needles):
+    bad = _table(tmp_path / "bad.parquet", words, counts)
+    out = tmp_path / "out"
+    r = runner.invoke(app, ["train", "--word-counts", str(bad), "--out", str(out), "--merges", "5", *SPECIALS, "-q"])
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"toktok: error: {bad}: "), r.output
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    assert not out.exists() and not list(tmp_path.glob(".out*"))
+
+
+def test_a_table_counted_with_another_pattern_or_missing_its_column_is_refused(tmp_path):
+    counts = tmp_path / "o.parquet"
+    toktok.word_counts([FIXTURES / "notes.txt"], out=counts, pattern="o200k")
+    r = runner.invoke(app, ["train", "--word-counts", str(counts), "--out", str(tmp_path / "x"), "-q", "--merges", "5"])
+    assert r.exit_code == 2 and f"{counts}: counted with the pattern o200k, not the run's cl100k" in r.output
+    assert "--pattern o200k" in r.output
+    _ok("train", "--word-counts", counts, "--out", tmp_path / "y", "-q", "--merges", "5", "--pattern", "o200k")
+    r = runner.invoke(app, ["train", "--word-counts", str(counts), "--word-column", "piece", "--out",
+                            str(tmp_path / "z"), "-q", "--merges", "5", "--pattern", "o200k"])
+    assert r.exit_code == 2 and "no column 'piece' for the words" in r.output and "--word-column" in r.output
+
+
+def test_a_word_given_twice_is_summed_and_said_once(tmp_path):
+    a = _table(tmp_path / "a.parquet", [b"hello", b" world", b"hello"], pa.array([3, 2, 4]))
+    got = read_counts([str(a)])
+    assert dict(zip(got.words.column("word").to_pylist(), got.words.column("count").to_pylist())) == \
+        {b"hello": 7, b" world": 2}
+    assert len(got.warnings) == 1 and "1 words are given more than once" in got.warnings[0]
+    assert "'hello' at row 0" in got.warnings[0] and "row 2" in got.warnings[0]
+    with pytest.raises(InputError, match="row 0: the word 'a b'"):
+        read_counts([str(_table(tmp_path / "b.parquet", [b"a b"], pa.array([1])))])

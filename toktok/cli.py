@@ -434,6 +434,9 @@ def _print_summary(summary, warnings: bool = True) -> None:
               f"{_count(summary.words, 'unique word')}")
     t.add_row("time", ", ".join(f"{k} {v:.2f}s" for k, v in summary.seconds.items()))
     t.add_row("parity", f"ok: tiktoken == HF tokenizers on {summary.parity_strings:,} strings")
+    if summary.ladder:
+        t.add_row("ladder", literal(", ".join(f"{r['vocab_size']:,}" for r in summary.ladder)
+                                    + f" in {summary.out}/ladder/N/, each parity ok"))
     out.print(t)
 
 

@@ -131,6 +131,7 @@ class _Run:
     verified: verify.VerifyReport | None = None  # what the parity check compared (step 8)
     chat_template: str | None = None  # the Jinja text for tokenizer_config.json
     reserved: int = 0  # reserved special tokens added after the run's own (start.reserve)
+    rungs: list[dict] = field(default_factory=list)  # --ladder's smaller tokenizers (export.write_ladder)
 
     def by_phase(self) -> dict[str, start.Pattern] | None:
         """Each phase's pattern when some phase splits with another than the tokenizer's, else None."""
@@ -222,6 +223,7 @@ def _train(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: resu
         _vocabulary(run)  # 6.
         _insight(run)  # 7.
         _verify(run)  # 8.
+        _ladder(run)  # (--ladder: the smaller sizes, each checked too)
         _publish(run)  # 9.
     except BaseException as e:
         if run.hf is not None:
@@ -362,6 +364,23 @@ def _verify(run: _Run) -> None:
     run.times["verify"] = time.perf_counter() - t0
 
 
+def _ladder(run: _Run) -> None:
+    """``--ladder``: each smaller size as a complete tokenizer in ``ladder/N/`` of the staging
+    folder, cut from the run's vocabulary and checked (``export.write_ladder``), recorded in meta
+    "ladder"."""
+    cfg = run.cfg
+    if not cfg.ladder or len(cfg.ladder) < 2:
+        return
+    t0 = time.perf_counter()
+    last = run.summaries[-1]
+    ladder = export.Ladder.of_vocab(run.vocab, reserved=run.reserved, start=last.first_id, cfg=cfg,
+                                    stopped=last.merges_learned < last.merges_requested, pattern=run.pattern,
+                                    chat_template=run.chat_template)
+    run.rungs = export.write_ladder(ladder, cfg.ladder[:-1], run.staging.path, run.parity.texts(),
+                                    slices=cfg.verify_slices, seed=cfg.seed, report=run.report)
+    run.times["ladder"] = time.perf_counter() - t0
+
+
 def _vocabulary(run: _Run) -> None:
     """6. The vocabulary after the last phase (checked by the export) in the run file, with each
     phase's summary (meta "phases")."""
@@ -389,7 +408,8 @@ def _publish(run: _Run) -> None:
     with store.transaction():  # the run file's last records in one commit
         store.add_stages(run.times)
         store.put_metas({"parity": {"ok": True, "strings": rep.strings, "tokens": rep.tokens,
-                                    "hf_tokenizers": rep.hf_tokenizers},
+                                    "hf_tokenizers": rep.hf_tokenizers}, "reserved": run.reserved,
+                         **({"ladder": run.rungs} if run.rungs else {}),
                          "warnings": run.warnings, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     store.close()
     run.staging.publish(run.layout)
@@ -407,7 +427,7 @@ def _summary(run: _Run) -> TrainSummary:
         pattern=" → ".join(dict.fromkeys(run.patterns[ph.name].label() for ph in run.phases)),
         hardcoded=run.kinds.count("hardcoded"), regex_mb_s=run.regex_mb_s, reserved=run.reserved,
         min_frequency=run.cfg.min_frequency, max_token_length=run.cfg.max_token_length,
-        counted_by=_counted_by(run),
+        counted_by=_counted_by(run), ladder=run.rungs,
     )
 
 

@@ -54,6 +54,7 @@ class TrainSummary(Totals):
     reserved: int = 0  # reserved special tokens that fill the ids (--vocab-size, --pad-to-multiple-of)
     min_frequency: int | None = None  # --min-frequency, for the summary's merges row
     max_token_length: int | None = None  # --max-token-length, for the summary's pattern row
+    ladder: list[dict] = field(default_factory=list)  # --ladder's smaller tokenizers: vocab_size, folder, ...
 
 
 __all__ = ["Totals", "PhaseSummary", "TrainSummary"]

@@ -3,7 +3,8 @@
 ``write`` writes tokenizer.json and the transformers files (:mod:`.hf`), the ``.tiktoken``
 (:mod:`.tiktoken`) and, where special ids are away from toktoktok's convention, the special
 tokens beside it (:mod:`.specials`); ``chat_text`` reads a run's chat template before any work and
-``compile_kernels`` is what a cold run compiles beside the merge loop's (:mod:`.spell`).
+``compile_kernels`` is what a cold run compiles beside the merge loop's (:mod:`.spell`); a
+``--ladder``'s smaller tokenizers are written by ``write_ladder`` (:mod:`.ladder`).
 Example: ``export.write(vocab, staging, cfg=spec, store=store)`` (the pipeline's step 5).
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ..verify import HFSide, open_hf, worth_a_process
 from .chat import check_specials as check_chat_specials, resolve as chat_template, unknown_specials
 from .common import HF_FILE, write_atomic
 from .hf import write_hf
+from .ladder import Ladder, write_ladder
 from .specials import special_tokens_json
 from .tiktoken import tiktoken_text, write_tiktoken
 
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
     from ..vocab import Vocab
     from ..warmstart import Base
 
-__all__ = ["Exported", "chat_text", "write"]
+__all__ = ["Exported", "Ladder", "chat_text", "write", "write_ladder"]
 
 
 def chat_text(given: str, specials: list[str], where: str, warnings: list[str] | None = None) -> str:

@@ -38,7 +38,7 @@ _RESERVED = re.compile(r"<\|reserved_special_token_\d+\|>")
 #: Where a run's rungs go inside its output folder: ``OUT/ladder/N/``.
 LADDER_FOLDER = "ladder"
 
-__all__ = ["LADDER_FOLDER", "Ladder", "Rung", "cut", "rung", "rung_folder", "write_rung"]
+__all__ = ["LADDER_FOLDER", "Ladder", "Rung", "cut", "rung", "rung_folder", "write_ladder", "write_rung"]
 
 
 @dataclass(frozen=True)
@@ -110,6 +110,20 @@ class Ladder:
                    roles=dict(config.get("roles") or {}), added=added_flags(listed), chat_template=chat,
                    tiktoken_name=config.get("tiktoken_name") or TIKTOKEN_FILE,
                    pad_to_multiple_of=config.get("pad_to_multiple_of"), stopped=stopped)
+
+
+    @classmethod
+    def of_vocab(cls, vocab: Vocab, *, reserved: int, start: int, stopped: bool, cfg, pattern: Pattern,
+                 chat_template: str | None) -> "Ladder":
+        """The ladder of a run in progress: its vocabulary after the last phase (``vocab``, with
+        the ``reserved`` special tokens the run added last), the ids its last phase started with,
+        whether its merges stopped short, and how its files are written (``cfg``: the ``RunSpec``'s
+        roles, special tokens' flags, .tiktoken name and padding; ``pattern``, ``chat_template``).
+        Example: ``Ladder.of_vocab(vocab, reserved=0, start=1417, stopped=False, cfg=spec, pattern=p, chat_template=None)``."""
+        own = vocab.specials[:len(vocab.specials) - reserved]
+        return cls(list(vocab.tokens), list(own), dict(vocab.pinned), start, pattern, roles=dict(cfg.roles),
+                   added=added_flags(cfg.special_tokens), chat_template=chat_template,
+                   tiktoken_name=cfg.tiktoken_name, pad_to_multiple_of=cfg.pad_to_multiple_of, stopped=stopped)
 
 
 def _reserved(after: list[str], recorded: str | None, config: dict, pinned: dict[int, str]) -> int:
@@ -210,6 +224,30 @@ def prove(ladder: Ladder, folder: str | os.PathLike, written: tuple[str, Vocab],
     specials = None if special_tokens_file(Path(folder) / ladder.tiktoken_name).is_file() else vocab.special_ids()
     return verify(folder, texts, slices=slices, seed=seed, special_tokens=specials, pattern=ladder.pattern,
                   written=written)
+
+
+def write_ladder(ladder: Ladder, sizes: list[int], out: str | os.PathLike, texts: list[str] | None = None, *,
+                 slices: int = 200, seed: int = 0, report=None) -> list[dict]:
+    """Each of ``sizes`` (total ids) as a complete tokenizer in ``OUT/ladder/N/`` (:func:`rung_folder`),
+    each proven by the parity check on ``texts`` (the run's parity sample) and ``slices`` random
+    slices of them (ParityError if not); ``report(stage, done, total)`` hears the rungs written.
+    Returns what each rung is, for the run file (meta ``ladder``): its size, folder (relative to
+    ``out``), merges of the last phase, reserved special tokens, strings compared.
+    Example: ``write_ladder(ladder, [8192, 16384], staging, texts)[0]["vocab_size"] == 8192``."""
+    done = []
+    for k, n in enumerate(sizes):
+        if report is not None:
+            report("ladder", k, len(sizes))
+        r = rung(ladder, n, "--ladder")
+        folder = rung_folder(out, n)
+        folder.mkdir(parents=True, exist_ok=True)
+        written = write_rung(ladder, r.vocab, folder)
+        rep = prove(ladder, folder, written, texts, slices=slices, seed=seed)
+        done.append({"vocab_size": n, "folder": str(folder.relative_to(out)), "merges": r.merges,
+                     "reserved": r.reserved, "parity_strings": rep.strings})
+    if report is not None:
+        report("ladder", len(sizes), len(sizes))
+    return done
 
 
 @dataclass(frozen=True)

@@ -377,6 +377,7 @@ def _check_ladder(cfg: TrainConfig) -> None:
     if not cfg.phases:
         if cfg.vocab_size is None:
             cfg.vocab_size = top
+            cfg.given_as.setdefault("vocab_size", where)  # messages about it name the ladder
         elif cfg.vocab_size != top:
             raise ConfigError(f"{at(where, shown_)}: its largest size is the run's; {cfg.name_of('vocab_size')} "
                               f"{cfg.vocab_size} differs: pass --vocab-size {top} or leave it out")

@@ -67,17 +67,21 @@ def vocabulary(cfg: RunSpec, phases: list[PhaseConfig]) -> Start:
 def _check_sizes(cfg: RunSpec, phases: list[PhaseConfig], vocab: Vocab) -> None:
     """Each phase's ``vocab_size`` leaves room for at least no merge: the ids the run starts with
     (tokens, pinned specials and the specials after the last rank) plus the most the phases before
-    it can add (their merges, or their own vocab_size). Checked before any work."""
+    it can add (their merges, or their own vocab_size); ``--ladder``'s smallest size as the last
+    phase's. Checked before any work."""
     start = len(vocab.tokens) + len(vocab.specials)
     most = start
+    ladder = getattr(cfg, "ladder", None)
     for k, ph in enumerate(phases):
         if ph.vocab_size is None:
             most += ph.merges
             continue
-        if ph.vocab_size < most:
-            where = _vocab_size_key(cfg, k)
+        for size, where in ((ph.vocab_size, _vocab_size_key(cfg, k)),
+                            *([(ladder[0], cfg.name_of("ladder"))] if ladder and k == len(phases) - 1 else [])):
+            if size >= most:
+                continue
             before = (f"; the phases before it reach up to {most:,}" if most > start else "")
-            raise ConfigError(f"{at(where, str(ph.vocab_size))} is less than the {start:,} ids the run starts with "
+            raise ConfigError(f"{at(where, str(size))} is less than the {start:,} ids the run starts with "
                               f"({len(vocab.tokens):,} tokens + {len(vocab.specials)} special){before}; pass at "
                               f"least {most}{_without_hardcoded(cfg, vocab, most - start)}")
         most = ph.vocab_size

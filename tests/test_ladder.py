@@ -168,3 +168,21 @@ def test_ladder_option_refusals(tmp_path, args, needle):
     line = _fails("train", FIXTURES / "notes.txt", "--out", tmp_path / "o", *SPECIALS, *args, "-q")
     assert needle in line
     assert not (tmp_path / "o").exists()
+
+
+def test_eval_over_a_ladder(ladder_run, tmp_path):
+    """``toktok eval OUT --ladder``: bytes per token and tokens per word per size (smallest first)
+    and per --by group in one table; more ids compress better on the whole; a run without rungs
+    is refused."""
+    r = runner.invoke(app, ["eval", str(ladder_run), "--ladder", "--data", str(FIXTURES / "sample.parquet"),
+                            "--by", "lang", "--json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.output)["rows"]
+    top = [x for x in rows if x["subset"] == "all"]
+    assert [x["vocab_size"] for x in top] == [1500, 1800, 2048]
+    assert [x["tokenizer"] for x in top] == ["tok 1,500", "tok 1,800", "tok 2,048"]
+    assert top[0]["bytes_per_token"] < top[1]["bytes_per_token"] < top[2]["bytes_per_token"]
+    assert len({x["subset"] for x in rows}) > 5 and all(x["tokens_per_word"] for x in rows)
+    plain = tmp_path / "plain"
+    _ok("cut", ladder_run, "--vocab-size", "1500", "--out", plain)
+    assert "no ladder/ of smaller tokenizers" in _fails("eval", plain, "--ladder", "--data", FIXTURES / "notes.txt")

@@ -628,6 +628,7 @@ def eval_cmd(
     bad_utf8: str = typer.Option("error", "--bad-utf8", help=_help("bad_utf8")),
     pattern: Optional[str] = typer.Option(None, "--pattern", metavar="NAME|REGEX", help="The pre-tokenizer of .tiktoken files that record none beside them (default cl100k)"),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (for machines) instead of a table"),
+    ladder: bool = typer.Option(False, "--ladder", help="Each tokenizer is a run trained with --ladder: compare its sizes"),
     debug: bool = typer.Option(False, "--debug"),
 ) -> None:
     """Compare tokenizers on text: bytes per token, tokens per word, vocabulary utilization."""
@@ -646,6 +647,8 @@ def eval_cmd(
             elif it.startswith("--data="):
                 target = data
                 data.append(it.split("=", 1)[1])
+            elif it == "--ladder":
+                ladder = True
             elif it.startswith("-") and len(it) > 1:
                 raise ConfigError(f"{it}: no such option of toktok eval (see toktok eval --help)")
             else:
@@ -654,7 +657,8 @@ def eval_cmd(
             raise ConfigError("no data given; put --data and the files to evaluate on after the tokenizers")
         with _warnings() as said:
             rows = evaluate(toks, data, by=by, text_column=text_column,
-                            bad_utf8=OPTION["bad_utf8"].from_text(bad_utf8, "--bad-utf8"), pattern=pattern)
+                            bad_utf8=OPTION["bad_utf8"].from_text(bad_utf8, "--bad-utf8"), pattern=pattern,
+                            ladder=ladder)
         if as_json:
             print(json.dumps({"words": WORD_UNIT, "by": by, "data": data, "tokenizers": toks, "rows": rows,
                               "warnings": said}, indent=1, ensure_ascii=False))

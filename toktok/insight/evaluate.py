@@ -143,6 +143,24 @@ def _lost_chars(encodings, texts: list[str], unk_id: int | None) -> list[int]:
     return out
 
 
+def _rungs(runs: Sequence[str], names: list[str]) -> tuple[list[str], list[str]]:
+    """Each run of ``runs`` (trained with ``--ladder``) as its rungs, smallest first, then itself;
+    each with its run's name. ConfigError for one without rungs."""
+    from ..formats.ladder import LADDER_FOLDER
+
+    out, out_names = [], []
+    for run, name in zip(runs, names):
+        folder = Path(run) / LADDER_FOLDER
+        rungs = sorted((p for p in folder.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name)) \
+            if folder.is_dir() else []
+        if not rungs:
+            raise ConfigError(f"{run}: no {LADDER_FOLDER}/ of smaller tokenizers in it; --ladder takes runs trained "
+                              "with --ladder (or pass the tokenizers themselves)")
+        out += [str(p) for p in rungs] + [str(run)]
+        out_names += [name] * (len(rungs) + 1)
+    return out, out_names
+
+
 def _names(specs: Sequence[str]) -> list[str]:
     """Short display names: the folder name (or file stem), the given path where those collide."""
     short = []
@@ -266,6 +284,7 @@ def evaluate(
     bad_utf8: str = "error",
     threads: int = 0,
     pattern=None,
+    ladder: bool = False,
 ) -> list[dict]:
     """Compare ``tokenizers`` on ``data``: one row per (subset, tokenizer).
 
@@ -279,6 +298,8 @@ def evaluate(
     it (``toktok.count.read``): ``bad_utf8`` is "error", "replace" or "skip".
     A ``.tiktoken`` splits text with the pattern recorded beside it (its tokenizer.json, else its
     run file), else with ``pattern`` (a name or a regex; default cl100k).
+    With ``ladder``, each tokenizer is a run trained with ``--ladder``: its rungs (``ladder/N/``)
+    and the run itself, smallest first, each named by the run and its size (``tok 8,192``).
     Raises VocabError for a tokenizer that cannot be loaded and InputError for bad data.
     Example: ``evaluate(["out/small", "out/big"], ["data_fixtures/corpus/sample.parquet"], by="lang")``.
     """
@@ -291,9 +312,12 @@ def evaluate(
         from ..patterns import check
 
         pattern = check(pattern, "--pattern")
+    named = _names([str(t) for t in tokenizers])
+    if ladder:
+        tokenizers, named = _rungs(tokenizers, named)
     toks = [_load(str(t), threads, pattern) for t in tokenizers]
-    for t, name in zip(toks, _names([str(t) for t in tokenizers])):
-        t.name = name
+    for t, name in zip(toks, named):
+        t.name = name if not ladder else f"{name} {t.vocab_size:,}"
     docs, groups = _read_data(data, text_column, by, bad_utf8)
 
     names, doc_group = measure.subsets(groups, len(docs))

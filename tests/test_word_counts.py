@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 import toktok
 from toktok.cli import app
-from toktok.count.pretokenize import count_words
+from toktok.count.scan import count_words
 from toktok.count.tables import read_counts, word_documents
 from toktok.errors import InputError
 from toktok.patterns import NAMED

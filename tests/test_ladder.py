@@ -113,6 +113,8 @@ def test_warm_start_with_pinned_specials(tmp_path):
     _same(tmp_path / "lad" / "ladder" / "900", tmp_path / "alone",
           FILES + ("tokenizer.special_tokens.json",))
     assert json.loads((tmp_path / "alone" / "tokenizer.special_tokens.json").read_text())["<|pad|>"] == 1
+    toktok.cut(tmp_path / "lad", vocab_size=900, out=tmp_path / "cut")  # the run file's pinned ids
+    _same(tmp_path / "cut", tmp_path / "alone", FILES + ("tokenizer.special_tokens.json",))
 
 
 def test_phases_ladder_cuts_the_last_phase(tmp_path):

@@ -84,7 +84,7 @@ class Ladder:
 
         store = RunStore.open(run)
         try:
-            rows = store.con.execute("select id, token, kind from vocab order by id").fetchall()
+            rows = store.run("ladder.vocab").fetchall()
             meta = {k: store.get_meta(k) for k in ("specials", "reserved", "phases", "config", "pattern")}
         finally:
             store.con.close()
@@ -307,7 +307,7 @@ def cut(run: str | os.PathLike, *, vocab_size: int, out: str | os.PathLike, forc
     if texts is None:
         store = RunStore.open(run_file)
         try:
-            texts = [t for (t,) in store.con.execute("select text from parity order by phase, hash").fetchall()]
+            texts = [t for (t,) in store.run("ladder.parity_texts").fetchall()]
         finally:
             store.con.close()
     staging = staging_of(out)

@@ -11,7 +11,9 @@ their tables is the whole's.
 
 Reading checks every row and refuses in one line naming the file and row: a word that is not
 one piece of the run's pattern (or holds a special token), an empty or null word, a count that is
-not a whole number > 0, a table whose recorded pattern is not the run's. A word given more than
+not a whole number > 0, a table whose recorded pattern is not the run's. (toktok's own tables,
+whose metadata records the run's pattern and at least its special tokens, hold the pattern's
+pieces by construction: their words are not cut again.) A word given more than
 once (in one file or several) is summed, said once as a warning. With no text, the parity check
 and the compression curve read documents made of the table's words (:func:`word_documents`).
 Example: ``read_counts(["counts.parquet"], pattern=DEFAULT).words.num_rows``.
@@ -99,29 +101,39 @@ def read_counts(paths: list[str], *, pattern: Pattern = DEFAULT, specials: list[
         if not f.endswith(".parquet"):
             raise InputError(f"{f}: a word-count table must be a Parquet file ({where}); write it with "
                              "DataFrame.write_parquet or COPY ... TO 'counts.parquet'")
-    parts, used = [], {}
+    parts, used, ours, trusted = [], {}, True, True
     for i, f in enumerate(files):
-        part = _read_one(f, word_column or WORD_COLUMN, count_column or COUNT_COLUMN, pattern)
-        used[f] = {"rows": part.height, "bytes": int((part["word"].bin.size() * part["count"]).sum() or 0)}
+        part, own = _read_one(f, word_column or WORD_COLUMN, count_column or COUNT_COLUMN, pattern)
+        used[f] = {"rows": part.height, "words": part.height,
+                   "bytes": int((part["word"].bin.size() * part["count"]).sum() or 0)}
         parts.append(part.with_columns(pl.lit(i, pl.Int32).alias("file")))
+        ours = ours and own is not None
+        # toktok's own table, counted with the run's pattern (checked) and at least its specials cut
+        # out: its words are the pattern's pieces by construction
+        trusted = trusted and own is not None and set(specials) <= set(own.get("special_tokens") or [])
     table = pl.concat(parts) if len(parts) > 1 else parts[0]
     if table.height == 0:
         raise InputError(f"{', '.join(files)}: no words in the word-count table(s); {where} needs rows of "
                          "(word, count)")
-    summed = table.group_by("word").agg(pl.col("count").sum(), pl.len().alias("n"), pl.col("file").first(),
-                                        pl.col("row").first(), pl.col("file").slice(1, 1).first().alias("file2"),
-                                        pl.col("row").slice(1, 1).first().alias("row2"))
     warnings = []
-    twice = summed.filter(pl.col("n") > 1)
-    if twice.height:
+    once = table["word"].n_unique() == table.height
+    if once:  # (the common case: toktok's own table, or one summed elsewhere)
+        summed = table
+    else:
+        summed = table.group_by("word").agg(pl.col("count").sum(), pl.len().alias("n"), pl.col("file").first(),
+                                            pl.col("row").first(), pl.col("file").slice(1, 1).first().alias("file2"),
+                                            pl.col("row").slice(1, 1).first().alias("row2"))
+        twice = summed.filter(pl.col("n") > 1)
         d = twice.sort("file", "row").row(0, named=True)
         warnings.append(f"{files[d['file']]}: {twice.height:,} words are given more than once (the first: "
                         f"{_shown(d['word'])} at row {d['row']} and {files[d['file2']]} row {d['row2']}); "
                         "their counts are summed")
-    _check_pieces(summed, files, pattern, specials)
-    for f in files:
-        used[f]["words"] = int(table.filter(pl.col("file") == files.index(f)).height)
-    words = summed.select("word", "count").sort("word").to_arrow().cast(COUNTS_SCHEMA)
+    if not trusted:
+        _check_pieces(summed, files, pattern, specials)
+    words = summed.select("word", "count")
+    if not (once and ours and len(files) == 1):  # toktok's own table is sorted by word already
+        words = words.sort("word")
+    words = words.to_arrow().cast(COUNTS_SCHEMA)
     return CountsRead(words, files, used, warnings)
 
 
@@ -137,7 +149,8 @@ def _shown(word: bytes) -> str:
 def _read_one(path: str, word_column: str, count_column: str, pattern: Pattern):
     """One table's (word binary, count int64, row) as a Polars frame: its recorded pattern (if
     any) the run's, the columns there and of the right types, every count a whole number > 0,
-    no null or empty word."""
+    no null or empty word; and its toktok metadata when it is toktok's own table with its own
+    columns (sorted by word), else None."""
     import polars as pl
     import pyarrow.parquet as pq
 
@@ -169,7 +182,8 @@ def _read_one(path: str, word_column: str, count_column: str, pattern: Pattern):
     if bad.height:
         raise InputError(f"{path}: row {bad['row'][0]}: the word is empty or null; every row needs a word")
     df = df.with_columns(_whole_counts(df, path, count_column))
-    return df.select(pl.col("word").cast(pl.Binary), "count", pl.col("row").cast(pl.Int64))
+    own = json.loads(meta) if meta is not None and (word_column, count_column) == (WORD_COLUMN, COUNT_COLUMN) else None
+    return df.select(pl.col("word").cast(pl.Binary), "count", pl.col("row").cast(pl.Int64)), own
 
 
 def _whole_counts(df, path: str, column: str):
@@ -218,10 +232,11 @@ def _check_pieces(summed, files: list[str], pattern: Pattern, specials) -> None:
     nbytes = int(words.bin.size().sum())
     pieces = count_words(texts, specials=list(specials), reference_bytes=reference_allowance(nbytes, pattern),
                          pattern=pattern)
+    if pieces.height == summed.height and int(pieces["count"].sum()) == summed.height and \
+            _hash_sum(words) == _hash_sum(pieces["word"]):
+        return  # as many pieces as words, each once, and the same set (its hash): each word is one piece
     found = pl.DataFrame({"word": pieces["word"]})
     bad = summed.join(found, on="word", how="anti").sort("file", "row")
-    if not bad.height and int(pieces["count"].sum()) == summed.height:
-        return  # every word a piece, and no more pieces than words: each word is one piece
     if not bad.height:  # (each word a piece; some word made more pieces, among them a word of the table)
         bad = summed.sort("file", "row")
         bad = bad.filter(pl.col("word").map_elements(lambda w: not _one_piece(w, pattern, specials),
@@ -233,6 +248,13 @@ def _check_pieces(summed, files: list[str], pattern: Pattern, specials) -> None:
            f"{pattern.label()} splits it into {[p for p in pattern.findall(text)][:6]}")
     raise InputError(f"{files[d['file']]}: row {d['row']}: the word {_shown(d['word'])} is not one piece of the run's "
                      f"pattern ({why}); count the words with the run's pattern (toktok count --pattern)")
+
+
+def _hash_sum(words) -> int:
+    """A hash of a set of distinct words (a Polars Series): the wrapping sum of their hashes."""
+    import numpy as np
+
+    return int(np.sum(words.hash(seed=51).to_numpy(), dtype=np.uint64))
 
 
 def _is_utf8(word: bytes) -> bool:
@@ -305,8 +327,10 @@ def with_tables(counted, sources: list, configs: list, *, pattern: Pattern, spec
         warnings += got.warnings
     if counted is not None:
         parts.append(pl.from_arrow(counted.words))
-    summed = pl.concat(parts).group_by("word").agg(pl.col("count").sum()) if len(parts) > 1 else parts[0]
-    words = summed.sort("word").to_arrow().cast(COUNTS_SCHEMA)
+    if len(parts) > 1:
+        words = pl.concat(parts).group_by("word").agg(pl.col("count").sum()).sort("word").to_arrow().cast(COUNTS_SCHEMA)
+    else:  # (read_counts' order: by word)
+        words = parts[0].to_arrow().cast(COUNTS_SCHEMA)
     if counted is not None:
         counted.words, counted.used = words, {**counted.used, **used}
         counted.seconds["count"] = counted.seconds.get("count", 0.0) + time.perf_counter() - t0

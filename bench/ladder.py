@@ -8,7 +8,8 @@ the median wall is shown with the range. Rows: ``one`` (``--vocab-size TOP``), `
 of the corpus, once per repeat), ``counts`` (``train --word-counts`` of that table at TOP). The
 goals: ladder ≤ 1.25× one, counts ≤ 0.5× one. Every run is checked: the ladder's largest and the
 counts run write the one run's files byte for byte.
-Example: ``python bench/ladder.py --repeat 3 --json bench/results-2026-12-06-ladder.json``.
+The run is appended to ``bench/history.jsonl`` (``--label``, ``--no-history``: ``bench/history.py``).
+Example: ``python bench/ladder.py --data ../shared/corpus/*.parquet --repeat 3``.
 """
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import history  # noqa: E402
 FILES = ("tokenizer.json", "tokenizer.tiktoken")
 
 
@@ -39,10 +42,12 @@ def _toktok(args: list[str], env: dict) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", nargs="+", default=sorted(glob.glob(str(ROOT.parent / "shared/corpus/*.parquet"))))
+    ap.add_argument("--data", nargs="+", default=sorted(glob.glob(str(ROOT.parent.parent / "shared/corpus/*.parquet"))
+                                                       or glob.glob(str(ROOT.parent / "shared/corpus/*.parquet"))))
     ap.add_argument("--sizes", default="8192,16384,32768,65536")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--json", default=None)
+    ap.add_argument("--json", default=None, help="also write the figures to this file")
+    history.options(ap)
     a = ap.parse_args()
     top = a.sizes.split(",")[-1]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -51,7 +56,7 @@ def main() -> None:
     walls: dict[str, list[float]] = {"one": [], "ladder": [], "count": [], "counts": []}
     load = os.getloadavg()
     try:
-        _toktok(["train", "data_fixtures/sample.parquet", "--out", str(scratch / "warm"), "--merges", "50", *common], env)
+        _toktok(["train", str(ROOT / "data_fixtures" / "corpus" / "sample.parquet"), "--out", str(scratch / "warm"), "--merges", "50", *common], env)
         for _ in range(a.repeat):
             walls["one"].append(_toktok(["train", *a.data, "--out", str(scratch / "one"), "--vocab-size", top, *common], env))
             walls["ladder"].append(_toktok(["train", *a.data, "--out", str(scratch / "ladder"), "--ladder", a.sizes,
@@ -77,6 +82,7 @@ def main() -> None:
           "(goal <= 0.5); the ladder's largest and the counts run: the one run's files, byte for byte")
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
+    history.record(a, "ladder", out, load=load[0])
 
 
 if __name__ == "__main__":

@@ -57,6 +57,7 @@ def write_counts(words: pa.Table, path: str | os.PathLike, meta: dict) -> Path:
     table = table.replace_schema_metadata({META_KEY: json.dumps(meta, sort_keys=True).encode()})
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, tmp)
         os.replace(tmp, path)
     except OSError as e:

@@ -45,15 +45,14 @@ __all__ = ["COUNTS_SCHEMA", "CountsRead", "META_KEY", "read_counts", "word_docum
 
 
 def write_counts(words: pa.Table, path: str | os.PathLike, meta: dict) -> Path:
-    """The word table ``words`` (word, count) as a Parquet file at ``path``, sorted by word, with
-    ``meta`` under the key ``toktok`` of its metadata; written beside it and renamed, whole.
+    """The word table ``words`` (word, count; sorted by word, as the count stage gives it) as a
+    Parquet file at ``path`` with ``meta`` under the key ``toktok`` of its metadata; written beside
+    it and renamed, whole.
     Example: ``write_counts(pa.table({"word": [b"a"], "count": [3]}), "c.parquet", {"pattern": ...})``."""
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     path = Path(path)
     table = words.select(["word", "count"]).cast(COUNTS_SCHEMA)
-    table = table.take(pc.sort_indices(table, [("word", "ascending")]))
     table = table.replace_schema_metadata({META_KEY: json.dumps(meta, sort_keys=True).encode()})
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
@@ -284,7 +283,7 @@ def word_documents(words: pa.Array, counts: np.ndarray, seed: int, docs: int = P
     rng = np.random.default_rng(seed)
     p = np.asarray(counts, np.float64)
     p /= p.sum()
-    lengths = pc_lengths(words)
+    lengths = _lengths(words)
     mean = max(1.0, float((lengths * p).sum()))
     per_doc = int(chars / mean) + 8
     picks = rng.choice(n, size=(docs, per_doc), p=p)
@@ -296,7 +295,7 @@ def word_documents(words: pa.Array, counts: np.ndarray, seed: int, docs: int = P
                      pa.array(np.arange(docs, dtype=np.int64)), pa.array(out, pa.large_string())], schema=PARITY_SCHEMA)
 
 
-def pc_lengths(words: pa.Array) -> np.ndarray:
+def _lengths(words: pa.Array) -> np.ndarray:
     """The byte length of each word."""
     import pyarrow.compute as pc
 

@@ -63,6 +63,9 @@ def test_count_writes_the_word_table_a_run_merges(tmp_path, text_run):
     assert meta["pattern"]["name"] == "cl100k" and meta["special_tokens"] == ["<|endoftext|>", "<|pad|>"]
     assert [r["path"] for r in meta["read"]] == [str(p) for p in SOURCES] and meta["toktok_version"] == toktok.__version__
     assert sum(r["docs"] for r in meta["read"]) > 0
+    again = runner.invoke(app, ["count", str(SOURCES[1]), "--out", str(out)])
+    assert again.exit_code == 2 and f"{out}: exists; pass --force to replace it" in again.output
+    assert pq.read_table(out).num_rows == t.num_rows
 
 
 def test_count_then_train_is_training_on_the_text(tmp_path, text_run):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, ROOT
 from typer.testing import CliRunner
 
 import toktok
@@ -106,7 +106,7 @@ def test_padding_reserved_ids_and_a_short_run_per_rung(tmp_path):
 def test_warm_start_with_pinned_specials(tmp_path):
     """A warm start whose specials sit at the base's ids (0 and 1, declared beside the .tiktoken):
     the rung keeps them there, like a separate run."""
-    base = FIXTURES / "base" / "hf_bpe" / "tokenizer.json"
+    base = ROOT / "data_fixtures" / "base" / "hf_bpe" / "tokenizer.json"
     common = ["--warm-start", base, *SPECIALS, "-q"]
     _ok("train", FIXTURES / "sample.parquet", "--out", tmp_path / "lad", "--ladder", "900,1100", *common)
     _ok("train", FIXTURES / "sample.parquet", "--out", tmp_path / "alone", "--vocab-size", "900", *common)

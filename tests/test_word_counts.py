@@ -73,7 +73,8 @@ def test_count_then_train_is_training_on_the_text(tmp_path, text_run):
     counts = tmp_path / "c.parquet"
     _ok("count", *SOURCES, "--out", counts, *SPECIALS)
     out = tmp_path / "fromcounts"
-    _ok("train", "--word-counts", counts, "--out", out, "--vocab-size", "1800", *SPECIALS, "-q")
+    said = _ok("train", "--word-counts", counts, "--out", out, "--vocab-size", "1800", *SPECIALS, "-q")
+    assert "word-count tables, 0.7 MB" in said  # the summary's corpus row: no documents, the text the counts stand for
     _same_files(out, text_run)
     con = duckdb.connect(str(out / "run.duckdb"), read_only=True)
     assert con.execute("select kind from inputs").fetchall() == [("parquet",)]

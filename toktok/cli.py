@@ -430,8 +430,9 @@ def _print_summary(summary, warnings: bool = True) -> None:
         for ph in summary.phases:
             t.add_row(literal(f"  {ph.name}"), f"{ph.merges_learned:,} of {ph.merges_requested:,} merges (ids from {ph.first_id:,}), "
                       f"{_count(ph.docs, 'document')}, {ph.text_bytes / 1e6:,.1f} MB, {_count(ph.words, 'unique word')}")
-    t.add_row("corpus", f"{_count(summary.docs, 'document')}, {summary.text_bytes / 1e6:,.1f} MB, "
-              f"{_count(summary.words, 'unique word')}")
+    t.add_row("corpus", (f"{_count(summary.docs, 'document')}" if summary.docs or not summary.text_bytes else
+                         "word-count tables")  # (--word-counts alone: no documents, the text their counts stand for)
+              + f", {summary.text_bytes / 1e6:,.1f} MB, {_count(summary.words, 'unique word')}")
     t.add_row("time", ", ".join(f"{k} {v:.2f}s" for k, v in summary.seconds.items()))
     t.add_row("parity", f"ok: tiktoken == HF tokenizers on {summary.parity_strings:,} strings")
     if summary.ladder:

@@ -188,3 +188,11 @@ def test_eval_over_a_ladder(ladder_run, tmp_path):
     plain = tmp_path / "plain"
     _ok("cut", ladder_run, "--vocab-size", "1500", "--out", plain)
     assert "no ladder/ of smaller tokenizers" in _fails("eval", plain, "--ladder", "--data", FIXTURES / "notes.txt")
+
+
+def test_superbpe_ladder_cuts_the_superword_phase(tmp_path):
+    """With --superbpe the ladder's rungs cut the superword phase (the last): each is the separate
+    SuperBPE run at that size, byte for byte."""
+    _ok("train", *DATA, "--out", tmp_path / "lad", "--superbpe", "1600", "--ladder", "1700,1800", "-q")
+    _ok("train", *DATA, "--out", tmp_path / "alone", "--superbpe", "1600", "--vocab-size", "1700", "-q")
+    _same(tmp_path / "lad" / "ladder" / "1700", tmp_path / "alone")

@@ -233,7 +233,7 @@ def test_a_warm_start_moves_to_superbpe_only_when_asked_and_says_so_once(tmp_pat
 def test_under_a_small_budget(tmp_path):
     # a memory budget, and the phase's text budget (200 KB of the ~560 KB): each of the two phases
     # samples its sources to fit, the run stays exact on what it counted
-    r = toktok.train(out=tmp_path / "o", superbpe=1700, budget="1GB", verbose=False, phases=[
+    r = toktok.train(out=tmp_path / "o", superbpe=1700, budget="4GB", verbose=False, phases=[
         toktok.Phase("web", vocab_size=1900, sources=[str(FIXTURES / "sample.parquet")], budget="200KB")])
     assert [p.name for p in r.phases] == ["web", "superwords"]
     con = duckdb.connect(str(r.out / "run.duckdb"), read_only=True)

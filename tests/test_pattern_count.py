@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toktok.count.scan import WordCounter, count_words, has_scanner
-from toktok.patterns import NAMED, Pattern
+from toktok.patterns import NAMED, SUPERWORD, Pattern
 
 #: Two custom regexes: digits one by one with punctuation kept apart from the space before it,
 #: and a bpeasy-like split (letters with any marks, runs of at most 4 digits, a space joins
@@ -28,7 +28,9 @@ CUSTOM = {
     "outside": Pattern("custom", r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+|\p{N}|[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+(?<!xy)""",
                        r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+|\p{N}|[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+(?<!x)"""),
 }
-PATTERNS = {**NAMED, **CUSTOM}
+#: The patterns with a compiled scanner: the named ones and superbpe (SuperBPE's stage 2).
+SCANNED = {**NAMED, **SUPERWORD}
+PATTERNS = {**SCANNED, **CUSTOM}
 
 
 def reference(texts, pattern: Pattern, specials=()) -> dict[bytes, int]:
@@ -112,6 +114,7 @@ ATOMS = [
     "ª", "々", "\u0301", "\u0308", "\u093f", "\u20dd", "\u200d", "1", "٣", "²", "Ⅻ", "¾", "߀", "😀",
     "👩\u200d💻", "\x00", "Hello", "WORLD", "camelCase", "HTTPServer", "xml", "ABCdef", "abcDEF", "12345",
     "ÀÉÎõü", "e\u0301", "E\u0301", "\u0301a", "ǅungla", "ʰʰa",
+    "12", "123", "1234", "0", "٣٤", "٣٤٥٦", "१२३", "½", "²³", " 1,000,000", "99.5", "$3", "7²",
 ]
 TEXTS = st.lists(st.sampled_from(ATOMS), max_size=40).map("".join)
 PAD = "pad Pad PAD 123 'll " * 6  # text longer than 64 bytes is read 8 bytes at a time
@@ -184,6 +187,7 @@ EDGES = [
     "1234567 3.14159", "emoji 😀😀 and  👩\u200d💻", "ſ's 'ſ 'S", "a \u0301b", "a!\n/b", "x\n//\n/y", "a \nb",
     "HTTPServer's camelCaseWord XMLHttpRequest", "ǅungla ǅUNGLA", "ʰʰʰ ʰA Aʰ", "\u0301\u0301A", "!\u0301A",
     " \u0301Ab", "'S'S'S", "A'sB", "12345678901 ٣٣٣٣", " 123 ' 12", "don't DON'T Don'T",
+    "1²23456", "²1234", "12²²345²6", "٣٣1٣²٣٣٣٣", "½1½12½123½1234", "Ⅻ12Ⅻ", "1" * 40 + "²" + "2" * 41,
 ]
 
 
@@ -193,7 +197,7 @@ def test_edge_strings(name, text):
     _same([text], PATTERNS[name])
 
 
-@pytest.mark.parametrize("name", list(NAMED))
+@pytest.mark.parametrize("name", list(SCANNED))
 @settings(max_examples=20 * FUZZ, deadline=None)
 @given(before=st.integers(0, 20), after=st.integers(0, 20),
        ch=st.sampled_from(["é", "É", "ж", "中", "😀", "\u00a0", "\u3000", "٣", "\u0301", "¿", "ǅ", "ʰ"]))
@@ -203,14 +207,14 @@ def test_non_ascii_at_every_offset(name, before, after, ch):
     texts = ["a" * before + ch + "b" * after, "A" * before + ch + "B" * after, "A" * before + ch + "b" * after,
              " " * before + ch + " " * after + "x", "!" * before + ch + "?" * after, "7" * before + ch + "8" * after,
              "x" + " " * before + ch + "y" * after]
-    _same(texts, NAMED[name])
+    _same(texts, SCANNED[name])
 
 
-@pytest.mark.parametrize("name", list(NAMED))
+@pytest.mark.parametrize("name", list(SCANNED))
 @pytest.mark.parametrize("n", [1, 7, 8, 9, 13, 255, 256, 5000])
 def test_word_lengths(name, n):
     words = ["a" * n, "A" * n, "A" + "b" * (n - 1), " " + "b" * (n - 1), "é" * (n // 2), "1" * n, "!" * n, " " * n]
-    _same([" ".join(words), "\n".join(words) + "\n", "x".join(words) * 2], NAMED[name])
+    _same([" ".join(words), "\n".join(words) + "\n", "x".join(words) * 2], SCANNED[name])
 
 
 def test_o200k_class_tables_match_polars_per_char():
@@ -244,10 +248,10 @@ def test_o200k_class_cache(tmp_path, monkeypatch):
     assert np.array_equal(again["classes"], got["classes"])
 
 
-@pytest.mark.parametrize("name", list(NAMED))
+@pytest.mark.parametrize("name", list(SCANNED))
 def test_reference_then_scanner_equals_reference(name):
     # a small run counts its first documents with regex while the scanner is not compiled
-    pattern = NAMED[name]
+    pattern = SCANNED[name]
     texts = pl.read_parquet(FIXTURES / "sample.parquet")["text"]
     half = int(texts.slice(0, 200).str.len_bytes().sum())
     c = WordCounter(threads=2, reference_bytes=half + 1, pattern=pattern)
@@ -291,3 +295,11 @@ def test_a_small_first_run_compiles_no_scanner_of_any_pattern(tmp_path):
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+def test_superbpe_digit_groups_across_documents_and_cut_points():
+    # a document that starts with digits right after one that ends in a digit: the look-behind
+    # does not see the other document; and long runs of digits of several scripts, whole and cut
+    docs = ["a1", "1234", "9", "12", "٣" * 7, "5" * 10, "x" + "7" * 100_001, "²" + "1" * 3001 + "½" + "2" * 5]
+    _same(docs, SUPERWORD["superbpe"])
+    _same(["".join(docs)], SUPERWORD["superbpe"])

@@ -26,6 +26,8 @@ _L, _N, _W = 1, 2, 4  # letter, number, whitespace: per code point, from Polars
 _HI, _NL, _SP, _AP = 8, 16, 32, 64  # per byte only: lead of a non-ASCII char, \r or \n, ' ', '
 # o200k's tables only (uint16): in [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], in [\p{Ll}\p{Lm}\p{Lo}\p{M}]; per byte: '/'
 _UP, _LO, _SL = 256, 512, 1024
+# superbpe's tables only (uint8): a decimal digit (\d, any script's)
+_DG = 128
 
 
 @njit(cache=True, no_cfunc_wrapper=True)
@@ -219,6 +221,44 @@ def _o200k_tables() -> tuple[np.ndarray, np.ndarray]:
         ac[47] |= _SL
         _O200K_TABLES = ac, flags
     return _O200K_TABLES
+
+
+# superbpe's decimal digits, asked of Polars as the other classes are, in a cache file of their own.
+_DIGITS = r"^\d$"
+_SUPERBPE_TABLES: tuple[np.ndarray, np.ndarray] | None = None
+
+
+def _digits_cache_path() -> Path:
+    import polars as pl
+
+    digest = hashlib.sha1(repr((_DIGITS, 0x110000)).encode()).hexdigest()[:12]
+    return _class_cache_path().with_name(f"classes-digits-polars{pl.__version__}-{digest}.npz")
+
+
+def _compute_digits() -> np.ndarray:
+    """Per code point, whether it is a decimal digit (bool), from Polars' regex engine."""
+    out = np.zeros(0x110000, np.bool_)
+    for cps, s in _class_chunks():
+        out[cps[s.str.contains(_DIGITS).to_numpy()]] = True
+    return out
+
+
+def _digits_look_right(z: dict) -> bool:
+    u = z.get("digits")
+    return (u is not None and u.shape == (0x110000,) and u.dtype == np.bool_ and u[48:58].all()
+            and u[0x0663] and not u[0xB2] and not u[ord("a")] and int(u.sum()) < 1000)
+
+
+def _superbpe_tables() -> tuple[np.ndarray, np.ndarray]:
+    """superbpe's (per byte, per code point) class tables: cl100k's with _DG on the decimal digits."""
+    global _SUPERBPE_TABLES
+    if _SUPERBPE_TABLES is None:
+        digits = _cached(_digits_cache_path(), lambda: {"digits": _compute_digits()}, _digits_look_right)["digits"]
+        flags = _class_tables()[0] | (digits.astype(np.uint8) * np.uint8(_DG))
+        ac = np.full(256, _HI, np.uint8)
+        ac[:128] = flags[:128]
+        _SUPERBPE_TABLES = ac, flags
+    return _SUPERBPE_TABLES
 
 
 def _byte_classes() -> np.ndarray:

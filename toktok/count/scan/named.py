@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from ...patterns import Pattern
 from .cl100k import _scan_into
-from .classes import _byte_classes, _class_tables, _o200k_swar_ok, _o200k_tables, _swar_ok
+from .classes import _byte_classes, _class_tables, _o200k_swar_ok, _o200k_tables, _superbpe_tables, _swar_ok
 from .gpt2 import _scan_gpt2
 from .o200k import _scan_o200k
 from .qwen2 import _scan_qwen2
+from .superbpe import _scan_superbpe
 
-#: Each named pattern's kernel.
-_SCANNERS = {"cl100k": _scan_into, "o200k": _scan_o200k, "gpt2": _scan_gpt2, "qwen2": _scan_qwen2}
+#: Each named pattern's kernel (and superbpe's, a pattern toktok names for a phase).
+_SCANNERS = {"cl100k": _scan_into, "o200k": _scan_o200k, "gpt2": _scan_gpt2, "qwen2": _scan_qwen2,
+             "superbpe": _scan_superbpe}
 
 
 def _scanner(pattern: Pattern):
@@ -70,4 +72,7 @@ def _scan_tables(pattern: Pattern) -> tuple:
     if pattern.name == "o200k":
         ac, flags16 = _o200k_tables()
         return _scan_o200k, ac, flags16, fold, _o200k_swar_ok()
+    if pattern.name == "superbpe":
+        ac, flags = _superbpe_tables()
+        return _scan_superbpe, ac, flags, fold, _swar_ok()
     return _SCANNERS[pattern.name], _byte_classes(), flags, fold, _swar_ok()

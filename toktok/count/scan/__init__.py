@@ -5,10 +5,11 @@ documents (Arrow arrays or Polars Series of str), writes a table with columns ``
 UTF-8 bytes of one pre-token) and ``count`` (Int64): a Polars frame (``result``), or an Arrow
 table sorted by word (``table``, as a phase's count hands it on). A batch small enough for the
 reference is counted as Python strings and never loads Polars. A named pattern (cl100k, o200k,
-gpt2, qwen2) is counted by a compiled matcher of it on UTF-8 bytes with per-thread hash tables;
-any other regex by the ``regex`` package on the counting threads. The ``regex`` package is the
-reference the matchers are tested equal to (``tests/oracles``, with an exact look-around-free
-emulation of cl100k inside Polars that the tests hold to the same reference).
+gpt2, qwen2; and superbpe, SuperBPE's stage 2) is counted by a compiled matcher of it on UTF-8
+bytes with per-thread hash tables; any other regex by the ``regex`` package on the counting
+threads. The ``regex`` package is the reference the matchers are tested equal to
+(``tests/oracles``, with an exact look-around-free emulation of cl100k inside Polars that the
+tests hold to the same reference).
 
 The named patterns are simple enough to match without a regex engine: a character class table
 (letter, number, whitespace, as Polars' Rust regex classifies them; o200k's letter classes too)
@@ -17,7 +18,7 @@ byte table, runs of ASCII letters and punctuation are skipped 8 bytes at a time,
 >= 0x80 are decoded. Pieces are counted in a hash table keyed by their bytes.
 
 The modules: ``classes`` (the Unicode class tables and their cache), ``swar`` (the byte helpers
-every scanner inlines), ``cl100k``, ``o200k``, ``gpt2``, ``qwen2`` (one scanner each), ``loop``
+every scanner inlines), ``cl100k``, ``o200k``, ``gpt2``, ``qwen2``, ``superbpe`` (one scanner each), ``loop``
 (the loop a scanner is, around its pattern's piece end), ``named`` (which scanner counts a
 pattern), ``table`` (the per-thread word hash table), ``sort`` (the words in byte order),
 ``reference`` (the ``regex`` path) and ``counter`` (``WordCounter`` and ``count_words``).

@@ -485,3 +485,21 @@ def test_a_table_sized_for_fewer_pairs_than_the_merges_make_learns_the_same_merg
     n = 1500
     res = _check(words, base, n, Tuning(pairs_per_merge=1))
     assert res.stats["table_rebuilds"] > 0
+
+
+def test_long_superword_pieces_segment_as_tiktoken():
+    # SuperBPE's stage-2 pieces are paragraphs (thousands of bytes): the heap's segmentation of
+    # them under a learned vocabulary equals tiktoken's own BPE, piece for piece, and the plain loop's
+    from toktok.patterns import SUPERWORD
+
+    texts = pl.read_parquet(FIXTURES / "sample.parquet")["text"].head(60)
+    wc = count_words(texts.head(30), pattern=SUPERWORD["superbpe"])  # tokens across spaces
+    vocab = learn_merges(wc["word"].to_arrow(), wc["count"].to_numpy(), Vocab.base(False), 600).vocab
+    words = [w for w in count_words(texts, pattern=SUPERWORD["superbpe"])["word"].to_list() if len(w) >= 64]
+    assert len(vocab.tokens) > 256 and len(words) > 10 and max(map(len, words)) > 2000
+    encode = _tiktoken_pieces(vocab)
+    heap, hoff = segment(words, vocab)
+    plain, poff = segment(words, vocab, long_from=1 << 40)
+    assert heap.tolist() == plain.tolist() and hoff.tolist() == poff.tolist()
+    for i, w in enumerate(words):
+        assert heap[hoff[i]:hoff[i + 1]].tolist() == encode(w)

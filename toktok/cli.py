@@ -540,6 +540,11 @@ def verify_cmd(
     for w in corpus.warnings if sources else []:
         _say("warning", "yellow", w)
     out.print(f"toktok: parity ok: {rep.strings:,} strings, {rep.tokens:,} tokens, tiktoken == HF tokenizers")
+    if rep.cut:
+        from .verify import PART
+
+        out.print(f"toktok: {rep.cut:,} texts longer than {PART:,} characters were compared in parts of at most "
+                  f"{PART:,} (cut at line ends), not whole")
 
 
 def _list_ready(value: bool) -> None:

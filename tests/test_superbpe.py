@@ -296,11 +296,14 @@ def test_eval_encodes_long_documents_as_tiktoken_does(run, monkeypatch):
     import pyarrow.parquet as pq
 
     from toktok.insight import evaluate as ev
+    from toktok.merge.segment import segment
 
+    segment([b"ab"], Vocab.base())  # compiled (or loaded): eval takes the segmenter only then
     enc = toktok.load_encoding(run)
     texts = [*_docs(), *_long_docs(), *EDGE_TEXTS, ""]
     want = enc.encode_batch(texts, allowed_special="all")
-    assert ev._LongDocs(enc).encode(texts, 1) == want  # LONG_DOC: the two longest
+    long = ev._LongDocs(enc)
+    assert long.encode(texts, 1) == want and long._seg  # LONG_DOC: the two longest
     monkeypatch.setattr(ev, "LONG_DOC", 1)  # every document: every piece through the segmenter
     assert ev._LongDocs(enc).encode(texts, 1) == want
     monkeypatch.undo()

@@ -110,7 +110,9 @@ class _LongDocs:
     :class:`~toktok.merge.segment.Segmenter` (whole-piece lookup, then the lowest rank, leftmost
     on ties, with a heap: O(n log n) in a piece's length; tested equal to tiktoken). The same ids
     as ``enc.encode(text, allowed_special="all")`` without tiktoken's quadratic time in a long
-    piece. A vocabulary whose ranks leave gaps (a special token among them) goes to tiktoken whole."""
+    piece. A vocabulary whose ranks leave gaps (a special token among them), or a first use after an
+    install (the segmenter not compiled yet: tens of seconds, ``_kernels.compiled``) goes to
+    tiktoken whole."""
 
     def __init__(self, enc) -> None:
         self.enc = enc
@@ -143,7 +145,12 @@ class _LongDocs:
 
     def _ready(self) -> bool:
         if self._seg is None:
-            from ..merge.segment import Segmenter
+            from .._kernels import compiled
+            from ..merge.segment import Segmenter, _segment, _token_table
+
+            if not compiled((_segment, _token_table)):
+                self._seg = False
+                return False
 
             ranks = self.enc._mergeable_ranks
             n = len(ranks)

@@ -543,8 +543,8 @@ def verify_cmd(
     if rep.cut:
         from .verify import PART
 
-        out.print(f"toktok: {rep.cut:,} texts longer than {PART:,} characters were compared in parts of at most "
-                  f"{PART:,} (cut at line ends), not whole")
+        out.print(f"toktok: {rep.cut:,} text{'s' if rep.cut != 1 else ''} longer than {PART:,} characters compared "
+                  f"in parts of at most {PART:,} (cut after a line end or a space), not whole")
 
 
 def _list_ready(value: bool) -> None:

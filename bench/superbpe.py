@@ -7,7 +7,8 @@ their rows shuffled with a fixed seed (``--seed``), written to ``--corpus`` (def
 runs it (a subprocess: interpreter start, imports, count, merge, export, parity check, insight),
 its wall and the peak RSS of its process tree (sampled every 50 ms, ``bench/run.py``'s
 ``run_measured``) beside the kernel's peak of its largest process; ``inside`` says whether the
-sampled peak stayed under the budget. Rows: ``superbpe`` then ``plain`` (``--rows``), each run
+sampled peak stayed under the budget, and each phase's row of the run file says what it learned
+and what it counted (the sample under the budget). Rows: ``superbpe`` then ``plain`` (``--rows``), each run
 ``--repeat`` times (default once: a row takes many minutes). The run is appended to
 ``bench/history.jsonl`` (``--label``, ``--no-history``: ``bench/history.py``).
 Example: ``python bench/superbpe.py --data ../shared/corpus/*.parquet``.
@@ -60,6 +61,22 @@ def make_corpus(files: list[str], folder: Path, *, copies: int, seed: int, parts
     return info
 
 
+def phases(out: Path) -> list[dict]:
+    """What each phase of the run in ``out`` learned and read (its run file's ``phases`` view):
+    merges asked for and learned, its last id, the documents and text bytes it counted (the
+    sample, under the budget), its distinct words, its budget and its merge seconds."""
+    import duckdb
+
+    con = duckdb.connect(str(out / "run.duckdb"), read_only=True)
+    try:
+        cur = con.execute("select phase, merges_requested, merges, last_id, docs, text_bytes, words, budget, seconds "
+                          "from phases order by first_merge")
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row)) for row in cur.fetchall()]
+    finally:
+        con.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", nargs="+", default=sorted(glob.glob(str(ROOT.parent.parent / "shared/corpus/*.parquet"))
@@ -98,6 +115,8 @@ def main() -> None:
                 r["inside"] = r["peak_rss"] <= budget
                 if r["exit_code"] != 0:
                     r["error"] = "\n".join((scratch / f"{row}.log").read_text(errors="replace").splitlines()[-30:])
+                else:
+                    r["phases"] = phases(out)
                 rows[row].append(r)
                 print(f"  {row:8s} wall {r['wall_s']:8.1f} s  peak {r['peak_rss'] / GB:5.2f} GiB (tree, sampled), "
                       f"{r['maxrss'] / GB:5.2f} GiB (largest process)  inside {a.budget}: {r['inside']}  "

@@ -281,3 +281,69 @@ def test_eval_compares_superbpe_with_a_plain_vocabulary(run, tmp_path):
     for lang in langs | {"all"}:
         assert by[(lang, "plain")]["bytes"] == by[(lang, "o")]["bytes"]
     assert by[("all", "o")]["bytes_per_token"] > by[("all", "plain")]["bytes_per_token"]
+
+
+def _long_docs() -> list[str]:
+    docs = _docs()
+    return ["\n\n".join(docs[:40]), " ".join(docs) * 3, "a" * 3000 + " 12345 " + "b c" * 2000,
+            "x<|endoftext|>y " * 9000]
+
+
+def test_eval_encodes_long_documents_as_tiktoken_does(run, monkeypatch):
+    # a .tiktoken's long documents go through toktok's own segmenter, piece by piece: the same
+    # ids as tiktoken's (a document holding a special token goes to tiktoken as it is)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from toktok.insight import evaluate as ev
+    from toktok.merge.segment import segment
+
+    segment([b"ab"], Vocab.base())  # compiled (or loaded): eval takes the segmenter only then
+    enc = toktok.load_encoding(run)
+    texts = [*_docs(), *_long_docs(), *EDGE_TEXTS, ""]
+    want = enc.encode_batch(texts, allowed_special="all")
+    long = ev._LongDocs(enc)
+    assert long.encode(texts, 1) == want and long._seg  # LONG_DOC: the two longest
+    monkeypatch.setattr(ev, "LONG_DOC", 1)  # every document: every piece through the segmenter
+    assert ev._LongDocs(enc).encode(texts, 1) == want
+    monkeypatch.undo()
+    data = run.parent / "long.parquet"
+    pq.write_table(pa.table({"text": texts}), data)
+    row = next(r for r in ev.evaluate([str(run)], [str(data)]) if r["subset"] == "all")
+    assert row["tokens"] == sum(map(len, want)) and row["lossy_docs"] == 0
+    assert row["vocab_used"] == len({i for ids in want for i in ids})
+
+
+def test_verify_compares_long_texts_in_parts_and_still_catches_a_broken_tokenizer(run, tmp_path):
+    import shutil
+
+    from toktok.errors import ParityError
+    from toktok.formats.hf import token_to_bytelevel
+    from toktok.verify import DEFAULT_TEXTS, PART, parts, special_texts, verify
+
+    long = _long_docs()[1]
+    cut = parts(long)
+    assert len(long) > PART and "".join(cut) == long and all(0 < len(p) <= PART for p in cut)
+    assert all(p.endswith("\n") or p[-1].isspace() for p in cut[:-1])
+    rep = verify(run, [long, "short"])
+    assert rep.cut == 1 and rep.strings == len(DEFAULT_TEXTS) + len(special_texts(["<|endoftext|>"])) + len(cut) + 1
+    r = runner.invoke(app, ["verify", str(run), str(FIXTURES / "notes.txt"), "--slices", "0"])
+    assert r.exit_code == 0 and "parity ok" in r.output, r.output
+
+    # a superword HF can no longer make (its merges gone), used in the long text and in no built-in one
+    enc = toktok.load_encoding(run)
+    builtin = DEFAULT_TEXTS + special_texts(["<|endoftext|>"])
+    used = {i for p in cut for i in enc.encode(p, allowed_special="all")}
+    x = next(enc.decode_single_token_bytes(i) for i in sorted(used, reverse=True)
+             if b" " in enc.decode_single_token_bytes(i)[1:]
+             and not any(enc.decode_single_token_bytes(i) in t.encode() for t in builtin))
+    bad = tmp_path / "bad"
+    shutil.copytree(run, bad, ignore=shutil.ignore_patterns("*.duckdb*"))
+    doc = json.loads((bad / "tokenizer.json").read_text())
+    name = token_to_bytelevel(x)
+    doc["model"]["merges"] = [m for m in doc["model"]["merges"]
+                              if "".join(m if isinstance(m, list) else m.split(" ")) != name]
+    (bad / "tokenizer.json").write_text(json.dumps(doc))
+    assert verify(bad).ok  # the built-in texts do not hold it
+    with pytest.raises(ParityError, match="ids differ"):
+        verify(bad, [long])

@@ -540,6 +540,11 @@ def verify_cmd(
     for w in corpus.warnings if sources else []:
         _say("warning", "yellow", w)
     out.print(f"toktok: parity ok: {rep.strings:,} strings, {rep.tokens:,} tokens, tiktoken == HF tokenizers")
+    if rep.cut:
+        from .verify import PART
+
+        out.print(f"toktok: {rep.cut:,} text{'s' if rep.cut != 1 else ''} longer than {PART:,} characters compared "
+                  f"in parts of at most {PART:,} (cut after a line end or a space), not whole")
 
 
 def _list_ready(value: bool) -> None:

@@ -35,6 +35,10 @@ WORD_UNIT = "GPT-4 pre-tokenizer pieces"
 #: ``--by file`` groups by source file when the data has no column of that name.
 BY_FILE = "file"
 _BATCH_BYTES = 8 << 20
+#: A ``.tiktoken``'s documents of this many characters or more are encoded piece by piece by
+#: toktok's compiled segmenter (:class:`_LongDocs`): tiktoken's BPE is quadratic in a piece's
+#: length, and a superword pattern's pieces (``superbpe``) run from one number to the next.
+LONG_DOC = 100_000
 
 
 @dataclass
@@ -91,11 +95,85 @@ def _load(spec: str, threads: int, pattern=None) -> _Tokenizer:
         return t
     bare = pattern is not None and recorded_pattern(folder_and_tiktoken(p)[1])[1] is None
     enc = load_encoding(p, pattern=pattern if bare else None)  # specials, pattern: from beside it, if any
+    long = _LongDocs(enc)
     return _Tokenizer(
         name="", path=str(spec), kind="tiktoken", vocab_size=enc.n_vocab,
-        encode=lambda texts: enc.encode_batch(texts, allowed_special="all", num_threads=threads),
+        encode=lambda texts: long.encode(texts, threads),
         decode=lambda ids: enc.decode_batch(ids, errors="replace", num_threads=threads),
     )
+
+
+class _LongDocs:
+    """tiktoken's ids of texts, a long one's (:data:`LONG_DOC` characters or more, no special
+    token in it) by toktok's own rank-BPE: its pieces as the ``regex`` package splits it with the
+    encoding's pattern (tiktoken's split: :mod:`toktok.patterns`), each segmented by
+    :class:`~toktok.merge.segment.Segmenter` (whole-piece lookup, then the lowest rank, leftmost
+    on ties, with a heap: O(n log n) in a piece's length; tested equal to tiktoken). The same ids
+    as ``enc.encode(text, allowed_special="all")`` without tiktoken's quadratic time in a long
+    piece. A vocabulary whose ranks leave gaps (a special token among them), or a first use after an
+    install (the segmenter not compiled yet: tens of seconds, ``_kernels.compiled``) goes to
+    tiktoken whole."""
+
+    def __init__(self, enc) -> None:
+        self.enc = enc
+        self._seg = None  # the Segmenter, built at the first long text; False: tiktoken it is
+        self._specials = None
+
+    def encode(self, texts: list[str], threads: int) -> list[list[int]]:
+        enc = self.enc
+        long = [k for k, t in enumerate(texts) if len(t) >= LONG_DOC and self._ready() and not self._special_in(t)]
+        if not long:
+            return enc.encode_batch(texts, allowed_special="all", num_threads=threads)
+        out: list = [None] * len(texts)
+        short = sorted(set(range(len(texts))) - set(long))
+        for k, ids in zip(short, enc.encode_batch([texts[k] for k in short], allowed_special="all",
+                                                  num_threads=threads)):
+            out[k] = ids
+        for k in long:
+            out[k] = self.ids(texts[k])
+        return out
+
+    def ids(self, text: str) -> list[int]:
+        """The ids of one text without special tokens, piece by piece."""
+        import pyarrow as pa
+
+        from ..count.cuts import pieces
+
+        words = pa.array(pieces(self.enc._pat_str, text), pa.large_string())
+        flat, _ = self._seg.ids(words, self._n)
+        return flat.tolist()
+
+    def _ready(self) -> bool:
+        if self._seg is None:
+            from .._kernels import compiled
+            from ..merge.segment import Segmenter, _segment, _token_table
+
+            if not compiled((_segment, _token_table)):
+                self._seg = False
+                return False
+
+            ranks = self.enc._mergeable_ranks
+            n = len(ranks)
+            tokens: list = [None] * n
+            for t, r in ranks.items():
+                if 0 <= r < n:
+                    tokens[r] = t
+            if None in tokens or b"" in tokens:
+                self._seg = False
+                return False
+            tlen = np.fromiter(map(len, tokens), np.int32, n)
+            tstart = np.zeros(n, np.int64)
+            np.cumsum(tlen[:-1], out=tstart[1:])
+            tdata = np.frombuffer(b"".join(tokens), np.uint8).copy()
+            self._seg, self._n = Segmenter(tdata, tstart, tlen), n
+        return self._seg is not False
+
+    def _special_in(self, text: str) -> bool:
+        if self._specials is None:
+            from ..verify import _Specials
+
+            self._specials = _Specials(self.enc.special_tokens_set)
+        return bool(self._specials.of(text))
 
 
 def _unk_id(hf, model: dict) -> int | None:

@@ -34,6 +34,10 @@ if TYPE_CHECKING:
 BATCH = 256
 #: Longest random slice, in characters.
 MAX_SLICE = 300
+#: A given text longer than this many characters is compared in parts of at most this many
+#: (:func:`parts`): tiktoken's and HF's BPE are quadratic in a piece's length, and a superword
+#: pattern's piece (``superbpe``) runs from one number to the next, a paragraph or a document.
+PART = 4_000
 
 #: Built-in check texts: scripts, emoji, code, whitespace and digit runs, contractions, odd characters.
 DEFAULT_TEXTS: list[str] = [
@@ -166,6 +170,7 @@ class VerifyReport:
     tokens: int
     ok: bool = True
     hf_tokenizers: str = ""  # where HF tokenizers loaded tokenizer.json (HFSide.where), for the run file
+    cut: int = 0  # given texts longer than PART characters, compared in their parts (each a string)
 
 
 def _short(text: str, limit: int = 80) -> str:
@@ -191,14 +196,35 @@ def random_slices(texts: list[str], count: int, seed: int = 0, max_len: int = MA
     return out
 
 
+def parts(text: str, most: int = PART) -> list[str]:
+    """``text`` cut into parts of at most ``most`` characters, each cut after the last line end
+    in the second half of a part, else after its last whitespace, else at ``most``; a text that
+    short as it is. Every character is compared once; what is not compared is the text's pieces
+    across a cut as one piece (each part is text like any other: the two libraries must agree
+    on it). Example: ``parts("ab\ncd", 4) == ["ab\n", "cd"]``."""
+    if len(text) <= most:
+        return [text]
+    out, i, n = [], 0, len(text)
+    while n - i > most:
+        end = i + most
+        cut = text.rfind("\n", i + most // 2, end) + 1
+        if not cut:
+            cut = next((k + 1 for k in range(end - 1, i + most // 2 - 1, -1) if text[k].isspace()), end)
+        out.append(text[i:cut])
+        i = cut
+    out.append(text[i:])
+    return out
+
+
 def texts_to_check(specials: Iterable[str], texts: Iterable[str] | None, slices: int, seed: int) -> list[str]:
     """What ``verify`` compares, in order: the built-in set (with texts around each of
-    ``specials``, the tokenizer's special tokens), the given ``texts``, then ``slices`` seeded
-    random slices of them (of the built-in set when none are given).
-    Example: ``texts_to_check([], ["hello"], 2, 0)[-3] == "hello"``."""
+    ``specials``, the tokenizer's special tokens), the given ``texts`` (a long one in its
+    :func:`parts`), then ``slices`` seeded random slices of them (of the built-in set when none
+    are given). Example: ``texts_to_check([], ["hello"], 2, 0)[-3] == "hello"``."""
     builtin = DEFAULT_TEXTS + special_texts(specials)
     given = list(texts) if texts is not None else []
-    return [*builtin, *given, *(random_slices(given or builtin, slices, seed) if slices > 0 else [])]
+    cut = [p for t in given for p in (parts(t) if isinstance(t, str) else [t])]
+    return [*builtin, *cut, *(random_slices(given or builtin, slices, seed) if slices > 0 else [])]
 
 
 def _batches(texts: Iterable[str], size: int) -> Iterator[list[str]]:
@@ -320,7 +346,9 @@ def hf_path_of(out_dir: str | os.PathLike) -> Path:
 def _compare(where: Path, enc, hf: HFSide, texts: Iterable[str] | None, slices: int, seed: int,
              progress: Callable[[int, int], None] | None = None) -> VerifyReport:
     """Phases 2 and 3 of ``verify``: the texts, encoded by both and compared one by one, in order."""
-    # Phase 2: the texts to check.
+    # Phase 2: the texts to check (a long one in parts).
+    texts = list(texts) if texts is not None else None
+    cut = sum(1 for t in texts or () if isinstance(t, str) and len(t) > PART)
     stream = texts_to_check(enc.special_tokens_set, texts, slices, seed)
 
     # Phase 3: encode in batches and compare text by text, in order; tiktoken's ids as HF cuts
@@ -365,7 +393,7 @@ def _compare(where: Path, enc, hf: HFSide, texts: Iterable[str] | None, slices: 
             tokens += len(a)
         if progress is not None:
             progress(strings, len(stream))
-    return VerifyReport(strings=strings, tokens=tokens)
+    return VerifyReport(strings=strings, tokens=tokens, cut=cut)
 
 
 def pattern_advice(e: ParityError, pattern) -> ParityError:

@@ -1,0 +1,139 @@
+"""SuperBPE at scale (issue 50): a 1 GB corpus with ``--budget 4GB`` trained to 131,072 with
+``--superbpe`` at 80% (104,857) inside the budget, timed against the plain run of the same size.
+
+The corpus is five copies of the bench corpus's documents (``--data``, the ``text`` column),
+their rows shuffled with a fixed seed (``--seed``), written to ``--corpus`` (default
+``/tmp/toktok-superbpe-1gb/``, made once and reused). Each row is ``toktok train`` as the command
+runs it (a subprocess: interpreter start, imports, count, merge, export, parity check, insight),
+its wall and the peak RSS of its process tree (sampled every 50 ms, ``bench/run.py``'s
+``run_measured``) beside the kernel's peak of its largest process; ``inside`` says whether the
+sampled peak stayed under the budget, and each phase's row of the run file says what it learned
+and what it counted (the sample under the budget). Rows: ``superbpe`` then ``plain`` (``--rows``), each run
+``--repeat`` times (default once: a row takes many minutes). The run is appended to
+``bench/history.jsonl`` (``--label``, ``--no-history``: ``bench/history.py``).
+Example: ``python bench/superbpe.py --data ../shared/corpus/*.parquet``.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import history  # noqa: E402
+from run import run_measured  # noqa: E402
+
+GB = 1 << 30
+
+
+def make_corpus(files: list[str], folder: Path, *, copies: int, seed: int, parts: int = 16) -> dict:
+    """``copies`` copies of the documents of ``files`` (their ``text`` column), rows shuffled with
+    ``seed``, written as ``parts`` Parquet files in ``folder``; kept when ``folder/done.json`` says
+    it was made from the same inputs. Returns what it holds (documents, bytes)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    want = {"files": [str(Path(f).resolve()) for f in files], "copies": copies, "seed": seed, "parts": parts}
+    done = folder / "done.json"
+    if done.is_file() and json.loads(done.read_text()).get("made_from") == want:
+        return json.loads(done.read_text())
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    texts = pa.chunked_array([c for f in files for c in pq.read_table(f, columns=["text"])["text"].cast(pa.large_string()).chunks])
+    rows = len(texts)
+    order = np.random.default_rng(seed).permutation(rows * copies) % rows
+    nbytes = 0
+    for k, part in enumerate(np.array_split(order, parts)):
+        col = pc.take(texts, pa.array(part))
+        nbytes += int(pc.sum(pc.binary_length(col)).as_py() or 0)
+        pq.write_table(pa.table({"text": col}), folder / f"part-{k:03d}.parquet", row_group_size=2048)
+    info = {"made_from": want, "documents": int(rows * copies), "bytes": nbytes}
+    done.write_text(json.dumps(info))
+    return info
+
+
+def phases(out: Path) -> list[dict]:
+    """What each phase of the run in ``out`` learned and read (its run file's ``phases`` view):
+    merges asked for and learned, its last id, the documents and text bytes it counted (the
+    sample, under the budget), its distinct words, its budget and its merge seconds."""
+    import duckdb
+
+    con = duckdb.connect(str(out / "run.duckdb"), read_only=True)
+    try:
+        cur = con.execute("select phase, merges_requested, merges, last_id, docs, text_bytes, words, budget, seconds "
+                          "from phases order by first_merge")
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row)) for row in cur.fetchall()]
+    finally:
+        con.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", nargs="+", default=sorted(glob.glob(str(ROOT.parent.parent / "shared/corpus/*.parquet"))
+                                                       or glob.glob(str(ROOT.parent / "shared/corpus/*.parquet"))))
+    ap.add_argument("--corpus", default="/tmp/toktok-superbpe-1gb", help="where the shuffled copies are written")
+    ap.add_argument("--copies", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--vocab-size", type=int, default=131_072)
+    ap.add_argument("--share", type=float, default=0.8, help="the transition T as a share of the vocabulary")
+    ap.add_argument("--budget", default="4GB")
+    ap.add_argument("--rows", default="superbpe,plain")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--json", default=None, help="also write the figures to this file")
+    history.options(ap)
+    a = ap.parse_args()
+    from toktok.options import parse_size
+
+    budget = parse_size(a.budget)
+    t = int(a.vocab_size * a.share)
+    corpus = make_corpus(a.data, Path(a.corpus), copies=a.copies, seed=a.seed)
+    print(f"corpus: {corpus['documents']:,} documents, {corpus['bytes'] / GB:.2f} GiB in {a.corpus}", flush=True)
+    files = sorted(str(p) for p in Path(a.corpus).glob("part-*.parquet"))
+    env = {"PYTHONPATH": str(ROOT)}
+    scratch = Path(tempfile.mkdtemp(prefix="toktok-superbpe-"))
+    rows: dict[str, list[dict]] = {r: [] for r in a.rows.split(",")}
+    args = {"superbpe": ["--superbpe", str(t)], "plain": []}
+    load = os.getloadavg()
+    try:
+        for _ in range(a.repeat):
+            for row in rows:
+                out = scratch / row
+                cmd = [sys.executable, "-m", "toktok.cli", "train", *files, "--out", str(out), "--vocab-size",
+                       str(a.vocab_size), "--budget", a.budget, *args[row], "--force", "-q"]
+                r = run_measured(cmd, scratch / f"{row}.log", env)
+                r["load_at_end"] = os.getloadavg()[0]
+                r["inside"] = r["peak_rss"] <= budget
+                if r["exit_code"] != 0:
+                    r["error"] = "\n".join((scratch / f"{row}.log").read_text(errors="replace").splitlines()[-30:])
+                else:
+                    r["phases"] = phases(out)
+                rows[row].append(r)
+                print(f"  {row:8s} wall {r['wall_s']:8.1f} s  peak {r['peak_rss'] / GB:5.2f} GiB (tree, sampled), "
+                      f"{r['maxrss'] / GB:5.2f} GiB (largest process)  inside {a.budget}: {r['inside']}  "
+                      f"exit {r['exit_code']}  load {r['load_at_end']:.2f}", flush=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    fig = {"corpus": corpus, "vocab_size": a.vocab_size, "superbpe": t, "budget": a.budget, "rows": rows,
+           "load_at_start": load, "load_at_end": os.getloadavg()}
+    walls = {k: min(r["wall_s"] for r in v) for k, v in rows.items() if v and all(r["exit_code"] == 0 for r in v)}
+    if {"superbpe", "plain"} <= set(walls):
+        fig["superbpe_vs_plain"] = walls["superbpe"] / walls["plain"]
+        print(f"superbpe / plain wall = {fig['superbpe_vs_plain']:.2f}x; load {load[0]:.2f} at start, "
+              f"{fig['load_at_end'][0]:.2f} at end")
+    if a.json:
+        Path(a.json).write_text(json.dumps(fig, indent=1) + "\n")
+    history.record(a, "superbpe", fig, load=load[0])
+
+
+if __name__ == "__main__":
+    main()

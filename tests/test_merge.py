@@ -503,3 +503,21 @@ def test_long_superword_pieces_segment_as_tiktoken():
     assert heap.tolist() == plain.tolist() and hoff.tolist() == poff.tolist()
     for i, w in enumerate(words):
         assert heap[hoff[i]:hoff[i + 1]].tolist() == encode(w)
+
+
+def test_segmentation_in_threads_equals_one_thread_and_tiktoken(monkeypatch):
+    # a large word table is cut into runs of words of about equal bytes, a thread each: the
+    # ids, in word order, are one thread's and tiktoken's (each word's ids depend on it alone)
+    import importlib
+
+    seg = importlib.import_module("toktok.merge.segment")
+    rng = np.random.default_rng(3)
+    words = [bytes(rng.integers(97, 101, size=rng.integers(1, 90)).tolist()) for _ in range(4000)]
+    vocab = learn_merges(words, np.ones(len(words), np.int64), Vocab.base(False), 300).vocab
+    one, ooff = segment(words, vocab)
+    monkeypatch.setattr(seg, "THREAD_BYTES", 1000)
+    monkeypatch.setattr(seg, "_cores", lambda: 3)
+    many, moff = segment(words, vocab)
+    assert many.tolist() == one.tolist() and moff.tolist() == ooff.tolist()
+    encode = _tiktoken_pieces(vocab)
+    assert [many[moff[i]:moff[i + 1]].tolist() for i in range(len(words))] == [encode(w) for w in words]

@@ -7,6 +7,8 @@ lowest-rank pair, leftmost on ties); long words go through a heap (``_segment_lo
 from __future__ import annotations
 
 import itertools
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -20,6 +22,18 @@ SEGMENT_LONG = 64  # words this long or longer are segmented with a heap (_segme
 #: itself, compiled or not: tiktoken's BPE is the definition, so the ids are the same, and a
 #: small run spends neither ~3 s compiling ``_segment`` nor the time to load it from the cache.
 REFERENCE_WORDS = 200_000
+#: Words of at least this many bytes in all are segmented by a thread per core, each taking a
+#: run of them of about equal bytes (``_segment`` releases the GIL; each word's ids depend on
+#: the word alone, so the ids are the same).
+THREAD_BYTES = 4 << 20
+
+
+def _cores() -> int:
+    """The cores this process may run on (its CPU affinity), at least 1."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
 
 
 @internal
@@ -139,7 +153,7 @@ def _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, 
     return m
 
 
-@njit(cache=True, no_cfunc_wrapper=True)
+@njit(cache=True, no_cfunc_wrapper=True, nogil=True)
 def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bids):
     """tiktoken's rank-BPE of every word: whole-word lookup, else merge the lowest-rank adjacent
     pair (leftmost on ties) until no adjacent pair is a token. Returns flat ids and lengths.
@@ -380,10 +394,31 @@ class Segmenter:
         if self._lookup is None:
             n_all = self.tables[1].shape[0]
             self._lookup = _token_table(*self.tables, n_all, n_all)
-        flat, lens = _segment(data, off, *self.tables, n, self.long_from, *self._lookup)
+        flat, lens = self._in_threads(data, off, n)
         offsets = np.zeros(lens.shape[0] + 1, np.int64)
         np.cumsum(lens, out=offsets[1:])
         return flat, offsets
+
+    def _in_threads(self, data: np.ndarray, off: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """``_segment`` of the words, cut into runs of about equal bytes (at least
+        ``THREAD_BYTES`` each), one thread each; the flat ids and lengths in word order."""
+        parts = min(_cores(), int(off[-1] - off[0]) // THREAD_BYTES, off.shape[0] - 1)
+        if parts <= 1:
+            return _segment(data, off, *self.tables, n, self.long_from, *self._lookup)
+        cuts = np.searchsorted(off, np.linspace(off[0], off[-1], parts + 1)[1:-1]).tolist()
+        cuts = sorted(set([0, *cuts, off.shape[0] - 1]))
+        if len(cuts) <= 2:
+            return _segment(data, off, *self.tables, n, self.long_from, *self._lookup)
+
+        def run(p: int) -> tuple[np.ndarray, np.ndarray]:
+            a, b = cuts[p], cuts[p + 1]
+            lo, hi = int(off[a]), int(off[b])
+            return _segment(data[lo:hi], off[a : b + 1] - lo, *self.tables, n, self.long_from, *self._lookup)
+
+        with ThreadPoolExecutor(len(cuts) - 2) as ex:
+            futs = [ex.submit(run, p) for p in range(1, len(cuts) - 1)]
+            got = [run(0)] + [f.result() for f in futs]
+        return np.concatenate([g[0] for g in got]), np.concatenate([g[1] for g in got])
 
     def _by_tiktoken(self, data: np.ndarray, off: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None:
         """``ids`` by tiktoken's own BPE of a piece, a word at a time (None where this tiktoken

@@ -24,9 +24,12 @@ CUSTOM = {
     "bpeasy": Pattern("custom", r"""(?:[\p{L}\p{M}]+|\p{N}{1,4}|[^\s\p{L}\p{N}\p{M}]+)|\s+""",
                       r"""(?:[\p{L}\p{M}]+|\p{N}{1,4}|[^\s\p{L}\p{N}\p{M}]+)|\s+"""),
     # "digits" with a last alternative outside the compiled subset (a look-behind of two chars, always
-    # true there)
+    # true there): PCRE2's JIT counts it
     "outside": Pattern("custom", r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+|\p{N}|[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+(?<!xy)""",
                        r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+|\p{N}|[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+(?<!x)"""),
+    # the same look-behind spelled with a named character, which PCRE2 does not read: through regex
+    "unread": Pattern("custom", r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+|\p{N}|[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+(?<!\N{LATIN SMALL LETTER X}y)""",
+                      r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+|\p{N}|[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+(?<!x)"""),
 }
 #: The patterns with a compiled scanner: the named ones and superbpe (SuperBPE's stage 2).
 SCANNED = {**NAMED, **SUPERWORD}
@@ -46,14 +49,15 @@ def reference(texts, pattern: Pattern, specials=()) -> dict[bytes, int]:
     return dict(out)
 
 
-def test_a_custom_regex_outside_the_subset_counts_through_regex_on_the_threads():
+def test_a_custom_regex_outside_the_subset_and_unread_by_pcre2_counts_through_regex_on_the_threads():
     import threading
 
     from toktok.count.scan import count_path
 
-    pattern = CUSTOM["outside"]
-    assert not has_scanner(pattern) and has_scanner(NAMED["cl100k"])
-    assert count_path(pattern).startswith("regex (outside the compiled subset: (?<!: a look-behind of more than")
+    pattern = CUSTOM["unread"]
+    assert not has_scanner(pattern) and has_scanner(NAMED["cl100k"]) and has_scanner(CUSTOM["outside"])
+    assert count_path(pattern).startswith("regex (outside the compiled subset: \\N: an escape outside the subset")
+    assert count_path(pattern).endswith("; not PCRE2: \\N: an escape the two engines may read differently)")
     before = set(threading.enumerate())
     texts = ["call 555 1234 now!! (x)  y\n"] * 3000
     c = WordCounter(threads=2, pattern=pattern, reference_bytes=1 << 20)  # no reference without a scanner
@@ -81,7 +85,7 @@ def test_count_phase_on_the_fixtures_equals_findall(name):
     pc = count_phase([Source(read_corpus(files))], threads=2, pattern=pattern, specials=["<|endoftext|>"])
     assert dict(zip(*pc.words.to_pydict().values())) == reference(texts, pattern, ["<|endoftext|>"])
     assert (pc.regex_mb_s is None) == has_scanner(pattern)
-    assert has_scanner(pattern) == (name != "outside") and (pc.regex_mb_s is None or pc.regex_mb_s > 0)
+    assert has_scanner(pattern) == (name != "unread") and (pc.regex_mb_s is None or pc.regex_mb_s > 0)
 
 
 def test_a_custom_regex_in_the_subset_counts_through_its_compiled_scanner_on_the_threads():

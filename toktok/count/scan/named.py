@@ -1,6 +1,7 @@
 """Which compiled scanner counts a pattern (:mod:`toktok.patterns`), and the class tables it reads:
 a named pattern's own, else the one compiled from its regex (:mod:`toktok.count.rx`); a regex
-outside the compiled subset counts through ``regex`` (:mod:`.reference`). A new scanner is one
+outside the compiled subset counts with PCRE2's JIT from compiled code (:mod:`toktok.count.pcre`),
+or, where PCRE2 may not count it exactly as ``regex`` would, through ``regex`` (:mod:`.reference`). A new scanner is one
 module beside these, its kernel added to ``_SCANNERS`` and listed in ``toktok/kernels.json``.
 Example: ``scanner_name(patterns.DEFAULT) == "_scan_into"``."""
 from __future__ import annotations
@@ -20,12 +21,18 @@ _SCANNERS = {"cl100k": _scan_into, "o200k": _scan_o200k, "gpt2": _scan_gpt2, "qw
 
 def _scanner(pattern: Pattern):
     """The compiled scanner of ``pattern``: a named pattern's own, else the one compiled from its
-    regex (:mod:`toktok.count.rx`), or None when it counts through ``regex``."""
+    regex (:mod:`toktok.count.rx`), else PCRE2's (:mod:`toktok.count.pcre`), or None when it
+    counts through ``regex``."""
     if pattern.name in _SCANNERS:
         return _SCANNERS[pattern.name]
     from ..rx.count import scanner
 
-    return scanner(pattern.regex)
+    got = scanner(pattern.regex)
+    if got is None:
+        from ..pcre.count import scanner as pcre_scanner
+
+        got = pcre_scanner(pattern.regex)
+    return got
 
 
 def _kernel_of(pattern: Pattern):
@@ -53,14 +60,21 @@ def has_scanner(pattern: Pattern) -> bool:
 
 def count_path(pattern: Pattern) -> str:
     """How ``pattern``'s words are counted, said once per run: by its own scanner, by the
-    scanner compiled from its regex, or through ``regex`` and why.
+    scanner compiled from its regex, by PCRE2's JIT (outside the compiled subset, and why), or
+    through ``regex`` and why.
     Example: ``count_path(patterns.DEFAULT) == "its own compiled scanner"``."""
     if pattern.name in _SCANNERS:
         return "its own compiled scanner"
+    from ..pcre import describe, why_not as pcre_why_not
     from ..rx import why_not
 
     why = why_not(pattern.regex)
-    return "the scanner compiled from its regex" if why is None else f"regex (outside the compiled subset: {why})"
+    if why is None:
+        return "the scanner compiled from its regex"
+    no = pcre_why_not(pattern.regex)
+    if no is None:
+        return f"{describe(pattern.regex)} (outside the compiled subset: {why})"
+    return f"regex (outside the compiled subset: {why}; not PCRE2: {no})"
 
 
 def _scan_tables(pattern: Pattern) -> tuple:

@@ -120,13 +120,17 @@ def plan(regex_text: str) -> Plan:
     if lib.library() is None:
         return Plan(regex_text, why=lib.missing())
     try:
+        groups = regex.compile(regex_text).groups
+    except regex.error as e:
+        return Plan(regex_text, why=f"the regex package cannot compile it ({e})")
+    try:
         r = read(regex_text)
         code = lib.Code(r.pcre)
     except Unreadable as e:
         return Plan(regex_text, why=str(e))
     except lib.CompileError as e:
         return Plan(regex_text, why=f"PCRE2 cannot compile it ({e})")
-    if code.groups != regex.compile(regex_text).groups:
+    if code.groups != groups:
         return Plan(regex_text, why="PCRE2 reads its groups otherwise")
     diff, why = _routed(r.atoms)
     if not why:

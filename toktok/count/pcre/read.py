@@ -21,6 +21,11 @@ _FLAGS = re.compile(r"\(\?([a-zA-Z]*)(?:-([a-zA-Z]*))?([:)])")
 _CLASS_ESCAPES = set("dDsSwW")
 _CONTROL = set("tnrfa")
 _HEX = {"x": 2, "u": 4, "U": 8}
+#: ``regex``'s ``\\w`` as PCRE2 properties (PCRE2's own ``\\w`` under UCP is letters, numbers and
+#: ``_``: it holds ``²``, which ``regex``'s does not; ``\\b`` and ``\\B`` are rewritten with it too).
+_WORD = r"\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}"
+_BOUNDARY = {"b": f"(?:(?<=[{_WORD}])(?![{_WORD}])|(?<![{_WORD}])(?=[{_WORD}]))",
+             "B": f"(?:(?<=[{_WORD}])(?=[{_WORD}])|(?<![{_WORD}])(?![{_WORD}]))"}
 
 
 class Unreadable(Exception):
@@ -96,7 +101,7 @@ class _Reader:
                 raise Unreadable(f"\\{group}", "a backreference under (?i): the engines' case folding of it is not "
                                                "compared")
         if self.boundary:
-            self.atoms[(r"\w", r"\w")] = None
+            self.atoms[(r"\w", f"[{_WORD}]")] = None
         return Read("".join(self.out), list(self.atoms), self.literals)
 
     def literal(self, c: str) -> None:
@@ -158,7 +163,10 @@ class _Reader:
         e = s[i + 1] if i + 1 < len(s) else ""
         if e in ("b", "B"):
             self.boundary = True
-        if e in ("A", "z", "b", "B", "Z"):
+            self.out.append(_BOUNDARY[e])
+            self.i += 2
+            return
+        if e in ("A", "z", "Z"):
             self.out.append("\\z" if e == "Z" else s[i:i + 2])
             self.i += 2
             return
@@ -180,7 +188,7 @@ class _Reader:
             if not e.isalnum():
                 self.literals.add(e)
 
-    def escape_text(self, i: int) -> tuple[str, str]:
+    def escape_text(self, i: int, in_class: bool = False) -> tuple[str, str]:
         """The escape at ``i`` (in a class or not): as written, and for PCRE2."""
         s = self.s
         e = s[i + 1] if i + 1 < len(s) else ""
@@ -203,6 +211,10 @@ class _Reader:
             return t, "\\x{%x}" % int(m.group(0), 16)
         if e == "v":
             return s[i:i + 2], "\\x{0b}"
+        if e in "wW":
+            if in_class and e == "W":
+                raise Unreadable(s[i:i + 2], "\\W inside a class: write the class's complement with \\w")
+            return s[i:i + 2], _WORD if in_class else f"[{'^' if e == 'W' else ''}{_WORD}]"
         if e in _CLASS_ESCAPES or e in _CONTROL or not e.isalnum():
             return s[i:i + 2], s[i:i + 2]
         raise Unreadable(s[i:i + 2], "an escape the two engines may read differently")
@@ -222,7 +234,7 @@ class _Reader:
             if c == "\\":
                 if j + 1 < len(s) and s[j + 1] in "bBAzZ" or (j + 1 < len(s) and s[j + 1].isdigit()):
                     raise Unreadable(s[j:j + 2], "an escape inside a class the engines may read differently")
-                rx, pc = self.escape_text(j)
+                rx, pc = self.escape_text(j, in_class=True)
                 out.append(pc)
                 j += len(rx)
             elif s.startswith(("&&", "--", "||", "~~"), j):

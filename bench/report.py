@@ -147,9 +147,11 @@ def compiled(every: list[dict]) -> list[str]:
         p.get("engine") == "compiled" for p in r["figures"].get("counting_patterns", {}).values()))
     per = run["figures"]["counting_patterns"]
     threads = next((r["threads"] for r in per.values() if r.get("status") == "ok"), "?")
+    pcre = [n for n, r in per.items() if r.get("engine") == "pcre"]
+    beside = f" and {', '.join(pcre)}, outside the subset, by PCRE2's JIT" if pcre else ""
     return [f"Counting on {threads} threads, the patterns toktok compiles (`NAME-rx`: a named pattern's own regex "
-            f"counted by the compiled scanner), beside cl100k's own scanner, the median ({_source(run)}):", "",
-            *_pattern_rows(per, lambda name, r: name == "cl100k" or r.get("engine") == "compiled")]
+            f"counted by the compiled scanner){beside}, beside cl100k's own scanner, the median ({_source(run)}):", "",
+            *_pattern_rows(per, lambda name, r: name == "cl100k" or r.get("engine") in ("compiled", "pcre"))]
 
 
 def _pattern_rows(per: dict, keep) -> list[str]:

@@ -203,3 +203,17 @@ def test_a_run_with_a_pattern_pcre2_counts_passes_its_parity_check(tmp_path):
     assert r.parity_strings > 0
     enc = r.encoding
     assert enc.decode(enc.encode("١٢٣٤ 12٣٤")) == "١٢٣٤ 12٣٤"
+
+
+def test_a_big_text_is_cut_where_pcre2_says_and_the_cut_changes_no_piece():
+    from toktok.count.cuts import REGEX_MARGIN, _compiled_split_point, regex_split_point
+
+    p = PATTERNS["backref"]
+    text = ("Hello  world!!! ---- it's 12345 x\n" * (3 * REGEX_MARGIN // 34))[:-7]
+    i = _compiled_split_point(text, p, 0)
+    assert i is not None and 0 < i <= len(text) - REGEX_MARGIN
+    assert i == regex_split_point(text, p) == _compiled_split_point(text.encode(), p, 0)  # (bytes: ASCII)
+    whole = [m.group() for m in regex.finditer(p, text)]
+    assert [m.group() for m in regex.finditer(p, text[:i])] + [m.group() for m in regex.finditer(p, text[i:])] == whole
+    (c,) = _routed(p, 1)
+    assert _compiled_split_point(text + c, p, 0) is None  # a routed char: regex finds the cut

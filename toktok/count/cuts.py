@@ -150,13 +150,16 @@ def regex_split_point(text: str | bytes | bytearray, rx: str, start: int = 0) ->
 
 
 def _compiled_split_point(text: str | bytes | bytearray, rx: str, start: int) -> int | None:
-    """``regex_split_point`` with the scanner compiled from ``rx`` (:mod:`toktok.count.rx`) on the
-    UTF-8 bytes, the same cut at compiled speed; None when ``rx`` is outside its subset or the
-    text holds invalid UTF-8 (but for a char cut by the end, which is left out: it is within the
+    """``regex_split_point`` with the scanner compiled from ``rx`` (:mod:`toktok.count.rx`), or
+    outside its subset with PCRE2's (:mod:`toktok.count.pcre`), on the UTF-8 bytes, the same cut at
+    compiled speed; None when neither takes ``rx`` (or PCRE2 hands the text back) or the text holds
+    invalid UTF-8 (but for a char cut by the end, which is left out: it is within the
     margin). A match's end and the window before it are counted in chars, as there."""
+    from .pcre.count import scanner as pcre_scanner
     from .rx import compile as compile_rx, why_not
 
-    if why_not(rx) is not None:
+    c_rx = compile_rx(rx) if why_not(rx) is None else pcre_scanner(rx)  # (PCRE2's: outside the subset)
+    if c_rx is None:
         return None
     b = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
     try:
@@ -172,8 +175,9 @@ def _compiled_split_point(text: str | bytes | bytearray, rx: str, start: int) ->
     limit = int(chars[-1]) + cut_chars - REGEX_MARGIN
     if limit <= 0:
         return 0
-    c_rx = compile_rx(rx)
     spans = c_rx.spans(data, np.array([0, len(b)], np.int64))
+    if spans is None:  # (PCRE2 hands a document back: regex splits it)
+        return None
     k = int(np.searchsorted(chars[spans[:, 1]], limit, side="right")) - 1 if len(spans) else -1
     while k >= 0:
         lo_b, c = int(spans[k, 0]), int(spans[k, 1])
@@ -183,6 +187,8 @@ def _compiled_split_point(text: str | bytes | bytearray, rx: str, start: int) ->
         a = int(np.searchsorted(chars[spans[:, 1]], chars[c] - REGEX_CHECK, side="left"))
         lo = int(spans[a - 1, 1]) if a > 0 else 0  # where the search that found match a started
         again = c_rx.spans(data, np.array([0, c], np.int64), at=lo)
+        if again is None:
+            return None
         if np.array_equal(again, spans[a : k + 1]):
             i = int(chars[c]) if isinstance(text, str) else c
             return i if i >= start and i > 0 else 0

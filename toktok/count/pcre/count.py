@@ -94,6 +94,27 @@ class Scanner:
         return d0 + at[np.array(found, np.int64).reshape(-1, 2)]
 
 
+    def spans(self, data: np.ndarray, offsets: np.ndarray, at: int | None = None) -> np.ndarray | None:
+        """(start, end) byte pairs of the pieces of documents ``data[offsets[d]:offsets[d+1]]``
+        (the first one searched from byte ``at`` on, its start still the document's), as
+        ``toktok.count.rx.Compiled.spans`` gives them; None when a document holds a routed code
+        point or PCRE2 fails on it (split it with ``regex``)."""
+        from ..scan.table import _words64
+        from . import kernel
+
+        t = self._thread()
+        out = np.empty((min(max(16, data.shape[0] // 2 + 1), 1 << 16), 2), np.int64)
+        offsets = offsets.astype(np.int64)
+        got, d, opts = [], 0, 0
+        i = at if at is not None else (int(offsets[0]) if len(offsets) else 0)
+        while 0 <= d < len(offsets) - 1:
+            w, d, i, opts = kernel._spans_pcre(t.H, data, *_words64(data), offsets, d, i, opts, self.plan.routed, out)
+            got.append(out[:w].copy())
+        if d < 0:
+            return None
+        return np.concatenate(got) if got else np.zeros((0, 2), np.int64)
+
+
 @functools.lru_cache(maxsize=16)
 def scanner(regex_text: str) -> Scanner | None:
     """The PCRE2 scanner of ``regex_text``, or None when PCRE2 may not count it (see

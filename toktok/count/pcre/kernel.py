@@ -128,3 +128,40 @@ def _count_pcre(H, data, d64, base, offsets, d, i, opts, hi, T, arena, st, cbits
         if d < hi:
             i = offsets[d]
     return 0
+
+
+@njit(cache=True, no_cfunc_wrapper=True, nogil=True, _nrt=False)
+def _spans_pcre(H, data, d64, base, offsets, d, i, opts, routed, out):
+    """Piece (start, end) pairs of documents d.. (document d from byte i on, match options
+    ``opts``) into ``out`` (rows) until it is full; returns (rows written, document, byte, match
+    options to resume with; document = len: done), or document -1 when a document holds a routed
+    code point or PCRE2 fails on it (the caller splits with ``regex`` instead)."""
+    code, md, mctx, ovec = H[0], H[1], H[2], H[3]
+    at0 = _address(data)
+    w = np.int64(0)
+    nd = offsets.shape[0] - 1
+    while d < nd:
+        d0 = offsets[d]
+        e = offsets[d + 1]
+        if i == d0 and routed.shape[0] > 0 and _routed_in(data, d64, base, d0, e, routed):
+            return w, np.int64(-1), i, opts
+        while i <= e:
+            if w == out.shape[0]:
+                return w, d, i, opts
+            rc = _jit_match(code, at0 + d0, e - d0, i - d0, opts, md, mctx)
+            if rc == _NOMATCH:
+                break
+            if rc < 0:
+                return w, np.int64(-1), i, opts
+            a = d0 + np.int64(_peek(ovec, np.int64(0), np.uint64))
+            z = d0 + np.int64(_peek(ovec, np.int64(1), np.uint64))
+            out[w, 0] = a
+            out[w, 1] = z
+            w += 1
+            i = z
+            opts = _NOTEMPTY_ATSTART if z == a else np.int64(0)
+        d += 1
+        opts = np.int64(0)
+        if d < nd:
+            i = offsets[d]
+    return w, d, i, opts

@@ -151,14 +151,13 @@ def why_not(regex_text: str) -> str | None:
     return plan(regex_text).why or None
 
 
-def describe(regex_text: str) -> str:
-    """The path, in words, for the run's summary."""
+def describe(regex_text: str, outside: str) -> str:
+    """The path, in words, for the run's summary (``outside``: why the compiled subset does not
+    take the regex)."""
     p = plan(regex_text)
-    if p.why:
-        return f"no PCRE2: {p.why}"
-    routed = (f"; {p.n_routed:,} code points its Unicode {lib.unicode_version()} classes otherwise count through regex"
-              if p.n_routed else "")
-    return f"PCRE2 {lib.version().split()[0]}'s JIT{routed}"
+    routed = (f"; a document holding one of the {p.n_routed:,} code points its Unicode {lib.unicode_version()} "
+              "tables class otherwise: through regex" if p.n_routed else "")
+    return f"PCRE2 {lib.version().split()[0]}'s JIT (outside the compiled subset: {outside}{routed})"
 
 
 __all__ = ["MOST_ROUTED", "Plan", "describe", "plan", "why_not"]

@@ -73,7 +73,7 @@ def count_path(pattern: Pattern) -> str:
         return "the scanner compiled from its regex"
     no = pcre_why_not(pattern.regex)
     if no is None:
-        return f"{describe(pattern.regex)} (outside the compiled subset: {why})"
+        return describe(pattern.regex, why)
     return f"regex (outside the compiled subset: {why}; not PCRE2: {no})"
 
 

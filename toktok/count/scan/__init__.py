@@ -6,8 +6,9 @@ UTF-8 bytes of one pre-token) and ``count`` (Int64): a Polars frame (``result``)
 table sorted by word (``table``, as a phase's count hands it on). A batch small enough for the
 reference is counted as Python strings and never loads Polars. A named pattern (cl100k, o200k,
 gpt2, qwen2; and superbpe, SuperBPE's stage 2) is counted by a compiled matcher of it on UTF-8
-bytes with per-thread hash tables; any other regex by the ``regex`` package on the counting
-threads. The ``regex`` package is the reference the matchers are tested equal to
+bytes with per-thread hash tables; a custom regex by the scanner compiled from it (``count/rx``)
+or PCRE2's JIT (``count/pcre``) into the same tables, else by the ``regex`` package on the
+counting threads. The ``regex`` package is the reference the matchers are tested equal to
 (``tests/oracles``, with an exact look-around-free emulation of cl100k inside Polars that the
 tests hold to the same reference).
 

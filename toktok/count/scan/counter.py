@@ -56,9 +56,10 @@ class WordCounter:
     nothing: each table is cut into one part per thread by the words' hash, and thread p moves
     each count of part p into the first table that holds the word. Memory grows with the number
     of distinct words (about 16 bytes / 0.7 per word and thread, plus the bytes of words longer
-    than 7), not with the corpus; ``memory_bytes()`` tells it. Any other pattern is counted by
-    the ``regex`` package on the same threads (``findall`` releases the GIL while it matches),
-    into one ``Counter`` per thread; ``regex_counted`` tells how many bytes.
+    than 7), not with the corpus; ``memory_bytes()`` tells it. A custom regex counts the same way
+    through the scanner compiled from it (:mod:`toktok.count.rx`) or PCRE2's (:mod:`toktok.count.pcre`);
+    any other pattern is counted by the ``regex`` package on the same threads (``findall``
+    releases the GIL while it matches), into one ``Counter`` per thread; ``regex_counted`` tells how many bytes.
     Example: ``c = WordCounter(); c.add(["a a"]); dict(c.result().iter_rows())[b" a"] == 1``.
     """
 

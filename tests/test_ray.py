@@ -351,8 +351,8 @@ def test_tables_in_memory_are_cut_by_rows(cluster):
 @pytest.mark.parametrize("budget", [False, True], ids=["full-read", "sampled"])
 def test_ray_counts_other_patterns_as_the_local_engine_does(cluster, budget):
     """A named pattern other than cl100k and custom regexes (one compiled, one outside the
-    subset, counted through regex on the workers): the same word table, statistics and parity
-    sample as the local engine."""
+    subset counted by PCRE2's JIT on the workers, one through regex): the same word table,
+    statistics and parity sample as the local engine."""
     from test_pattern_count import CUSTOM
 
     from toktok.count.local import count_phase as count_local
@@ -360,7 +360,7 @@ def test_ray_counts_other_patterns_as_the_local_engine_does(cluster, budget):
     from toktok.patterns import NAMED
 
     sources, kw = _phase(budget)
-    for pattern in (NAMED["o200k"], CUSTOM["digits"], CUSTOM["outside"]):
+    for pattern in (NAMED["o200k"], CUSTOM["digits"], CUSTOM["outside"], CUSTOM["unread"]):
         local = count_local(sources, **kw, pattern=pattern)
         got = engine_ray.count_phase(sources, **kw, **SMALL_UNITS, pattern=pattern)
         assert got.words.equals(local.words) and got.used == local.used and got.parity.equals(local.parity)

@@ -32,7 +32,7 @@ PATTERNS = {
     "lookbehind": r"""(?<=\p{Lu}\p{Lu})\p{Ll}+|(?<!ab|\d)\d{2}|(?<=\s\s)\S+|\p{L}+|\d|\s|.""",
     "atomic_possessive": r"""(?>\p{L}+|\p{N})(?:'\p{L}+)?+|(?:\s\S)++|(?:ab|a)++c|(?<=\p{L}\p{L})\s+|\s+"""
                          r"""|[^\p{L}\p{N}\s]+""",
-    "empty": r"""x*|\p{L}+|(?=\d)|\d+|\b""",
+    "empty": r"""x*|\p{L}+|(?=\d)|\d+|\b|(?m:^)""",
     "fold_anchors": r"""(?i)straße|(?i:k)\w+|\bword\b|\s+\Z|^\s+|\u00e9\w*|a{,2}|(?s:.)""",
     "flags": r"""(?m:^\w+$)|(?s:<.*?>)|\w+|\s|.""",
 }
@@ -141,6 +141,7 @@ REFUSED = {
     r"(a)?(?(1)b|c)|.": "group construct",
     r"a(?i)b|.": "group construct",
     r"(?P<x>a)(?P=x)|.": "named backreference",
+    r"a(*SKIP)(*FAIL)|(a)\1|.": "backtracking verb",
     # [[:alpha:]] is Alphabetic to regex and \p{L} to PCRE2: they differ on 1,679 assigned chars
     r"[[:alpha:]]+|(\s)\1|.": "code points PCRE2 knows differently (e.g. U+0345)",
 }

@@ -13,6 +13,7 @@ import os
 
 # pcre2.h (10.x): compile options, match options, errors, config and info codes
 UTF, UCP, NEVER_BACKSLASH_C = 0x00080000, 0x00020000, 0x00100000
+ALT_CIRCUMFLEX = 0x00200000  # (?m)^ after a final newline too, as regex reads it
 NOTEMPTY_ATSTART = 0x00000008
 ERROR_NOMATCH = -1
 JIT_COMPLETE = 0x1
@@ -116,7 +117,8 @@ class CompileError(Exception):
 
 
 class Code:
-    """A pattern compiled by PCRE2 (UTF, UCP, ``\\n`` the newline) and by its JIT; ``address`` is the
+    """A pattern compiled by PCRE2 (UTF, UCP, ``\\n`` the newline, ``(?m)^`` after a final newline
+    too) and by its JIT; ``address`` is the
     compiled code's, ``groups`` its capture groups. Freed with the object."""
 
     def __init__(self, text: str, options: int = 0) -> None:
@@ -126,8 +128,8 @@ class Code:
         lib.pcre2_set_newline_8(ctx, NEWLINE_LF)
         err, off = ctypes.c_int(), ctypes.c_size_t()
         b = text.encode("utf-8")
-        self.address = lib.pcre2_compile_8(b, len(b), UTF | UCP | NEVER_BACKSLASH_C | options, ctypes.byref(err),
-                                           ctypes.byref(off), ctx)
+        flags = UTF | UCP | NEVER_BACKSLASH_C | ALT_CIRCUMFLEX | options
+        self.address = lib.pcre2_compile_8(b, len(b), flags, ctypes.byref(err), ctypes.byref(off), ctx)
         lib.pcre2_compile_context_free_8(ctx)
         if not self.address:
             raise CompileError(f"{_message(err.value)} at offset {off.value}")

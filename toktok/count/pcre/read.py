@@ -119,6 +119,8 @@ class _Reader:
 
     def group(self) -> None:
         s, i = self.s, self.i
+        if s.startswith("(*", i):
+            raise Unreadable(s[i:i + 6], "a backtracking verb or start option the engines read differently")
         if not s.startswith("(?", i):
             self.groups += 1
             self.open("(", 1)

@@ -26,7 +26,10 @@ def _link() -> None:
         if not _linked:
             from llvmlite import binding
 
-            binding.load_library_permanently(lib.path())
+            try:
+                binding.load_library_permanently(lib.path())
+            except RuntimeError:  # (ctypes loaded it RTLD_GLOBAL: its symbols are found all the same)
+                pass
             _linked = True
 
 

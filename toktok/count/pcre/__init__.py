@@ -98,7 +98,6 @@ def _routed(atoms: list[tuple[str, str]]) -> tuple[np.ndarray, str]:
 def _probe(code: lib.Code, regex_text: str, literals: set[str], routed: set[int]) -> str:
     """The first probe text the engines split differently, said; "" when none."""
     from ...patterns import probe_texts
-    from ..cuts import matcher
 
     rx, state = matcher(regex_text), lib.MatchState(code)
     for t in probe_texts(literals):
@@ -110,6 +109,15 @@ def _probe(code: lib.Code, regex_text: str, literals: set[str], routed: set[int]
         if got != want:
             return f"PCRE2 splits {t!r} differently"
     return ""
+
+
+@functools.lru_cache(maxsize=16)
+def matcher(regex_text: str):
+    """``regex_text`` compiled by the ``regex`` package, once (``cuts.matcher``'s, kept apart: cuts
+    asks this package for its spans)."""
+    import regex
+
+    return regex.compile(regex_text)
 
 
 @functools.lru_cache(maxsize=16)
@@ -160,4 +168,4 @@ def describe(regex_text: str, outside: str) -> str:
     return f"PCRE2 {lib.version().split()[0]}'s JIT (outside the compiled subset: {outside}{routed})"
 
 
-__all__ = ["MOST_ROUTED", "Plan", "describe", "plan", "why_not"]
+__all__ = ["MOST_ROUTED", "Plan", "describe", "matcher", "plan", "why_not"]

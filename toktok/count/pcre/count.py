@@ -10,8 +10,7 @@ import threading
 
 import numpy as np
 
-from ..cuts import matcher
-from . import lib, plan
+from . import lib, matcher, plan
 from .kernel import FALLBACK, GROW, _count_pcre
 
 _NO_SPANS = np.zeros((0, 2), np.int64)

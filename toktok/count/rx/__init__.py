@@ -27,7 +27,7 @@ class Compiled:
         self.regex = text
         self.program = program
         ops, lits, amask, idx, blocks, alts = program.arrays()
-        self.P = (ops, lits, amask, idx, blocks, alts, np.int64(program.wbit), _swar_kinds(program))
+        self.P = (ops, lits, amask, idx, blocks, alts, np.int64(program.wbit), _swar_kinds(program), _ascii_alts(program))
 
     def spans(self, data: np.ndarray, offsets: np.ndarray, at: int | None = None) -> np.ndarray:
         """(start, end) byte pairs of the pieces of documents ``data[offsets[d]:offsets[d+1]]``
@@ -60,6 +60,17 @@ _LETTERS = np.array([chr(c).isascii() and chr(c).isalpha() for c in range(128)])
 _OTHER = np.array([not (chr(c).isalnum() or c in (9, 10, 11, 12, 13, 32)) for c in range(128)])
 _UPPER = np.array([65 <= c <= 90 for c in range(128)])
 _LOWER = np.array([97 <= c <= 122 for c in range(128)])
+
+
+def _ascii_alts(program: Program) -> np.ndarray:
+    """Per ASCII byte, the top-level alternatives that may start with it, in order, then -1 (the
+    machine tries only those at such a byte, without testing each one's first set)."""
+    k = len(program.alts)
+    out = np.full((128, k + 1), -1, np.int64)
+    for b in range(128):
+        ways = [a for a, (_, bit, _) in enumerate(program.alts) if bit < 0 or program.cols[bit][b]]
+        out[b, : len(ways)] = ways
+    return out
 
 
 def _swar_kinds(program: Program) -> np.ndarray:

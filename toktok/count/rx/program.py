@@ -9,7 +9,10 @@ Ops (rows of int64 ``[op, a, b, c, d, f]``, the next op is the next row unless s
   greedy, giving back one char at a time on backtracking (one stack entry for the whole run; ``f``:
   the bit of the set of chars what follows must start with, to give back straight to such a char);
   ``KEEP`` greedy, giving back nothing (possessive, or when what follows can never match after a
-  char of the set: see :func:`_keeps`); ``LAZY`` as few as possible, one more on backtracking.
+  char of the set: see :func:`_keeps`); ``LAZY`` as few as possible, one more on backtracking;
+  ``TRIM`` greedy and then one char given back unless the text ends there, the next op (a ``PEEK``
+  that the char after is not in the set, then ``MATCH``) done with it: ``\\s+(?!\\S)`` (see
+  :func:`_trims`).
 - ``SPLIT a b c d``: try ``a``, on failure ``b``; ``c``, ``d``: the bits of the sets of chars
   each way must start with (-1: unknown), to skip a way the next char cannot start. ``JMP a``.
 - ``ASSERT a``: a zero-width test (:data:`ASSERTS`). ``PEEK a b``: the next char is in set bit
@@ -36,7 +39,7 @@ from . import sets as _sets
 from .parse import Unsupported, parse
 
 MATCH, BYTES, SET, RUN, SPLIT, JMP, ASSERT, PEEK, BEGIN, END, MARK, CHECK, PEEKBACK = range(13)
-GIVE, KEEP, LAZY = 0, 1, 2
+GIVE, KEEP, LAZY, TRIM = 0, 1, 2, 3
 ATOMIC, LOOK, NOT_LOOK = 0, 1, 2
 #: ASSERT's kinds: \A, \z, $ (the end or before a final newline), \b, \B.
 ASSERTS = {"A": 0, "z": 1, "$": 2, "b": 3, "B": 4}
@@ -47,8 +50,8 @@ _WORD = r"\w"
 @dataclass
 class Program:
     """A compiled pattern: ``ops`` (rows of 5 ints), ``lits`` (UTF-8 of the literals), ``sets``
-    (the ``regex`` text of each set bit), ``alts`` (first op and dispatch bit per top-level
-    alternative), ``cols`` (the members of each bit, dispatch bits included)."""
+    (the ``regex`` text of each set bit), ``alts`` (first op, dispatch bit, and 1 when it is one
+    run of a set and the end, per top-level alternative), ``cols`` (the members of each bit, dispatch bits included)."""
 
     ops: list[list[int]] = field(default_factory=list)
     lits: bytearray = field(default_factory=bytearray)
@@ -79,10 +82,10 @@ class Program:
 
     def arrays(self) -> tuple:
         """What :mod:`.vm` reads: (ops int64[n, 6], lits uint8, byte table, block index,
-        blocks, alts int64[k, 2])."""
+        blocks, alts int64[k, 3])."""
         amask, idx, blocks = _sets.table(self.cols)
         return (np.array(self.ops, np.int64).reshape(-1, 6), np.frombuffer(bytes(self.lits) or b"\0", np.uint8).copy(),
-                amask, idx, blocks, np.array(self.alts, np.int64).reshape(-1, 2))
+                amask, idx, blocks, np.array(self.alts, np.int64).reshape(-1, 3))
 
 
 def _set_text(node) -> str | None:
@@ -348,6 +351,22 @@ def _keeps(p: Program, pc: int) -> bool:
     return not bool((_first_members(p, firsts) & p.cols[p.ops[pc][1]]).any())
 
 
+def _trims(p: Program, pc: int) -> bool:
+    """Whether op ``pc`` is a greedy run of a set with no upper limit followed by a negative
+    look-ahead of one char of the set's complement, then the match's end (``\\s+(?!\\S)``): the
+    run (of all it can take) either ends the text and stands, or gives back exactly one char (the
+    char after it is outside the set, so the look-ahead fails there; after one char less it is a
+    char of the set, so it holds), or fails when it has no char to spare."""
+    row = p.ops[pc]
+    if row[0] != RUN or row[4] != GIVE or row[3] != -1 or pc + 2 >= len(p.ops):
+        return False
+    peek, end = p.ops[pc + 1], p.ops[pc + 2]
+    if not (peek[0] == PEEK and peek[2] == 1 and end[0] == MATCH):
+        return False
+    seen, run = p.cols[peek[1]], p.cols[row[1]]  # the complement among the chars (no surrogates)
+    return bool(np.array_equal(seen[:0xD800], ~run[:0xD800]) and np.array_equal(seen[0xE000:], ~run[0xE000:]))
+
+
 def compile_program(text: str) -> Program:
     """``text`` (a regex) compiled; raises :class:`Unsupported` when it is outside the subset."""
     tree = simplify(parse(text))
@@ -361,12 +380,19 @@ def compile_program(text: str) -> Program:
         start = len(p.ops)
         _emit(p, alt)
         p.emit(MATCH)
-        p.alts.append([start, -1])
+        p.alts.append([start, -1, 0])
     for pc, row in enumerate(p.ops):
         if row[0] == RUN and row[4] == GIVE and (row[2] == row[3] or _keeps(p, pc)):
             row[4] = KEEP
         if row[0] == JMP and p.ops[row[1]][0] == MATCH:  # a jump to the end is the end
             row[0] = MATCH
+    for pc, row in enumerate(p.ops):
+        if _trims(p, pc):
+            row[4] = TRIM
+    for alt in p.alts:  # one run of a set and the end: matched without the machine
+        row = p.ops[alt[0]]
+        if row[0] == RUN and (row[4] == TRIM or (row[4] == KEEP and p.ops[alt[0] + 1][0] == MATCH)):
+            alt[2] = 1
     _dispatch(p)
     return p
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..._kernels import inlined, njit
 from .program import (ASSERT, ATOMIC, BEGIN, BYTES, CHECK, END, GIVE, JMP, LAZY, LOOK, MARK, MATCH, NOT_LOOK, PEEK,
-                      PEEKBACK, RUN, SET, SPLIT)
+                      PEEKBACK, RUN, SET, SPLIT, TRIM)
 from .shared import (_HIGHS, _bump_long, _bump_short, _ctz, _head, _home, _ld8, _letter_bits, _long_hash, _low,
                      _lower_bits, _other_bits, _short_hash, _upper_bits)
 
@@ -143,6 +143,10 @@ def _run(ops, pc, pos, sp, amask, idx, blocks, swk, data, d64, base, e, stack):
     p0, cnt = _run_end(data, d64, base, pos, e, bit, limit, amask, idx, blocks, swk[bit] if limit < 0 else 0)
     if cnt < lo:
         return False, pos, sp
+    if mode == TRIM:  # the char after the run is outside its set: one char back, unless at the end
+        if p0 == e:
+            return True, p0, sp
+        return cnt > lo, _back(data, p0), sp
     if mode == GIVE and cnt > lo:
         mn = pos
         for _ in range(lo):
@@ -268,6 +272,9 @@ def _attempt(ops, lits, amask, idx, blocks, wbit, swk, data, d64, base, d0, e, p
         ok = True
         if op == RUN:
             ok, pos, sp = _run(ops, pc, pos, sp, amask, idx, blocks, swk, data, d64, base, e, stack)
+            if ops[pc, 4] == TRIM:
+                if ok:
+                    return pos
             pc += 1
             if ok and ops[pc, 0] == MATCH:
                 return pos
@@ -320,16 +327,48 @@ def _attempt(ops, lits, amask, idx, blocks, wbit, swk, data, d64, base, d0, e, p
 
 @inlined
 def _match_at(P, data, d64, base, i, d0, e, stack):
-    """The end of the leftmost-first match at byte i, -1 if none, ``FULL``."""
-    ops, lits, amask, idx, blocks, alts, wbit, swk = P
-    m0, _ = _mask(data, i, amask, idx, blocks)
+    """The end of the leftmost-first match at byte i, -1 if none, ``FULL``. An alternative that is
+    one run of a set (``alts[k, 2]``) is matched without the machine, and the run is scanned once
+    for the alternatives that are runs of the same set (``\\s+(?!\\S)|\\s+``)."""
+    ops, lits, amask, idx, blocks, alts, wbit, swk, first = P
+    b0 = data[i]
+    ascii = b0 < 0x80
+    m0 = np.uint64(0)
+    if not ascii:
+        m0, _ = _mask(data, i, amask, idx, blocks)
+    mb = np.int64(-1)  # the set of the last unlimited run scanned from i, its end and chars
+    mp = np.int64(0)
+    mc = np.int64(0)
     for k in range(alts.shape[0]):
-        b = alts[k, 1]
-        if b >= 0 and not _has(m0, b):
+        if ascii:  # the alternatives that may start with this byte
+            a = first[b0, k]
+            if a < 0:
+                break
+        else:
+            a = k
+            b = alts[a, 1]
+            if b >= 0 and not _has(m0, b):
+                continue
+        pc = alts[a, 0]
+        if alts[a, 2] == 0:
+            r = _attempt(ops, lits, amask, idx, blocks, wbit, swk, data, d64, base, d0, e, pc, i, stack)
+            if r != -1:
+                return r
             continue
-        r = _attempt(ops, lits, amask, idx, blocks, wbit, swk, data, d64, base, d0, e, alts[k, 0], i, stack)
-        if r != -1:
-            return r
+        bit = ops[pc, 1]
+        lim = ops[pc, 3]
+        if lim < 0 and bit == mb:
+            p0, cnt = mp, mc
+        else:
+            p0, cnt = _run_end(data, d64, base, i, e, bit, lim, amask, idx, blocks, swk[bit] if lim < 0 else 0)
+            if lim < 0:
+                mb, mp, mc = bit, p0, cnt
+        lo = ops[pc, 2]
+        if cnt >= lo:
+            if ops[pc, 4] != TRIM or p0 == e:
+                return p0
+            if cnt > lo:
+                return _back(data, p0)
     return np.int64(-1)
 
 

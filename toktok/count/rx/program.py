@@ -50,8 +50,8 @@ _WORD = r"\w"
 @dataclass
 class Program:
     """A compiled pattern: ``ops`` (rows of 5 ints), ``lits`` (UTF-8 of the literals), ``sets``
-    (the ``regex`` text of each set bit), ``alts`` (first op, dispatch bit, and 1 when it is one
-    run of a set and the end, per top-level alternative), ``cols`` (the members of each bit, dispatch bits included)."""
+    (the ``regex`` text of each set bit), ``alts`` (first op, dispatch bit, and its shape, per
+    top-level alternative: see :func:`_shape`), ``cols`` (the members of each bit, dispatch bits included)."""
 
     ops: list[list[int]] = field(default_factory=list)
     lits: bytearray = field(default_factory=bytearray)
@@ -367,6 +367,25 @@ def _trims(p: Program, pc: int) -> bool:
     return bool(np.array_equal(seen[:0xD800], ~run[:0xD800]) and np.array_equal(seen[0xE000:], ~run[0xE000:]))
 
 
+def _shape(p: Program, pc: int) -> int:
+    """How the machine may match the alternative from op ``pc`` without its stack: 1 when it is
+    one run of a set that keeps its chars (or trims) and the end, 2 when it is an optional char
+    of a set, then such a run, and the end (`` ?\\p{L}+``, ``[A-Z]?[a-z]+``), 3 when it is one
+    char of a set and the end, else 0."""
+    def run(at: int) -> bool:
+        row = p.ops[at]
+        return row[0] == RUN and (row[4] == TRIM or (row[4] == KEEP and p.ops[at + 1][0] == MATCH))
+
+    if run(pc):
+        return 1
+    row = p.ops[pc]
+    if row[0] == SET and p.ops[pc + 1][0] == MATCH:
+        return 3
+    if row[0] == RUN and row[4] == KEEP and row[2:4] == [0, 1] and run(pc + 1):
+        return 2
+    return 0
+
+
 def compile_program(text: str) -> Program:
     """``text`` (a regex) compiled; raises :class:`Unsupported` when it is outside the subset."""
     tree = simplify(parse(text))
@@ -389,10 +408,8 @@ def compile_program(text: str) -> Program:
     for pc, row in enumerate(p.ops):
         if _trims(p, pc):
             row[4] = TRIM
-    for alt in p.alts:  # one run of a set and the end: matched without the machine
-        row = p.ops[alt[0]]
-        if row[0] == RUN and (row[4] == TRIM or (row[4] == KEEP and p.ops[alt[0] + 1][0] == MATCH)):
-            alt[2] = 1
+    for alt in p.alts:
+        alt[2] = _shape(p, alt[0])
     _dispatch(p)
     return p
 

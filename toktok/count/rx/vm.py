@@ -328,8 +328,9 @@ def _attempt(ops, lits, amask, idx, blocks, wbit, swk, data, d64, base, d0, e, p
 @inlined
 def _match_at(P, data, d64, base, i, d0, e, stack):
     """The end of the leftmost-first match at byte i, -1 if none, ``FULL``. An alternative that is
-    one run of a set (``alts[k, 2]``) is matched without the machine, and the run is scanned once
-    for the alternatives that are runs of the same set (``\\s+(?!\\S)|\\s+``)."""
+    one char, one run of a set, or an optional char then a run (``alts[k, 2]``, ``program._shape``), is
+    matched without the machine, and a run from i is scanned once for the alternatives that are
+    runs of the same set (``\\s+(?!\\S)|\\s+``)."""
     ops, lits, amask, idx, blocks, alts, wbit, swk, first = P
     b0 = data[i]
     ascii = b0 < 0x80
@@ -350,18 +351,30 @@ def _match_at(P, data, d64, base, i, d0, e, stack):
             if b >= 0 and not _has(m0, b):
                 continue
         pc = alts[a, 0]
-        if alts[a, 2] == 0:
+        shape = alts[a, 2]
+        if shape == 0:
             r = _attempt(ops, lits, amask, idx, blocks, wbit, swk, data, d64, base, d0, e, pc, i, stack)
             if r != -1:
                 return r
             continue
+        if shape == 3:  # one char of a set
+            inside, n = _in_set(data, i, e, amask, idx, blocks, ops[pc, 1])
+            if inside:
+                return i + n
+            continue
+        p = i
+        if shape == 2:  # an optional char first, kept
+            inside, n = _in_set(data, i, e, amask, idx, blocks, ops[pc, 1])
+            if inside:
+                p += n
+            pc += 1
         bit = ops[pc, 1]
         lim = ops[pc, 3]
-        if lim < 0 and bit == mb:
+        if p == i and lim < 0 and bit == mb:
             p0, cnt = mp, mc
         else:
-            p0, cnt = _run_end(data, d64, base, i, e, bit, lim, amask, idx, blocks, swk[bit] if lim < 0 else 0)
-            if lim < 0:
+            p0, cnt = _run_end(data, d64, base, p, e, bit, lim, amask, idx, blocks, swk[bit] if lim < 0 else 0)
+            if p == i and lim < 0:
                 mb, mp, mc = bit, p0, cnt
         lo = ops[pc, 2]
         if cnt >= lo:

@@ -23,8 +23,8 @@ import numpy as np
 from ..._kernels import inlined, njit
 from .program import (ASSERT, ATOMIC, BEGIN, BYTES, CHECK, END, GIVE, JMP, LAZY, LOOK, MARK, MATCH, NOT_LOOK, PEEK,
                       PEEKBACK, RUN, SET, SPLIT, TRIM)
-from .shared import (_HIGHS, _bump_long, _bump_short, _ctz, _head, _home, _ld8, _letter_bits, _long_hash, _low,
-                     _lower_bits, _other_bits, _short_hash, _upper_bits)
+from .shared import (_HIGHS, _count_piece, _ctz, _ld8, _letter_bits, _lower_bits, _other_bits, _probe,
+                     _upper_bits)
 
 BT, GIVEN, MORE, BAR, ROUND = 0, 1, 2, 3, 4
 FULL = -2  # the stack is full
@@ -449,22 +449,9 @@ def _count_kernel(P, data, d64, base, offsets, d, i, hi, T, arena, st, cbits, st
                 i += c
             if i < e:
                 n = j - i
-                if n <= 7:
-                    key = np.int64(_ld8(d64, data, base, i) & _low(n)) | (n << 56)
-                    h = _short_hash(key)
-                else:
-                    h = _long_hash(d64, data, base, i, n)
-                s = _home(h, parts, cbits)
-                t = T[s, 0]
+                key, h, s, t = _probe(T, d64, data, base, i, n, parts, cbits)
             if pn:
-                if pn <= 7:
-                    if pt == pk:
-                        T[ps, 1] += 1
-                        ok = True
-                    else:
-                        ok = _bump_short(T, st, cbits, ps, pk, pn)
-                else:
-                    ok = _bump_long(T, arena, st, cbits, ps, d64, data, base, pi, pn, _head(ph))
+                ok = _count_piece(T, arena, st, cbits, d64, data, base, pi, pn, pk, ph, ps, pt)
                 if not ok:
                     st[0, 3] = d
                     st[0, 4] = pi

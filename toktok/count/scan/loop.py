@@ -1,6 +1,7 @@
 """The loop every named pattern's scanner runs: each piece's end from the pattern's ``piece_end``
 (inlined), the piece counted in the thread's table (:mod:`.table`). A scanner is this loop with
-its pattern's ``piece_end``, compiled as one kernel (``kernel``): one kernel taking the pattern as
+its pattern's ``piece_end``, compiled as one kernel (``kernel``); the compiled patterns' loop
+(``rx.vm``) counts through the same ``table._probe`` and ``table._count_piece``: one kernel taking the pattern as
 a runtime parameter measured 1-3% more CPU time per pass.
 
 The kernels are compiled with Numba's reference counting off (``_nrt=False``): they allocate
@@ -12,8 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._kernels import njit
-from .swar import _ld8
-from .table import _bump_long, _bump_short, _head, _home, _long_hash, _low, _short_hash
+from .table import _count_piece, _probe
 
 # The loop is inlined into each pattern's kernel, reference counting off as the kernel's.
 _loop = njit(cache=True, forceinline=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, _nrt=False)
@@ -48,22 +48,9 @@ def _scan_loop(piece_end, data, d64, base, offsets, d, i, hi, ac, flags, fold, s
             if i < e:
                 j = piece_end(data, d64, base, i, e, ac, flags, fold, swar)
                 n = j - i
-                if n <= 7:
-                    key = np.int64(_ld8(d64, data, base, i) & _low(n)) | (n << 56)
-                    h = _short_hash(key)
-                else:
-                    h = _long_hash(d64, data, base, i, n)
-                s = _home(h, parts, cbits)
-                t = T[s, 0]  # the early load: brings the row's line in
+                key, h, s, t = _probe(T, d64, data, base, i, n, parts, cbits)
             if pn:
-                if pn <= 7:
-                    if pt == pk:
-                        T[ps, 1] += 1
-                        ok = True
-                    else:
-                        ok = _bump_short(T, st, cbits, ps, pk, pn)
-                else:
-                    ok = _bump_long(T, arena, st, cbits, ps, d64, data, base, pi, pn, _head(ph))
+                ok = _count_piece(T, arena, st, cbits, d64, data, base, pi, pn, pk, ph, ps, pt)
                 if not ok:
                     st[0, 3] = d
                     st[0, 4] = pi

@@ -187,6 +187,35 @@ def _bump_long(T, arena, st, cbits, s, d64, data, base, i, n, head):
 
 
 @inlined
+def _probe(T, d64, data, base, i, n, parts, cbits):
+    """(key, hash, home row, that row's key now) of piece data[i:i+n], n >= 1: a short piece's
+    key is its bytes (``_bump_short``), a long one's row is found from the hash of its bytes. The
+    row's key is loaded here, a piece ahead of :func:`_count_piece`, so a cache miss on a rare
+    word overlaps with scanning the next piece instead of stalling it."""
+    key = np.int64(0)
+    if n <= 7:
+        key = np.int64(_ld8(d64, data, base, i) & _low(n)) | (n << 56)
+        h = _short_hash(key)
+    else:
+        h = _long_hash(d64, data, base, i, n)
+    s = _home(h, parts, cbits)
+    return key, h, s, T[s, 0]
+
+
+@inlined
+def _count_piece(T, arena, st, cbits, d64, data, base, i, n, key, h, s, t):
+    """Count piece data[i:i+n] once (``key``, ``h``, ``s``, ``t``: what :func:`_probe` gave for
+    it); False (nothing done) when T or the arena must grow first. The loop of every scanner, the
+    named ones' (:mod:`.loop`) and the compiled patterns' (``rx.vm``), counts through it."""
+    if n <= 7:
+        if t == key:  # the home row held the word when probed (rows never change word)
+            T[s, 1] += 1
+            return True
+        return _bump_short(T, st, cbits, s, key, n)
+    return _bump_long(T, arena, st, cbits, s, d64, data, base, i, n, _head(h))
+
+
+@inlined
 def _top(k, arena, a64, cbits):
     """The top cbits bits of the hash of the word of key k: for a long word, from its key when
     they are there, else from its bytes in the arena."""

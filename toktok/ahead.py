@@ -78,10 +78,15 @@ def build(unit: str) -> Path:
     cc = CC(_module_name(unit))
     cc.target_cpu = "host"  # as Numba compiles for this machine
     nogil = set()
-    for i, (dispatcher, args, ret) in enumerate(_signatures(unit)):
+    signatures = _signatures(unit)
+    for i, (dispatcher, args, ret) in enumerate(signatures):
         cc.export(f"k{i}", ret(*args))(dispatcher.py_func)  # (a type spelled otherwise: raises, not built)
         if dispatcher.targetoptions.get("nogil"):
             nogil.add(dispatcher.py_func)
+    # reference counting off where every kernel of the unit is compiled without it, as Numba
+    # compiles them (on, its atomic counts around each inlined helper slowed the compiled
+    # patterns' machine down 15x)
+    cc.use_nrt = any(d.targetoptions.get("_nrt", True) for d, _, _ in signatures)
     target = path(unit)
     target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)  # (only this user may write in it)
     why = untrusted(target.parent)

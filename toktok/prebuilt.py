@@ -25,6 +25,8 @@ STAGES = ("count", "merge", "formats")
 #: Where the pattern scanners are (one module each, its kernel named ``_scan_*``): a run builds its
 #: own pattern's only.
 _SCANNERS = "toktok.count.scan."
+#: Where the scanner compiled from a regex is (unit ``rx``: built by the runs it counts for).
+_COMPILED = "toktok.count.rx."
 _SUFFIX = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
 
 
@@ -36,15 +38,18 @@ def listed() -> dict[str, list[str]]:
 
 
 def unit_of(name: str) -> str:
-    """``"toktok.count.scan.cl100k._scan_into"`` → ``"_scan_into"``; any other kernel → its stage,
-    e.g. ``unit_of("toktok.merge.loop._loop") == "merge"``."""
+    """``"toktok.count.scan.cl100k._scan_into"`` → ``"_scan_into"``; the kernels of the scanner
+    compiled from a regex (``toktok.count.rx``) → ``"rx"``; any other kernel → its stage, e.g.
+    ``unit_of("toktok.merge.loop._loop") == "merge"``."""
     kernel = name.rpartition(".")[2]
-    return kernel if name.startswith(_SCANNERS) and kernel.startswith("_scan_") else name.split(".")[1]
+    if name.startswith(_SCANNERS) and kernel.startswith("_scan_"):
+        return kernel
+    return "rx" if name.startswith(_COMPILED) else name.split(".")[1]
 
 
 def units(scanner: str | None) -> tuple[str, ...]:
-    """The units a run of a pattern with compiled ``scanner`` (None: counted through ``regex``)
-    calls, e.g. ``units("_scan_into") == ("_scan_into", "count", "merge", "formats")``."""
+    """The units a run of a pattern with compiled ``scanner`` (its unit: ``_scan_*``, ``rx``; None:
+    counted through ``regex``) calls, e.g. ``units("_scan_into") == ("_scan_into", "count", "merge", "formats")``."""
     return STAGES if scanner is None else (scanner, *STAGES)
 
 

@@ -20,8 +20,8 @@ from .program import Program, compile_program
 
 
 class Compiled:
-    """A compiled pattern: ``regex`` (its text), ``program`` and ``P`` (the arrays the kernels
-    read). :meth:`spans` and :meth:`findall` run it over documents."""
+    """A compiled pattern: ``regex`` (its text), ``program`` and ``P`` (the arrays and the \\w bit
+    the kernels read, passed one by one). :meth:`spans` and :meth:`findall` run it over documents."""
 
     def __init__(self, text: str, program: Program) -> None:
         self.regex = text
@@ -41,7 +41,7 @@ class Compiled:
         i = at if at is not None else (int(offsets[0]) if len(offsets) else 0)
         offsets = offsets.astype(np.int64)
         while d < len(offsets) - 1:
-            w, d, i = _ends_kernel(self.P, data, *_words64(data), offsets, d, i, out, stack)
+            w, d, i = _ends_kernel(*self.P, data, *_words64(data), offsets, d, i, out, stack)
             got.append(out[:w].copy())
             if i < 0:
                 i = -1 - i

@@ -32,7 +32,7 @@ class Scanner:
         if stack is None:
             stack = self._mine.stack = np.empty((_STACK, 3), np.int64)
         while True:
-            r = self.kernel(self.compiled.P, data, d64, base, offsets, d, i, hi, T, arena, st, cbits, stack)
+            r = self.kernel(*self.compiled.P, data, d64, base, offsets, d, i, hi, T, arena, st, cbits, stack)
             if r != 2:
                 return r
             stack = self._mine.stack = np.empty((2 * stack.shape[0], 3), np.int64)

@@ -386,10 +386,12 @@ def _match_at(P, data, d64, base, i, d0, e, stack):
 
 
 @njit(cache=True, no_cfunc_wrapper=True, nogil=True, _nrt=False)
-def _ends_kernel(P, data, d64, base, offsets, d, i, out, stack):
+def _ends_kernel(ops, lits, amask, idx, blocks, alts, wbit, swk, first, data, d64, base, offsets, d, i, out, stack):
     """Piece (start, end) pairs of documents d.. from byte i on into ``out`` (rows), until it is
     full; returns (rows written, document, byte to resume at; document = len: done, -1 in the
-    byte: the stack is full)."""
+    byte: the stack is full). The pattern's arrays come one by one (``Compiled.P``), as a kernel
+    built ahead takes them."""
+    P = (ops, lits, amask, idx, blocks, alts, wbit, swk, first)
     w = np.int64(0)
     nd = offsets.shape[0] - 1
     while d < nd:
@@ -402,7 +404,7 @@ def _ends_kernel(P, data, d64, base, offsets, d, i, out, stack):
             if j == FULL:
                 return w, d, np.int64(-1 - i)
             if j < 0:
-                _, n = _mask(data, i, P[2], P[3], P[4])
+                _, n = _mask(data, i, amask, idx, blocks)
                 i += n
                 continue
             out[w, 0] = i
@@ -416,10 +418,12 @@ def _ends_kernel(P, data, d64, base, offsets, d, i, out, stack):
 
 
 @njit(cache=True, no_cfunc_wrapper=True, nogil=True, _nrt=False)
-def _count_kernel(P, data, d64, base, offsets, d, i, hi, T, arena, st, cbits, stack):
+def _count_kernel(ops, lits, amask, idx, blocks, alts, wbit, swk, first, data, d64, base, offsets, d, i, hi, T, arena,
+                  st, cbits, stack):
     """Count the pieces of documents d..hi-1 (document d from byte i on) into table T. Returns 0
     when done, 1 when T or the arena must grow, 2 when the stack must (resume at document
     st[0, 3], byte st[0, 4]). Pipelined by one piece as the named scanners' loop is."""
+    P = (ops, lits, amask, idx, blocks, alts, wbit, swk, first)
     parts = T.shape[0] >> cbits
     while d < hi:
         d0 = offsets[d]
@@ -445,7 +449,7 @@ def _count_kernel(P, data, d64, base, offsets, d, i, hi, T, arena, st, cbits, st
                     st[0, 3] = d
                     st[0, 4] = pi if pn else i
                     return 2
-                _, c = _mask(data, i, P[2], P[3], P[4])
+                _, c = _mask(data, i, amask, idx, blocks)
                 i += c
             if i < e:
                 n = j - i

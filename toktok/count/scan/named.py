@@ -45,11 +45,13 @@ def _kernel_of(pattern: Pattern):
 
 
 def scanner_name(pattern: Pattern) -> str | None:
-    """The name of ``pattern``'s own compiled scanner, as ``toktok.ahead`` lists it (None: it
-    counts through ``regex`` or the scanner compiled from its regex, which is not built ahead).
+    """The unit ``toktok.ahead`` builds ``pattern``'s compiled scanner in: its own scanner's name,
+    ``"rx"`` for the scanner compiled from its regex (None: it counts through ``regex``).
     Example: ``scanner_name(patterns.DEFAULT) == "_scan_into"``."""
     scanner = _SCANNERS.get(pattern.name)
-    return None if scanner is None else scanner.py_func.__name__
+    if scanner is not None:
+        return scanner.py_func.__name__
+    return "rx" if _scanner(pattern) is not None else None
 
 
 def has_scanner(pattern: Pattern) -> bool:

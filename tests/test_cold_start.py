@@ -140,7 +140,8 @@ def test_a_tiny_first_run_merges_in_python_compiles_nothing_and_writes_what_the_
 #: (from the bytes alone too, as the bench does: --no-hardcoded),
 #: past merge.small, spell.SMALL_LINES and the count's reference (9,000 tokens; the text 11 MB, past
 #: REFERENCE_BYTES, so that each pattern's scanner counts it even on an empty cache; the Parquet
-#: after them, its scanner cached), with each named pattern, then prints the signatures its
+#: after them, its scanner cached), with each named pattern and a custom one (the scanner compiled
+#: from its regex, toktok.count.rx), then prints the signatures its
 #: kernels were called with from Python as JSON (helpers only compiled code calls compile with
 #: their callers: left out), whether a module built ahead ran it or Numba.
 _RECORD = """
@@ -160,6 +161,7 @@ def exports(name):  # a module's function records its listed signature (ahead.fi
     return [(types, recording(fn, sig)) for (types, fn), sig in zip(_exports(name), sigs)]
 ahead.exports = exports
 fixtures, d = Path(sys.argv[1]), Path(sys.argv[2])
+CAMEL = r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\\p{N}|[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+|\\p{L}+"  # a custom one
 texts = pq.read_table(fixtures / "sample.parquet", columns=["text"]).column(0).to_pylist() * 18
 pq.write_table(pa.table({"text": pa.array(texts, pa.large_string())}), d / "a.parquet")
 pq.write_table(pa.table({"text": pa.array(texts, pa.string())}), d / "b.parquet")
@@ -167,7 +169,7 @@ pq.write_table(pa.table({"text": pa.array(texts, pa.string())}), d / "b.parquet"
 (d / "d.jsonl").write_text("".join(json.dumps({"text": t}) + "\\n" for t in texts), encoding="utf-8")
 for src, pattern, hardcoded in (("c.txt", None, None), ("d.jsonl", None, None), ("a.parquet", None, None),
                                 ("b.parquet", None, None), ("b.parquet", None, False), ("c.txt", "o200k", None),
-                                ("c.txt", "gpt2", None), ("c.txt", "qwen2", None)):
+                                ("c.txt", "gpt2", None), ("c.txt", "qwen2", None), ("a.parquet", CAMEL, None)):
     toktok.train([str(d / src)], out=str(d / "out"), vocab_size=9000, budget="4GB", pattern=pattern,
                  hardcoded=hardcoded, force=True, verbose=False)
 _kernels.load()  # (every kernel's dispatcher: those called with other types hold their signatures)
@@ -279,7 +281,7 @@ def test_the_kernels_listed_ahead_are_typed_as_runs_call_them(tmp_path):
 
     used, ahead = _recorded(tmp_path), listed()  # (each "(arguments) -> return type")
     assert {"toktok.count.scan.cl100k._scan_into", "toktok.merge.loop._loop", "toktok.formats.spell._lines",
-            "toktok.count.sample._pieces"} <= set(used)
+            "toktok.count.sample._pieces", "toktok.count.rx.vm._count_kernel"} <= set(used)
     missing = {k: sorted(set(v) - set(ahead.get(k, []))) for k, v in used.items() if set(v) - set(ahead.get(k, []))}
     assert not missing, f"kernels.json lacks {missing}: write it again with `python tests/test_cold_start.py`"
 

@@ -78,7 +78,7 @@ def build(unit: str) -> Path:
     cc = CC(_module_name(unit))
     cc.target_cpu = "host"  # as Numba compiles for this machine
     nogil = set()
-    signatures = _signatures(unit)
+    signatures = list(_signatures(unit))
     for i, (dispatcher, args, ret) in enumerate(signatures):
         cc.export(f"k{i}", ret(*args))(dispatcher.py_func)  # (a type spelled otherwise: raises, not built)
         if dispatcher.targetoptions.get("nogil"):

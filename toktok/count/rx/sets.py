@@ -1,9 +1,9 @@
 """The character sets of a compiled pattern, asked of the ``regex`` package, and their table.
 
 Each set of a pattern (a class, ``\\p{..}``, ``\\s``, a literal under ``(?i)``, ...) is matched by
-``regex`` against a string of every code point (surrogates left out) once per process (~0.25 s to
-build the string, then a few ms per set), so a set means exactly what it means to ``regex``, the
-reference. The sets of a pattern become one bit each of a two-level table: per code point a
+``regex`` against a string of every code point (surrogates left out; the one the pattern checks
+match their atoms against, :mod:`toktok.pattern_checks`), a few ms per set, so a set means
+exactly what it means to ``regex``, the reference. The sets of a pattern become one bit each of a two-level table: per code point a
 uint64 of the bits of the sets holding it, stored as blocks of 256 code points (identical blocks
 shared: ~100 blocks for a pattern of \\p{L}, \\p{N}, \\s) and, for bytes < 0x80, a 256-entry byte
 table (bytes >= 0x80: 0, decoded and looked up in the blocks).
@@ -12,34 +12,23 @@ Example: ``members(r"\\p{N}")[ord("7")]``.
 from __future__ import annotations
 
 import functools
-import threading
 
 import numpy as np
 import regex
 
-_LOCK = threading.Lock()
-_ALL: tuple[str, np.ndarray] | None = None
-
-
-def _all_chars() -> tuple[str, np.ndarray]:
-    """Every code point but the surrogates as one string, and the code point of each index."""
-    global _ALL
-    with _LOCK:
-        if _ALL is None:
-            cps = np.r_[0:0xD800, 0xE000:0x110000].astype(np.int64)
-            _ALL = "".join(map(chr, cps.tolist())), cps
-    return _ALL
+from ...pattern_checks import _code_points  # the string of every code point, the checks' own
 
 
 @functools.lru_cache(maxsize=64)  # 1.1 MB each: a pattern has a few dozen sets
 def members(text: str) -> np.ndarray:
     """Whether each code point (0..0x10FFFF) is one char matched by the ``regex`` fragment
     ``text`` (read-only bool array)."""
-    s, cps = _all_chars()
+    found = np.zeros(0x110000 - 0x800, bool)  # by index in the string of every code point
+    for m in regex.finditer(f"(?:{text})+", _code_points()):
+        found[m.start():m.end()] = True
     out = np.zeros(0x110000, bool)
-    for m in regex.finditer(f"(?:{text})+", s):
-        a, b = m.span()
-        out[cps[a:b]] = True
+    out[:0xD800] = found[:0xD800]
+    out[0xE000:] = found[0xD800:]
     out.flags.writeable = False
     return out
 

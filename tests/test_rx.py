@@ -50,6 +50,8 @@ PATTERNS.update({
     "counted": r"""\p{L}{2,5}|\p{L}|\p{N}{3}|\p{N}{,2}?\.|\s{2}|[^\p{L}\p{N}]""",
     "empty_rounds": r"""(?:a?)*b|(?:x?y?)*z|q(?:\s?\S?)+|(?:(?=a)|b)*a|(?:a?){2,}c|(?:a?){0,3}d|(?:e|f?)+?g|.|\n""",
     "lookbehind": r"""(?<=\d)\d{2}|(?<![a-z])[a-z]+|(?<=\s)\S|.|\n""",
+    # runs that give back chars until a look-ahead of single chars and literals holds
+    "run_before_chars": r"""\p{Lu}+(?=\p{Lu}\p{Ll})|\d{2,}(?=px|\.)|[a-z]+(?=q)|\d+(?=\d\.\d)|\p{L}+|\s|.|\n""",
     "gaps": r"""\p{L}+|\p{N}""",  # leaves text unmatched: findall skips it, so must the scanner
     "literals": r"""\x41+|\u00e9|\t|->|=>|::|\.\.\.|[\x00-\x1f]|\w+|\W""",
 })

@@ -371,7 +371,9 @@ def _shape(p: Program, pc: int) -> int:
     """How the machine may match the alternative from op ``pc`` without its stack: 1 when it is
     one run of a set that keeps its chars (or trims) and the end, 2 when it is an optional char
     of a set, then such a run, and the end (`` ?\\p{L}+``, ``[A-Z]?[a-z]+``), 3 when it is one
-    char of a set and the end, else 0."""
+    char of a set and the end, 4 when it is a greedy run of a set, then a look-ahead of single
+    chars and literals, and the end (``[A-Z]+(?=[A-Z][a-z])``: the run gives back one char at a
+    time until the look-ahead holds), else 0."""
     def run(at: int) -> bool:
         row = p.ops[at]
         return row[0] == RUN and (row[4] == TRIM or (row[4] == KEEP and p.ops[at + 1][0] == MATCH))
@@ -383,6 +385,11 @@ def _shape(p: Program, pc: int) -> int:
         return 3
     if row[0] == RUN and row[4] == KEEP and row[2:4] == [0, 1] and run(pc + 1):
         return 2
+    if row[0] == RUN and row[4] == GIVE and row[3] == -1 and p.ops[pc + 1][:2] == [BEGIN, LOOK]:
+        end = p.ops[pc + 1][2]  # the op after the look-ahead's END
+        body = p.ops[pc + 2:end - 1]
+        if p.ops[end][0] == MATCH and body and all(op[0] in (SET, BYTES) for op in body):
+            return 4
     return 0
 
 

@@ -326,11 +326,29 @@ def _attempt(ops, lits, amask, idx, blocks, wbit, swk, data, d64, base, d0, e, p
 
 
 @inlined
+def _chars_at(ops, lits, pc, stop, data, pos, e, amask, idx, blocks):
+    """Whether ops pc..stop-1 (single chars and literals) match at ``pos``."""
+    while pc < stop:
+        if ops[pc, 0] == SET:
+            inside, n = _in_set(data, pos, e, amask, idx, blocks, ops[pc, 1])
+            if not inside:
+                return False
+            pos += n
+        else:
+            if not _literal(data, pos, e, lits, ops[pc, 1], ops[pc, 2]):
+                return False
+            pos += ops[pc, 2]
+        pc += 1
+    return True
+
+
+@inlined
 def _match_at(P, data, d64, base, i, d0, e, stack):
-    """The end of the leftmost-first match at byte i, -1 if none, ``FULL``. An alternative that is
-    one char, one run of a set, or an optional char then a run (``alts[k, 2]``, ``program._shape``), is
-    matched without the machine, and a run from i is scanned once for the alternatives that are
-    runs of the same set (``\\s+(?!\\S)|\\s+``)."""
+    """The end of the leftmost-first match at byte i, -1 if none, ``FULL``. An alternative of a
+    simple shape (``alts[k, 2]``, ``program._shape``: one char, one run of a set, an optional char
+    then a run, a run before a look-ahead of single chars) is matched without the machine, and a
+    run from i is scanned once for the alternatives that start with a run of the same set
+    (``\\s+(?!\\S)|\\s+``)."""
     ops, lits, amask, idx, blocks, alts, wbit, swk, first = P
     b0 = data[i]
     ascii = b0 < 0x80
@@ -377,11 +395,22 @@ def _match_at(P, data, d64, base, i, d0, e, stack):
             if p == i and lim < 0:
                 mb, mp, mc = bit, p0, cnt
         lo = ops[pc, 2]
-        if cnt >= lo:
-            if ops[pc, 4] != TRIM or p0 == e:
-                return p0
-            if cnt > lo:
-                return _back(data, p0)
+        if cnt < lo:
+            continue
+        if shape == 4:  # a run giving back chars until a look-ahead of single chars holds after it
+            stop = ops[pc + 1, 2] - 1  # the look-ahead's END
+            while True:
+                if _chars_at(ops, lits, pc + 2, stop, data, p0, e, amask, idx, blocks):
+                    return p0
+                if cnt == lo:
+                    break
+                p0 = _back(data, p0)
+                cnt -= 1
+            continue
+        if ops[pc, 4] != TRIM or p0 == e:
+            return p0
+        if cnt > lo:
+            return _back(data, p0)
     return np.int64(-1)
 
 

@@ -5,7 +5,8 @@ the run holds anything.
 Numba compiles a kernel when it is first called and caches the machine code, but loading it
 again costs every later run Numba's import, LLVM and the first call (~0.45 s and ~100 MB of the
 README demo's run). So ``python -m toktok.ahead UNIT`` compiles the kernels ``kernels.json``
-lists for a unit (each pattern's scanner is one; so is each stage package: count, merge, formats),
+lists for a unit (each pattern's scanner is one, the scanner compiled from a regex one more, ``rx``;
+so is each stage package: count, merge, formats),
 for the argument and return types a run gives them, into an ordinary extension module
 (``numba.pycc``, for this machine's CPU; a C compiler at build time), in ``prebuilt.folder``.
 A kernel called with exactly a listed signature runs the module's function (``_kernels.Kernel``);

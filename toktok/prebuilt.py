@@ -49,7 +49,8 @@ def unit_of(name: str) -> str:
 
 def units(scanner: str | None) -> tuple[str, ...]:
     """The units a run of a pattern with compiled ``scanner`` (its unit: ``_scan_*``, ``rx``; None:
-    counted through ``regex``) calls, e.g. ``units("_scan_into") == ("_scan_into", "count", "merge", "formats")``."""
+    counted through ``regex``) calls, e.g.
+    ``units("_scan_into") == ("_scan_into", "count", "merge", "formats")``."""
     return STAGES if scanner is None else (scanner, *STAGES)
 
 

@@ -27,7 +27,8 @@ class Compiled:
         self.regex = text
         self.program = program
         ops, lits, amask, idx, blocks, alts = program.arrays()
-        self.P = (ops, lits, amask, idx, blocks, alts, np.int64(program.wbit), _swar_kinds(program), _ascii_alts(program))
+        self.P = (ops, lits, amask, idx, blocks, alts, np.int64(program.wbit), _swar_kinds(program),
+                  _ascii_alts(program))
 
     def spans(self, data: np.ndarray, offsets: np.ndarray, at: int | None = None) -> np.ndarray:
         """(start, end) byte pairs of the pieces of documents ``data[offsets[d]:offsets[d+1]]``

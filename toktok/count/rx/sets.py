@@ -3,10 +3,11 @@
 Each set of a pattern (a class, ``\\p{..}``, ``\\s``, a literal under ``(?i)``, ...) is matched by
 ``regex`` against a string of every code point (surrogates left out; the one the pattern checks
 match their atoms against, :mod:`toktok.pattern_checks`), a few ms per set, so a set means
-exactly what it means to ``regex``, the reference. The sets of a pattern become one bit each of a two-level table: per code point a
-uint64 of the bits of the sets holding it, stored as blocks of 256 code points (identical blocks
-shared: ~100 blocks for a pattern of \\p{L}, \\p{N}, \\s) and, for bytes < 0x80, a 256-entry byte
-table (bytes >= 0x80: 0, decoded and looked up in the blocks).
+exactly what it means to ``regex``, the reference. The sets of a pattern become one bit each of
+a two-level table: per code point a uint64 of the bits of the sets holding it, stored as blocks
+of 256 code points (identical blocks shared: ~100 blocks for a pattern of \\p{L}, \\p{N}, \\s)
+and, for bytes < 0x80, a 256-entry byte table (bytes >= 0x80: 0, decoded and looked up in the
+blocks).
 Example: ``members(r"\\p{N}")[ord("7")]``.
 """
 from __future__ import annotations

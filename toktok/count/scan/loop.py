@@ -1,8 +1,8 @@
 """The loop every named pattern's scanner runs: each piece's end from the pattern's ``piece_end``
 (inlined), the piece counted in the thread's table (:mod:`.table`). A scanner is this loop with
-its pattern's ``piece_end``, compiled as one kernel (``kernel``); the compiled patterns' loop
-(``rx.vm``) counts through the same ``table._probe`` and ``table._count_piece``: one kernel taking the pattern as
-a runtime parameter measured 1-3% more CPU time per pass.
+its pattern's ``piece_end``, compiled as one kernel (``kernel``): one kernel taking the pattern as
+a runtime parameter measured 1-3% more CPU time per pass. A piece is counted through
+``table._probe`` and ``table._count_piece``, as the compiled patterns' loop (``rx.vm``) counts.
 
 The kernels are compiled with Numba's reference counting off (``_nrt=False``): they allocate
 nothing, and the atomic increments and decrements of the arrays' reference counts that Numba

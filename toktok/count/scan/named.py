@@ -46,12 +46,14 @@ def _kernel_of(pattern: Pattern):
 
 def scanner_name(pattern: Pattern) -> str | None:
     """The unit ``toktok.ahead`` builds ``pattern``'s compiled scanner in: its own scanner's name,
-    ``"rx"`` for the scanner compiled from its regex (None: it counts through ``regex``).
-    Example: ``scanner_name(patterns.DEFAULT) == "_scan_into"``."""
+    ``"rx"`` for the scanner compiled from its regex (None: it counts through PCRE2 or ``regex``,
+    which are not built ahead). Example: ``scanner_name(patterns.DEFAULT) == "_scan_into"``."""
     scanner = _SCANNERS.get(pattern.name)
     if scanner is not None:
         return scanner.py_func.__name__
-    return "rx" if _scanner(pattern) is not None else None
+    from ..rx import why_not
+
+    return "rx" if why_not(pattern.regex) is None else None
 
 
 def has_scanner(pattern: Pattern) -> bool:

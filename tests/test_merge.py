@@ -5,7 +5,7 @@ import numpy as np
 import polars as pl
 import pytest
 from conftest import FIXTURES
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from oracles.reference_bpe import rank_bpe, train
 
@@ -266,6 +266,31 @@ def test_fuzz_segmentation_equals_tiktoken(long_from, words, extra):
     encode = _tiktoken_pieces(base)
     for i, w in enumerate(words):
         assert flat[off[i]:off[i + 1]].tolist() == (encode(w) if w else [])
+
+
+@pytest.mark.parametrize("long_from", [2, 64], ids=["heap", "plain"])
+@given(
+    words=st.lists(st.lists(st.sampled_from([b"a", b"b", b" ", b"c", b"\n", b"\xc3\xa9", b"ab c"]), max_size=90).map(
+        b"".join), min_size=1, max_size=8),
+    extra=st.lists(st.lists(st.sampled_from(b"ab c\n\xc3\xa9"), min_size=2, max_size=6).map(bytes), max_size=16,
+                   unique=True),
+)
+@example(words=[b"abc abc\nabc " * 8], extra=[b"abc", b"c "])  # "abc": a token, not its own BPE
+@example(words=[b"ab ab c\n" * 12], extra=[b" c", b"ab", b"b "])
+def test_fuzz_long_words_by_parts_equal_whole_word_and_tiktoken(long_from, words, extra):
+    # a long word is segmented by its parts (cut between two bytes adjacent in no token), each
+    # distinct part once (the second copy of the words: every part from the cache), and a part
+    # that is a token whose own BPE is not itself (tokens in any order) is not taken whole: the
+    # ids equal the whole word's plain loop and tiktoken's
+    base = Vocab.base(False)
+    base.tokens += extra
+    words = words + words
+    parted, off = segment(words, base, long_from=long_from)
+    whole, woff = segment(words, base, long_from=1 << 40)
+    assert parted.tolist() == whole.tolist() and off.tolist() == woff.tolist()
+    encode = _tiktoken_pieces(base)
+    for i, w in enumerate(words):
+        assert parted[off[i]:off[i + 1]].tolist() == (encode(w) if w else [])
 
 
 @given(

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .. import _kernels
-from .._kernels import _address, _empty_array, _full_array, _zero_array, internal, njit
+from .._kernels import _address, _empty_array, _full_array, _grow, _mix, _zero_array, inlined, internal, njit
 from ..vocab import Vocab
 from .tokens import _flatten, _lookup, _token_arrays, _token_table
 
@@ -26,6 +26,10 @@ REFERENCE_WORDS = 200_000
 #: run of them of about equal bytes (``_segment`` releases the GIL; each word's ids depend on
 #: the word alone, so the ids are the same).
 THREAD_BYTES = 4 << 20
+#: A long word's parts (``_parted``) of at most this many bytes are segmented once per call and
+#: their ids kept, in a cache of at most ``PART_ENTRIES`` parts (about 50 bytes each).
+PART_CACHED = 128
+PART_ENTRIES = 1 << 21
 
 
 def _cores() -> int:
@@ -153,14 +157,193 @@ def _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, 
     return m
 
 
+@inlined
+def _plain(data, s, n, pair2, byte_id, bounds, rk, out, o, keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask,
+           data_at, n_tokens):
+    """Rank-BPE of ``data[s:s+n]`` (no whole-word lookup; ``bounds``/``rk`` hold ``n + 1``) by
+    the plain loop, which rescans the word after each merge: the ids at ``out[o:]``; returns
+    their number. (Inlined; the tables by address, as ``_lookup`` takes them.)"""
+    big = np.int64(1) << 62
+    nb = n + 1
+    for i in range(nb):
+        bounds[i] = s + i
+    any_pair = False
+    for i in range(nb - 2):
+        r = pair2[np.int64(data[s + i]) * 256 + data[s + i + 1]]
+        rk[i] = r if r >= 0 else big
+        any_pair = any_pair or r >= 0
+    if not any_pair:
+        # single bytes: id = the byte's rank
+        for i in range(n):
+            out[o + i] = byte_id[data[s + i]]
+        return n
+    while nb > 2:
+        best = big
+        bi = -1
+        for i in range(nb - 2):
+            if rk[i] < best:
+                best = rk[i]
+                bi = i
+        if bi < 0:
+            break
+        # drop the boundary between parts bi and bi+1
+        for i in range(bi + 1, nb - 1):
+            bounds[i] = bounds[i + 1]
+        for i in range(bi + 1, nb - 3):
+            rk[i] = rk[i + 1]
+        nb -= 1
+        if bi + 2 < nb:
+            r = _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data_at, bounds[bi], bounds[bi + 2] - bounds[bi], n_tokens)
+            rk[bi] = r if r >= 0 else big
+        if bi > 0:
+            r = _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data_at, bounds[bi - 1], bounds[bi + 1] - bounds[bi - 1], n_tokens)
+            rk[bi - 1] = r if r >= 0 else big
+    for i in range(nb - 1):
+        out[o + i] = _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data_at, bounds[i], bounds[i + 1] - bounds[i], n_tokens)
+    return nb - 1
+
+
+@internal
+def _parted(data, s, n, inner, long_from, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, bounds, rk,
+            out, o, n_tokens, whole, slots, store, used):
+    """Rank-BPE of one long word ``data[s:s+n]`` (no whole-word match) by its parts: the word is
+    cut between two bytes that are adjacent in no token below ``n_tokens`` (``inner``: which
+    byte pairs are), so no merge of the word's can ever join bytes across a cut, and its
+    rank-BPE is that of each part, one after the other (the parts' merges interleave, each
+    part's in its own order). A part of ``PART_CACHED`` bytes or fewer is segmented once per
+    call: its bytes and ids are kept in ``store`` (at ``a``: its length, its number of ids, its
+    bytes, its ids), found by its hash in ``slots`` (open addressing, half full at most: the
+    hash's high bits above ``a + 1``; ``used``: parts, store), and copied after that. Longer
+    parts take ``_plain`` or ``_segment_long`` as whole words do. Writes the ids at ``out[o:]``;
+    returns their number and the cache's arrays (grown, or as they were)."""
+    keys_at, ids_at, tdata_at = _address(bkeys), _address(bids), _address(tdata)
+    tstart_at, tlen_at, data_at = _address(tstart), _address(tlen), _address(data)
+    mask = np.uint64(bkeys.shape[0] - 1)
+    low = (np.int64(1) << 32) - 1
+    m = np.int64(0)
+    p = s
+    e = s + n
+    while p < e:
+        q = p + 1
+        while q < e and inner[np.int64(data[q - 1]) * 256 + data[q]]:
+            q += 1
+        ln = q - p
+        if q == e and p == s:  # one part: the whole word (of long_from bytes or more)
+            return _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, out, o,
+                                 n_tokens), slots, store
+        if ln == 1:
+            out[o + m] = byte_id[data[p]]
+            m += 1
+            p = q
+            continue
+        if ln > PART_CACHED:
+            if ln >= long_from or ln >= bounds.shape[0]:
+                m += _segment_long(data, p, ln, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, out, o + m,
+                                   n_tokens)
+            else:
+                m += _plain(data, p, ln, pair2, byte_id, bounds, rk, out, o + m, keys_at, ids_at, tdata_at,
+                            tstart_at, tlen_at, mask, data_at, n_tokens)
+            p = q
+            continue
+        # a part that is a token is most often that token (its own rank-BPE: ``whole``)
+        t = _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data_at, p, ln, n_tokens)
+        if t >= 0:
+            if whole[t] == 0:
+                k = _plain(data, p, ln, pair2, byte_id, bounds, rk, out, o + m, keys_at, ids_at, tdata_at,
+                           tstart_at, tlen_at, mask, data_at, n_tokens) if ln < long_from else \
+                    _segment_long(data, p, ln, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, out, o + m,
+                                  n_tokens)
+                whole[t] = 1 if k == 1 else 2
+                if k != 1:
+                    m += k
+                    p = q
+                    continue
+            if whole[t] == 1:
+                out[o + m] = t
+                m += 1
+                p = q
+                continue
+        h = np.uint64(0xCBF29CE484222325)
+        for k in range(ln):
+            h ^= np.uint64(data[p + k])
+            h *= np.uint64(0x100000001B3)
+        tag = np.int64(h >> np.uint64(33))  # 31 bits
+        smask = np.uint64(slots.shape[0] - 1)
+        i = _mix(np.int64(h >> np.uint64(1))) & smask
+        hit = np.int64(-1)
+        while slots[i] != 0:
+            x = slots[i]
+            if (x >> 32) == tag:
+                a = (x & low) - 1
+                if store[a] == ln:
+                    same = True
+                    for k in range(ln):
+                        if store[a + 2 + k] != data[p + k]:
+                            same = False
+                            break
+                    if same:
+                        hit = a
+                        break
+            i = (i + np.uint64(1)) & smask
+        if hit >= 0:
+            k = store[hit + 1]
+            c = hit + 2 + ln
+            for j in range(k):
+                out[o + m + j] = store[c + j]
+            m += k
+            p = q
+            continue
+        if ln >= long_from:
+            k = _segment_long(data, p, ln, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, out, o + m,
+                              n_tokens)
+        else:
+            k = _plain(data, p, ln, pair2, byte_id, bounds, rk, out, o + m, keys_at, ids_at, tdata_at,
+                       tstart_at, tlen_at, mask, data_at, n_tokens)
+        if used[0] < PART_ENTRIES:
+            if 2 * (used[0] + 1) > slots.shape[0]:  # twice the slots, rehashed
+                old = slots
+                slots = _zero_array(2 * old.shape[0], np.int64)
+                smask = np.uint64(slots.shape[0] - 1)
+                for r in range(old.shape[0]):
+                    if old[r] != 0:
+                        a = (old[r] & low) - 1
+                        g = np.uint64(0xCBF29CE484222325)
+                        for j in range(store[a]):
+                            g ^= np.uint64(store[a + 2 + j])
+                            g *= np.uint64(0x100000001B3)
+                        j = _mix(np.int64(g >> np.uint64(1))) & smask
+                        while slots[j] != 0:
+                            j = (j + np.uint64(1)) & smask
+                        slots[j] = old[r]
+                i = _mix(np.int64(h >> np.uint64(1))) & smask
+                while slots[i] != 0:
+                    i = (i + np.uint64(1)) & smask
+            a = used[1]
+            if a + 2 + ln + k > store.shape[0]:
+                store = _grow(store, a + 2 + ln + k)
+            store[a] = ln
+            store[a + 1] = k
+            for j in range(ln):
+                store[a + 2 + j] = data[p + j]
+            for j in range(k):
+                store[a + 2 + ln + j] = out[o + m + j]
+            slots[i] = (tag << 32) | (a + 1)
+            used[0] += 1
+            used[1] = a + 2 + ln + k
+        m += k
+        p = q
+    return m, slots, store
+
+
 @njit(cache=True, no_cfunc_wrapper=True, nogil=True)
 def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bids):
     """tiktoken's rank-BPE of every word: whole-word lookup, else merge the lowest-rank adjacent
     pair (leftmost on ties) until no adjacent pair is a token. Returns flat ids and lengths.
-    Words of ``long_from`` bytes or more go through ``_segment_long`` (the same result in
-    O(n log n); the plain loop here rescans the word after each merge). Only the first
-    ``n_tokens`` tokens are used; ``bkeys``/``bids`` (``_token_table``) may hold more, so that
-    one table serves every prefix of a vocabulary."""
+    Words of ``long_from`` bytes or more go by their parts (``_parted``: cut where no merge can
+    join, each part's ids found once per call) and a long part through ``_segment_long`` (the
+    same result in O(n log n); the plain loop, ``_plain``, rescans the word after each merge).
+    Only the first ``n_tokens`` tokens are used; ``bkeys``/``bids`` (``_token_table``) may hold
+    more, so that one table serves every prefix of a vocabulary."""
     max_len = np.int64(0)
     for t in range(n_tokens):
         max_len = max(max_len, np.int64(tlen[t]))
@@ -171,9 +354,13 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bid
         if tlen[t] == 1:
             byte_id[tdata[tstart[t]]] = t
     pair2 = _full_array(65536, -1, np.int64)
+    # the byte pairs adjacent in some token: a long word is cut between any other two
+    inner = _zero_array(65536, np.bool_)
     for t in range(n_tokens):
         if tlen[t] == 2:
             pair2[np.int64(tdata[tstart[t]]) * 256 + tdata[tstart[t] + 1]] = t
+        for i in range(tstart[t], tstart[t] + tlen[t] - 1):
+            inner[np.int64(tdata[i]) * 256 + tdata[i + 1]] = True
     # the tables by address, for _lookup (no reference counts per lookup)
     keys_at, ids_at, tdata_at = _address(bkeys), _address(bids), _address(tdata)
     tstart_at, tlen_at = _address(tstart), _address(tlen)
@@ -182,9 +369,14 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bid
     n_words = offsets.shape[0] - 1
     out = _empty_array(data.shape[0], np.int32)
     lens = _zero_array(n_words, np.int64)
-    bounds = _empty_array(16, np.int64)
-    rk = _empty_array(16, np.int64)
-    big = np.int64(1) << 62
+    room = np.int64(PART_CACHED) + 2  # (_parted's parts of fewer bytes take _plain)
+    bounds = _empty_array(room, np.int64)
+    rk = _empty_array(room, np.int64)
+    # the parts' cache (_parted), grown as it fills
+    slots = _zero_array(1024, np.int64)
+    whole = _zero_array(n_tokens, np.int8)  # a token's rank-BPE is itself: 1, is not: 2, not known yet: 0
+    store = _empty_array(4096, np.int32)
+    used = _zero_array(2, np.int64)
     o = np.int64(0)
     for w in range(n_words):
         s = offsets[w]
@@ -199,53 +391,18 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bid
             lens[w] = 1
             continue
         if n >= long_from:
-            k = _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, out, o, n_tokens)
+            k, slots, store = _parted(data, s, n, inner, long_from, bkeys, bids, tdata, tstart, tlen, pair2, byte_id,
+                                      max_len, bounds, rk, out, o, n_tokens, whole, slots, store, used)
             o += k
             lens[w] = k
             continue
         if bounds.shape[0] < n + 1:
             bounds = _empty_array(2 * (n + 1), np.int64)
             rk = _empty_array(2 * (n + 1), np.int64)
-        nb = n + 1
-        for i in range(nb):
-            bounds[i] = s + i
-        any_pair = False
-        for i in range(nb - 2):
-            r = pair2[np.int64(data[s + i]) * 256 + data[s + i + 1]]
-            rk[i] = r if r >= 0 else big
-            any_pair = any_pair or r >= 0
-        if not any_pair:
-            # single bytes: id = the byte's rank
-            for i in range(n):
-                out[o + i] = byte_id[data[s + i]]
-            o += n
-            lens[w] = n
-            continue
-        while nb > 2:
-            best = big
-            bi = -1
-            for i in range(nb - 2):
-                if rk[i] < best:
-                    best = rk[i]
-                    bi = i
-            if bi < 0:
-                break
-            # drop the boundary between parts bi and bi+1
-            for i in range(bi + 1, nb - 1):
-                bounds[i] = bounds[i + 1]
-            for i in range(bi + 1, nb - 3):
-                rk[i] = rk[i + 1]
-            nb -= 1
-            if bi + 2 < nb:
-                r = _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data_at, bounds[bi], bounds[bi + 2] - bounds[bi], n_tokens)
-                rk[bi] = r if r >= 0 else big
-            if bi > 0:
-                r = _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data_at, bounds[bi - 1], bounds[bi + 1] - bounds[bi - 1], n_tokens)
-                rk[bi - 1] = r if r >= 0 else big
-        for i in range(nb - 1):
-            out[o] = _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data_at, bounds[i], bounds[i + 1] - bounds[i], n_tokens)
-            o += 1
-        lens[w] = nb - 1
+        k = _plain(data, s, n, pair2, byte_id, bounds, rk, out, o, keys_at, ids_at, tdata_at, tstart_at, tlen_at,
+                   mask, data_at, n_tokens)
+        o += k
+        lens[w] = k
     return out[:o].copy(), lens
 
 

@@ -9,9 +9,16 @@ its wall and the peak RSS of its process tree (sampled every 50 ms, ``bench/run.
 ``run_measured``) beside the kernel's peak of its largest process; ``inside`` says whether the
 sampled peak stayed under the budget, and each phase's row of the run file says what it learned
 and what it counted (the sample under the budget). Rows: ``superbpe`` then ``plain`` (``--rows``), each run
-``--repeat`` times (default once: a row takes many minutes). The run is appended to
+``--repeat`` times (default once: a row takes many minutes), interleaved. The run is appended to
 ``bench/history.jsonl`` (``--label``, ``--no-history``: ``bench/history.py``).
-Example: ``python bench/superbpe.py --data ../shared/corpus/*.parquet``.
+
+``--slice-mb MB`` measures the issue's 100 MB goal instead: the first MB megabytes of ``--data``
+(``bench/run.py``'s slice, the same mix), ``--vocab-size 32768`` and T at 80% by default, every
+toktok row from the 256 bytes (``--no-hardcoded``, as the peers), and the row ``rustbpe``, its
+plain BPE of the same size on the same data (``bench/run.py``'s worker); ``superbpe_vs_rustbpe``
+is the ratio of the median walls (goal: at most 0.6).
+Example: ``python bench/superbpe.py --data ../shared/corpus/*.parquet``;
+``python bench/superbpe.py --slice-mb 100 --vocab-size 32768 --budget 2GB --rows superbpe,rustbpe --repeat 3``.
 """
 from __future__ import annotations
 
@@ -20,6 +27,7 @@ import glob
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -28,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import history  # noqa: E402
-from run import run_measured  # noqa: E402
+from run import run_measured, run_worker, slice_corpus  # noqa: E402
 
 GB = 1 << 30
 
@@ -90,26 +98,43 @@ def main() -> None:
     ap.add_argument("--rows", default="superbpe,plain")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--json", default=None, help="also write the figures to this file")
+    ap.add_argument("--slice-mb", type=int, default=0, help="the first MB megabytes of --data instead of the 1 GB corpus; "
+                    "rows from the 256 bytes, and rustbpe")
     history.options(ap)
     a = ap.parse_args()
     from toktok.options import parse_size
 
     budget = parse_size(a.budget)
     t = int(a.vocab_size * a.share)
-    corpus = make_corpus(a.data, Path(a.corpus), copies=a.copies, seed=a.seed)
-    print(f"corpus: {corpus['documents']:,} documents, {corpus['bytes'] / GB:.2f} GiB in {a.corpus}", flush=True)
-    files = sorted(str(p) for p in Path(a.corpus).glob("part-*.parquet"))
     env = {"PYTHONPATH": str(ROOT)}
     scratch = Path(tempfile.mkdtemp(prefix="toktok-superbpe-"))
+    if a.slice_mb:
+        files = slice_corpus(a.data, a.slice_mb, str(scratch))
+        corpus = {"slice_mb": a.slice_mb, "files": files}
+        print(f"corpus: the first {a.slice_mb} MB of {len(a.data)} file(s)", flush=True)
+    else:
+        corpus = make_corpus(a.data, Path(a.corpus), copies=a.copies, seed=a.seed)
+        print(f"corpus: {corpus['documents']:,} documents, {corpus['bytes'] / GB:.2f} GiB in {a.corpus}", flush=True)
+        files = sorted(str(p) for p in Path(a.corpus).glob("part-*.parquet"))
     rows: dict[str, list[dict]] = {r: [] for r in a.rows.split(",")}
     args = {"superbpe": ["--superbpe", str(t)], "plain": []}
+    own = ["--no-hardcoded"] if a.slice_mb else []
     load = os.getloadavg()
     try:
         for _ in range(a.repeat):
             for row in rows:
                 out = scratch / row
+                if row == "rustbpe":
+                    r = run_worker("rustbpe", files, a.vocab_size, 0, str(scratch), env)
+                    r.pop("tokens", None)
+                    r["load_at_end"] = os.getloadavg()[0]
+                    r["inside"] = r["peak_rss"] <= budget
+                    rows[row].append(r)
+                    print(f"  {row:8s} wall {r['wall_s']:8.1f} s  peak {r['peak_rss'] / GB:5.2f} GiB  "
+                          f"status {r['status']}  load {r['load_at_end']:.2f}", flush=True)
+                    continue
                 cmd = [sys.executable, "-m", "toktok.cli", "train", *files, "--out", str(out), "--vocab-size",
-                       str(a.vocab_size), "--budget", a.budget, *args[row], "--force", "-q"]
+                       str(a.vocab_size), "--budget", a.budget, *args[row], *own, "--force", "-q"]
                 r = run_measured(cmd, scratch / f"{row}.log", env)
                 r["load_at_end"] = os.getloadavg()[0]
                 r["inside"] = r["peak_rss"] <= budget
@@ -125,7 +150,12 @@ def main() -> None:
         shutil.rmtree(scratch, ignore_errors=True)
     fig = {"corpus": corpus, "vocab_size": a.vocab_size, "superbpe": t, "budget": a.budget, "rows": rows,
            "load_at_start": load, "load_at_end": os.getloadavg()}
-    walls = {k: min(r["wall_s"] for r in v) for k, v in rows.items() if v and all(r["exit_code"] == 0 for r in v)}
+    walls = {k: statistics.median(r["wall_s"] for r in v) for k, v in rows.items()
+             if v and all(r["exit_code"] == 0 for r in v)}
+    fig["median_wall_s"] = walls
+    if {"superbpe", "rustbpe"} <= set(walls):
+        fig["superbpe_vs_rustbpe"] = walls["superbpe"] / walls["rustbpe"]
+        print(f"superbpe / rustbpe wall = {fig['superbpe_vs_rustbpe']:.2f}x (medians)")
     if {"superbpe", "plain"} <= set(walls):
         fig["superbpe_vs_plain"] = walls["superbpe"] / walls["plain"]
         print(f"superbpe / plain wall = {fig['superbpe_vs_plain']:.2f}x; load {load[0]:.2f} at start, "

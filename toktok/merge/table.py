@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._kernels import _EMPTY, _empty_array, _mix, _zero_array, inlined, internal, njit
+from .._kernels import _EMPTY, _empty_array, _mix, _prefetch, _zero_array, inlined, internal, njit
 from .layout import _TC, _escaped
 
 
@@ -36,6 +36,13 @@ def _tslot(T, key):
         if k == key or k == _EMPTY:
             return np.int64(i)
         i = (i + np.uint64(1)) & mask
+
+
+@inlined
+def _pslot(P, p, tmask, cap):
+    """The first row the pair at position ``p`` probes in a table of ``cap`` rows (to prefetch)."""
+    key = _pkey(np.int64(P[p, _TC]) & tmask, np.int64(P[p + 1, _TC]) & tmask)
+    return np.int64(_mix(key) & np.uint64(cap - 1))
 
 
 @internal
@@ -227,14 +234,25 @@ def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack):
                 pool[dlen[d]] = p
                 dlen[d] += 1
         return T, L, n_used, pool, acc
-    T, L = _new_table(np.int64(1024))
+    # a table far larger than the caches (SuperBPE's second phase: millions of pairs): it starts
+    # with room for a pair per 16 positions (half full at one per 8) and doubles, and each position's rows are prefetched
+    # ``D`` positions ahead (about half the time of the two passes below)
+    cap = np.int64(1024)
+    while 8 * cap < n_rows:
+        cap *= 2
+    T, L = _new_table(cap)
+    D = 24
     for p in range(n_rows - 1):
+        if p + D + 1 < n_rows:
+            f = _pslot(P, p + D, tmask, T.shape[0])
+            _prefetch(T, f)
+            _prefetch(L, f)
         v = np.int64(P[p, _TC])
         ta = v & tmask
         tn = np.int64(P[p + 1, _TC]) & tmask
         if ta < tmask - 1 and tn < tmask - 1:
             if 2 * (n_used + 1) > T.shape[0]:
-                T, L, n_used, _ = _rebuild(T, L, T.shape[0])
+                T, L, n_used, _ = _rebuild(T, L, T.shape[0] // 2)
             key = _pkey(ta, tn)
             s = _tslot(T, key)
             if T[s, _KEY] == _EMPTY:
@@ -255,6 +273,10 @@ def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack):
             L[i, _LEN] = 0
     pool = _new_pool(acc + ((acc * spare) >> 4) + slack)
     for p in range(n_rows - 1):
+        if p + D + 1 < n_rows:
+            f = _pslot(P, p + D, tmask, T.shape[0])
+            _prefetch(T, f)
+            _prefetch(L, f)
         ta = np.int64(P[p, _TC]) & tmask
         tn = np.int64(P[p + 1, _TC]) & tmask
         if ta < tmask - 1 and tn < tmask - 1:

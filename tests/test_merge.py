@@ -11,6 +11,7 @@ from oracles.reference_bpe import rank_bpe, train
 
 from toktok.merge import Tuning, learn_merges, segment
 from toktok.merge.small import learn_small
+from toktok.merge.segment import WHOLE
 from toktok.count.scan import count_words
 from toktok.vocab import Vocab, hardcoded_tokens
 
@@ -278,15 +279,15 @@ def test_fuzz_segmentation_equals_tiktoken(long_from, words, extra):
 @example(words=[b"abc abc\nabc " * 8], extra=[b"abc", b"c "])  # "abc": a token, not its own BPE
 @example(words=[b"ab ab c\n" * 12], extra=[b" c", b"ab", b"b "])
 def test_fuzz_long_words_by_parts_equal_whole_word_and_tiktoken(long_from, words, extra):
-    # a long word is segmented by its parts (cut between two bytes adjacent in no token), each
-    # distinct part once (the second copy of the words: every part from the cache), and a part
-    # that is a token whose own BPE is not itself (tokens in any order) is not taken whole: the
-    # ids equal the whole word's plain loop and tiktoken's
+    # a word (of PARTED_FROM bytes or more) is segmented by its parts (cut between two bytes
+    # adjacent in no token), each distinct part once (the second copy of the words: every part
+    # from the cache), and a part that is a token whose own BPE is not itself (tokens in any
+    # order) is not taken whole: the ids equal the whole word's plain loop (WHOLE) and tiktoken's
     base = Vocab.base(False)
     base.tokens += extra
     words = words + words
     parted, off = segment(words, base, long_from=long_from)
-    whole, woff = segment(words, base, long_from=1 << 40)
+    whole, woff = segment(words, base, long_from=WHOLE)
     assert parted.tolist() == whole.tolist() and off.tolist() == woff.tolist()
     encode = _tiktoken_pieces(base)
     for i, w in enumerate(words):
@@ -524,7 +525,7 @@ def test_long_superword_pieces_segment_as_tiktoken():
     assert len(vocab.tokens) > 256 and len(words) > 10 and max(map(len, words)) > 2000
     encode = _tiktoken_pieces(vocab)
     heap, hoff = segment(words, vocab)
-    plain, poff = segment(words, vocab, long_from=1 << 40)
+    plain, poff = segment(words, vocab, long_from=WHOLE)
     assert heap.tolist() == plain.tolist() and hoff.tolist() == poff.tolist()
     for i, w in enumerate(words):
         assert heap[hoff[i]:hoff[i + 1]].tolist() == encode(w)

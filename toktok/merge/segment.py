@@ -29,6 +29,10 @@ THREAD_BYTES = 4 << 20
 #: A long word's parts (``_parted``) of at most this many bytes are segmented once per call and
 #: their ids kept, in a cache of at most ``PART_ENTRIES`` parts (about 50 bytes each).
 PART_CACHED = 128
+#: Words of this many bytes or more (that are not a token) are segmented by their parts, unless
+#: ``long_from`` is ``WHOLE``: then every word goes whole through the plain loop (tests' reference).
+PARTED_FROM = 16
+WHOLE = 1 << 40
 PART_ENTRIES = 1 << 21
 
 
@@ -228,9 +232,12 @@ def _parted(data, s, n, inner, long_from, bkeys, bids, tdata, tstart, tlen, pair
         while q < e and inner[np.int64(data[q - 1]) * 256 + data[q]]:
             q += 1
         ln = q - p
-        if q == e and p == s:  # one part: the whole word (of long_from bytes or more)
-            return _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, out, o,
-                                 n_tokens), slots, store
+        if q == e and p == s:  # one part: the whole word
+            if n >= long_from or n >= bounds.shape[0]:
+                return _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, out, o,
+                                     n_tokens), slots, store
+            return _plain(data, s, n, pair2, byte_id, bounds, rk, out, o, keys_at, ids_at, tdata_at, tstart_at,
+                          tlen_at, mask, data_at, n_tokens), slots, store
         if ln == 1:
             out[o + m] = byte_id[data[p]]
             m += 1
@@ -339,9 +346,10 @@ def _parted(data, s, n, inner, long_from, bkeys, bids, tdata, tstart, tlen, pair
 def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bids):
     """tiktoken's rank-BPE of every word: whole-word lookup, else merge the lowest-rank adjacent
     pair (leftmost on ties) until no adjacent pair is a token. Returns flat ids and lengths.
-    Words of ``long_from`` bytes or more go by their parts (``_parted``: cut where no merge can
-    join, each part's ids found once per call) and a long part through ``_segment_long`` (the
-    same result in O(n log n); the plain loop, ``_plain``, rescans the word after each merge).
+    Words of ``PARTED_FROM`` bytes or more go by their parts (``_parted``: cut where no merge can
+    join, each part's ids found once per call), and a word or part of ``long_from`` bytes or more
+    through ``_segment_long`` (the same result in O(n log n); the plain loop, ``_plain``, rescans
+    the word after each merge).
     Only the first ``n_tokens`` tokens are used; ``bkeys``/``bids`` (``_token_table``) may hold
     more, so that one table serves every prefix of a vocabulary."""
     max_len = np.int64(0)
@@ -384,13 +392,14 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bid
         n = e - s
         if n == 0:
             continue
-        t = _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data_at, s, n, n_tokens)
+        t = _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data_at, s, n, n_tokens) if n <= max_len \
+            else np.int64(-1)
         if t >= 0:
             out[o] = t
             o += 1
             lens[w] = 1
             continue
-        if n >= long_from:
+        if n >= PARTED_FROM and long_from < WHOLE:
             k, slots, store = _parted(data, s, n, inner, long_from, bkeys, bids, tdata, tstart, tlen, pair2, byte_id,
                                       max_len, bounds, rk, out, o, n_tokens, whole, slots, store, used)
             o += k

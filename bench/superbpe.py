@@ -16,7 +16,7 @@ and what it counted (the sample under the budget). Rows: ``superbpe`` then ``pla
 (``bench/run.py``'s slice, the same mix), after one untimed ``superbpe`` run (kernels built), every
 toktok row from the 256 bytes (``--no-hardcoded``, as the peers), and the row ``rustbpe``, its
 plain BPE of the same size on the same data (``bench/run.py``'s worker); ``superbpe_vs_rustbpe``
-is the ratio of the median walls (goal: at most 0.6).
+is the ratio of the median walls (goal: at most 0.6). ``--budget none`` runs toktok without one.
 Example: ``python bench/superbpe.py --data ../shared/corpus/*.parquet``;
 ``python bench/superbpe.py --slice-mb 100 --vocab-size 32768 --budget 2GB --rows superbpe,rustbpe --repeat 3``.
 """
@@ -94,7 +94,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--vocab-size", type=int, default=131_072)
     ap.add_argument("--share", type=float, default=0.8, help="the transition T as a share of the vocabulary")
-    ap.add_argument("--budget", default="4GB")
+    ap.add_argument("--budget", default="4GB", help="the runs' --budget; none: no budget (the command's default)")
     ap.add_argument("--rows", default="superbpe,plain")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--json", default=None, help="also write the figures to this file")
@@ -104,7 +104,8 @@ def main() -> None:
     a = ap.parse_args()
     from toktok.options import parse_size
 
-    budget = parse_size(a.budget)
+    budget = None if a.budget == "none" else parse_size(a.budget)
+    limit = [] if budget is None else ["--budget", a.budget]
     t = int(a.vocab_size * a.share)
     env = {"PYTHONPATH": str(ROOT)}
     scratch = Path(tempfile.mkdtemp(prefix="toktok-superbpe-"))
@@ -123,7 +124,7 @@ def main() -> None:
     try:
         if a.slice_mb and "superbpe" in rows:  # untimed: the kernels built (once after a change) and the files cached
             run_measured([sys.executable, "-m", "toktok.cli", "train", *files, "--out", str(scratch / "warm"),
-                          "--vocab-size", str(a.vocab_size), "--budget", a.budget, *args["superbpe"], *own, "--force",
+                          "--vocab-size", str(a.vocab_size), *limit, *args["superbpe"], *own, "--force",
                           "-q"], scratch / "warm.log", env)
         for _ in range(a.repeat):
             for row in rows:
@@ -132,16 +133,16 @@ def main() -> None:
                     r = run_worker("rustbpe", files, a.vocab_size, 0, str(scratch), env)
                     r.pop("tokens", None)
                     r["load_at_end"] = os.getloadavg()[0]
-                    r["inside"] = r["peak_rss"] <= budget
+                    r["inside"] = None if budget is None else r["peak_rss"] <= budget
                     rows[row].append(r)
                     print(f"  {row:8s} wall {r['wall_s']:8.1f} s  peak {r['peak_rss'] / GB:5.2f} GiB  "
                           f"status {r['status']}  load {r['load_at_end']:.2f}", flush=True)
                     continue
                 cmd = [sys.executable, "-m", "toktok.cli", "train", *files, "--out", str(out), "--vocab-size",
-                       str(a.vocab_size), "--budget", a.budget, *args[row], *own, "--force", "-q"]
+                       str(a.vocab_size), *limit, *args[row], *own, "--force", "-q"]
                 r = run_measured(cmd, scratch / f"{row}.log", env)
                 r["load_at_end"] = os.getloadavg()[0]
-                r["inside"] = r["peak_rss"] <= budget
+                r["inside"] = None if budget is None else r["peak_rss"] <= budget
                 if r["exit_code"] != 0:
                     r["error"] = "\n".join((scratch / f"{row}.log").read_text(errors="replace").splitlines()[-30:])
                 else:

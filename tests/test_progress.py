@@ -113,6 +113,45 @@ def test_json_progress_ends_with_the_error(tmp_path):
         assert not (tmp_path / "o").exists()
 
 
+def test_json_progress_of_toktok_count(tmp_path):
+    """``toktok count --progress json``: the count stage's lines (and the sample's, sampled), then
+    its figures as the summary, or the error as the stream's last line; the default, not a
+    terminal, prints no bar."""
+    out = tmp_path / "c.parquet"
+    r = _cli("count", str(FIXTURES / "sample.parquet"), str(FIXTURES / "notes.txt"), "--out", str(out),
+             "--working-set-mb", "1", "--progress", "json")
+    assert r.returncode == 0, r.stderr
+    lines = _json_lines(r.stderr)
+    by_stage = _check_stream(lines)
+    assert {"sample", "count"} <= set(by_stage), set(by_stage)
+    size = sum((FIXTURES / n).stat().st_size for n in ("sample.parquet", "notes.txt"))
+    assert by_stage["sample"][-1]["unit"] == "bytes" and 0 < by_stage["sample"][-1]["total"] <= size
+    summary = lines[-1]
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(out)
+    assert summary["event"] == "summary" and summary["out"] == str(out) and summary["words"] == t.num_rows > 1000
+    assert summary["total"] == sum(t.column("count").to_pylist()) and summary["docs"] > 0
+    assert isinstance(summary["seconds"], float) and summary["warnings"] == []
+    assert f"{summary['words']:,} words" in " ".join(r.stdout.split())
+    r = _cli("count", str(FIXTURES / "notes.txt"), "--out", str(out), "--progress", "json")  # exists
+    lines = _json_lines(r.stderr)
+    assert r.returncode == 2 and len(lines) == 1 and lines[0]["event"] == "error"
+    assert lines[0]["error"] == "OutputError" and "pass --force" in lines[0]["message"]
+    r = _cli("count", str(FIXTURES / "notes.txt"), "--out", str(out), "--progress", "bars")
+    lines = _json_lines(r.stderr)
+    assert r.returncode == 2 and "--progress 'bars': use rich, plain, json or none" in r.stderr and not lines
+    r = _cli("count", str(FIXTURES / "notes.txt"), "--out", str(out), "--progress", "json", "--seed", "x")
+    lines = _json_lines(r.stderr)
+    assert r.returncode == 2 and len(lines) == 1 and lines[0]["error"] == "ConfigError" and "--seed" in lines[0]["message"]
+    r = _cli("count", str(FIXTURES / "notes.txt"), "--out", str(tmp_path / "d.parquet"))
+    assert r.returncode == 0 and "\x1b" not in r.stderr and not _json_lines(r.stderr)
+    seen = []
+    toktok.word_counts([FIXTURES / "notes.txt"], out=tmp_path / "e.parquet",
+                       progress=lambda stage, done, total: seen.append((stage, done, total)))
+    assert seen and seen[-1][0] == "count" and seen[-1][1] == seen[-1][2] == (FIXTURES / "notes.txt").stat().st_size
+
+
 def test_quiet_and_plain_lines_have_no_ansi(tmp_path):
     # not a terminal: plain lines by default (none here: no stage runs long), nothing with -q
     r = runner.invoke(app, ["train", str(FIXTURES / "notes.txt"), "--out", str(tmp_path / "a"), "--merges", "50", "-q"])

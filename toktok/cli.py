@@ -749,10 +749,12 @@ def count_cmd(
     text_column: Optional[str] = typer.Option(None, "--text-column", help=_help("text_column")),
     bad_utf8: Optional[str] = typer.Option(None, "--bad-utf8", help=_help("bad_utf8")),
     warm_start: Optional[str] = typer.Option(None, "--warm-start", help="A base whose pattern and special tokens the count uses"),
+    progress: Optional[str] = typer.Option(None, "--progress", help=_help("progress")),
     force: bool = typer.Option(False, "--force", help="Replace an existing --out file"),
     debug: bool = typer.Option(False, "--debug"),
 ) -> None:
     """Count a corpus's words as toktok train would and write the word table (Parquet) for train --word-counts."""
+    reporting = False
     try:
         from .counts import count
         from .options import OPTION
@@ -763,12 +765,20 @@ def count_cmd(
         options = {k: OPTION[k].from_text(v, OPTION[k].flag) for k, v in given.items() if v is not None}
         if special_tokens:
             options["special_tokens"] = list(special_tokens)
+        # as train's: --progress wins, else bars on a terminal and plain lines elsewhere
+        mode = OPTION["progress"].check(progress, "--progress") if progress is not None else \
+            "rich" if err.is_terminal else "plain"
+        reporting = True  # from here on the reporter ends the JSON stream, error included
         with _warnings():
-            r = count(list(sources), out=out_file, force=force, **options)
+            r = count(list(sources), out=out_file, force=force, progress=mode, console=err, **options)
     except ToktokError as e:
+        if not reporting and progress == "json":
+            from .progress import error_of
+
+            print(json.dumps(error_of(e), ensure_ascii=False), file=sys.stderr, flush=True)
         _fail(e, debug)
         return
-    for w in r.warnings:
+    for w in r.warnings if progress != "json" else ():  # (the JSON summary holds them: nothing follows it)
         _say("warning", "yellow", w)
     out.print(literal(f"toktok: wrote {r.out}: {r.words:,} words, {r.total:,} pieces counted in {r.docs:,} documents "
                       f"({r.text_bytes / 1e6:,.1f} MB) in {r.seconds:.1f}s"))

@@ -38,13 +38,35 @@ class CountResult:
 
 
 def count(sources: list, *, out: str | os.PathLike, force: bool = False, progress: Any = None,
-          **options: Any) -> CountResult:
+          console: Any = None, **options: Any) -> CountResult:
     """The word table of ``sources`` (files, folders, globs, URLs) as ``toktok train`` with the
     same ``options`` (keywords of ``toktok.train``: ``pattern``, ``special_tokens``, ``budget``,
     ``seed``, ``engine``, ``threads``, ``text_column``, ``bad_utf8``, ``working_set_mb``,
     ``warm_start`` for its pattern and specials, ...) counts it, written to the Parquet file
-    ``out`` (an existing file only with ``force``). ``progress(stage, done, total)`` hears the
-    count's progress. Example: ``count(["data/"], out="c.parquet", pattern="o200k").words > 0``."""
+    ``out`` (an existing file only with ``force``). ``progress`` is as ``toktok.train``'s: a mode
+    of ``--progress`` (``rich``, whose bars go to ``console``, ``plain``, ``json``: JSON lines
+    ending with the result's figures or the error, ``none``) or a callable
+    ``progress(stage, done, total)`` (None: nothing).
+    Example: ``count(["data/"], out="c.parquet", pattern="o200k").words > 0``."""
+    from .options import OPTION
+    from .progress import reporter
+
+    mode = OPTION["progress"].check(progress, "progress") if progress is not None else None
+    rep = reporter(mode, console=console)
+    try:
+        try:
+            result = _count(sources, out=out, force=force, report=rep, **options)
+        finally:
+            rep.close()
+    except BaseException as e:
+        rep.fail(e)
+        raise
+    rep.finish(result)
+    return result
+
+
+def _count(sources: list, *, out: str | os.PathLike, force: bool, report: Any, **options: Any) -> CountResult:
+    """``count``'s work, reporting to ``report(stage, done, total)``."""
     from . import start
     from .budget import plan_budget
     from .config import build_config
@@ -67,7 +89,7 @@ def count(sources: list, *, out: str | os.PathLike, force: bool = False, progres
     srcs: list[Source] = resolve(cfg, phase)
     caps = [c for c in (plan.sample_bytes if plan else None, cfg.working_set_text, phase.budget) if c is not None]
     kw = dict(seed=cfg.seed, capacity=min(caps) if caps else None, specials=st.specials, threads=cfg.threads,
-              report=progress or (lambda stage, done, total: None), pattern=st.pattern)
+              report=report, pattern=st.pattern)
     if plan is not None:
         kw["batch_bytes"] = plan.batch_bytes
     pc = (ray_count(srcs, address=cfg.ray_address, **kw) if ray_count is not None else count_phase(srcs, **kw))

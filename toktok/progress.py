@@ -295,13 +295,16 @@ def reporter(progress: str | Callable | None, *, console=None, stream: TextIO | 
 
 
 def summary_of(result: Any) -> dict:
-    """The run's summary as JSON values: a ``TrainSummary``'s (or ``TrainResult``'s) fields,
-    paths as strings, seconds rounded to the millisecond."""
+    """The run's summary as JSON values: a ``TrainSummary``'s (or ``TrainResult``'s, or
+    ``toktok count``'s ``CountResult``'s) fields, paths as strings, seconds rounded to the millisecond."""
     d = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
-    d["phases"] = [dataclasses.asdict(p) for p in d.get("phases") or []]
-    d["seconds"] = {k: round(v, 3) for k, v in (d.get("seconds") or {}).items()}
-    for p in d["phases"]:
-        p["seconds"] = {k: round(v, 3) for k, v in p["seconds"].items()}
+    if "phases" in d:
+        d["phases"] = [dataclasses.asdict(p) for p in d["phases"] or []]
+        for p in d["phases"]:
+            p["seconds"] = {k: round(v, 3) for k, v in p["seconds"].items()}
+    seconds = d.get("seconds")
+    d["seconds"] = round(seconds, 3) if isinstance(seconds, float) else \
+        {k: round(v, 3) for k, v in (seconds or {}).items()}
     return json.loads(json.dumps(d, default=lambda o: str(o) if isinstance(o, Path) else repr(o)))
 
 

@@ -9,6 +9,7 @@ module is skipped without Ray.
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -366,3 +367,61 @@ def test_ray_counts_other_patterns_as_the_local_engine_does(cluster, budget):
         assert got.words.equals(local.words) and got.used == local.used and got.parity.equals(local.parity)
         assert not local.words.equals(count_local(sources, **kw).words)  # the pattern was used
         assert (got.regex_mb_s is None) == (local.regex_mb_s is None) == has_scanner(pattern)
+
+
+# --- word counts (issue 51): toktok count and train --word-counts with --engine ray ---------------
+
+
+@pytest.mark.parametrize("budget", [None, "150KB"], ids=["full-read", "sampled"])
+def test_count_with_ray_writes_the_local_engines_table(cluster, tmp_path, budget):
+    """``toktok.word_counts(..., engine="ray")`` writes the local engine's word table and metadata
+    (the same seeded sample under a budget); ``train --word-counts`` of it with ``--engine ray``
+    (no text to count: nothing goes to the cluster) is the local text run."""
+    import pyarrow.parquet as pq
+
+    import toktok
+
+    files = [FIXTURES / n for n in ("sample.parquet", "notes.txt", "extra.jsonl")]
+    kw = dict(special_tokens=SPECIALS, seed=7, **({"working_set_mb": 1} if budget else {}))
+    local = toktok.word_counts(files, out=tmp_path / "local.parquet", **kw)
+    got = toktok.word_counts(files, out=tmp_path / "ray.parquet", engine="ray", **kw)
+    a, b = pq.read_table(local.out), pq.read_table(got.out)
+    assert a.num_rows > 1000 and a.equals(b)
+    meta_a, meta_b = (json.loads(t.schema.metadata[b"toktok"]) for t in (a, b))
+    assert meta_a == meta_b and meta_a["sampled"] == bool(budget)
+    assert (got.words, got.total, got.docs, got.text_bytes) == (local.words, local.total, local.docs, local.text_bytes)
+    text = _train(tmp_path / "text", "local", sources=[str(f) for f in files], vocab_size=1800,
+                  **({"working_set_mb": 1} if budget else {}))
+    out = _train(tmp_path / "counts", "ray", word_counts=[str(got.out)], vocab_size=1800)
+    for name in OUTPUTS:
+        assert (out / name).read_bytes() == (text / name).read_bytes(), name
+
+
+def test_text_and_counts_in_one_phase_with_ray_match_local(cluster, tmp_path):
+    """A phase of text (counted on the cluster) and a word-count table (read on the driver), summed:
+    the local engine's run file and files; and ``toktok count`` / ``train --word-counts`` from
+    another process join the cluster with ``--ray-address``."""
+    import toktok
+
+    counts = toktok.word_counts([FIXTURES / "notes.txt", FIXTURES / "extra.jsonl"], out=tmp_path / "c.parquet",
+                                special_tokens=SPECIALS, seed=7)
+    phase = [PhaseConfig("main", 300, [SourceConfig(str(FIXTURES / "sample.parquet")),
+                                       SourceConfig(str(counts.out), kind="counts")])]
+    local = _train(tmp_path / "local", "local", phases=phase)
+    ray_out = _train(tmp_path / "ray", "ray", phases=phase)
+    _assert_same(local, ray_out)
+    env = {**os.environ, "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "token")}
+    cli = [sys.executable, "-m", "toktok.cli"]
+    r = subprocess.run(cli + ["count", str(FIXTURES / "notes.txt"), str(FIXTURES / "extra.jsonl"), "--out",
+                              str(tmp_path / "cli.parquet"), "--seed", "7", "--special-token", SPECIALS[0],
+                              "--engine", "ray", "--ray-address", cluster], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (tmp_path / "cli.parquet").read_bytes() == counts.out.read_bytes()
+    r = subprocess.run(cli + ["train", str(FIXTURES / "sample.parquet"), "--word-counts", str(tmp_path / "cli.parquet"),
+                              "--out", str(tmp_path / "cli"), "--merges", "300", "--seed", "7", "--special-token",
+                              SPECIALS[0], "--engine", "ray", "--ray-address", cluster, "-q"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    for name in OUTPUTS:
+        assert (tmp_path / "cli" / name).read_bytes() == (local / name).read_bytes(), name

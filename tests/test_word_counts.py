@@ -224,3 +224,70 @@ def test_a_word_given_twice_is_summed_and_said_once(tmp_path):
     assert "'hello' at row 0" in got.warnings[0] and "row 2" in got.warnings[0]
     with pytest.raises(InputError, match="row 0: the word 'a b'"):
         read_counts([str(_table(tmp_path / "b.parquet", [b"a b"], pa.array([1])))])
+
+
+# --- --resume of a word-count run killed with SIGKILL --------------------------------------------
+
+RUN_TABLES = {
+    "words": "SELECT word, count, phase, tokens FROM words ORDER BY phase, word",
+    "merges": "SELECT * FROM merges ORDER BY merge_index",
+    "vocab": "SELECT * FROM vocab ORDER BY id",
+    "inputs": "SELECT path, kind, phase, docs, text_bytes, docs_seen, bytes_seen FROM inputs ORDER BY phase, path",
+    "parity": "SELECT * FROM parity ORDER BY phase, hash",
+}
+
+
+def _run_tables(run: Path) -> dict:
+    con = duckdb.connect(str(run / "run.duckdb"), read_only=True)
+    try:
+        return {k: con.execute(q).fetchall() for k, q in RUN_TABLES.items()}
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("fault", [1, 3], ids=["counted", "in-the-loop"])
+def test_kill9_of_a_word_count_run_resumes_to_the_uninterrupted_run(tmp_path, text_run, fault):
+    """``train --word-counts`` killed (SIGKILL) right after its "counted" checkpoint (1) or inside
+    the merge loop (3: merges checkpointed), then run again with ``--resume``: the files and run
+    file of an uninterrupted run, which are the text run's files."""
+    import signal
+    import subprocess
+
+    import faults
+
+    counts = tmp_path / "c.parquet"
+    _ok("count", *SOURCES, "--out", counts, *SPECIALS)
+    args = ["train", "--word-counts", str(counts), "--vocab-size", "1800", *SPECIALS, "-q", "--out"]
+
+    def run(out: Path, *more: str, kill: int | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(faults.command(every=0, step=40, kill_at=kill) + args + [str(out), *more],
+                              capture_output=True, text=True, timeout=600)
+
+    r = run(tmp_path / "ref")
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "tok"
+    r = run(out, kill=fault)
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    staging = tmp_path / ".tok.partial"
+    assert not out.exists() and staging.is_dir()
+    con = duckdb.connect(str(staging / "run.duckdb"), read_only=True)
+    stored = con.execute("SELECT count(*) FROM merges").fetchone()[0]
+    words = con.execute("SELECT count(*) FROM words").fetchone()[0]
+    con.close()
+    assert words == pq.read_metadata(counts).num_rows and ((stored == 0) if fault == 1 else (0 < stored < 1800))
+    if fault == 1:  # a table changed since: refused, naming it; put back as it was, it resumes
+        import shutil
+
+        shutil.copy2(counts, tmp_path / "kept.parquet")
+        t = pq.read_table(counts)
+        pq.write_table(t.set_column(1, "count", pa.array([c + 1 for c in t.column("count").to_pylist()])), counts)
+        r = run(out, "--resume")
+        assert r.returncode == 2 and str(counts) in r.stderr and "changed" in r.stderr, r.stderr
+        assert staging.is_dir()
+        shutil.copy2(tmp_path / "kept.parquet", counts)
+    r = run(out, "--resume")
+    assert r.returncode == 0, r.stderr
+    assert not staging.exists()
+    _same_files(out, tmp_path / "ref")
+    _same_files(out, text_run)
+    assert _run_tables(out) == _run_tables(tmp_path / "ref")

@@ -97,7 +97,8 @@ def _count(sources: list, *, out: str | os.PathLike, force: bool, report: Any, *
     used = pc.used
     meta = {"pattern": st.pattern.to_dict(), "special_tokens": st.specials, "toktok_version": __version__,
             "seed": cfg.seed, "budget": cfg.budget, "sampled": kw["capacity"] is not None,
-            "read": [{"path": p, **u} for p, u in used.items()]}
+            # in the order of the sources' files (a Ray count's units come back in any order)
+            "read": [{"path": f.path, **used[f.path]} for s in srcs for f in s.corpus.files if f.path in used]}
     write_counts(pc.words, path, meta)
     total = int(sum(pc.words.column("count").to_pylist())) if pc.words.num_rows < 1 << 20 else \
         int(pc.words.column("count").to_numpy().sum())

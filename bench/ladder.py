@@ -7,7 +7,13 @@ the median wall is shown with the range. Rows: ``one`` (``--vocab-size TOP``), `
 (``--ladder`` of the sizes, up to TOP: every rung written and checked), ``count`` (``toktok count``
 of the corpus, once per repeat), ``counts`` (``train --word-counts`` of that table at TOP). The
 goals: ladder ≤ 1.25× one, counts ≤ 0.5× one. Every run is checked: the ladder's largest and the
-counts run write the one run's files byte for byte.
+counts run write the one run's files byte for byte. ``--rows one,counts`` measures only those
+(``count`` runs once, untimed, when its row is left out: ``counts`` needs its table).
+Per run it keeps the load average (1 min) at its start and the stage times its run file records
+(``stages``: count, merge, export, insight, verify, ...; ``rest`` = the wall less their sum: the
+interpreter's start, imports, planning, opening the run file, publishing, the process's end), and
+prints the median of each. The children run with bytecode allowed (PYTHONDONTWRITEBYTECODE taken
+out of their environment), as users have .pyc files.
 The run is appended to ``bench/history.jsonl`` (``--label``, ``--no-history``: ``bench/history.py``).
 Example: ``python bench/ladder.py --data ../shared/corpus/*.parquet --repeat 3``.
 """
@@ -31,6 +37,9 @@ import history  # noqa: E402
 FILES = ("tokenizer.json", "tokenizer.tiktoken")
 
 
+ROWS = ("one", "ladder", "count", "counts")
+
+
 def _toktok(args: list[str], env: dict) -> float:
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "toktok.cli", *args], env=env, capture_output=True, text=True)
@@ -40,46 +49,89 @@ def _toktok(args: list[str], env: dict) -> float:
     return wall
 
 
+def _stages(out: Path) -> dict[str, float]:
+    """The stage times the run file in ``out`` records (its ``stages`` table)."""
+    import duckdb
+
+    con = duckdb.connect(str(out / "run.duckdb"), read_only=True)
+    try:
+        return {k: v for k, v in con.execute("select stage, seconds from stages").fetchall()}
+    finally:
+        con.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", nargs="+", default=sorted(glob.glob(str(ROOT.parent.parent / "shared/corpus/*.parquet"))
                                                        or glob.glob(str(ROOT.parent / "shared/corpus/*.parquet"))))
     ap.add_argument("--sizes", default="8192,16384,32768,65536")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--rows", default=",".join(ROWS), help=f"the rows to measure, of {','.join(ROWS)}")
     ap.add_argument("--json", default=None, help="also write the figures to this file")
     history.options(ap)
     a = ap.parse_args()
+    rows = [r for r in ROWS if r in a.rows.split(",")]
     top = a.sizes.split(",")[-1]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's toktok loads from .pyc files
     scratch = Path(tempfile.mkdtemp(prefix="toktok-ladder-"))
     common = ["--no-hardcoded", "--force", "-q"]
-    walls: dict[str, list[float]] = {"one": [], "ladder": [], "count": [], "counts": []}
+    counts = scratch / "counts.parquet"
+    commands = {
+        "one": (["train", *a.data, "--out", str(scratch / "one"), "--vocab-size", top, *common], scratch / "one"),
+        "ladder": (["train", *a.data, "--out", str(scratch / "ladder"), "--ladder", a.sizes, *common],
+                   scratch / "ladder"),
+        "count": (["count", *a.data, "--out", str(counts), "--force"], None),
+        "counts": (["train", "--word-counts", str(counts), "--out", str(scratch / "counts"), "--vocab-size", top,
+                    *common], scratch / "counts"),
+    }
+    walls: dict[str, list[float]] = {k: [] for k in rows}
+    stages: dict[str, list[dict]] = {k: [] for k in rows}
+    loads: dict[str, list[float]] = {k: [] for k in rows}
     load = os.getloadavg()
     try:
-        _toktok(["train", str(ROOT / "data_fixtures" / "corpus" / "sample.parquet"), "--out", str(scratch / "warm"), "--merges", "50", *common], env)
-        for _ in range(a.repeat):
-            walls["one"].append(_toktok(["train", *a.data, "--out", str(scratch / "one"), "--vocab-size", top, *common], env))
-            walls["ladder"].append(_toktok(["train", *a.data, "--out", str(scratch / "ladder"), "--ladder", a.sizes,
-                                            *common], env))
-            counts = scratch / "counts.parquet"
-            walls["count"].append(_toktok(["count", *a.data, "--out", str(counts), "--force"], env))
-            walls["counts"].append(_toktok(["train", "--word-counts", str(counts), "--out", str(scratch / "counts"),
-                                            "--vocab-size", top, *common], env))
+        _toktok(["train", str(ROOT / "data_fixtures" / "corpus" / "sample.parquet"), "--out", str(scratch / "warm"),
+                 "--merges", "50", *common], env)
+        if "counts" in rows and "count" not in rows:
+            _toktok(commands["count"][0], env)
+        for _ in range(a.repeat):  # interleaved, so that a busy minute touches every row alike
+            for k in rows:
+                args, out = commands[k]
+                loads[k].append(os.getloadavg()[0])
+                wall = _toktok(args, env)
+                walls[k].append(wall)
+                if out is not None:
+                    st = _stages(out)
+                    stages[k].append({**st, "rest": wall - sum(st.values())})
         for f in FILES:
-            one = (scratch / "one" / f).read_bytes()
-            assert (scratch / "ladder" / f).read_bytes() == one and (scratch / "counts" / f).read_bytes() == one, f
+            if "one" in rows:
+                one = (scratch / "one" / f).read_bytes()
+                for k in ("ladder", "counts"):
+                    if k in rows:
+                        assert (scratch / k / f).read_bytes() == one, (k, f)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in walls.items()}
-    out = {"date": time.strftime("%Y-%m-%d"), "data": a.data, "sizes": a.sizes, "repeat": a.repeat,
+    med_stages = {k: {s: statistics.median(r.get(s, 0.0) for r in v) for s in v[0]} for k, v in stages.items() if v}
+    out = {"date": time.strftime("%Y-%m-%d"), "data": a.data, "sizes": a.sizes, "repeat": a.repeat, "rows": rows,
            "load_at_start": load, "load_at_end": os.getloadavg(), "walls": walls, "median": med,
-           "ladder_vs_one": med["ladder"] / med["one"], "counts_vs_one": med["counts"] / med["one"],
-           "same_files": True}
+           "loads": loads, "stages": stages, "median_stages": med_stages, "same_files": "one" in rows}
+    if "one" in rows and "ladder" in rows:
+        out["ladder_vs_one"] = med["ladder"] / med["one"]
+    if "one" in rows and "counts" in rows:
+        out["counts_vs_one"] = med["counts"] / med["one"]
     print(f"load {load[0]:.2f} at start, {out['load_at_end'][0]:.2f} at end; median of {a.repeat}, wall s:")
     for k, v in walls.items():
-        print(f"  {k:7s} {med[k]:7.2f}  ({min(v):.2f}-{max(v):.2f})")
-    print(f"  ladder / one = {out['ladder_vs_one']:.2f}x (goal <= 1.25), counts / one = {out['counts_vs_one']:.2f}x "
-          "(goal <= 0.5); the ladder's largest and the counts run: the one run's files, byte for byte")
+        st = med_stages.get(k)
+        shown = ", ".join(f"{s} {x:.2f}" for s, x in st.items() if x >= 0.005) if st else ""
+        print(f"  {k:7s} {med[k]:7.2f}  ({min(v):.2f}-{max(v):.2f}; load {min(loads[k]):.1f}-{max(loads[k]):.1f})"
+              + (f"  stages: {shown}" if shown else ""))
+    if "ladder_vs_one" in out:
+        print(f"  ladder / one = {out['ladder_vs_one']:.2f}x (goal <= 1.25)")
+    if "counts_vs_one" in out:
+        print(f"  counts / one = {out['counts_vs_one']:.2f}x (goal <= 0.5)")
+    if out["same_files"]:
+        print("  the ladder's largest and the counts run: the one run's files, byte for byte")
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
     history.record(a, "ladder", out, load=load[0])

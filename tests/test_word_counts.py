@@ -226,6 +226,36 @@ def test_a_word_given_twice_is_summed_and_said_once(tmp_path):
         read_counts([str(_table(tmp_path / "b.parquet", [b"a b"], pa.array([1])))])
 
 
+def test_own_tables_are_read_straight_as_the_general_reading_reads_them(tmp_path, monkeypatch):
+    """toktok's own table is read straight into Arrow (``_read_own``): the same words, counts and
+    figures as the general reading; one with toktok's metadata that breaks a rule (unsorted, a
+    word twice, a count of 0, no specials recorded) goes the general way, with its message."""
+    from toktok.count import tables
+
+    counts = tmp_path / "c.parquet"
+    toktok.word_counts(SOURCES, out=counts, special_tokens=["<|endoftext|>", "<|pad|>"])
+    specials = ["<|endoftext|>"]
+    assert tables._read_own(str(counts), NAMED["cl100k"], specials) is not None
+    fast = read_counts([str(counts)], specials=specials)
+    with monkeypatch.context() as m:
+        m.setattr(tables, "_read_own", lambda *a: None)
+        slow = read_counts([str(counts)], specials=specials)
+    assert fast.words.equals(slow.words) and fast.used == slow.used and fast.files == slow.files
+    assert fast.words.schema == tables.COUNTS_SCHEMA and not fast.warnings
+    meta = json.loads(pq.read_schema(counts).metadata[b"toktok"])
+    unsorted = _table(tmp_path / "u.parquet", [b"b", b"a"], pa.array([1, 2]), meta)
+    assert tables._read_own(str(unsorted), NAMED["cl100k"], []) is None
+    assert read_counts([str(unsorted)]).words.column("word").to_pylist() == [b"a", b"b"]
+    twice = read_counts([str(_table(tmp_path / "t.parquet", [b"a", b"a"], pa.array([1, 2]), meta))])
+    assert twice.words.column("count").to_pylist() == [3] and "given more than once" in twice.warnings[0]
+    with pytest.raises(InputError, match="row 1: count 0 is not more than 0"):
+        read_counts([str(_table(tmp_path / "z.parquet", [b"a", b"b"], pa.array([1, 0]), meta))])
+    assert tables._read_own(str(counts), NAMED["cl100k"], ["<|other|>"]) is None  # not cut out: checked
+    with pytest.raises(InputError, match="is not one piece of the run's pattern"):
+        read_counts([str(_table(tmp_path / "s.parquet", [b"a", b"x<|other|>"], pa.array([1, 2]), meta))],
+                    specials=["<|other|>"])
+
+
 # --- --resume of a word-count run killed with SIGKILL --------------------------------------------
 
 RUN_TABLES = {

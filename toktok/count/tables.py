@@ -9,6 +9,9 @@ such tables, or from any with a word column (text or bytes) and an integer count
 with Spark, DuckDB, Polars... Counts of disjoint parts of a corpus add up: the sum by word of
 their tables is the whole's.
 
+toktok's own table (its metadata records the run's pattern and specials) is read straight into
+Arrow and NumPy when every row is as ``toktok count`` writes it (``_read_own``); any other, and
+one of toktok's that breaks a rule, is read through Polars.
 Reading checks every row and refuses in one line naming the file and row: a word that is not
 one piece of the run's pattern (or holds a special token), an empty or null word, a count that is
 not a whole number > 0, a table whose recorded pattern is not the run's. (toktok's own tables,
@@ -92,8 +95,6 @@ def read_counts(paths: list[str], *, pattern: Pattern = DEFAULT, specials: list[
     ``word_column`` / ``count_column`` name the columns (default ``word`` and ``count``).
     ``pattern`` and ``specials`` are the run's: each word must be one piece of it, with no special
     token in it. Example: ``read_counts(["parts/*.parquet"], pattern=NAMED["o200k"])``."""
-    import polars as pl
-
     from .sources import resolve_sources
 
     files = [f.path for f in resolve_sources(list(paths))]
@@ -101,13 +102,18 @@ def read_counts(paths: list[str], *, pattern: Pattern = DEFAULT, specials: list[
         if not f.endswith(".parquet"):
             raise InputError(f"{f}: a word-count table must be a Parquet file ({where}); write it with "
                              "DataFrame.write_parquet or COPY ... TO 'counts.parquet'")
-    parts, used, ours, trusted = [], {}, True, True
+    if len(files) == 1 and (word_column or WORD_COLUMN, count_column or COUNT_COLUMN) == (WORD_COLUMN, COUNT_COLUMN):
+        got = _read_own(files[0], pattern, specials)
+        if got is not None:
+            return got
+    import polars as pl
+
+    parts, used, trusted = [], {}, True
     for i, f in enumerate(files):
         part, own = _read_one(f, word_column or WORD_COLUMN, count_column or COUNT_COLUMN, pattern)
         used[f] = {"rows": part.height, "words": part.height,
                    "bytes": int((part["word"].bin.size() * part["count"]).sum() or 0)}
         parts.append(part.with_columns(pl.lit(i, pl.Int32).alias("file")))
-        ours = ours and own is not None
         # toktok's own table, counted with the run's pattern (checked) and at least its specials cut
         # out: its words are the pattern's pieces by construction
         trusted = trusted and own is not None and set(specials) <= set(own.get("special_tokens") or [])
@@ -130,11 +136,50 @@ def read_counts(paths: list[str], *, pattern: Pattern = DEFAULT, specials: list[
                         "their counts are summed")
     if not trusted:
         _check_pieces(summed, files, pattern, specials)
-    words = summed.select("word", "count")
-    if not (once and ours and len(files) == 1):  # toktok's own table is sorted by word already
-        words = words.sort("word")
-    words = words.to_arrow().cast(COUNTS_SCHEMA)
+    # (toktok's own table, sorted by word, was read by _read_own: one that comes here may not be)
+    words = summed.select("word", "count").sort("word").to_arrow().cast(COUNTS_SCHEMA)
     return CountsRead(words, files, used, warnings)
+
+
+def _read_own(path: str, pattern: Pattern, specials) -> CountsRead | None:
+    """``read_counts`` of one table as ``toktok count`` writes it, straight into Arrow and NumPy
+    (no copy through a data frame): its metadata records the run's pattern and at least its
+    special tokens (its words are the pattern's pieces by construction), its columns are ``word``
+    binary and ``count`` int64, and every row passes: a word of at least one byte, a count > 0,
+    the words in strictly increasing order (so each once). None when any of that does not hold:
+    the general reading then checks it row by row and names what is wrong."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+    except (OSError, pa.ArrowException):
+        return None  # (said by the general reading)
+    schema = pf.schema_arrow
+    meta = (schema.metadata or {}).get(META_KEY)
+    if meta is None or schema.names[:2] != [WORD_COLUMN, COUNT_COLUMN] or schema.field(0).type != pa.binary() \
+            or schema.field(1).type != pa.int64():
+        return None
+    own = json.loads(meta)
+    recorded = own.get("pattern")
+    if recorded is None or not same(Pattern.from_dict(recorded), pattern) or \
+            not set(specials) <= set(own.get("special_tokens") or []):
+        return None
+    t = pf.read(columns=[WORD_COLUMN, COUNT_COLUMN])
+    word, count = t.column(0), t.column(1)
+    if not t.num_rows or word.null_count or count.null_count:
+        return None
+    word = word.chunk(0) if word.num_chunks == 1 else word.combine_chunks()
+    count = count.chunk(0) if count.num_chunks == 1 else count.combine_chunks()
+    counts = np.frombuffer(count.buffers()[1], np.int64, len(count), count.offset * 8)  # (no copy, no pandas)
+    offsets = np.frombuffer(word.buffers()[1], np.int32, len(word) + 1, word.offset * 4)
+    lengths = np.diff(offsets)
+    if counts.min() <= 0 or lengths.min() == 0:
+        return None
+    if len(word) > 1 and not pc.all(pc.less(word.slice(0, len(word) - 1), word.slice(1))).as_py():
+        return None  # (not sorted, or a word twice: summed and said by the general reading)
+    used = {path: {"rows": len(word), "words": len(word), "bytes": int(np.dot(lengths.astype(np.int64), counts))}}
+    return CountsRead(pa.table([word, count], schema=COUNTS_SCHEMA), [path], used)
 
 
 def _shown(word: bytes) -> str:
@@ -270,8 +315,14 @@ def _one_piece(word: bytes, pattern: Pattern, specials) -> bool:
     return not any(s in text for s in specials) and pattern.one_piece(text)
 
 
+#: Characters of each document made of words (:func:`word_documents`): half a text document's
+#: most (``PARITY_CHARS``), about what a text run's sample holds on average (the bench corpus's 64
+#: documents: 119,086 characters), so that a word-count run checks and measures as much text.
+WORD_DOC_CHARS = PARITY_CHARS // 2
+
+
 def word_documents(words: pa.Array, counts: np.ndarray, seed: int, docs: int = PARITY_DOCS,
-                   chars: int = PARITY_CHARS) -> pa.Table:
+                   chars: int = WORD_DOC_CHARS) -> pa.Table:
     """What the parity check and the compression curve read when a phase has no text, only word
     counts: ``docs`` documents of up to ``chars`` characters, each the table's words drawn with
     replacement in proportion to their counts (seeded) and joined as they come (PARITY_SCHEMA:
@@ -287,19 +338,17 @@ def word_documents(words: pa.Array, counts: np.ndarray, seed: int, docs: int = P
     mean = max(1.0, float((lengths * p).sum()))
     per_doc = int(chars / mean) + 8
     picks = rng.choice(n, size=(docs, per_doc), p=p)
-    out = []
-    for row in picks:
-        text = b"".join(words[int(i)].as_py() for i in row).decode("utf-8", "replace")[:chars]
-        out.append(text)
+    drawn = words.take(pa.array(picks.reshape(-1))).to_pylist()  # (one conversion, not one per word)
+    out = [b"".join(drawn[k * per_doc:(k + 1) * per_doc]).decode("utf-8", "replace")[:chars] for k in range(docs)]
     return pa.table([pa.array(np.arange(docs, dtype=np.uint64)), pa.array([WORDS_SOURCE] * docs, pa.large_string()),
                      pa.array(np.arange(docs, dtype=np.int64)), pa.array(out, pa.large_string())], schema=PARITY_SCHEMA)
 
 
 def _lengths(words: pa.Array) -> np.ndarray:
-    """The byte length of each word."""
-    import pyarrow.compute as pc
-
-    return pc.binary_length(words).to_numpy(zero_copy_only=False).astype(np.float64)
+    """The byte length of each word (from the array's offsets: no copy, no pandas)."""
+    if words.type != pa.binary():
+        words = words.cast(pa.binary())
+    return np.diff(np.frombuffer(words.buffers()[1], np.int32, len(words) + 1, words.offset * 4)).astype(np.float64)
 
 
 def with_tables(counted, sources: list, configs: list, *, pattern: Pattern, specials, seed: int,
@@ -312,8 +361,6 @@ def with_tables(counted, sources: list, configs: list, *, pattern: Pattern, spec
     specials=[], seed=0, word_column="word", count_column="count").words``."""
     import time
 
-    import polars as pl
-
     from .common import PhaseCount
 
     t0 = time.perf_counter()
@@ -321,19 +368,23 @@ def with_tables(counted, sources: list, configs: list, *, pattern: Pattern, spec
     for src, cfg in zip(sources, configs):
         got = read_counts([f.path for f in src.corpus.files], pattern=pattern, specials=specials,
                           word_column=cfg.word_column or word_column, count_column=cfg.count_column or count_column)
-        parts.append(pl.from_arrow(got.words))
+        parts.append(got.words)
         used.update({f: {"docs": 0, "bytes": u["bytes"], "docs_seen": 0, "bytes_seen": u["bytes"]}
                      for f, u in got.used.items()})
         warnings += got.warnings
     if counted is not None:
-        parts.append(pl.from_arrow(counted.words))
+        parts.append(counted.words)
     if len(parts) > 1:
-        words = pl.concat(parts).group_by("word").agg(pl.col("count").sum()).sort("word").to_arrow().cast(COUNTS_SCHEMA)
+        import polars as pl
+
+        words = pl.concat([pl.from_arrow(p) for p in parts]).group_by("word").agg(pl.col("count").sum()) \
+            .sort("word").to_arrow().cast(COUNTS_SCHEMA)
     else:  # (read_counts' order: by word)
-        words = parts[0].to_arrow().cast(COUNTS_SCHEMA)
+        words = parts[0].cast(COUNTS_SCHEMA)
     if counted is not None:
         counted.words, counted.used = words, {**counted.used, **used}
         counted.seconds["count"] = counted.seconds.get("count", 0.0) + time.perf_counter() - t0
         return counted, warnings
-    parity = word_documents(words.column("word").combine_chunks(), words.column("count").to_numpy(), seed)
+    word, count = (c.chunk(0) if c.num_chunks == 1 else c.combine_chunks() for c in words.columns)
+    parity = word_documents(word, np.frombuffer(count.buffers()[1], np.int64, len(count), count.offset * 8), seed)
     return PhaseCount(words, used, parity, {"count": time.perf_counter() - t0}), warnings

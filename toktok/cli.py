@@ -21,6 +21,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from .errors import ToktokError
 from .insight.report import literal, printable
+from .progress import say_error
 
 
 class _Commands(TyperGroup):
@@ -321,9 +322,7 @@ def train(**values) -> None:
             summary = train_config(cfg, progress=mode, log=log, console=err)
     except ToktokError as e:
         if not reporting and "json" in (values.get("progress"), cfg and cfg.progress):
-            from .progress import error_of
-
-            print(json.dumps(error_of(e), ensure_ascii=False), file=sys.stderr, flush=True)
+            say_error(e)
         _fail(e, debug)
         return
     except KeyboardInterrupt:
@@ -763,19 +762,15 @@ def count_cmd(
                      ray_address=ray_address, threads=threads, text_column=text_column, bad_utf8=bad_utf8,
                      warm_start=warm_start)
         options = {k: OPTION[k].from_text(v, OPTION[k].flag) for k, v in given.items() if v is not None}
-        if special_tokens:
-            options["special_tokens"] = list(special_tokens)
+        options.update({"special_tokens": list(special_tokens)} if special_tokens else {})
         # as train's: --progress wins, else bars on a terminal and plain lines elsewhere
-        mode = OPTION["progress"].check(progress, "--progress") if progress is not None else \
-            "rich" if err.is_terminal else "plain"
+        mode = OPTION["progress"].check(progress, "--progress") if progress else "rich" if err.is_terminal else "plain"
         reporting = True  # from here on the reporter ends the JSON stream, error included
         with _warnings():
             r = count(list(sources), out=out_file, force=force, progress=mode, console=err, **options)
     except ToktokError as e:
         if not reporting and progress == "json":
-            from .progress import error_of
-
-            print(json.dumps(error_of(e), ensure_ascii=False), file=sys.stderr, flush=True)
+            say_error(e)
         _fail(e, debug)
         return
     for w in r.warnings if progress != "json" else ():  # (the JSON summary holds them: nothing follows it)

@@ -38,7 +38,7 @@ step and tiktoken's half of the verification run, and a smaller one, loaded in t
 encodes the check's texts in a thread meanwhile (``verify.begin``); on the first run after an
 install the kernels compile in second processes before the run goes on (``merge.Kernels``; under a
 memory budget before the run file is opened: ``toktok.ahead``); the first file's first batch is
-read while the run file is opened (``count.start``).
+read (a word-count table's file read) while the run file is opened (``count.start``).
 
 Layering: imports point down this list, never up (and make no cycle):
 (1) the edge, ``cli`` and ``api``: parse, call the library, map typed errors (no DuckDB, no run
@@ -203,9 +203,9 @@ def _train(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: resu
     kept for ``--resume`` when it holds a checkpoint (:func:`toktok.resume.abandon`)."""
     run = _plan(cfg, progress, log, marks)  # 1.
     run.ray_tuning = ray_tuning
-    # (the first file's first batch decoded while step 2 opens the run file)
+    # (the first file's first batch decoded, or its word-count table read, while step 2 opens the run file)
     first = run.patterns[run.phases[0].name]
-    run.started = count.start(cfg, run.phases[0], run.plans[0], run.plan, first) if run.ray_count is None else None
+    run.started = count.start(cfg, run.phases[0], run.plans[0], run.plan, first, run.specials)
     if not run.tiny:  # a first run compiles before its run file exists: a kill -9 meanwhile leaves nothing
         run.kernels.warm_up()  # to --resume (and under a budget, while this process holds least)
     run.staging, run.journal, run.fingerprints = resume.open_run(  # 2.

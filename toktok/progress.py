@@ -318,6 +318,11 @@ def error_of(error: BaseException) -> dict:
     return {"event": "error", "error": type(error).__name__, "message": one_line(error), "exit_code": code}
 
 
+def say_error(error: BaseException) -> None:
+    """An error found before a command made its reporter, as the JSON stream's one line (stderr)."""
+    print(json.dumps(error_of(error), ensure_ascii=False), file=sys.stderr, flush=True)
+
+
 def _round(v: float | None) -> float | None:
     return None if v is None else round(v, 3)
 
@@ -341,5 +346,5 @@ def _seconds(s: float) -> str:
     return f"{s:.1f} s" if s < 60 else f"{int(s // 60)} min {int(s % 60)} s"
 
 
-__all__ = ["Reporter", "JsonLines", "PlainLines", "RichBars", "reporter", "summary_of", "error_of", "unit_of",
+__all__ = ["Reporter", "JsonLines", "PlainLines", "RichBars", "reporter", "summary_of", "error_of", "say_error", "unit_of",
            "UNITS"]

@@ -24,7 +24,7 @@ from .memory import check_sources, corpus_of
 from .scan import REFERENCE_BYTES, SMALL_BYTES, count_path  # noqa: F401  (the run says how it counted)
 from .read import Corpus, read_corpus
 from .sources import resolve_sources
-from .tables import with_tables
+from .tables import COUNT_COLUMN, WORD_COLUMN, TableAhead, with_tables
 from .remote import redact, set_readahead
 
 if TYPE_CHECKING:
@@ -71,14 +71,22 @@ def tables_of(path: str) -> Corpus:
 
 
 def start(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], plan: BudgetPlan | None,
-          pattern: Pattern) -> Started | None:
+          pattern: Pattern, specials: list[str] = ()) -> Started | TableAhead | None:
     """The first file of ``phase`` (the run's first, ``sources`` resolved) read from now on
     (:func:`.local.start_reading`) when that phase reads every document with the local engine on
-    a fresh run (else None; nor when it is a word-count table): the pipeline calls it before it
-    opens the run file, so the first batch is decoded meanwhile, and hands it to :func:`run` (``started``).
+    a fresh run; or, when its first source is a word-count table of one file with the usual
+    columns, on a fresh run without a memory budget, that table (:class:`.tables.TableAhead`,
+    ``specials``: the run's); else None. The pipeline calls it before it opens the run file, so
+    the first batch is decoded (the table read) meanwhile, and hands it to :func:`run` (``started``).
     Example: ``count.start(spec, spec.phases[0], sources, None, DEFAULT).path``."""
-    if cfg.engine != "ray" and not cfg.resume and _phase_capacity(cfg, phase, plan) is None \
-            and phase.sources[0].kind != "counts":
+    first = phase.sources[0]
+    if first.kind == "counts":
+        files = sources[0].corpus.files
+        columns = (first.word_column or cfg.word_column, first.count_column or cfg.count_column)
+        if not cfg.resume and plan is None and len(files) == 1 and columns == (WORD_COLUMN, COUNT_COLUMN):
+            return TableAhead(files[0].path, pattern, specials)
+        return None
+    if cfg.engine != "ray" and not cfg.resume and _phase_capacity(cfg, phase, plan) is None:
         return start_reading(sources, BATCH_BYTES, pattern)
     return None
 
@@ -99,7 +107,8 @@ def _phase_capacity(cfg: RunSpec, phase: PhaseConfig, plan: BudgetPlan | None) -
 
 def run(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], fp: list, *, journal: Journal,
         pattern: Pattern, specials: list[str], merges: int, plan: BudgetPlan | None = None, threads: int = 1,
-        report: Progress | None = None, started: Started | None = None, ray_count: Callable | None = None,
+        report: Progress | None = None, started: Started | TableAhead | None = None,
+        ray_count: Callable | None = None,
         ray_tuning: dict | None = None) -> Counted:
     """The count stage's entry (the pipeline's step 3): read, sample (when the budget says so),
     pre-tokenize with ``pattern`` (``specials`` split off) and count one phase's ``sources``
@@ -129,6 +138,8 @@ def run(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], fp: list, *, jo
     checkpoints = dict(restored=restored, save=save, every=marks.every * resume.COUNT_EVERY)
     tables = [(s, c) for s, c in zip(sources, phase.sources) if c.kind == "counts"]  # word-count tables
     text = [s for s, c in zip(sources, phase.sources) if c.kind != "counts"]
+    ahead = started if isinstance(started, TableAhead) else None  # (the first table, being read: start)
+    started = None if ahead is not None else started
     if ray_count is not None:  # the same PhaseCount and checkpoints, counted on a Ray cluster
         count = partial(ray_count, address=cfg.ray_address, **checkpoints, **(ray_tuning or {}))
     else:  # (the first phase's first file may be being read already: start)
@@ -140,7 +151,7 @@ def run(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], fp: list, *, jo
     said: list[str] = []
     if tables:  # summed with the text's words (toktok.count.tables)
         pc, said = with_tables(pc, *zip(*tables), pattern=pattern, specials=specials, seed=cfg.seed,
-                               word_column=cfg.word_column, count_column=cfg.count_column)
+                               word_column=cfg.word_column, count_column=cfg.count_column, ahead=ahead)
     resume.check_unchanged(sources, fp, where)
     table, used, warnings = pc.words, pc.used, said
     if plan is not None:  # the merge loop's arrays must fit the budget: drop the rarest words if not

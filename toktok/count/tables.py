@@ -44,7 +44,7 @@ COUNTS_SCHEMA = pa.schema([("word", pa.binary()), ("count", pa.int64())])
 #: How the parity sample's documents made of words name their source.
 WORDS_SOURCE = "word-counts"
 
-__all__ = ["COUNTS_SCHEMA", "CountsRead", "META_KEY", "read_counts", "word_documents", "write_counts"]
+__all__ = ["COUNTS_SCHEMA", "CountsRead", "META_KEY", "TableAhead", "read_counts", "word_documents", "write_counts"]
 
 
 def write_counts(words: pa.Table, path: str | os.PathLike, meta: dict) -> Path:
@@ -87,14 +87,44 @@ class CountsRead:
         return sum(u["bytes"] for u in self.used.values())
 
 
+class TableAhead:
+    """A word-count table being read (:func:`_read_own`) in a thread of its own from now on: the
+    pipeline starts it before it opens the run file (``count.start``), and :func:`read_counts`
+    takes what it read (``ahead=``) when it reads that one file with those columns.
+    Example: ``read_counts([path], ahead=TableAhead(path, DEFAULT, []))``."""
+
+    def __init__(self, path: str, pattern: Pattern, specials) -> None:
+        import threading
+
+        self.path, self.pattern, self.specials = path, pattern, list(specials)
+        self._got: CountsRead | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._read, name="toktok-read-counts", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            self._got = _read_own(self.path, self.pattern, self.specials)
+        except BaseException as e:  # raised by result(), in the run's thread
+            self._error = e
+
+    def result(self) -> CountsRead | None:
+        """What ``_read_own`` gave (None: the general reading reads the table)."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._got
+
+
 def read_counts(paths: list[str], *, pattern: Pattern = DEFAULT, specials: list[str] | tuple = (),
                 word_column: str | None = None, count_column: str | None = None,
-                where: str = "--word-counts") -> CountsRead:
+                where: str = "--word-counts", ahead: TableAhead | None = None) -> CountsRead:
     """The word tables of ``paths`` (Parquet files, folders or globs, sorted by path) summed into
     one, every row checked (see the module docstring; InputError naming the file and row, 0-based).
     ``word_column`` / ``count_column`` name the columns (default ``word`` and ``count``).
     ``pattern`` and ``specials`` are the run's: each word must be one piece of it, with no special
-    token in it. Example: ``read_counts(["parts/*.parquet"], pattern=NAMED["o200k"])``."""
+    token in it. ``ahead``: the one file, being read already with them (:class:`TableAhead`).
+    Example: ``read_counts(["parts/*.parquet"], pattern=NAMED["o200k"])``."""
     from .sources import resolve_sources
 
     files = [f.path for f in resolve_sources(list(paths))]
@@ -103,7 +133,9 @@ def read_counts(paths: list[str], *, pattern: Pattern = DEFAULT, specials: list[
             raise InputError(f"{f}: a word-count table must be a Parquet file ({where}); write it with "
                              "DataFrame.write_parquet or COPY ... TO 'counts.parquet'")
     if len(files) == 1 and (word_column or WORD_COLUMN, count_column or COUNT_COLUMN) == (WORD_COLUMN, COUNT_COLUMN):
-        got = _read_own(files[0], pattern, specials)
+        same_ahead = ahead is not None and ahead.path == files[0] and ahead.pattern is pattern and \
+            ahead.specials == list(specials)
+        got = ahead.result() if same_ahead else _read_own(files[0], pattern, specials)
         if got is not None:
             return got
     import polars as pl
@@ -160,12 +192,18 @@ def _read_own(path: str, pattern: Pattern, specials) -> CountsRead | None:
     if meta is None or schema.names[:2] != [WORD_COLUMN, COUNT_COLUMN] or schema.field(0).type != pa.binary() \
             or schema.field(1).type != pa.int64():
         return None
-    own = json.loads(meta)
-    recorded = own.get("pattern")
+    try:
+        own = json.loads(meta)
+        recorded = own.get("pattern")
+    except (ValueError, AttributeError):
+        return None
     if recorded is None or not same(Pattern.from_dict(recorded), pattern) or \
             not set(specials) <= set(own.get("special_tokens") or []):
         return None
-    t = pf.read(columns=[WORD_COLUMN, COUNT_COLUMN])
+    try:
+        t = pf.read(columns=[WORD_COLUMN, COUNT_COLUMN])
+    except (OSError, pa.ArrowException):
+        return None
     word, count = t.column(0), t.column(1)
     if not t.num_rows or word.null_count or count.null_count:
         return None
@@ -352,12 +390,13 @@ def _lengths(words: pa.Array) -> np.ndarray:
 
 
 def with_tables(counted, sources: list, configs: list, *, pattern: Pattern, specials, seed: int,
-                word_column: str, count_column: str):
+                word_column: str, count_column: str, ahead: TableAhead | None = None):
     """A phase's count (``counted``, the :class:`~toktok.count.common.PhaseCount` of its text
     sources, or None without any) with its word-count table sources (``sources`` resolved, their
     ``configs``: the columns of each) added: the words summed, each table's files in ``used``
     (no documents; the bytes its counts stand for), and, with no text, the parity sample made of
-    the tables' words (:func:`word_documents`); and the warnings reading them gave. Example: ``with_tables(None, srcs, cfgs, pattern=p,
+    the tables' words (:func:`word_documents`); and the warnings reading them gave (``ahead``: the first table's
+file, being read already: :class:`TableAhead`). Example: ``with_tables(None, srcs, cfgs, pattern=p,
     specials=[], seed=0, word_column="word", count_column="count").words``."""
     import time
 
@@ -367,7 +406,8 @@ def with_tables(counted, sources: list, configs: list, *, pattern: Pattern, spec
     parts, used, warnings = [], {}, []
     for src, cfg in zip(sources, configs):
         got = read_counts([f.path for f in src.corpus.files], pattern=pattern, specials=specials,
-                          word_column=cfg.word_column or word_column, count_column=cfg.count_column or count_column)
+                          word_column=cfg.word_column or word_column, count_column=cfg.count_column or count_column,
+                          ahead=ahead)
         parts.append(got.words)
         used.update({f: {"docs": 0, "bytes": u["bytes"], "docs_seen": 0, "bytes_seen": u["bytes"]}
                      for f, u in got.used.items()})

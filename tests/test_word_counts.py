@@ -242,6 +242,20 @@ def test_own_tables_are_read_straight_as_the_general_reading_reads_them(tmp_path
         slow = read_counts([str(counts)], specials=specials)
     assert fast.words.equals(slow.words) and fast.used == slow.used and fast.files == slow.files
     assert fast.words.schema == tables.COUNTS_SCHEMA and not fast.warnings
+    # read ahead (count.start, while the run file opens): taken for its own file, pattern and specials only
+    from toktok.config import TrainConfig
+    from toktok.count import stage
+
+    spec = TrainConfig(word_counts=[str(counts)], out=str(tmp_path / "o"), merges=5,
+                       special_tokens=specials).describe()
+    phase = spec.phases[0]
+    ahead = stage.start(spec, phase, stage.resolve(spec, phase), None, NAMED["cl100k"], specials)
+    assert isinstance(ahead, tables.TableAhead) and ahead.path == str(counts)
+    assert read_counts([str(counts)], specials=specials, ahead=ahead).words.equals(fast.words)
+    other = tables.TableAhead(str(counts), NAMED["o200k"], specials)
+    with pytest.raises(InputError, match="counted with the pattern cl100k"):
+        read_counts([str(counts)], pattern=NAMED["o200k"], specials=specials, ahead=ahead)
+    assert other.result() is None  # (its pattern is not the table's: the general reading says why)
     meta = json.loads(pq.read_schema(counts).metadata[b"toktok"])
     unsorted = _table(tmp_path / "u.parquet", [b"b", b"a"], pa.array([1, 2]), meta)
     assert tables._read_own(str(unsorted), NAMED["cl100k"], []) is None

@@ -8,7 +8,9 @@ the median wall is shown with the range. Rows: ``one`` (``--vocab-size TOP``), `
 of the corpus, once per repeat), ``counts`` (``train --word-counts`` of that table at TOP). The
 goals: ladder ≤ 1.25× one, counts ≤ 0.5× one. Every run is checked: the ladder's largest and the
 counts run write the one run's files byte for byte. ``--rows one,counts`` measures only those
-(``count`` runs once, untimed, when its row is left out: ``counts`` needs its table).
+(``count`` runs once, untimed, when its row is left out: ``counts`` needs its table);
+``--against DIR`` runs each chosen row a second time, interleaved, with the toktok of another
+checkout (``ROW@DIR``'s name; e.g. ``git archive main | tar -x -C /tmp/main``: before and after).
 Per run it keeps the load average (1 min) at its start and the stage times its run file records
 (``stages``: count, merge, export, insight, verify, ...; ``rest`` = the wall less their sum: the
 interpreter's start, imports, planning, opening the run file, publishing, the process's end), and
@@ -67,6 +69,8 @@ def main() -> None:
     ap.add_argument("--sizes", default="8192,16384,32768,65536")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--rows", default=",".join(ROWS), help=f"the rows to measure, of {','.join(ROWS)}")
+    ap.add_argument("--against", default=None, metavar="DIR", help="also run the rows with the toktok of this "
+                    "checkout, interleaved (its rows named ROW@against)")
     ap.add_argument("--json", default=None, help="also write the figures to this file")
     history.options(ap)
     a = ap.parse_args()
@@ -85,9 +89,13 @@ def main() -> None:
         "counts": (["train", "--word-counts", str(counts), "--out", str(scratch / "counts"), "--vocab-size", top,
                     *common], scratch / "counts"),
     }
-    walls: dict[str, list[float]] = {k: [] for k in rows}
-    stages: dict[str, list[dict]] = {k: [] for k in rows}
-    loads: dict[str, list[float]] = {k: [] for k in rows}
+    runs = [(k, k, env) for k in rows]
+    if a.against:
+        other = {**env, "PYTHONPATH": str(Path(a.against).resolve())}
+        runs += [(f"{k}@against", k, other) for k in rows if k != "count"]
+    walls: dict[str, list[float]] = {name: [] for name, _, _ in runs}
+    stages: dict[str, list[dict]] = {name: [] for name, _, _ in runs}
+    loads: dict[str, list[float]] = {name: [] for name, _, _ in runs}
     load = os.getloadavg()
     try:
         _toktok(["train", str(ROOT / "data_fixtures" / "corpus" / "sample.parquet"), "--out", str(scratch / "warm"),
@@ -95,14 +103,14 @@ def main() -> None:
         if "counts" in rows and "count" not in rows:
             _toktok(commands["count"][0], env)
         for _ in range(a.repeat):  # interleaved, so that a busy minute touches every row alike
-            for k in rows:
+            for name, k, run_env in runs:
                 args, out = commands[k]
-                loads[k].append(os.getloadavg()[0])
-                wall = _toktok(args, env)
-                walls[k].append(wall)
+                loads[name].append(os.getloadavg()[0])
+                wall = _toktok(args, run_env)
+                walls[name].append(wall)
                 if out is not None:
                     st = _stages(out)
-                    stages[k].append({**st, "rest": wall - sum(st.values())})
+                    stages[name].append({**st, "rest": wall - sum(st.values())})
         for f in FILES:
             if "one" in rows:
                 one = (scratch / "one" / f).read_bytes()
@@ -120,16 +128,20 @@ def main() -> None:
         out["ladder_vs_one"] = med["ladder"] / med["one"]
     if "one" in rows and "counts" in rows:
         out["counts_vs_one"] = med["counts"] / med["one"]
+        if a.against:
+            out["against"] = a.against
+            out["against_counts_vs_one"] = med["counts@against"] / med["one@against"]
     print(f"load {load[0]:.2f} at start, {out['load_at_end'][0]:.2f} at end; median of {a.repeat}, wall s:")
     for k, v in walls.items():
         st = med_stages.get(k)
         shown = ", ".join(f"{s} {x:.2f}" for s, x in st.items() if x >= 0.005) if st else ""
-        print(f"  {k:7s} {med[k]:7.2f}  ({min(v):.2f}-{max(v):.2f}; load {min(loads[k]):.1f}-{max(loads[k]):.1f})"
+        print(f"  {k:15s} {med[k]:7.2f}  ({min(v):.2f}-{max(v):.2f}; load {min(loads[k]):.1f}-{max(loads[k]):.1f})"
               + (f"  stages: {shown}" if shown else ""))
     if "ladder_vs_one" in out:
         print(f"  ladder / one = {out['ladder_vs_one']:.2f}x (goal <= 1.25)")
     if "counts_vs_one" in out:
-        print(f"  counts / one = {out['counts_vs_one']:.2f}x (goal <= 0.5)")
+        print(f"  counts / one = {out['counts_vs_one']:.2f}x (goal <= 0.5)"
+              + (f"; with {a.against}: {out['against_counts_vs_one']:.2f}x" if a.against else ""))
     if out["same_files"]:
         print("  the ladder's largest and the counts run: the one run's files, byte for byte")
     if a.json:

@@ -11,7 +11,8 @@ counts run write the one run's files byte for byte. ``--rows one,counts`` measur
 (``count`` runs once, untimed, when its row is left out: ``counts`` needs its table);
 ``--against DIR`` runs each chosen row a second time, interleaved, with the toktok of another
 checkout (``ROW@DIR``'s name; e.g. ``git archive main | tar -x -C /tmp/main``: before and after).
-Per run it keeps the load average (1 min) at its start and the stage times its run file records
+Per run it keeps the load average (1 min) at its start, its CPU seconds (user + system, its
+child processes included: less moved by other tenants than the wall) and the stage times its run file records
 (``stages``: count, merge, export, insight, verify, ...; ``rest`` = the wall less their sum: the
 interpreter's start, imports, planning, opening the run file, publishing, the process's end), and
 prints the median of each. The children run with bytecode allowed (PYTHONDONTWRITEBYTECODE taken
@@ -42,12 +43,20 @@ FILES = ("tokenizer.json", "tokenizer.tiktoken")
 ROWS = ("one", "ladder", "count", "counts")
 
 
-def _toktok(args: list[str], env: dict) -> float:
+def _toktok(args: list[str], env: dict, cpu: list[float] | None = None) -> float:
+    """The wall seconds of ``toktok ARGS``; its CPU seconds (user + system, its child processes
+    included) appended to ``cpu``: less moved by the other tenants' load than the wall."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "toktok.cli", *args], env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode != 0:
         raise SystemExit(f"toktok {' '.join(args)} failed:\n{r.stdout}\n{r.stderr}")
+    if cpu is not None:
+        cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     return wall
 
 
@@ -96,6 +105,7 @@ def main() -> None:
     walls: dict[str, list[float]] = {name: [] for name, _, _ in runs}
     stages: dict[str, list[dict]] = {name: [] for name, _, _ in runs}
     loads: dict[str, list[float]] = {name: [] for name, _, _ in runs}
+    cpus: dict[str, list[float]] = {name: [] for name, _, _ in runs}
     load = os.getloadavg()
     try:
         _toktok(["train", str(ROOT / "data_fixtures" / "corpus" / "sample.parquet"), "--out", str(scratch / "warm"),
@@ -106,7 +116,7 @@ def main() -> None:
             for name, k, run_env in runs:
                 args, out = commands[k]
                 loads[name].append(os.getloadavg()[0])
-                wall = _toktok(args, run_env)
+                wall = _toktok(args, run_env, cpus[name])
                 walls[name].append(wall)
                 if out is not None:
                     st = _stages(out)
@@ -123,7 +133,8 @@ def main() -> None:
     med_stages = {k: {s: statistics.median(r.get(s, 0.0) for r in v) for s in v[0]} for k, v in stages.items() if v}
     out = {"date": time.strftime("%Y-%m-%d"), "data": a.data, "sizes": a.sizes, "repeat": a.repeat, "rows": rows,
            "load_at_start": load, "load_at_end": os.getloadavg(), "walls": walls, "median": med,
-           "loads": loads, "stages": stages, "median_stages": med_stages, "same_files": "one" in rows}
+           "loads": loads, "cpu": cpus, "median_cpu": {k: statistics.median(v) for k, v in cpus.items()},
+           "stages": stages, "median_stages": med_stages, "same_files": "one" in rows}
     if "one" in rows and "ladder" in rows:
         out["ladder_vs_one"] = med["ladder"] / med["one"]
     if "one" in rows and "counts" in rows:
@@ -135,12 +146,14 @@ def main() -> None:
     for k, v in walls.items():
         st = med_stages.get(k)
         shown = ", ".join(f"{s} {x:.2f}" for s, x in st.items() if x >= 0.005) if st else ""
-        print(f"  {k:15s} {med[k]:7.2f}  ({min(v):.2f}-{max(v):.2f}; load {min(loads[k]):.1f}-{max(loads[k]):.1f})"
+        print(f"  {k:15s} {med[k]:7.2f}  ({min(v):.2f}-{max(v):.2f}; load {min(loads[k]):.1f}-{max(loads[k]):.1f}; "
+              f"CPU {out['median_cpu'][k]:.2f} s)"
               + (f"  stages: {shown}" if shown else ""))
     if "ladder_vs_one" in out:
         print(f"  ladder / one = {out['ladder_vs_one']:.2f}x (goal <= 1.25)")
     if "counts_vs_one" in out:
-        print(f"  counts / one = {out['counts_vs_one']:.2f}x (goal <= 0.5)"
+        print(f"  counts / one = {out['counts_vs_one']:.2f}x (goal <= 0.5; CPU "
+              f"{out['median_cpu']['counts'] / out['median_cpu']['one']:.2f}x)"
               + (f"; with {a.against}: {out['against_counts_vs_one']:.2f}x" if a.against else ""))
     if out["same_files"]:
         print("  the ladder's largest and the counts run: the one run's files, byte for byte")

@@ -699,13 +699,14 @@ def show_cmd(
 def report_cmd(
     runs: List[str] = typer.Argument(..., metavar="RUN...", help="toktok output folders (or their run.duckdb); several are compared side by side"),
     out_file: str = typer.Option("report.html", "--out", "-o", metavar="FILE", help="The HTML file to write (one file, readable offline)"),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --out that is not a toktok report"),
     debug: bool = typer.Option(False, "--debug"),
 ) -> None:
     """Write one self-contained HTML page about runs: summary, curves, token lengths, a vocabulary browser."""
     try:
         from .insight.html import report
 
-        path = report(runs, out_file)
+        path = report(runs, out_file, force=force)
         err.print(literal(f"toktok: wrote {path} ({path.stat().st_size / 1e6:,.1f} MB; open it in a browser)"), soft_wrap=True)
     except ToktokError as e:
         _fail(e, debug)

@@ -44,7 +44,7 @@ from typing import Any
 from .errors import ConfigError, OutputError, not_regular, shown
 from .options import (ANY, ENGINES, OPTION, ROLES, SIZE, SPLIT, at, kind_of_value, parse_size, redacted,
                       run_options, yaml_keys)  # parse_size: re-exported (toktok.config.parse_size)
-from .rundir import RUN_FILE, OutputLayout, output_layout
+from .rundir import RUN_FILE, OutputLayout, check_out_parent, output_layout
 from .spec import PhaseConfig, RunSpec, SourceConfig  # PhaseConfig, SourceConfig: re-exported
 
 #: File names toktok writes beside the .tiktoken file; ``output`` may not take one of them.
@@ -208,7 +208,7 @@ class TrainConfig:
             raise ConfigError("no output given; pass --out DIR (or output: in the config)")
         _check_memory_limit(self.memory_limit, self.text_of("memory_limit"), self.name_of("memory_limit"))
         _check_tiktoken_name(self.tiktoken_name, "--out")
-        _check_out_parent(self.out)
+        check_out_parent(self.out)
         _check_ladder(self)
         names = set()
         for k, ph in enumerate(self.phase_list()):
@@ -339,6 +339,12 @@ def superbpe_phases(cfg: TrainConfig, phases: list[PhaseConfig]) -> list[PhaseCo
         raise ConfigError(f"{where.rstrip(':=')}: needs {size.rstrip(':=')} (the total ids after the superwords), "
                           "not merges; e.g. --superbpe 26000 --vocab-size 32768")
     t = OPTION["superbpe"].check(cfg.superbpe, where)
+    tables = [src for src in ph.sources if isinstance(src, SourceConfig) and src.kind == "counts"]
+    if tables:
+        given = cfg.name_of("word_counts") if cfg.word_counts else "phases[0] counts:"
+        raise ConfigError(f"{where.rstrip(':=')} with {given.rstrip(':=')} {tables[0].path}: superwords need text "
+                          "split by the superbpe pattern, not a word table; train from the text, or give two phases, "
+                          "the second pattern: superbpe with counts from toktok count --pattern superbpe")
     if isinstance(total, int) and t >= total:
         raise ConfigError(f"{at(where, str(t))}: the transition must be below the vocabulary size {total}; "
                           f"e.g. {int(total * 0.8)} (80%)")
@@ -391,20 +397,6 @@ def _check_ladder(cfg: TrainConfig) -> None:
     if odd:
         raise ConfigError(f"{at(where, shown_)}: {odd[0]} is not a multiple of {cfg.name_of('pad_to_multiple_of')} "
                           f"{pad}; pass multiples, e.g. {-(-odd[0] // pad) * pad}")
-
-
-def _check_out_parent(out: str) -> None:
-    """Fail before any work when the output folder cannot be made: a file where a parent folder
-    should be, or (for a user other than root) a nearest existing folder that is not writable."""
-    p = Path(out).absolute()
-    for anc in p.parents:
-        if not os.path.lexists(anc):
-            continue
-        if not anc.is_dir():
-            raise OutputError(f"{out}: cannot create the output folder, {anc} is a file; pass an --out in a folder")
-        if not os.access(anc, os.W_OK | os.X_OK):
-            raise OutputError(f"{out}: cannot write in {anc} (permission denied); pass a writable --out")
-        return
 
 
 def _check_tiktoken_name(name: str, where: str) -> None:

@@ -70,6 +70,7 @@ def _count(sources: list, *, out: str | os.PathLike, force: bool, report: Any, *
     from . import start
     from .budget import plan_budget
     from .config import build_config
+    from .rundir import check_out_parent
     from .count.local import Source, count_phase
     from .count.stage import engine, resolve
     from .count.tables import write_counts
@@ -78,8 +79,9 @@ def _count(sources: list, *, out: str | os.PathLike, force: bool, report: Any, *
     path = Path(os.path.expanduser(os.fspath(out)))
     if path.is_dir() or not path.name.endswith(".parquet"):
         raise OutputError(f"{out}: the word table is one Parquet file; pass --out NAME.parquet")
-    if path.exists() and not force:
+    if os.path.lexists(path) and not force:  # (a dangling link too: it is not replaced unasked)
         raise OutputError(f"{out}: exists; pass --force to replace it")
+    check_out_parent(os.fspath(path))
     cfg = build_config(None, list(sources), {**options, "out": str(path.parent / f".{path.name}.run"), "merges": 0},
                        named=lambda k: f"--{k.replace('_', '-')}").describe()
     phase = cfg.phases[0]
@@ -87,6 +89,7 @@ def _count(sources: list, *, out: str | os.PathLike, force: bool, report: Any, *
     st = start.vocabulary(cfg, [phase])
     plan = plan_budget(cfg.budget, name=cfg.name_of("budget")) if cfg.budget is not None else None
     srcs: list[Source] = resolve(cfg, phase)
+    _check_inputs(srcs, path, cfg.warm_start)
     caps = [c for c in (plan.sample_bytes if plan else None, cfg.working_set_text, phase.budget) if c is not None]
     kw = dict(seed=cfg.seed, capacity=min(caps) if caps else None, specials=st.specials, threads=cfg.threads,
               report=report, pattern=st.pattern)
@@ -104,3 +107,16 @@ def _count(sources: list, *, out: str | os.PathLike, force: bool, report: Any, *
         int(pc.words.column("count").to_numpy().sum())
     return CountResult(path, pc.words.num_rows, total, sum(u["docs"] for u in used.values()),
                        sum(u["bytes"] for u in used.values()), warnings, time.perf_counter() - t0)
+
+
+def _check_inputs(srcs: list, path: Path, warm_start) -> None:
+    """No file the count reads (a source's, the warm-start base) may be the file it writes, with or
+    without ``force``: the count would replace the data it read."""
+    from .rundir import real
+
+    target = real(path.parent) / path.name  # (a link there is replaced itself, not what it points to)
+    files = [f.path for s in srcs for f in s.corpus.files] + ([os.fspath(warm_start)] if warm_start else [])
+    for f in files:
+        if "://" not in f and real(f) == target:
+            raise OutputError(f"{f}: is an input of this count and its --out; write the word table elsewhere "
+                              "(e.g. counts.parquet)")

@@ -59,6 +59,20 @@ def inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
+def check_out_parent(out: str) -> None:
+    """Fail before any work when the output folder cannot be made: a file where a parent folder
+    should be, or (for a user other than root) a nearest existing folder that is not writable."""
+    p = Path(out).absolute()
+    for anc in p.parents:
+        if not os.path.lexists(anc):
+            continue
+        if not anc.is_dir():
+            raise OutputError(f"{out}: cannot create the output folder, {anc} is a file; pass an --out in a folder")
+        if not os.access(anc, os.W_OK | os.X_OK):
+            raise OutputError(f"{out}: cannot write in {anc} (permission denied); pass a writable --out")
+        return
+
+
 def holds_cwd(folder: str | os.PathLike) -> bool:
     """Whether ``folder`` is the current folder or holds it (links resolved): toktok never fills
     (nor replaces) such a folder as its own."""

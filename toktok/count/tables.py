@@ -14,9 +14,12 @@ Arrow and NumPy when every row is as ``toktok count`` writes it (``_read_own``);
 one of toktok's that breaks a rule, is read through Polars.
 Reading checks every row and refuses in one line naming the file and row: a word that is not
 one piece of the run's pattern (or holds a special token), an empty or null word, a count that is
-not a whole number > 0, a table whose recorded pattern is not the run's. (toktok's own tables,
-whose metadata records the run's pattern and at least its special tokens, hold the pattern's
-pieces by construction: their words are not cut again.) A word given more than
+not a whole number > 0, counts that stand for more than 2^63 bytes of text (they would overflow
+the 64-bit counts), a table whose recorded pattern is not the run's, or whose toktok metadata is
+not toktok's. (toktok's own tables, whose metadata records the run's pattern and at least its
+special tokens, and the seal of their words as written, hold the pattern's pieces by
+construction: their words are not cut again. A table edited since, its metadata kept, is
+checked as anyone's.) A word given more than
 once (in one file or several) is summed, said once as a warning. With no text, the parity check
 and the compression curve read documents made of the table's words (:func:`word_documents`).
 Example: ``read_counts(["counts.parquet"], pattern=DEFAULT).words.num_rows``.
@@ -32,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import InputError
-from ..patterns import DEFAULT, Pattern, same
+from ..patterns import BY_NAME, DEFAULT, Pattern, same
 from .common import PARITY_CHARS, PARITY_DOCS, PARITY_SCHEMA
 
 #: The Parquet metadata key of toktok's own tables (a JSON object).
@@ -44,18 +47,21 @@ COUNTS_SCHEMA = pa.schema([("word", pa.binary()), ("count", pa.int64())])
 #: How the parity sample's documents made of words name their source.
 WORDS_SOURCE = "word-counts"
 
-__all__ = ["COUNTS_SCHEMA", "CountsRead", "META_KEY", "TableAhead", "read_counts", "word_documents", "write_counts"]
+__all__ = ["COUNTS_SCHEMA", "CountsRead", "META_KEY", "TableAhead", "read_counts", "seal", "word_documents",
+           "write_counts"]
 
 
 def write_counts(words: pa.Table, path: str | os.PathLike, meta: dict) -> Path:
     """The word table ``words`` (word, count; sorted by word, as the count stage gives it) as a
-    Parquet file at ``path`` with ``meta`` under the key ``toktok`` of its metadata; written beside
-    it and renamed, whole.
+    Parquet file at ``path`` with ``meta`` and the words' :func:`seal` under the key ``toktok`` of
+    its metadata; written beside it and renamed, whole.
     Example: ``write_counts(pa.table({"word": [b"a"], "count": [3]}), "c.parquet", {"pattern": ...})``."""
+    import polars as pl
     import pyarrow.parquet as pq
 
     path = Path(path)
     table = words.select(["word", "count"]).cast(COUNTS_SCHEMA)
+    meta = {**meta, "seal": seal(pl.Series(table.column("word").combine_chunks()))}
     table = table.replace_schema_metadata({META_KEY: json.dumps(meta, sort_keys=True).encode()})
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
@@ -140,11 +146,12 @@ def read_counts(paths: list[str], *, pattern: Pattern = DEFAULT, specials: list[
             return got
     import polars as pl
 
-    parts, used, trusted = [], {}, True
+    parts, used, trusted, total = [], {}, True, 0
     for i, f in enumerate(files):
         part, own = _read_one(f, word_column or WORD_COLUMN, count_column or COUNT_COLUMN, pattern)
-        used[f] = {"rows": part.height, "words": part.height,
-                   "bytes": int((part["word"].bin.size() * part["count"]).sum() or 0)}
+        nbytes = _text_bytes(part, f, total)
+        total += nbytes
+        used[f] = {"rows": part.height, "words": part.height, "bytes": nbytes}
         parts.append(part.with_columns(pl.lit(i, pl.Int32).alias("file")))
         # toktok's own table, counted with the run's pattern (checked) and at least its specials cut
         # out: its words are the pattern's pieces by construction
@@ -176,9 +183,10 @@ def read_counts(paths: list[str], *, pattern: Pattern = DEFAULT, specials: list[
 def _read_own(path: str, pattern: Pattern, specials) -> CountsRead | None:
     """``read_counts`` of one table as ``toktok count`` writes it, straight into Arrow and NumPy
     (no copy through a data frame): its metadata records the run's pattern and at least its
-    special tokens (its words are the pattern's pieces by construction), its columns are ``word``
-    binary and ``count`` int64, and every row passes: a word of at least one byte, a count > 0,
-    the words in strictly increasing order (so each once). None when any of that does not hold:
+    special tokens and the :func:`seal` of its words (its words are the pattern's pieces by
+    construction), its columns are ``word`` binary and ``count`` int64, and every row passes: a
+    word of at least one byte, a count > 0, the words in strictly increasing order (so each once),
+    their bytes times counts far below what 64 bits hold. None when any of that does not hold:
     the general reading then checks it row by row and names what is wrong."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -216,6 +224,12 @@ def _read_own(path: str, pattern: Pattern, specials) -> CountsRead | None:
         return None
     if len(word) > 1 and not pc.all(pc.less(word.slice(0, len(word) - 1), word.slice(1))).as_py():
         return None  # (not sorted, or a word twice: summed and said by the general reading)
+    if float(np.dot(lengths.astype(np.float64), counts.astype(np.float64))) >= 2.0 ** 62:
+        return None  # (near what 64-bit counts hold: checked exactly, and said, by the general reading)
+    import polars as pl
+
+    if own.get("seal") != seal(pl.Series(word)):
+        return None  # (edited since toktok wrote it, its metadata kept: its words are checked)
     used = {path: {"rows": len(word), "words": len(word), "bytes": int(np.dot(lengths.astype(np.int64), counts))}}
     return CountsRead(pa.table([word, count], schema=COUNTS_SCHEMA), [path], used)
 
@@ -241,9 +255,9 @@ def _read_one(path: str, word_column: str, count_column: str, pattern: Pattern):
         pf = pq.ParquetFile(path)
     except (OSError, pa.ArrowException) as e:
         raise InputError(f"{path}: not a readable Parquet file ({' '.join(str(e).split())[:100]})") from None
-    meta = (pf.schema_arrow.metadata or {}).get(META_KEY)
+    meta = _recorded(path, (pf.schema_arrow.metadata or {}).get(META_KEY))
     if meta is not None:
-        recorded = json.loads(meta).get("pattern")
+        recorded = meta.get("pattern")
         if recorded is not None and not same(Pattern.from_dict(recorded), pattern):
             raise InputError(f"{path}: counted with the pattern {Pattern.from_dict(recorded).label()}, not the run's "
                              f"{pattern.label()}; pass --pattern {Pattern.from_dict(recorded).label(limit=200)} "
@@ -265,7 +279,9 @@ def _read_one(path: str, word_column: str, count_column: str, pattern: Pattern):
     if bad.height:
         raise InputError(f"{path}: row {bad['row'][0]}: the word is empty or null; every row needs a word")
     df = df.with_columns(_whole_counts(df, path, count_column))
-    own = json.loads(meta) if meta is not None and (word_column, count_column) == (WORD_COLUMN, COUNT_COLUMN) else None
+    # toktok's own table as written (its words' seal holds: not edited since) with its own columns
+    own = meta if meta is not None and (word_column, count_column) == (WORD_COLUMN, COUNT_COLUMN) and \
+        meta.get("seal") == seal(df["word"]) else None
     return df.select(pl.col("word").cast(pl.Binary), "count", pl.col("row").cast(pl.Int64)), own
 
 
@@ -289,10 +305,67 @@ def _whole_counts(df, path: str, column: str):
     if low.any():
         i = low.arg_max()
         raise InputError(f"{path}: row {row[i]}: count {c[i]} is not more than 0; drop the row or count again")
-    if c.max() > np.iinfo(np.int64).max:
+    if c.len() and c.max() > np.iinfo(np.int64).max:  # (an empty table has no max)
         i = c.arg_max()
         raise InputError(f"{path}: row {row[i]}: count {c[i]} is beyond a 64-bit count")
     return c.cast(pl.Int64).alias("count")
+
+
+#: The most bytes of text a table's counts may stand for (each word's bytes times its count, summed
+#: over every table of a phase): what a 64-bit count holds. It bounds every count the merge loop
+#: adds up (a word's, a pair's: at most its word's bytes less one per occurrence).
+MOST_BYTES = int(np.iinfo(np.int64).max)
+
+
+def _text_bytes(part, path: str, before: int) -> int:
+    """The bytes of text the counts of ``part`` (a table read by ``_read_one``) stand for; InputError
+    naming the file and row where they and ``before`` (the tables read before it) pass
+    :data:`MOST_BYTES`: the counts would overflow as the merge loop adds them up."""
+    import polars as pl
+
+    sizes = part["word"].bin.size().cast(pl.Int64)
+    if before + float((sizes.cast(pl.Float64) * part["count"].cast(pl.Float64)).sum()) < 2.0 ** 62:
+        return int((sizes * part["count"]).sum())  # (exact: far from the limit)
+    total = before + sum(a * b for a, b in zip(sizes.to_list(), part["count"].to_list()))
+    if total > MOST_BYTES:
+        i = part["count"].arg_max()
+        raise InputError(f"{path}: row {part['row'][i]}: count {part['count'][i]:,}, its largest: the counts "
+                         f"{'of the tables up to it ' if before else ''}stand for more than 2^63 bytes of text "
+                         "(each word's bytes times its count), beyond toktok's 64-bit counts; check the count column")
+    return total
+
+
+def seal(words) -> int:
+    """A check of a word table's words (a Polars Series of binary words, each once), recorded by
+    ``toktok count`` (meta key ``seal``): a table edited since (a row added, removed or changed)
+    is read as anyone's, its words checked. Example: ``seal(pl.Series([b"a"])) == seal(pl.Series([b"a"]))``."""
+    import polars as pl
+
+    return _hash_sum(words.cast(pl.Binary))
+
+
+def _recorded(path: str, meta: bytes | None) -> dict | None:
+    """The toktok metadata of a table (a JSON object, its ``pattern`` one :meth:`Pattern.to_dict`
+    wrote, its ``special_tokens`` a list of strings); None without any; InputError naming the file
+    when it holds something else."""
+    if meta is None:
+        return None
+    try:
+        d = json.loads(meta)
+        why = None if isinstance(d, dict) else "not a JSON object"
+    except ValueError as e:
+        d, why = None, f"not JSON: {e}"
+    if why is None:
+        p, specials = d.get("pattern"), d.get("special_tokens")
+        if p is not None and not (isinstance(p, dict) and (p.get("name") in BY_NAME or isinstance(p.get("regex"), str))
+                                  and isinstance(p.get("hf", ""), str)):
+            why = "its 'pattern' is not a pattern toktok recorded"
+        elif specials is not None and not (isinstance(specials, list) and all(isinstance(t, str) for t in specials)):
+            why = "its 'special_tokens' is not a list of strings"
+    if why is not None:
+        raise InputError(f"{path}: its Parquet metadata key 'toktok' is not what toktok count writes ({why}); "
+                         "write the table again without that key, or count the text with toktok count")
+    return d
 
 
 def _check_pieces(summed, files: list[str], pattern: Pattern, specials) -> None:

@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from ..added import added_flags
 from ..errors import ConfigError, OutputError, ToktokError
 from ..options import OPTION, at
 from ..patterns import Pattern
-from ..rundir import OutputLayout, publish, real, special_tokens_file, staging_of
+from ..rundir import OutputLayout, check_out_parent, inside, publish, real, special_tokens_file, staging_of
 from ..vocab import Vocab
 from .common import HF_CONFIG_FILE, HF_FILE, HF_SPECIAL_MAP_FILE, TIKTOKEN_FILE, write_atomic
 from .hf import write_hf
@@ -80,14 +81,9 @@ class Ladder:
         meta keys ``specials``, ``reserved``, ``phases``, ``config`` and ``pattern``, and the chat
         template of its ``tokenizer_config.json``. Reads the run file read-only.
         Example: ``Ladder.of_run("out/demo").start == 1417``."""
-        from ..store import RunStore
-
-        store = RunStore.open(run)
-        try:
+        with _run_store(run) as store:
             rows = store.run("ladder.vocab").fetchall()
             meta = {k: store.get_meta(k) for k in ("specials", "reserved", "phases", "config", "pattern")}
-        finally:
-            store.con.close()
         folder = store.path.parent
         if not rows:
             raise ToktokError(f"{store.path}: the run file holds no vocabulary (an unfinished run?); cut a finished run")
@@ -124,6 +120,33 @@ class Ladder:
         return cls(list(vocab.tokens), list(own), dict(vocab.pinned), start, pattern, roles=dict(cfg.roles),
                    added=added_flags(cfg.special_tokens), chat_template=chat_template,
                    tiktoken_name=cfg.tiktoken_name, pad_to_multiple_of=cfg.pad_to_multiple_of, stopped=stopped)
+
+
+@contextmanager
+def _run_store(run: str | os.PathLike):
+    """The run file of ``run`` (an output folder or its ``run.duckdb``) opened read-only; ToktokError
+    (one line naming it) for a path that holds no run file, a file that is not DuckDB's, another
+    program's DuckDB database, or one DuckDB cannot open (held by a live run)."""
+    import duckdb
+
+    from ..insight.runfile import run_path
+    from ..store import RunStore
+
+    p = run_path(run)
+    try:
+        store = RunStore.open(p)
+    except duckdb.Error as e:
+        why = " ".join(str(e).split())[:120]
+        raise ToktokError(f"{p}: cannot read it as a run file ({why}); pass a finished toktok run's folder "
+                          "or its run.duckdb") from None
+    try:
+        yield store
+    except duckdb.Error as e:
+        why = " ".join(str(e).split())[:120]
+        raise ToktokError(f"{p}: not a toktok run file ({why}); pass a finished toktok run's folder or its "
+                          "run.duckdb") from None
+    finally:
+        store.con.close()
 
 
 def _reserved(after: list[str], recorded: str | None, config: dict, pinned: dict[int, str]) -> int:
@@ -271,6 +294,9 @@ def _check_out(out: Path, force: bool, run_folder: Path) -> None:
     ``ladder/N/``, written by ``--ladder``), and empty or, with ``force``, holding only tokenizer files."""
     if real(out) == real(run_folder):
         raise OutputError(f"{out}: is the run's own folder; pass another --out, e.g. {run_folder}-cut")
+    if inside(real(out), real(run_folder)):
+        raise OutputError(f"{out}: lies in the run's own folder {run_folder} (its ladder/N/ are written by "
+                          f"train --ladder); pass an --out outside it, e.g. {run_folder}-cut")
     if not os.path.lexists(out):
         return
     if not out.is_dir():
@@ -296,20 +322,17 @@ def cut(run: str | os.PathLike, *, vocab_size: int, out: str | os.PathLike, forc
     line) a size below the last phase's starting ids or off the run's padding, and an ``out`` that
     is not empty (``force``: one that holds only tokenizer files is replaced).
     Example: ``cut("out/demo", vocab_size=1500, out="out/demo-1500").merges``."""
-    from ..store import RunStore
+    from ..insight.runfile import run_path
 
-    where = Path(run)
-    run_file = where / "run.duckdb" if where.is_dir() else where
+    run_file = run_path(run)
     ladder = Ladder.of_run(run_file)
     r = rung(ladder, vocab_size)
     out = Path(os.path.expanduser(os.fspath(out)))
     _check_out(out, force, run_file.parent)
+    check_out_parent(os.fspath(out))
     if texts is None:
-        store = RunStore.open(run_file)
-        try:
+        with _run_store(run_file) as store:
             texts = [t for (t,) in store.run("ladder.parity_texts").fetchall()]
-        finally:
-            store.con.close()
     staging = staging_of(out)
     shutil.rmtree(staging, ignore_errors=True)
     try:
@@ -317,7 +340,10 @@ def cut(run: str | os.PathLike, *, vocab_size: int, out: str | os.PathLike, forc
         written = write_rung(ladder, r.vocab, staging)
         report = prove(ladder, staging, written, texts, slices=slices, seed=seed)
         publish(staging, OutputLayout(out, out / ladder.tiktoken_name, False))
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(staging, ignore_errors=True)
+        if isinstance(e, OSError):
+            raise OutputError(f"{out}: cannot write the tokenizer there ({e.strerror or e}); pass a writable --out "
+                              "with room for it") from None
         raise
     return CutResult(out, r.vocab_size, r.merges, r.reserved, report.strings)

@@ -37,12 +37,14 @@ DECAY_POINTS = 1200
 LENGTH_CAP = 40
 
 
-def report(runs: Sequence[RunLike], path: str | os.PathLike, *, names: Sequence[str] | None = None) -> Path:
+def report(runs: Sequence[RunLike], path: str | os.PathLike, *, names: Sequence[str] | None = None,
+           force: bool = False) -> Path:
     """Write one HTML page about ``runs`` (output folders or run files) to ``path``; returns it.
 
     ``names``: a label per run (default: its folder's name, made unique). The file is written
     whole or not at all (a temporary file beside it, renamed). ConfigError without runs,
-    OutputError for a ``path`` that is a folder or a file of one of the runs.
+    OutputError for a ``path`` that is a folder or a file in one of the runs' folders (its
+    ``ladder/N/`` too), and for an existing file that is not a toktok report (``force``: replaced).
     Example: ``report(["out/demo"], "out/demo.html")``.
     """
     runs = list(runs)
@@ -51,29 +53,50 @@ def report(runs: Sequence[RunLike], path: str | os.PathLike, *, names: Sequence[
     if names is not None and len(names) != len(runs):
         raise ConfigError(f"{len(names)} names for {len(runs)} runs; give one name per run")
     out = Path(path).expanduser()
-    _check_target(out, runs)
+    _check_target(out, runs, force)
     labels = list(names) if names is not None else _labels(runs)
     page = render([run_data(r, n) for r, n in zip(runs, labels)])
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+        out.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_bytes(page)
         os.replace(tmp, out)
     except OSError as e:
+        tmp.unlink(missing_ok=True)
         raise OutputError(f"{out}: cannot write the report ({e.strerror or e}); pass a path you can write") from None
     return out
 
 
-def _check_target(out: Path, runs: list) -> None:
+#: What every report's head holds (``assets/report.html``): a file with it is a toktok report.
+GENERATOR = b'<meta name="generator" content="toktok report">'
+
+
+def _check_target(out: Path, runs: list, force: bool = False) -> None:
+    """``out`` may be written: not a folder, not a file in a run's folder (but a new or earlier
+    report there), and, unless ``force``, not an existing file other than a toktok report."""
     if out.is_dir():
         raise OutputError(f"{out}: is a folder; pass the report's file name, e.g. {out / 'report.html'}")
     target = out.resolve()
     for r in runs:
         if isinstance(r, (str, os.PathLike)):
             rp = run_path(r).resolve()
-            if target == rp or (target.parent == rp.parent and target.exists() and target.suffix != ".html"):
+            if target == rp or (rp.parent in target.parents and os.path.lexists(out) and not _is_report(out)):
                 raise OutputError(f"{out}: would overwrite a file of the run in {rp.parent}; pass another path "
                                   "(e.g. report.html)")
+    if os.path.lexists(out) and not force and not _is_report(out):
+        raise OutputError(f"{out}: exists and is not a toktok report; pass another path (e.g. report.html), "
+                          "or --force to replace it")
+
+
+def _is_report(path: Path) -> bool:
+    """Whether ``path`` is a regular file whose head is a toktok report's."""
+    try:
+        if not path.is_file():
+            return False
+        with open(path, "rb") as f:
+            return GENERATOR in f.read(4096)
+    except OSError:
+        return False
 
 
 def _labels(runs: list) -> list[str]:

@@ -1,0 +1,278 @@
+"""A hostile new user's pass over the commands of issues 49-51 (``toktok cut``, ``toktok count``,
+``train --word-counts``, ``--superbpe``, ``toktok report``): each case is bad input that once gave a
+traceback, replaced a file it was not asked to, or was taken in silently. Every one now gets one
+line naming the file (and row) and what to do, exit code 2, and leaves what exists as it was."""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import FIXTURES, ROOT, one_error_line
+from typer.testing import CliRunner
+
+import toktok
+from toktok.cli import app
+from toktok.count.tables import META_KEY, read_counts
+from toktok.errors import ConfigError, InputError
+from toktok.patterns import DEFAULT
+
+runner = CliRunner()
+NOTES = FIXTURES / "notes.txt"
+FILES = ("tokenizer.json", "tokenizer.tiktoken", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def _cli(*args):
+    return runner.invoke(app, [*map(str, args)])
+
+
+def _ok(*args) -> str:
+    r = _cli(*args)
+    assert r.exit_code == 0, r.output
+    return r.output
+
+
+def _bytes(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    """A finished run with a ladder: 1,500 and 1,800 beside the largest, 2,000."""
+    out = tmp_path_factory.mktemp("run") / "tok"
+    _ok("train", NOTES, FIXTURES / "extra.jsonl", "--out", out, "--ladder", "1500,1800,2000", "-q")
+    return out
+
+
+@pytest.fixture(scope="module")
+def counts(tmp_path_factory) -> Path:
+    """toktok's own word table of the fixtures' text."""
+    out = tmp_path_factory.mktemp("counts") / "counts.parquet"
+    _ok("count", NOTES, FIXTURES / "extra.jsonl", "--out", out)
+    return out
+
+
+# --- toktok cut ---------------------------------------------------------------------------------------
+
+
+def test_cut_of_what_is_not_a_run_file_is_one_line(tmp_path):
+    """A text file, a folder whose run.duckdb is a folder (a link loop), another program's DuckDB
+    database: one line naming it (DuckDB's IOException / CatalogException escaped before)."""
+    loop = tmp_path / "loop"
+    loop.mkdir()
+    (loop / "run.duckdb").symlink_to(loop)
+    other = tmp_path / "other" / "run.duckdb"
+    other.parent.mkdir()
+    con = duckdb.connect(str(other))
+    con.execute("create table t (a int)")
+    con.close()
+    for bad in (NOTES, loop, other.parent, other):
+        one_error_line(_cli("cut", bad, "--vocab-size", "1500", "--out", tmp_path / "cut"), "run")
+        assert not (tmp_path / "cut").exists() and not (tmp_path / ".cut.partial").exists()
+
+
+def test_cut_never_writes_inside_the_runs_folder(run):
+    """``--out RUN/ladder/1500 --force`` replaced the run's own rung with another size's files."""
+    before = _bytes(run)
+    for out in (run / "ladder" / "1500", run / "ladder" / "1450", run / "cuts" / "x"):
+        one_error_line(_cli("cut", run, "--vocab-size", "1450", "--out", out, "--force"), str(out), "run's own folder")
+    assert _bytes(run) == before
+
+
+def _read_only(folder: Path):
+    """``folder`` made unwritable, even for root (``chattr +i`` where chmod does not hold); the undo."""
+    folder.chmod(0o555)
+    if os.access(folder, os.W_OK):
+        if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(folder)]).returncode != 0:
+            folder.chmod(0o755)
+            pytest.skip("cannot make a folder read-only here")
+        return lambda: (subprocess.run(["chattr", "-i", str(folder)]), folder.chmod(0o755))
+    return lambda: folder.chmod(0o755)
+
+
+def test_cut_count_into_a_read_only_folder_name_the_out(run, tmp_path):
+    """cut raised PermissionError making its staging folder; count named its hidden ``.NAME.run``."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    undo = _read_only(ro)
+    try:
+        one_error_line(_cli("cut", run, "--vocab-size", "1500", "--out", ro / "cut"), str(ro / "cut"), "writable")
+        line = one_error_line(_cli("count", NOTES, "--out", ro / "c.parquet"), str(ro / "c.parquet"), "writable")
+        assert ".run" not in line
+    finally:
+        undo()
+    assert list(ro.iterdir()) == []
+
+
+# --- toktok report ------------------------------------------------------------------------------------
+
+
+def test_report_replaces_only_a_report_unless_forced(run, tmp_path):
+    """``report -o notes.txt`` overwrote any file; now only an earlier report, or with --force."""
+    mine = tmp_path / "notes.txt"
+    mine.write_bytes(NOTES.read_bytes())
+    one_error_line(_cli("report", run, "-o", mine), str(mine), "--force")
+    assert mine.read_bytes() == NOTES.read_bytes()
+    page = tmp_path / "r.html"
+    _ok("report", run, "-o", page)
+    _ok("report", run, "-o", page)  # an earlier report is replaced without asking
+    _ok("report", run, "-o", mine, "--force")
+    assert b"toktok report" in mine.read_bytes()[:2000]
+
+
+def test_report_never_overwrites_a_file_of_a_runs_ladder(run):
+    before = _bytes(run)
+    target = run / "ladder" / "1500" / "tokenizer.json"
+    one_error_line(_cli("report", run, "-o", target, "--force"), str(target), "a file of the run")
+    assert _bytes(run) == before
+
+
+def _toktok(args: list, cwd: Path, fsize: int) -> subprocess.CompletedProcess:
+    """The CLI in a process whose files may grow to ``fsize`` bytes (RLIMIT_FSIZE: a full disk)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "toktok.cli", *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize)))
+
+
+def test_a_report_on_a_full_disk_leaves_no_temporary_file(run, tmp_path):
+    out = tmp_path / "full"
+    one_error_line(_toktok(["report", run, "-o", out / "r.html"], tmp_path, 20_000), "r.html", "File too large")
+    assert list(out.iterdir()) == []
+
+
+# --- toktok count -------------------------------------------------------------------------------------
+
+
+def test_count_never_replaces_its_own_input(tmp_path):
+    """``count data.parquet --out data.parquet --force`` replaced the corpus with its word table."""
+    data = tmp_path / "data.parquet"
+    shutil.copy(FIXTURES / "sample.parquet", data)
+    (tmp_path / "link.parquet").symlink_to(data)
+    for src in (data, tmp_path / "link.parquet", tmp_path / "*.parquet"):
+        one_error_line(_cli("count", src, "--out", data, "--force"), "input of this count")
+    assert data.read_bytes() == (FIXTURES / "sample.parquet").read_bytes()
+    _ok("count", data, "--out", tmp_path / "link.parquet", "--force")  # the link is replaced, not its target
+    assert data.read_bytes() == (FIXTURES / "sample.parquet").read_bytes()
+    assert not (tmp_path / "link.parquet").is_symlink()
+
+
+def test_count_does_not_replace_a_dangling_link_unasked(tmp_path):
+    link = tmp_path / "c.parquet"
+    link.symlink_to(tmp_path / "nowhere")
+    one_error_line(_cli("count", NOTES, "--out", link), str(link), "--force")
+    assert link.is_symlink() and os.readlink(link) == str(tmp_path / "nowhere")
+
+
+# --- train --word-counts ------------------------------------------------------------------------------
+
+
+def _table(path: Path, words, counts, meta: bytes | None = None, wtype=pa.binary()) -> Path:
+    t = pa.table({"word": pa.array(words, wtype), "count": pa.array(counts, pa.int64())})
+    if meta is not None:
+        t = t.replace_schema_metadata({META_KEY: meta})
+    pq.write_table(t, path)
+    return path
+
+
+@pytest.mark.parametrize("meta, needle", [
+    (b"not json{", "not JSON"),
+    (b"[1, 2]", "not a JSON object"),
+    (b'{"pattern": 5}', "'pattern'"),
+    (b'{"pattern": "cl100k"}', "'pattern'"),
+    (b'{"pattern": {"regex": 5}}', "'pattern'"),
+    (b'{"special_tokens": "<|endoftext|>"}', "'special_tokens'"),
+])
+def test_a_table_whose_toktok_metadata_is_not_toktoks(tmp_path, meta, needle):
+    """A foreign or broken ``toktok`` metadata key: JSONDecodeError / AttributeError / TypeError before."""
+    f = _table(tmp_path / "m.parquet", [b"a", b"b"], [3, 5], meta)
+    one_error_line(_cli("train", "--word-counts", f, "--merges", "3", "--out", tmp_path / "o"), "m.parquet",
+                   "metadata key 'toktok'", needle)
+    assert not (tmp_path / "o").exists() and not (tmp_path / ".o.partial").exists()
+
+
+def test_an_empty_table_is_no_words(tmp_path):
+    """An empty table raised TypeError (the max of no counts is None)."""
+    f = _table(tmp_path / "e.parquet", [], [])
+    one_error_line(_cli("train", "--word-counts", f, "--merges", "3", "--out", tmp_path / "o"), "e.parquet", "no words")
+    with pytest.raises(InputError, match="no words"):
+        read_counts([str(f)])
+    full = _table(tmp_path / "f.parquet", [b"ab"], [4])  # an empty part beside a full one is no error
+    assert read_counts([str(f), str(full)]).words.num_rows == 1
+
+
+@pytest.mark.parametrize("words, counts, row", [
+    ([b"b", b"b"], [2**62, 2**62], 0),                    # a word twice: the sum wraps (ValueError before)
+    ([b"ab", b"xaby"], [2**63 - 1, 5], 0),                # the pair (a, b) overflows (OverflowError before)
+    ([b"ab", b"cab"], [2**62, 2**62], 0),
+    ([b"a", b"b"], [5, 2**63 - 1], 1),                    # the pieces' total
+])
+def test_counts_beyond_64_bits_are_refused_at_the_row(tmp_path, words, counts, row):
+    f = _table(tmp_path / "h.parquet", words, counts)
+    one_error_line(_cli("train", "--word-counts", f, "--vocab-size", "260", "--no-hardcoded", "--out", tmp_path / "o"),
+                   f"h.parquet: row {row}:", "2^63", "check the count column")
+    assert not (tmp_path / "o").exists()
+
+
+def test_counts_beyond_64_bits_over_several_tables(tmp_path):
+    a = _table(tmp_path / "a.parquet", [b"ab"], [2**61])
+    b = _table(tmp_path / "b.parquet", [b"cd"], [2**61 + 2**60])
+    with pytest.raises(InputError, match=r"b\.parquet: row 0: .*of the tables up to it"):
+        read_counts([str(a), str(b)])
+
+
+def test_toktoks_table_edited_with_its_metadata_kept_is_checked(tmp_path, counts):
+    """pyarrow keeps a table's metadata through ``concat_tables``: a row added to toktok's own table
+    was trusted as one of its pattern's pieces, and the run learned ``'hello world'``."""
+    t = pq.read_table(counts)
+    assert "seal" in json.loads(t.schema.metadata[META_KEY])
+    extra = pa.table({"word": pa.array([b"hello world"]), "count": pa.array([10**6])}).cast(t.schema)
+    edited = tmp_path / "edited.parquet"
+    pq.write_table(pa.concat_tables([t, extra]), edited)
+    assert META_KEY in pq.read_schema(edited).metadata
+    one_error_line(_cli("train", "--word-counts", edited, "--vocab-size", "1500", "--out", tmp_path / "o"),
+                   f"edited.parquet: row {t.num_rows}:", "'hello world'", "not one piece")
+    # toktok's own table as written is still read as its pattern's pieces, in any row order
+    got = read_counts([str(counts)], pattern=DEFAULT)
+    rev = tmp_path / "rev.parquet"
+    pq.write_table(t.take(list(range(t.num_rows))[::-1]), rev)
+    assert read_counts([str(rev)], pattern=DEFAULT).words.equals(got.words)
+
+
+# --- --superbpe ---------------------------------------------------------------------------------------
+
+
+def test_superbpe_from_word_counts_is_refused_before_any_work(tmp_path, counts):
+    """The superwords phase re-read the table, counted with the run's pattern, as the superbpe
+    pattern's words: it failed after the first phase with advice that could not work
+    (``pass --pattern cl100k``), leaving a partial run."""
+    one_error_line(_cli("train", "--word-counts", counts, "--vocab-size", "2000", "--superbpe", "1600", "--out",
+                        tmp_path / "o"), "--superbpe", "--word-counts", "superbpe pattern")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"superbpe: 1600\nphases:\n  - vocab_size: 2000\n    sources: [{{counts: '{counts}'}}]\n")
+    one_error_line(_cli("train", "--config", cfg, "--out", tmp_path / "o"), "c.yaml", "superbpe", "--pattern superbpe")
+    with pytest.raises(ConfigError, match="superbpe pattern"):
+        toktok.train(word_counts=[str(counts)], vocab_size=2000, superbpe=1600, out=tmp_path / "o")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml"]
+
+
+def test_superbpe_from_two_phases_of_counts_is_superbpe_from_text(tmp_path, counts):
+    """What the refusal advises: two phases, the second's counts counted with the superbpe pattern."""
+    sb = tmp_path / "sb.parquet"
+    _ok("count", NOTES, FIXTURES / "extra.jsonl", "--pattern", "superbpe", "--out", sb)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"phases:\n  - vocab_size: 1600\n    sources: [{{counts: '{counts}'}}]\n"
+                   f"  - vocab_size: 2000\n    pattern: superbpe\n    sources: [{{counts: '{sb}'}}]\n")
+    _ok("train", "--config", cfg, "--out", tmp_path / "a", "-q")
+    _ok("train", NOTES, FIXTURES / "extra.jsonl", "--vocab-size", "2000", "--superbpe", "1600", "--out",
+        tmp_path / "b", "-q")
+    for f in FILES:
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f

@@ -314,6 +314,33 @@ def test_eval_encodes_long_documents_as_tiktoken_does(run, monkeypatch):
     assert row["vocab_used"] == len({i for ids in want for i in ids})
 
 
+@pytest.mark.parametrize("pattern", ["superbpe", "cl100k", "o200k", "gpt2", r"\p{L}+|\p{N}|\s+|[^\s\p{L}\p{N}]+"])
+def test_eval_splits_long_documents_with_the_compiled_scanner(run, pattern):
+    # the long documents' pieces come from the scanner compiled from the encoding's pattern (no
+    # Python str per piece), the same pieces as the regex package's, the same ids as tiktoken's
+    import numpy as np
+    import pyarrow as pa
+    import tiktoken
+
+    from toktok.count.cuts import compiled_spans, pieces
+    from toktok.insight import evaluate as ev
+    from toktok.merge.segment import segment
+
+    segment([b"ab"], Vocab.base())
+    base = toktok.load_encoding(run)
+    rx = resolve(pattern).regex
+    enc = tiktoken.Encoding("t", pat_str=rx, mergeable_ranks=base._mergeable_ranks, special_tokens={})
+    compiled_spans(rx, np.frombuffer(b"a", np.uint8))  # the kernel compiled (or loaded): eval takes it only then
+    long = ev._LongDocs(enc)
+    assert long._ready()
+    texts = [*_long_docs()[:3], *EDGE_TEXTS, "", "\u00e9t\u00e9 \U0001f600 \u0661\u0662\u0663\u0664 x"]
+    for text in texts:
+        words = long.words(text)
+        assert words.type == pa.large_binary()  # the compiled path
+        assert [w.decode("utf-8") for w in words.to_pylist()] == pieces(rx, text)
+        assert long.ids(text) == enc.encode_ordinary(text)
+
+
 def test_verify_compares_long_texts_in_parts_and_still_catches_a_broken_tokenizer(run, tmp_path):
     import shutil
 

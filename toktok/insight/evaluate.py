@@ -105,9 +105,9 @@ def _load(spec: str, threads: int, pattern=None) -> _Tokenizer:
 
 class _LongDocs:
     """tiktoken's ids of texts, a long one's (:data:`LONG_DOC` characters or more, no special
-    token in it) by toktok's own rank-BPE: its pieces as the ``regex`` package splits it with the
-    encoding's pattern (tiktoken's split: :mod:`toktok.patterns`), each segmented by
-    :class:`~toktok.merge.segment.Segmenter` (whole-piece lookup, then the lowest rank, leftmost
+    token in it) by toktok's own rank-BPE: its pieces as tiktoken splits it with the encoding's
+    pattern (by the scanner compiled from the pattern, else the ``regex`` package: :meth:`words`),
+    each segmented by :class:`~toktok.merge.segment.Segmenter` (whole-piece lookup, then the lowest rank, leftmost
     on ties, with a heap: O(n log n) in a piece's length; tested equal to tiktoken). The same ids
     as ``enc.encode(text, allowed_special="all")`` without tiktoken's quadratic time in a long
     piece. A vocabulary whose ranks leave gaps (a special token among them), or a first use after an
@@ -135,13 +135,31 @@ class _LongDocs:
 
     def ids(self, text: str) -> list[int]:
         """The ids of one text without special tokens, piece by piece."""
+        flat, _ = self._seg.ids(self.words(text), self._n)
+        return flat.tolist()
+
+    def words(self, text: str):
+        """The pieces of ``text`` (an Arrow array) as tiktoken splits it with the encoding's
+        pattern: by the scanner compiled from the pattern (:func:`~toktok.count.cuts.compiled_spans`:
+        no Python object per piece) when it has one and Numba's cache holds it, else by the
+        ``regex`` package (:func:`~toktok.count.cuts.pieces`); the same pieces either way."""
         import pyarrow as pa
 
-        from ..count.cuts import pieces
+        from ..count.cuts import compiled_spans, pieces
 
-        words = pa.array(pieces(self.enc._pat_str, text), pa.large_string())
-        flat, _ = self._seg.ids(words, self._n)
-        return flat.tolist()
+        rx = self.enc._pat_str
+        try:
+            b = text.encode("utf-8")
+        except UnicodeEncodeError:  # (a lone surrogate: no UTF-8 for the scanner to read)
+            return pa.array(pieces(rx, text), pa.large_string())
+        spans = compiled_spans(rx, np.frombuffer(b, np.uint8), compile=False)
+        if spans is not None and (len(spans) == 0 or (spans[0, 0] == 0 and spans[-1, 1] == len(b)
+                                                      and np.array_equal(spans[1:, 0], spans[:-1, 1]))):
+            # the pieces cover the text end to end (as a pre-tokenizer's do): the text is the words' buffer
+            offsets = np.append(spans[:, 0], len(b)).astype(np.int64) if len(spans) else np.zeros(1, np.int64)
+            return pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(offsets) - 1,
+                                                    [None, pa.py_buffer(offsets), pa.py_buffer(b)])
+        return pa.array(pieces(rx, text), pa.large_string())
 
     def _ready(self) -> bool:
         if self._seg is None:

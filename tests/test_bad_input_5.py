@@ -87,6 +87,26 @@ def test_cut_never_writes_inside_the_runs_folder(run):
     assert _bytes(run) == before
 
 
+def test_cut_never_replaces_the_current_folder(run, tmp_path, monkeypatch):
+    """``cut RUN --out .`` in an empty folder (or one of tokenizer files, with --force) replaced the
+    folder the user stood in: their shell was left in a deleted folder."""
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    inode = here.stat().st_ino
+    for out in (".", str(here), str(tmp_path)):
+        one_error_line(_cli("cut", run, "--vocab-size", "1500", "--out", out, "--force"), out, "current folder")
+    assert here.stat().st_ino == inode and list(here.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["here"]
+
+
+def test_cut_of_a_ladder_rung_names_its_run(run, tmp_path):
+    """A rung (``RUN/ladder/1500``) has no run file: say which run to cut from."""
+    one_error_line(_cli("cut", run / "ladder" / "1500", "--vocab-size", "1450", "--out", tmp_path / "c"),
+                   "a rung of the run", f"toktok cut {run} --vocab-size 1450")
+    assert not (tmp_path / "c").exists()
+
+
 def _read_only(folder: Path):
     """``folder`` made unwritable, even for root (``chattr +i`` where chmod does not hold); the undo."""
     folder.chmod(0o555)

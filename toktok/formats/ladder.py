@@ -25,7 +25,8 @@ from ..added import added_flags
 from ..errors import ConfigError, OutputError, ToktokError
 from ..options import OPTION, at
 from ..patterns import Pattern
-from ..rundir import OutputLayout, check_out_parent, inside, publish, real, special_tokens_file, staging_of
+from ..rundir import (OutputLayout, check_out_parent, holds_cwd, inside, publish, real, special_tokens_file,
+                      staging_of)
 from ..vocab import Vocab
 from .common import HF_CONFIG_FILE, HF_FILE, HF_SPECIAL_MAP_FILE, TIKTOKEN_FILE, write_atomic
 from .hf import write_hf
@@ -292,6 +293,9 @@ _OWN = (HF_FILE, HF_CONFIG_FILE, HF_SPECIAL_MAP_FILE)
 def _check_out(out: Path, force: bool, run_folder: Path) -> None:
     """The cut's output folder: not the run's own folder nor inside it (a run's rungs are its
     ``ladder/N/``, written by ``--ladder``), and empty or, with ``force``, holding only tokenizer files."""
+    if holds_cwd(out):
+        raise OutputError(f"{out}: is the current folder or holds it; a cut writes (and replaces) a folder of its "
+                          f"own: pick one, e.g. --out {run_folder.name}-cut")
     if real(out) == real(run_folder):
         raise OutputError(f"{out}: is the run's own folder; pass another --out, e.g. {run_folder}-cut")
     if inside(real(out), real(run_folder)):
@@ -324,6 +328,11 @@ def cut(run: str | os.PathLike, *, vocab_size: int, out: str | os.PathLike, forc
     Example: ``cut("out/demo", vocab_size=1500, out="out/demo-1500").merges``."""
     from ..insight.runfile import run_path
 
+    where = Path(os.path.expanduser(os.fspath(run)))
+    if where.parent.name == LADDER_FOLDER and (where.parent.parent / "run.duckdb").is_file() and \
+            not (where / "run.duckdb").exists():
+        raise ConfigError(f"{run}: a rung of the run {where.parent.parent} (a rung has no run file); cut from "
+                          f"the run: toktok cut {where.parent.parent} --vocab-size {vocab_size} --out DIR")
     run_file = run_path(run)
     ladder = Ladder.of_run(run_file)
     r = rung(ladder, vocab_size)

@@ -192,6 +192,12 @@ def test_count_does_not_replace_a_dangling_link_unasked(tmp_path):
     assert link.is_symlink() and os.readlink(link) == str(tmp_path / "nowhere")
 
 
+def test_count_names_its_options_as_spelled(tmp_path):
+    """``count -s ''`` named ``--special-tokens``, an option no command has."""
+    line = one_error_line(_cli("count", NOTES, "--out", tmp_path / "c.parquet", "-s", ""), "--special-token ")
+    assert "--special-tokens" not in line
+
+
 # --- train --word-counts ------------------------------------------------------------------------------
 
 

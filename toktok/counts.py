@@ -70,6 +70,7 @@ def _count(sources: list, *, out: str | os.PathLike, force: bool, report: Any, *
     from . import start
     from .budget import plan_budget
     from .config import build_config
+    from .options import OPTION
     from .rundir import check_out_parent
     from .count.local import Source, count_phase
     from .count.stage import engine, resolve
@@ -83,7 +84,7 @@ def _count(sources: list, *, out: str | os.PathLike, force: bool, report: Any, *
         raise OutputError(f"{out}: exists; pass --force to replace it")
     check_out_parent(os.fspath(path))
     cfg = build_config(None, list(sources), {**options, "out": str(path.parent / f".{path.name}.run"), "merges": 0},
-                       named=lambda k: f"--{k.replace('_', '-')}").describe()
+                       named=lambda k: getattr(OPTION.get(k), "flag", None) or f"--{k.replace('_', '-')}").describe()
     phase = cfg.phases[0]
     ray_count = engine(cfg, [phase])
     st = start.vocabulary(cfg, [phase])

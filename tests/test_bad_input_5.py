@@ -155,6 +155,15 @@ def test_report_never_overwrites_a_file_of_a_runs_ladder(run):
     assert _bytes(run) == before
 
 
+def test_report_through_a_link_loop_is_one_line(run, tmp_path):
+    """``-o loop/r.html`` where ``loop`` links to itself: RuntimeError (Path.resolve) before."""
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    for cmd in (["report", run, "-o", loop / "r.html"], ["count", NOTES, "--out", loop / "c.parquet"]):
+        one_error_line(_cli(*cmd), str(loop), "a link that leads to no folder")
+    assert loop.is_symlink() and sorted(p.name for p in tmp_path.iterdir()) == ["loop"]
+
+
 def _toktok(args: list, cwd: Path, fsize: int) -> subprocess.CompletedProcess:
     """The CLI in a process whose files may grow to ``fsize`` bytes (RLIMIT_FSIZE: a full disk)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -67,7 +67,8 @@ def check_out_parent(out: str) -> None:
         if not os.path.lexists(anc):
             continue
         if not anc.is_dir():
-            raise OutputError(f"{out}: cannot create the output folder, {anc} is a file; pass an --out in a folder")
+            what = "a link that leads to no folder" if anc.is_symlink() else "a file"
+            raise OutputError(f"{out}: cannot create the output folder, {anc} is {what}; pass an --out in a folder")
         if not os.access(anc, os.W_OK | os.X_OK):
             raise OutputError(f"{out}: cannot write in {anc} (permission denied); pass a writable --out")
         return

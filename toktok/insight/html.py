@@ -26,6 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import ConfigError, OutputError
+from ..rundir import check_out_parent, real
 from .runfile import RunLike, _connect, _ensure_views, _Prefixes, describe, run_path
 
 #: The page's template, style and script (package data).
@@ -76,10 +77,11 @@ def _check_target(out: Path, runs: list, force: bool = False) -> None:
     report there), and, unless ``force``, not an existing file other than a toktok report."""
     if out.is_dir():
         raise OutputError(f"{out}: is a folder; pass the report's file name, e.g. {out / 'report.html'}")
-    target = out.resolve()
+    check_out_parent(os.fspath(out))
+    target = real(out)  # (links resolved as far as they go: a loop raises nothing here)
     for r in runs:
         if isinstance(r, (str, os.PathLike)):
-            rp = run_path(r).resolve()
+            rp = real(run_path(r))
             if target == rp or (rp.parent in target.parents and os.path.lexists(out) and not _is_report(out)):
                 raise OutputError(f"{out}: would overwrite a file of the run in {rp.parent}; pass another path "
                                   "(e.g. report.html)")

@@ -264,7 +264,7 @@ def test_counts_beyond_64_bits_over_several_tables(tmp_path):
         read_counts([str(a), str(b)])
 
 
-def test_toktoks_table_edited_with_its_metadata_kept_is_checked(tmp_path, counts):
+def test_toktoks_table_edited_with_its_metadata_kept_is_checked(tmp_path, counts, monkeypatch):
     """pyarrow keeps a table's metadata through ``concat_tables``: a row added to toktok's own table
     was trusted as one of its pattern's pieces, and the run learned ``'hello world'``."""
     t = pq.read_table(counts)
@@ -280,6 +280,15 @@ def test_toktoks_table_edited_with_its_metadata_kept_is_checked(tmp_path, counts
     rev = tmp_path / "rev.parquet"
     pq.write_table(t.take(list(range(t.num_rows))[::-1]), rev)
     assert read_counts([str(rev)], pattern=DEFAULT).words.equals(got.words)
+    from toktok.count import tables
+
+    checked = []
+    monkeypatch.setattr(tables, "_check_pieces", lambda *a: checked.append(a))
+    read_counts([str(counts)], pattern=DEFAULT)
+    read_counts([str(rev)], pattern=DEFAULT)
+    assert not checked  # the seal holds: not cut again
+    read_counts([str(edited)], pattern=DEFAULT)
+    assert len(checked) == 1
 
 
 # --- --superbpe ---------------------------------------------------------------------------------------

@@ -70,11 +70,11 @@ def _count(sources: list, *, out: str | os.PathLike, force: bool, report: Any, *
     from . import start
     from .budget import plan_budget
     from .config import build_config
-    from .options import OPTION
-    from .rundir import check_out_parent
     from .count.local import Source, count_phase
     from .count.stage import engine, resolve
     from .count.tables import write_counts
+    from .options import OPTION
+    from .rundir import check_out_parent
 
     t0 = time.perf_counter()
     path = Path(os.path.expanduser(os.fspath(out)))

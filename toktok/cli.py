@@ -776,8 +776,8 @@ def count_cmd(
         return
     for w in r.warnings if progress != "json" else ():  # (the JSON summary holds them: nothing follows it)
         _say("warning", "yellow", w)
-    out.print(literal(f"toktok: wrote {r.out}: {r.words:,} words, {r.total:,} pieces counted in {r.docs:,} documents "
-                      f"({r.text_bytes / 1e6:,.1f} MB) in {r.seconds:.1f}s"))
+    out.print(literal(f"toktok: wrote {r.out}: {_count(r.words, 'word')}, {_count(r.total, 'piece')} counted in "
+                      f"{_count(r.docs, 'document')} ({r.text_bytes / 1e6:,.1f} MB) in {r.seconds:.1f}s"))
 
 
 def main() -> None:  # pragma: no cover

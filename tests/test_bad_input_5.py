@@ -155,6 +155,22 @@ def test_report_never_overwrites_a_file_of_a_runs_ladder(run):
     assert _bytes(run) == before
 
 
+def test_report_never_overwrites_the_tiktoken_beside_a_companion_run(tmp_path, monkeypatch):
+    """``output: ./NAME.tiktoken`` puts the run in ``NAME.toktok`` and the .tiktoken beside it:
+    ``report NAME.tiktoken -o NAME.tiktoken --force`` replaced the tokenizer with the page."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"output: ./mytok.tiktoken\nphases:\n  - vocab_size: 1500\n    sources: [{{path: '{NOTES}'}}]\n")
+    work = tmp_path / "w"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    _ok("train", "--config", cfg, "-q")
+    tt = work / "mytok.tiktoken"
+    before = tt.read_bytes()
+    for run in (tt, work / "mytok.toktok"):
+        one_error_line(_cli("report", run, "-o", tt, "--force"), "mytok.tiktoken", "a file of the run")
+    assert tt.read_bytes() == before
+
+
 def test_report_through_a_link_loop_is_one_line(run, tmp_path):
     """``-o loop/r.html`` where ``loop`` links to itself: RuntimeError (Path.resolve) before."""
     loop = tmp_path / "loop"

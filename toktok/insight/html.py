@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import ConfigError, OutputError
-from ..rundir import check_out_parent, real
+from ..rundir import COMPANION_SUFFIX, check_out_parent, real, special_tokens_file
 from .runfile import RunLike, _connect, _ensure_views, _Prefixes, describe, run_path
 
 #: The page's template, style and script (package data).
@@ -82,12 +82,22 @@ def _check_target(out: Path, runs: list, force: bool = False) -> None:
     for r in runs:
         if isinstance(r, (str, os.PathLike)):
             rp = real(run_path(r))
-            if target == rp or (rp.parent in target.parents and os.path.lexists(out) and not _is_report(out)):
+            if target == rp or target in _beside(rp.parent) or \
+                    (rp.parent in target.parents and os.path.lexists(out) and not _is_report(out)):
                 raise OutputError(f"{out}: would overwrite a file of the run in {rp.parent}; pass another path "
                                   "(e.g. report.html)")
     if os.path.lexists(out) and not force and not _is_report(out):
         raise OutputError(f"{out}: exists and is not a toktok report; pass another path (e.g. report.html), "
                           "or --force to replace it")
+
+
+def _beside(folder: Path) -> set[Path]:
+    """A run's files outside its folder: the ``NAME.tiktoken`` (and its special-token list) of
+    ``output: ./NAME.tiktoken``, whose run is the ``NAME.toktok`` folder beside it."""
+    if not folder.name.endswith(COMPANION_SUFFIX):
+        return set()
+    tiktoken = folder.parent / (folder.name[: -len(COMPANION_SUFFIX)] + ".tiktoken")
+    return {tiktoken, special_tokens_file(tiktoken)}
 
 
 def _is_report(path: Path) -> bool:

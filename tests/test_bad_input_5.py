@@ -307,6 +307,20 @@ def test_toktoks_table_edited_with_its_metadata_kept_is_checked(tmp_path, counts
     assert len(checked) == 1
 
 
+# --- --ladder -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value, needle", [("[1.5, 2000]", "1.5 is not a whole number"), ("[true, 2000]", "True"),
+                                           ("[]", "got an empty list")])
+def test_a_config_ladder_of_the_wrong_kind_names_the_ladder(tmp_path, value, needle):
+    """``ladder: [1.5, 2000]`` was told to pass ``--vocab-size 32768``; ``ladder: []`` was "got a list"."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"ladder: {value}\nphases:\n  - vocab_size: 2000\n    sources: [{{path: '{NOTES}'}}]\n")
+    line = one_error_line(_cli("train", "--config", cfg, "--out", tmp_path / "o"), "c.yaml", "ladder", needle,
+                          "--ladder 8192,16384,32768")
+    assert "--vocab-size" not in line
+
+
 # --- --superbpe ---------------------------------------------------------------------------------------
 
 

@@ -17,6 +17,7 @@ Example: ``OPTION["merges"].check(-5, "--merges")`` raises ``ConfigError("--merg
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
@@ -377,8 +378,10 @@ class _Sizes(Kind):
         if isinstance(v, str):
             return self.from_text(opt, v, where)
         if not isinstance(v, (list, tuple)) or not v:
-            raise ConfigError(f"{where} expected a list of total sizes, got {kind_of_value(v)}; {opt.hint}")
-        sizes = [_WHOLE.check(OPTION["vocab_size"], x, where) for x in v]
+            got = "an empty list" if isinstance(v, (list, tuple)) else kind_of_value(v)
+            raise ConfigError(f"{where} expected a list of total sizes, got {got}; {opt.hint}")
+        each = dataclasses.replace(OPTION["vocab_size"], hint=opt.hint)  # its bounds, the ladder's hint
+        sizes = [_WHOLE.check(each, x, where) for x in v]
         twice = [x for i, x in enumerate(sizes) if x in sizes[:i]]
         if twice:
             raise ConfigError(f"{at(where, ','.join(map(str, sizes)))}: {twice[0]} is given twice; give each size once")

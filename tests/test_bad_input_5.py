@@ -350,3 +350,19 @@ def test_superbpe_from_two_phases_of_counts_is_superbpe_from_text(tmp_path, coun
         tmp_path / "b", "-q")
     for f in FILES:
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
+
+
+# --- the Python API of the same commands --------------------------------------------------------------
+
+
+def test_word_counts_and_cut_from_python_take_paths_and_refuse_the_rest(run, tmp_path):
+    """``toktok.word_counts("notes.txt", ...)`` read the str as a list of one-letter paths (``n: no
+    such file``); ``out=5`` / ``out=None`` / ``cut(5, ...)`` raised TypeError."""
+    r = toktok.word_counts(str(NOTES), out=tmp_path / "a.parquet")
+    assert r.docs == 1 and toktok.word_counts(NOTES, out=tmp_path / "b.parquet").words == r.words
+    for call in (lambda: toktok.word_counts([str(NOTES)], out=5),
+                 lambda: toktok.cut(5, vocab_size=1500, out=tmp_path / "c"),
+                 lambda: toktok.cut(run, vocab_size=1500, out=None)):
+        with pytest.raises(ConfigError, match="expected a non-empty string"):
+            call()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.parquet", "b.parquet"]

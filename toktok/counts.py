@@ -77,7 +77,9 @@ def _count(sources: list, *, out: str | os.PathLike, force: bool, report: Any, *
     from .rundir import check_out_parent
 
     t0 = time.perf_counter()
-    path = Path(os.path.expanduser(os.fspath(out)))
+    if isinstance(sources, (str, os.PathLike)):  # one source, as toktok.train takes it
+        sources = [sources]
+    path = Path(os.path.expanduser(OPTION["out"].check(out, "out")))
     if path.is_dir() or not path.name.endswith(".parquet"):
         raise OutputError(f"{out}: the word table is one Parquet file; pass --out NAME.parquet")
     if os.path.lexists(path) and not force:  # (a dangling link too: it is not replaced unasked)

@@ -328,7 +328,8 @@ def cut(run: str | os.PathLike, *, vocab_size: int, out: str | os.PathLike, forc
     Example: ``cut("out/demo", vocab_size=1500, out="out/demo-1500").merges``."""
     from ..insight.runfile import run_path
 
-    where = Path(os.path.expanduser(os.fspath(run)))
+    run, out = OPTION["out"].check(run, "run"), OPTION["out"].check(out, "out")
+    where = Path(os.path.expanduser(run))
     if where.parent.name == LADDER_FOLDER and (where.parent.parent / "run.duckdb").is_file() and \
             not (where / "run.duckdb").exists():
         raise ConfigError(f"{run}: a rung of the run {where.parent.parent} (a rung has no run file); cut from "

@@ -48,7 +48,7 @@ def report(runs: Sequence[RunLike], path: str | os.PathLike, *, names: Sequence[
     ``ladder/N/`` too), and for an existing file that is not a toktok report (``force``: replaced).
     Example: ``report(["out/demo"], "out/demo.html")``.
     """
-    runs = list(runs)
+    runs = [runs] if isinstance(runs, (str, os.PathLike)) else list(runs)  # (one run, as a path)
     if not runs:
         raise ConfigError("no runs given; pass one or more toktok output folders (or their run.duckdb)")
     if names is not None and len(names) != len(runs):

@@ -366,3 +366,7 @@ def test_word_counts_and_cut_from_python_take_paths_and_refuse_the_rest(run, tmp
         with pytest.raises(ConfigError, match="expected a non-empty string"):
             call()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.parquet", "b.parquet"]
+
+
+def test_eval_says_how_to_write_a_path_that_starts_with_a_dash(run):
+    one_error_line(_cli("eval", run, "--data", "-x.txt"), "-x.txt", "./-NAME")

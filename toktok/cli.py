@@ -655,7 +655,8 @@ def eval_cmd(
             elif it == "--ladder":
                 ladder = True
             elif it.startswith("-") and len(it) > 1:
-                raise ConfigError(f"{it}: no such option of toktok eval (see toktok eval --help)")
+                raise ConfigError(f"{it}: no such option of toktok eval (see toktok eval --help; a path that starts "
+                                  "with '-' is written ./-NAME)")
             else:
                 (toks if target is None else data).append(it)
         if not data:

@@ -79,6 +79,18 @@ def test_cut_of_what_is_not_a_run_file_is_one_line(tmp_path):
         assert not (tmp_path / "cut").exists() and not (tmp_path / ".cut.partial").exists()
 
 
+@pytest.mark.parametrize("text, needle", [("not json", "not valid JSON"), ("[1]", "not a JSON object")])
+def test_cut_of_a_run_whose_tokenizer_config_is_broken(run, tmp_path, text, needle):
+    """The run's tokenizer_config.json (its chat template goes into the cut) edited into something
+    else: JSONDecodeError / AttributeError before."""
+    broken = tmp_path / "run"
+    shutil.copytree(run, broken)
+    (broken / "tokenizer_config.json").write_text(text)
+    one_error_line(_cli("cut", broken, "--vocab-size", "1500", "--out", tmp_path / "c"), "tokenizer_config.json",
+                   needle)
+    assert not (tmp_path / "c").exists()
+
+
 def test_cut_never_writes_inside_the_runs_folder(run):
     """``--out RUN/ladder/1500 --force`` replaced the run's own rung with another size's files."""
     before = _bytes(run)

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..added import added_flags
-from ..errors import ConfigError, OutputError, ToktokError
+from ..errors import ConfigError, OutputError, ToktokError, VocabError
 from ..options import OPTION, at
 from ..patterns import Pattern
 from ..rundir import (OutputLayout, check_out_parent, holds_cwd, inside, publish, real, special_tokens_file,
                       staging_of)
 from ..vocab import Vocab
-from .common import HF_CONFIG_FILE, HF_FILE, HF_SPECIAL_MAP_FILE, TIKTOKEN_FILE, write_atomic
+from .common import HF_CONFIG_FILE, HF_FILE, HF_SPECIAL_MAP_FILE, TIKTOKEN_FILE, read_json, write_atomic
 from .hf import write_hf
 from .specials import special_tokens_json
 from .tiktoken import tiktoken_text, write_tiktoken
@@ -102,7 +102,11 @@ class Ladder:
         listed = OPTION["special_tokens"].check(config.get("special_tokens") or [], "special_tokens:")
         chat = None
         if (folder / HF_CONFIG_FILE).is_file():
-            chat = json.loads((folder / HF_CONFIG_FILE).read_bytes()).get("chat_template")
+            hf_config = read_json(folder / HF_CONFIG_FILE)
+            if not isinstance(hf_config, dict):
+                raise VocabError(f"{folder / HF_CONFIG_FILE}: not a JSON object, so not the run's {HF_CONFIG_FILE}; "
+                                 "restore it (its chat template goes into the cut), or remove it")
+            chat = hf_config.get("chat_template")
         return cls(tokens, specials, pinned, start, Pattern.from_meta(meta["pattern"]),
                    roles=dict(config.get("roles") or {}), added=added_flags(listed), chat_template=chat,
                    tiktoken_name=config.get("tiktoken_name") or TIKTOKEN_FILE,

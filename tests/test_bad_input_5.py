@@ -262,6 +262,20 @@ def test_a_table_whose_toktok_metadata_is_not_toktoks(tmp_path, meta, needle):
     assert not (tmp_path / "o").exists() and not (tmp_path / ".o.partial").exists()
 
 
+def test_a_table_with_a_corrupt_row_group_names_it(tmp_path):
+    """A table whose footer reads but whose data does not: OSError (corrupt snappy data) before."""
+    f = tmp_path / "c.parquet"
+    words = [f"w{i}".encode() for i in range(3000)]
+    pq.write_table(pa.table({"word": words, "count": list(range(1, 3001))}), f, row_group_size=1000)
+    col = pq.ParquetFile(f).metadata.row_group(1).column(0)
+    data = bytearray(f.read_bytes())
+    start = col.dictionary_page_offset or col.data_page_offset
+    data[start + 8 : start + col.total_compressed_size] = b"A" * (col.total_compressed_size - 8)
+    f.write_bytes(bytes(data))
+    one_error_line(_cli("train", "--word-counts", f, "--merges", "3", "--out", tmp_path / "o"), "c.parquet",
+                   "row group 1 (rows 1,000-1,999)", "corrupt")
+
+
 def test_an_empty_table_is_no_words(tmp_path):
     """An empty table raised TypeError (the max of no counts is None)."""
     f = _table(tmp_path / "e.parquet", [], [])

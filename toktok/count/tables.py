@@ -267,7 +267,10 @@ def _read_one(path: str, word_column: str, count_column: str, pattern: Pattern):
         if col not in names:
             raise InputError(f"{path}: no column {col!r} for the {what}s (columns: {', '.join(names[:8])}); "
                              f"name it with {flag}")
-    t = pf.read(columns=[word_column, count_column])
+    try:
+        t = pf.read(columns=[word_column, count_column])
+    except (OSError, pa.ArrowException) as e:
+        raise _unreadable(pf, path, [word_column, count_column], e) from None
     word, count = t.column(word_column), t.column(count_column)
     if pa.types.is_string(word.type) or pa.types.is_large_string(word.type):
         word = word.cast(pa.large_string()).cast(pa.large_binary())
@@ -283,6 +286,25 @@ def _read_one(path: str, word_column: str, count_column: str, pattern: Pattern):
     own = meta if meta is not None and (word_column, count_column) == (WORD_COLUMN, COUNT_COLUMN) and \
         meta.get("seal") == seal(df["word"]) else None
     return df.select(pl.col("word").cast(pl.Binary), "count", pl.col("row").cast(pl.Int64)), own
+
+
+def _unreadable(pf, path: str, columns: list[str], e: Exception) -> InputError:
+    """The error for a table whose footer reads but whose data does not: the first row group that
+    fails, with its rows."""
+    first = 0
+    for g in range(pf.metadata.num_row_groups):
+        rows = pf.metadata.row_group(g).num_rows
+        try:
+            pf.read_row_group(g, columns=columns)
+        except (OSError, pa.ArrowException) as ge:
+            e = ge
+            where = f"row group {g} (rows {first:,}-{first + rows - 1:,})"
+            break
+        first += rows
+    else:
+        where = "its data"
+    return InputError(f"{path}: {where} cannot be read ({' '.join(str(e).split())[:100]}); the file is corrupt: "
+                      "write it again")
 
 
 def _whole_counts(df, path: str, column: str):

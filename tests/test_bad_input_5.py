@@ -396,3 +396,12 @@ def test_word_counts_and_cut_from_python_take_paths_and_refuse_the_rest(run, tmp
 
 def test_eval_says_how_to_write_a_path_that_starts_with_a_dash(run):
     one_error_line(_cli("eval", run, "--data", "-x.txt"), "-x.txt", "./-NAME")
+
+
+def test_report_and_count_never_put_a_file_in_place_of_a_fifo(run, tmp_path):
+    """``-o`` a FIFO (or, as root, ``/dev/null``) with --force: os.replace put the page there."""
+    for name, cmd in (("f.html", ["report", run, "-o"]), ("f.parquet", ["count", NOTES, "--out"])):
+        fifo = tmp_path / name
+        os.mkfifo(fifo)
+        one_error_line(_cli(*cmd, fifo, "--force"), name, "is a FIFO, not a file")
+        assert fifo.is_fifo()

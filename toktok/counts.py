@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .errors import OutputError
+from .errors import OutputError, not_regular
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,8 @@ def _count(sources: list, *, out: str | os.PathLike, force: bool, report: Any, *
     path = Path(os.path.expanduser(OPTION["out"].check(out, "out")))
     if path.is_dir() or not path.name.endswith(".parquet"):
         raise OutputError(f"{out}: the word table is one Parquet file; pass --out NAME.parquet")
+    if (what := not_regular(path)) is not None:  # (--force would put a file in place of /dev/null)
+        raise OutputError(f"{out}: is {what}, not a file; pass --out NAME.parquet")
     if os.path.lexists(path) and not force:  # (a dangling link too: it is not replaced unasked)
         raise OutputError(f"{out}: exists; pass --force to replace it")
     check_out_parent(os.fspath(path))

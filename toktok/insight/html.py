@@ -25,7 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import ConfigError, OutputError
+from ..errors import ConfigError, OutputError, not_regular
 from ..rundir import COMPANION_SUFFIX, check_out_parent, real, special_tokens_file
 from .runfile import RunLike, _connect, _ensure_views, _Prefixes, describe, run_path
 
@@ -77,6 +77,8 @@ def _check_target(out: Path, runs: list, force: bool = False) -> None:
     report there), and, unless ``force``, not an existing file other than a toktok report."""
     if out.is_dir():
         raise OutputError(f"{out}: is a folder; pass the report's file name, e.g. {out / 'report.html'}")
+    if (what := not_regular(out)) is not None:  # (--force would put a file in place of /dev/null)
+        raise OutputError(f"{out}: is {what}, not a file; pass the report's file name, e.g. report.html")
     check_out_parent(os.fspath(out))
     target = real(out)  # (links resolved as far as they go: a loop raises nothing here)
     for r in runs:

@@ -405,3 +405,17 @@ def test_report_and_count_never_put_a_file_in_place_of_a_fifo(run, tmp_path):
         os.mkfifo(fifo)
         one_error_line(_cli(*cmd, fifo, "--force"), name, "is a FIFO, not a file")
         assert fifo.is_fifo()
+
+
+def test_a_table_of_a_custom_pattern_names_the_option_to_paste(tmp_path):
+    """The hint was ``pass --pattern custom '...'``: pasted, ``custom`` became a source."""
+    import shlex
+
+    rx = r"\p{L}+|\p{N}+|\s+|[^\s\p{L}\p{N}]+"
+    f = tmp_path / "c.parquet"
+    _ok("count", NOTES, "--pattern", rx, "--out", f)
+    line = one_error_line(_cli("train", "--word-counts", f, "--vocab-size", "1500", "--out", tmp_path / "o"),
+                          "c.parquet", "not the run's cl100k")
+    hint = shlex.split(line.split("; pass ", 1)[1].split(" or count", 1)[0])
+    assert hint == ["--pattern", rx]
+    _ok("train", "--word-counts", f, *hint, "--vocab-size", "1500", "--out", tmp_path / "o", "-q")

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -258,10 +259,10 @@ def _read_one(path: str, word_column: str, count_column: str, pattern: Pattern):
     meta = _recorded(path, (pf.schema_arrow.metadata or {}).get(META_KEY))
     if meta is not None:
         recorded = meta.get("pattern")
-        if recorded is not None and not same(Pattern.from_dict(recorded), pattern):
-            raise InputError(f"{path}: counted with the pattern {Pattern.from_dict(recorded).label()}, not the run's "
-                             f"{pattern.label()}; pass --pattern {Pattern.from_dict(recorded).label(limit=200)} "
-                             "or count the text again with the run's")
+        if recorded is not None and not same(rec := Pattern.from_dict(recorded), pattern):
+            given = rec.name if rec.known else shlex.quote(rec.regex)  # (as a shell takes it)
+            raise InputError(f"{path}: counted with the pattern {rec.label()}, not the run's {pattern.label()}; pass "
+                             f"--pattern {given} or count the text again with the run's")
     names = pf.schema_arrow.names
     for col, what, flag in ((word_column, "word", "--word-column"), (count_column, "count", "--count-column")):
         if col not in names:

@@ -347,6 +347,16 @@ def test_a_config_ladder_of_the_wrong_kind_names_the_ladder(tmp_path, value, nee
     assert "--vocab-size" not in line
 
 
+def test_a_rung_below_the_superword_transition_says_what_it_is_below(tmp_path):
+    """``--superbpe 1600 --ladder 1500,2000`` said "1500 is less than the 1,417 ids the run starts
+    with" (it is not) and offered --no-hardcoded "then at least 439" (1600 still holds)."""
+    line = one_error_line(_cli("train", NOTES, "--vocab-size", "2000", "--superbpe", "1600", "--ladder", "1500,2000",
+                               "--out", tmp_path / "o"),
+                          "--ladder 1500 is less than the 1,600 ids the phases before it reach", "pass at least 1600")
+    assert "--no-hardcoded" not in line and "1,417 ids the run starts with" not in line
+    assert list(tmp_path.iterdir()) == []
+
+
 # --- --superbpe ---------------------------------------------------------------------------------------
 
 

@@ -71,20 +71,27 @@ def _check_sizes(cfg: RunSpec, phases: list[PhaseConfig], vocab: Vocab) -> None:
     phase's. Checked before any work."""
     start = len(vocab.tokens) + len(vocab.specials)
     most = start
+    added = 0  # what the phases before add to the ids the run starts with (None: a phase's total sets them)
     ladder = getattr(cfg, "ladder", None)
     for k, ph in enumerate(phases):
         if ph.vocab_size is None:
             most += ph.merges
+            added = None if added is None else added + ph.merges
             continue
         for size, where in ((ph.vocab_size, _vocab_size_key(cfg, k)),
                             *([(ladder[0], cfg.name_of("ladder"))] if ladder and k == len(phases) - 1 else [])):
             if size >= most:
                 continue
-            before = (f"; the phases before it reach up to {most:,}" if most > start else "")
-            raise ConfigError(f"{at(where, str(size))} is less than the {start:,} ids the run starts with "
-                              f"({len(vocab.tokens):,} tokens + {len(vocab.specials)} special){before}; pass at "
-                              f"least {most}{_without_hardcoded(cfg, vocab, most - start)}")
-        most = ph.vocab_size
+            if size < start:
+                before = (f"; the phases before it reach up to {most:,}" if most > start else "")
+                raise ConfigError(f"{at(where, str(size))} is less than the {start:,} ids the run starts with "
+                                  f"({len(vocab.tokens):,} tokens + {len(vocab.specials)} special){before}; pass at "
+                                  f"least {most}" + (_without_hardcoded(cfg, vocab, added) if added is not None else ""))
+            # (the ids the run starts with fit: the phases before it reach further, --no-hardcoded or not)
+            raise ConfigError(f"{at(where, str(size))} is less than the {most:,} ids the phases before it reach (the "
+                              f"run starts with {start:,}); pass at least {most}"
+                              + (_without_hardcoded(cfg, vocab, added) if added is not None else ""))
+        most, added = ph.vocab_size, None
 
 
 def _without_hardcoded(cfg: RunSpec, vocab: Vocab, added: int) -> str:

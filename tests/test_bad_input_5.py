@@ -429,3 +429,12 @@ def test_a_table_of_a_custom_pattern_names_the_option_to_paste(tmp_path):
     hint = shlex.split(line.split("; pass ", 1)[1].split(" or count", 1)[0])
     assert hint == ["--pattern", rx]
     _ok("train", "--word-counts", f, *hint, "--vocab-size", "1500", "--out", tmp_path / "o", "-q")
+
+
+def test_an_output_name_too_long_for_the_file_system_is_one_line(run, tmp_path):
+    """A 300-byte --out name: OSError (File name too long) from the first is_dir/exists."""
+    long = tmp_path / ("a" * 300)
+    for cmd in (["count", NOTES, "--out", f"{long}.parquet"], ["report", run, "-o", f"{long}.html"],
+                ["cut", run, "--vocab-size", "1500", "--out", long], ["train", NOTES, "--out", long / "x"]):
+        one_error_line(_cli(*cmd), "bytes, more than the", "pass a shorter --out")
+    assert list(tmp_path.iterdir()) == []

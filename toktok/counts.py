@@ -80,13 +80,13 @@ def _count(sources: list, *, out: str | os.PathLike, force: bool, report: Any, *
     if isinstance(sources, (str, os.PathLike)):  # one source, as toktok.train takes it
         sources = [sources]
     path = Path(os.path.expanduser(OPTION["out"].check(out, "out")))
+    check_out_parent(os.fspath(path))
     if path.is_dir() or not path.name.endswith(".parquet"):
         raise OutputError(f"{out}: the word table is one Parquet file; pass --out NAME.parquet")
     if (what := not_regular(path)) is not None:  # (--force would put a file in place of /dev/null)
         raise OutputError(f"{out}: is {what}, not a file; pass --out NAME.parquet")
     if os.path.lexists(path) and not force:  # (a dangling link too: it is not replaced unasked)
         raise OutputError(f"{out}: exists; pass --force to replace it")
-    check_out_parent(os.fspath(path))
     cfg = build_config(None, list(sources), {**options, "out": str(path.parent / f".{path.name}.run"), "merges": 0},
                        named=lambda k: getattr(OPTION.get(k), "flag", None) or f"--{k.replace('_', '-')}").describe()
     phase = cfg.phases[0]

@@ -59,10 +59,23 @@ def inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
+#: Bytes the names toktok writes beside an output add to its name (``.NAME.partial``, ``.NAME.PID.tmp``).
+NAME_MARGIN = 16
+
+
 def check_out_parent(out: str) -> None:
-    """Fail before any work when the output folder cannot be made: a file where a parent folder
-    should be, or (for a user other than root) a nearest existing folder that is not writable."""
+    """Fail before any work when the output folder cannot be made: a name in it longer than the
+    file system takes (the output's own with room for the temporary names beside it), a file where
+    a parent folder should be, or (for a user other than root) a nearest existing folder that is
+    not writable."""
     p = Path(out).absolute()
+    for k, part in enumerate(p.parts[1:], 1):
+        last = k == len(p.parts) - 1
+        most = _name_max(p) - (NAME_MARGIN if last else 0)
+        if len(os.fsencode(part)) > most:
+            raise OutputError(f"{out}: the name {shown_name(part)} is {len(os.fsencode(part)):,} bytes, more than the "
+                              f"{most} the file system takes there" + (" (beside toktok's temporary names)" if last else "")
+                              + "; pass a shorter --out")
     for anc in p.parents:
         if not os.path.lexists(anc):
             continue
@@ -72,6 +85,21 @@ def check_out_parent(out: str) -> None:
         if not os.access(anc, os.W_OK | os.X_OK):
             raise OutputError(f"{out}: cannot write in {anc} (permission denied); pass a writable --out")
         return
+
+
+def _name_max(p: Path) -> int:
+    """The longest file name (bytes) the file system of ``p``'s nearest existing folder takes."""
+    for anc in p.parents:
+        try:
+            return int(os.pathconf(anc, "PC_NAME_MAX"))
+        except (OSError, ValueError):
+            continue
+    return 255
+
+
+def shown_name(name: str) -> str:
+    """A long file name in a message: its start, ``...`` and its length's worth said elsewhere."""
+    return repr(name) if len(name) <= 40 else repr(name[:30]) + "..."
 
 
 def holds_cwd(folder: str | os.PathLike) -> bool:

@@ -342,8 +342,8 @@ def cut(run: str | os.PathLike, *, vocab_size: int, out: str | os.PathLike, forc
     ladder = Ladder.of_run(run_file)
     r = rung(ladder, vocab_size)
     out = Path(os.path.expanduser(os.fspath(out)))
-    _check_out(out, force, run_file.parent)
     check_out_parent(os.fspath(out))
+    _check_out(out, force, run_file.parent)
     if texts is None:
         with _run_store(run_file) as store:
             texts = [t for (t,) in store.run("ladder.parity_texts").fetchall()]

@@ -75,11 +75,11 @@ GENERATOR = b'<meta name="generator" content="toktok report">'
 def _check_target(out: Path, runs: list, force: bool = False) -> None:
     """``out`` may be written: not a folder, not a file in a run's folder (but a new or earlier
     report there), and, unless ``force``, not an existing file other than a toktok report."""
+    check_out_parent(os.fspath(out))
     if out.is_dir():
         raise OutputError(f"{out}: is a folder; pass the report's file name, e.g. {out / 'report.html'}")
     if (what := not_regular(out)) is not None:  # (--force would put a file in place of /dev/null)
         raise OutputError(f"{out}: is {what}, not a file; pass the report's file name, e.g. report.html")
-    check_out_parent(os.fspath(out))
     target = real(out)  # (links resolved as far as they go: a loop raises nothing here)
     for r in runs:
         if isinstance(r, (str, os.PathLike)):

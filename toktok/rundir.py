@@ -60,7 +60,7 @@ def inside(path: Path, folder: Path) -> bool:
 
 
 #: Bytes the names toktok writes beside an output add to its name (``.NAME.partial``, ``.NAME.PID.tmp``).
-NAME_MARGIN = 16
+NAME_MARGIN = 13  # (".NAME.tmp-PID", ".NAME.PID.tmp": a PID of up to 7 digits)
 
 
 def check_out_parent(out: str) -> None:

@@ -276,6 +276,16 @@ def test_a_table_with_a_corrupt_row_group_names_it(tmp_path):
                    "row group 1 (rows 1,000-1,999)", "corrupt")
 
 
+@pytest.mark.parametrize("names, col", [(["word", "word", "count"], "word"), (["word", "count", "count"], "count")])
+def test_a_table_with_two_columns_of_one_name(tmp_path, names, col):
+    """KeyError ('Field "word" exists 2 times in schema') before."""
+    f = tmp_path / "d.parquet"
+    cols = [pa.array([b"a", b"b"]) if n == "word" else pa.array([1, 2]) for n in names]
+    pq.write_table(pa.Table.from_arrays(cols, names=names), f)
+    one_error_line(_cli("train", "--word-counts", f, "--merges", "3", "--out", tmp_path / "o"), "d.parquet",
+                   f"2 columns are named {col!r}")
+
+
 def test_an_empty_table_is_no_words(tmp_path):
     """An empty table raised TypeError (the max of no counts is None)."""
     f = _table(tmp_path / "e.parquet", [], [])

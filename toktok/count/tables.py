@@ -268,6 +268,9 @@ def _read_one(path: str, word_column: str, count_column: str, pattern: Pattern):
         if col not in names:
             raise InputError(f"{path}: no column {col!r} for the {what}s (columns: {', '.join(names[:8])}); "
                              f"name it with {flag}")
+        if names.count(col) > 1:
+            raise InputError(f"{path}: {names.count(col)} columns are named {col!r}; rename the others, or pick "
+                             f"another column for the {what}s with {flag}")
     try:
         t = pf.read(columns=[word_column, count_column])
     except (OSError, pa.ArrowException) as e:

@@ -119,6 +119,23 @@ def test_cut_of_a_ladder_rung_names_its_run(run, tmp_path):
     assert not (tmp_path / "c").exists()
 
 
+def test_cut_never_deletes_an_interrupted_runs_progress(run, tmp_path):
+    """``train --out X`` interrupted keeps its progress in ``.X.partial`` for --resume: a cut into
+    ``X`` removed it as if it were its own leftover staging folder."""
+    _ok("train", NOTES, "--vocab-size", "1500", "--out", tmp_path / "x", "-q")
+    staging = tmp_path / ".y.partial"
+    shutil.copytree(tmp_path / "x", staging)  # (a run file there: what an interrupted run leaves)
+    before = _bytes(staging)
+    one_error_line(_cli("cut", run, "--vocab-size", "1500", "--out", tmp_path / "y"), str(tmp_path / "y"),
+                   "keeps its progress")
+    assert _bytes(staging) == before and not (tmp_path / "y").exists()
+    leftover = tmp_path / ".z.partial"  # a cut's own leftover (killed while writing) is no run's
+    leftover.mkdir()
+    (leftover / "tokenizer.json").write_text("{")
+    _ok("cut", run, "--vocab-size", "1500", "--out", tmp_path / "z")
+    assert not leftover.exists()
+
+
 def _read_only(folder: Path):
     """``folder`` made unwritable, even for root (``chattr +i`` where chmod does not hold); the undo."""
     folder.chmod(0o555)

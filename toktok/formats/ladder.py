@@ -25,8 +25,8 @@ from ..added import added_flags
 from ..errors import ConfigError, OutputError, ToktokError, VocabError
 from ..options import OPTION, at
 from ..patterns import Pattern
-from ..rundir import (OutputLayout, check_out_parent, holds_cwd, inside, publish, real, special_tokens_file,
-                      staging_of)
+from ..rundir import (OutputLayout, check_out_parent, holds_cwd, inside, interrupted_run, publish, real,
+                      special_tokens_file, staging_of)
 from ..vocab import Vocab
 from .common import HF_CONFIG_FILE, HF_FILE, HF_SPECIAL_MAP_FILE, TIKTOKEN_FILE, read_json, write_atomic
 from .hf import write_hf
@@ -348,6 +348,9 @@ def cut(run: str | os.PathLike, *, vocab_size: int, out: str | os.PathLike, forc
         with _run_store(run_file) as store:
             texts = [t for (t,) in store.run("ladder.parity_texts").fetchall()]
     staging = staging_of(out)
+    if interrupted_run(out) is not None or (staging / ".lock").exists():  # (a cut's own leftover holds neither)
+        raise OutputError(f"{out}: a run into it, interrupted or still running, keeps its progress in {staging}; "
+                          "pick another --out (or finish that run with --resume, or remove the folder)")
     shutil.rmtree(staging, ignore_errors=True)
     try:
         staging.mkdir(parents=True)

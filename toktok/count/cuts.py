@@ -198,24 +198,28 @@ def _compiled_split_point(text: str | bytes | bytearray, rx: str, start: int) ->
 
 def compiled_spans(rx: str, data: np.ndarray, *, compile: bool = True) -> np.ndarray | None:
     """The (start, end) byte offsets of the pieces of ``rx`` in the UTF-8 text ``data`` (uint8),
-    found by the scanner compiled from ``rx`` (:mod:`toktok.count.rx`), the same pieces as
-    :func:`pieces` at compiled speed; None when ``rx`` is outside its subset, or (``compile``
-    False) when its kernel is not in Numba's cache yet (a first use after an install compiles it:
-    tens of seconds). Example: ``compiled_spans(r"\\w+|\\W+", np.frombuffer(b"a b", np.uint8)).tolist()
-    == [[0, 1], [1, 2], [2, 3]]``."""
+    found by the scanner compiled from ``rx`` (:mod:`toktok.count.rx`), or outside its subset by
+    PCRE2's (:mod:`toktok.count.pcre`), the same pieces as :func:`pieces` at compiled speed; None
+    when neither takes ``rx`` (or PCRE2 hands the text back), or (``compile`` False) when the
+    kernel is not in Numba's cache yet (a first use after an install compiles it: tens of seconds).
+    Example: ``compiled_spans(r"\\w+|\\W+", np.frombuffer(b"a b", np.uint8)).tolist() == [[0, 1], [1, 2], [2, 3]]``."""
+    from .._kernels import compiled
+    from .pcre.count import scanner as pcre_scanner
     from .rx import compile as compile_rx, why_not
 
-    if why_not(rx) is not None:
-        return None
-    if not compile:
-        from .._kernels import compiled
-        from .rx.vm import _ends_kernel
+    if why_not(rx) is None:
+        from .rx.vm import _ends_kernel as kernel
 
-        if not compiled((_ends_kernel,)):
-            return None
+        scanner = compile_rx(rx)
+    else:
+        from .pcre.kernel import _spans_pcre as kernel
+
+        scanner = pcre_scanner(rx)
+    if scanner is None or (not compile and not compiled((kernel,))):
+        return None
     n = int(data.shape[0])
     buf = data if n else np.zeros(1, np.uint8)
-    return compile_rx(rx).spans(buf, np.array([0, n], np.int64))
+    return scanner.spans(buf, np.array([0, n], np.int64))
 
 
 def _sparse_split_point(s: str, rx: str, limit: int, start: int, text) -> int:

@@ -140,9 +140,10 @@ class _LongDocs:
 
     def words(self, text: str):
         """The pieces of ``text`` (an Arrow array) as tiktoken splits it with the encoding's
-        pattern: by the scanner compiled from the pattern (:func:`~toktok.count.cuts.compiled_spans`:
-        no Python object per piece) when it has one and Numba's cache holds it, else by the
-        ``regex`` package (:func:`~toktok.count.cuts.pieces`); the same pieces either way."""
+        pattern: by the scanner compiled from the pattern, or PCRE2's outside its subset
+        (:func:`~toktok.count.cuts.compiled_spans`: no Python object per piece) when Numba's
+        cache holds it, else by the ``regex`` package (:func:`~toktok.count.cuts.pieces`); the
+        same pieces either way."""
         import pyarrow as pa
 
         from ..count.cuts import compiled_spans, pieces

@@ -334,30 +334,33 @@ def test_counts_beyond_64_bits_over_several_tables(tmp_path):
 
 
 def test_toktoks_table_edited_with_its_metadata_kept_is_checked(tmp_path, counts, monkeypatch):
-    """pyarrow keeps a table's metadata through ``concat_tables``: a row added to toktok's own table
-    was trusted as one of its pattern's pieces, and the run learned ``'hello world'``."""
+    """pyarrow keeps a table's metadata through ``concat_tables`` and ``sort_by``: a row added to
+    toktok's own table (kept sorted) was trusted as one of its pattern's pieces, and the run
+    learned ``'hello world'``."""
     t = pq.read_table(counts)
     assert "seal" in json.loads(t.schema.metadata[META_KEY])
     extra = pa.table({"word": pa.array([b"hello world"]), "count": pa.array([10**6])}).cast(t.schema)
     edited = tmp_path / "edited.parquet"
-    pq.write_table(pa.concat_tables([t, extra]), edited)
+    both = pa.concat_tables([t, extra]).sort_by("word")
+    pq.write_table(both, edited)
     assert META_KEY in pq.read_schema(edited).metadata
+    row = both.column("word").to_pylist().index(b"hello world")
     one_error_line(_cli("train", "--word-counts", edited, "--vocab-size", "1500", "--out", tmp_path / "o"),
-                   f"edited.parquet: row {t.num_rows}:", "'hello world'", "not one piece")
-    # toktok's own table as written is still read as its pattern's pieces, in any row order
-    got = read_counts([str(counts)], pattern=DEFAULT)
-    rev = tmp_path / "rev.parquet"
-    pq.write_table(t.take(list(range(t.num_rows))[::-1]), rev)
-    assert read_counts([str(rev)], pattern=DEFAULT).words.equals(got.words)
+                   f"edited.parquet: row {row}:", "'hello world'", "not one piece")
     from toktok.count import tables
 
+    got = read_counts([str(counts)], pattern=DEFAULT)
+    rev = tmp_path / "rev.parquet"  # rows moved: checked, the same table
+    pq.write_table(t.take(list(range(t.num_rows))[::-1]), rev)
     checked = []
-    monkeypatch.setattr(tables, "_check_pieces", lambda *a: checked.append(a))
-    read_counts([str(counts)], pattern=DEFAULT)
-    read_counts([str(rev)], pattern=DEFAULT)
-    assert not checked  # the seal holds: not cut again
-    read_counts([str(edited)], pattern=DEFAULT)
-    assert len(checked) == 1
+    check = tables._check_pieces
+    monkeypatch.setattr(tables, "_check_pieces", lambda *a: (checked.append(a), check(*a)))
+    assert read_counts([str(counts)], pattern=DEFAULT).words.equals(got.words)
+    assert not checked  # toktok's own table as written: its seal holds, its words are not cut again
+    assert read_counts([str(rev)], pattern=DEFAULT).words.equals(got.words) and len(checked) == 1
+    with pytest.raises(InputError, match="hello world"):
+        read_counts([str(edited)], pattern=DEFAULT)
+    assert len(checked) == 2
 
 
 # --- --ladder -------------------------------------------------------------------------------------------

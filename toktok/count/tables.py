@@ -57,12 +57,11 @@ def write_counts(words: pa.Table, path: str | os.PathLike, meta: dict) -> Path:
     Parquet file at ``path`` with ``meta`` and the words' :func:`seal` under the key ``toktok`` of
     its metadata; written beside it and renamed, whole.
     Example: ``write_counts(pa.table({"word": [b"a"], "count": [3]}), "c.parquet", {"pattern": ...})``."""
-    import polars as pl
     import pyarrow.parquet as pq
 
     path = Path(path)
     table = words.select(["word", "count"]).cast(COUNTS_SCHEMA)
-    meta = {**meta, "seal": seal(pl.Series(table.column("word").combine_chunks()))}
+    meta = {**meta, "seal": seal(table.column("word"))}
     table = table.replace_schema_metadata({META_KEY: json.dumps(meta, sort_keys=True).encode()})
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
@@ -202,10 +201,10 @@ def _read_own(path: str, pattern: Pattern, specials) -> CountsRead | None:
             or schema.field(1).type != pa.int64():
         return None
     try:
-        own = json.loads(meta)
-        recorded = own.get("pattern")
-    except (ValueError, AttributeError):
-        return None
+        own = _recorded(path, meta)
+    except InputError:
+        return None  # (said by the general reading)
+    recorded = own.get("pattern")
     if recorded is None or not same(Pattern.from_dict(recorded), pattern) or \
             not set(specials) <= set(own.get("special_tokens") or []):
         return None
@@ -227,9 +226,7 @@ def _read_own(path: str, pattern: Pattern, specials) -> CountsRead | None:
         return None  # (not sorted, or a word twice: summed and said by the general reading)
     if float(np.dot(lengths.astype(np.float64), counts.astype(np.float64))) >= 2.0 ** 62:
         return None  # (near what 64-bit counts hold: checked exactly, and said, by the general reading)
-    import polars as pl
-
-    if own.get("seal") != seal(pl.Series(word)):
+    if own.get("seal") != seal(word):
         return None  # (edited since toktok wrote it, its metadata kept: its words are checked)
     used = {path: {"rows": len(word), "words": len(word), "bytes": int(np.dot(lengths.astype(np.int64), counts))}}
     return CountsRead(pa.table([word, count], schema=COUNTS_SCHEMA), [path], used)
@@ -361,13 +358,26 @@ def _text_bytes(part, path: str, before: int) -> int:
     return total
 
 
-def seal(words) -> int:
-    """A check of a word table's words (a Polars Series of binary words, each once), recorded by
-    ``toktok count`` (meta key ``seal``): a table edited since (a row added, removed or changed)
-    is read as anyone's, its words checked. Example: ``seal(pl.Series([b"a"])) == seal(pl.Series([b"a"]))``."""
-    import polars as pl
+def seal(words) -> str:
+    """A check of a word table's words in their order (an Arrow array of binary or text words, or
+    a Polars Series), recorded by ``toktok count`` (meta key ``seal``): a table edited since (a row
+    added, removed, changed or moved) is read as anyone's, its words checked. A BLAKE2b digest of
+    the words' lengths and bytes, without a data frame (``_read_own`` runs in a thread of its own).
+    Example: ``seal(pa.array([b"a", b"bc"])) != seal(pa.array([b"ab", b"c"]))``."""
+    import hashlib
 
-    return _hash_sum(words.cast(pl.Binary))
+    if hasattr(words, "to_arrow"):  # (a Polars Series)
+        words = words.to_arrow()
+    if isinstance(words, pa.ChunkedArray):
+        words = words.combine_chunks()
+    words = words.cast(pa.large_binary())
+    n = len(words)
+    offsets = np.frombuffer(words.buffers()[1], np.int64, n + 1, words.offset * 8)
+    data = words.buffers()[2]
+    h = hashlib.blake2b(np.diff(offsets).astype("<i8").tobytes(), digest_size=16)
+    if data is not None and n:
+        h.update(memoryview(data)[int(offsets[0]) : int(offsets[-1])])
+    return h.hexdigest()
 
 
 def _recorded(path: str, meta: bytes | None) -> dict | None:

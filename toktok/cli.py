@@ -655,8 +655,7 @@ def eval_cmd(
             elif it == "--ladder":
                 ladder = True
             elif it.startswith("-") and len(it) > 1:
-                raise ConfigError(f"{it}: no such option of toktok eval (see toktok eval --help; a path that starts "
-                                  "with '-' is written ./-NAME)")
+                raise ConfigError(f"{it}: no such option of toktok eval (see toktok eval --help; write a path starting with - as ./-NAME)")
             else:
                 (toks if target is None else data).append(it)
         if not data:
@@ -777,8 +776,7 @@ def count_cmd(
         return
     for w in r.warnings if progress != "json" else ():  # (the JSON summary holds them: nothing follows it)
         _say("warning", "yellow", w)
-    out.print(literal(f"toktok: wrote {r.out}: {_count(r.words, 'word')}, {_count(r.total, 'piece')} counted in "
-                      f"{_count(r.docs, 'document')} ({r.text_bytes / 1e6:,.1f} MB) in {r.seconds:.1f}s"))
+    out.print(literal(f"toktok: wrote {r.out}: {_count(r.words, 'word')}, {_count(r.total, 'piece')} counted in {_count(r.docs, 'document')} ({r.text_bytes / 1e6:,.1f} MB) in {r.seconds:.1f}s"))
 
 
 def main() -> None:  # pragma: no cover

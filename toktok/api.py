@@ -147,22 +147,12 @@ def train_config(cfg: TrainConfig, *, progress: Progress | None = None,
     too (a ``json`` one writes the summary, or the error, as its last line)."""
     from .options import OPTION
     from .pipeline import train as run
-    from .progress import reporter
+    from .progress import reported
 
     mode = progress if progress is not None else cfg.progress
     if mode is not None:
         mode = OPTION["progress"].check(mode, cfg.name_of("progress"))
-    rep = reporter(mode, console=console)
-    try:
-        try:
-            result = TrainResult.of(run(cfg.describe(), progress=rep, log=log))
-        finally:
-            rep.close()
-    except BaseException as e:
-        rep.fail(e)
-        raise
-    rep.finish(result)
-    return result
+    return reported(mode, lambda rep: TrainResult.of(run(cfg.describe(), progress=rep, log=log)), console=console)
 
 
 def train(

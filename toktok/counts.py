@@ -49,20 +49,10 @@ def count(sources: list, *, out: str | os.PathLike, force: bool = False, progres
     ``progress(stage, done, total)`` (None: nothing).
     Example: ``count(["data/"], out="c.parquet", pattern="o200k").words > 0``."""
     from .options import OPTION
-    from .progress import reporter
+    from .progress import reported
 
     mode = OPTION["progress"].check(progress, "progress") if progress is not None else None
-    rep = reporter(mode, console=console)
-    try:
-        try:
-            result = _count(sources, out=out, force=force, report=rep, **options)
-        finally:
-            rep.close()
-    except BaseException as e:
-        rep.fail(e)
-        raise
-    rep.finish(result)
-    return result
+    return reported(mode, lambda rep: _count(sources, out=out, force=force, report=rep, **options), console=console)
 
 
 def _count(sources: list, *, out: str | os.PathLike, force: bool, report: Any, **options: Any) -> CountResult:

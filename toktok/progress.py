@@ -294,6 +294,22 @@ def reporter(progress: str | Callable | None, *, console=None, stream: TextIO | 
     raise ValueError(f"progress {progress!r}")  # the option's check lets no other through
 
 
+def reported(progress: str | Callable | None, work: Callable, *, console=None):
+    """``work(report)`` with the reporter of ``progress`` (as :func:`reporter`): closed when the
+    work ends, then told the error (raised again) or the result (returned)."""
+    rep = reporter(progress, console=console)
+    try:
+        try:
+            result = work(rep)
+        finally:
+            rep.close()
+    except BaseException as e:
+        rep.fail(e)
+        raise
+    rep.finish(result)
+    return result
+
+
 def summary_of(result: Any) -> dict:
     """The run's summary as JSON values: a ``TrainSummary``'s (or ``TrainResult``'s, or
     ``toktok count``'s ``CountResult``'s) fields, paths as strings, seconds rounded to the millisecond."""

@@ -23,7 +23,6 @@ Example: ``python bench/ladder.py --data ../shared/corpus/*.parquet --repeat 3``
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import shutil
@@ -37,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import history  # noqa: E402
+from run import corpus_files  # noqa: E402
 FILES = ("tokenizer.json", "tokenizer.tiktoken")
 
 
@@ -73,8 +73,7 @@ def _stages(out: Path) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", nargs="+", default=sorted(glob.glob(str(ROOT.parent.parent / "shared/corpus/*.parquet"))
-                                                       or glob.glob(str(ROOT.parent / "shared/corpus/*.parquet"))))
+    ap.add_argument("--data", nargs="+", default=corpus_files())
     ap.add_argument("--sizes", default="8192,16384,32768,65536")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--rows", default=",".join(ROWS), help=f"the rows to measure, of {','.join(ROWS)}")

@@ -38,6 +38,16 @@ import history
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = str(REPO.parent / "shared" / "corpus" / "*.parquet")
+
+
+def corpus_files() -> list[str]:
+    """The bench corpus's Parquet files: ``shared/corpus`` beside the checkout, or beside the
+    folder of a worktree that sits one level deeper."""
+    for root in (REPO.parent, REPO.parent.parent):
+        found = sorted(glob.glob(str(root / "shared" / "corpus" / "*.parquet")))
+        if found:
+            return found
+    return []
 TEXT_COLUMN = "text"
 TRAINERS = ("toktok", "hf", "rustbpe", "bpeasy", "ffbpe")
 PEERS = ("rustbpe", "bpeasy", "ffbpe", "hf")

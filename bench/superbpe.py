@@ -23,7 +23,6 @@ Example: ``python bench/superbpe.py --data ../shared/corpus/*.parquet``;
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import shutil
@@ -36,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import history  # noqa: E402
-from run import run_measured, run_worker, slice_corpus  # noqa: E402
+from run import corpus_files, run_measured, run_worker, slice_corpus  # noqa: E402
 
 GB = 1 << 30
 
@@ -87,8 +86,7 @@ def phases(out: Path) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", nargs="+", default=sorted(glob.glob(str(ROOT.parent.parent / "shared/corpus/*.parquet"))
-                                                       or glob.glob(str(ROOT.parent / "shared/corpus/*.parquet"))))
+    ap.add_argument("--data", nargs="+", default=corpus_files())
     ap.add_argument("--corpus", default="/tmp/toktok-superbpe-1gb", help="where the shuffled copies are written")
     ap.add_argument("--copies", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)

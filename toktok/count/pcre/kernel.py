@@ -12,7 +12,8 @@ import numpy as np
 
 from ..._kernels import _address, _peek, inlined, intrinsic, njit
 from ..scan.swar import _HIGHS, _ld8
-from ..scan.table import _bump_long, _bump_short, _head, _home, _long_hash, _low, _short_hash
+from ..scan.table import _bump_short, _home, _probe, _short_hash
+from ..scan.table import _count_piece as _count_probed
 
 _NOTEMPTY_ATSTART = np.int64(0x8)
 _NOMATCH = -1
@@ -44,15 +45,23 @@ def _jit_match(typingctx, code, subject, length, start, options, match_data, con
 
 @inlined
 def _count_piece(T, arena, st, cbits, d64, data, base, a, n):
-    """Count the piece data[a:a+n] in T once; False when T or the arena must grow first."""
-    parts = T.shape[0] >> cbits
-    if n <= 7:
+    """Count the piece data[a:a+n] in T once, as every scanner counts (an empty one too, as
+    ``findall`` gives it); False when T or the arena must grow first."""
+    if n == 0:
         key = np.int64(0)
-        if n > 0:
-            key = np.int64(_ld8(d64, data, base, a) & _low(n)) | (n << 56)
-        return _bump_short(T, st, cbits, _home(_short_hash(key), parts, cbits), key, n)
-    h = _long_hash(d64, data, base, a, n)
-    return _bump_long(T, arena, st, cbits, _home(h, parts, cbits), d64, data, base, a, n, _head(h))
+        return _bump_short(T, st, cbits, _home(_short_hash(key), T.shape[0] >> cbits, cbits), key, n)
+    key, h, s, t = _probe(T, d64, data, base, a, n, T.shape[0] >> cbits, cbits)
+    return _count_probed(T, arena, st, cbits, d64, data, base, a, n, key, h, s, t)
+
+
+@inlined
+def _next(code, at0, d0, e, i, opts, md, mctx, ovec):
+    """PCRE2's next piece in the document data[d0:e] from byte i: (its return code, the piece's
+    start and end; i, i when the code is negative: no match or a failure)."""
+    rc = _jit_match(code, at0 + d0, e - d0, i - d0, opts, md, mctx)
+    if rc < 0:
+        return rc, i, i
+    return rc, d0 + np.int64(_peek(ovec, np.int64(0), np.uint64)), d0 + np.int64(_peek(ovec, np.int64(1), np.uint64))
 
 
 @inlined
@@ -112,13 +121,11 @@ def _count_pcre(H, data, d64, base, offsets, d, i, opts, hi, T, arena, st, cbits
             if i == d0 and routed.shape[0] > 0 and _routed_in(data, d64, base, d0, e, routed):
                 return _stop(st, d, d0, 0, FALLBACK)
             while i <= e:
-                rc = _jit_match(code, at0 + d0, e - d0, i - d0, opts, md, mctx)
+                rc, a, z = _next(code, at0, d0, e, i, opts, md, mctx, ovec)
                 if rc == _NOMATCH:
                     break
                 if rc < 0:
                     return _stop(st, d, i, opts, FALLBACK)
-                a = d0 + np.int64(_peek(ovec, np.int64(0), np.uint64))
-                z = d0 + np.int64(_peek(ovec, np.int64(1), np.uint64))
                 if not _count_piece(T, arena, st, cbits, d64, data, base, a, z - a):
                     return _stop(st, d, i, opts, GROW)
                 i = z
@@ -148,13 +155,11 @@ def _spans_pcre(H, data, d64, base, offsets, d, i, opts, routed, out):
         while i <= e:
             if w == out.shape[0]:
                 return w, d, i, opts
-            rc = _jit_match(code, at0 + d0, e - d0, i - d0, opts, md, mctx)
+            rc, a, z = _next(code, at0, d0, e, i, opts, md, mctx, ovec)
             if rc == _NOMATCH:
                 break
             if rc < 0:
                 return w, np.int64(-1), i, opts
-            a = d0 + np.int64(_peek(ovec, np.int64(0), np.uint64))
-            z = d0 + np.int64(_peek(ovec, np.int64(1), np.uint64))
             out[w, 0] = a
             out[w, 1] = z
             w += 1

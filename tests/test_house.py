@@ -159,7 +159,7 @@ def test_the_run_description_is_finished_and_frozen(tmp_path):
 KERNELS = {
     "toktok/merge/loop.py": {"_merge_round", "_loop"},
     "toktok/merge/segment.py": {"_segment_long", "_segment", "_parted"},
-    "toktok/merge/table.py": {"_initial_pairs"},
+    "toktok/merge/table.py": {"_initial_pairs", "_pairs_by_left"},
 }
 MAX_LINES = 80
 

@@ -118,6 +118,28 @@ def test_fuzz_large_counts_equal_reference(word_counts, n, extra):
     _check(word_counts, base, n)
 
 
+def _wide_base() -> Vocab:
+    """The bytes and 2,000 more tokens (2 to 4 of ``abcde .``, rank-BPE may not reach them): a
+    vocabulary past the 2,048 ids whose pairs the pair table counts in a dense array, so that the
+    table is built by sorting the positions by pair (``table._pairs_by_left``), as in SuperBPE's
+    second phase."""
+    import itertools
+
+    base = Vocab.base(False)
+    base.tokens += [bytes(t) for n in (2, 3, 4) for t in itertools.product(b"abcde .", repeat=n)][:2000]
+    return base
+
+
+# around the largest count a position row holds with 2,256 + 40 ids (12 bits): 2**20 - 1
+wide_counts = st.sampled_from([1, 2, 3, 2**20 - 2, 2**20 - 1, 2**20, 2**33 + 5])
+
+
+@given(st.dictionaries(st.lists(st.sampled_from(b"abcdef ."), min_size=1, max_size=12).map(bytes), wide_counts,
+                       min_size=1, max_size=25), st.integers(0, 40))
+def test_fuzz_a_vocabulary_past_2048_ids_equals_reference(word_counts, n):
+    _check(word_counts, _wide_base(), n)
+
+
 @given(small_words, st.integers(0, 40), extra_tokens)
 def test_fuzz_tight_tables_equal_reference(word_counts, n, extra):
     # as above, with no spare room: the pool is grown and compacted often, and the heap holds

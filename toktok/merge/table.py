@@ -38,13 +38,6 @@ def _tslot(T, key):
         i = (i + np.uint64(1)) & mask
 
 
-@inlined
-def _pslot(P, p, tmask, cap):
-    """The first row the pair at position ``p`` probes in a table of ``cap`` rows (to prefetch)."""
-    key = _pkey(np.int64(P[p, _TC]) & tmask, np.int64(P[p + 1, _TC]) & tmask)
-    return np.int64(_mix(key) & np.uint64(cap - 1))
-
-
 @internal
 def _new_table(cap):
     T = _empty_array((cap, 2), np.int64)
@@ -180,9 +173,9 @@ def _radix_sort(a, lo):
 
 @internal
 def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack):
-    """Pair table and pool for the starting positions, each list ascending. Small vocabularies
-    (bytes, hardcoded) count in a dense n×n array first, so the hash table sees each distinct
-    pair once. The table has room for ``expect`` more pairs, so that it rarely needs rebuilding
+    """Pair table and pool for the starting positions, each list ascending. The hash table sees
+    each distinct pair once: small vocabularies (bytes, hardcoded) count in a dense n×n array
+    first, larger ones sort the positions by pair (``_pairs_by_left``). The table has room for ``expect`` more pairs, so that it rarely needs rebuilding
     in the loop. The pool has room for ``spare``/16 of the entries plus ``slack`` more. Returns
     (T, L, rows in use, pool, pool end)."""
     n_rows = P.shape[0]
@@ -234,53 +227,104 @@ def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack):
                 pool[dlen[d]] = p
                 dlen[d] += 1
         return T, L, n_used, pool, acc
-    # a table far larger than the caches (SuperBPE's second phase: millions of pairs): it starts
-    # with room for a pair per 16 positions (half full at one per 8) and doubles, and each position's rows are prefetched
-    # ``D`` positions ahead (about half the time of the two passes below)
-    cap = np.int64(1024)
-    while 8 * cap < n_rows:
-        cap *= 2
-    T, L = _new_table(cap)
-    D = 24
+    # a larger vocabulary (SuperBPE's second phase, a warm start: millions of distinct pairs in a
+    # table far larger than the caches): a counting sort by left token, then by right token
+    # within each left token's block, touches the table once per distinct pair, not twice per
+    # position (2.5x less CPU than hashing each position on the bench's 25.9 M positions)
+    return _pairs_by_left(P, ek, ev, tb, n_tokens, expect, spare, slack)
+
+
+@internal
+def _pairs_by_left(P, ek, ev, tb, n_tokens, expect, spare, slack):
+    """``_initial_pairs`` for a large vocabulary, in three passes over the positions:
+    1. how many positions each left token has; 2. each position, ascending, into its left token's
+    block of the pool, with its right token and its count's bits beside it (``R``, 4 bytes a
+    position while this runs); 3. per left token, its right tokens' counts and lengths in dense
+    arrays (the distinct pairs counted first, so that the table is made once at its size), each
+    pair's row filled (rows prefetched a few pairs ahead), and the block reordered by right token
+    in place, stably: each pair's positions stay ascending."""
+    n_rows = P.shape[0]
+    tmask = (np.int64(1) << tb) - 1
+    cmax = (np.int64(1) << (32 - tb)) - 1
+    start = _zero_array(n_tokens + 1, np.int64)
     for p in range(n_rows - 1):
-        if p + D + 1 < n_rows:
-            f = _pslot(P, p + D, tmask, T.shape[0])
-            _prefetch(T, f)
-            _prefetch(L, f)
+        ta = np.int64(P[p, _TC]) & tmask
+        tn = np.int64(P[p + 1, _TC]) & tmask
+        if ta < tmask - 1 and tn < tmask - 1:
+            start[ta + 1] += 1
+    for a in range(n_tokens):
+        start[a + 1] += start[a]
+    acc = start[n_tokens]
+    pool = _new_pool(acc + ((acc * spare) >> 4) + slack)
+    R = _empty_array(acc, np.uint32)
+    nxt = start.copy()
+    for p in range(n_rows - 1):
         v = np.int64(P[p, _TC])
         ta = v & tmask
         tn = np.int64(P[p + 1, _TC]) & tmask
         if ta < tmask - 1 and tn < tmask - 1:
-            if 2 * (n_used + 1) > T.shape[0]:
-                T, L, n_used, _ = _rebuild(T, L, T.shape[0] // 2)
-            key = _pkey(ta, tn)
-            s = _tslot(T, key)
-            if T[s, _KEY] == _EMPTY:
-                T[s, _KEY] = key
-                n_used += 1
-            wc = v >> tb
+            i = nxt[ta]
+            nxt[ta] = i + 1
+            pool[i] = p
+            R[i] = np.uint32((v & ~tmask) | tn)
+    # the distinct pairs: right tokens first seen in each left token's block
+    mark = _zero_array(n_tokens, np.int64)
+    n_pairs = 0
+    most = 0
+    for a in range(n_tokens):
+        most = max(most, start[a + 1] - start[a])
+        for i in range(start[a], start[a + 1]):
+            b = np.int64(R[i]) & tmask
+            if mark[b] != a + 1:
+                mark[b] = a + 1
+                n_pairs += 1
+    cap = np.int64(1024)
+    while cap < 2 * (n_pairs + expect):
+        cap *= 2
+    T, L = _new_table(cap)
+    mask = np.uint64(cap - 1)
+    cnt = _zero_array(n_tokens, np.int64)
+    ln = _zero_array(n_tokens, np.int64)
+    seen = _empty_array(n_tokens, np.int64)
+    tmp = _empty_array(most, np.int32)
+    D = 8
+    for a in range(n_tokens):
+        s = start[a]
+        e = start[a + 1]
+        ns = 0
+        for i in range(s, e):
+            r = np.int64(R[i])
+            b = r & tmask
+            wc = r >> tb
             if wc == cmax:
-                wc = _escaped(ek, ev, p)
-            T[s, _CNT] += wc
-            L[s, _LEN] += 1
-    if 2 * (n_used + expect) > T.shape[0]:
-        T, L, n_used, _ = _rebuild(T, L, expect)
-    acc = 0
-    for i in range(T.shape[0]):
-        if T[i, _KEY] != _EMPTY:
-            L[i, _HEAD] = acc
-            acc += L[i, _LEN]
-            L[i, _LEN] = 0
-    pool = _new_pool(acc + ((acc * spare) >> 4) + slack)
-    for p in range(n_rows - 1):
-        if p + D + 1 < n_rows:
-            f = _pslot(P, p + D, tmask, T.shape[0])
-            _prefetch(T, f)
-            _prefetch(L, f)
-        ta = np.int64(P[p, _TC]) & tmask
-        tn = np.int64(P[p + 1, _TC]) & tmask
-        if ta < tmask - 1 and tn < tmask - 1:
-            s = _tslot(T, _pkey(ta, tn))
-            pool[L[s, _HEAD] + L[s, _LEN]] = p
-            L[s, _LEN] += 1
-    return T, L, n_used, pool, acc
+                wc = _escaped(ek, ev, pool[i])
+            if ln[b] == 0:
+                seen[ns] = b
+                ns += 1
+            cnt[b] += wc
+            ln[b] += 1
+        o = s
+        for j in range(ns):
+            if j + D < ns:
+                f = np.int64(_mix(_pkey(a, seen[j + D])) & mask)
+                _prefetch(T, f)
+                _prefetch(L, f)
+            b = seen[j]
+            key = _pkey(a, b)
+            sl = _tslot(T, key)
+            T[sl, _KEY] = key
+            T[sl, _CNT] = cnt[b]
+            L[sl, _HEAD] = o
+            L[sl, _LEN] = ln[b]
+            cnt[b] = o  # from here on: where b's next position goes
+            o += ln[b]
+        for i in range(s, e):
+            tmp[i - s] = pool[i]
+        for i in range(s, e):
+            b = np.int64(R[i]) & tmask
+            pool[cnt[b]] = tmp[i - s]
+            cnt[b] += 1
+        for j in range(ns):
+            cnt[seen[j]] = 0
+            ln[seen[j]] = 0
+    return T, L, n_pairs, pool, acc

@@ -71,7 +71,8 @@ def make_corpus(files: list[str], folder: Path, *, copies: int, seed: int, parts
 def phases(out: Path) -> list[dict]:
     """What each phase of the run in ``out`` learned and read (its run file's ``phases`` view):
     merges asked for and learned, its last id, the documents and text bytes it counted (the
-    sample, under the budget), its distinct words, its budget and its merge seconds."""
+    sample, under the budget), its distinct words, its budget and its merge seconds, and
+    ``merge_budget``: the run's warning when the merge loop's share left some of its words out."""
     import duckdb
 
     con = duckdb.connect(str(out / "run.duckdb"), read_only=True)
@@ -79,7 +80,14 @@ def phases(out: Path) -> list[dict]:
         cur = con.execute("select phase, merges_requested, merges, last_id, docs, text_bytes, words, budget, seconds "
                           "from phases order by first_merge")
         names = [d[0] for d in cur.description]
-        return [dict(zip(names, row)) for row in cur.fetchall()]
+        rows = [dict(zip(names, row)) for row in cur.fetchall()]
+        # what the merge budget left out of a phase's words is in the run's warnings
+        said = con.execute("select value from meta where key = 'warnings'").fetchone()
+        for w in json.loads(said[0]) if said else []:
+            for r in rows:
+                if w.startswith(f"phase '{r['phase']}': the budget holds"):
+                    r["merge_budget"] = w
+        return rows
     finally:
         con.close()
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -294,17 +295,23 @@ class CutResult:
 _OWN = (HF_FILE, HF_CONFIG_FILE, HF_SPECIAL_MAP_FILE)
 
 
+def _cut_of(run_folder: Path | str) -> str:
+    """The ``--out`` a message suggests for a cut of ``run_folder``, quoted as a shell takes it.
+    Example: ``_cut_of(Path("my run")) == "'my run-cut'"``."""
+    return shlex.quote(f"{run_folder}-cut")
+
+
 def _check_out(out: Path, force: bool, run_folder: Path) -> None:
     """The cut's output folder: not the run's own folder nor inside it (a run's rungs are its
     ``ladder/N/``, written by ``--ladder``), and empty or, with ``force``, holding only tokenizer files."""
     if holds_cwd(out):
         raise OutputError(f"{out}: is the current folder or holds it; a cut writes (and replaces) a folder of its "
-                          f"own: pick one, e.g. --out {run_folder.name}-cut")
+                          f"own: pick one, e.g. --out {_cut_of(run_folder.name)}")
     if real(out) == real(run_folder):
-        raise OutputError(f"{out}: is the run's own folder; pass another --out, e.g. {run_folder}-cut")
+        raise OutputError(f"{out}: is the run's own folder; pass another --out, e.g. {_cut_of(run_folder)}")
     if inside(real(out), real(run_folder)):
         raise OutputError(f"{out}: lies in the run's own folder {run_folder} (its ladder/N/ are written by "
-                          f"train --ladder); pass an --out outside it, e.g. {run_folder}-cut")
+                          f"train --ladder); pass an --out outside it, e.g. {_cut_of(run_folder)}")
     if not os.path.lexists(out):
         return
     if not out.is_dir():
@@ -337,7 +344,7 @@ def cut(run: str | os.PathLike, *, vocab_size: int, out: str | os.PathLike, forc
     if where.parent.name == LADDER_FOLDER and (where.parent.parent / "run.duckdb").is_file() and \
             not (where / "run.duckdb").exists():
         raise ConfigError(f"{run}: a rung of the run {where.parent.parent} (a rung has no run file); cut from "
-                          f"the run: toktok cut {where.parent.parent} --vocab-size {vocab_size} --out DIR")
+                          f"the run: toktok cut {shlex.quote(str(where.parent.parent))} --vocab-size {vocab_size} --out DIR")
     run_file = run_path(run)
     ladder = Ladder.of_run(run_file)
     r = rung(ladder, vocab_size)

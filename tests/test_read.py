@@ -273,7 +273,7 @@ def test_dangling_links_and_other_files_are_reported(tmp_path):
     (d / "more").mkdir(parents=True)
     (d / "ok.jsonl").write_text('{"text": "fine"}\n')
     (d / "gone.txt").symlink_to("missing.txt")
-    (d / "more" / "self.txt").symlink_to("self.txt")  # a link loop on itself counts as dangling
+    (d / "more" / "self.txt").symlink_to("self.txt")  # a link loop on itself: told apart (test_bad_input_6.py)
     for name in ("a.jsonl.gz", "b.jsonl.gz", "more/c.jsonl.gz"):
         (d / name).write_bytes(gzip.compress(b'{"text": "zipped"}\n'))
     (d / "README.md").write_text("# notes")
@@ -284,8 +284,9 @@ def test_dangling_links_and_other_files_are_reported(tmp_path):
     assert [os.path.basename(f.path) for f in files] == ["ok.jsonl"]
     (w,) = skipped
     assert w.startswith(f"{d}: skipped 5 files of other types (3 .jsonl.gz, 1 .md, 1 without suffix: ")
-    assert "2 dangling symlinks (the target is missing: " in w and f"{d}/gone.txt" in w
-    assert "decompress .gz files, or recompress them with zstd" in w and "fix or remove the dangling links" in w
+    assert "1 dangling symlink (the target is missing: " in w and f"{d}/gone.txt" in w
+    assert "1 symlink loop (following them never reaches a file: " in w and f"{d}/more/self.txt" in w
+    assert "decompress .gz files, or recompress them with zstd" in w and "fix or remove the dangling and looping links" in w
     assert ".hidden" not in w and "\n" not in w
     # the same through a glob
     skipped = []
@@ -301,7 +302,7 @@ def test_dangling_links_and_other_files_are_reported(tmp_path):
     # a folder of only such files: the error says what it has
     with pytest.raises(InputError) as e:
         resolve_sources([str(d / "more")])
-    one_line_error(e, "more", "no .parquet", "1 .jsonl.gz", "1 dangling symlink", "point at the data files")
+    one_line_error(e, "more", "no .parquet", "1 .jsonl.gz", "1 symlink loop", "point at the data files")
 
 
 def test_hidden_folders_and_links_are_skipped_by_folders_and_globs(tmp_path):

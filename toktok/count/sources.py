@@ -1,11 +1,12 @@
 """Where the sources are: files, folders and globs (``**`` expanded here, so they work quoted)
 resolved into files in sorted order, and each file's identity key; URL sources are listed on
 their store by :mod:`toktok.count.remote`. What the folders and globs leave out (files of other
-types, dangling links, FIFOs, folders reached twice) becomes warning lines.
+types, dangling or looping links, FIFOs, folders reached twice) becomes warning lines.
 Example: ``resolve_sources(["data/**/*.parquet"])`` -> ``[SourceFile("data/a.parquet", ...)]``.
 """
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
 import re
@@ -49,6 +50,7 @@ class _Resolver:
         self.files: list[str] = []
         self.unsupported: list[str] = []
         self.dangling: list[str] = []
+        self.loops: list[str] = []  # links that lead back to themselves (a -> b -> a)
         self.special: list[str] = []  # FIFOs, sockets, devices
         self.repeated: dict[str, None] = {}  # folders reached again through a link (ordered set)
         self._real: set[str] = set()  # real paths of the files left out
@@ -110,8 +112,8 @@ class _Resolver:
             return
         self._real.add(real)
         if not regular:
-            if not os.path.exists(path):  # a link to nothing (or a link loop)
-                self.dangling.append(path)
+            if not os.path.exists(path):  # a link to nothing, or a link loop
+                (self.loops if _loops(path) else self.dangling).append(path)
             elif not os.path.isdir(path):
                 self.special.append(path)
         else:
@@ -200,6 +202,9 @@ class _Resolver:
         if self.dangling:
             parts.append(f"{_n(len(self.dangling), 'dangling symlink')} (the target is missing: "
                          f"{_examples(self.dangling, base=base)})")
+        if self.loops:
+            parts.append(f"{_n(len(self.loops), 'symlink loop')} (following them never reaches a file: "
+                         f"{_examples(self.loops, base=base)})")
         if self.special:
             parts.append(f"{_n(len(self.special), 'FIFO, socket or device', 'FIFOs, sockets or devices')} "
                          f"(not regular files: {_examples(self.special, base=base)})")
@@ -214,8 +219,8 @@ class _Resolver:
                 todo.append(f"toktok reads {_SUPPORTED} files")
             if any(p.lower().endswith(".gz") for p in self.unsupported):
                 todo.append("decompress .gz files, or recompress them with zstd (.jsonl.zst)")
-            if self.dangling:
-                todo.append("fix or remove the dangling links")
+            if self.dangling or self.loops:
+                todo.append(f"fix or remove the {'dangling' if not self.loops else 'looping' if not self.dangling else 'dangling and looping'} links")
             if self.special:
                 todo.append("only regular files are read")
             out.append(f"{self.src}: skipped {what}; " + "; ".join(todo))
@@ -232,6 +237,36 @@ def _entry_is_dir(e: os.DirEntry) -> bool:
         return e.is_dir()  # follows a symlink
     except OSError:
         return False
+
+
+def _loops(path: str) -> bool:
+    """Whether following ``path``'s links never ends (``ln -s a b; ln -s b a``): the system's
+    ELOOP. Example: ``_loops("loop")`` after ``ln -s loop loop`` is True."""
+    try:
+        os.stat(path)
+    except OSError as e:
+        return e.errno == errno.ELOOP
+    return False
+
+
+def _chain(path: str, most: int = 8) -> str:
+    """The links from ``path`` as they are written, until one comes back (or ``most`` of them).
+    Example: ``_chain("a") == "a -> b -> a"`` after ``ln -s b a; ln -s a b``."""
+    shown, p = [path], path
+    seen = {os.path.abspath(path)}
+    for _ in range(most):
+        try:
+            target = os.readlink(p)
+        except OSError:
+            break
+        shown.append(target)
+        p = os.path.join(os.path.dirname(p), target)
+        if (key := os.path.abspath(p)) in seen:
+            break
+        seen.add(key)
+    else:
+        shown.append("...")
+    return " -> ".join(shown)
 
 
 def _ext(path: str) -> str:
@@ -269,8 +304,8 @@ def resolve_sources(sources: list[str], *, skipped: list[str] | None = None,
 
     Files are deduplicated (by real path) and sorted by path, so runs are reproducible.
     Folders and ``**`` globs follow symlinks, list each real folder once and take regular files
-    only (see :class:`_Resolver`); what they leave out (files of other types, dangling links,
-    FIFOs, folders reached twice) is appended to ``skipped`` as warning lines. URL sources
+    only (see :class:`_Resolver`); what they leave out (files of other types, dangling or looping
+    links, FIFOs, folders reached twice) is appended to ``skipped`` as warning lines. URL sources
     (``s3://``, ``gs://``, ``az://``, ``hf://``, ``https://``) are listed on their store
     (:func:`toktok.remote.resolve`, ``storage_options`` go to its client); each file gets its
     identity ``key`` (:func:`source_key`).
@@ -306,6 +341,9 @@ def resolve_sources(sources: list[str], *, skipped: list[str] | None = None,
                 raise InputError(_unsupported(src))
             paths.append(expanded)
             continue
+        elif os.path.islink(expanded) and _loops(expanded):
+            raise InputError(f"{src}: symlink loop ({_chain(expanded)}): it never reaches a file; fix the link "
+                             "or pass the file it should point to")
         elif os.path.islink(expanded):
             raise InputError(f"{src}: dangling symlink (its target {os.readlink(expanded)} does not "
                              "exist); fix the link or pass the file it should point to")
@@ -334,6 +372,56 @@ def resolve_sources(sources: list[str], *, skipped: list[str] | None = None,
             raise InputError(f"{p}: cannot stat ({e.strerror}); check permissions") from None
         out.append(SourceFile(p, kind_of(p) or "", size))
     return _with_keys(out, sources) + sorted(urls.values(), key=lambda f: f.path)
+
+
+def read_once(sources: list, given: list, where: str = "") -> None:
+    """Each file once per phase: a file that a later source of the phase names again (the same
+    path twice, a folder and a file in it, a file and a link to it, the same URL) is read by the
+    first source that names it and left out of the later ones, said in one warning line per set
+    of sources naming the same files (on the last one's corpus). ``sources`` are a phase's
+    resolved sources (``count.Source``: ``corpus.files``, ``weight``), ``given`` their
+    ``SourceConfig``s, in the same order; in-memory data is never the same file, nor a file
+    read for another text column or as a word-count table. ``where``: the phase, for messages.
+    Raises ConfigError when the phase's sources have weights: which share the file belongs to is
+    not clear, so the user says it. A file listed in two phases is read by each.
+    Example: ``read_once([Source(read_corpus(["a.txt"])), Source(read_corpus(["a.txt"]))], cfgs)``
+    leaves the second source without files."""
+    weighted = any(s.weight is not None for s in sources)
+    named: dict[tuple, list] = {}  # (a table?, columns, the file's identity) -> [its path, the sources naming it]
+    for k, (src, cfg) in enumerate(zip(sources, given)):
+        if cfg.kind == "memory":
+            continue
+        kept = []
+        for f in src.corpus.files:
+            ident = (cfg.kind == "counts", src.corpus.text_column, cfg.word_column, cfg.count_column,
+                     f.path if remote.is_url(f.path) else os.path.realpath(f.path))
+            got = named.setdefault(ident, [f.path])
+            if got[-1] == k:  # (twice in one source: resolve_sources keeps one, so never)
+                continue
+            got.append(k)
+            if len(got) == 2:
+                kept.append(f)
+            elif weighted:
+                first, again = _shown(given[got[1]].path), _shown(cfg.path)
+                raise ConfigError(f"{where}{_shown(got[0])}: named by two sources ({first} and {again}) of a phase "
+                                  "whose sources have weights, so its share is unclear; name each file in one source "
+                                  "only (a glob can leave it out of a folder's)")
+        src.corpus.files = kept
+    again: dict[tuple[int, ...], list[str]] = {}
+    for path, *ks in named.values():
+        if len(ks) > 1:
+            again.setdefault(tuple(ks), []).append(path)
+    for ks, paths in again.items():
+        by = f"{'two' if len(ks) == 2 else len(ks)} sources ({', '.join(_shown(given[k].path) for k in ks)})"
+        paths = [_shown(p) for p in paths]
+        what = (f"{paths[0]}: named by {by}; read once" if len(paths) == 1 else
+                f"{_n(len(paths), 'file')} named by {by}: {_examples(paths)}; each read once")
+        sources[ks[-1]].corpus.warnings.append(where + what)
+
+
+def _shown(path: str) -> str:
+    """A path or URL as a message shows it (a URL's user info as ``***@``: :func:`remote.display`)."""
+    return remote.display(path) if remote.is_url(path) else path
 
 
 def source_key(source: str, path: str) -> str | None:

@@ -23,7 +23,7 @@ from .local import ParitySample, Source, Started, count_phase, start_reading
 from .memory import check_sources, corpus_of
 from .scan import REFERENCE_BYTES, SMALL_BYTES, count_path  # noqa: F401  (the run says how it counted)
 from .read import Corpus, read_corpus
-from .sources import resolve_sources
+from .sources import read_once, resolve_sources
 from .tables import COUNT_COLUMN, WORD_COLUMN, TableAhead, with_tables
 from .remote import redact, set_readahead
 
@@ -52,13 +52,15 @@ def engine(cfg: RunSpec, phases: list[PhaseConfig]) -> Callable | None:
 
 
 def resolve(cfg: RunSpec, phase: PhaseConfig) -> list[Source]:
-    """Resolve every source of ``phase``; fails on a bad path before any work.
-    Example: ``resolve(spec, spec.phases[0])[0].corpus.files``."""
-    return [Source(corpus_of(src, cfg.text_column, cfg.bad_utf8, resume=cfg.resume) if src.kind == "memory" else
-                   tables_of(src.path) if src.kind == "counts" else
-                   read_corpus([src.path], text_column=src.text_column or cfg.text_column, bad_utf8=cfg.bad_utf8,
-                               storage_options=cfg.source_options(src)),
-                   src.weight) for src in phase.sources]
+    """Resolve every source of ``phase``, each file read once in it (:func:`.sources.read_once`);
+    fails on a bad path before any work. Example: ``resolve(spec, spec.phases[0])[0].corpus.files``."""
+    out = [Source(corpus_of(src, cfg.text_column, cfg.bad_utf8, resume=cfg.resume) if src.kind == "memory" else
+                  tables_of(src.path) if src.kind == "counts" else
+                  read_corpus([src.path], text_column=src.text_column or cfg.text_column, bad_utf8=cfg.bad_utf8,
+                              storage_options=cfg.source_options(src)),
+                  src.weight) for src in phase.sources]
+    read_once(out, phase.sources, cfg.where(phase))
+    return out
 
 
 def tables_of(path: str) -> Corpus:

@@ -514,6 +514,8 @@ file, being read already: :class:`TableAhead`). Example: ``with_tables(None, src
     t0 = time.perf_counter()
     parts, used, warnings = [], {}, []
     for src, cfg in zip(sources, configs):
+        if not src.corpus.files:  # (each one a table an earlier source reads: sources.read_once)
+            continue
         got = read_counts([f.path for f in src.corpus.files], pattern=pattern, specials=specials,
                           word_column=cfg.word_column or word_column, count_column=cfg.count_column or count_column,
                           ahead=ahead)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from .errors import ConfigError
 from .options import at
-from .patterns import Pattern
+from .patterns import SUPERWORD, Pattern, same
 from .vocab import Vocab
 from .warmstart import Base, moved_pattern, start_vocab
 
@@ -48,6 +48,7 @@ def vocabulary(cfg: RunSpec, phases: list[PhaseConfig]) -> Start:
     phase's ``vocab_size`` (ConfigError naming the key and the least that fits). Reads the base.
     Example: ``vocabulary(spec, list(spec.phases)).specials == ["<|endoftext|>"]``."""
     vocab, kinds, base, pattern = start_vocab(cfg)
+    _check_superbpe(cfg, phases, base, pattern)
     warnings = list(base.warnings) if base is not None else []
     moved = moved_pattern(cfg, base, pattern)
     if moved is not None:
@@ -62,6 +63,23 @@ def vocabulary(cfg: RunSpec, phases: list[PhaseConfig]) -> Start:
     specials = vocab.all_specials()
     cfg.check_roles(specials)
     return Start(vocab, kinds, base, pattern, specials, warnings)
+
+
+def _check_superbpe(cfg: RunSpec, phases: list[PhaseConfig], base: Base | None, pattern: Pattern) -> None:
+    """``--superbpe T``'s subwords need a subword pattern: when its first phase would split text
+    with ``superbpe`` already (a SuperBPE warm-start base's own, or the pattern given), the
+    "subwords" would be superwords too and T would mean nothing: ConfigError naming where the
+    pattern came from and what to do."""
+    if cfg.superbpe is None or not phases or not same(phases[0].split(pattern), SUPERWORD["superbpe"]):
+        return
+    where, flag = at(cfg.name_of("superbpe"), str(cfg.superbpe)), cfg.name_of("superbpe").rstrip(":=").split(" ")[-1]
+    if base is not None and phases[0].pattern is None and base.pattern is not None and same(base.pattern, pattern):
+        raise ConfigError(f"{where}: the warm-start base {base.path.name} splits text with superbpe already (a "
+                          f"SuperBPE tokenizer), so its subwords would be superwords too; leave {flag} out to go on "
+                          "learning superwords, or warm-start from a tokenizer with a subword pattern (e.g. cl100k)")
+    given = "phases[0].pattern:" if phases[0].pattern is not None else cfg.name_of("pattern").rsplit(": ", 1)[-1]
+    raise ConfigError(f"{where}: {at(given, 'superbpe')} is the superwords' own pattern, so the subwords would be "
+                      f"superwords too; give the subwords' pattern (e.g. cl100k, the default), or leave {flag} out")
 
 
 def _check_sizes(cfg: RunSpec, phases: list[PhaseConfig], vocab: Vocab) -> None:

@@ -88,6 +88,21 @@ def test_train_reads_a_file_given_twice_once(tmp_path):
             assert (tmp_path / out / f).read_bytes() == (tmp_path / "one" / f).read_bytes(), (out, f)
 
 
+def test_a_url_given_twice_is_read_once(tmp_path, once):
+    """The same object twice (one of them with a query string, as a signed URL has)."""
+    pytest.importorskip("aiohttp")
+    from test_remote import _Files  # (a web server on 127.0.0.1 with HEAD and Range requests)
+
+    web = _Files(FIXTURES)
+    try:
+        out = tmp_path / "c.parquet"
+        _said_once(_ok("count", f"{web.url}/notes.txt", f"{web.url}/notes.txt?sig=X", "--out", out),
+                   f"{web.url}/notes.txt")
+        assert _table(out) == once["notes"]
+    finally:
+        web.close()
+
+
 def test_word_counts_given_twice_are_summed_once(tmp_path):
     counts = tmp_path / "c.parquet"
     _ok("count", NOTES, "--out", counts)

@@ -94,3 +94,175 @@ def test_the_plan_counts_the_read_ahead():
     finally:
         remote.set_readahead(None)
     assert remote.block_bytes() == remote.BLOCK_BYTES
+
+
+def test_a_cut_by_tokens_hands_the_loop_the_ids_it_made(monkeypatch):
+    # a table beyond the bytes that does not fit by its bytes is segmented (in runs of words) and
+    # cut by its tokens; the ids of the words kept are the loop's, which learns from them what it
+    # learns segmenting the words itself
+    import random
+
+    import pyarrow as pa
+
+    import toktok.budget as budget
+    from toktok.budget import _tokens, fit_words
+    from toktok.merge.learn import learn_merges
+    from toktok.merge.segment import segment
+    from toktok.merge.stage import segmenter
+    from toktok.vocab import Vocab
+
+    rng = random.Random(3)
+    parts = ["ab", "abab", " c", "cc", "ab c", "a", "b", "c", " "]
+    words = sorted({"".join(rng.choice(parts) for _ in range(rng.randint(1, 20))).encode() for _ in range(3000)})
+    counts = np.array([rng.randint(1, 5) for _ in words])
+    base = Vocab.base(hardcoded=False)
+    assert segmenter(base) is None  # from the 256 bytes: the bytes are the tokens
+    vocab = Vocab(base.tokens + [b"ab", b"abab", b" c", b"ab c", b"cc"])
+    table = pa.table({"word": pa.array(words, pa.binary()), "count": pa.array(counts, pa.int64())})
+    flat, offsets = segment(words, vocab)
+    tokens, lens = np.diff(offsets), np.array([len(w) for w in words])
+    assert tokens.sum() < lens.sum() * 3 // 4
+    plan = dataclasses.replace(plan_budget(2 << 30, baseline=300 << 20), work_bytes=merge_bytes(tokens, 60) * 2 // 3)
+    expect = cap_words(tokens, counts, plan.work_bytes, 60)
+    assert len(cap_words(lens, counts, plan.work_bytes, 60)) < len(expect) < len(words)
+    for run_bytes in (1 << 20, 500):  # the words in one run, in many
+        monkeypatch.setattr(budget, "SEGMENT_RUN", run_bytes)
+        kept, warning, ids = fit_words(table, plan, 60, budget="--budget 2GB", segment=segmenter(vocab))
+        assert kept.column("word").to_pylist() == [words[i] for i in expect] and "rarest" in warning
+        ids_kept, offsets_kept = segment(kept.column("word"), vocab)
+        assert ids[0].tolist() == ids_kept.tolist() and ids[1].tolist() == offsets_kept.tolist()
+    # ids that would take more than the room: the same tokens, and none kept (the loop segments)
+    got, runs = _tokens(table.column("word"), lens, segmenter(vocab), 4 * int(tokens.sum()) - 1)
+    assert got.tolist() == tokens.tolist() and runs is None
+    kept_words, kept_counts = kept.column("word").combine_chunks(), kept.column("count").to_numpy()
+    a = learn_merges(kept_words, kept_counts, vocab, 60)
+    b = learn_merges(kept_words, kept_counts, vocab, 60, segmented=[ids])
+    assert a.vocab.tokens == b.vocab.tokens and len(a.vocab.tokens) == len(vocab.tokens) + 60
+    assert a.count.tolist() == b.count.tolist() and a.word_tokens.tolist() == b.word_tokens.tolist()
+
+
+# --- a later phase's words are held to the budget by their tokens, not their bytes ---------------
+
+import dataclasses
+import json
+
+import duckdb
+from conftest import FIXTURES
+from oracles.reference_bpe import train as reference_train
+
+T, N = 500, 620  # SuperBPE from the 256 bytes: 244 subword merges, then 120 superword ones
+
+
+@pytest.fixture(scope="module")
+def superbpe_source(tmp_path_factory):
+    import polars as pl
+
+    docs = pl.read_parquet(FIXTURES / "sample.parquet")["text"].to_list()[:400]
+    path = tmp_path_factory.mktemp("budget") / "docs.jsonl"
+    path.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
+    return path
+
+
+def _superbpe(source, out, monkeypatch=None, work: int | None = None):
+    """``--superbpe T --vocab-size N --no-hardcoded`` on ``source``; with ``work``, under a budget
+    whose share for the word tables and the merge loop is ``work`` bytes (the rest of a 4 GB plan)."""
+    import toktok
+    import toktok.pipeline
+
+    if work is not None:
+        real = toktok.pipeline.plan_budget
+        monkeypatch.setattr(toktok.pipeline, "plan_budget",
+                            lambda budget, **k: dataclasses.replace(real(budget, **k), work_bytes=work))
+    return toktok.train(str(source), out=out, vocab_size=N, superbpe=T, hardcoded=False, verbose=False,
+                        budget="4GB" if work is not None else None)
+
+
+def _run_file(out, phase: str):
+    con = duckdb.connect(str(out / "run.duckdb"), read_only=True)
+    words = {bytes(w): c for w, c in con.execute("select word, count from words where phase = $p", {"p": phase}).fetchall()}
+    merges = con.execute("select left_id, right_id, token_id, count, reused from merges where phase = $p "
+                         "order by merge_index", {"p": phase}).fetchall()
+    return words, merges
+
+
+@pytest.fixture(scope="module")
+def unbudgeted(superbpe_source, tmp_path_factory):
+    """The run without a budget: each phase's words and merges, the first phase's vocabulary, and
+    what the merge loop's share must hold for each phase's words (by bytes; the second's by tokens too)."""
+    import tiktoken
+
+    import toktok
+
+    out = tmp_path_factory.mktemp("unbudgeted") / "o"
+    _superbpe(superbpe_source, out)
+    (words1, merges1), (words2, merges2) = _run_file(out, "subwords"), _run_file(out, "superwords")
+    enc = toktok.load_encoding(out)
+    tokens1 = [enc.decode_single_token_bytes(i) for i in range(T)]
+    # tiktoken's own BPE of each superword piece under the first phase's vocabulary: its positions
+    bpe = tiktoken.Encoding("t1", pat_str=r"[\s\S]+", mergeable_ranks={t: i for i, t in enumerate(tokens1)},
+                            special_tokens={})
+    w2 = list(words2)
+    tokens = np.array([len(bpe.encode_ordinary(w.decode())) for w in w2])
+    counts = np.array([words2[w] for w in w2])
+    lens2 = np.array([len(w) for w in w2])
+    return dict(out=out, words1=words1, merges1=merges1, words2=words2, merges2=merges2, tokens1=tokens1,
+                w2=w2, tokens=tokens, counts=counts, lens2=lens2,
+                need1=merge_bytes(np.array([len(w) for w in words1]), T - 256),
+                need2_bytes=merge_bytes(lens2, N - T), need2_tokens=merge_bytes(tokens, N - T))
+
+
+def test_a_later_phase_that_fits_by_its_tokens_keeps_every_word(unbudgeted, superbpe_source, tmp_path, monkeypatch):
+    # the superwords' positions are their tokens under the subwords' vocabulary, ~1/4 of their
+    # bytes: a share that holds them by tokens (and the subwords by bytes) but not by bytes drops
+    # nothing, and the run is the unbudgeted one (the byte bound dropped the longest paragraphs)
+    u = unbudgeted
+    work = max(u["need1"], u["need2_tokens"])
+    assert work < u["need2_bytes"] * 3 // 4, u  # (the premise: by bytes, the superwords would not fit)
+    r = _superbpe(superbpe_source, tmp_path / "o", monkeypatch, work)
+    assert not [w for w in r.warnings if "the budget holds" in w], r.warnings
+    for phase in ("subwords", "superwords"):
+        words, merges = _run_file(r.out, phase)
+        assert words == u["words1" if phase == "subwords" else "words2"] and len(merges) > 100
+        assert merges == u["merges1" if phase == "subwords" else "merges2"], phase
+    assert (r.out / "tokenizer.json").read_bytes() == (u["out"] / "tokenizer.json").read_bytes()
+
+
+def test_a_later_phase_cut_by_its_tokens_says_what_text_it_lost(unbudgeted, superbpe_source, tmp_path, monkeypatch):
+    # a share that holds only part of the superwords' tokens: the rarest go (ties: fewer tokens
+    # first), as many as the tokens allow, the warning says the share of occurrences and of the
+    # phase's text they held, and the merges are exact on the words kept
+    from toktok.budget import MERGE_BYTES_PER_MERGE, MERGE_BYTES_PER_POSITION, MERGE_BYTES_PER_WORD
+
+    u = unbudgeted
+    work = (u["need1"] + u["need2_tokens"]) // 2
+    assert u["need1"] <= work < u["need2_tokens"]
+    r = _superbpe(superbpe_source, tmp_path / "o", monkeypatch, work)
+    words, merges = _run_file(r.out, "superwords")
+    assert _run_file(r.out, "subwords")[1] == u["merges1"]
+    tokens, counts, lens = u["tokens"], u["counts"], u["lens2"]
+    kept = np.array([w in words for w in u["w2"]])
+    assert 0 < kept.sum() < len(kept) and all(words[w] == u["words2"][w] for w in words)
+    # the most frequent first, ties fewer tokens first: no word dropped comes before one kept
+    rank = np.lexsort((tokens, -counts))
+    order = kept[rank]
+    assert order[: order.sum()].all() or _ties_only(rank, order, counts, tokens)
+    # as many as the tokens allow: the words kept fit, one more would not
+    cost = np.where(tokens >= 2, tokens, 0) * MERGE_BYTES_PER_POSITION + MERGE_BYTES_PER_WORD
+    room = work - min(N - T, int(np.maximum(tokens - 1, 0).sum())) * MERGE_BYTES_PER_MERGE
+    assert cost[kept].sum() <= room < cost[kept].sum() + cost[~kept].min()
+    lost = 1 - counts[kept].sum() / counts.sum()
+    lost_text = 1 - (lens * counts)[kept].sum() / (lens * counts).sum()
+    said = [w for w in r.warnings if "the budget holds" in w]
+    assert len(said) == 1 and f"holds {kept.sum():,} of {len(kept):,} distinct words" in said[0], r.warnings
+    assert f"({lost:.2%} of word occurrences, {lost_text:.2%} of the phase's text)" in said[0], said
+    assert said[0].startswith("phase 'superwords': ")
+    _, ref = reference_train(words, u["tokens1"], N - T)
+    assert merges == [tuple(m) for m in ref]
+
+
+def _ties_only(rank, order, counts, tokens) -> bool:
+    """Whether the words dropped before a kept one (in ``rank`` order) all tie with it (count, tokens)."""
+    keys = list(zip(counts[rank].tolist(), tokens[rank].tolist()))
+    last_kept = max(i for i, k in enumerate(order) if k)
+    first_dropped = min(i for i, k in enumerate(order) if not k)
+    return keys[first_dropped] == keys[last_kept]

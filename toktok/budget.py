@@ -4,7 +4,8 @@ Owns the numbers. Reads the budget the user declared and what the process alread
 RSS after imports); writes a ``BudgetPlan`` that the pipeline follows: bytes of sampled text,
 working memory for the word tables and the merge loop, DuckDB's memory limit, the read batch
 size. A budget that cannot work is refused up front with the smallest budget that would, and a
-word table that does not fit its share loses its rarest words (:func:`fit_words`).
+word table that does not fit its share loses its rarest words (:func:`fit_words`: a word's
+positions are its tokens under the vocabulary the phase starts from).
 Example: ``plan_budget(2 << 30, baseline=300 << 20).sample_bytes > 0``.
 """
 from __future__ import annotations
@@ -120,8 +121,9 @@ def possible_merges(word_lengths: np.ndarray) -> int:
 
 
 def merge_bytes(word_lengths: np.ndarray, n_merges: int = 0) -> int:
-    """Estimated merge-loop memory for words of these byte lengths (a word's bytes bound its
-    positions) and ``n_merges`` merges (at most what the words allow)."""
+    """Estimated merge-loop memory for words of these lengths (their tokens under the vocabulary
+    the loop starts from, or their bytes, which bound them) and ``n_merges`` merges (at most what
+    the words allow)."""
     pos = int(word_lengths[word_lengths >= 2].sum())
     n_merges = min(n_merges, possible_merges(word_lengths))
     return pos * MERGE_BYTES_PER_POSITION + len(word_lengths) * MERGE_BYTES_PER_WORD + n_merges * MERGE_BYTES_PER_MERGE
@@ -130,7 +132,8 @@ def merge_bytes(word_lengths: np.ndarray, n_merges: int = 0) -> int:
 def cap_words(word_lengths: np.ndarray, counts: np.ndarray, limit: int, n_merges: int = 0) -> np.ndarray:
     """Indices of the words to keep so that ``merge_bytes`` of them (and ``n_merges``, at most
     what all the words allow) fits ``limit``: the most frequent first (ties: shorter first, then
-    by index), i.e. the rarest words are dropped. Empty when not even one word fits."""
+    by index), i.e. the rarest words are dropped. Empty when not even one word fits. The lengths
+    are tokens or bytes, as for :func:`merge_bytes`."""
     # the pair table does not depend on the words kept
     limit -= min(n_merges, possible_merges(word_lengths)) * MERGE_BYTES_PER_MERGE
     if merge_bytes(word_lengths) <= limit:
@@ -142,28 +145,88 @@ def cap_words(word_lengths: np.ndarray, counts: np.ndarray, limit: int, n_merges
     return np.sort(order[:n])
 
 
-def fit_words(table, plan: BudgetPlan, n_merges: int, *, budget: str, where: str = ""):
+#: Bytes of words segmented at a time when a phase's words are counted in tokens (:func:`fit_words`).
+SEGMENT_RUN = 64 << 20
+
+
+def fit_words(table, plan: BudgetPlan, n_merges: int, *, budget: str, where: str = "", segment=None):
     """A phase's word table (an Arrow table: ``word``, ``count``) cut to what the merge loop's
-    share of the budget holds (:func:`cap_words`), and the warning that says what was dropped
-    (None when all fit). ``budget`` names the option as given (``--budget 64MB``), ``where`` the
-    phase (``"phase 'code': "``). Raises ConfigError when the merges asked for leave room for no
-    word. Example: ``table, warning = fit_words(table, plan, 1000, budget="--budget 64MB")``."""
+    share of the budget holds (:func:`cap_words`), the warning that says what was dropped (None
+    when all fit) and the words' segmentation, when it was made here (else None). ``budget`` names
+    the option as given (``--budget 64MB``), ``where`` the phase (``"phase 'code': "``). A word's
+    positions in the loop are its tokens under the vocabulary the phase starts from: its bytes for
+    a phase from the 256 bytes; for a later phase or a warm start (``segment``: that vocabulary's
+    segmentation, ``words -> (ids, offsets)``, :func:`toktok.merge.stage.segmenter`) about a
+    quarter of them, so a table that does not fit by its bytes is segmented (:func:`_tokens`) and
+    cut by its tokens, and the segmentation of the words kept, ``(ids, offsets)``, is handed to the
+    merge loop rather than made again. Raises ConfigError when the merges asked for leave room for
+    no word. Example: ``table, warning, ids = fit_words(table, plan, 1000, budget="--budget 64MB")``."""
     if not table.num_rows:
-        return table, None
+        return table, None, None
     import pyarrow.compute as pc
 
     lengths = pc.binary_length(table.column("word")).to_numpy().astype(np.int64)
     counts = table.column("count").to_numpy()
+    sizes, ids = lengths, None
     keep_rows = cap_words(lengths, counts, plan.work_bytes, n_merges)
+    if segment is not None and len(keep_rows) < table.num_rows:  # counted in tokens, the real positions
+        # (the ids held meanwhile are the loop's own for the words kept, and at most half its share)
+        sizes, ids = _tokens(table.column("word"), lengths, segment, plan.work_bytes // 2)
+        keep_rows = cap_words(sizes, counts, plan.work_bytes, n_merges)
     if len(keep_rows) == 0:
-        n = min(n_merges, possible_merges(lengths))
+        n = min(n_merges, possible_merges(sizes))
         raise ConfigError(
             f"{where}{budget}: its share for the word table and the merge loop is "
             f"{human(plan.work_bytes)}, and {n:,} merges take {human(n * MERGE_BYTES_PER_MERGE)} "
             "of it before any word; pass a larger --budget or fewer --merges")
+    ids = _kept_ids(ids, sizes, keep_rows) if ids is not None else None
     if len(keep_rows) == table.num_rows:
-        return table, None
+        return table, None, ids
     dropped = table.num_rows - len(keep_rows)
     lost = 1 - int(counts[keep_rows].sum()) / max(int(counts.sum()), 1)
-    return table.take(keep_rows), (f"{where}the budget holds {len(keep_rows):,} of {len(keep_rows) + dropped:,} distinct "
-                              f"words: dropped the {dropped:,} rarest ({lost:.2%} of word occurrences)")
+    text = lengths * counts
+    lost_text = 1 - int(text[keep_rows].sum()) / max(int(text.sum()), 1)
+    return table.take(keep_rows), (
+        f"{where}the budget holds {len(keep_rows):,} of {len(keep_rows) + dropped:,} distinct words: dropped the "
+        f"{dropped:,} rarest ({lost:.2%} of word occurrences, {lost_text:.2%} of the phase's text)"), ids
+
+
+def _tokens(words, lengths: np.ndarray, segment, room: int) -> tuple[np.ndarray, list | None]:
+    """Each word's tokens under ``segment`` (``words``: an Arrow binary column, ``lengths``: their
+    bytes), a run of about ``SEGMENT_RUN`` bytes of words at a time, and the runs' ids, ``(first
+    word, end, ids)``, while they hold at most ``room`` bytes in all (else None: the merge loop
+    segments the words kept again)."""
+    col = words.chunk(0) if words.num_chunks == 1 else words  # (a slice of one chunk is no copy)
+    ends = np.cumsum(lengths)
+    tokens: list[np.ndarray] = []
+    runs: list | None = []
+    held = a = 0
+    while a < len(lengths):
+        b = max(a + 1, int(np.searchsorted(ends, ends[a] - lengths[a] + SEGMENT_RUN, side="right")))
+        flat, offsets = segment(col.slice(a, b - a))
+        tokens.append(np.diff(offsets))
+        held += flat.nbytes
+        runs = runs + [(a, b, flat)] if runs is not None and held <= room else None
+        a = b
+        del flat, offsets
+    return np.concatenate(tokens), runs
+
+
+def _kept_ids(runs: list, tokens: np.ndarray, keep_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The ids of the words ``keep_rows`` (sorted; ``tokens``: every word's) out of the runs of
+    :func:`_tokens`, with their offsets; the list is emptied on the way, each run freed once copied."""
+    offsets = np.zeros(len(keep_rows) + 1, np.int64)
+    np.cumsum(tokens[keep_rows], out=offsets[1:])
+    if len(runs) == 1 and len(keep_rows) == len(tokens):
+        return runs.pop()[2], offsets
+    keep = np.zeros(len(tokens), np.bool_)
+    keep[keep_rows] = True
+    out = np.empty(int(offsets[-1]), runs[0][2].dtype)
+    o = 0
+    while runs:
+        a, b, flat = runs.pop(0)
+        n = int(tokens[a:b][keep[a:b]].sum())
+        np.compress(np.repeat(keep[a:b], tokens[a:b]), flat, out=out[o : o + n])
+        o += n
+        del flat
+    return out, offsets

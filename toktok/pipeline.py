@@ -304,7 +304,9 @@ def _phase(run: _Run, phase: PhaseConfig, sources: list[count.Source], fp: list)
         counted = count.run(cfg, phase, sources, fp, journal=journal, pattern=run.patterns[phase.name],
                             specials=run.specials,
                             merges=merge.budget(phase, run.vocab), plan=run.plan, threads=run.threads,
-                            report=run.report, started=started, ray_count=run.ray_count, ray_tuning=run.ray_tuning)
+                            report=run.report, started=started, ray_count=run.ray_count, ray_tuning=run.ray_tuning,
+                            segment=None if run.plan is None else merge.segmenter(
+                                run.vocab, reference=run.small, kernels=run.kernels if run.tiny else None))
         if counted.regex_mb_s is not None:
             run.regex_mb_s.append(counted.regex_mb_s)
         run.times["sample"] = run.times.get("sample", 0.0) + counted.sample_seconds

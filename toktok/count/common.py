@@ -114,7 +114,9 @@ class Counted:
     ``--resume`` restores of a counted phase. ``of_table`` makes one from a word table. The count
     stage adds the phase's parity sample and the pieces its sample did not take (``held_out``,
     :data:`PARITY_SCHEMA`), the regex scanner's speed (MB/s, None when it scanned none) and the
-    seconds its sampling took."""
+    seconds its sampling took, and the words' segmentation under the vocabulary so far when the
+    memory budget's cut made it (``segmented``: ids and offsets, :func:`toktok.budget.fit_words`),
+    for the merge loop."""
 
     words: pa.Array | None
     counts: np.ndarray | None
@@ -126,6 +128,7 @@ class Counted:
     held_out: pa.Table | None = None
     regex_mb_s: float | None = None
     sample_seconds: float = 0.0
+    segmented: tuple[np.ndarray, np.ndarray] | None = None
 
     @classmethod
     def of_table(cls, table: pa.Table, warnings: list[str], seconds: float, docs: int, text_bytes: int) -> "Counted":

@@ -9,6 +9,7 @@ specials=[], merges=500)``.
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
@@ -111,14 +112,16 @@ def run(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], fp: list, *, jo
         pattern: Pattern, specials: list[str], merges: int, plan: BudgetPlan | None = None, threads: int = 1,
         report: Progress | None = None, started: Started | TableAhead | None = None,
         ray_count: Callable | None = None,
-        ray_tuning: dict | None = None) -> Counted:
+        ray_tuning: dict | None = None, segment: Callable | None = None) -> Counted:
     """The count stage's entry (the pipeline's step 3): read, sample (when the budget says so),
     pre-tokenize with ``pattern`` (``specials`` split off) and count one phase's ``sources``
     (resolved, with their fingerprint ``fp``: :func:`toktok.resume.fingerprint`) with the local
     engine or Ray's (``ray_count``, :func:`engine`, and its ``ray_tuning``), then cut the word
     table to the budget's ``plan`` (:func:`toktok.budget.fit_words`; ``merges``: the new tokens
-    the phase will learn). Returns the merge stage's input: the phase's words and counts with its
-    parity sample, held-out pieces and what counting found (:class:`~.common.Counted`).
+    the phase will learn; ``segment``: the segmentation of the vocabulary it starts from, None
+    from the 256 bytes: :func:`toktok.merge.stage.segmenter`). Returns the merge stage's input:
+    the phase's words and counts with its parity sample, held-out pieces and what counting found
+    (:class:`~.common.Counted`: with the ids of the words kept when the cut segmented them).
     Reads the sources (``started``: the first file, read since :func:`start`), from the
     interrupted run's counting checkpoint on ``--resume``; writes through ``journal`` counting
     checkpoints on the way (either engine: at file boundaries every ``COUNT_EVERY`` x the merge
@@ -155,15 +158,16 @@ def run(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], fp: list, *, jo
         pc, said = with_tables(pc, *zip(*tables), pattern=pattern, specials=specials, seed=cfg.seed,
                                word_column=cfg.word_column, count_column=cfg.count_column, ahead=ahead)
     resume.check_unchanged(sources, fp, where)
-    table, used, warnings = pc.words, pc.used, said
+    table, used, warnings, ids = pc.words, pc.used, said, None
+    t_cut = time.perf_counter()
     if plan is not None:  # the merge loop's arrays must fit the budget: drop the rarest words if not
         try:
-            table, cut = fit_words(table, plan, merges, where=where,
-                                   budget=f"{cfg.name_of('budget')} {cfg.text_of('budget')}")
+            table, cut, ids = fit_words(table, plan, merges, where=where, segment=segment,
+                                        budget=f"{cfg.name_of('budget')} {cfg.text_of('budget')}")
         except ConfigError as e:
             raise resume.start_over(e) from None
         warnings += [cut] if cut else []
-    t_count = pc.seconds["count"]
+    t_count = pc.seconds["count"] + time.perf_counter() - t_cut  # (with the cut's segmentation, if any)
     docs = sum(u["docs"] for u in used.values())
     text_bytes = sum(u["bytes"] for u in used.values())
     if table.num_rows == 0:
@@ -177,7 +181,8 @@ def run(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], fp: list, *, jo
     counted = Counted.of_table(table, warnings, t_count, docs, text_bytes)
     counted.parity, counted.held_out = parity, held_out = pc.parity, pc.held_out
     counted.regex_mb_s, counted.sample_seconds = pc.regex_mb_s, pc.seconds.get("sample", 0.0)
-    del table, pc
+    counted.segmented = ids  # (the words kept, segmented by the cut: the merge loop's)
+    del table, pc, ids
     words = pa.table({"word": counted.words, "count": counted.counts})
     journal.counted(lambda st, tokens=None: resume.save_counted(st, phase.name, words, parity, held_out, sources,
                                                                used, state, tokens), t_count)

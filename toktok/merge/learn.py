@@ -62,6 +62,7 @@ def learn_merges(
     max_token_length: int | None = None,
     min_frequency: int | None = None,
     last: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], None] | None = None,
+    segmented: list | None = None,
 ) -> MergeResult:
     """Learn up to ``n_merges`` new tokens on ``words`` (with 64-bit ``counts``) on top of ``vocab``.
 
@@ -81,7 +82,9 @@ def learn_merges(
     says whether it does, where the caller asked (:func:`toktok.merge.small.python_first`).
     ``max_token_length``: no merge whose token would be longer (bytes; such pairs are passed over
     and the merges come from the others); ``min_frequency``: stop when the best pair's count is
-    below it (``stopped_at``).
+    below it (``stopped_at``). ``segmented``: ``[(ids, offsets)]``, the words' segmentation under
+    ``vocab`` made already (the memory budget's cut, :func:`toktok.budget.fit_words`), taken out of
+    the list so that it is freed once laid out.
     Example: ``learn_merges([b"abab"], np.array([3]), Vocab.base(False), 1).vocab.tokens[256] == b"ab"``.
     """
     if n_merges < 0:
@@ -100,7 +103,7 @@ def learn_merges(
     t0 = time.perf_counter()
 
     # 1. segment under the starting vocabulary, lay the positions out, size the token tables
-    run = _LoopRun(words, counts, vocab, n_merges, tuning, ready, reference)
+    run = _LoopRun(words, counts, vocab, n_merges, tuning, ready, reference, segmented)
     run.limits = (max_token_length, min_frequency)
 
     # 2. the loop, in a thread (it releases the GIL) so that progress and checkpoints can be
@@ -168,10 +171,10 @@ class _LoopRun:
     ``stats[0]`` after each row is written, so that another thread can read them (``emit``)."""
 
     def __init__(self, words, counts: np.ndarray, vocab: Vocab, n_merges: int, tuning: Tuning,
-                 ready: Callable[[], None] | None = None, reference: bool = False):
+                 ready: Callable[[], None] | None = None, reference: bool = False, segmented: list | None = None):
         self.times: dict[str, float] = {}
         t0 = time.perf_counter()
-        flat, offsets = _segment_ids(words, vocab, reference=reference)
+        flat, offsets = segmented.pop() if segmented else _segment_ids(words, vocab, reference=reference)
         self.lens = lens = np.diff(offsets)
         self.times["segment"] = time.perf_counter() - t0
         if counts.shape[0] != lens.shape[0]:

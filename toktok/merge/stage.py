@@ -22,7 +22,9 @@ from ..store import merges_table
 from ..summary import PhaseSummary
 from ..vocab import Vocab
 from .learn import learn_merges
+from .segment import REFERENCE_WORDS, Segmenter
 from .small import python_first
+from .tokens import _token_arrays
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
     from ..resume import Journal
     from ..spec import PhaseConfig, RunSpec
 
-__all__ = ["Kernels", "Merged", "budget", "most_merges", "run", "warm_up"]
+__all__ = ["Kernels", "Merged", "budget", "most_merges", "run", "segmenter", "warm_up"]
 
 
 def budget(phase: PhaseConfig, vocab: Vocab) -> int:
@@ -52,6 +54,31 @@ def most_merges(words) -> int:
     Example: ``most_merges([b"abc", b"d"]) == 2``."""
     held = sum(map(len, words)) if isinstance(words, list) else words.nbytes
     return max(0, held - len(words))
+
+
+def segmenter(vocab: Vocab, *, reference: bool = False,
+              kernels: Kernels | None = None) -> Callable | None:
+    """How the merge loop segments a phase's words on top of ``vocab`` (the vocabulary so far),
+    as one function ``words -> (ids, offsets)`` (an Arrow binary array in, int32 ids and int64
+    offsets out, as :func:`toktok.merge.learn.learn_merges` lays them out): what the memory
+    budget's cut counts a word's positions with (:func:`toktok.budget.fit_words`). None when
+    ``vocab`` is the 256 bytes in byte order (a word's tokens are its bytes). ``reference``: a
+    small run's (:class:`.segment.Segmenter`); ``kernels``: a tiny run's, built before it
+    segments more words than tiktoken does for it.
+    Example: ``segmenter(Vocab.base())(pa.array([b"00a"]))[0].tolist() == [256, 97]``."""
+    n = len(vocab.tokens)
+    if vocab.tokens == [bytes([b]) for b in range(256)]:
+        return None
+    made: list[Segmenter] = []  # (its tables built on the first call: most phases fit by their bytes)
+
+    def segment(words):
+        if kernels is not None and len(words) > REFERENCE_WORDS:
+            kernels.warm_up()
+        if not made:
+            made.append(Segmenter(*_token_arrays(Vocab(vocab.tokens, [], vocab.pinned), 0), reference=reference))
+        return made[0](words, n)
+
+    return segment
 
 
 def warm_up(pattern: Pattern, log: Callable[[str], None] | None = None, budgeted: bool = False) -> bool:
@@ -193,9 +220,12 @@ def run(phase: PhaseConfig, counted: Counted, vocab: Vocab, *, cfg: RunSpec, fp:
         kernels.warm_up()
     log = _MergeLog(journal, phase.name, vocab.tokens, first_merge, f"[{phase.name}] " if tag else "", say)
     marks = journal.marks
+    # the words' ids when the budget's cut segmented them (taken by the loop: freed once laid out)
+    segmented = [counted.segmented] if counted.segmented is not None else None
+    counted.segmented = None
     res = learn_merges(words, counts, start, n, progress=lambda k: report("merge" + tag, k, shown),
                        checkpoint=log, last=log.last, every=marks.every, step=marks.step,
-                       reference=small, ready=journal.settle,
+                       reference=small, ready=journal.settle, segmented=segmented,
                        python=python, max_token_length=cfg.max_token_length, min_frequency=cfg.min_frequency)
     # a corpus that allows fewer merges than asked ends the stage here (else its line waited for
     # the run's end, its time counting the stages after it)

@@ -236,7 +236,7 @@ def test_the_pipeline_imports_few_toktok_modules():
 #: arguments and returns what it produced; none takes the pipeline's state (``pipeline._Run``).
 STAGES = {
     "toktok/count/stage.py": {"engine", "resolve", "start", "run"},
-    "toktok/merge/stage.py": {"budget", "most_merges", "warm_up", "run"},
+    "toktok/merge/stage.py": {"budget", "most_merges", "segmenter", "warm_up", "run"},
     "toktok/formats/export.py": {"chat_text", "write"},
     "toktok/insight/stage.py": {"record"},
     "toktok/verify/__init__.py": {"start", "begin", "check"},

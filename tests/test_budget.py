@@ -179,7 +179,8 @@ def _superbpe(source, out, monkeypatch=None, work: int | None = None):
 
 def _run_file(out, phase: str):
     con = duckdb.connect(str(out / "run.duckdb"), read_only=True)
-    words = {bytes(w): c for w, c in con.execute("select word, count from words where phase = $p", {"p": phase}).fetchall()}
+    rows = con.execute("select word, count from words where phase = $p", {"p": phase}).fetchall()
+    words = {bytes(w): c for w, c in rows}
     merges = con.execute("select left_id, right_id, token_id, count, reused from merges where phase = $p "
                          "order by merge_index", {"p": phase}).fetchall()
     return words, merges

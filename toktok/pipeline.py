@@ -117,6 +117,8 @@ class _Run:
     fingerprints: list[list[list]] = field(default_factory=list)
     started: Any = None  # the first phase's first file, being read since step 1 (count.start)
     hf: verify.HFSide | None = None  # HF tokenizers' half of the verification, loading since the export
+    curve_ahead: insight.Ahead | None = None  # the insight step's curve pieces, cut beside the last merge loop
+    flushing: resume.Pending | None = None  # the run file's WAL written into it beside the verification
     tiktoken_written: tuple | None = None  # (.tiktoken text, vocabulary) the export wrote, for the verification
     ray_tuning: dict = field(default_factory=dict)  # more keywords of the Ray engine's count_phase
     parity: count.ParitySample = field(default_factory=count.ParitySample)
@@ -222,6 +224,9 @@ def _train(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: resu
         verify.begin(run.hf, run.vocab, run.parity.texts(), slices=cfg.verify_slices, seed=cfg.seed)  # (HF's half of 8)
         _vocabulary(run)  # 6.
         _insight(run)  # 7.
+        # (the run file's WAL, its tables so far, written into it while the files are checked:
+        # closing it then writes only publishing's few rows)
+        run.flushing = resume.Pending(lambda store: store.run("checkpoint"), journal.store)
         _verify(run)  # 8.
         _ladder(run)  # (--ladder: the smaller sizes, each checked too)
         _publish(run)  # 9.
@@ -229,6 +234,7 @@ def _train(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: resu
         if run.hf is not None:
             run.hf.close()
         try:
+            _flushed(run)
             journal.settle()
             journal.store_due()  # a count kept for the merge stage's first checkpoint is kept now
         except BaseException:  # the first error is the one to report
@@ -315,6 +321,9 @@ def _phase(run: _Run, phase: PhaseConfig, sources: list[count.Source], fp: list)
     if phase is run.phases[-1] and run.hf is None:  # HF's half of step 8 starts its process beside the merge loop
         tokens = len(run.vocab.tokens) + min(merge.budget(phase, run.vocab), merge.most_merges(counted.words))
         run.hf = verify.start(run.staging.path, tokens, budgeted=run.plan is not None)
+        if run.plan is None:  # the curve's pieces (of the parity samples, not the merges) on the idle core
+            run.curve_ahead = insight.ahead(run.parity.df, run.phase_parity, run.phase_held_out,
+                                            run.patterns.values(), threads=run.threads)
     merged = merge.run(phase, counted, run.vocab, cfg=cfg, fp=fp, journal=journal, first_merge=run.merge_index,
                        replay=got is not None, small=run.small, tiny=run.tiny, kernels=run.kernels,
                        report=run.report, say=run.say)
@@ -349,8 +358,9 @@ def _export(run: _Run) -> None:
 def _insight(run: _Run) -> None:
     """7. The run file's views, compression curve and word gains (``insight.record``)."""
     t0 = time.perf_counter()
+    ahead, run.curve_ahead = run.curve_ahead, None
     insight.record(run.journal, run.parity.df, run.phase_parity, run.phase_held_out, threads=run.threads,
-                   small=run.small, report=run.report)
+                   small=run.small, report=run.report, ahead=ahead)
     run.times["insight"] = time.perf_counter() - t0
 
 
@@ -406,6 +416,7 @@ def _publish(run: _Run) -> None:
     """9. The run file finished (stage timings, parity, warnings, end time) and closed, then the
     staging folder published: renamed into place, whole (:meth:`toktok.rundir.Staging.publish`)."""
     store, rep = run.journal.store, run.verified
+    _flushed(run)
     run.journal.settle()
     with store.transaction():  # the run file's last records in one commit
         store.add_stages(run.times)
@@ -415,6 +426,13 @@ def _publish(run: _Run) -> None:
                          "warnings": run.warnings, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     store.close()
     run.staging.publish(run.layout)
+
+
+def _flushed(run: _Run) -> None:
+    """The run file's WAL written into it beside the verification (``run.flushing``), waited for."""
+    flushing, run.flushing = run.flushing, None
+    if flushing is not None:
+        flushing.wait()
 
 
 def _summary(run: _Run) -> TrainSummary:

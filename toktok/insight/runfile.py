@@ -286,16 +286,34 @@ def compression_curve(
                                      reference=reference))
 
 
-def curve_table(run: RunLike, texts, by=None, every: int | None = None, *, checkpoints: int = 20,
-                text_column: str = "text", threads: int = 0, write: bool = True, text: str = "given",
-                text_by_phase: dict | None = None, reference: bool = False,
-                prefixes: "_Prefixes | None" = None) -> pa.Table:
-    """:func:`compression_curve`'s rows as an Arrow table, written as it says: what the pipeline's
-    insight step records (without Polars); ``prefixes``: the run file's, read already.
-    Example: ``curve_table(store, ["some text"]).num_rows``."""
+def curve_pieces(texts, by=None, patterns=(), *, text_column: str = "text", threads: int = 0) -> dict:
+    """What :func:`curve_table` cuts ``texts`` (grouped ``by``) into before it reads the run: the
+    documents, their subsets and, per pattern of ``patterns`` (by its regex), their distinct pieces
+    (:func:`.measure.pieces`). The pipeline has them cut beside the last merge loop, on the core it
+    leaves idle (``insight.stage.ahead``): they depend on the parity sample, not on the merges.
+    Example: ``curve_table(store, texts, pieces=curve_pieces(texts, patterns=[DEFAULT]))``."""
     docs, groups = _texts_and_groups(texts, by, text_column)
     threads = threads or os.cpu_count() or 1
     subsets, gidx = measure.subsets(groups, len(docs))
+    cut: dict[str, tuple] = {}
+    for p in patterns:
+        if p.regex not in cut:
+            cut[p.regex] = measure.pieces(docs, gidx, len(subsets), threads, pattern=p)
+    return {"docs": docs, "subsets": subsets, "index": gidx, "cut": cut}
+
+
+def curve_table(run: RunLike, texts, by=None, every: int | None = None, *, checkpoints: int = 20,
+                text_column: str = "text", threads: int = 0, write: bool = True, text: str = "given",
+                text_by_phase: dict | None = None, reference: bool = False,
+                prefixes: "_Prefixes | None" = None, pieces: dict | None = None) -> pa.Table:
+    """:func:`compression_curve`'s rows as an Arrow table, written as it says: what the pipeline's
+    insight step records (without Polars); ``prefixes``: the run file's, read already; ``pieces``:
+    ``texts`` cut already (:func:`curve_pieces` of the same ``texts`` and ``by``: its patterns'
+    pieces are not cut again). Example: ``curve_table(store, ["some text"]).num_rows``."""
+    threads = threads or os.cpu_count() or 1
+    if pieces is None:
+        pieces = curve_pieces(texts, by, text_column=text_column, threads=threads)
+    docs, subsets, gidx = pieces["docs"], pieces["subsets"], pieces["index"]
     with _connect(run, read_only=not write) as store:
         pre = prefixes or _Prefixes(store, reference)
         ks = _checkpoints(pre.n_merges, every, checkpoints)
@@ -306,7 +324,7 @@ def curve_table(run: RunLike, texts, by=None, every: int | None = None, *, check
         # curve encodes these pieces instead of the documents; after k merges the tokenizer splits
         # text with the pattern of the phase that learned the k-th (phases may differ)
         pattern_at = _pattern_at(store)
-        cut: dict[str, tuple] = {}
+        cut: dict[str, tuple] = dict(pieces["cut"])
         rows = []
         usage = None
         for k in ks:

@@ -2,22 +2,26 @@
 
 ``record`` adds the run file's views (:func:`.runfile.add_views`), the compression curve on text
 the run did not train on where there is some (:func:`.runfile.curve_table`) and the word gains
-(:func:`.runfile.gains_table`), built in Arrow (a small run never loads Polars). Example: ``insight.stage.record(journal, parity, {"main": parity}, {"main": None})``.
+(:func:`.runfile.gains_table`), built in Arrow (a small run never loads Polars). What the curve
+cuts its documents into does not depend on the merges: ``ahead`` cuts it in a thread beside the
+last merge loop, on the core the loop leaves idle, and ``record`` takes it from there.
+Example: ``insight.stage.record(journal, parity, {"main": parity}, {"main": None})``.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from .runfile import _Prefixes, add_views, curve_table, gains_table
+from .runfile import _Prefixes, add_views, curve_pieces, curve_table, gains_table
 
 if TYPE_CHECKING:
     from ..resume import Journal
 
-__all__ = ["record", "superwords"]
+__all__ = ["Ahead", "ahead", "record", "superwords"]
 
 
 def superwords(tokens: list[bytes], phases, patterns: dict, phase_of: list) -> dict | None:
@@ -36,16 +40,52 @@ def superwords(tokens: list[bytes], phases, patterns: dict, phase_of: list) -> d
     return {"pattern": first.label(), "ids": ids}
 
 
+class Ahead:
+    """The compression curve's documents cut into pieces (:func:`.runfile.curve_pieces`) in a
+    thread of its own; ``result()`` waits for them (and raises what cutting them raised)."""
+
+    def __init__(self, texts: list[str], by: list[str], patterns: list, threads: int) -> None:
+        self.texts, self.by = texts, by  # what was cut: record checks that its curve is of these
+        self._got: dict | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._cut, args=(patterns, threads), name="toktok-insight-ahead",
+                                        daemon=True)
+        self._thread.start()
+
+    def _cut(self, patterns: list, threads: int) -> None:
+        try:
+            self._got = curve_pieces(self.texts, by=self.by, patterns=patterns, threads=threads)
+        except BaseException as e:  # raised by result(), in the run's thread
+            self._error = e
+
+    def result(self) -> dict:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._got
+
+
+def ahead(parity: pa.Table, phase_parity: dict[str, pa.Table], phase_held_out: dict[str, pa.Table | None],
+          patterns: Iterable, *, threads: int = 1) -> Ahead:
+    """The documents of the compression curve ``record`` will draw (``_curve_texts``) cut into the
+    pieces of each of ``patterns`` (the run's phases'), in a thread, while the last merge loop runs
+    (the pieces depend on the parity sample only); passed to ``record`` as ``ahead``.
+    Example: ``record(journal, parity, pp, ho, ahead=ahead(parity, pp, ho, [DEFAULT]))``."""
+    texts, by, _, _ = _curve_texts(parity, phase_parity, phase_held_out)
+    return Ahead(texts, by, list({p.regex: p for p in patterns}.values()), threads)
+
+
 def record(journal: Journal, parity: pa.Table, phase_parity: dict[str, pa.Table],
            phase_held_out: dict[str, pa.Table | None], *, threads: int = 1, small: bool = False,
-           report: Callable[[str, int, int | None], None] | None = None) -> None:
+           report: Callable[[str, int, int | None], None] | None = None, ahead: Ahead | None = None) -> None:
     """The insight stage's entry (the pipeline's step 7): what the run file (``journal``'s store,
     once the checkpoint being stored is: the word gains read the words' tokens) offers for
     inspection (:mod:`toktok.insight.runfile`): views, the compression curve and token usage (on
     text the run did not train on where a budget left some out, ``phase_held_out``, else on
     each phase's parity sample, ``phase_parity``, or the run's, ``parity``, labelled by file),
     word gains; with the references for a ``small`` run. Writes them into the run file and
-    returns nothing. Example: ``record(journal, parity, {"main": parity}, {"main": None})``."""
+    returns nothing; ``ahead``: its curve's documents cut already (:func:`ahead`, of the same
+    parity samples). Example: ``record(journal, parity, {"main": parity}, {"main": None})``."""
     report = report or (lambda stage, done, total: None)
     store = journal.store
     report("insight", 0, 3)
@@ -54,10 +94,13 @@ def record(journal: Journal, parity: pa.Table, phase_parity: dict[str, pa.Table]
         add_views(store)
         report("insight", 1, 3)
         curve, curve_from, curve_text, curve_kinds = _curve_texts(parity, phase_parity, phase_held_out)
+        pieces = ahead.result() if ahead is not None else None
+        if pieces is not None and (ahead.texts != curve or ahead.by != curve_from):
+            pieces = None  # (cut from other samples: cut again)
         pre = _Prefixes(store, small)  # the vocabulary by merge count, read once for both
         if curve:
             curve_table(store, curve, by=curve_from, threads=threads, checkpoints=8,
-                        text=curve_text, text_by_phase=curve_kinds, reference=small, prefixes=pre)
+                        text=curve_text, text_by_phase=curve_kinds, reference=small, prefixes=pre, pieces=pieces)
         report("insight", 2, 3)
         gains_table(store, reference=small, prefixes=pre)
         # the blocks its queries and writes left cached, given back before the verification

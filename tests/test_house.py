@@ -238,7 +238,7 @@ STAGES = {
     "toktok/count/stage.py": {"engine", "resolve", "start", "run"},
     "toktok/merge/stage.py": {"budget", "most_merges", "segmenter", "warm_up", "run"},
     "toktok/formats/export.py": {"chat_text", "write"},
-    "toktok/insight/stage.py": {"record"},
+    "toktok/insight/stage.py": {"ahead", "record"},
     "toktok/verify/__init__.py": {"start", "begin", "check"},
     "toktok/start.py": {"vocabulary", "reserve"},
     "toktok/resume.py": {"check_out", "open_run", "restore", "abandon"},

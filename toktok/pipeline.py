@@ -35,7 +35,10 @@ is stored with the "merged" one instead: ``Journal.counted``), and while the exp
 tokenizer.json loads into HF tokenizers in a second process from the export on, started beside
 the last merge loop (``verify.start``; in this process under a memory budget), while the insight
 step and tiktoken's half of the verification run, and a smaller one, loaded in this process,
-encodes the check's texts in a thread meanwhile (``verify.begin``); on the first run after an
+encodes the check's texts in a thread meanwhile (``verify.begin``); the compression curve's
+documents are cut into pieces beside the last merge loop (``insight.ahead``, handed to step 7);
+the run file's WAL is written into it on a second connection during step 8 (so that closing it
+writes only step 9's rows); on the first run after an
 install the kernels compile in second processes before the run goes on (``merge.Kernels``; under a
 memory budget before the run file is opened: ``toktok.ahead``); the first file's first batch is
 read (a word-count table's file read) while the run file is opened (``count.start``).

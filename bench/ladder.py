@@ -1,8 +1,9 @@
 """Count once, train many (issue 51): a ladder of sizes from one run vs one run at the largest, and
 training from word counts vs training on the text, on the bench corpus.
 
-Each row is ``toktok`` as the command runs it (a subprocess: interpreter start, imports, count,
-merge, export, parity check, insight), the kernels built ahead, interleaved ``--repeat`` times;
+Each row is ``toktok`` as the command runs it (a subprocess, ``python -m toktok``, or ``-m
+toktok.cli`` in a checkout without ``toktok/__main__.py``: interpreter start, imports, count,
+merge, export, parity check, insight, the process's end), the kernels built ahead, interleaved ``--repeat`` times;
 the median wall is shown with the range. Rows: ``one`` (``--vocab-size TOP``), ``ladder``
 (``--ladder`` of the sizes, up to TOP: every rung written and checked), ``count`` (``toktok count``
 of the corpus, once per repeat), ``counts`` (``train --word-counts`` of that table at TOP). The
@@ -50,7 +51,8 @@ def _toktok(args: list[str], env: dict, cpu: list[float] | None = None) -> float
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "toktok.cli", *args], env=env, capture_output=True, text=True)
+    entry = "toktok" if (Path(env["PYTHONPATH"]) / "toktok" / "__main__.py").is_file() else "toktok.cli"
+    r = subprocess.run([sys.executable, "-m", entry, *args], env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode != 0:

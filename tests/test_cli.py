@@ -415,13 +415,13 @@ def test_the_command_ends_without_pythons_last_collection():
 
 
 def test_the_command_ends_at_once_with_its_code_output_and_exit_functions(tmp_path):
-    """``python -m toktok.cli`` (``cli.command``, the console script) ends with ``os._exit`` once
-    its threads are joined, its ``atexit`` functions run and its output flushed: the same exit
-    codes, the whole output, the functions run, and the same files as ``cli.main``."""
+    """``toktok`` (the console script) and ``python -m toktok`` (``toktok.__main__.command``) end
+    with ``os._exit`` once the threads are joined, the ``atexit`` functions run and the output
+    flushed: the same exit codes, the whole output, the functions run, the run's files published."""
     code = ("import atexit, runpy, sys\n"
             "atexit.register(lambda: print('exit functions ran', flush=True))\n"
             "sys.argv = ['toktok', *sys.argv[1:]]\n"
-            "runpy.run_module('toktok.cli', run_name='__main__')\n"
+            "runpy.run_module('toktok', run_name='__main__')\n"
             "print('not reached')\n")
     ok = subprocess.run([sys.executable, "-c", code, "--help"], capture_output=True, text=True, timeout=120)
     bad = subprocess.run([sys.executable, "-c", code, "train", "--merges", "3"], capture_output=True, text=True,
@@ -430,11 +430,12 @@ def test_the_command_ends_at_once_with_its_code_output_and_exit_functions(tmp_pa
     assert "Commands" in ok.stdout and ok.stdout.splitlines()[-1] == bad.stdout.splitlines()[-1] == "exit functions ran"
     assert "not reached" not in ok.stdout + bad.stdout
     assert bad.stderr.strip().splitlines() == ["toktok: error: no sources given; pass files, folders or globs to train on"]
-    run = subprocess.run([sys.executable, "-m", "toktok.cli", "train", str(FIXTURES / "notes.txt"), "--merges", "20",
+    run = subprocess.run([sys.executable, "-m", "toktok", "train", str(FIXTURES / "notes.txt"), "--merges", "20",
                           "--out", str(tmp_path / "a")], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
     assert "parity" in run.stdout and (tmp_path / "a" / "tokenizer.json").is_file()
-    assert not list(tmp_path.glob("*.partial")) and not list((tmp_path / "a").glob("*.tmp"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a"]  # no staging folder left
+    assert not list((tmp_path / "a").glob("*.tmp"))
 
 
 def test_help_and_parsing_load_no_pydantic_markdown_or_pygments(tmp_path):

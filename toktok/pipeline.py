@@ -36,7 +36,8 @@ tokenizer.json loads into HF tokenizers in a second process from the export on, 
 the last merge loop (``verify.start``; in this process under a memory budget), while the insight
 step and tiktoken's half of the verification run, and a smaller one, loaded in this process,
 encodes the check's texts in a thread meanwhile (``verify.begin``); the compression curve's
-documents are cut into pieces beside the last merge loop (``insight.ahead``, handed to step 7);
+documents are cut into pieces beside the last merge loop once it reports merges (``insight.ahead``,
+handed to step 7);
 the run file's WAL is written into it on a second connection during step 8 (so that closing it
 writes only step 9's rows); on the first run after an
 install the kernels compile in second processes before the run goes on (``merge.Kernels``; under a
@@ -321,20 +322,33 @@ def _phase(run: _Run, phase: PhaseConfig, sources: list[count.Source], fp: list)
         run.times["sample"] = run.times.get("sample", 0.0) + counted.sample_seconds
         run.take_parity(phase.name, counted.parity, counted.held_out)
     run.warnings += counted.warnings
+    report = run.report
     if phase is run.phases[-1] and run.hf is None:  # HF's half of step 8 starts its process beside the merge loop
         tokens = len(run.vocab.tokens) + min(merge.budget(phase, run.vocab), merge.most_merges(counted.words))
         run.hf = verify.start(run.staging.path, tokens, budgeted=run.plan is not None)
-        if run.plan is None:  # the curve's pieces (of the parity samples, not the merges) on the idle core
-            run.curve_ahead = insight.ahead(run.parity.df, run.phase_parity, run.phase_held_out,
-                                            run.patterns.values(), threads=run.threads)
+        report = _cutting_ahead(run) if run.plan is None else report
     merged = merge.run(phase, counted, run.vocab, cfg=cfg, fp=fp, journal=journal, first_merge=run.merge_index,
                        replay=got is not None, small=run.small, tiny=run.tiny, kernels=run.kernels,
-                       report=run.report, say=run.say)
+                       report=report, say=run.say)
     run.warnings += merged.warnings
     run.add_merged(phase.name, merged.new_tokens, merged.merges)
     run.times["count"] += merged.summary.seconds["count"]
     run.times["merge"] += merged.summary.seconds["merge"]
     run.summaries.append(merged.summary)
+
+
+def _cutting_ahead(run: _Run) -> Progress:
+    """``run.report``, which also has the compression curve's documents cut into pieces
+    (``insight.ahead``: of the parity samples, not the merges) once the last merge loop reports
+    its first merges: on the core the loop leaves idle, not beside the merge stage's own work in
+    this thread (its layout, setup and result). A loop too short to report any: step 7 cuts them."""
+
+    def report(stage: str, done: int, total: int | None) -> None:
+        if run.curve_ahead is None and stage.startswith("merge") and 0 < done < (total or 0):
+            run.curve_ahead = insight.ahead(run.parity.df, run.phase_parity, run.phase_held_out,
+                                            run.patterns.values(), threads=run.threads)
+        run.report(stage, done, total)
+    return report
 
 
 def _reserve(run: _Run) -> None:

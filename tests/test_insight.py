@@ -335,6 +335,39 @@ def test_compression_curve_inputs(insight_run, insight_data):
     assert _rows(_con(insight_run), "select count(distinct merges) from compression")[0][0] == 13
 
 
+def test_the_curve_of_pieces_cut_ahead_is_the_curve(insight_run, insight_data, tmp_path):
+    """The pipeline cuts the curve's documents beside the merge loop (``insight.stage.ahead``):
+    the curve and token usage recorded from them are those ``record`` makes cutting them itself,
+    and pieces cut from other documents are not used."""
+    import pyarrow as pa
+
+    from toktok.insight.runfile import curve_pieces, curve_table
+    from toktok.insight.stage import ahead, record
+    from toktok.patterns import DEFAULT
+    from toktok.resume import Checkpoints, Journal
+    from toktok.store import RunStore
+
+    held = pl.read_parquet(insight_data["heldout"]).head(40)
+    texts, by = held["text"].to_list(), held["source"].to_list()
+    plain = curve_table(insight_run, texts, by=by, checkpoints=4, write=False)
+    cut = curve_table(insight_run, texts, by=by, checkpoints=4, write=False,
+                      pieces=curve_pieces(texts, by, patterns=[DEFAULT]))
+    assert cut.equals(plain) and plain.num_rows > 4
+    parity = pa.table({"text": texts, "source": by})
+    tables = {}
+    for name, early in (("itself", None), ("ahead", ahead(parity, {"main": parity}, {"main": None}, [DEFAULT])),
+                        ("other", ahead(parity.slice(0, 5), {"main": parity}, {"main": None}, [DEFAULT]))):
+        run = tmp_path / name / "run.duckdb"
+        run.parent.mkdir()
+        shutil.copy(insight_run / "run.duckdb", run)
+        store = RunStore.open(run, read_only=False)
+        record(Journal(store, Checkpoints()), parity, {"main": parity}, {"main": None}, ahead=early)
+        store.close()
+        con = _con(run.parent)
+        tables[name] = [_rows(con, f"select * from {t} order by all") for t in ("compression", "token_usage")]
+    assert tables["ahead"] == tables["itself"] == tables["other"] and tables["itself"][1]
+
+
 def test_word_gains(insight_run):
     con = _con(insight_run)
     rows = _rows(con, "select word, count, tokens_before, tokens_after from word_gains")

@@ -37,12 +37,11 @@ the last merge loop (``verify.start``; in this process under a memory budget), w
 step and tiktoken's half of the verification run, and a smaller one, loaded in this process,
 encodes the check's texts in a thread meanwhile (``verify.begin``); the compression curve's
 documents are cut into pieces beside the last merge loop once it reports merges (``insight.ahead``,
-handed to step 7);
-the run file's WAL is written into it on a second connection during step 8 (so that closing it
-writes only step 9's rows); on the first run after an
-install the kernels compile in second processes before the run goes on (``merge.Kernels``; under a
-memory budget before the run file is opened: ``toktok.ahead``); the first file's first batch is
-read (a word-count table's file read) while the run file is opened (``count.start``).
+handed to step 7); the run file's WAL is written into it on a second connection during step 8 (so
+that closing it writes only step 9's rows); on the first run after an install the kernels compile
+in second processes before the run goes on (``merge.Kernels``; under a memory budget before the
+run file is opened: ``toktok.ahead``); the first file's first batch is read (a word-count table's
+file read) while the run file is opened (``count.start``).
 
 Layering: imports point down this list, never up (and make no cycle):
 (1) the edge, ``cli`` and ``api``: parse, call the library, map typed errors (no DuckDB, no run

@@ -219,14 +219,19 @@ def _kept_ids(runs: list, tokens: np.ndarray, keep_rows: np.ndarray) -> tuple[np
     np.cumsum(tokens[keep_rows], out=offsets[1:])
     if len(runs) == 1 and len(keep_rows) == len(tokens):
         return runs.pop()[2], offsets
+    every = len(keep_rows) == len(tokens)  # every word kept: the runs joined, no mask
     keep = np.zeros(len(tokens), np.bool_)
     keep[keep_rows] = True
     out = np.empty(int(offsets[-1]), runs[0][2].dtype)
     o = 0
     while runs:
         a, b, flat = runs.pop(0)
-        n = int(tokens[a:b][keep[a:b]].sum())
-        np.compress(np.repeat(keep[a:b], tokens[a:b]), flat, out=out[o : o + n])
+        if every:
+            n = len(flat)
+            out[o : o + n] = flat
+        else:
+            n = int(tokens[a:b][keep[a:b]].sum())
+            np.compress(np.repeat(keep[a:b], tokens[a:b]), flat, out=out[o : o + n])
         o += n
         del flat
     return out, offsets

@@ -16,7 +16,9 @@ and what it counted (the sample under the budget). Rows: ``superbpe`` then ``pla
 (``bench/run.py``'s slice, the same mix), after one untimed ``superbpe`` run (kernels built), every
 toktok row from the 256 bytes (``--no-hardcoded``, as the peers), and the row ``rustbpe``, its
 plain BPE of the same size on the same data (``bench/run.py``'s worker); ``superbpe_vs_rustbpe``
-is the ratio of the median walls (goal: at most 0.6). ``--budget none`` runs toktok without one.
+is the ratio of the median walls (goal: at most 0.6); then, untimed, toktok's plain vocabulary of the
+same size, and ``held_out``: the tokens of both on the last 5% of each ``--data`` file (text the
+slice did not take), per file and in all (goal: at least 5% fewer). ``--budget none`` runs toktok without one.
 Example: ``python bench/superbpe.py --data ../shared/corpus/*.parquet``;
 ``python bench/superbpe.py --slice-mb 100 --vocab-size 32768 --budget 2GB --rows superbpe,rustbpe --repeat 3``.
 """
@@ -92,6 +94,44 @@ def phases(out: Path) -> list[dict]:
         con.close()
 
 
+def held_out_files(files: list[str], scratch: Path, share: float = 0.05) -> list[str]:
+    """The last rows of each file holding ``share`` of its text (a slice takes the first rows:
+    the two do not meet while the slice is under 1 - ``share`` of the corpus), as Parquet files in
+    ``scratch``, with the file's ``lang`` column when it has one."""
+    import numpy as np
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    out = []
+    for f in files:
+        t = pq.read_table(f)
+        t = t.select([c for c in ("text", "lang") if c in t.column_names])
+        lengths = pc.binary_length(t.column("text")).to_numpy(zero_copy_only=False)
+        k = int(np.searchsorted(np.cumsum(lengths[::-1]), share * lengths.sum())) + 1
+        dest = scratch / f"held-out-{Path(f).stem}.parquet"
+        pq.write_table(t.slice(max(t.num_rows - k, 0)), dest)
+        out.append(str(dest))
+    return out
+
+
+def held_out_tokens(super_out: Path, plain_out: Path, files: list[str], env: dict) -> dict:
+    """Tokens of the held-out ``files`` under the SuperBPE tokenizer and toktok's plain one of the
+    same size (``toktok eval --by file --json``): per subset, both counts and ``fewer``, the
+    share of tokens SuperBPE saves (the issue's goal: at least 5%)."""
+    import subprocess
+
+    cmd = [sys.executable, "-m", "toktok.cli", "eval", str(plain_out), str(super_out), "--data", *files,
+           "--by", "file", "--json"]
+    got = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env={**os.environ, **env}).stdout)
+    out: dict = {}
+    for r in got["rows"]:
+        row = out.setdefault(Path(r["subset"]).name, {})
+        row["superbpe" if Path(r["path"]) == super_out else "plain"] = r["tokens"]
+    for row in out.values():
+        row["fewer"] = 1 - row["superbpe"] / row["plain"]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", nargs="+", default=corpus_files())
@@ -157,10 +197,21 @@ def main() -> None:
                 print(f"  {row:8s} wall {r['wall_s']:8.1f} s  peak {r['peak_rss'] / GB:5.2f} GiB (tree, sampled), "
                       f"{r['maxrss'] / GB:5.2f} GiB (largest process)  inside {a.budget}: {r['inside']}  "
                       f"exit {r['exit_code']}  load {r['load_at_end']:.2f}", flush=True)
+        held = None
+        if a.slice_mb and rows.get("superbpe") and rows["superbpe"][-1]["exit_code"] == 0:
+            # untimed: toktok's plain tokenizer of the same size, and both on held-out text of the same mix
+            run_measured([sys.executable, "-m", "toktok.cli", "train", *files, "--out", str(scratch / "plain-toktok"),
+                          "--vocab-size", str(a.vocab_size), *limit, *own, "--force", "-q"], scratch / "plain.log", env)
+            held = held_out_tokens(scratch / "superbpe", scratch / "plain-toktok",
+                                   held_out_files(a.data, scratch), env)
+            print("held-out tokens, SuperBPE vs toktok's plain vocabulary: " + ", ".join(
+                f"{k} {v['fewer']:.1%} fewer" for k, v in held.items()), flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     fig = {"corpus": corpus, "vocab_size": a.vocab_size, "superbpe": t, "budget": a.budget, "rows": rows,
            "load_at_start": load, "load_at_end": os.getloadavg()}
+    if held is not None:
+        fig["held_out"] = held
     walls = {k: statistics.median(r["wall_s"] for r in v) for k, v in rows.items()
              if v and all(r["exit_code"] == 0 for r in v)}
     fig["median_wall_s"] = walls

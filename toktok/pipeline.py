@@ -220,8 +220,11 @@ def _train(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: resu
     try:
         if not run.tiny:  # (a tiny run compiles only if its words are too many for merge.small)
             run.kernels.warm_up()
-        for phase, sources, fp in zip(run.phases, run.plans, run.fingerprints):
-            _phase(run, phase, sources, fp)  # 3-4.
+        # which phases take an earlier one's sample (the same sources, seed and capacity)
+        shares = count.shares([count.sample_key(cfg, ph, srcs, run.plan, run.patterns[ph.name])
+                               for ph, srcs in zip(run.phases, run.plans)])
+        for phase, sources, fp, share in zip(run.phases, run.plans, run.fingerprints, shares):
+            _phase(run, phase, sources, fp, share)  # 3-4.
         _reserve(run)
         _export(run)  # 5.
         verify.begin(run.hf, run.vocab, run.parity.texts(), slices=cfg.verify_slices, seed=cfg.seed)  # (HF's half of 8)
@@ -289,11 +292,13 @@ def _plan(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: resum
                                       budgeted=plan is not None))
 
 
-def _phase(run: _Run, phase: PhaseConfig, sources: list[count.Source], fp: list) -> None:
-    """3-4. One phase: its words counted (3, ``count.run``) and its merges learned (4,
-    ``merge.run``); on ``--resume``, a phase the interrupted run finished is taken from the run
-    file as it is, and one it counted is merged again from its word table (``resume.restore``,
-    which checks the inputs still have the fingerprint ``fp``)."""
+def _phase(run: _Run, phase: PhaseConfig, sources: list[count.Source], fp: list,
+           share: count.Share | None = None) -> None:
+    """3-4. One phase: its words counted (3, ``count.run``; ``share``: its sample as the phases
+    share it, ``count.shares``) and its merges learned (4, ``merge.run``); on ``--resume``, a
+    phase the interrupted run finished is taken from the run file as it is, and one it counted is
+    merged again from its word table (``resume.restore``, which checks the inputs still have the
+    fingerprint ``fp``)."""
     cfg, journal = run.cfg, run.journal
     journal.settle()
     got = resume.restore(journal, phase, fp, cfg.where(phase))
@@ -315,7 +320,8 @@ def _phase(run: _Run, phase: PhaseConfig, sources: list[count.Source], fp: list)
                             merges=merge.budget(phase, run.vocab), plan=run.plan, threads=run.threads,
                             report=run.report, started=started, ray_count=run.ray_count, ray_tuning=run.ray_tuning,
                             segment=None if run.plan is None else merge.segmenter(
-                                run.vocab, reference=run.small, kernels=run.kernels if run.tiny else None))
+                                run.vocab, reference=run.small, kernels=run.kernels if run.tiny else None),
+                            share=share)
         if counted.regex_mb_s is not None:
             run.regex_mb_s.append(counted.regex_mb_s)
         run.times["sample"] = run.times.get("sample", 0.0) + counted.sample_seconds

@@ -161,10 +161,21 @@ class Journal:
         return self.pending is not None
 
     def save(self, save: Callable[[RunStore], None]) -> None:
-        """A small checkpoint (a counting one) stored now by ``save(store)``, in this thread."""
+        """A small checkpoint (a counting one) stored now by ``save(store)``, in this thread (after
+        the one being stored in the background, if any)."""
+        self.settle()
         self.kept = True
         save(self.store)
         self.marks.done()
+
+    def save_behind(self, save: Callable[[RunStore], None]) -> None:
+        """A counting checkpoint (a finished sample) stored by ``save(store)`` in the background
+        (:class:`Pending`, after the one being stored, if any), under a memory budget too: the
+        count goes on meanwhile, and :meth:`settle` waits for it before the next checkpoint (or the
+        next phase). It counts as a checkpoint once stored; a kill before leaves the run as it was
+        without it (it is written all or nothing: :meth:`toktok.store.RunStore.put_count_state`)."""
+        self.settle()
+        self.pending = Pending(save, self.store)
 
     def checkpoint(self, save: Callable[[RunStore], None], due: Callable[..., None] | None = None) -> None:
         """Store a phase's large checkpoint (``save(store)``): beside the steps that follow
@@ -173,6 +184,7 @@ class Journal:
         (and the word table it keeps alive) beside the next step's allocations. ``due``: the due
         "counted" checkpoint (``self.due``) that ``save`` stores too: no longer due once it is
         stored (if storing fails, the failed run stores it: :meth:`store_due`)."""
+        self.settle()  # (a counting checkpoint stored in the background: before this one)
         self.pending = Pending(save, self.store, due)
         if self.inline:
             self.settle()
@@ -508,6 +520,20 @@ def count_state(store: RunStore, phase: str, fp: list, where: str = "") -> Count
                       held_out=held_out_of(store, phase) if sample is not None else None)
 
 
+def shared_sample(store: RunStore, base: str) -> tuple[list, CountState] | None:
+    """The sample an earlier phase kept in the run file for later phases with sample identity
+    ``base`` (``toktok.count.stage.SampleKey``): (its key as a list, the counting state it starts
+    from: sample, per-file statistics, held-out pieces); None when there is none."""
+    got = store.get_shared_sample(base)
+    if got is None:
+        return None
+    meta, table = got
+    import polars as pl  # the engines' own frames (CountState)
+
+    return meta["key"], CountState(sample=pl.from_arrow(table), used=meta["used"],
+                                   held_out=held_out_of(store, meta["phase"]))
+
+
 def save_count_state(store: RunStore, phase: str, state: CountState, fp: list) -> None:
     """A counting checkpoint: the counts of the files so far, or the finished sample."""
     if state.sample is not None:  # before the count state that makes it count
@@ -519,13 +545,20 @@ def save_count_state(store: RunStore, phase: str, state: CountState, fp: list) -
 
 def save_counted(store: RunStore, phase: str, words: pa.Table, parity: pa.Table,
                  held_out: pa.Table | None, sources: list[Source], used: dict, state: dict,
-                 tokens=None) -> None:
+                 tokens=None, keep_sample=None, shared_done: str | None = None) -> None:
     """The checkpoint of a counted phase, all or nothing: its words, inputs (``used``: per file
     statistics), parity sample and held-out pieces, and ``state`` (fingerprint, warnings, ...) as
-    its checkpoint "counted"; its counting checkpoint goes. ``tokens``: each word's number of
-    tokens, stored with it (a "merged" checkpoint that stores its phase's counted one too)."""
+    its checkpoint "counted"; its counting checkpoint goes, but for its sample when a later phase
+    takes it (``keep_sample``: its ``toktok.count.stage.SampleKey``, by which that phase finds
+    it); ``shared_done``: the identity of an earlier phase's sample that this phase took and no
+    later one needs, which goes. ``tokens``: each word's number of tokens, stored with it (a
+    "merged" checkpoint that stores its phase's counted one too)."""
     with store.transaction(join=True):
-        store.drop_count_state(phase)
+        if keep_sample is not None:
+            store.keep_sample(phase, keep_sample.base, {"phase": phase, "key": list(keep_sample), "used": used})
+        if shared_done is not None:
+            store.drop_shared_sample(shared_done)
+        store.drop_count_state(phase, keep_sample=keep_sample is not None)
         store.put_words(phase, words if tokens is None else words.append_column("tokens", pa.array(tokens, pa.int32())))
         store.put_parity(phase, parity)
         _put_held_out(store, phase, held_out)
@@ -566,5 +599,5 @@ def check_replay(prior: pa.Table, res: MergeResult, where: str) -> None:
 
 __all__ = ["Checkpoints", "Journal", "Opened", "Pending", "Restored", "Staging", "CHECKPOINT_SECONDS", "check_out",
            "open_run", "restore", "begin", "identity", "fingerprint", "phase_checkpoint",
-           "count_state", "save_count_state", "save_counted", "save_merged", "held_out_of", "check_replay",
-           "start_over", "abandon"]
+           "count_state", "shared_sample", "save_count_state", "save_counted", "save_merged", "held_out_of",
+           "check_replay", "start_over", "abandon"]

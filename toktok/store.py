@@ -375,15 +375,15 @@ class RunStore:
 
     def put_count_state(self, phase: str, files_done: int, used: dict, words=None, parity=None, sample=None) -> None:
         """Replace ``phase``'s counting checkpoint: the counts of its first ``files_done`` files
-        (in the run file), or its finished sample (a Parquet file beside it, written by Arrow, so
-        that a sample of hundreds of MB never goes through DuckDB's memory limit), with the
-        per-file stats and parity sample. The meta row that makes it count is written last."""
+        (in the run file), or its finished sample (a Parquet file beside it, written by Arrow a
+        slice at a time and uncompressed, so that a sample of hundreds of MB never goes through
+        DuckDB's memory limit, is never copied whole, and is written and read back at the speed
+        of the disk's cache), with the per-file stats and parity sample. The meta row that makes
+        it count is written last: a kill before it leaves the checkpoint before."""
         if sample is not None:
-            import pyarrow.parquet as pq
-
             path = self._sample_file(phase)
             tmp = path.with_suffix(".tmp")
-            pq.write_table(sample.to_arrow() if hasattr(sample, "to_arrow") else sample, tmp)
+            _write_sample(sample, tmp)
             os.replace(tmp, path)
         with self.transaction():
             self._script("drop_count_state", {"phase": phase})
@@ -404,19 +404,52 @@ class RunStore:
         st["words"] = None if st["sampled"] else self.arrow("phase_count_parts", {"phase": phase})
         st["sample"] = None
         if st["sampled"]:
-            import pyarrow.parquet as pq
-
-            try:
-                st["sample"] = pq.read_table(self._sample_file(phase))
-            except OSError:
+            st["sample"] = self._read_sample(phase)
+            if st["sample"] is None:
                 return None
         st["parity"] = self.parity_of(phase)
         return st
 
-    def drop_count_state(self, phase: str) -> None:
+    def _read_sample(self, phase: str) -> pa.Table | None:
+        """The sample file of ``phase`` (Arrow); None when it is gone."""
+        import pyarrow.parquet as pq
+
+        try:
+            return pq.read_table(self._sample_file(phase), memory_map=True)
+        except OSError:
+            return None
+
+    def drop_count_state(self, phase: str, keep_sample: bool = False) -> None:
+        """``phase``'s counting checkpoint goes; its sample file too unless ``keep_sample`` (a
+        later phase takes it: :meth:`keep_sample`)."""
         self._script("drop_count_state", {"phase": phase})
         self.run("drop_meta", {"key": f"count_state:{phase}"})
-        self._sample_file(phase).unlink(missing_ok=True)
+        if not keep_sample:
+            self._sample_file(phase).unlink(missing_ok=True)
+
+    def keep_sample(self, phase: str, key: str, meta: dict) -> None:
+        """``phase``'s sample file stays for the later phases that take it, found by their sample
+        identity ``key`` (meta ``sample:KEY``: ``meta``, which names ``phase``), if it is there."""
+        if self._sample_file(phase).exists():
+            self.put_meta(f"sample:{key}", meta)
+
+    def get_shared_sample(self, key: str) -> tuple[dict, pa.Table] | None:
+        """(its meta, the sample) of the sample kept for identity ``key`` (:meth:`keep_sample`);
+        None when there is none or its file is gone."""
+        v = self.get_meta(f"sample:{key}")
+        if v is None:
+            return None
+        meta = json.loads(v)
+        table = self._read_sample(meta["phase"])
+        return None if table is None else (meta, table)
+
+    def drop_shared_sample(self, key: str) -> None:
+        """The sample kept for identity ``key`` goes, its file and its meta."""
+        v = self.get_meta(f"sample:{key}")
+        if v is None:
+            return
+        self.run("drop_meta", {"key": f"sample:{key}"})
+        self._sample_file(json.loads(v)["phase"]).unlink(missing_ok=True)
 
     def drop_phase(self, phase: str) -> None:
         self._script("drop_phase", {"phase": phase})
@@ -438,6 +471,37 @@ class RunStore:
             import shutil
 
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+#: Bytes of text per row group of a sample file (each slice is copied to Arrow on its own).
+SAMPLE_GROUP_BYTES = 16 << 20
+
+
+def _write_sample(sample, path: Path) -> None:
+    """A sample (a Polars frame, or an Arrow table) into the Parquet file ``path``, uncompressed,
+    in row groups of about ``SAMPLE_GROUP_BYTES`` of text, each slice converted to Arrow on its own."""
+    import pyarrow.parquet as pq
+
+    if not hasattr(sample, "to_arrow"):  # an Arrow table already
+        pq.write_table(sample, path, compression="none")
+        return
+    n = sample.height
+    ends = [n]
+    if n:
+        cum = sample["bytes"].cum_sum().to_numpy()
+        marks = np.arange(SAMPLE_GROUP_BYTES, int(cum[-1]), SAMPLE_GROUP_BYTES)
+        ends = sorted({int(e) for e in np.searchsorted(cum, marks, side="right")} - {0} | {n})
+    start, writer = 0, None
+    try:
+        for end in ends:
+            part = sample.slice(start, end - start).to_arrow()
+            if writer is None:
+                writer = pq.ParquetWriter(path, part.schema, compression="none")
+            writer.write_table(part)
+            start = end
+    finally:
+        if writer is not None:
+            writer.close()
 
 
 def merges_table(start: int, left: np.ndarray, right: np.ndarray, token: np.ndarray, tokens: list[bytes],

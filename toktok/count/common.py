@@ -262,6 +262,32 @@ def finish_sample(pools: list[Reservoir], sources: list[Source] | None = None) -
     return CountState(sample=smp, used=used, held_out=left_out_of(outs))
 
 
+def took_every_document(used: dict[str, dict[str, int]]) -> bool:
+    """Whether a sampled phase's sample (its per-file statistics ``used``) holds every document of
+    its files whole: every document and every byte seen was kept (no piece was left out)."""
+    return all(u["docs"] == u["docs_seen"] and u["bytes"] == u["bytes_seen"] for u in used.values())
+
+
+def whole_documents(smp: pl.DataFrame) -> pl.DataFrame:
+    """A sample of pieces (:func:`finish_sample`; long documents cut in pieces where a pattern
+    cuts) as the sample of whole documents that a reservoir which does not cut them takes, when
+    the sample holds every piece of every document it touches (:func:`took_every_document`): each
+    document's pieces joined in order (a piece is a byte range of its document, the next starting
+    where it ends), its identity ``row << 20`` and its hash that of piece 0, the document's own
+    (:func:`~toktok.count.sample.doc_hashes`). In (source, row) order, as it is counted
+    (:func:`sample_parts`). Example: ``whole_documents(state.sample)["bytes"].sum() == state.sample["bytes"].sum()``."""
+    import polars as pl
+
+    piece = 1 << 20
+    smp = smp.sort("source", "row")
+    if not smp.height or not ((smp["row"] % piece) != 0).any():  # no document was cut
+        return smp
+    doc = pl.col("row") // piece * piece
+    return (smp.group_by("source", doc.alias("doc"), maintain_order=True)
+            .agg(pl.col("hash").first(), pl.col("bytes").sum(), pl.col("text").str.join(""))
+            .select("hash", "source", pl.col("doc").alias("row"), "bytes", "text"))
+
+
 def sample_parts(smp: pl.DataFrame, piece_bytes: int) -> Iterator[pl.DataFrame]:
     """The sample in the order it is counted (by source, then row) as slices of about
     ``piece_bytes`` of text (at least one piece each): the word counts and the parity sample do
@@ -358,5 +384,6 @@ class ParitySample:
 
 __all__ = ["Source", "PhaseCount", "CountState", "Counted", "ParitySample", "Progress", "PARITY_DOCS", "phase_files",
            "doc_keys", "capacity_split", "sample_step", "offer_file", "full_ids", "empty_used", "full_read_used",
-           "with_every_file", "left_out_of", "finish_sample", "sample_parts", "count_batch", "count_part",
-           "sum_words", "snapshot", "regex_rate", "polars_version", "BATCH_BYTES", "PARITY_SCHEMA"]
+           "with_every_file", "left_out_of", "finish_sample", "took_every_document", "whole_documents", "sample_parts",
+           "count_batch", "count_part", "sum_words", "snapshot", "regex_rate", "polars_version", "BATCH_BYTES",
+           "PARITY_SCHEMA"]

@@ -9,17 +9,21 @@ specials=[], merges=500)``.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import pyarrow as pa
 
 from .. import resume
 from ..budget import BudgetPlan, fit_words
 from ..errors import ConfigError, InputError
-from .common import BATCH_BYTES, Counted, Progress
+from .common import (BATCH_BYTES, Counted, CountState, Progress, capacity_split, doc_keys, phase_files,
+                     took_every_document, whole_documents)
+from .cuts import rule
 from .local import ParitySample, Source, Started, count_phase, start_reading
 from .memory import check_sources, corpus_of
 from .scan import REFERENCE_BYTES, SMALL_BYTES, count_path  # noqa: F401  (the run says how it counted)
@@ -35,8 +39,8 @@ if TYPE_CHECKING:
 
 #: What the pipeline reads besides the entries: the small and tiny runs' sizes, the parity
 #: sample and resolved source types, and how a source's URL is shown.
-__all__ = ["Counted", "ParitySample", "REFERENCE_BYTES", "SMALL_BYTES", "Source", "Started", "engine", "redact",
-           "resolve", "run", "start"]
+__all__ = ["Counted", "ParitySample", "REFERENCE_BYTES", "SMALL_BYTES", "SampleKey", "Share", "Source", "Started",
+           "engine", "redact", "resolve", "run", "sample_key", "shares", "start"]
 
 
 def engine(cfg: RunSpec, phases: list[PhaseConfig]) -> Callable | None:
@@ -108,11 +112,92 @@ def _phase_capacity(cfg: RunSpec, phase: PhaseConfig, plan: BudgetPlan | None) -
     return min(caps) if caps else None
 
 
+class SampleKey(NamedTuple):
+    """What a sampled phase's sample depends on (:func:`sample_key`): ``base``, a digest of its text
+    sources (each file's key, kind and fingerprint, their text column and weights), the seed, the
+    reservoirs' capacities (:func:`~.common.capacity_split`) and the batch size (the steps a
+    ``.txt`` file is sampled in); ``cut``, where its pattern cuts long documents (a named
+    pattern's cut rule, else none; with its regex when a file is read in parts cut by it); and
+    ``whole``: no file is read in pattern-cut parts (``.txt``, data in memory), so the pieces of
+    a sample that took every document join into the documents (:func:`~.common.whole_documents`)."""
+
+    base: str
+    cut: str
+    whole: bool
+
+
+class Share(NamedTuple):
+    """A phase's sample as the run's phases share it (:func:`shares`): its ``key`` and the keys of
+    the later phases that may take it instead of sampling again (``later``)."""
+
+    key: SampleKey
+    later: tuple[SampleKey, ...] = ()
+
+
+def sample_key(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], plan: BudgetPlan | None,
+               pattern: Pattern) -> SampleKey | None:
+    """The identity of the sample ``phase`` takes of its text ``sources`` (resolved, spelled as
+    the run reads them) with ``pattern`` (:class:`SampleKey`); None when it reads every document.
+    Example: ``sample_key(spec, spec.phases[0], sources, plan, DEFAULT).base``."""
+    capacity = _phase_capacity(cfg, phase, plan)
+    text = [s for s, c in zip(sources, phase.sources) if c.kind != "counts"]
+    if capacity is None or not text:
+        return None
+    keys = doc_keys(text)
+    files = [[keys[f.path], f.kind, fp] for (_src, f), fp in zip(phase_files(text), resume.fingerprint(text))]
+    parted = any(f.kind in ("txt", "memory") for _src, f in phase_files(text))
+    r = rule(pattern)
+    cut = f"rule {r.kind}" if r is not None else "none" + (f" {pattern.regex}" if parted else "")
+    ident = {"files": files, "sources": [[s.weight, s.corpus.text_column, s.corpus.bad_utf8, len(s.corpus.files)]
+                                         for s in text],
+             "seed": cfg.seed, "capacities": capacity_split(text, capacity)[0],
+             "batch": plan.batch_bytes if plan is not None else BATCH_BYTES}
+    base = hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    return SampleKey(base, cut, not parted)
+
+
+def shares(keys: list[SampleKey | None]) -> list[Share | None]:
+    """Each phase's :class:`Share` from every phase's :func:`sample_key` (in phase order): the later
+    phases with the same ``base``. Example: ``shares([k1, k2])[0].later == (k2,)`` when they match."""
+    return [None if k is None else Share(k, tuple(j for j in keys[i + 1:] if j is not None and j.base == k.base))
+            for i, k in enumerate(keys)]
+
+
+def _serves(have: SampleKey, took_all: bool, want: SampleKey) -> bool:
+    """Whether a sample taken as ``have`` says (``took_all``: it holds every document) is exactly
+    the one a phase keyed ``want`` would take: the same documents cut the same way, or every
+    document whole for a pattern that cuts none (its pieces joined: :func:`~.common.whole_documents`)."""
+    return have.base == want.base and (have.cut == want.cut or
+                                       (took_all and have.whole and want.cut == "none"))
+
+
+def _kept_for_later(share: Share | None, used: dict) -> bool:
+    """Whether a later phase can take this phase's sample (per-file statistics ``used``)."""
+    return share is not None and any(_serves(share.key, took_every_document(used), k) for k in share.later)
+
+
+def _earlier_sample(store, share: Share | None) -> tuple[CountState, SampleKey] | None:
+    """The sample an earlier phase left in the run file for this one (``share``: its key), as the
+    counting state to start from, when it is exactly the one this phase would take; with the key
+    it was taken as. None otherwise."""
+    if share is None:
+        return None
+    got = resume.shared_sample(store, share.key.base)
+    if got is None:
+        return None
+    key, state = SampleKey(*got[0]), got[1]
+    if not _serves(key, took_every_document(state.used), share.key):
+        return None
+    if key.cut != share.key.cut:  # the earlier phase cut long documents; this one takes them whole
+        state.sample = whole_documents(state.sample)
+    return state, key
+
+
 def run(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], fp: list, *, journal: Journal,
         pattern: Pattern, specials: list[str], merges: int, plan: BudgetPlan | None = None, threads: int = 1,
         report: Progress | None = None, started: Started | TableAhead | None = None,
         ray_count: Callable | None = None,
-        ray_tuning: dict | None = None, segment: Callable | None = None) -> Counted:
+        ray_tuning: dict | None = None, segment: Callable | None = None, share: Share | None = None) -> Counted:
     """The count stage's entry (the pipeline's step 3): read, sample (when the budget says so),
     pre-tokenize with ``pattern`` (``specials`` split off) and count one phase's ``sources``
     (resolved, with their fingerprint ``fp``: :func:`toktok.resume.fingerprint`) with the local
@@ -128,7 +213,11 @@ def run(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], fp: list, *, jo
     loop's interval, a snapshot of the counts so far; and the finished sample), then the phase's
     words, inputs and parity sample: the "counted" checkpoint (:meth:`toktok.resume.Journal.counted`),
     stored while the merge stage lays the words out when the run has no budget, or kept for the
-    merge stage's first checkpoint when counting was short.
+    merge stage's first checkpoint when counting was short. A sampled phase's ``share``
+    (:func:`shares`): it takes an earlier phase's sample from the run file when that is exactly
+    the one it would take (no sample pass), and keeps its own there for a later phase that can
+    take it (until that one is counted). The finished sample is stored in the background while
+    counting goes on (:meth:`toktok.resume.Journal.save_behind`).
     Example: ``counted = run(spec, phase, sources, fp, journal=j, pattern=DEFAULT, specials=[], merges=500)``."""
     store, marks, where = journal.store, journal.marks, cfg.where(phase)
     report = report or _silent
@@ -136,9 +225,17 @@ def run(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], fp: list, *, jo
     if journal.resuming:
         restored = resume.count_state(store, phase.name, fp, where)
         store.drop_phase(phase.name)
+    t0 = time.perf_counter()
+    earlier = _earlier_sample(store, share) if restored is None else None
+    if earlier is not None:
+        restored = earlier[0]
+    t_taken = time.perf_counter() - t0  # (taking an earlier phase's sample: this phase's sampling)
 
     def save(state) -> None:
-        journal.save(lambda st: resume.save_count_state(st, phase.name, state, fp))
+        if state.sample is not None:  # the finished sample: stored while counting goes on
+            journal.save_behind(lambda st: resume.save_count_state(st, phase.name, state, fp))
+        else:
+            journal.save(lambda st: resume.save_count_state(st, phase.name, state, fp))
 
     checkpoints = dict(restored=restored, save=save, every=marks.every * resume.COUNT_EVERY)
     tables = [(s, c) for s, c in zip(sources, phase.sources) if c.kind == "counts"]  # word-count tables
@@ -180,12 +277,18 @@ def run(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], fp: list, *, jo
     # the words in one piece, for the merge loop and the checkpoint alike
     counted = Counted.of_table(table, warnings, t_count, docs, text_bytes)
     counted.parity, counted.held_out = parity, held_out = pc.parity, pc.held_out
-    counted.regex_mb_s, counted.sample_seconds = pc.regex_mb_s, pc.seconds.get("sample", 0.0)
+    counted.regex_mb_s, counted.sample_seconds = pc.regex_mb_s, pc.seconds.get("sample", 0.0) + t_taken
     counted.segmented = ids  # (the words kept, segmented by the cut: the merge loop's)
     del table, pc, ids
     words = pa.table({"word": counted.words, "count": counted.counts})
+    # the sample a later phase takes stays in the run file; an earlier phase's goes once none needs it
+    keep = None if earlier is not None or not _kept_for_later(share, used) else share.key
+    done = None
+    if earlier is not None and not _kept_for_later(Share(earlier[1], share.later), used):
+        done = share.key.base
     journal.counted(lambda st, tokens=None: resume.save_counted(st, phase.name, words, parity, held_out, sources,
-                                                               used, state, tokens), t_count)
+                                                               used, state, tokens, keep_sample=keep,
+                                                               shared_done=done), t_count)
     return counted
 
 

@@ -1,0 +1,123 @@
+"""Phases that share a sample (``toktok.count.stage.shares``): a later phase over the same sources,
+seed and capacity takes the sample an earlier phase kept in the run file instead of sampling
+again, when it is exactly the one it would take: the same cuts, or (SuperBPE's second phase, whose
+pattern cuts no document) every document whole, joined from the pieces of a sample that took them
+all (``whole_documents``). A sample that left documents out is not shared across cut rules."""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+
+import duckdb
+import pytest
+
+import faults
+import toktok
+from conftest import FIXTURES
+from toktok.count.common import Source, finish_sample, took_every_document, whole_documents
+from toktok.count.local import count_phase, sample_pass
+from toktok.count.read import read_corpus
+from toktok.patterns import NAMED, SUPERWORD
+from toktok.rundir import RUN_FILE
+
+SOURCES = [str(FIXTURES / "sample.parquet"), str(FIXTURES / "extra.jsonl")]  # long documents, no .txt
+
+
+def _sample(pattern, capacity: int):
+    srcs = [Source(read_corpus(SOURCES))]
+    return finish_sample(sample_pass(srcs, capacity, 0, 1 << 20, lambda *a: None, "", pattern), srcs)
+
+
+def test_the_pieces_of_a_sample_that_took_every_document_join_into_the_uncut_sample():
+    cut, whole = _sample(NAMED["cl100k"], 1 << 30), _sample(SUPERWORD["superbpe"], 1 << 30)
+    assert cut.sample.height > whole.sample.height  # cl100k's sample cut the long documents
+    assert took_every_document(cut.used) and took_every_document(whole.used)
+    assert whole_documents(cut.sample).equals(whole.sample.sort("source", "row"))
+    assert cut.used == whole.used and cut.held_out.equals(whole.held_out)
+    assert not took_every_document(_sample(NAMED["cl100k"], 200_000).used)
+
+
+def _train(tmp_path, name: str, **kw) -> tuple[toktok.TrainResult, set[str]]:
+    stages: set[str] = set()
+    r = toktok.train(out=tmp_path / name, verbose=False, progress=lambda stage, done, total: stages.add(stage), **kw)
+    return r, stages
+
+
+def _words(out, phase: str) -> dict:
+    con = duckdb.connect(str(out / RUN_FILE), read_only=True)
+    try:
+        return dict(con.execute("select word, count from words where phase = $p", {"p": phase}).fetchall())
+    finally:
+        con.close()
+
+
+def test_superbpe_takes_the_first_phase_sample_whole_with_no_second_pass(tmp_path):
+    r, stages = _train(tmp_path, "o", sources=SOURCES, vocab_size=1900, superbpe=1700, budget="4GB")
+    assert [p.name for p in r.phases] == ["subwords", "superwords"]
+    assert "sample subwords" in stages and "sample superwords" not in stages  # one sample pass
+    # the words the second phase's own sample (every document, whole) gives
+    srcs = [Source(read_corpus(SOURCES))]
+    own = count_phase(srcs, capacity=1 << 30, pattern=SUPERWORD["superbpe"]).words.to_pylist()
+    assert _words(r.out, "superwords") == {w["word"]: w["count"] for w in own}
+    assert not list(r.out.glob("sample-*")) and not list(r.out.parent.glob(".o.partial"))
+
+
+def test_a_sample_that_left_documents_out_is_not_taken_by_a_phase_that_cuts_otherwise(tmp_path):
+    # a 200 KB text budget of ~650 KB: cl100k's pieces are not superbpe's documents
+    r, stages = _train(tmp_path, "o", superbpe=1700, budget="4GB", phases=[
+        toktok.Phase("web", vocab_size=1900, sources=SOURCES, budget="200KB")])
+    assert {"sample web", "sample superwords"} <= stages
+    srcs = [Source(read_corpus(SOURCES))]
+    own = count_phase(srcs, capacity=200_000, pattern=SUPERWORD["superbpe"]).words.to_pylist()
+    assert _words(r.out, "superwords") == {w["word"]: w["count"] for w in own}
+
+
+def test_a_phase_with_the_same_sources_and_pattern_takes_the_sample_as_it_is(tmp_path):
+    r, stages = _train(tmp_path, "o", budget="4GB", phases=[
+        toktok.Phase("a", merges=300, sources=SOURCES, budget="200KB"),
+        toktok.Phase("b", merges=200, sources=SOURCES, budget="200KB")])
+    assert "sample a" in stages and "sample b" not in stages
+    assert _words(r.out, "a") == _words(r.out, "b")
+    con = duckdb.connect(str(r.out / RUN_FILE), read_only=True)
+    rows = con.execute("select phase, path, docs, text_bytes from inputs order by phase, path").fetchall()
+    assert [x[1:] for x in rows if x[0] == "a"] == [x[1:] for x in rows if x[0] == "b"]
+    assert con.execute("select count(*) from meta where key like 'sample:%'").fetchone()[0] == 0
+    con.close()
+
+
+def _cli(args: list[str], kill_at: int | None = None) -> subprocess.CompletedProcess:
+    cmd = faults.command(every=0, step=10_000, kill_at=kill_at) + ["train", *args, "-q"]  # no checkpoint in a loop
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("kill_at", [1, 2, 6])
+def test_a_resumed_run_finds_the_shared_sample(tmp_path, kill_at):
+    """Killed after the first phase's sample was stored (1), after it was counted (2: its sample
+    kept in the run file for the second phase) and after the second phase was counted (6): the
+    resumed run ends with the files of an uninterrupted one, and no sample is left behind."""
+    args = [*SOURCES, "--vocab-size", "1900", "--superbpe", "1700", "--budget", "4GB"]
+    ref, out = tmp_path / "ref", tmp_path / "o"
+    assert _cli(args + ["--out", str(ref)]).returncode == 0
+    r = _cli(args + ["--out", str(out)], kill_at=kill_at)
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    partial = tmp_path / ".o.partial"
+    con = duckdb.connect(str(partial / RUN_FILE), read_only=True)
+    shared = con.execute("select value from meta where key like 'sample:%'").fetchall()
+    own = con.execute("select count(*) from meta where key like 'count_state:%'").fetchone()[0]
+    counted = {p for (p,) in con.execute("select distinct phase from words").fetchall()}
+    con.close()
+    samples = list(partial.glob("sample-*.parquet"))
+    assert counted == [set(), {"subwords"}, {"subwords", "superwords"}][[1, 2, 6].index(kill_at)]
+    if kill_at == 1:  # the first phase's counting checkpoint: its sample
+        assert len(samples) == 1 and own == 1 and not shared
+    if kill_at == 2:  # the first phase's sample, kept for the second
+        assert len(samples) == 1 and own == 0 and len(shared) == 1
+        assert json.loads(shared[0][0])["phase"] == "subwords"
+    if kill_at == 6:  # the second phase took it and was counted: it went
+        assert not samples and not shared and own == 0
+    r = _cli(args + ["--out", str(out), "--resume"])
+    assert r.returncode == 0, r.stderr
+    for name in ("tokenizer.tiktoken", "tokenizer.json"):
+        assert (out / name).read_bytes() == (ref / name).read_bytes(), name
+    assert not list(out.glob("sample-*"))

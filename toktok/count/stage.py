@@ -219,25 +219,11 @@ def run(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], fp: list, *, jo
     take it (until that one is counted). The finished sample is stored in the background while
     counting goes on (:meth:`toktok.resume.Journal.save_behind`).
     Example: ``counted = run(spec, phase, sources, fp, journal=j, pattern=DEFAULT, specials=[], merges=500)``."""
-    store, marks, where = journal.store, journal.marks, cfg.where(phase)
+    marks, where = journal.marks, cfg.where(phase)
     report = report or _silent
-    restored = None
-    if journal.resuming:
-        restored = resume.count_state(store, phase.name, fp, where)
-        store.drop_phase(phase.name)
-    t0 = time.perf_counter()
-    earlier = _earlier_sample(store, share) if restored is None else None
-    if earlier is not None:
-        restored = earlier[0]
-    t_taken = time.perf_counter() - t0  # (taking an earlier phase's sample: this phase's sampling)
-
-    def save(state) -> None:
-        if state.sample is not None:  # the finished sample: stored while counting goes on
-            journal.save_behind(lambda st: resume.save_count_state(st, phase.name, state, fp))
-        else:
-            journal.save(lambda st: resume.save_count_state(st, phase.name, state, fp))
-
-    checkpoints = dict(restored=restored, save=save, every=marks.every * resume.COUNT_EVERY)
+    restored, earlier, t_taken = _start_from(journal, phase.name, fp, where, share)
+    checkpoints = dict(restored=restored, save=partial(_save, journal, phase.name, fp),
+                       every=marks.every * resume.COUNT_EVERY)
     tables = [(s, c) for s, c in zip(sources, phase.sources) if c.kind == "counts"]  # word-count tables
     text = [s for s, c in zip(sources, phase.sources) if c.kind != "counts"]
     ahead = started if isinstance(started, TableAhead) else None  # (the first table, being read: start)
@@ -281,15 +267,43 @@ def run(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], fp: list, *, jo
     counted.segmented = ids  # (the words kept, segmented by the cut: the merge loop's)
     del table, pc, ids
     words = pa.table({"word": counted.words, "count": counted.counts})
-    # the sample a later phase takes stays in the run file; an earlier phase's goes once none needs it
-    keep = None if earlier is not None or not _kept_for_later(share, used) else share.key
-    done = None
-    if earlier is not None and not _kept_for_later(Share(earlier[1], share.later), used):
-        done = share.key.base
+    kept = _kept_samples(share, earlier, used)
     journal.counted(lambda st, tokens=None: resume.save_counted(st, phase.name, words, parity, held_out, sources,
-                                                               used, state, tokens, keep_sample=keep,
-                                                               shared_done=done), t_count)
+                                                               used, state, tokens, **kept), t_count)
     return counted
+
+
+def _start_from(journal: Journal, phase: str, fp: list, where: str,
+                share: Share | None) -> tuple[CountState | None, tuple | None, float]:
+    """Where counting ``phase`` starts: (the interrupted run's counting checkpoint on ``--resume``,
+    else an earlier phase's sample when it is this one's: :func:`_earlier_sample`, or None; that
+    earlier sample's (state, key) or None; the seconds taking it took, this phase's sampling)."""
+    store, restored = journal.store, None
+    if journal.resuming:
+        restored = resume.count_state(store, phase, fp, where)
+        store.drop_phase(phase)
+    t0 = time.perf_counter()
+    earlier = _earlier_sample(store, share) if restored is None else None
+    return (restored if earlier is None else earlier[0]), earlier, time.perf_counter() - t0
+
+
+def _save(journal: Journal, phase: str, fp: list, state: CountState) -> None:
+    """A counting checkpoint of ``phase``: the finished sample stored while counting goes on
+    (:meth:`~toktok.resume.Journal.save_behind`), the counts so far of a full read at once."""
+    if state.sample is not None:
+        journal.save_behind(lambda st: resume.save_count_state(st, phase, state, fp))
+    else:
+        journal.save(lambda st: resume.save_count_state(st, phase, state, fp))
+
+
+def _kept_samples(share: Share | None, earlier: tuple | None, used: dict) -> dict:
+    """What the "counted" checkpoint does with the samples (:func:`toktok.resume.save_counted`'s
+    ``keep_sample`` and ``shared_done``): a phase's own sample stays in the run file when a later
+    phase takes it; an earlier phase's that it took goes once no later phase takes it."""
+    if earlier is None:
+        return {"keep_sample": share.key if _kept_for_later(share, used) else None, "shared_done": None}
+    later = _kept_for_later(Share(earlier[1], share.later), used)
+    return {"keep_sample": None, "shared_done": None if later else share.key.base}
 
 
 def _silent(stage: str, done: int, total: int | None) -> None:

@@ -118,8 +118,8 @@ class SampleKey(NamedTuple):
     reservoirs' capacities (:func:`~.common.capacity_split`) and the batch size (the steps a
     ``.txt`` file is sampled in); ``cut``, where its pattern cuts long documents (a named
     pattern's cut rule, else none; with its regex when a file is read in parts cut by it); and
-    ``whole``: no file is read in pattern-cut parts (``.txt``, data in memory), so the pieces of
-    a sample that took every document join into the documents (:func:`~.common.whole_documents`)."""
+    ``whole``: no file is read in pattern-cut parts (``.txt``), so the pieces of a sample that
+    took every document join into the documents (:func:`~.common.whole_documents`)."""
 
     base: str
     cut: str
@@ -137,15 +137,16 @@ class Share(NamedTuple):
 def sample_key(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], plan: BudgetPlan | None,
                pattern: Pattern) -> SampleKey | None:
     """The identity of the sample ``phase`` takes of its text ``sources`` (resolved, spelled as
-    the run reads them) with ``pattern`` (:class:`SampleKey`); None when it reads every document.
+    the run reads them) with ``pattern`` (:class:`SampleKey`); None when it reads every document,
+    or reads data in memory.
     Example: ``sample_key(spec, spec.phases[0], sources, plan, DEFAULT).base``."""
     capacity = _phase_capacity(cfg, phase, plan)
     text = [s for s, c in zip(sources, phase.sources) if c.kind != "counts"]
-    if capacity is None or not text:
-        return None
+    if capacity is None or not text or any(f.kind == "memory" for _src, f in phase_files(text)):
+        return None  # (data in memory has no identity before it is read: its phases sample it each)
     keys = doc_keys(text)
     files = [[keys[f.path], f.kind, fp] for (_src, f), fp in zip(phase_files(text), resume.fingerprint(text))]
-    parted = any(f.kind in ("txt", "memory") for _src, f in phase_files(text))
+    parted = any(f.kind == "txt" for _src, f in phase_files(text))
     r = rule(pattern)
     cut = f"rule {r.kind}" if r is not None else "none" + (f" {pattern.regex}" if parted else "")
     ident = {"files": files, "sources": [[s.weight, s.corpus.text_column, s.corpus.bad_utf8, len(s.corpus.files)]

@@ -514,7 +514,7 @@ def count_state(store: RunStore, phase: str, fp: list, where: str = "") -> Count
     import polars as pl  # the engines' own frames (CountState)
 
     words = pl.from_arrow(st["words"]) if st["words"] is not None else None
-    sample = pl.from_arrow(st["sample"]) if st["sample"] is not None else None
+    sample = st["sample"]  # (a Polars frame already)
     parity = st["parity"].cast(PARITY_SCHEMA) if st["parity"].num_rows else None
     return CountState(st["files_done"], words, st["used"]["state"], parity, sample,
                       held_out=held_out_of(store, phase) if sample is not None else None)
@@ -527,11 +527,8 @@ def shared_sample(store: RunStore, base: str) -> tuple[list, CountState] | None:
     got = store.get_shared_sample(base)
     if got is None:
         return None
-    meta, table = got
-    import polars as pl  # the engines' own frames (CountState)
-
-    return meta["key"], CountState(sample=pl.from_arrow(table), used=meta["used"],
-                                   held_out=held_out_of(store, meta["phase"]))
+    meta, sample = got
+    return meta["key"], CountState(sample=sample, used=meta["used"], held_out=held_out_of(store, meta["phase"]))
 
 
 def save_count_state(store: RunStore, phase: str, state: CountState, fp: list) -> None:

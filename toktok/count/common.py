@@ -273,19 +273,25 @@ def whole_documents(smp: pl.DataFrame) -> pl.DataFrame:
     cuts) as the sample of whole documents that a reservoir which does not cut them takes, when
     the sample holds every piece of every document it touches (:func:`took_every_document`): each
     document's pieces joined in order (a piece is a byte range of its document, the next starting
-    where it ends), its identity ``row << 20`` and its hash that of piece 0, the document's own
-    (:func:`~toktok.count.sample.doc_hashes`). In (source, row) order, as it is counted
+    where it ends: in (source, row) order their texts are the documents' back to back, so only
+    the offsets change), its identity ``row << 20`` and its hash that of piece 0, the document's
+    own (:func:`~toktok.count.sample.doc_hashes`). In (source, row) order, as it is counted
     (:func:`sample_parts`). Example: ``whole_documents(state.sample)["bytes"].sum() == state.sample["bytes"].sum()``."""
     import polars as pl
 
-    piece = 1 << 20
     smp = smp.sort("source", "row")
-    if not smp.height or not ((smp["row"] % piece) != 0).any():  # no document was cut
+    row = smp["row"].to_numpy()
+    starts = np.flatnonzero(row % (1 << 20) == 0)  # each document's piece 0
+    if len(starts) == smp.height:  # no document was cut
         return smp
-    doc = pl.col("row") // piece * piece
-    return (smp.group_by("source", doc.alias("doc"), maintain_order=True)
-            .agg(pl.col("hash").first(), pl.col("bytes").sum(), pl.col("text").str.join(""))
-            .select("hash", "source", pl.col("doc").alias("row"), "bytes", "text"))
+    text = sample.as_large_string(smp["text"])  # the pieces' text back to back, in this order
+    offs, _ = sample._buffers(text)
+    joined = pa.Array.from_buffers(pa.large_string(), len(starts),
+                                   [None, pa.py_buffer(np.append(offs[starts], offs[-1])), text.buffers()[2]])
+    first = pl.Series(starts)
+    return pl.DataFrame({"hash": smp["hash"].gather(first), "source": smp["source"].gather(first),
+                         "row": row[starts], "bytes": np.add.reduceat(smp["bytes"].to_numpy(), starts),
+                         "text": pl.Series("text", joined)})
 
 
 def sample_parts(smp: pl.DataFrame, piece_bytes: int) -> Iterator[pl.DataFrame]:

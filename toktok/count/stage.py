@@ -237,6 +237,8 @@ def run(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], fp: list, *, jo
     pc = count(text, seed=cfg.seed, capacity=_phase_capacity(cfg, phase, plan),
                batch_bytes=plan.batch_bytes if plan is not None else BATCH_BYTES, specials=specials,
                threads=threads, report=report, tag=cfg.tag(phase), pattern=pattern) if text else None
+    del checkpoints, count, restored  # (a sample taken from an earlier phase goes now)
+    earlier = None if earlier is None else earlier[1]
     said: list[str] = []
     if tables:  # summed with the text's words (toktok.count.tables)
         pc, said = with_tables(pc, *zip(*tables), pattern=pattern, specials=specials, seed=cfg.seed,
@@ -297,13 +299,14 @@ def _save(journal: Journal, phase: str, fp: list, state: CountState) -> None:
         journal.save(lambda st: resume.save_count_state(st, phase, state, fp))
 
 
-def _kept_samples(share: Share | None, earlier: tuple | None, used: dict) -> dict:
+def _kept_samples(share: Share | None, earlier: SampleKey | None, used: dict) -> dict:
     """What the "counted" checkpoint does with the samples (:func:`toktok.resume.save_counted`'s
     ``keep_sample`` and ``shared_done``): a phase's own sample stays in the run file when a later
-    phase takes it; an earlier phase's that it took goes once no later phase takes it."""
+    phase takes it; an earlier phase's that it took (``earlier``: its key) goes once no later
+    phase takes it."""
     if earlier is None:
         return {"keep_sample": share.key if _kept_for_later(share, used) else None, "shared_done": None}
-    later = _kept_for_later(Share(earlier[1], share.later), used)
+    later = _kept_for_later(Share(earlier, share.later), used)
     return {"keep_sample": None, "shared_done": None if later else share.key.base}
 
 

@@ -121,3 +121,26 @@ def test_a_resumed_run_finds_the_shared_sample(tmp_path, kill_at):
     for name in ("tokenizer.tiktoken", "tokenizer.json"):
         assert (out / name).read_bytes() == (ref / name).read_bytes(), name
     assert not list(out.glob("sample-*"))
+
+
+def test_a_kill_while_the_sample_is_written_resumes_as_if_it_never_was(tmp_path):
+    """The finished sample is written while counting goes on, its file before the meta row that
+    makes it count: a kill in the middle leaves a partial file and no row (made here from a run
+    killed right after the write: the row dropped, the file cut short under its temporary name),
+    and the resumed run samples again and ends with the files of an uninterrupted one."""
+    args = [*SOURCES, "--vocab-size", "1900", "--superbpe", "1700", "--budget", "4GB"]
+    ref, out = tmp_path / "ref", tmp_path / "o"
+    assert _cli(args + ["--out", str(ref)]).returncode == 0
+    assert _cli(args + ["--out", str(out)], kill_at=1).returncode == -signal.SIGKILL
+    partial = tmp_path / ".o.partial"
+    (sample,) = partial.glob("sample-*.parquet")
+    sample.with_suffix(".tmp").write_bytes(sample.read_bytes()[: sample.stat().st_size // 2])
+    sample.unlink()
+    con = duckdb.connect(str(partial / RUN_FILE))
+    con.execute("delete from meta where key like 'count_state:%'")
+    con.close()
+    r = _cli(args + ["--out", str(out), "--resume"])
+    assert r.returncode == 0, r.stderr
+    for name in ("tokenizer.tiktoken", "tokenizer.json"):
+        assert (out / name).read_bytes() == (ref / name).read_bytes(), name
+    assert not list(out.glob("sample-*"))

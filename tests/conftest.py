@@ -95,6 +95,22 @@ def phase_pair(tmp_path_factory, insight_data) -> dict[str, Path]:
     return out
 
 
+def cli(*args):
+    """``toktok ARGS`` in this process (Typer's test runner), each argument as a string."""
+    from typer.testing import CliRunner
+
+    from toktok.cli import app
+
+    return CliRunner().invoke(app, [*map(str, args)])
+
+
+def cli_ok(*args) -> str:
+    """``cli(*args)``, which must exit 0; its output."""
+    r = cli(*args)
+    assert r.exit_code == 0, r.output
+    return r.output
+
+
 def one_error_line(r, *needles: str) -> str:
     """The bad-input contract on a CLI result (typer's ``CliRunner`` result or a finished
     subprocess): exit code 2, no traceback, one line ``toktok: error: ...`` naming every needle.

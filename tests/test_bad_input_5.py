@@ -16,28 +16,15 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import FIXTURES, ROOT, one_error_line
-from typer.testing import CliRunner
+from conftest import FIXTURES, ROOT, one_error_line, cli as _cli, cli_ok as _ok
 
 import toktok
-from toktok.cli import app
 from toktok.count.tables import META_KEY, read_counts
 from toktok.errors import ConfigError, InputError
 from toktok.patterns import DEFAULT
 
-runner = CliRunner()
 NOTES = FIXTURES / "notes.txt"
 FILES = ("tokenizer.json", "tokenizer.tiktoken", "tokenizer_config.json", "special_tokens_map.json")
-
-
-def _cli(*args):
-    return runner.invoke(app, [*map(str, args)])
-
-
-def _ok(*args) -> str:
-    r = _cli(*args)
-    assert r.exit_code == 0, r.output
-    return r.output
 
 
 def _bytes(folder: Path) -> dict[str, bytes]:

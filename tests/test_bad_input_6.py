@@ -10,27 +10,14 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import FIXTURES, one_error_line
-from typer.testing import CliRunner
+from conftest import FIXTURES, one_error_line, cli as _cli, cli_ok as _ok
 
 import toktok
-from toktok.cli import app
 from toktok.errors import ConfigError
 
-runner = CliRunner()
 NOTES = FIXTURES / "notes.txt"
 EXTRA = FIXTURES / "extra.jsonl"
 FILES = ("tokenizer.json", "tokenizer.tiktoken", "tokenizer_config.json", "special_tokens_map.json")
-
-
-def _cli(*args):
-    return runner.invoke(app, [*map(str, args)])
-
-
-def _ok(*args) -> str:
-    r = _cli(*args)
-    assert r.exit_code == 0, r.output
-    return r.output
 
 
 def _table(path: Path) -> dict[bytes, int]:

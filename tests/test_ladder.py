@@ -10,7 +10,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, ROOT, cli_ok as _ok
 from typer.testing import CliRunner
 
 import toktok
@@ -22,12 +22,6 @@ runner = CliRunner()
 FILES = ("tokenizer.json", "tokenizer.tiktoken", "tokenizer_config.json", "special_tokens_map.json")
 SPECIALS = ["-s", "<|endoftext|>", "-s", "<|pad|>"]
 DATA = [FIXTURES / "sample.parquet", FIXTURES / "notes.txt"]
-
-
-def _ok(*args) -> str:
-    r = runner.invoke(app, [*map(str, args)])
-    assert r.exit_code == 0, r.output
-    return r.output
 
 
 def _fails(*args) -> str:

@@ -12,7 +12,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, cli_ok as _ok
 from typer.testing import CliRunner
 
 import toktok
@@ -26,12 +26,6 @@ runner = CliRunner()
 SPECIALS = ["-s", "<|endoftext|>", "-s", "<|pad|>"]
 FILES = ("tokenizer.json", "tokenizer.tiktoken", "tokenizer_config.json", "special_tokens_map.json")
 SOURCES = [FIXTURES / "sample.parquet", FIXTURES / "notes.txt", FIXTURES / "extra.jsonl"]
-
-
-def _ok(*args) -> str:
-    r = runner.invoke(app, [*map(str, args)])
-    assert r.exit_code == 0, r.output
-    return r.output
 
 
 def _same_files(a: Path, b: Path) -> None:

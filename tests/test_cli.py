@@ -399,6 +399,13 @@ def test_help_loads_no_stage_library():
     assert r.stderr.strip().splitlines()[-1:] in ([], [""]), r.stderr
 
 
+def _help_and_refusal(code: str) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
+    """Python ``code`` (which runs the command on its arguments) with ``--help``, then with a
+    ``train`` the command refuses (no sources)."""
+    return tuple(subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+                 for args in (["--help"], ["train", "--merges", "3"]))
+
+
 def test_the_command_ends_without_pythons_last_collection():
     """``toktok`` (``cli.main``) freezes what the command made once it is done, so that Python's
     exit does not collect it (0.1-0.3 s of a run), and keeps the command's exit code."""
@@ -407,9 +414,7 @@ def test_the_command_ends_without_pythons_last_collection():
             "from toktok.cli import main\n"
             "sys.argv = ['toktok', *sys.argv[1:]]\n"
             "main()\n")
-    ok = subprocess.run([sys.executable, "-c", code, "--help"], capture_output=True, text=True, timeout=120)
-    bad = subprocess.run([sys.executable, "-c", code, "train", "--merges", "3"], capture_output=True, text=True,
-                         timeout=120)
+    ok, bad = _help_and_refusal(code)
     assert (ok.returncode, bad.returncode) == (0, 2), bad.stderr
     assert ok.stdout.splitlines()[-1] == bad.stdout.splitlines()[-1] == "frozen True"
 
@@ -423,9 +428,7 @@ def test_the_command_ends_at_once_with_its_code_output_and_exit_functions(tmp_pa
             "sys.argv = ['toktok', *sys.argv[1:]]\n"
             "runpy.run_module('toktok', run_name='__main__')\n"
             "print('not reached')\n")
-    ok = subprocess.run([sys.executable, "-c", code, "--help"], capture_output=True, text=True, timeout=120)
-    bad = subprocess.run([sys.executable, "-c", code, "train", "--merges", "3"], capture_output=True, text=True,
-                         timeout=120)
+    ok, bad = _help_and_refusal(code)
     assert (ok.returncode, bad.returncode) == (0, 2), bad.stderr
     assert "Commands" in ok.stdout and ok.stdout.splitlines()[-1] == bad.stdout.splitlines()[-1] == "exit functions ran"
     assert "not reached" not in ok.stdout + bad.stdout

@@ -217,16 +217,17 @@ def _kept_ids(runs: list, tokens: np.ndarray, keep_rows: np.ndarray) -> tuple[np
     :func:`_tokens`, with their offsets; the list is emptied on the way, each run freed once copied."""
     offsets = np.zeros(len(keep_rows) + 1, np.int64)
     np.cumsum(tokens[keep_rows], out=offsets[1:])
-    if len(runs) == 1 and len(keep_rows) == len(tokens):
-        return runs.pop()[2], offsets
     every = len(keep_rows) == len(tokens)  # every word kept: the runs joined, no mask
-    keep = np.zeros(len(tokens), np.bool_)
-    keep[keep_rows] = True
+    if every and len(runs) == 1:
+        return runs.pop()[2], offsets
+    keep = None if every else np.zeros(len(tokens), np.bool_)
+    if keep is not None:
+        keep[keep_rows] = True
     out = np.empty(int(offsets[-1]), runs[0][2].dtype)
     o = 0
     while runs:
         a, b, flat = runs.pop(0)
-        if every:
+        if keep is None:
             n = len(flat)
             out[o : o + n] = flat
         else:

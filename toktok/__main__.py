@@ -5,6 +5,9 @@ still do that matters is done first (the threads that are not daemons joined, th
 functions run, stdout and stderr flushed), then ``os._exit`` with the command's exit code, without
 the modules' and the libraries' teardown (DuckDB, Arrow, NumPy freeing what the process gives back
 anyway: 0.05-0.1 s of a run). ``cli.main`` itself returns, for callers that go on after it.
+Before anything imports NumPy, its BLAS is held to one thread (``OPENBLAS_NUM_THREADS=1``, unless
+the environment sets it): toktok does no linear algebra, and OpenBLAS's idle threads spin on a
+core after each call (a word-count table's one dot product: ~0.1 s of CPU beside the merge loop).
 Example: ``python -m toktok --help``.
 """
 from __future__ import annotations
@@ -18,6 +21,7 @@ import threading
 def command() -> None:  # pragma: no cover
     """Run the ``toktok`` command (:func:`toktok.cli.main`) and end the process with its exit code
     (see the module docstring). An error that is no ``SystemExit`` ends it as Python does."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # (before NumPy loads OpenBLAS: see above)
     from .cli import main
 
     try:

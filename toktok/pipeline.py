@@ -37,8 +37,10 @@ the last merge loop (``verify.start``; in this process under a memory budget), w
 step and tiktoken's half of the verification run, and a smaller one, loaded in this process,
 encodes the check's texts in a thread meanwhile (``verify.begin``); the compression curve's
 documents are cut into pieces beside the last merge loop once it reports merges (``insight.ahead``,
-handed to step 7); the run file's WAL is written into it on a second connection during step 8 (so
-that closing it writes only step 9's rows); on the first run after an install the kernels compile
+handed to step 7); steps 6 and 7 run in a thread on the run file's connection while this one
+exports and checks the files (5 and 8, the export's meta on a second connection), then write the
+run file's WAL into it (so that closing it writes only step 9's rows; ``_Beside``, in line before
+the export under a memory budget); on the first run after an install the kernels compile
 in second processes before the run goes on (``merge.Kernels``; under a memory budget before the
 run file is opened: ``toktok.ahead``); the first file's first batch is read (a word-count table's
 file read) while the run file is opened (``count.start``).
@@ -63,6 +65,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -121,7 +124,7 @@ class _Run:
     started: Any = None  # the first phase's first file, being read since step 1 (count.start)
     hf: verify.HFSide | None = None  # HF tokenizers' half of the verification, loading since the export
     curve_ahead: insight.Ahead | None = None  # the insight step's curve pieces, cut beside the last merge loop
-    flushing: resume.Pending | None = None  # the run file's WAL written into it beside the verification
+    flushing: _Beside | None = None  # steps 6-7 and the run file's WAL written into it, beside 5 and 8
     tiktoken_written: tuple | None = None  # (.tiktoken text, vocabulary) the export wrote, for the verification
     ray_tuning: dict = field(default_factory=dict)  # more keywords of the Ray engine's count_phase
     parity: count.ParitySample = field(default_factory=count.ParitySample)
@@ -226,13 +229,12 @@ def _train(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: resu
         for phase, sources, fp, share in zip(run.phases, run.plans, run.fingerprints, shares):
             _phase(run, phase, sources, fp, share)  # 3-4.
         _reserve(run)
+        # 6., 7. and the run file's WAL written into it (closing it then writes only publishing's
+        # few rows), in a thread on the run file's connection, beside 5. and 8. in this one
+        run.flushing = _Beside(run)
         _export(run)  # 5.
+        run.flushing.exported()
         verify.begin(run.hf, run.vocab, run.parity.texts(), slices=cfg.verify_slices, seed=cfg.seed)  # (HF's half of 8)
-        _vocabulary(run)  # 6.
-        _insight(run)  # 7.
-        # (the run file's WAL, its tables so far, written into it while the files are checked:
-        # closing it then writes only publishing's few rows)
-        run.flushing = resume.Pending(lambda store: store.run("checkpoint"), journal.store)
         _verify(run)  # 8.
         _ladder(run)  # (--ladder: the smaller sizes, each checked too)
         _publish(run)  # 9.
@@ -366,23 +368,86 @@ def _reserve(run: _Run) -> None:
         run.warnings.append(got.warning)
 
 
+class _Beside:
+    """Steps 6 and 7 (``_vocabulary``, ``_insight``) and the run file's WAL written into it, in a
+    thread of their own, while this one exports (5) and checks (8) the files: they read the
+    vocabulary, the run file and the parity sample, which steps 5 and 8 do not change, and only
+    they use the run file's connection meanwhile (the export records its meta on a second one,
+    committed before the WAL is written: ``exported``). The insight step waits for the merge
+    stage's checkpoint and is mostly DuckDB's work and the kernels' (without the GIL), the export
+    and the check mostly Python's. ``wait`` (``_flushed``) joins it, reports the insight step's
+    progress then, in this thread (the reporters show one stage at a time: it is said once done),
+    and raises what it raised. Under a memory budget they run in line instead, before the export:
+    its plan counts one step at a time."""
+
+    def __init__(self, run: _Run) -> None:
+        self._error: BaseException | None = None
+        self._exported = threading.Event()
+        self._report = run.report
+        self._heard: list[tuple] = []  # the insight step's progress, reported by wait
+        run.times.setdefault("export", 0.0)  # (the stages recorded in the order they start)
+        run.times.setdefault("insight", 0.0)
+        self._thread = None
+        if run.plan is not None:
+            self._exported.set()
+            self._steps(run, run.report)
+            if self._error is not None:
+                raise self._error
+            return
+        heard = self._heard.append
+        self._thread = threading.Thread(target=self._steps, args=(run, lambda *a: heard(a)), name="toktok-insight",
+                                        daemon=True)
+        self._thread.start()
+
+    def _steps(self, run: _Run, report: Progress) -> None:
+        try:
+            _vocabulary(run)  # 6.
+            _insight(run, report)  # 7.
+            self._exported.wait()  # (DuckDB's CHECKPOINT refuses to run beside another writer)
+            run.journal.store.run("checkpoint")
+        except BaseException as e:  # raised by wait(), in the run's thread
+            self._error = e
+
+    def exported(self) -> None:
+        """The export is done with the run file: the WAL may be written into it."""
+        self._exported.set()
+
+    def wait(self) -> None:
+        self._exported.set()  # (a failed export: nothing more is written beside it)
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        heard, self._heard = self._heard, []
+        for event in heard:
+            self._report(*event)
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+
 def _export(run: _Run) -> None:
     """5. The tokenizer files in the staging folder (``export.write``); HF's half of the check
-    loads the new tokenizer.json from here on."""
+    loads the new tokenizer.json from here on. Its meta goes in on a second connection to the run
+    file (``_Beside`` has the first)."""
     t0 = time.perf_counter()
-    out = export.write(run.vocab, run.staging.path, cfg=run.cfg, store=run.journal.store, pattern=run.pattern,
-                       base=run.base, chat_template=run.chat_template, hf=run.hf, budgeted=run.plan is not None,
-                       report=run.report)
+    side = run.journal.store.cursor()
+    try:
+        out = export.write(run.vocab, run.staging.path, cfg=run.cfg, store=side, pattern=run.pattern,
+                           base=run.base, chat_template=run.chat_template, hf=run.hf, budgeted=run.plan is not None,
+                           report=run.report)
+    finally:
+        side.con.close()
     run.hf, run.tiktoken_written, run.special_ids = out.hf, out.tiktoken, out.specials
     run.times["export"] = time.perf_counter() - t0
 
 
-def _insight(run: _Run) -> None:
-    """7. The run file's views, compression curve and word gains (``insight.record``)."""
+def _insight(run: _Run, report: Progress) -> None:
+    """7. The run file's views, compression curve and word gains (``insight.record``), its
+    progress to ``report``."""
     t0 = time.perf_counter()
     ahead, run.curve_ahead = run.curve_ahead, None
     insight.record(run.journal, run.parity.df, run.phase_parity, run.phase_held_out, threads=run.threads,
-                   small=run.small, report=run.report, ahead=ahead)
+                   small=run.small, report=report, ahead=ahead)
     run.times["insight"] = time.perf_counter() - t0
 
 
@@ -451,7 +516,8 @@ def _publish(run: _Run) -> None:
 
 
 def _flushed(run: _Run) -> None:
-    """The run file's WAL written into it beside the verification (``run.flushing``), waited for."""
+    """Steps 6 and 7 and the run file's WAL written into it beside the export and the
+    verification (``run.flushing``, a ``_Beside``), waited for."""
     flushing, run.flushing = run.flushing, None
     if flushing is not None:
         flushing.wait()

@@ -39,11 +39,11 @@ encodes the check's texts in a thread meanwhile (``verify.begin``); the compress
 documents are cut into pieces beside the last merge loop once it reports merges (``insight.ahead``,
 handed to step 7); steps 6 and 7 run in a thread on the run file's connection while this one
 exports and checks the files (5 and 8, the export's meta on a second connection), then write the
-run file's WAL into it (so that closing it writes only step 9's rows; ``_Beside``, in line before
-the export under a memory budget); on the first run after an install the kernels compile
-in second processes before the run goes on (``merge.Kernels``; under a memory budget before the
-run file is opened: ``toktok.ahead``); the first file's first batch is read (a word-count table's
-file read) while the run file is opened (``count.start``).
+run file's WAL into it (so that closing it writes only step 9's rows; ``_Beside``; under a
+memory budget 6 and 7 in line after the export, the WAL beside 8); on the first run after an
+install the kernels compile in second processes before the run goes on (``merge.Kernels``; under
+a memory budget before the run file is opened: ``toktok.ahead``); the first file's first batch is
+read (a word-count table's file read) while the run file is opened (``count.start``).
 
 Layering: imports point down this list, never up (and make no cycle):
 (1) the edge, ``cli`` and ``api``: parse, call the library, map typed errors (no DuckDB, no run
@@ -377,40 +377,49 @@ class _Beside:
     stage's checkpoint and is mostly DuckDB's work and the kernels' (without the GIL), the export
     and the check mostly Python's. ``wait`` (``_flushed``) joins it, reports the insight step's
     progress then, in this thread (the reporters show one stage at a time: it is said once done),
-    and raises what it raised. Under a memory budget they run in line instead, before the export:
-    its plan counts one step at a time."""
+    and raises what it raised. Under a memory budget, whose plan counts one step at a time, steps
+    6 and 7 run in line once the export is done, as before, and only the WAL is written beside 8."""
 
     def __init__(self, run: _Run) -> None:
+        self._run = run
         self._error: BaseException | None = None
         self._exported = threading.Event()
-        self._report = run.report
         self._heard: list[tuple] = []  # the insight step's progress, reported by wait
         run.times.setdefault("export", 0.0)  # (the stages recorded in the order they start)
         run.times.setdefault("insight", 0.0)
-        self._thread = None
-        if run.plan is not None:
-            self._exported.set()
-            self._steps(run, run.report)
-            if self._error is not None:
-                raise self._error
-            return
-        heard = self._heard.append
-        self._thread = threading.Thread(target=self._steps, args=(run, lambda *a: heard(a)), name="toktok-insight",
-                                        daemon=True)
+        self._thread: threading.Thread | None = None
+        if run.plan is None:
+            heard = self._heard.append
+            self._start(self._steps, lambda *a: heard(a))
+
+    def _start(self, target: Callable, *args) -> None:
+        self._thread = threading.Thread(target=target, args=args, name="toktok-insight", daemon=True)
         self._thread.start()
 
-    def _steps(self, run: _Run, report: Progress) -> None:
+    def _steps(self, report: Progress) -> None:
         try:
-            _vocabulary(run)  # 6.
-            _insight(run, report)  # 7.
-            self._exported.wait()  # (DuckDB's CHECKPOINT refuses to run beside another writer)
-            run.journal.store.run("checkpoint")
+            _vocabulary(self._run)  # 6.
+            _insight(self._run, report)  # 7.
+        except BaseException as e:  # raised by wait(), in the run's thread
+            self._error = e
+            return
+        self._exported.wait()  # (DuckDB's CHECKPOINT refuses to run beside another writer)
+        self._flush()
+
+    def _flush(self) -> None:
+        try:
+            self._run.journal.store.run("checkpoint")
         except BaseException as e:  # raised by wait(), in the run's thread
             self._error = e
 
     def exported(self) -> None:
-        """The export is done with the run file: the WAL may be written into it."""
+        """The export is done with the run file: the WAL may be written into it (under a
+        memory budget: steps 6 and 7 now, in line, then the WAL in a thread)."""
         self._exported.set()
+        if self._thread is None:
+            _vocabulary(self._run)  # 6.
+            _insight(self._run, self._run.report)  # 7.
+            self._start(self._flush)
 
     def wait(self) -> None:
         self._exported.set()  # (a failed export: nothing more is written beside it)
@@ -419,7 +428,7 @@ class _Beside:
             self._thread = None
         heard, self._heard = self._heard, []
         for event in heard:
-            self._report(*event)
+            self._run.report(*event)
         error, self._error = self._error, None
         if error is not None:
             raise error

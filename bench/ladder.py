@@ -15,7 +15,8 @@ checkout (``ROW@DIR``'s name; e.g. ``git archive main | tar -x -C /tmp/main``: b
 Per run it keeps the load average (1 min) at its start, its CPU seconds (user + system, its
 child processes included: less moved by other tenants than the wall) and the stage times its run file records
 (``stages``: count, merge, export, insight, verify, ...; ``rest`` = the wall less their sum: the
-interpreter's start, imports, planning, opening the run file, publishing, the process's end), and
+interpreter's start, imports, planning, opening the run file, publishing, the process's end, less
+the insight step's time beside the export and the check, which the sum counts twice), and
 prints the median of each. The children run with bytecode allowed (PYTHONDONTWRITEBYTECODE taken
 out of their environment), as users have .pyc files.
 The run is appended to ``bench/history.jsonl`` (``--label``, ``--no-history``: ``bench/history.py``).

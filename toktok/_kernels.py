@@ -280,6 +280,45 @@ def _peek(typingctx, addr, i, dtype):
     return item(addr, i, dtype), codegen
 
 
+@intrinsic
+def _poke(typingctx, addr, i, value, dtype):
+    """Set element ``i`` of a C-contiguous array of ``dtype`` at ``addr`` (``_address``) to
+    ``value``, as ``_peek`` reads it; no bounds check."""
+    from numba.core import types
+
+    if not isinstance(addr, types.Integer) or not isinstance(i, types.Integer):
+        return None
+    if not isinstance(dtype, types.NumberClass) or not isinstance(value, types.Number):
+        return None
+    item = dtype.instance_type
+
+    def codegen(context, builder, signature, args):
+        ll = context.get_data_type(item)
+        ptr = builder.inttoptr(args[0], ll.as_pointer())
+        i0 = context.cast(builder, args[1], signature.args[1], types.int64)
+        builder.store(context.cast(builder, args[2], signature.args[2], item), builder.gep(ptr, [i0]))
+        return context.get_dummy_value()
+
+    return types.void(addr, i, value, dtype), codegen
+
+
+@intrinsic
+def _load8(typingctx, addr):
+    """The 8 bytes at byte address ``addr`` (any alignment) as a uint64 in the machine's byte
+    order (little-endian: the first byte is the lowest). The caller makes sure they are there."""
+    from llvmlite import ir
+    from numba.core import types
+
+    if not isinstance(addr, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        i64 = ir.IntType(64)
+        return builder.load(builder.inttoptr(args[0], i64.as_pointer()), align=1)
+
+    return types.uint64(addr), codegen
+
+
 # New arrays in compiled code. ``np.empty``, ``np.zeros`` and ``np.full`` each compile a function
 # of their own (Numba's implementation of them) for every shape and dtype a kernel asks for: 40
 # such compilations on the first run after an install, 2.7 s of the compiling. These intrinsics

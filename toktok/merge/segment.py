@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from .. import _kernels
-from .._kernels import _address, _empty_array, _full_array, _grow, _mix, _zero_array, inlined, internal, njit
+from .._kernels import (_address, _empty_array, _full_array, _grow, _load8, _mix, _peek, _poke, _zero_array, inlined,
+                        internal, njit)
 from ..vocab import Vocab
-from .tokens import _flatten, _lookup, _token_arrays, _token_table
+from .tokens import _flatten, _lookup, _probe, _token_arrays, _token_table
 
 SEGMENT_LONG = 64  # words this long or longer are segmented with a heap (_segment_long)
 #: A small run's Segmenter (``reference=True``) segments this many words or fewer with tiktoken
@@ -26,9 +28,16 @@ REFERENCE_WORDS = 200_000
 #: run of them of about equal bytes (``_segment`` releases the GIL; each word's ids depend on
 #: the word alone, so the ids are the same).
 THREAD_BYTES = 4 << 20
-#: A long word's parts (``_parted``) of at most this many bytes are segmented once per call and
-#: their ids kept, in a cache of at most ``PART_ENTRIES`` parts (about 50 bytes each).
+#: A long word's parts (``_segment``) of at most this many bytes are segmented once per call and
+#: their ids kept: those of at most ``SHORT`` bytes in a memo of at most ``MEMO_ENTRIES`` parts
+#: (16 bytes a slot, half full at most), longer ones in a cache of at most ``PART_ENTRIES`` parts
+#: (about 50 bytes each).
 PART_CACHED = 128
+SHORT = 8
+HOT_BITS = 15
+MEMO_ENTRIES = 1 << 20
+#: A short part's bytes are read as one int64 at once where the machine is little-endian.
+LITTLE = sys.byteorder == "little"
 #: Words of this many bytes or more (that are not a token) are segmented by their parts, unless
 #: ``long_from`` is ``WHOLE``: then every word goes whole through the plain loop (tests' reference).
 PARTED_FROM = 16
@@ -51,7 +60,8 @@ def _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, 
     so the lowest rank, leftmost on ties, comes first, as in the plain loop. An entry is stale
     when the part's pair no longer has that rank: a pair only ever grows, so it never gets the
     same rank (the same bytes) back. A pair longer than the longest token is not looked up,
-    which bounds each lookup. Writes the ids at ``out[o:]``; returns the number of parts.
+    which bounds each lookup. Writes the ids at ``out[o:]`` (``out``: the int32 ids' address, as
+    ``_segment`` has them); returns the number of parts.
     (Its heap is written out here: a sift helper taking the arrays would pay reference counts on
     every call, see ``heap._before``; lookups go through ``_lookup`` on the tables' addresses.)"""
     big = np.int64(1) << 31
@@ -155,7 +165,7 @@ def _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, 
     m = 0
     i = 0
     while i < n:
-        out[o + m] = tid[i]
+        _poke(out, o + m, tid[i], np.int32)
         m += 1
         i = nxt[i]
     return m
@@ -163,195 +173,122 @@ def _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, 
 
 @inlined
 def _plain(data, s, n, pair2, byte_id, bounds, rk, out, o, keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask,
-           data_at, n_tokens):
+           n_tokens):
     """Rank-BPE of ``data[s:s+n]`` (no whole-word lookup; ``bounds``/``rk`` hold ``n + 1``) by
     the plain loop, which rescans the word after each merge: the ids at ``out[o:]``; returns
-    their number. (Inlined; the tables by address, as ``_lookup`` takes them.)"""
+    their number. Every array by its address (``_address``: data uint8, pair2 int64, byte_id
+    int32, bounds and rk int64, out int32) and the tables as ``_lookup`` takes them: inlined, a
+    helper taking arrays would still pay their reference counts at every call."""
     big = np.int64(1) << 62
     nb = n + 1
     for i in range(nb):
-        bounds[i] = s + i
+        _poke(bounds, i, s + i, np.int64)
     any_pair = False
     for i in range(nb - 2):
-        r = pair2[np.int64(data[s + i]) * 256 + data[s + i + 1]]
-        rk[i] = r if r >= 0 else big
+        r = _peek(pair2, np.int64(_peek(data, s + i, np.uint8)) * 256 + _peek(data, s + i + 1, np.uint8), np.int64)
+        _poke(rk, i, r if r >= 0 else big, np.int64)
         any_pair = any_pair or r >= 0
     if not any_pair:
         # single bytes: id = the byte's rank
         for i in range(n):
-            out[o + i] = byte_id[data[s + i]]
+            _poke(out, o + i, _peek(byte_id, np.int64(_peek(data, s + i, np.uint8)), np.int32), np.int32)
         return n
     while nb > 2:
         best = big
         bi = -1
         for i in range(nb - 2):
-            if rk[i] < best:
-                best = rk[i]
+            r = _peek(rk, i, np.int64)
+            if r < best:
+                best = r
                 bi = i
         if bi < 0:
             break
         # drop the boundary between parts bi and bi+1
         for i in range(bi + 1, nb - 1):
-            bounds[i] = bounds[i + 1]
+            _poke(bounds, i, _peek(bounds, i + 1, np.int64), np.int64)
         for i in range(bi + 1, nb - 3):
-            rk[i] = rk[i + 1]
+            _poke(rk, i, _peek(rk, i + 1, np.int64), np.int64)
         nb -= 1
         if bi + 2 < nb:
-            r = _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data_at, bounds[bi], bounds[bi + 2] - bounds[bi], n_tokens)
-            rk[bi] = r if r >= 0 else big
+            a = _peek(bounds, bi, np.int64)
+            r = _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data, a, _peek(bounds, bi + 2, np.int64) - a,
+                        n_tokens)
+            _poke(rk, bi, r if r >= 0 else big, np.int64)
         if bi > 0:
-            r = _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data_at, bounds[bi - 1], bounds[bi + 1] - bounds[bi - 1], n_tokens)
-            rk[bi - 1] = r if r >= 0 else big
+            a = _peek(bounds, bi - 1, np.int64)
+            r = _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data, a, _peek(bounds, bi + 1, np.int64) - a,
+                        n_tokens)
+            _poke(rk, bi - 1, r if r >= 0 else big, np.int64)
     for i in range(nb - 1):
-        out[o + i] = _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data_at, bounds[i], bounds[i + 1] - bounds[i], n_tokens)
+        a = _peek(bounds, i, np.int64)
+        ln = _peek(bounds, i + 1, np.int64) - a
+        r = np.int64(_peek(byte_id, np.int64(_peek(data, a, np.uint8)), np.int32)) if ln == 1 else \
+            _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data, a, ln, n_tokens)
+        _poke(out, o + i, r, np.int32)
     return nb - 1
 
 
 @internal
-def _parted(data, s, n, inner, long_from, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, bounds, rk,
-            out, o, n_tokens, whole, slots, store, used):
-    """Rank-BPE of one long word ``data[s:s+n]`` (no whole-word match) by its parts: the word is
-    cut between two bytes that are adjacent in no token below ``n_tokens`` (``inner``: which
-    byte pairs are), so no merge of the word's can ever join bytes across a cut, and its
-    rank-BPE is that of each part, one after the other (the parts' merges interleave, each
-    part's in its own order). A part of ``PART_CACHED`` bytes or fewer is segmented once per
-    call: its bytes and ids are kept in ``store`` (at ``a``: its length, its number of ids, its
-    bytes, its ids), found by its hash in ``slots`` (open addressing, half full at most: the
-    hash's high bits above ``a + 1``; ``used``: parts, store), and copied after that. Longer
-    parts take ``_plain`` or ``_segment_long`` as whole words do. Writes the ids at ``out[o:]``;
-    returns their number and the cache's arrays (grown, or as they were)."""
-    keys_at, ids_at, tdata_at = _address(bkeys), _address(bids), _address(tdata)
-    tstart_at, tlen_at, data_at = _address(tstart), _address(tlen), _address(data)
-    mask = np.uint64(bkeys.shape[0] - 1)
+def _memo_grown(memo):
+    """The short parts' memo (``_segment``) with twice the slots, every entry placed again."""
+    cap = memo.shape[0] >> 1
+    grown = _zero_array(4 * cap, np.int64)
+    gmask = np.uint64(2 * cap - 1)
+    for j in range(cap):
+        v = memo[2 * j + 1]
+        if v != 0:
+            key = memo[2 * j]
+            i = np.int64(_mix(key ^ (v & 15)) & gmask)
+            while grown[2 * i + 1] != 0:
+                i = (i + 1) & np.int64(gmask)
+            grown[2 * i] = key
+            grown[2 * i + 1] = v
+    return grown
+
+
+@internal
+def _slots_grown(slots, store):
+    """The long parts' cache slots (``_segment``) twice as many, every part placed again by the
+    hash of its bytes in ``store``."""
     low = (np.int64(1) << 32) - 1
-    m = np.int64(0)
-    p = s
-    e = s + n
-    while p < e:
-        q = p + 1
-        while q < e and inner[np.int64(data[q - 1]) * 256 + data[q]]:
-            q += 1
-        ln = q - p
-        if q == e and p == s:  # one part: the whole word
-            if n >= long_from or n >= bounds.shape[0]:
-                return _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, out, o,
-                                     n_tokens), slots, store
-            return _plain(data, s, n, pair2, byte_id, bounds, rk, out, o, keys_at, ids_at, tdata_at, tstart_at,
-                          tlen_at, mask, data_at, n_tokens), slots, store
-        if ln == 1:
-            out[o + m] = byte_id[data[p]]
-            m += 1
-            p = q
-            continue
-        if ln > PART_CACHED:
-            if ln >= long_from or ln >= bounds.shape[0]:
-                m += _segment_long(data, p, ln, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, out, o + m,
-                                   n_tokens)
-            else:
-                m += _plain(data, p, ln, pair2, byte_id, bounds, rk, out, o + m, keys_at, ids_at, tdata_at,
-                            tstart_at, tlen_at, mask, data_at, n_tokens)
-            p = q
-            continue
-        # a part that is a token is most often that token (its own rank-BPE: ``whole``)
-        t = _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data_at, p, ln, n_tokens)
-        if t >= 0:
-            if whole[t] == 0:
-                k = _plain(data, p, ln, pair2, byte_id, bounds, rk, out, o + m, keys_at, ids_at, tdata_at,
-                           tstart_at, tlen_at, mask, data_at, n_tokens) if ln < long_from else \
-                    _segment_long(data, p, ln, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, out, o + m,
-                                  n_tokens)
-                whole[t] = 1 if k == 1 else 2
-                if k != 1:
-                    m += k
-                    p = q
-                    continue
-            if whole[t] == 1:
-                out[o + m] = t
-                m += 1
-                p = q
-                continue
-        h = np.uint64(0xCBF29CE484222325)
-        for k in range(ln):
-            h ^= np.uint64(data[p + k])
-            h *= np.uint64(0x100000001B3)
-        tag = np.int64(h >> np.uint64(33))  # 31 bits
-        smask = np.uint64(slots.shape[0] - 1)
-        i = _mix(np.int64(h >> np.uint64(1))) & smask
-        hit = np.int64(-1)
-        while slots[i] != 0:
-            x = slots[i]
-            if (x >> 32) == tag:
-                a = (x & low) - 1
-                if store[a] == ln:
-                    same = True
-                    for k in range(ln):
-                        if store[a + 2 + k] != data[p + k]:
-                            same = False
-                            break
-                    if same:
-                        hit = a
-                        break
-            i = (i + np.uint64(1)) & smask
-        if hit >= 0:
-            k = store[hit + 1]
-            c = hit + 2 + ln
-            for j in range(k):
-                out[o + m + j] = store[c + j]
-            m += k
-            p = q
-            continue
-        if ln >= long_from:
-            k = _segment_long(data, p, ln, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, out, o + m,
-                              n_tokens)
-        else:
-            k = _plain(data, p, ln, pair2, byte_id, bounds, rk, out, o + m, keys_at, ids_at, tdata_at,
-                       tstart_at, tlen_at, mask, data_at, n_tokens)
-        if used[0] < PART_ENTRIES:
-            if 2 * (used[0] + 1) > slots.shape[0]:  # twice the slots, rehashed
-                old = slots
-                slots = _zero_array(2 * old.shape[0], np.int64)
-                smask = np.uint64(slots.shape[0] - 1)
-                for r in range(old.shape[0]):
-                    if old[r] != 0:
-                        a = (old[r] & low) - 1
-                        g = np.uint64(0xCBF29CE484222325)
-                        for j in range(store[a]):
-                            g ^= np.uint64(store[a + 2 + j])
-                            g *= np.uint64(0x100000001B3)
-                        j = _mix(np.int64(g >> np.uint64(1))) & smask
-                        while slots[j] != 0:
-                            j = (j + np.uint64(1)) & smask
-                        slots[j] = old[r]
-                i = _mix(np.int64(h >> np.uint64(1))) & smask
-                while slots[i] != 0:
-                    i = (i + np.uint64(1)) & smask
-            a = used[1]
-            if a + 2 + ln + k > store.shape[0]:
-                store = _grow(store, a + 2 + ln + k)
-            store[a] = ln
-            store[a + 1] = k
-            for j in range(ln):
-                store[a + 2 + j] = data[p + j]
-            for j in range(k):
-                store[a + 2 + ln + j] = out[o + m + j]
-            slots[i] = (tag << 32) | (a + 1)
-            used[0] += 1
-            used[1] = a + 2 + ln + k
-        m += k
-        p = q
-    return m, slots, store
+    grown = _zero_array(2 * slots.shape[0], np.int64)
+    smask = np.uint64(grown.shape[0] - 1)
+    for r in range(slots.shape[0]):
+        if slots[r] != 0:
+            a = (slots[r] & low) - 1
+            g = np.uint64(0xCBF29CE484222325)
+            for j in range(store[a]):
+                g ^= np.uint64(store[a + 2 + j])
+                g *= np.uint64(0x100000001B3)
+            j = _mix(np.int64(g >> np.uint64(1))) & smask
+            while grown[j] != 0:
+                j = (j + np.uint64(1)) & smask
+            grown[j] = slots[r]
+    return grown
 
 
 @njit(cache=True, no_cfunc_wrapper=True, nogil=True)
-def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bids):
+def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bids, out, lens):
     """tiktoken's rank-BPE of every word: whole-word lookup, else merge the lowest-rank adjacent
-    pair (leftmost on ties) until no adjacent pair is a token. Returns flat ids and lengths.
-    Words of ``PARTED_FROM`` bytes or more go by their parts (``_parted``: cut where no merge can
-    join, each part's ids found once per call), and a word or part of ``long_from`` bytes or more
-    through ``_segment_long`` (the same result in O(n log n); the plain loop, ``_plain``, rescans
-    the word after each merge).
+    pair (leftmost on ties) until no adjacent pair is a token. Writes the ids at ``out`` (room
+    for one per byte) and each word's number of ids at ``lens``; returns the number of ids.
+    Words of ``PARTED_FROM`` bytes or more go by their parts, and a word or part of
+    ``long_from`` bytes or more through ``_segment_long`` (the same result in O(n log n); the
+    plain loop, ``_plain``, rescans the word after each merge).
+
+    Parts: a long word is cut between two bytes that are adjacent in no token below ``n_tokens``
+    (``inner``: which byte pairs are), so no merge of the word's can ever join bytes across a
+    cut, and its rank-BPE is that of each part, one after the other (the parts' merges
+    interleave, each part's in its own order). A part's ids are found once per call and kept:
+    a part of at most ``SHORT`` bytes in ``memo`` (open addressing, half full at most: its bytes
+    packed in one int64, then ``len | k << 4 | (id or place in mids) << 8``, ``k`` its number
+    of ids, the ids in ``mids`` unless one), a part of at most ``PART_CACHED`` bytes in ``store``
+    (at ``a``: its length, its number of ids, its bytes, its ids) found by its hash in ``slots``
+    (the hash's high bits above ``a + 1``). Longer parts, and a word that is one part, are not
+    kept. A part that is a token is most often that token (``whole``: known to be, or not).
     Only the first ``n_tokens`` tokens are used; ``bkeys``/``bids`` (``_token_table``) may hold
-    more, so that one table serves every prefix of a vocabulary."""
+    more, so that one table serves every prefix of a vocabulary. No helper the loop calls on
+    every part takes an array (reference counts): they take addresses."""
     max_len = np.int64(0)
     for t in range(n_tokens):
         max_len = max(max_len, np.int64(tlen[t]))
@@ -369,55 +306,251 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bid
             pair2[np.int64(tdata[tstart[t]]) * 256 + tdata[tstart[t] + 1]] = t
         for i in range(tstart[t], tstart[t] + tlen[t] - 1):
             inner[np.int64(tdata[i]) * 256 + tdata[i + 1]] = True
-    # the tables by address, for _lookup (no reference counts per lookup)
+    # the tables by address, for _lookup and _plain (no reference counts per call)
     keys_at, ids_at, tdata_at = _address(bkeys), _address(bids), _address(tdata)
     tstart_at, tlen_at = _address(tstart), _address(tlen)
     mask = np.uint64(bkeys.shape[0] - 1)
-    data_at = _address(data)
+    data_at, out_at, pair2_at, byte_at = _address(data), _address(out), _address(pair2), _address(byte_id)
+    # (``out`` is read and written through its address here as in _plain and _segment_long; an
+    # array whose address is taken stays alive only while the code names it: see ``rk`` below)
+    n_data = data.shape[0]
     n_words = offsets.shape[0] - 1
-    out = _empty_array(data.shape[0], np.int32)
-    lens = _zero_array(n_words, np.int64)
-    room = np.int64(PART_CACHED) + 2  # (_parted's parts of fewer bytes take _plain)
+    room = np.int64(PART_CACHED) + 2  # (parts of fewer bytes take _plain)
     bounds = _empty_array(room, np.int64)
     rk = _empty_array(room, np.int64)
-    # the parts' cache (_parted), grown as it fills; its slots sized ahead for a distinct part per
-    # 64 bytes (the bench's stage-2 words have one per ~115), as each rehash reads every part's
-    # bytes again (the bench's 90.8 MB of stage-2 words: 0.21 of 2.8 G cycles, 0.08 sized ahead)
+    bounds_at, rk_at = _address(bounds), _address(rk)
+    # the short parts' memo, grown as it fills (the bench's 90.8 MB of stage-2 words: 390 K distinct)
+    memo = _zero_array(2 * 4096, np.int64)
+    memo_n = np.int64(0)
+    # in front of it, the parts seen last at each of 2 ** HOT_BITS places (in a core's cache)
+    hot = _zero_array(2 << HOT_BITS, np.int64)
+    mids = _empty_array(4096, np.int32)
+    mids_n = np.int64(0)
+    # the long parts' cache, grown as it fills; its slots sized ahead for a distinct part per
+    # 256 bytes (the bench's stage-2 words have one per ~210), as each rehash reads every part's
+    # bytes again
     cap = np.int64(1024)
-    while cap < 2 * min(np.int64(PART_ENTRIES), data.shape[0] // 64):
+    while cap < 2 * min(np.int64(PART_ENTRIES), n_data // 256):
         cap *= 2
     slots = _zero_array(cap, np.int64)
-    whole = _zero_array(n_tokens, np.int8)  # a token's rank-BPE is itself: 1, is not: 2, not known yet: 0
     store = _empty_array(4096, np.int32)
-    used = _zero_array(2, np.int64)
+    used = np.int64(0)  # parts in the cache
+    stored = np.int64(0)  # store's length
+    low = (np.int64(1) << 32) - 1
+    whole = _zero_array(n_tokens, np.int8)  # a token's rank-BPE is itself: 1, is not: 2, not known yet: 0
     o = np.int64(0)
-    for w in range(n_words):
-        s = offsets[w]
-        e = offsets[w + 1]
-        n = e - s
-        if n == 0:
-            continue
-        t = _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data_at, s, n, n_tokens) if n <= max_len \
-            else np.int64(-1)
-        if t >= 0:
-            out[o] = t
-            o += 1
-            lens[w] = 1
-            continue
-        if n >= PARTED_FROM and long_from < WHOLE:
-            k, slots, store = _parted(data, s, n, inner, long_from, bkeys, bids, tdata, tstart, tlen, pair2, byte_id,
-                                      max_len, bounds, rk, out, o, n_tokens, whole, slots, store, used)
-            o += k
-            lens[w] = k
-            continue
-        if bounds.shape[0] < n + 1:
-            bounds = _empty_array(2 * (n + 1), np.int64)
-            rk = _empty_array(2 * (n + 1), np.int64)
-        k = _plain(data, s, n, pair2, byte_id, bounds, rk, out, o, keys_at, ids_at, tdata_at, tstart_at, tlen_at,
-                   mask, data_at, n_tokens)
-        o += k
-        lens[w] = k
-    return out[:o].copy(), lens
+    w = np.int64(0)
+    p = np.int64(-1)  # where word w's parts go on (-1: at its start)
+    m = np.int64(0)  # word w's ids so far
+    need = np.int64(0)  # bounds and rk hold too few for word w: hold this many
+    while w < n_words:
+        # Arrays are grown here only, between passes of the loop below over the words, which
+        # rebinds none: an array rebound inside a loop costs reference counts on every turn.
+        # A part that finds its cache full is not kept, and the loop stops after it.
+        if need > 0:
+            bounds = _empty_array(2 * need, np.int64)
+            rk = _empty_array(2 * need, np.int64)
+            bounds_at, rk_at = _address(bounds), _address(rk)
+            need = 0
+        if memo_n < MEMO_ENTRIES and 2 * (memo_n + 1) > (memo.shape[0] >> 1):
+            memo = _memo_grown(memo)
+        if mids_n + SHORT > mids.shape[0]:
+            mids = _grow(mids, mids_n + SHORT)
+        if used < PART_ENTRIES and 2 * (used + 1) > slots.shape[0]:
+            slots = _slots_grown(slots, store)
+        if stored + 2 + 2 * PART_CACHED > store.shape[0]:
+            store = _grow(store, stored + 2 + 2 * PART_CACHED)
+        full = False
+        while w < n_words:
+            s = offsets[w]
+            e = offsets[w + 1]
+            n = e - s
+            if p < 0:  # word w's start (else its parts go on from p, its ids so far m)
+                if n == 0:
+                    lens[w] = 0
+                    w += 1
+                    continue
+                t = _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data_at, s, n, n_tokens) if n <= max_len \
+                    else np.int64(-1)
+                if t >= 0:
+                    _poke(out_at, o, t, np.int32)
+                    o += 1
+                    lens[w] = 1
+                    w += 1
+                    continue
+                if n < PARTED_FROM or long_from >= WHOLE:
+                    # (both arrays named in the loop: an array only its address is taken of would be freed)
+                    if bounds.shape[0] < n + 1 or rk.shape[0] < n + 1:
+                        need = n + 1
+                        break
+                    k = _plain(data_at, s, n, pair2_at, byte_at, bounds_at, rk_at, out_at, o, keys_at, ids_at, tdata_at,
+                               tstart_at, tlen_at, mask, n_tokens)
+                    o += k
+                    lens[w] = k
+                    w += 1
+                    continue
+                m = np.int64(0)
+                p = s
+            while p < e:
+                q = p + 1
+                x0 = np.uint64(_peek(data_at, p, np.uint8))
+                while q < e:
+                    x1 = np.uint64(_peek(data_at, q, np.uint8))
+                    if not inner[(x0 << np.uint64(8)) | x1]:  # (unsigned: no wraparound)
+                        break
+                    x0 = x1
+                    q += 1
+                ln = q - p
+                at = o + m
+                if ln == 1:
+                    _poke(out_at, at, byte_id[data[p]], np.int32)
+                    m += 1
+                    p = q
+                    continue
+                if ln > PART_CACHED or (q == e and p == s):  # not kept: too long, or the word itself
+                    if ln >= long_from or ln >= bounds.shape[0]:
+                        m += _segment_long(data, p, ln, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, out_at,
+                                           at, n_tokens)
+                    else:
+                        m += _plain(data_at, p, ln, pair2_at, byte_at, bounds_at, rk_at, out_at, at, keys_at, ids_at,
+                                    tdata_at, tstart_at, tlen_at, mask, n_tokens)
+                    p = q
+                    continue
+                key = np.int64(0)
+                h = np.uint64(0)
+                j = np.int64(0)
+                hj = np.int64(0)
+                if ln <= SHORT:
+                    # the part's bytes as one int64 (the first byte lowest), looked up in the memo
+                    if LITTLE and p + 8 <= n_data:
+                        key = np.int64(_load8(data_at + p))
+                        if ln < 8:
+                            key &= (np.int64(1) << (8 * ln)) - 1
+                    else:
+                        for i in range(ln):
+                            key |= np.int64(data[p + i]) << (8 * i)
+                    hx = _mix(key ^ ln)
+                    hj = np.int64(hx >> np.uint64(64 - HOT_BITS))
+                    v = hot[2 * hj + 1]
+                    if v == 0 or hot[2 * hj] != key or (v & 15) != ln:
+                        mm = np.int64((memo.shape[0] >> 1) - 1)
+                        j = np.int64(hx) & mm
+                        v = memo[2 * j + 1]
+                        while v != 0 and (memo[2 * j] != key or (v & 15) != ln):
+                            j = (j + 1) & mm
+                            v = memo[2 * j + 1]
+                        if v != 0:
+                            hot[2 * hj] = key
+                            hot[2 * hj + 1] = v
+                    if v != 0:
+                        k = (v >> 4) & 15
+                        if k == 1:
+                            _poke(out_at, at, v >> 8, np.int32)
+                        else:
+                            c = v >> 8
+                            for i in range(k):
+                                _poke(out_at, at + i, mids[c + i], np.int32)
+                        m += k
+                        p = q
+                        continue
+                else:
+                    # the part's hash, for both the cache and the token table
+                    h = np.uint64(0xCBF29CE484222325)
+                    for i in range(ln):
+                        h ^= np.uint64(data[p + i])
+                        h *= np.uint64(0x100000001B3)
+                    tag = np.int64(h >> np.uint64(33))  # 31 bits
+                    smask = np.uint64(slots.shape[0] - 1)
+                    si = _mix(np.int64(h >> np.uint64(1))) & smask
+                    hit = np.int64(-1)
+                    while slots[si] != 0:
+                        x = slots[si]
+                        if (x >> 32) == tag:
+                            a = (x & low) - 1
+                            if store[a] == ln:
+                                same = True
+                                for b in range(ln):
+                                    if store[a + 2 + b] != data[p + b]:
+                                        same = False
+                                        break
+                                if same:
+                                    hit = a
+                                    break
+                        si = (si + np.uint64(1)) & smask
+                    if hit >= 0:
+                        k = np.int64(store[hit + 1])
+                        c = hit + 2 + ln
+                        for b in range(k):
+                            _poke(out_at, at + b, store[c + b], np.int32)
+                        m += k
+                        p = q
+                        continue
+                    j = np.int64(si)
+                # not kept yet: a part that is a token is most often that token, else its rank-BPE
+                t = np.int64(-1)
+                if ln <= max_len:
+                    if ln <= SHORT:
+                        t = _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data_at, p, ln, n_tokens)
+                    else:
+                        t = _probe(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data_at, p, ln, n_tokens,
+                                   np.int64(h >> np.uint64(1)))
+                if t >= 0 and whole[t] == 1:
+                    _poke(out_at, at, t, np.int32)
+                    k = np.int64(1)
+                else:
+                    if ln >= long_from:
+                        k = _segment_long(data, p, ln, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, out_at, at,
+                                          n_tokens)
+                    else:
+                        k = _plain(data_at, p, ln, pair2_at, byte_at, bounds_at, rk_at, out_at, at, keys_at, ids_at,
+                                   tdata_at, tstart_at, tlen_at, mask, n_tokens)
+                    if t >= 0:
+                        whole[t] = 1 if k == 1 else 2
+                if ln <= SHORT:
+                    if memo_n >= MEMO_ENTRIES:
+                        pass
+                    elif 2 * (memo_n + 1) > (memo.shape[0] >> 1) or mids_n + k > mids.shape[0]:
+                        full = True  # grown after this word
+                    else:
+                        first = np.int64(_peek(out_at, at, np.int32))
+                        if k == 1 and first >= 0:
+                            v = ln | (np.int64(1) << 4) | (first << 8)
+                        else:
+                            for i in range(k):
+                                mids[mids_n + i] = _peek(out_at, at + i, np.int32)
+                            v = ln | (k << 4) | (mids_n << 8)
+                            mids_n += k
+                        memo[2 * j] = key
+                        memo[2 * j + 1] = v
+                        memo_n += 1
+                        hot[2 * hj] = key
+                        hot[2 * hj + 1] = v
+                elif used >= PART_ENTRIES:
+                    pass
+                elif 2 * (used + 1) > slots.shape[0] or stored + 2 + ln + k > store.shape[0]:
+                    full = True  # grown after this word
+                else:
+                    a = stored
+                    store[a] = ln
+                    store[a + 1] = k
+                    for b in range(ln):
+                        store[a + 2 + b] = data[p + b]
+                    for b in range(k):
+                        store[a + 2 + ln + b] = _peek(out_at, at + b, np.int32)
+                    slots[np.uint64(j)] = (np.int64(h >> np.uint64(33)) << 32) | (a + 1)
+                    used += 1
+                    stored = a + 2 + ln + k
+                m += k
+                p = q
+                if full:
+                    break
+            if p < e:
+                break  # a cache is full: the word goes on from p once it is grown
+            o += m
+            lens[w] = m
+            w += 1
+            p = np.int64(-1)
+    return o
 
 
 @njit(cache=True, no_cfunc_wrapper=True)
@@ -572,24 +705,33 @@ class Segmenter:
 
     def _in_threads(self, data: np.ndarray, off: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
         """``_segment`` of the words, cut into runs of about equal bytes (at least
-        ``THREAD_BYTES`` each), one thread each; the flat ids and lengths in word order."""
+        ``THREAD_BYTES`` each), one thread each; the flat ids and lengths in word order. The ids
+        go to one array of one slot per byte (a word has no more ids than bytes), each run's at
+        its first byte, then moved up behind the run before: only the pages written are touched."""
+        lo0 = int(off[0])
+        out = np.empty(int(off[-1]) - lo0, np.int32)
+        lens = np.empty(off.shape[0] - 1, np.int64)
         parts = min(_cores(), int(off[-1] - off[0]) // THREAD_BYTES, off.shape[0] - 1)
-        if parts <= 1:
-            return _segment(data, off, *self.tables, n, self.long_from, *self._lookup)
-        cuts = np.searchsorted(off, np.linspace(off[0], off[-1], parts + 1)[1:-1]).tolist()
+        cuts = np.searchsorted(off, np.linspace(off[0], off[-1], parts + 1)[1:-1]).tolist() if parts > 1 else []
         cuts = sorted(set([0, *cuts, off.shape[0] - 1]))
+        args = (*self.tables, n, self.long_from, *self._lookup)
         if len(cuts) <= 2:
-            return _segment(data, off, *self.tables, n, self.long_from, *self._lookup)
+            return out[: _segment(data, off, *args, out, lens)], lens
 
-        def run(p: int) -> tuple[np.ndarray, np.ndarray]:
+        def run(p: int) -> int:
             a, b = cuts[p], cuts[p + 1]
             lo, hi = int(off[a]), int(off[b])
-            return _segment(data[lo:hi], off[a : b + 1] - lo, *self.tables, n, self.long_from, *self._lookup)
+            return _segment(data[lo:hi], off[a : b + 1] - lo, *args, out[lo - lo0 : hi - lo0], lens[a:b])
 
         with ThreadPoolExecutor(len(cuts) - 2) as ex:
             futs = [ex.submit(run, p) for p in range(1, len(cuts) - 1)]
             got = [run(0)] + [f.result() for f in futs]
-        return np.concatenate([g[0] for g in got]), np.concatenate([g[1] for g in got])
+        o = got[0]
+        for p in range(1, len(got)):
+            at = int(off[cuts[p]]) - lo0
+            out[o : o + got[p]] = out[at : at + got[p]]
+            o += got[p]
+        return out[:o], lens
 
     def _by_tiktoken(self, data: np.ndarray, off: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None:
         """``ids`` by tiktoken's own BPE of a piece, a word at a time (None where this tiktoken

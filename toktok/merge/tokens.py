@@ -74,16 +74,8 @@ def _token_table(tdata, tstart, tlen, n_tokens, max_tokens):
 
 
 @inlined
-def _lookup(bkeys, bids, tdata, tstart, tlen, mask, data, s, n, n_tokens):
-    """Id of the token with bytes data[s:s+n] if it is below ``n_tokens``, or -1. Every table
-    and ``data`` are given by their addresses (``_address``) and ``mask`` is the table's size
-    less one: called once or twice per word or split point, a helper taking the arrays would
-    cost more in reference counts than the lookup itself (see ``_kernels._address``)."""
-    h = np.uint64(0xCBF29CE484222325)  # _hash_range, on an address
-    for k in range(n):
-        h ^= np.uint64(_peek(data, s + k, np.uint8))
-        h *= np.uint64(0x100000001B3)
-    hk = np.int64(h >> np.uint64(1))
+def _probe(bkeys, bids, tdata, tstart, tlen, mask, data, s, n, n_tokens, hk):
+    """``_lookup`` of data[s:s+n] whose hash (``_hash_range``) ``hk`` the caller has already."""
     i = _mix(hk) & mask
     while True:
         key = _peek(bkeys, i, np.int64)
@@ -101,6 +93,19 @@ def _lookup(bkeys, bids, tdata, tstart, tlen, mask, data, s, n, n_tokens):
                 if same:
                     return t if t < n_tokens else np.int64(-1)
         i = (i + np.uint64(1)) & mask
+
+
+@inlined
+def _lookup(bkeys, bids, tdata, tstart, tlen, mask, data, s, n, n_tokens):
+    """Id of the token with bytes data[s:s+n] if it is below ``n_tokens``, or -1. Every table
+    and ``data`` are given by their addresses (``_address``) and ``mask`` is the table's size
+    less one: called once or twice per word or split point, a helper taking the arrays would
+    cost more in reference counts than the lookup itself (see ``_kernels._address``)."""
+    h = np.uint64(0xCBF29CE484222325)  # _hash_range, on an address
+    for k in range(n):
+        h ^= np.uint64(_peek(data, s + k, np.uint8))
+        h *= np.uint64(0x100000001B3)
+    return _probe(bkeys, bids, tdata, tstart, tlen, mask, data, s, n, n_tokens, np.int64(h >> np.uint64(1)))
 
 
 Words = "list[bytes] | pa.BinaryArray | pa.ChunkedArray"

@@ -29,11 +29,13 @@ REFERENCE_WORDS = 200_000
 #: the word alone, so the ids are the same).
 THREAD_BYTES = 4 << 20
 #: A long word's parts (``_segment``) of at most this many bytes are segmented once per call and
-#: their ids kept: those of at most ``SHORT`` bytes in a memo of at most ``MEMO_ENTRIES`` parts
-#: (16 bytes a slot, half full at most), longer ones in a cache of at most ``PART_ENTRIES`` parts
-#: (about 50 bytes each).
+#: their ids kept: those of at most ``SHORT`` (``MEDIUM``) bytes in a memo of at most
+#: ``MEMO_ENTRIES`` parts (16 (32) bytes a slot, half full at most) keyed by their bytes, longer
+#: ones in a cache of at most ``PART_ENTRIES`` parts (about 50 bytes each) keyed by their hash.
 PART_CACHED = 128
 SHORT = 8
+MEDIUM = 16
+ID_BITS = (1 << 26) - 1  # a memo's entry holds ids below 2 ** 26 itself, else in ``mids``
 HOT_BITS = 15
 MEMO_ENTRIES = 1 << 20
 #: A short part's bytes are read as one int64 at once where the machine is little-endian.
@@ -238,11 +240,31 @@ def _memo_grown(memo):
         v = memo[2 * j + 1]
         if v != 0:
             key = memo[2 * j]
-            i = np.int64(_mix(key ^ (v & 15)) & gmask)
+            i = np.int64(_mix(key ^ (v & 31)) & gmask)
             while grown[2 * i + 1] != 0:
                 i = (i + 1) & np.int64(gmask)
             grown[2 * i] = key
             grown[2 * i + 1] = v
+    return grown
+
+
+@internal
+def _memo2_grown(memo2):
+    """The medium parts' memo (``_segment``) with twice the slots, every entry placed again."""
+    cap = memo2.shape[0] >> 2
+    grown = _zero_array(8 * cap, np.int64)
+    gmask = np.int64(2 * cap - 1)
+    for j in range(cap):
+        v = memo2[4 * j + 2]
+        if v != 0:
+            key, key1 = memo2[4 * j], memo2[4 * j + 1]
+            i = np.int64(_mix(key ^ np.int64(_mix(key1 ^ (v & 31))))) & gmask
+            while grown[4 * i + 2] != 0:
+                i = (i + 1) & gmask
+            grown[4 * i] = key
+            grown[4 * i + 1] = key1
+            grown[4 * i + 2] = v
+            grown[4 * i + 3] = memo2[4 * j + 3]
     return grown
 
 
@@ -281,8 +303,11 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bid
     cut, and its rank-BPE is that of each part, one after the other (the parts' merges
     interleave, each part's in its own order). A part's ids are found once per call and kept:
     a part of at most ``SHORT`` bytes in ``memo`` (open addressing, half full at most: its bytes
-    packed in one int64, then ``len | k << 4 | (id or place in mids) << 8``, ``k`` its number
-    of ids, the ids in ``mids`` unless one), a part of at most ``PART_CACHED`` bytes in ``store``
+    packed in one int64, then ``v = len | k << 5 | 1024 | id0 << 11 | id1 << 37`` for ``k``
+    ids, else ``len | k << 5 | (where mids has them) << 11``; ``hot`` in front of it), one of at
+    most ``MEDIUM`` bytes in ``memo2`` (its bytes in two int64, ``v``, then ids 2 and 3), a part
+    of at most ``PART_CACHED``
+    bytes in ``store``
     (at ``a``: its length, its number of ids, its bytes, its ids) found by its hash in ``slots``
     (the hash's high bits above ``a + 1``). Longer parts, and a word that is one part, are not
     kept. A part that is a token is most often that token (``whole``: known to be, or not).
@@ -324,6 +349,8 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bid
     memo_n = np.int64(0)
     # in front of it, the parts seen last at each of 2 ** HOT_BITS places (in a core's cache)
     hot = _zero_array(2 << HOT_BITS, np.int64)
+    memo2 = _zero_array(4 * 4096, np.int64)  # the medium parts' (two int64 of bytes, v, unused)
+    memo2_n = np.int64(0)
     mids = _empty_array(4096, np.int32)
     mids_n = np.int64(0)
     # the long parts' cache, grown as it fills; its slots sized ahead for a distinct part per
@@ -354,8 +381,10 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bid
             need = 0
         if memo_n < MEMO_ENTRIES and 2 * (memo_n + 1) > (memo.shape[0] >> 1):
             memo = _memo_grown(memo)
-        if mids_n + SHORT > mids.shape[0]:
-            mids = _grow(mids, mids_n + SHORT)
+        if memo2_n < MEMO_ENTRIES and 2 * (memo2_n + 1) > (memo2.shape[0] >> 2):
+            memo2 = _memo2_grown(memo2)
+        if mids_n + MEDIUM > mids.shape[0]:
+            mids = _grow(mids, mids_n + MEDIUM)
         if used < PART_ENTRIES and 2 * (used + 1) > slots.shape[0]:
             slots = _slots_grown(slots, store)
         if stored + 2 + 2 * PART_CACHED > store.shape[0]:
@@ -417,6 +446,8 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bid
                     p = q
                     continue
                 key = np.int64(0)
+                key1 = np.int64(0)
+                v = np.int64(0)
                 h = np.uint64(0)
                 j = np.int64(0)
                 hj = np.int64(0)
@@ -432,27 +463,34 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bid
                     hx = _mix(key ^ ln)
                     hj = np.int64(hx >> np.uint64(64 - HOT_BITS))
                     v = hot[2 * hj + 1]
-                    if v == 0 or hot[2 * hj] != key or (v & 15) != ln:
+                    if v == 0 or hot[2 * hj] != key or (v & 31) != ln:
                         mm = np.int64((memo.shape[0] >> 1) - 1)
                         j = np.int64(hx) & mm
                         v = memo[2 * j + 1]
-                        while v != 0 and (memo[2 * j] != key or (v & 15) != ln):
+                        while v != 0 and (memo[2 * j] != key or (v & 31) != ln):
                             j = (j + 1) & mm
                             v = memo[2 * j + 1]
                         if v != 0:
                             hot[2 * hj] = key
                             hot[2 * hj + 1] = v
-                    if v != 0:
-                        k = (v >> 4) & 15
-                        if k == 1:
-                            _poke(out_at, at, v >> 8, np.int32)
-                        else:
-                            c = v >> 8
-                            for i in range(k):
-                                _poke(out_at, at + i, mids[c + i], np.int32)
-                        m += k
-                        p = q
-                        continue
+                elif ln <= MEDIUM:
+                    # the part's bytes as two int64, looked up in the medium parts' memo
+                    if LITTLE and p + 16 <= n_data:
+                        key = np.int64(_load8(data_at + p))
+                        key1 = np.int64(_load8(data_at + p + 8))
+                        if ln < 16:
+                            key1 &= (np.int64(1) << (8 * (ln - 8))) - 1
+                    else:
+                        for i in range(8):
+                            key |= np.int64(data[p + i]) << (8 * i)
+                        for i in range(8, ln):
+                            key1 |= np.int64(data[p + i]) << (8 * (i - 8))
+                    mm = np.int64((memo2.shape[0] >> 2) - 1)
+                    j = np.int64(_mix(key ^ np.int64(_mix(key1 ^ ln)))) & mm
+                    v = memo2[4 * j + 2]
+                    while v != 0 and (memo2[4 * j] != key or memo2[4 * j + 1] != key1 or (v & 31) != ln):
+                        j = (j + 1) & mm
+                        v = memo2[4 * j + 2]
                 else:
                     # the part's hash, for both the cache and the token table
                     h = np.uint64(0xCBF29CE484222325)
@@ -477,7 +515,7 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bid
                                     hit = a
                                     break
                         si = (si + np.uint64(1)) & smask
-                    if hit >= 0:
+                    if hit >= 0:  # (an int64 v for the memos' entries, as they are)
                         k = np.int64(store[hit + 1])
                         c = hit + 2 + ln
                         for b in range(k):
@@ -486,10 +524,28 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bid
                         p = q
                         continue
                     j = np.int64(si)
+                if ln <= MEDIUM and v != 0:  # a memo's (see _segment's docstring)
+                    k = (v >> 5) & 31
+                    if v & 1024:
+                        _poke(out_at, at, (v >> 11) & ID_BITS, np.int32)
+                        if k >= 2:
+                            _poke(out_at, at + 1, (v >> 37) & ID_BITS, np.int32)
+                        if k >= 3:
+                            x = memo2[4 * j + 3]
+                            _poke(out_at, at + 2, x & 0xFFFFFFFF, np.int32)
+                            if k == 4:
+                                _poke(out_at, at + 3, x >> 32, np.int32)
+                    else:
+                        c = v >> 11
+                        for i in range(k):
+                            _poke(out_at, at + i, mids[c + i], np.int32)
+                    m += k
+                    p = q
+                    continue
                 # not kept yet: a part that is a token is most often that token, else its rank-BPE
                 t = np.int64(-1)
                 if ln <= max_len:
-                    if ln <= SHORT:
+                    if ln <= MEDIUM:
                         t = _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data_at, p, ln, n_tokens)
                     else:
                         t = _probe(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data_at, p, ln, n_tokens,
@@ -506,25 +562,43 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bid
                                    tdata_at, tstart_at, tlen_at, mask, n_tokens)
                     if t >= 0:
                         whole[t] = 1 if k == 1 else 2
-                if ln <= SHORT:
-                    if memo_n >= MEMO_ENTRIES:
+                if ln <= MEDIUM:
+                    if (memo_n if ln <= SHORT else memo2_n) >= MEMO_ENTRIES:
                         pass
-                    elif 2 * (memo_n + 1) > (memo.shape[0] >> 1) or mids_n + k > mids.shape[0]:
+                    elif (2 * (memo_n + 1) > (memo.shape[0] >> 1) if ln <= SHORT else
+                          2 * (memo2_n + 1) > (memo2.shape[0] >> 2)) or mids_n + k > mids.shape[0]:
                         full = True  # grown after this word
                     else:
-                        first = np.int64(_peek(out_at, at, np.int32))
-                        if k == 1 and first >= 0:
-                            v = ln | (np.int64(1) << 4) | (first << 8)
+                        inline = k <= (2 if ln <= SHORT else 4)
+                        for i in range(k):
+                            x = np.int64(_peek(out_at, at + i, np.int32))
+                            inline = inline and 0 <= x <= ID_BITS
+                        x = np.int64(0)
+                        if inline:
+                            v = ln | (k << 5) | 1024 | (np.int64(_peek(out_at, at, np.int32)) << 11)
+                            if k >= 2:
+                                v |= np.int64(_peek(out_at, at + 1, np.int32)) << 37
+                            if k >= 3:
+                                x = np.int64(_peek(out_at, at + 2, np.int32))
+                            if k == 4:
+                                x |= np.int64(_peek(out_at, at + 3, np.int32)) << 32
                         else:
                             for i in range(k):
                                 mids[mids_n + i] = _peek(out_at, at + i, np.int32)
-                            v = ln | (k << 4) | (mids_n << 8)
+                            v = ln | (k << 5) | (mids_n << 11)
                             mids_n += k
-                        memo[2 * j] = key
-                        memo[2 * j + 1] = v
-                        memo_n += 1
-                        hot[2 * hj] = key
-                        hot[2 * hj + 1] = v
+                        if ln <= SHORT:
+                            memo[2 * j] = key
+                            memo[2 * j + 1] = v
+                            memo_n += 1
+                            hot[2 * hj] = key
+                            hot[2 * hj + 1] = v
+                        else:
+                            memo2[4 * j] = key
+                            memo2[4 * j + 1] = key1
+                            memo2[4 * j + 2] = v
+                            memo2[4 * j + 3] = x
+                            memo2_n += 1
                 elif used >= PART_ENTRIES:
                     pass
                 elif 2 * (used + 1) > slots.shape[0] or stored + 2 + ln + k > store.shape[0]:

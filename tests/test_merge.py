@@ -553,6 +553,27 @@ def test_long_superword_pieces_segment_as_tiktoken():
         assert heap[hoff[i]:hoff[i + 1]].tolist() == encode(w)
 
 
+def test_parts_that_overfill_the_caches_mid_word_segment_as_tiktoken():
+    # tens of thousands of distinct parts (2 to 40 bytes: runs of letters that every pair of
+    # which is a token, cut at spaces) in long words: the memos of short and medium parts and
+    # the cache of longer ones fill and grow mid-word, the word going on where it stopped; their
+    # entries hold ids inline or in mids. The ids equal the whole words' plain loop and tiktoken's.
+    rng = np.random.default_rng(5)
+    letters = b"abcdefgh"
+    base = Vocab.base(False)
+    base.tokens += [bytes([x, y]) for x in letters for y in letters]
+    base.tokens += [bytes(rng.choice(list(letters), size=int(n)).tolist()) for n in rng.integers(3, 7, 300)]
+    base.tokens = list(dict.fromkeys(base.tokens))
+    words = [b" ".join(bytes(rng.choice(list(letters), size=int(n)).tolist())
+                       for n in rng.integers(2, 41, size=int(rng.integers(20, 120)))) for _ in range(600)]
+    parted, off = segment(words, base)
+    whole, woff = segment(words, base, long_from=WHOLE)
+    assert parted.tolist() == whole.tolist() and off.tolist() == woff.tolist()
+    encode = _tiktoken_pieces(base)
+    for i in range(0, len(words), 15):
+        assert parted[off[i]:off[i + 1]].tolist() == encode(words[i])
+
+
 def test_segmentation_in_threads_equals_one_thread_and_tiktoken(monkeypatch):
     # a large word table is cut into runs of words of about equal bytes, a thread each: the
     # ids, in word order, are one thread's and tiktoken's (each word's ids depend on it alone)

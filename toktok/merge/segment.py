@@ -780,10 +780,10 @@ class Segmenter:
     def _in_threads(self, data: np.ndarray, off: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
         """``_segment`` of the words, cut into runs of about equal bytes (at least
         ``THREAD_BYTES`` each), one thread each; the flat ids and lengths in word order. The ids
-        go to one array of one slot per byte (a word has no more ids than bytes), each run's at
-        its first byte, then moved up behind the run before: only the pages written are touched."""
-        lo0 = int(off[0])
-        out = np.empty(int(off[-1]) - lo0, np.int32)
+        go to arrays of one slot per byte (a word has no more ids than bytes; only the pages
+        written are touched): the first run's to the result, each other run's to one of its
+        own, copied behind the run before and freed."""
+        out = np.empty(int(off[-1] - off[0]), np.int32)
         lens = np.empty(off.shape[0] - 1, np.int64)
         parts = min(_cores(), int(off[-1] - off[0]) // THREAD_BYTES, off.shape[0] - 1)
         cuts = np.searchsorted(off, np.linspace(off[0], off[-1], parts + 1)[1:-1]).tolist() if parts > 1 else []
@@ -791,19 +791,20 @@ class Segmenter:
         args = (*self.tables, n, self.long_from, *self._lookup)
         if len(cuts) <= 2:
             return out[: _segment(data, off, *args, out, lens)], lens
+        bufs = [out] + [np.empty(int(off[cuts[p + 1]] - off[cuts[p]]), np.int32) for p in range(1, len(cuts) - 1)]
 
         def run(p: int) -> int:
             a, b = cuts[p], cuts[p + 1]
             lo, hi = int(off[a]), int(off[b])
-            return _segment(data[lo:hi], off[a : b + 1] - lo, *args, out[lo - lo0 : hi - lo0], lens[a:b])
+            return _segment(data[lo:hi], off[a : b + 1] - lo, *args, bufs[p][: hi - lo], lens[a:b])
 
         with ThreadPoolExecutor(len(cuts) - 2) as ex:
             futs = [ex.submit(run, p) for p in range(1, len(cuts) - 1)]
             got = [run(0)] + [f.result() for f in futs]
         o = got[0]
         for p in range(1, len(got)):
-            at = int(off[cuts[p]]) - lo0
-            out[o : o + got[p]] = out[at : at + got[p]]
+            out[o : o + got[p]] = bufs[p][: got[p]]
+            bufs[p] = None
             o += got[p]
         return out[:o], lens
 

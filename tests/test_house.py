@@ -158,7 +158,8 @@ def test_the_run_description_is_finished_and_frozen(tmp_path):
 #: and the kernels' compile time. Each is checked to be compiled (``njit`` or ``internal``).
 KERNELS = {
     "toktok/merge/loop.py": {"_merge_round", "_loop"},
-    "toktok/merge/segment.py": {"_segment_long", "_segment", "_parted"},
+    "toktok/merge/rankbpe.py": {"_segment_long"},
+    "toktok/merge/segment.py": {"_segment"},
     "toktok/merge/table.py": {"_initial_pairs", "_pairs_by_left"},
 }
 MAX_LINES = 80

@@ -171,20 +171,24 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bid
     bounds = _empty_array(room, np.int64)
     rk = _empty_array(room, np.int64)
     bounds_at, rk_at = _address(bounds), _address(rk)
-    # the short parts' memo, grown as it fills (the bench's 90.8 MB of stage-2 words: 390 K distinct)
-    memo = _zero_array(2 * 4096, np.int64)
+    # the memos, grown as they fill, sized ahead for a distinct part of each size per 256 bytes
+    # (the bench's 90.8 MB of stage-2 words: 390 K short ones, 380 K medium ones), as each
+    # growth places every entry again and leaves the old table to the allocator
+    cap = np.int64(4096)
+    while cap < 2 * min(np.int64(MEMO_ENTRIES), n_data // 256):
+        cap *= 2
+    memo = _zero_array(2 * cap, np.int64)
     memo_n = np.int64(0)
     # in front of it, the parts seen last at each of 2 ** HOT_BITS places (in a core's cache)
     hot = _zero_array(2 << HOT_BITS, np.int64)
-    memo2 = _zero_array(4 * 4096, np.int64)  # the medium parts' (two int64 of bytes, v, unused)
+    memo2 = _zero_array(4 * cap, np.int64)  # the medium parts' (two int64 of bytes, v, ids 2 and 3)
     memo2_n = np.int64(0)
     mids = _empty_array(4096, np.int32)
     mids_n = np.int64(0)
     # the long parts' cache, grown as it fills; its slots sized ahead for a distinct part per
-    # 256 bytes (the bench's stage-2 words have one per ~210), as each rehash reads every part's
-    # bytes again
+    # 2 KB (few parts are longer than MEDIUM bytes: 90% of the bench's are at most 8)
     cap = np.int64(1024)
-    while cap < 2 * min(np.int64(PART_ENTRIES), n_data // 256):
+    while cap < 2 * min(np.int64(PART_ENTRIES), n_data // 2048):
         cap *= 2
     slots = _zero_array(cap, np.int64)
     store = _empty_array(4096, np.int32)

@@ -318,7 +318,8 @@ def count_batch(counter, parity: ParitySample, path: str, texts: pa.Array | pa.C
 def count_part(counter, parity: ParitySample, part: pl.DataFrame) -> None:
     """Count a slice of the sample (:func:`sample_parts`), source by source."""
     for p in part.partition_by("source", maintain_order=True):
-        count_batch(counter, parity, str(p["source"][0]), p["text"].to_arrow(), p["hash"].to_numpy(), p["row"].to_numpy())
+        count_batch(counter, parity, str(p["source"][0]), sample.as_large_string(p["text"]), p["hash"].to_numpy(),
+                    p["row"].to_numpy())
 
 
 def sum_words(parts: list[pl.DataFrame | None]) -> pl.DataFrame:

@@ -265,8 +265,13 @@ def widened(arr: pa.Array) -> pa.Array:
 
 def as_large_string(texts: "pl.Series | pa.Array | pa.ChunkedArray") -> pa.Array:
     """One ``large_string`` Arrow array of ``texts``, nulls as empty strings (zero-copy when it
-    already is one without nulls)."""
-    arr = texts if isinstance(texts, (pa.Array, pa.ChunkedArray)) else texts.to_arrow()  # (a Polars Series)
+    already is one without nulls, or a Polars Series whose strings lie back to back in one of its
+    buffers: :func:`_views_in_place`)."""
+    if not isinstance(texts, (pa.Array, pa.ChunkedArray)):  # (a Polars Series)
+        arr = _views_in_place(texts)
+        if arr is not None:
+            return arr
+    arr = texts if isinstance(texts, (pa.Array, pa.ChunkedArray)) else texts.to_arrow()
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
     arr = widened(arr)
@@ -277,6 +282,53 @@ def as_large_string(texts: "pl.Series | pa.Array | pa.ChunkedArray") -> pa.Array
 
         arr = pc.fill_null(arr, "")
     return arr
+
+
+def _views_in_place(texts: "pl.Series") -> pa.Array | None:
+    """A Polars String Series without nulls as a ``large_string`` array over its own buffer, no
+    text copied, when its strings lie back to back, in order, in one of its buffers: as a Series
+    made from a ``large_string`` array (:meth:`Reservoir.finish`, :func:`~.common.whole_documents`)
+    has them, and its slices and its rows in their order (:func:`~.common.sample_parts`) keep
+    them. Polars' strings are views (16 bytes: the length, then up to 12 bytes inline, or a
+    prefix, a buffer and an offset); the one copy ``to_arrow`` makes otherwise, a part at a time,
+    was a tenth of a SuperBPE run's fresh pages. None when they do not lie so (the caller copies)."""
+    import polars as pl
+
+    n = len(texts)
+    if not n or texts.dtype != pl.String or texts.null_count():
+        return None
+    arr = texts.to_arrow(compat_level=pl.CompatLevel.newest())  # the views themselves, no copy
+    if isinstance(arr, pa.ChunkedArray):
+        if arr.num_chunks != 1:
+            return None
+        arr = arr.chunk(0)
+    if arr.type != pa.string_view() or arr.null_count:
+        return None
+    bufs = arr.buffers()
+    raw = np.frombuffer(bufs[1], np.uint8, count=16 * (arr.offset + n))[16 * arr.offset:].reshape(n, 16)
+    view = raw.view(np.uint32)  # (length, prefix, buffer, offset) per string; inline: (length, 12 bytes)
+    lens = view[:, 0].astype(np.int64)
+    offs = np.zeros(n + 1, np.int64)
+    np.cumsum(lens, out=offs[1:])
+    out = np.flatnonzero(lens > 12)  # the strings in a buffer
+    if not len(out):
+        return None
+    which = int(view[out[0], 2])
+    if 2 + which >= len(bufs) or bufs[2 + which] is None or (view[out, 2] != which).any():
+        return None
+    offs += int(view[out[0], 3]) - int(offs[out[0]])
+    data = bufs[2 + which]
+    if offs[0] < 0 or offs[-1] > data.size or (view[out, 3] != offs[out]).any():
+        return None
+    inline = np.flatnonzero((lens > 0) & (lens <= 12))  # in place too only if the buffer has them there
+    if len(inline):
+        at = np.arange(12)
+        cols = offs[inline, None] + at
+        held = at < lens[inline, None]
+        got = np.frombuffer(data, np.uint8)[np.where(held, cols, offs[0])]
+        if not (np.where(held, got, 0) == np.where(held, raw[inline, 4:], 0)).all():
+            return None
+    return pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(offs), data])
 
 
 @contextmanager
@@ -318,7 +370,7 @@ class _Store:
         self.lens = np.empty(0, np.int64)
         self.names: list[str] = []
         self._code_of: dict[str, int] = {}
-        self.n = self.pos = 0
+        self.n = self.pos = self.top = 0  # top: the most text bytes held (what a trim left behind)
 
     @staticmethod
     def _room(arr: np.ndarray, used: int, need: int, least: int) -> np.ndarray:
@@ -347,6 +399,7 @@ class _Store:
         for name in ("code", "h", "ids", "lens"):
             setattr(self, name, self._room(getattr(self, name), n, n + k, 1 << 12))
         self.pos = _copy_ranges(data, starts, ends, self.text, self.pos)
+        self.top = max(self.top, self.pos)
         self.code[n:n + k], self.h[n:n + k], self.ids[n:n + k], self.lens[n:n + k] = codes, h, ids, lens
         self.n += k
         return nbytes
@@ -613,10 +666,20 @@ class Reservoir:
         src = st.sources()
         rank = np.argsort(np.argsort(np.array(st.names, dtype=object)))
         order = np.lexsort((st.ids[:n], rank[st.code[:n]], st.h[:n]))
-        texts = st.texts().take(pa.array(order))
+        # the frame's strings are views of one buffer that holds them in the order they are
+        # counted (source, then row: sample_parts), so that counting reads them in place
+        # (_views_in_place): the store's own buffer when it holds them so (one file a reservoir,
+        # and a trim left little behind), else a copy in that order
+        counted = np.lexsort((st.ids[:n], rank[st.code[:n]]))
+        if st.top - st.pos <= st.pos // 8 and (counted == np.arange(n)).all():
+            texts = pl.Series("text", st.texts()).gather(order)
+        else:
+            at = np.empty(n, np.int64)
+            at[counted] = np.arange(n)
+            texts = pl.Series("text", st.texts().take(pa.array(counted))).gather(at[order])
         df = pl.DataFrame({
             "hash": st.h[order], "source": pl.Series(src[order], dtype=pl.String).cast(pl.Categorical),
-            "row": st.ids[order], "bytes": st.lens[order], "text": pl.Series("text", texts),
+            "row": st.ids[order], "bytes": st.lens[order], "text": texts,
         })
         self._store, self._parts = _Store(), [df]
         return df

@@ -56,6 +56,10 @@ class RunStore:
         #: DuckDB's memory limit in bytes, and as errors name it (as the user wrote it).
         self.memory_limit = memory_limit
         self.limit_shown = limit_shown if limit_shown is not None or memory_limit is None else _duck_size(memory_limit)
+        #: Each phase's finished sample as stored (:meth:`put_count_state`), by phase, while a later
+        #: phase of this run may still take it (:meth:`get_shared_sample` hands it over once);
+        #: shared with this store's cursors.
+        self._held: dict[str, object] = {}
 
     @classmethod
     def create(cls, path: str | Path, memory_limit: int, threads: int = 0, temp_dir: str | Path | None = None,
@@ -127,7 +131,9 @@ class RunStore:
         """The same run file on a second connection (DuckDB's ``cursor()``: the same database,
         its own transactions), for another thread; close it with ``.con.close()``.
         Example: ``store.cursor().get_meta("seed") == store.get_meta("seed")``."""
-        return RunStore(self.con.cursor(), self.path, self.temp_dir, self.memory_limit, self.limit_shown)
+        cur = RunStore(self.con.cursor(), self.path, self.temp_dir, self.memory_limit, self.limit_shown)
+        cur._held = self._held
+        return cur
 
     @classmethod
     def over(cls, con: duckdb.DuckDBPyConnection) -> "RunStore":
@@ -385,6 +391,7 @@ class RunStore:
             tmp = path.with_suffix(".tmp")
             _write_sample(sample, tmp)
             os.replace(tmp, path)
+            self._held[phase] = sample  # (a reference: the caller holds it meanwhile anyway)
         with self.transaction():
             self._script("drop_count_state", {"phase": phase})
             if words is not None:
@@ -431,6 +438,7 @@ class RunStore:
         self._script("drop_count_state", {"phase": phase})
         self.run("drop_meta", {"key": f"count_state:{phase}"})
         if not keep_sample:
+            self._held.pop(phase, None)
             self._sample_file(phase).unlink(missing_ok=True)
 
     def keep_sample(self, phase: str, key: str, meta: dict) -> None:
@@ -441,13 +449,26 @@ class RunStore:
 
     def get_shared_sample(self, key: str) -> tuple[dict, object] | None:
         """(its meta, the sample: a Polars frame) of the sample kept for identity ``key``
-        (:meth:`keep_sample`); None when there is none or its file is gone."""
+        (:meth:`keep_sample`); None when there is none or its file is gone. The frame this run
+        stored is handed over as it is, once (the store keeps no reference to it after): reading
+        the file back cost a SuperBPE run a tenth of its fresh pages, and the frame's text lies
+        as its counting left it, so that joining its pieces into documents copies nothing
+        (:func:`toktok.count.common.whole_documents`); else the file is read."""
         v = self.get_meta(f"sample:{key}")
         if v is None:
             return None
         meta = json.loads(v)
+        held = self._held.pop(meta["phase"], None)
+        if held is not None and self._sample_file(meta["phase"]).exists():
+            return meta, held
         table = self._read_sample(meta["phase"])
         return None if table is None else (meta, table)
+
+    def let_go_samples(self) -> None:
+        """The finished samples this store holds for later phases go from memory (their files
+        stay, and are read when taken): a phase that took none calls it as it starts, so that a
+        sample kept for a phase after it is not held meanwhile."""
+        self._held.clear()
 
     def drop_shared_sample(self, key: str) -> None:
         """The sample kept for identity ``key`` goes, its file and its meta."""
@@ -455,6 +476,7 @@ class RunStore:
         if v is None:
             return
         self.run("drop_meta", {"key": f"sample:{key}"})
+        self._held.pop(json.loads(v)["phase"], None)
         self._sample_file(json.loads(v)["phase"]).unlink(missing_ok=True)
 
     def drop_phase(self, phase: str) -> None:

@@ -287,6 +287,7 @@ def _start_from(journal: Journal, phase: str, fp: list, where: str,
         store.drop_phase(phase)
     t0 = time.perf_counter()
     earlier = _earlier_sample(store, share) if restored is None else None
+    store.let_go_samples()  # (this phase took its own, if any: no other stays in memory)
     return (restored if earlier is None else earlier[0]), earlier, time.perf_counter() - t0
 
 

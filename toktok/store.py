@@ -507,12 +507,19 @@ SAMPLE_GROUP_BYTES = 16 << 20
 
 def _write_sample(sample, path: Path) -> None:
     """A sample (a Polars frame, or an Arrow table) into the Parquet file ``path``, uncompressed,
-    in row groups of about ``SAMPLE_GROUP_BYTES`` of text, each slice converted to Arrow on its own."""
+    in row groups of about ``SAMPLE_GROUP_BYTES`` of text, each slice converted to Arrow on its own.
+    A frame is written in the order it is counted (source, then row: any order reads back the
+    same sample), in which its text lies back to back as the count left it, so that a slice's
+    text goes to Arrow without a copy (:func:`toktok.count.sample.as_large_string`); the text
+    is plain-encoded (a dictionary of whole documents only costs time)."""
     import pyarrow.parquet as pq
 
     if not hasattr(sample, "to_arrow"):  # an Arrow table already
         pq.write_table(sample, path, compression="none")
         return
+    from .count.sample import as_large_string
+
+    sample = sample.sort("source", "row")
     n = sample.height
     ends = [n]
     if n:
@@ -522,9 +529,12 @@ def _write_sample(sample, path: Path) -> None:
     start, writer = 0, None
     try:
         for end in ends:
-            part = sample.slice(start, end - start).to_arrow()
+            sl = sample.slice(start, end - start)
+            part = sl.drop("text").to_arrow().append_column("text", as_large_string(sl["text"])) \
+                if n and sample.columns[-1] == "text" else sl.to_arrow()
             if writer is None:
-                writer = pq.ParquetWriter(path, part.schema, compression="none")
+                writer = pq.ParquetWriter(path, part.schema, compression="none",
+                                          use_dictionary=[c for c in part.schema.names if c != "text"])
             writer.write_table(part)
             start = end
     finally:

@@ -402,9 +402,30 @@ class _Table:
             size = 2 * self.arena.shape[0]
             while size < need:
                 size *= 2
-            a = _pages(size, np.uint8)
-            a[: self.st[0, 1]] = self.arena[: self.st[0, 1]]
-            self.arena = a
+            grown = _remapped(self, size)
+            if grown is None:
+                grown = _pages(size, np.uint8)
+                grown[: self.st[0, 1]] = self.arena[: self.st[0, 1]]
+            self.arena = grown
+
+
+def _remapped(tb: _Table, size: int) -> np.ndarray | None:
+    """``tb``'s arena grown to ``size`` bytes where its mapping is moved, not copied (``mremap``:
+    the words it holds keep their pages, so a growth costs no fresh page for them, where a copy
+    faulted them all in again); None where it cannot be (another view of it is alive, or the
+    system has no ``mremap``): the caller copies it."""
+    base = tb.arena.base
+    m = base.obj if isinstance(base, memoryview) else None
+    if not isinstance(m, mmap.mmap) or not _PRIVATE:
+        return None
+    del base
+    tb.arena = None  # (its view is given back: a mapping with views resizes nothing)
+    try:
+        m.resize(size)
+    except (BufferError, OSError, ValueError, SystemError):
+        tb.arena = np.frombuffer(m, np.uint8)  # as it was
+        return None
+    return np.frombuffer(m, np.uint8, count=size)
 
 
 def _new_rows(cap: int) -> np.ndarray:

@@ -290,8 +290,8 @@ def _plan(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: resum
                 marks=marks, vocab=st.vocab, kinds=st.kinds, phase_of=[None] * len(st.vocab.tokens), base=st.base,
                 specials=st.specials, inputs=inputs, warnings=warnings, chat_template=chat,
                 pattern=phases[-1].split(st.pattern), patterns={ph.name: ph.split(st.pattern) for ph in phases},
-                kernels=merge.Kernels(phases[0].split(st.pattern), log if cfg.verbose is not False else None,
-                                      budgeted=plan is not None))
+                kernels=merge.Kernels([ph.split(st.pattern) for ph in phases],
+                                      log if cfg.verbose is not False else None, budgeted=plan is not None))
 
 
 def _phase(run: _Run, phase: PhaseConfig, sources: list[count.Source], fp: list,

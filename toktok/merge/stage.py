@@ -102,17 +102,23 @@ def warm_up(pattern: Pattern, log: Callable[[str], None] | None = None, budgeted
 
 class Kernels:
     """The run's compiled kernels as a service: :meth:`warm_up` builds them ahead
-    (:func:`warm_up`) the first time it is called and is nothing after that.
+    (:func:`warm_up`) the first time it is called and is nothing after that: for ``pattern``, or
+    for each of the patterns its phases count with (a list: SuperBPE's second phase has its own
+    scanner, which otherwise ran through Numba on every run).
     Example: ``Kernels(DEFAULT).warm_up()``."""
 
-    def __init__(self, pattern: Pattern, log: Callable[[str], None] | None = None, budgeted: bool = False) -> None:
-        self.pattern, self.log, self.budgeted = pattern, log, budgeted
+    def __init__(self, pattern: Pattern | list[Pattern], log: Callable[[str], None] | None = None,
+                 budgeted: bool = False) -> None:
+        self.patterns = [p for i, p in enumerate(pattern) if p not in pattern[:i]] \
+            if isinstance(pattern, list) else [pattern]
+        self.log, self.budgeted = log, budgeted
         self.built = False  # built ahead for this run (said once)
 
     def warm_up(self) -> None:
-        """The kernels built ahead, once per run (:func:`warm_up`)."""
+        """The kernels built ahead, once per run (:func:`warm_up`), said once."""
         if not self.built:
-            self.built = warm_up(self.pattern, self.log, self.budgeted)
+            for p in self.patterns:
+                self.built = warm_up(p, None if self.built else self.log, self.budgeted) or self.built
 
 
 def _literal(token: bytes) -> str:

@@ -426,3 +426,71 @@ def test_a_moved_or_relatively_named_corpus_samples_the_same(tmp_path, monkeypat
     assert run("glob", "corpus/**") == ref
     assert run("dot", "./corpus/") == ref
     assert run("seed", "corpus", seed=6)[0] != ref[0]  # another sample: the comparisons above could fail
+
+
+
+def _views_over(texts: list[str], inline_as: dict[int, bytes] | None = None) -> tuple[pl.Series, pa.Buffer]:
+    """A Polars Series of Arrow string views over one buffer holding ``texts`` back to back (as
+    a Series made from a large sample's large_string array is), and that buffer; ``inline_as``:
+    what some short strings' views hold instead (a buffer that disagrees with its views)."""
+    raw = [t.encode() for t in texts]
+    offs = np.concatenate([[0], np.cumsum([len(r) for r in raw])]).astype(np.uint32)
+    views = np.zeros((len(raw), 16), np.uint8)
+    for i, r in enumerate(raw):
+        views[i, :4] = np.frombuffer(np.uint32(len(r)).tobytes(), np.uint8)
+        if len(r) <= 12:
+            held = (inline_as or {}).get(i, r)
+            views[i, 4:4 + len(held)] = np.frombuffer(held, np.uint8)
+        else:
+            views[i, 4:8] = np.frombuffer(r[:4], np.uint8)
+            views[i, 12:16] = np.frombuffer(offs[i].tobytes(), np.uint8)
+    data = pa.py_buffer(b"".join(raw))
+    arr = pa.Array.from_buffers(pa.string_view(), len(raw), [None, pa.py_buffer(views.tobytes()), data])
+    return pl.Series("text", arr), data
+
+
+@given(st.lists(st.text(max_size=30), min_size=1, max_size=40), st.randoms(use_true_random=False))
+def test_polars_text_goes_to_arrow_in_place_when_back_to_back(texts, rnd):
+    """Strings back to back in one buffer, short ones inline in their views too: large_string over
+    that buffer, read-only, equal; a slice too; rows out of order come back equal (copied)."""
+    s, data = _views_over(texts)
+    got = as_large_string(s)
+    assert got.to_pylist() == texts
+    if any(len(t.encode()) > 12 for t in texts):  # (else no string is in the buffer: copied)
+        assert got.buffers()[2].address == data.address
+        assert not _buffers(got)[0].flags.writeable
+    lo = rnd.randrange(len(texts))
+    assert as_large_string(s.slice(lo, len(texts))).to_pylist() == texts[lo:]
+    order = list(range(len(texts)))
+    rnd.shuffle(order)
+    assert as_large_string(s.gather(order)).to_pylist() == [texts[i] for i in order]
+
+
+def test_views_whose_short_strings_the_buffer_does_not_hold_are_copied():
+    """A short string's view that disagrees with the bytes where the buffer would hold it: the
+    text is copied, never read from the buffer."""
+    texts = ["a long string, in the buffer", "abc", "another long string in it"]
+    s, data = _views_over(texts, inline_as={1: b"xyz"})
+    got = as_large_string(s)
+    assert got.to_pylist() == [texts[0], "xyz", texts[2]]
+    assert got.buffers()[2].address != data.address
+
+
+def test_a_finished_sample_is_counted_in_source_and_row_order_from_one_buffer():
+    """finish() gives a frame whose text, in the order it is counted (source, then row), lies back
+    to back in one buffer whatever order the files were offered in: each source's part comes to
+    Arrow equal, over that buffer."""
+    res = Reservoir(capacity=1 << 22, seed=3, unit=1 << 16)
+    rng = np.random.default_rng(0)
+    docs = {}
+    for name in ("b.txt", "a.txt"):
+        docs[name] = ["".join(chr(97 + c) for c in rng.integers(0, 26, rng.integers(0, 3000))) for _ in range(60)]
+    for lo in (0, 30):  # the two files' batches interleaved, as two readers offer them
+        for name in ("b.txt", "a.txt"):
+            res.offer(name, lo, pa.array(docs[name][lo:lo + 30], pa.large_string()))
+    frame = res.finish().sort("source", "row")
+    whole = _buffers(as_large_string(frame["text"]))[1]
+    for part in frame.partition_by("source", maintain_order=True):
+        got = as_large_string(part["text"])
+        assert got.to_pylist() == docs[part["source"][0]]
+        assert _buffers(got)[1].ctypes.data == whole.ctypes.data

@@ -328,6 +328,7 @@ def _views_in_place(texts: "pl.Series") -> pa.Array | None:
         got = np.frombuffer(data, np.uint8)[np.where(held, cols, offs[0])]
         if not (np.where(held, got, 0) == np.where(held, raw[inline, 4:], 0)).all():
             return None
+    offs.flags.writeable = False  # (read-only as Arrow's own offsets: the kernels see the same types)
     return pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(offs), data])
 
 

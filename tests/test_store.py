@@ -151,3 +151,25 @@ def test_put_metas_replaces_keys_and_joins_the_open_transaction(tmp_path):
     assert other.get_meta("a") == "7"
     other.con.close()
     store.close()
+
+
+def test_a_stored_sample_is_handed_to_a_later_phase_once_then_read_from_its_file(tmp_path):
+    """The frame a phase stored goes to the phase that takes it as it is (no read), once; after
+    that, or once a phase let go of the samples held, the file is read: the same rows, written
+    in counting order (source, then row)."""
+    frame = pl.DataFrame({"hash": pl.Series([3, 1, 2], dtype=pl.UInt64), "source": ["b", "a", "a"],
+                          "row": [0, 1, 0], "bytes": [30, 20, 20],
+                          "text": ["z" * 30, "y" * 20, "x" * 20]})
+    store = RunStore.create(tmp_path / RUN_FILE, memory_limit=64 << 20, threads=1)
+    store.cursor().put_count_state("p1", 1, {"state": {}}, sample=frame)  # (as saved behind, on a cursor)
+    store.keep_sample("p1", "K", {"phase": "p1", "key": ["K"], "used": {}})
+    meta, got = store.get_shared_sample("K")
+    assert got is frame and meta["phase"] == "p1"
+    meta, again = store.get_shared_sample("K")
+    assert again is not frame and again.to_dicts() == frame.sort("source", "row").to_dicts()
+    store.put_count_state("p1", 1, {"state": {}}, sample=frame)
+    store.let_go_samples()
+    assert store.get_shared_sample("K")[1] is not frame
+    store.drop_shared_sample("K")
+    assert store.get_shared_sample("K") is None
+    store.close()

@@ -142,7 +142,8 @@ class Journal:
 
     ``store`` is the run file (:class:`~toktok.store.RunStore`), ``marks`` when the run
     checkpoints (:class:`Checkpoints`). A stage stores a large checkpoint with :meth:`checkpoint`
-    (beside the next steps, :class:`Pending`, or at once when ``inline``: under a memory budget),
+    (beside the next steps, :class:`Pending`, or at once when ``inline``, under a memory budget,
+    unless what it writes is alive meanwhile anyway),
     a counted phase's with :meth:`counted` (kept due for the merge loop's first checkpoint when
     counting was short), stores a small one at once with :meth:`save`, and waits
     for the one being stored with :meth:`settle`. ``kept``: the run file holds a checkpoint, so a
@@ -177,21 +178,24 @@ class Journal:
         self.settle()
         self.pending = Pending(save, self.store)
 
-    def checkpoint(self, save: Callable[[RunStore], None], due: Callable[..., None] | None = None) -> None:
+    def checkpoint(self, save: Callable[[RunStore], None], due: Callable[..., None] | None = None, *,
+                   beside: bool = False) -> None:
         """Store a phase's large checkpoint (``save(store)``): beside the steps that follow
-        (:class:`Pending`, waited for by :meth:`settle`) when the run has no memory budget; waited
-        for at once under a budget (``inline``), whose plan does not provide for DuckDB's write
-        (and the word table it keeps alive) beside the next step's allocations. ``due``: the due
-        "counted" checkpoint (``self.due``) that ``save`` stores too: no longer due once it is
-        stored (if storing fails, the failed run stores it: :meth:`store_due`)."""
+        (:class:`Pending`, waited for by :meth:`settle`) when the run has no memory budget, or when
+        ``beside`` says that what it writes stays alive meanwhile anyway; else waited for at once
+        under a budget (``inline``), whose plan does not provide for the word table a write keeps
+        alive beside the next step's allocations (DuckDB's own memory is its share of the plan,
+        its memory limit). ``due``: the due "counted" checkpoint (``self.due``) that ``save``
+        stores too: no longer due once it is stored (if storing fails, the failed run stores it:
+        :meth:`store_due`)."""
         self.settle()  # (a counting checkpoint stored in the background: before this one)
         self.pending = Pending(save, self.store, due)
-        if self.inline:
+        if self.inline and not beside:
             self.settle()
 
     def counted(self, save: Callable[..., None], seconds: float) -> None:
         """A phase's "counted" checkpoint (``save(store, tokens=None)``, :func:`save_counted`):
-        stored as :meth:`checkpoint` stores it, or, when counting took less than the counting
+        stored beside the merge stage (:meth:`checkpoint`, ``beside``: under a budget too), or, when counting took less than the counting
         checkpoints' interval (``every * COUNT_EVERY`` seconds: a crash may cost that much
         counting anyway) and the run has no memory budget, kept due (``self.due``) for the merge
         stage: its first checkpoint stores it first (:meth:`store_due`), or, when the loop ends
@@ -205,7 +209,8 @@ class Journal:
         if not self.inline and not self.resuming and seconds < within:
             self.due = save
             return
-        self.checkpoint(save)
+        # under a budget too: the words it writes are the merge loop's, alive until it ends
+        self.checkpoint(save, beside=True)
 
     def store_due(self) -> None:
         """The "counted" checkpoint kept due (:meth:`counted`), if any, stored now, after the one

@@ -231,7 +231,7 @@ def run(phase: PhaseConfig, counted: Counted, vocab: Vocab, *, cfg: RunSpec, fp:
     counted.segmented = None
     res = learn_merges(words, counts, start, n, progress=lambda k: report("merge" + tag, k, shown),
                        checkpoint=log, last=log.last, every=marks.every, step=marks.step,
-                       reference=small, ready=journal.settle, segmented=segmented,
+                       reference=small, ready=None if journal.inline else journal.settle, segmented=segmented,
                        python=python, max_token_length=cfg.max_token_length, min_frequency=cfg.min_frequency)
     # a corpus that allows fewer merges than asked ends the stage here (else its line waited for
     # the run's end, its time counting the stages after it)
@@ -247,8 +247,10 @@ def run(phase: PhaseConfig, counted: Counted, vocab: Vocab, *, cfg: RunSpec, fp:
                            stopped_at=res.stopped_at)
     state = {"fingerprint": fp, "warnings": counted.warnings, "summary": dataclasses.asdict(summary)}
     due = journal.due  # stored with it, or by the run if storing it fails
+    # beside what follows under a budget too: the loop's arrays are gone, and the next phase
+    # waits for it before it counts (only the export and the check run beside the last one's)
     journal.checkpoint(lambda st: resume.save_merged(st, phase.name, words, counts, res.word_tokens, state,
-                                                     due=due, merges=log.held), due)
+                                                     due=due, merges=log.held), due, beside=True)
     return Merged(res.vocab.tokens[first_id:], len(res.left), summary, short)
 
 

@@ -120,7 +120,7 @@ def held_out_tokens(super_out: Path, plain_out: Path, files: list[str], env: dic
     share of tokens SuperBPE saves (the issue's goal: at least 5%)."""
     import subprocess
 
-    cmd = [sys.executable, "-m", "toktok.cli", "eval", str(plain_out), str(super_out), "--data", *files,
+    cmd = [sys.executable, "-m", "toktok", "eval", str(plain_out), str(super_out), "--data", *files,
            "--by", "file", "--json"]
     got = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env={**os.environ, **env}).stdout)
     out: dict = {}
@@ -169,7 +169,7 @@ def main() -> None:
     load = os.getloadavg()
     try:
         if a.slice_mb and "superbpe" in rows:  # untimed: the kernels built (once after a change) and the files cached
-            run_measured([sys.executable, "-m", "toktok.cli", "train", *files, "--out", str(scratch / "warm"),
+            run_measured([sys.executable, "-m", "toktok", "train", *files, "--out", str(scratch / "warm"),
                           "--vocab-size", str(a.vocab_size), *limit, *args["superbpe"], *own, "--force",
                           "-q"], scratch / "warm.log", env)
         for _ in range(a.repeat):
@@ -184,7 +184,7 @@ def main() -> None:
                     print(f"  {row:8s} wall {r['wall_s']:8.1f} s  peak {r['peak_rss'] / GB:5.2f} GiB  "
                           f"status {r['status']}  load {r['load_at_end']:.2f}", flush=True)
                     continue
-                cmd = [sys.executable, "-m", "toktok.cli", "train", *files, "--out", str(out), "--vocab-size",
+                cmd = [sys.executable, "-m", "toktok", "train", *files, "--out", str(out), "--vocab-size",
                        str(a.vocab_size), *limit, *args[row], *own, "--force", "-q"]
                 r = run_measured(cmd, scratch / f"{row}.log", env)
                 r["load_at_end"] = os.getloadavg()[0]
@@ -200,7 +200,7 @@ def main() -> None:
         held = None
         if a.slice_mb and rows.get("superbpe") and rows["superbpe"][-1]["exit_code"] == 0:
             # untimed: toktok's plain tokenizer of the same size, and both on held-out text of the same mix
-            run_measured([sys.executable, "-m", "toktok.cli", "train", *files, "--out", str(scratch / "plain-toktok"),
+            run_measured([sys.executable, "-m", "toktok", "train", *files, "--out", str(scratch / "plain-toktok"),
                           "--vocab-size", str(a.vocab_size), *limit, *own, "--force", "-q"], scratch / "plain.log", env)
             held = held_out_tokens(scratch / "superbpe", scratch / "plain-toktok",
                                    held_out_files(a.data, scratch), env)

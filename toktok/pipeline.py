@@ -393,24 +393,23 @@ class _Beside:
             self._start(self._steps, lambda *a: heard(a))
 
     def _start(self, target: Callable, *args) -> None:
-        self._thread = threading.Thread(target=target, args=args, name="toktok-insight", daemon=True)
+        def run() -> None:
+            try:
+                target(*args)
+            except BaseException as e:  # raised by wait(), in the run's thread
+                self._error = e
+
+        self._thread = threading.Thread(target=run, name="toktok-insight", daemon=True)
         self._thread.start()
 
     def _steps(self, report: Progress) -> None:
-        try:
-            _vocabulary(self._run)  # 6.
-            _insight(self._run, report)  # 7.
-        except BaseException as e:  # raised by wait(), in the run's thread
-            self._error = e
-            return
+        _vocabulary(self._run)  # 6.
+        _insight(self._run, report)  # 7.
         self._exported.wait()  # (DuckDB's CHECKPOINT refuses to run beside another writer)
         self._flush()
 
     def _flush(self) -> None:
-        try:
-            self._run.journal.store.run("checkpoint")
-        except BaseException as e:  # raised by wait(), in the run's thread
-            self._error = e
+        self._run.journal.store.run("checkpoint")
 
     def exported(self) -> None:
         """The export is done with the run file: the WAL may be written into it (under a

@@ -212,6 +212,13 @@ class Journal:
         # under a budget too: the words it writes are the merge loop's, alive until it ends
         self.checkpoint(save, beside=True)
 
+    def before_loop(self) -> None:
+        """A merge loop is about to allocate its tables: without a memory budget the checkpoint
+        being stored is waited for here (DuckDB's write then never adds to the loop's peak); under
+        one it goes on beside the loop, inside DuckDB's share of the plan (its memory limit)."""
+        if not self.inline:
+            self.settle()
+
     def store_due(self) -> None:
         """The "counted" checkpoint kept due (:meth:`counted`), if any, stored now, after the one
         being stored in the background."""

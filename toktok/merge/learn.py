@@ -76,8 +76,7 @@ def learn_merges(
     on the way), deterministically: the loop then runs in the calling thread. ``tuning``: the
     loop's starting room (``Tuning``). ``ready()`` is called once the words are segmented and laid
     out, before the loop's tables are allocated (the pipeline stores the "counted" checkpoint
-    meanwhile and waits there for it: DuckDB's write then never adds to the loop's peak; under a
-    memory budget it passes none: the write goes on beside the loop, inside DuckDB's share of the plan).
+    meanwhile: ``Journal.before_loop``).
     ``reference``: a small run's (see ``Segmenter``); a small word table then takes the Python loop
     (:func:`toktok.merge.small.learn_small`, the same result) and loads no kernel; ``python``
     says whether it does, where the caller asked (:func:`toktok.merge.small.python_first`).

@@ -231,7 +231,7 @@ def run(phase: PhaseConfig, counted: Counted, vocab: Vocab, *, cfg: RunSpec, fp:
     counted.segmented = None
     res = learn_merges(words, counts, start, n, progress=lambda k: report("merge" + tag, k, shown),
                        checkpoint=log, last=log.last, every=marks.every, step=marks.step,
-                       reference=small, ready=None if journal.inline else journal.settle, segmented=segmented,
+                       reference=small, ready=journal.before_loop, segmented=segmented,
                        python=python, max_token_length=cfg.max_token_length, min_frequency=cfg.min_frequency)
     # a corpus that allows fewer merges than asked ends the stage here (else its line waited for
     # the run's end, its time counting the stages after it)

@@ -173,3 +173,32 @@ def test_a_stored_sample_is_handed_to_a_later_phase_once_then_read_from_its_file
     store.drop_shared_sample("K")
     assert store.get_shared_sample("K") is None
     store.close()
+
+
+def test_a_roomier_limit_lets_the_top_words_of_long_words_through_then_goes_back(tmp_path):
+    # a SuperBPE phase's words are long: under a budget's DuckDB share alone their top words ran
+    # out of memory in the insight step; the step now runs with the merge loops' share too
+    import numpy as np
+    import pyarrow as pa
+    import pytest
+
+    from toktok.budget import plan_budget
+    from toktok.errors import ResourceError
+
+    rng = np.random.default_rng(0)
+    words = [bytes(rng.integers(97, 123, 16384, dtype=np.uint8)) for _ in range(2500)]
+    store = RunStore.create(tmp_path / RUN_FILE, memory_limit=16 << 20)
+    with store.roomier(256 << 20):
+        store.put_words("superwords", pa.table({"word": pa.array(words, pa.large_binary()),
+                                                "count": pa.array(np.ones(len(words), np.int64))}))
+    with pytest.raises(ResourceError, match="under its limit of 16MiB"):
+        store.arrow("top_words", {"phase": "superwords", "n": 50_000})
+    with store.roomier(256 << 20):
+        top = store.arrow("top_words", {"phase": "superwords", "n": 50_000})
+    assert top.num_rows == len(words) and top["word"][0].as_py() == min(words)
+    assert store.con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == "16.0 MiB"
+    assert store.memory_limit == 16 << 20
+    plan = plan_budget(1 << 30, baseline=320 << 20)
+    assert plan.after_loops() == plan.duckdb_bytes + plan.work_bytes // 2 > 4 * plan.duckdb_bytes
+    store.con.execute("SET memory_limit = '256MiB'")  # (closing writes the words into the file)
+    store.close()

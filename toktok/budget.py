@@ -82,6 +82,11 @@ class BudgetPlan:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def after_loops(self) -> int:
+        """DuckDB's limit once the merge loops are over (the insight step, in line under a
+        budget): its share and half of theirs, the other half left to the step's own arrays."""
+        return self.duckdb_bytes + self.work_bytes // 2
+
 
 def plan_budget(budget: int, baseline: int | None = None, *, name: str = "--budget") -> BudgetPlan:
     """Split ``budget`` bytes; raises ConfigError naming the smallest budget that would work (and

@@ -451,11 +451,13 @@ def _export(run: _Run) -> None:
 
 def _insight(run: _Run, report: Progress) -> None:
     """7. The run file's views, compression curve and word gains (``insight.record``), its
-    progress to ``report``."""
+    progress to ``report``; under a memory budget DuckDB may use half the merge loops' share
+    meanwhile (``BudgetPlan.after_loops``: the most frequent words of a SuperBPE phase are long)."""
     t0 = time.perf_counter()
     ahead, run.curve_ahead = run.curve_ahead, None
-    insight.record(run.journal, run.parity.df, run.phase_parity, run.phase_held_out, threads=run.threads,
-                   small=run.small, report=report, ahead=ahead)
+    with run.journal.store.roomier(run.plan and run.plan.after_loops()):
+        insight.record(run.journal, run.parity.df, run.phase_parity, run.phase_held_out, threads=run.threads,
+                       small=run.small, report=report, ahead=ahead)
     run.times["insight"] = time.perf_counter() - t0
 
 

@@ -276,6 +276,25 @@ class RunStore:
         with self.translating():
             self.run("settings.memory_limit", {"limit": _duck_size(self.memory_limit)})
 
+    @contextmanager
+    def roomier(self, limit: int | None):
+        """Inside: DuckDB may use ``limit`` bytes (None: as it was), then its own limit again;
+        its errors name the limit in force. A step that runs alone under a memory budget takes a
+        share the plan gave a step that is over (``toktok.pipeline._insight``)."""
+        if limit is None or self.memory_limit is None or limit <= self.memory_limit:
+            yield self
+            return
+        was = self.memory_limit, self.limit_shown
+        with self.translating():
+            self.run("settings.memory_limit", {"limit": _duck_size(limit)})
+        self.memory_limit, self.limit_shown = limit, f"{limit >> 20}MiB"
+        try:
+            yield self
+        finally:
+            self.memory_limit, self.limit_shown = was
+            with self.translating():
+                self.run("settings.memory_limit", {"limit": _duck_size(was[0])})
+
     # --- checkpoints, for --resume ------------------------------------------------------------
 
     @contextmanager

@@ -75,6 +75,13 @@ def test_train_reads_a_file_given_twice_once(tmp_path):
             assert (tmp_path / out / f).read_bytes() == (tmp_path / "one" / f).read_bytes(), (out, f)
 
 
+def test_superbpe_says_a_file_given_twice_once(tmp_path):
+    """SuperBPE's two phases read the same sources: the warning was printed once per phase."""
+    line = _said_once(_ok("train", NOTES, NOTES, "--out", tmp_path / "o", "--vocab-size", "1600", "--superbpe",
+                          "1500"), str(NOTES))
+    assert "superwords" not in line, line
+
+
 def test_a_url_given_twice_is_read_once(tmp_path, once):
     """The same object twice (one of them with a query string, as a signed URL has)."""
     pytest.importorskip("aiohttp")

@@ -81,7 +81,7 @@ from .formats import export
 from .insight import stage as insight
 from .merge import stage as merge
 from .spec import PhaseConfig, RunSpec
-from .store import RunStore, translating
+from .store import translating
 from .summary import PhaseSummary, Totals, TrainSummary
 
 #: How a run reports progress: ``progress(stage, done, total)``; total may be None.
@@ -271,7 +271,11 @@ def _plan(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: resum
         warnings.append(too_many)
     plan = plan_budget(cfg.budget, name=cfg.name_of("budget")) if cfg.budget is not None else None
     plans = [count.resolve(cfg, ph) for ph in phases]
-    warnings += dict.fromkeys(w for srcs in plans for src in srcs for w in src.corpus.warnings)
+    said: list[list] = []  # phases reading one list of sources (SuperBPE's two) say its warnings once
+    for ph, srcs in zip(phases, plans):
+        if not any(ph.sources is s for s in said):
+            said.append(ph.sources)
+            warnings += [w for src in srcs for w in src.corpus.warnings if w not in warnings]
     st = start.vocabulary(cfg, phases)
     warnings += st.warnings
     chat = None

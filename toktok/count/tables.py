@@ -188,7 +188,6 @@ def _read_own(path: str, pattern: Pattern, specials) -> CountsRead | None:
     word of at least one byte, a count > 0, the words in strictly increasing order (so each once),
     their bytes times counts far below what 64 bits hold. None when any of that does not hold:
     the general reading then checks it row by row and names what is wrong."""
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     try:
@@ -222,7 +221,7 @@ def _read_own(path: str, pattern: Pattern, specials) -> CountsRead | None:
     lengths = np.diff(offsets)
     if counts.min() <= 0 or lengths.min() == 0:
         return None
-    if len(word) > 1 and not pc.all(pc.less(word.slice(0, len(word) - 1), word.slice(1))).as_py():
+    if len(word) > 1 and not _increasing(word):
         return None  # (not sorted, or a word twice: summed and said by the general reading)
     if float(np.dot(lengths.astype(np.float64), counts.astype(np.float64))) >= 2.0 ** 62:
         return None  # (near what 64-bit counts hold: checked exactly, and said, by the general reading)
@@ -230,6 +229,17 @@ def _read_own(path: str, pattern: Pattern, specials) -> CountsRead | None:
         return None  # (edited since toktok wrote it, its metadata kept: its words are checked)
     used = {path: {"rows": len(word), "words": len(word), "bytes": int(np.dot(lengths.astype(np.int64), counts))}}
     return CountsRead(pa.table([word, count], schema=COUNTS_SCHEMA), [path], used)
+
+
+def _increasing(word: pa.Array) -> bool:
+    """Whether each word of ``word`` (binary) is less than the next (Arrow's ``less`` and ``all``,
+    called by name: ``pyarrow.compute`` builds its ~1,000 wrappers on import, ~40 ms that
+    ``_read_own``'s thread would hold the GIL for beside the run's start)."""
+    try:
+        from pyarrow._compute import call_function
+    except ImportError:  # (another layout of pyarrow: its public module)
+        from pyarrow.compute import call_function
+    return bool(call_function("all", [call_function("less", [word.slice(0, len(word) - 1), word.slice(1)])]).as_py())
 
 
 def _shown(word: bytes) -> str:
@@ -370,9 +380,11 @@ def seal(words) -> str:
         words = words.to_arrow()
     if isinstance(words, pa.ChunkedArray):
         words = words.combine_chunks()
-    words = words.cast(pa.large_binary())
+    narrow = words.type in (pa.binary(), pa.string())  # read as they are: a cast loads pyarrow.compute (~40 ms)
+    if not narrow and words.type not in (pa.large_binary(), pa.large_string()):
+        words = words.cast(pa.large_binary())
     n = len(words)
-    offsets = np.frombuffer(words.buffers()[1], np.int64, n + 1, words.offset * 8)
+    offsets = np.frombuffer(words.buffers()[1], np.int32 if narrow else np.int64, n + 1, words.offset * (4 if narrow else 8))
     data = words.buffers()[2]
     h = hashlib.blake2b(np.diff(offsets).astype("<i8").tobytes(), digest_size=16)
     if data is not None and n:

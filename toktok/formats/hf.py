@@ -120,6 +120,24 @@ def _quoted_names(tokens: list[bytes]):
     return out.tobytes(), name_len
 
 
+def _decimals(n: int):
+    """The numbers 0..n-1 in decimal, concatenated, and the length of each: a column of digits
+    at a time (a Python string per number took 8 ms of 65,536).
+    Example: ``_decimals(12) == (b"01234567891011", array([1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2]))``."""
+    import numpy as np
+
+    x = np.arange(n, dtype=np.int64)
+    width = np.ones(n, np.int64)
+    for bound in (10 ** k for k in range(1, len(str(max(n - 1, 0))))):
+        width += x >= bound
+    ends = np.cumsum(width)
+    out = np.empty(int(ends[-1]) if n else 0, np.uint8)
+    for k in range(int(width[-1]) if n else 0):  # the k-th digit from the right of each that has one
+        has = width > k if k else slice(None)
+        out[ends[has] - 1 - k] = 48 + (x[has] // 10 ** k) % 10
+    return out.tobytes(), width
+
+
 def bytelevel_to_token(text: str) -> bytes:
     """Inverse of ``token_to_bytelevel``; raises VocabError on a character outside the table."""
     try:
@@ -196,10 +214,9 @@ def hf_tokenizer_json(vocab: Vocab, pattern: Pattern = DEFAULT, *, added: dict[s
     for i, q in zip(vocab.pinned, pinned):  # spelled after the other names
         name_at[i], name_len[i] = len(names), len(q)
         names += q
-    ids = [b"%d" % i for i in range(n)]
-    id_len = np.fromiter(map(len, ids), np.int64, n)
+    ids, id_len = _decimals(n)
     id_at = np.cumsum(id_len) - id_len + len(names)
-    table = (names + b"".join(ids), np.concatenate([name_at, id_at]), np.concatenate([name_len, id_len]))
+    table = (names + ids, np.concatenate([name_at, id_at]), np.concatenate([name_len, id_len]))
     vocab_rows = np.arange(n, dtype=np.int32)[:, None] + np.array([0, n], np.int32)
     vocab_body = lines(*table, vocab_rows, [b"      ", 0, b": ", 1], b",\n")
     merges = _split_merges(vocab.tokens, vocab.pinned)

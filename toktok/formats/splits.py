@@ -8,11 +8,12 @@ Example: ``all_split_merges([b"a", b"b", b"ab"]) == [(0, 1)]``.
 from __future__ import annotations
 
 #: Tokens up to this many bytes have every split point tried (compiled: ``merge.token_splits``);
-#: longer ones in Python, every split point while that is cheap (``LONG_PLAIN_BUDGET``), else
-#: only those where a token of each length could fit (see ``_FingerprintIndex.splits``).
+#: longer ones too while that is cheap (``LONG_PLAIN_BUDGET``; in Python for a vocabulary split
+#: in Python), else only those where a token of each length could fit (``_FingerprintIndex.splits``).
 SPLIT_ALL_UP_TO = 64
 #: Bytes of slicing (the sum of the squared lengths of the long tokens) up to which every split
-#: point of a long token is tried as for short ones: indexing every token costs more than that.
+#: point of a long token is tried as for short ones (by the kernel with them: a Python dict of
+#: every token took 14 ms of a 65,536 vocabulary's 35): indexing every token costs more than that.
 LONG_PLAIN_BUDGET = 1 << 24
 #: Vocabularies up to this many tokens are split in Python (~10 ms for 4,096): quicker than
 #: loading the kernel from Numba's cache, and a small run loads none.
@@ -48,8 +49,11 @@ def _split_merges(tokens: list[bytes], skip=None, up_to: int = SPLIT_ALL_UP_TO, 
     from ..merge import token_splits
 
     skip = skip or ()
-    rows = [_short_splits(tokens, skip, up_to) if _in_python(len(tokens)) else token_splits(tokens, skip, up_to)]
     lengths = np.fromiter(map(len, tokens), np.int64, len(tokens))
+    python = _in_python(len(tokens))
+    if not python and len(tokens) and int((lengths[lengths > up_to] ** 2).sum()) <= plain_budget:
+        up_to = max(up_to, int(lengths.max()))  # every split point of the long tokens too, compiled: the same rows
+    rows = [_short_splits(tokens, skip, up_to) if python else token_splits(tokens, skip, up_to)]
     long = [(i, tokens[i]) for i in np.flatnonzero(lengths > up_to).tolist() if i not in skip]
     if long:
         ids = {t: i for i, t in enumerate(tokens) if i not in skip}

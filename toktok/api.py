@@ -139,6 +139,23 @@ class TrainResult(TrainSummary):
         return duckdb.connect(str(Path(self.out) / RUN_FILE), read_only=True)
 
 
+def read_soon(cfg: TrainConfig) -> None:
+    """The run's word-count table read from now on, before the pipeline is imported
+    (:func:`toktok.count.early.read_soon`), where its count stage reads it whole at once
+    (``toktok.count.stage.start``): the first source of the first phase, one Parquet file with
+    the usual columns, on a fresh run without a memory budget. Anything else is read as ever."""
+    try:
+        first = cfg.phase_list()[0].sources[0]
+    except Exception:  # (a hint only: what is wrong is said where the run checks it)
+        return
+    columns = (first.word_column or cfg.word_column, first.count_column or cfg.count_column)
+    if first.kind == "counts" and not cfg.resume and cfg.budget is None and columns == ("word", "count") \
+            and isinstance(first.path, str):
+        from .count.early import read_soon as read
+
+        read(first.path)
+
+
 def train_config(cfg: TrainConfig, *, progress: Progress | None = None,
                  log: Callable[[str], None] | None = None, console: Any = None) -> TrainResult:
     """Run a ``TrainConfig`` (validated here) and return its :class:`TrainResult`. ``progress``
@@ -146,6 +163,8 @@ def train_config(cfg: TrainConfig, *, progress: Progress | None = None,
     (:func:`toktok.progress.reporter`, whose Rich bars go to ``console``): it hears the run's end
     too (a ``json`` one writes the summary, or the error, as its last line)."""
     from .options import OPTION
+
+    read_soon(cfg)
     from .pipeline import train as run
     from .progress import reported
 

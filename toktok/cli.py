@@ -298,7 +298,7 @@ def train(**values) -> None:
     sources, config = list(values.pop("sources") or []), values.pop("config")
     cfg, reporting = None, False
     try:
-        from .api import train_config
+        from .api import read_soon, train_config
         from .config import build_config
 
         given = _given(values)
@@ -309,8 +309,7 @@ def train(**values) -> None:
         def log(line: str) -> None:  # data (tokens) printed as they are, never as markup
             err.print(line, markup=False, highlight=False, emoji=False, soft_wrap=True)
 
-        # --progress (or the config's progress:) wins; else -q / verbose: false is none, and
-        # the default is bars on a terminal, plain lines elsewhere (a log, a scheduler)
+        # --progress (or progress:) wins; else -q / verbose: false is none, bars on a terminal, plain lines elsewhere
         mode = cfg.progress or ("none" if quiet or cfg.verbose is False else "rich" if err.is_terminal else "plain")
         reporting = True  # from here on the reporter ends the JSON stream, error included
         if mode == "json":  # a kernel cache's warning is a line of the stream too
@@ -318,6 +317,7 @@ def train(**values) -> None:
 
             prebuilt.SAY = _json_warning
         with _without_pandas(cfg):
+            read_soon(cfg)  # (a word-count table read while the pipeline is imported)
             _import_pipeline()
             summary = train_config(cfg, progress=mode, log=log, console=err)
     except ToktokError as e:

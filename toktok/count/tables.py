@@ -188,13 +188,19 @@ def _read_own(path: str, pattern: Pattern, specials) -> CountsRead | None:
     word of at least one byte, a count > 0, the words in strictly increasing order (so each once),
     their bytes times counts far below what 64 bits hold. None when any of that does not hold:
     the general reading then checks it row by row and names what is wrong."""
-    import pyarrow.parquet as pq
+    from .early import take
 
-    try:
-        pf = pq.ParquetFile(path)
-    except (OSError, pa.ArrowException):
-        return None  # (said by the general reading)
-    schema = pf.schema_arrow
+    early = take(path)  # (read from the process's start: count.early)
+    if early is None:
+        import pyarrow.parquet as pq
+
+        try:
+            pf = pq.ParquetFile(path)
+        except (OSError, pa.ArrowException):
+            return None  # (said by the general reading)
+        schema = pf.schema_arrow
+    else:
+        schema = early[0]
     meta = (schema.metadata or {}).get(META_KEY)
     if meta is None or schema.names[:2] != [WORD_COLUMN, COUNT_COLUMN] or schema.field(0).type != pa.binary() \
             or schema.field(1).type != pa.int64():
@@ -207,10 +213,13 @@ def _read_own(path: str, pattern: Pattern, specials) -> CountsRead | None:
     if recorded is None or not same(Pattern.from_dict(recorded), pattern) or \
             not set(specials) <= set(own.get("special_tokens") or []):
         return None
-    try:
-        t = pf.read(columns=[WORD_COLUMN, COUNT_COLUMN])
-    except (OSError, pa.ArrowException):
-        return None
+    if early is None:
+        try:
+            t = pf.read(columns=[WORD_COLUMN, COUNT_COLUMN])
+        except (OSError, pa.ArrowException):
+            return None
+    else:
+        t = early[1]
     word, count = t.column(0), t.column(1)
     if not t.num_rows or word.null_count or count.null_count:
         return None

@@ -22,17 +22,20 @@ HF_SPECIAL_MAP_FILE = "special_tokens_map.json"
 SPECIALS_TXT = "special_tokens.txt"
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes, *, sync: bool = True) -> None:
     """Write ``data`` to a temporary name beside ``path`` and rename it over ``path``.
 
-    Readers never see a half-written file; the temporary is removed on failure.
+    Readers never see a half-written file; the temporary is removed on failure. ``sync=False``:
+    not forced to disk before the rename (a file of a staging folder that another process reads
+    at once; :func:`synced` forces it before the folder is published).
     """
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as e:
         try:
@@ -40,6 +43,17 @@ def write_atomic(path: Path, data: bytes) -> None:
         except OSError:
             pass
         raise OutputError(f"{path}: cannot write ({e.strerror or e}); check the folder exists and is writable") from None
+
+
+def synced(*paths: Path) -> None:
+    """Each file forced to disk (what :func:`write_atomic` with ``sync=False`` left to the page
+    cache); OSError as writing it would raise."""
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def checked_vocab(vocab: Vocab) -> Vocab:

@@ -17,7 +17,7 @@ from ..added import added_flags
 from ..rundir import no_room, special_tokens_file
 from ..verify import HFSide, open_hf, worth_a_process
 from .chat import check_specials as check_chat_specials, resolve as chat_template, unknown_specials
-from .common import HF_FILE, write_atomic
+from .common import HF_CONFIG_FILE, HF_FILE, HF_SPECIAL_MAP_FILE, synced, write_atomic
 from .hf import write_hf
 from .ladder import Ladder, write_ladder
 from .specials import special_tokens_json
@@ -80,8 +80,9 @@ def write(vocab: Vocab, folder: Path, *, cfg: RunSpec, store: RunStore, pattern:
     vocab.check()
     try:
         write_hf(vocab, folder, roles=cfg.roles, check=False, pattern=pattern, added=added,
-                 chat_template=chat_template)
-        hf.load()
+                 chat_template=chat_template, sync=False)
+        hf.load()  # (from the page cache: forced to disk next, as HF reads it)
+        synced(folder / HF_FILE, folder / HF_CONFIG_FILE, folder / HF_SPECIAL_MAP_FILE)
         report("export", 1, 3)
         text = tiktoken_text(vocab)
         write_tiktoken(vocab, folder / cfg.tiktoken_name, check=False, text=text)

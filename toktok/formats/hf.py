@@ -278,10 +278,11 @@ def hf_config_files(vocab: Vocab, roles: dict[str, str] | None = None, *, added:
 
 def write_hf(vocab: Vocab, out_dir: str | os.PathLike, *, roles: dict[str, str] | None = None,
              check: bool = True, pattern: Pattern = DEFAULT, added: dict[str, dict] | None = None,
-             chat_template: str | None = None) -> Path:
+             chat_template: str | None = None, sync: bool = True) -> Path:
     """Write ``tokenizer.json``, ``tokenizer_config.json`` and ``special_tokens_map.json`` into ``out_dir``
     (``roles``, ``added``, ``chat_template``: see ``hf_config_files``; ``check=False``: the caller
-    has run ``vocab.check()``; ``pattern``: the pre-tokenizer, whose HF form the Split gets).
+    has run ``vocab.check()``; ``pattern``: the pre-tokenizer, whose HF form the Split gets;
+    ``sync=False``: the files are not forced to disk, :func:`~.common.write_atomic`).
 
     The folder loads with ``tokenizers.Tokenizer.from_file`` and
     ``transformers.PreTrainedTokenizerFast.from_pretrained`` and gives tiktoken's ids.
@@ -294,9 +295,9 @@ def write_hf(vocab: Vocab, out_dir: str | os.PathLike, *, roles: dict[str, str] 
         raise OutputError(f"{out}: cannot create folder ({e.strerror or e})") from None
     vocab = (checked_vocab(vocab) if check else vocab).settled()
     config, special_map = hf_config_files(vocab, roles, added=added, chat_template=chat_template)
-    write_atomic(out / HF_FILE, hf_tokenizer_json(vocab, pattern, added=added))
-    write_atomic(out / HF_CONFIG_FILE, config)
-    write_atomic(out / HF_SPECIAL_MAP_FILE, special_map)
+    write_atomic(out / HF_FILE, hf_tokenizer_json(vocab, pattern, added=added), sync=sync)
+    write_atomic(out / HF_CONFIG_FILE, config, sync=sync)
+    write_atomic(out / HF_SPECIAL_MAP_FILE, special_map, sync=sync)
     return out
 
 

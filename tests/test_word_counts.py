@@ -264,6 +264,43 @@ def test_own_tables_are_read_straight_as_the_general_reading_reads_them(tmp_path
                     specials=["<|other|>"])
 
 
+def test_a_table_read_from_the_start_is_taken_as_read_and_never_when_changed(tmp_path):
+    """``count.early``: the file read while the pipeline is imported is what ``_read_own`` reads
+    itself (the same table, checked the same way); taken once; a file changed since, or not one
+    of toktok's own layout, is read as ever; ``api.read_soon`` reads only a run's one table."""
+    import os
+
+    from toktok.api import read_soon
+    from toktok.config import TrainConfig
+    from toktok.count import early, tables
+
+    counts = tmp_path / "c.parquet"
+    toktok.word_counts(SOURCES, out=counts, special_tokens=["<|endoftext|>"])
+    own = tables._read_own(str(counts), NAMED["cl100k"], [])
+    early.read_soon(str(counts))
+    got = early.take(str(counts))
+    assert got is not None and got[1].column("word").equals(own.words.column("word"))
+    assert early.take(str(counts)) is None  # (once)
+    early.read_soon(str(counts))
+    assert tables._read_own(str(counts), NAMED["cl100k"], []).words.equals(own.words)
+    early.read_soon(str(counts))
+    st = os.stat(counts)
+    os.utime(counts, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # changed since: read again
+    assert early.take(str(counts)) is None
+    other = _table(tmp_path / "s.parquet", ["a", "b"], pa.array([1, 2]), word_type=pa.string())
+    early.read_soon(str(other))
+    assert early.take(str(other)) is None  # (not toktok's layout: the general reading reads it)
+    early.read_soon(str(tmp_path / "none.parquet"))
+    assert early.take(str(tmp_path / "none.parquet")) is None
+    read_soon(TrainConfig(word_counts=[str(counts)], out=str(tmp_path / "o"), merges=5))
+    assert early.take(str(counts)) is not None
+    for cfg in (TrainConfig(word_counts=[str(counts)], out=str(tmp_path / "o"), merges=5, budget="1GB"),
+                TrainConfig(word_counts=[str(counts)], out=str(tmp_path / "o"), merges=5, count_column="n"),
+                TrainConfig(sources=[str(SOURCES[0])], out=str(tmp_path / "o"), merges=5)):
+        read_soon(cfg)
+        assert early.take(str(counts)) is None
+
+
 # --- --resume of a word-count run killed with SIGKILL --------------------------------------------
 
 RUN_TABLES = {

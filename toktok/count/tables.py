@@ -502,21 +502,23 @@ def word_documents(words: pa.Array, counts: np.ndarray, seed: int, docs: int = P
     rng = np.random.default_rng(seed)
     p = np.asarray(counts, np.float64)
     p /= p.sum()
-    lengths = _lengths(words)
-    mean = max(1.0, float((lengths * p).sum()))
-    per_doc = int(chars / mean) + 8
-    picks = rng.choice(n, size=(docs, per_doc), p=p)
-    drawn = words.take(pa.array(picks.reshape(-1))).to_pylist()  # (one conversion, not one per word)
-    out = [b"".join(drawn[k * per_doc:(k + 1) * per_doc]).decode("utf-8", "replace")[:chars] for k in range(docs)]
-    return pa.table([pa.array(np.arange(docs, dtype=np.uint64)), pa.array([WORDS_SOURCE] * docs, pa.large_string()),
-                     pa.array(np.arange(docs, dtype=np.int64)), pa.array(out, pa.large_string())], schema=PARITY_SCHEMA)
-
-
-def _lengths(words: pa.Array) -> np.ndarray:
-    """The byte length of each word (from the array's offsets: no copy, no pandas)."""
     if words.type != pa.binary():
         words = words.cast(pa.binary())
-    return np.diff(np.frombuffer(words.buffers()[1], np.int32, len(words) + 1, words.offset * 4)).astype(np.float64)
+    offsets = np.frombuffer(words.buffers()[1], np.int32, n + 1, words.offset * 4)
+    lengths = np.diff(offsets).astype(np.float64)
+    mean = max(1.0, float((lengths * p).sum()))
+    per_doc = int(chars / mean) + 8
+    picks = rng.choice(n, size=(docs, per_doc), p=p).reshape(-1)
+    # the drawn words' bytes back to back, gathered from the array's buffers (Arrow's take would
+    # load pyarrow.compute: ~40 ms of the run's start), cut after each document's last word
+    starts, sizes = offsets[picks].astype(np.int64), (offsets[picks + 1] - offsets[picks]).astype(np.int64)
+    ends = np.cumsum(sizes)
+    data = np.frombuffer(words.buffers()[2], np.uint8) if int(ends[-1]) else np.zeros(0, np.uint8)
+    drawn = data[np.repeat(starts - (ends - sizes), sizes) + np.arange(int(ends[-1]))].tobytes()
+    cut = [0, *ends[per_doc - 1::per_doc].tolist()]
+    out = [drawn[cut[k]:cut[k + 1]].decode("utf-8", "replace")[:chars] for k in range(docs)]
+    return pa.table([pa.array(np.arange(docs, dtype=np.uint64)), pa.array([WORDS_SOURCE] * docs, pa.large_string()),
+                     pa.array(np.arange(docs, dtype=np.int64)), pa.array(out, pa.large_string())], schema=PARITY_SCHEMA)
 
 
 def with_tables(counted, sources: list, configs: list, *, pattern: Pattern, specials, seed: int,
@@ -551,8 +553,8 @@ file, being read already: :class:`TableAhead`). Example: ``with_tables(None, src
 
         words = pl.concat([pl.from_arrow(p) for p in parts]).group_by("word").agg(pl.col("count").sum()) \
             .sort("word").to_arrow().cast(COUNTS_SCHEMA)
-    else:  # (read_counts' order: by word)
-        words = parts[0].cast(COUNTS_SCHEMA)
+    else:  # (read_counts' order: by word; its schema as a rule: a cast loads pyarrow.compute, ~40 ms)
+        words = parts[0] if parts[0].schema.equals(COUNTS_SCHEMA) else parts[0].cast(COUNTS_SCHEMA)
     if counted is not None:
         counted.words, counted.used = words, {**counted.used, **used}
         counted.seconds["count"] = counted.seconds.get("count", 0.0) + time.perf_counter() - t0

@@ -779,3 +779,14 @@ def test_quoted_names_are_json_quoting_each_bytelevel_name(tokens):
     want = [json.dumps(token_to_bytelevel(t), ensure_ascii=False).encode("utf-8") for t in tokens]
     pool, lengths = _quoted_names(tokens)
     assert pool == b"".join(want) and lengths.tolist() == [len(w) for w in want]
+
+
+@pytest.mark.parametrize("n", [0, 1, 9, 10, 11, 99, 100, 1001, 65_536, 131_073])
+def test_the_ids_of_tokenizer_json_are_spelled_as_python_spells_them(n):
+    """tokenizer.json's ids come from ``_decimals`` (a column of digits at a time): the bytes of
+    ``b"%d" % i`` back to back, and each one's length."""
+    from toktok.formats.hf import _decimals
+
+    text, lengths = _decimals(n)
+    want = [b"%d" % i for i in range(n)]
+    assert text == b"".join(want) and lengths.tolist() == [len(w) for w in want]

@@ -408,6 +408,18 @@ def test_phases_in_a_multi_phase_run(phase_pair, tmp_path):
     assert _rows(con, (ROOT / "sql" / "top_merges.sql").read_text())
 
 
+def test_a_later_phases_word_gains_taken_up_from_its_start_equal_segmenting_again(phase_pair, monkeypatch):
+    # a phase after merges: its words' ids after it are taken up from their ids before it
+    # (merge.further), not segmented again from their bytes: the same rows
+    from toktok.insight.runfile import _Prefixes
+
+    got = word_gains(phase_pair["multi"], top=500, write=False)
+    assert got.filter(got["phase"] == "multi").height == 500
+    assert (got["tokens_after"] < got["tokens_before"]).any()
+    monkeypatch.setattr(_Prefixes, "further", lambda self, k, pieces, before: self.segment(k, pieces))
+    assert got.equals(word_gains(phase_pair["multi"], top=500, write=False))
+
+
 def test_views_are_added_on_the_fly_for_older_runs(insight_run, tmp_path):
     """A run file without the views (made before them) is still queryable; the file is not changed."""
     run = tmp_path / "old"

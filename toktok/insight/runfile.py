@@ -200,6 +200,17 @@ class _Prefixes:
             self._segmenter = Segmenter(*self._tables, reference=self.reference)
         return self._segmenter(pieces, self.size(k))
 
+    def further(self, k: int, pieces, before: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """``segment(k, pieces)`` from ``before``, their ids after fewer merges (``segment(j,
+        pieces)``, j <= k): the same ids (:func:`toktok.merge.further.segment_further`), a few
+        lookups per token rather than each piece's rank-BPE again (a superword phase's pieces are
+        long). Example: ``pre.further(k1, words, pre.segment(k0, words))``."""
+        if self.reference or self.size(k) == 256 or not len(before[1]) > 1:
+            return self.segment(k, pieces)
+        from ..merge.further import segment_further
+
+        return segment_further(pieces, *before, self._tables, self.size(k))
+
 
 def _texts_and_groups(texts, by, text_column: str) -> tuple[list[str], list[str] | None]:
     """Documents and their group labels from a list/Series of str, or a table and its columns.
@@ -463,8 +474,11 @@ def gains_table(run: RunLike, top: int = 50_000, *, write: bool = True, referenc
             words, counts = _first_bytes(words, counts, GAINS_BYTES)
             # A word is one piece of the pattern, so it is encoded as one (as tiktoken's
             # _encode_single_piece would: splitting it again gives itself)
-            before = np.diff(pre.segment(k0, words)[1]) if len(words) else []
-            after = np.diff(pre.segment(k1 + 1, words)[1]) if len(words) else []
+            # (a phase after merges: its words' ids after them taken up from those before them)
+            ids = pre.segment(k0, words) if len(words) else None
+            before = np.diff(ids[1]) if len(words) else []
+            after = np.diff((pre.further(k1 + 1, words, ids) if k0 else pre.segment(k1 + 1, words))[1]) \
+                if len(words) else []
             frames.append(pa.table([pa.array([phase] * len(words), pa.large_string()), words, counts,
                                     pa.array(before, pa.int32()), pa.array(after, pa.int32())], schema=_GAINS_SCHEMA))
         frame = pa.concat_tables(frames) if frames else _GAINS_SCHEMA.empty_table()

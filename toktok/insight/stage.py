@@ -77,7 +77,8 @@ def ahead(parity: pa.Table, phase_parity: dict[str, pa.Table], phase_held_out: d
 
 def record(journal: Journal, parity: pa.Table, phase_parity: dict[str, pa.Table],
            phase_held_out: dict[str, pa.Table | None], *, threads: int = 1, small: bool = False,
-           report: Callable[[str, int, int | None], None] | None = None, ahead: Ahead | None = None) -> None:
+           report: Callable[[str, int, int | None], None] | None = None, ahead: Ahead | None = None,
+           give_back: bool = True) -> None:
     """The insight stage's entry (the pipeline's step 7): what the run file (``journal``'s store,
     once the checkpoint being stored is: the word gains read the words' tokens) offers for
     inspection (:mod:`toktok.insight.runfile`): views, the compression curve and token usage (on
@@ -85,7 +86,9 @@ def record(journal: Journal, parity: pa.Table, phase_parity: dict[str, pa.Table]
     each phase's parity sample, ``phase_parity``, or the run's, ``parity``, labelled by file),
     word gains; with the references for a ``small`` run. Writes them into the run file and
     returns nothing; ``ahead``: its curve's documents cut already (:func:`ahead`, of the same
-    parity samples). Example: ``record(journal, parity, {"main": parity}, {"main": None})``."""
+    parity samples); ``give_back``: DuckDB's cached blocks given back at the end (else the
+    caller does it, ``RunStore.release_memory``, once no other connection is at work).
+    Example: ``record(journal, parity, {"main": parity}, {"main": None})``."""
     report = report or (lambda stage, done, total: None)
     store = journal.store
     report("insight", 0, 3)
@@ -105,7 +108,8 @@ def record(journal: Journal, parity: pa.Table, phase_parity: dict[str, pa.Table]
         gains_table(store, reference=small, prefixes=pre)
         # the blocks its queries and writes left cached, given back before the verification
         # loads tiktoken's half beside HF's load (the tail's peak at 131,072: 412 MB, not 423)
-        store.release_memory()
+        if give_back:
+            store.release_memory()
     report("insight", 3, 3)
 
 

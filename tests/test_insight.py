@@ -368,6 +368,31 @@ def test_the_curve_of_pieces_cut_ahead_is_the_curve(insight_run, insight_data, t
     assert tables["ahead"] == tables["itself"] == tables["other"] and tables["itself"][1]
 
 
+def test_the_word_gains_found_beside_the_curve_are_the_word_gains(insight_run, insight_data, tmp_path):
+    # record has the word gains found on a second connection in a thread while it draws the
+    # curve (a small run's references: in line): the same rows either way, and word_gains' own
+    import pyarrow as pa
+
+    from toktok.insight.stage import record
+    from toktok.resume import Checkpoints, Journal
+    from toktok.store import RunStore
+
+    held = pl.read_parquet(insight_data["heldout"]).head(40)
+    parity = pa.table({"text": held["text"].to_list(), "source": held["source"].to_list()})
+    got = {}
+    for small in (False, True):
+        run = tmp_path / str(small) / "run.duckdb"
+        run.parent.mkdir()
+        shutil.copy(insight_run / "run.duckdb", run)
+        store = RunStore.open(run, read_only=False)
+        record(Journal(store, Checkpoints()), parity, {"main": parity}, {"main": None}, small=small)
+        store.close()
+        got[small] = [_rows(_con(run.parent), f"select * from {t} order by all")
+                      for t in ("word_gains", "compression", "token_usage")]
+    assert got[False] == got[True] and all(got[False])
+    assert got[False][0] == sorted(word_gains(insight_run, write=False).rows())
+
+
 def test_word_gains(insight_run):
     con = _con(insight_run)
     rows = _rows(con, "select word, count, tokens_before, tokens_after from word_gains")

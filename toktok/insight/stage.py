@@ -4,7 +4,9 @@
 the run did not train on where there is some (:func:`.runfile.curve_table`) and the word gains
 (:func:`.runfile.gains_table`), built in Arrow (a small run never loads Polars). What the curve
 cuts its documents into does not depend on the merges: ``ahead`` cuts it in a thread beside the
-last merge loop, on the core the loop leaves idle, and ``record`` takes it from there.
+last merge loop, on the core the loop leaves idle, and ``record`` takes it from there. The word
+gains are found on a second connection in a thread while the curve is drawn (each writes its
+own tables, in its own transaction).
 Example: ``insight.stage.record(journal, parity, {"main": parity}, {"main": None})``.
 """
 from __future__ import annotations
@@ -101,16 +103,50 @@ def record(journal: Journal, parity: pa.Table, phase_parity: dict[str, pa.Table]
         if pieces is not None and (ahead.texts != curve or ahead.by != curve_from):
             pieces = None  # (cut from other samples: cut again)
         pre = _Prefixes(store, small)  # the vocabulary by merge count, read once for both
+        # the word gains on a second connection in a thread meanwhile (mostly DuckDB's work and
+        # the kernels', without the GIL), unless a small run's references segment (tiktoken's)
+        gains = None if small else _Beside(gains_table, store, pre)
         if curve:
             curve_table(store, curve, by=curve_from, threads=threads, checkpoints=8,
                         text=curve_text, text_by_phase=curve_kinds, reference=small, prefixes=pre, pieces=pieces)
         report("insight", 2, 3)
-        gains_table(store, reference=small, prefixes=pre)
+        if gains is None:
+            gains_table(store, reference=small, prefixes=pre)
+        else:
+            gains.result()
         # the blocks its queries and writes left cached, given back before the verification
         # loads tiktoken's half beside HF's load (the tail's peak at 131,072: 412 MB, not 423)
         if give_back:
             store.release_memory()
     report("insight", 3, 3)
+
+
+class _Beside:
+    """``table(cursor, prefixes=pre)`` (:func:`.runfile.gains_table`) on a second connection to
+    ``store`` (its own transaction: another table than the curve's), in a thread; ``result()``
+    waits for it and raises what it raised. ``pre``'s segmenter and token table are built first,
+    so that both threads share them."""
+
+    def __init__(self, table: Callable, store, pre: _Prefixes) -> None:
+        pre.segment(pre.n_merges, [b""])  # (built here, once: not by both threads at once)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(table, store.cursor(), pre), name="toktok-gains",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self, table: Callable, cursor, pre: _Prefixes) -> None:
+        try:
+            with cursor.translating():
+                table(cursor, prefixes=pre)
+        except BaseException as e:  # raised by result(), in the step's thread
+            self._error = e
+        finally:
+            cursor.con.close()
+
+    def result(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
 
 
 def _curve_texts(run_parity: pa.Table, parity: dict[str, pa.Table],

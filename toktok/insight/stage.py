@@ -106,9 +106,14 @@ def record(journal: Journal, parity: pa.Table, phase_parity: dict[str, pa.Table]
         # the word gains on a second connection in a thread meanwhile (mostly DuckDB's work and
         # the kernels', without the GIL), unless a small run's references segment (tiktoken's)
         gains = None if small else _Beside(gains_table, store, pre)
-        if curve:
-            curve_table(store, curve, by=curve_from, threads=threads, checkpoints=8,
-                        text=curve_text, text_by_phase=curve_kinds, reference=small, prefixes=pre, pieces=pieces)
+        try:
+            if curve:
+                curve_table(store, curve, by=curve_from, threads=threads, checkpoints=8,
+                            text=curve_text, text_by_phase=curve_kinds, reference=small, prefixes=pre, pieces=pieces)
+        except BaseException:
+            if gains is not None:
+                gains.join()  # (the curve's error is the one to report)
+            raise
         report("insight", 2, 3)
         if gains is None:
             gains_table(store, reference=small, prefixes=pre)
@@ -142,6 +147,9 @@ class _Beside:
             self._error = e
         finally:
             cursor.con.close()
+
+    def join(self) -> None:
+        self._thread.join()
 
     def result(self) -> None:
         self._thread.join()

@@ -144,7 +144,6 @@ def test_a_cut_by_tokens_hands_the_loop_the_ids_it_made(monkeypatch):
 # --- a later phase's words are held to the budget by their tokens, not their bytes ---------------
 
 import dataclasses
-import threading
 import json
 
 import duckdb
@@ -268,65 +267,3 @@ def _ties_only(rank, order, counts, tokens) -> bool:
     last_kept = max(i for i, k in enumerate(order) if k)
     first_dropped = min(i for i, k in enumerate(order) if not k)
     return keys[first_dropped] == keys[last_kept]
-
-
-# --- once the loops are over: the insight step beside the export when the plan holds both --------
-
-
-def test_the_insight_step_goes_beside_the_export_when_half_the_loops_share_holds_them():
-    from toktok.budget import INSIGHT_ARRAY_BYTES, TAIL_BYTES_PER_TOKEN
-
-    big = plan_budget(parse_size("2GB"), baseline=320 << 20)
-    assert big.insight_beside(32_768) and big.insight_beside(65_536)
-    n = (big.work_bytes // 2 - INSIGHT_ARRAY_BYTES) // TAIL_BYTES_PER_TOKEN  # the most tokens it holds
-    assert big.insight_beside(n) and not big.insight_beside(n + 1)
-    # 512 MB: half the loops' share (44 MB) holds not even the step's own arrays: in line
-    small = plan_budget(parse_size("512MB"), baseline=320 << 20)
-    assert small.work_bytes // 2 < INSIGHT_ARRAY_BYTES and not small.insight_beside(256)
-
-
-def _where_insight_ran(source, out, budget: str, monkeypatch, beside=None) -> list[str]:
-    """The SuperBPE run on ``source`` under the plan of a real ``budget`` (the baseline a toktok
-    command gets, 320 MiB, not what pytest holds); ``beside``: the plan's rule overridden. Returns
-    the threads the insight step ran in."""
-    import toktok
-    import toktok.pipeline
-    from toktok.budget import BudgetPlan
-
-    real_plan, real_insight = toktok.pipeline.plan_budget, toktok.pipeline._insight
-    monkeypatch.setattr(toktok.pipeline, "plan_budget", lambda b, **k: real_plan(b, **{**k, "baseline": 320 << 20}))
-    if beside is not None:
-        monkeypatch.setattr(BudgetPlan, "insight_beside", lambda self, tokens: beside)
-    threads = []
-
-    def insight(run, report, *a, **k):
-        threads.append(threading.current_thread().name)
-        return real_insight(run, report, *a, **k)
-
-    monkeypatch.setattr(toktok.pipeline, "_insight", insight)
-    toktok.train(str(source), out=out, vocab_size=N, superbpe=T, hardcoded=False, verbose=False, budget=budget)
-    monkeypatch.undo()
-    return threads
-
-
-def _insight_tables(out) -> list:
-    con = duckdb.connect(str(out / "run.duckdb"), read_only=True)
-    try:
-        return [con.execute(f"select * from {t} order by all").fetchall()
-                for t in ("compression", "token_usage", "word_gains", "vocab")]
-    finally:
-        con.close()
-
-
-def test_a_real_budget_runs_the_insight_step_in_line_or_beside_with_the_same_files(
-        superbpe_source, unbudgeted, tmp_path, monkeypatch):
-    # 512 MB keeps the insight step in line after the export; 2 GB runs it in the insight thread
-    # beside the export and the verification: the same files and run-file tables as in line
-    assert _where_insight_ran(superbpe_source, tmp_path / "small", "512MB", monkeypatch) == ["MainThread"]
-    assert _where_insight_ran(superbpe_source, tmp_path / "big", "2GB", monkeypatch) == ["toktok-insight"]
-    assert _where_insight_ran(superbpe_source, tmp_path / "line", "2GB", monkeypatch, beside=False) == ["MainThread"]
-    for name in ("tokenizer.json", "tokenizer.tiktoken"):
-        want = (unbudgeted["out"] / name).read_bytes()
-        assert all((tmp_path / run / name).read_bytes() == want for run in ("small", "big", "line"))
-    tables = _insight_tables(tmp_path / "big")
-    assert tables == _insight_tables(tmp_path / "line") and all(tables)

@@ -45,16 +45,6 @@ READAHEAD_BYTES = 16 << 20
 MERGE_BYTES_PER_POSITION = 24
 MERGE_BYTES_PER_WORD = 40
 MERGE_BYTES_PER_MERGE = 1536
-# Once the merge loops are over, their share is free. The insight step's DuckDB takes half of it
-# (``BudgetPlan.after_loops``); the other half holds the step's own arrays (the word gains' words
-# and ids, the compression curve's pieces: at most ``INSIGHT_ARRAY_BYTES``) and, when the step
-# runs beside the export and the verification (``insight_beside``), what those hold per token of
-# the vocabulary (tokenizer.json's text, HF tokenizers' parse of it, which under a budget loads
-# in this process, tiktoken's ranks): measured on the 100 MB bench slice at 32,768 tokens
-# (SuperBPE), the tail rose 94 MB over the RSS the loops left (the insight step in line
-# included), and 10-17 MB more with the step beside them: 3 KB a token, with room to spare.
-TAIL_BYTES_PER_TOKEN = 3 << 10
-INSIGHT_ARRAY_BYTES = 64 << 20
 
 
 def human(n: int) -> str:
@@ -96,15 +86,6 @@ class BudgetPlan:
         """DuckDB's limit once the merge loops are over (the insight step, in line under a
         budget): its share and half of theirs, the other half left to the step's own arrays."""
         return self.duckdb_bytes + self.work_bytes // 2
-
-    def insight_beside(self, tokens: int) -> bool:
-        """Whether the insight step runs in a thread beside the export and the verification of a
-        vocabulary of ``tokens`` tokens once the merge loops are over, as a run without a budget
-        does: when the half of the loops' share that DuckDB does not take (``after_loops``) holds
-        the step's arrays and the export's and the verification's (``INSIGHT_ARRAY_BYTES``,
-        ``TAIL_BYTES_PER_TOKEN``); else it runs in line after the export. Example:
-        ``plan_budget(2 << 30, baseline=320 << 20).insight_beside(32_768)``."""
-        return self.work_bytes // 2 >= INSIGHT_ARRAY_BYTES + tokens * TAIL_BYTES_PER_TOKEN
 
 
 def plan_budget(budget: int, baseline: int | None = None, *, name: str = "--budget") -> BudgetPlan:

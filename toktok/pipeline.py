@@ -37,11 +37,10 @@ the last merge loop (``verify.start``; in this process under a memory budget), w
 step and tiktoken's half of the verification run, and a smaller one, loaded in this process,
 encodes the check's texts in a thread meanwhile (``verify.begin``); the compression curve's
 documents are cut into pieces beside the last merge loop once it reports merges (``insight.ahead``,
-handed to step 7); step 6 runs first, then step 7 in a thread on the run file's connection while
-this one exports and checks the files (5 and 8, the export's meta on a second connection), then
-writes the run file's WAL into it (so that closing it writes only step 9's rows; ``_Beside``;
-under a memory budget too when its plan holds the three at once, ``BudgetPlan.insight_beside``,
-else 7 in line after the export, the WAL beside 8); on the first run after an
+handed to step 7); steps 6 and 7 run in a thread on the run file's connection while this one
+exports and checks the files (5 and 8, the export's meta on a second connection), then write the
+run file's WAL into it (so that closing it writes only step 9's rows; ``_Beside``; under a
+memory budget 6 and 7 in line after the export, the WAL beside 8); on the first run after an
 install the kernels compile in second processes before the run goes on (``merge.Kernels``; under
 a memory budget before the run file is opened: ``toktok.ahead``); the first file's first batch is
 read (a word-count table's checks, its file read since the command's start: ``count.early``)
@@ -126,7 +125,7 @@ class _Run:
     started: Any = None  # the first phase's first file, being read since step 1 (count.start)
     hf: verify.HFSide | None = None  # HF tokenizers' half of the verification, loading since the export
     curve_ahead: insight.Ahead | None = None  # the insight step's curve pieces, cut beside the last merge loop
-    flushing: _Beside | None = None  # step 7 and the run file's WAL written into it, beside 5 and 8
+    flushing: _Beside | None = None  # steps 6-7 and the run file's WAL written into it, beside 5 and 8
     tiktoken_written: tuple | None = None  # (.tiktoken text, vocabulary) the export wrote, for the verification
     ray_tuning: dict = field(default_factory=dict)  # more keywords of the Ray engine's count_phase
     parity: count.ParitySample = field(default_factory=count.ParitySample)
@@ -231,9 +230,8 @@ def _train(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: resu
         for phase, sources, fp, share in zip(run.phases, run.plans, run.fingerprints, shares):
             _phase(run, phase, sources, fp, share)  # 3-4.
         _reserve(run)
-        _vocabulary(run)  # 6. (first, alone: in the insight's thread its Python slowed that chain beside 5.)
-        # 7. and the run file's WAL written into it (closing it then writes only publishing's few
-        # rows), in a thread on the run file's connection, beside 5. and 8. in this one
+        # 6., 7. and the run file's WAL written into it (closing it then writes only publishing's
+        # few rows), in a thread on the run file's connection, beside 5. and 8. in this one
         run.flushing = _Beside(run)
         _export(run)  # 5.
         run.flushing.exported()
@@ -376,18 +374,16 @@ def _reserve(run: _Run) -> None:
 
 
 class _Beside:
-    """Step 7 (``_insight``, after step 6 stored the vocabulary it reads) and the run file's WAL
-    written into it, in a thread of their own, while this one exports (5) and checks (8) the
-    files: it reads the vocabulary, the run file and the parity sample, which steps 5 and 8 do
-    not change, and only it uses the run file's connection meanwhile (the export records its
-    meta on a second one, committed before the WAL is written and DuckDB's cached blocks are
-    given back: ``exported``). The insight step waits for the merge stage's checkpoint and is
-    mostly DuckDB's work and the kernels' (without the GIL), the export and the check mostly
-    Python's. ``wait`` (``_flushed``) joins it, reports the insight step's progress then, in this
-    thread (the reporters show one stage at a time: it is said once done), and raises what it
-    raised. Under a memory budget the same when the plan has room for the three at once
-    (``BudgetPlan.insight_beside``: the loops' share, free once they are over, holds them), else
-    step 7 runs in line once the export is done and only the WAL is written beside 8."""
+    """Steps 6 and 7 (``_vocabulary``, ``_insight``) and the run file's WAL written into it, in a
+    thread of their own, while this one exports (5) and checks (8) the files: they read the
+    vocabulary, the run file and the parity sample, which steps 5 and 8 do not change, and only
+    they use the run file's connection meanwhile (the export records its meta on a second one,
+    committed before the WAL is written: ``exported``). The insight step waits for the merge
+    stage's checkpoint and is mostly DuckDB's work and the kernels' (without the GIL), the export
+    and the check mostly Python's. ``wait`` (``_flushed``) joins it, reports the insight step's
+    progress then, in this thread (the reporters show one stage at a time: it is said once done),
+    and raises what it raised. Under a memory budget, whose plan counts one step at a time, steps
+    6 and 7 run in line once the export is done, as before, and only the WAL is written beside 8."""
 
     def __init__(self, run: _Run) -> None:
         self._run = run
@@ -397,7 +393,7 @@ class _Beside:
         run.times.setdefault("export", 0.0)  # (the stages recorded in the order they start)
         run.times.setdefault("insight", 0.0)
         self._thread: threading.Thread | None = None
-        if run.plan is None or run.plan.insight_beside(len(run.vocab.tokens)):
+        if run.plan is None:
             heard = self._heard.append
             self._start(self._steps, lambda *a: heard(a))
 
@@ -412,21 +408,20 @@ class _Beside:
         self._thread.start()
 
     def _steps(self, report: Progress) -> None:
-        _insight(self._run, report, give_back=False)  # 7.
+        _vocabulary(self._run)  # 6.
+        _insight(self._run, report)  # 7.
         self._exported.wait()  # (DuckDB's CHECKPOINT refuses to run beside another writer)
-        # (under a budget, DuckDB's cached blocks given back once the export's connection is done:
-        # lowering the limit meanwhile could fail its write)
-        self._run.journal.store.release_memory()
         self._flush()
 
     def _flush(self) -> None:
         self._run.journal.store.run("checkpoint")
 
     def exported(self) -> None:
-        """The export is done with the run file: the WAL may be written into it (step 7 now,
-        in line, when it does not run beside: then the WAL in a thread)."""
+        """The export is done with the run file: the WAL may be written into it (under a
+        memory budget: steps 6 and 7 now, in line, then the WAL in a thread)."""
         self._exported.set()
         if self._thread is None:
+            _vocabulary(self._run)  # 6.
             _insight(self._run, self._run.report)  # 7.
             self._start(self._flush)
 
@@ -459,16 +454,15 @@ def _export(run: _Run) -> None:
     run.times["export"] = time.perf_counter() - t0
 
 
-def _insight(run: _Run, report: Progress, give_back: bool = True) -> None:
+def _insight(run: _Run, report: Progress) -> None:
     """7. The run file's views, compression curve and word gains (``insight.record``), its
     progress to ``report``; under a memory budget DuckDB may use half the merge loops' share
-    meanwhile (``BudgetPlan.after_loops``: the most frequent words of a SuperBPE phase are long);
-    ``give_back``: DuckDB's cached blocks given back at its end (``insight.record``)."""
+    meanwhile (``BudgetPlan.after_loops``: the most frequent words of a SuperBPE phase are long)."""
     t0 = time.perf_counter()
     ahead, run.curve_ahead = run.curve_ahead, None
     with run.journal.store.roomier(run.plan and run.plan.after_loops()):
         insight.record(run.journal, run.parity.df, run.phase_parity, run.phase_held_out, threads=run.threads,
-                       small=run.small, report=report, ahead=ahead, give_back=give_back)
+                       small=run.small, report=report, ahead=ahead)
     run.times["insight"] = time.perf_counter() - t0
 
 
@@ -502,8 +496,8 @@ def _ladder(run: _Run) -> None:
 
 
 def _vocabulary(run: _Run) -> None:
-    """6. The vocabulary after the last phase (checked by the export, which follows) in the run
-    file, with each phase's summary (meta "phases"), in one commit (each costs a write to disk, ~5 ms)."""
+    """6. The vocabulary after the last phase (checked by the export) in the run file, with each
+    phase's summary (meta "phases"), in one commit (each costs a write to disk, ~5 ms)."""
     vocab, cfg, store = run.vocab, run.cfg, run.journal.store
     phases = [
         {"name": s.name, "merges_requested": s.merges_requested, "merges_learned": s.merges_learned,

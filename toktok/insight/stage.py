@@ -79,8 +79,7 @@ def ahead(parity: pa.Table, phase_parity: dict[str, pa.Table], phase_held_out: d
 
 def record(journal: Journal, parity: pa.Table, phase_parity: dict[str, pa.Table],
            phase_held_out: dict[str, pa.Table | None], *, threads: int = 1, small: bool = False,
-           report: Callable[[str, int, int | None], None] | None = None, ahead: Ahead | None = None,
-           give_back: bool = True) -> None:
+           report: Callable[[str, int, int | None], None] | None = None, ahead: Ahead | None = None) -> None:
     """The insight stage's entry (the pipeline's step 7): what the run file (``journal``'s store,
     once the checkpoint being stored is: the word gains read the words' tokens) offers for
     inspection (:mod:`toktok.insight.runfile`): views, the compression curve and token usage (on
@@ -88,9 +87,7 @@ def record(journal: Journal, parity: pa.Table, phase_parity: dict[str, pa.Table]
     each phase's parity sample, ``phase_parity``, or the run's, ``parity``, labelled by file),
     word gains; with the references for a ``small`` run. Writes them into the run file and
     returns nothing; ``ahead``: its curve's documents cut already (:func:`ahead`, of the same
-    parity samples); ``give_back``: DuckDB's cached blocks given back at the end (else the
-    caller does it, ``RunStore.release_memory``, once no other connection is at work).
-    Example: ``record(journal, parity, {"main": parity}, {"main": None})``."""
+    parity samples). Example: ``record(journal, parity, {"main": parity}, {"main": None})``."""
     report = report or (lambda stage, done, total: None)
     store = journal.store
     report("insight", 0, 3)
@@ -121,8 +118,7 @@ def record(journal: Journal, parity: pa.Table, phase_parity: dict[str, pa.Table]
             gains.result()
         # the blocks its queries and writes left cached, given back before the verification
         # loads tiktoken's half beside HF's load (the tail's peak at 131,072: 412 MB, not 423)
-        if give_back:
-            store.release_memory()
+        store.release_memory()
     report("insight", 3, 3)
 
 

@@ -126,6 +126,7 @@ class _Run:
     hf: verify.HFSide | None = None  # HF tokenizers' half of the verification, loading since the export
     curve_ahead: insight.Ahead | None = None  # the insight step's curve pieces, cut beside the last merge loop
     flushing: _Beside | None = None  # steps 6-7 and the run file's WAL written into it, beside 5 and 8
+    kept: count.Kept | None = None  # the texts a phase read, kept for a later one that takes its sample
     tiktoken_written: tuple | None = None  # (.tiktoken text, vocabulary) the export wrote, for the verification
     ray_tuning: dict = field(default_factory=dict)  # more keywords of the Ray engine's count_phase
     parity: count.ParitySample = field(default_factory=count.ParitySample)
@@ -319,8 +320,9 @@ def _phase(run: _Run, phase: PhaseConfig, sources: list[count.Source], fp: list,
             run.times[k] += got.summary.seconds[k]
         return
     if got is not None:
-        counted = got.counted
+        counted, run.kept = got.counted, None
     else:
+        reads, run.kept = run.kept, None  # (the texts an earlier phase read, if it kept them for this one)
         started, run.started = run.started, None
         counted = count.run(cfg, phase, sources, fp, journal=journal, pattern=run.patterns[phase.name],
                             specials=run.specials,
@@ -328,7 +330,9 @@ def _phase(run: _Run, phase: PhaseConfig, sources: list[count.Source], fp: list,
                             report=run.report, started=started, ray_count=run.ray_count, ray_tuning=run.ray_tuning,
                             segment=None if run.plan is None else merge.segmenter(
                                 run.vocab, reference=run.small, kernels=run.kernels if run.tiny else None),
-                            share=share)
+                            share=share, reads=reads)
+        del reads
+        run.kept, counted.kept = counted.kept, None  # (for a later phase: held through this one's merges)
         if counted.regex_mb_s is not None:
             run.regex_mb_s.append(counted.regex_mb_s)
         run.times["sample"] = run.times.get("sample", 0.0) + counted.sample_seconds

@@ -129,6 +129,7 @@ class Counted:
     regex_mb_s: float | None = None
     sample_seconds: float = 0.0
     segmented: tuple[np.ndarray, np.ndarray] | None = None
+    kept: dict | None = None  # the texts a streamed phase read, for a later one (toktok.count.local.Kept)
 
     @classmethod
     def of_table(cls, table: pa.Table, warnings: list[str], seconds: float, docs: int, text_bytes: int) -> "Counted":

@@ -22,12 +22,12 @@ from typing import NamedTuple
 from .._kernels import release_llvm_pages
 from ..patterns import DEFAULT, Pattern
 from . import sample
-from .common import (BATCH_BYTES, PARITY_DOCS, CountState, ParitySample, PhaseCount, Progress, Source, capacity_split,
+from .common import (BATCH_BYTES, PARITY_DOCS, PARITY_SCHEMA, CountState, ParitySample, PhaseCount, Progress, Source, capacity_split,
                      count_batch, count_part, doc_keys, finish_sample, full_ids, full_read_used, left_out_of, offer_file,
                      phase_files, regex_rate, sample_parts, sample_step, snapshot, sum_words, with_every_file)
 from .scan import WordCounter, reference_allowance
 from .read import Corpus
-from .sample import Reservoir, SourceStats, roomy_heap
+from .sample import _MAX, Reservoir, SourceStats, pieces_of, roomy_heap
 
 
 def prefetch(items: Iterator, depth: int = 1) -> Iterator:
@@ -184,6 +184,8 @@ def _wait_for(n: int, finished: queue.Queue, progress: Callable[[], None]) -> No
 
 
 _FILE_DONE = "file done"
+_STREAMED = "streamed"  # a sampled phase whose documents all fit is counted as it is read (_streamed)
+_RESTART = "restart"  # ... and they did not fit after all: (_RESTART, state) comes before the sample pass
 _TOTAL = "total"  # a sampled phase counts its sample: (_TOTAL, its bytes) comes before the first part
 
 #: Bytes of a compressed file (Parquet, .jsonl.zst) per byte of its text, until the phase's
@@ -279,7 +281,7 @@ def _file_corpus(src: Source, f) -> Corpus:
 def _batches(
     sources: list[Source], capacity: int | None, seed: int, batch_bytes: int, report: Progress, tag: str,
     times: dict[str, float], state: CountState, save: Callable[[CountState], None] | None, pattern: Pattern,
-    started: Started | None = None,
+    started: Started | None = None, keep: Kept | None = None, reads: Kept | None = None,
 ) -> Iterator[tuple]:
     """What a phase counts, in order, with the bytes done before it: (done, (path, texts, hashes,
     rows)) for each batch of a full read, then (_FILE_DONE, file index, path, its statistics) after
@@ -308,6 +310,17 @@ def _batches(
                 yield _FILE_DONE, k, f.path, full_read_used(c.stats.get(f.path, {}))
             done += inside.file_done(f, text)
         return
+    if state.sample is None and _fits(sources, capacity):
+        # every document fits: the sample would take them all, so the phase counts them as it
+        # reads them, in the sample's pieces (_streamed), and keeps no sample; should they not
+        # fit after all, it starts over with the sample pass
+        fit = yield from _streamed(sources, capacity, seed, batch_bytes, pattern, state, keep, reads)
+        if fit:
+            return
+        if keep is not None:
+            keep.clear()
+        state.files_done, state.words, state.used, state.parity = 0, None, {}, None
+        yield _RESTART, state
     if state.sample is None:
         t0 = time.perf_counter()
         pools = sample_pass(sources, capacity, seed, batch_bytes, report, tag, pattern)
@@ -324,11 +337,93 @@ def _batches(
         counted += int(part["bytes"].sum())
 
 
+def _fits(sources: list[Source], capacity: int) -> bool:
+    """Whether every document of the phase's files fits in its reservoirs
+    (:func:`~toktok.count.common.capacity_split`) as far as their sizes say before reading them
+    (:meth:`~toktok.count.read.Corpus.text_bound`); False when a file's size is not known so."""
+    caps, group = capacity_split(sources, capacity)
+    held = [0] * len(caps)
+    for src, g in zip(sources, group):
+        for f in src.corpus.files:
+            bound = src.corpus.text_bound(f)
+            if bound is None:
+                return False
+            held[g] += bound
+    return all(h <= c for h, c in zip(held, caps))
+
+
+class Kept(dict):
+    """The texts a streamed phase read (:func:`_streamed`), by file path: the arrays
+    ``Corpus.arrow_texts`` gave, in order; ``key``: the identity of the sample they are (the
+    caller's ``toktok.count.stage.SampleKey``), ``complete`` once every file was read into it. A
+    later phase that reads the same documents the same way counts them instead of reading the
+    files again (``count_phase(reads=...)``), each file's going as it is counted."""
+
+    def __init__(self, key=None) -> None:
+        super().__init__()
+        self.key = key
+        self.complete = False
+
+
+def _streamed(sources: list[Source], capacity: int, seed: int, batch_bytes: int, pattern: Pattern,
+              state: CountState, keep: Kept | None = None, reads: Kept | None = None) -> Iterator[tuple]:
+    """A sampled phase read as a full read when its reservoirs would take every document: the
+    same files, read the same way as :func:`~toktok.count.common.offer_file` offers them (rows
+    and ``.txt`` steps alike), cut in the same pieces with the same identities and hashes
+    (:func:`~toktok.count.sample.pieces_of`), so that counting them and offering them to the
+    parity sample as they come gives the sampled count exactly, with the per-file statistics of a
+    sample that took everything; nothing is kept. Yields ``(_STREAMED,)``, then what a full
+    read yields (a batch is its pieces: (done, (path, texts, hashes, ids))), from file
+    ``state.files_done`` on (a checkpoint's); returns True, or False as soon as the text read
+    outgrows a reservoir, or a piece hashes to the top, which no reservoir takes (the caller
+    starts over with the sample pass). ``keep``: every array read goes in it too (from a first
+    file on; it is ``complete`` once all are); ``reads``: the arrays of a file it holds are taken
+    (and go from it) instead of reading the file."""
+    yield (_STREAMED,)
+    if keep is not None and state.files_done:
+        keep = None
+    caps, group = capacity_split(sources, capacity)
+    held = [0] * len(caps)  # text bytes of each reservoir's files so far
+    keys = doc_keys(sources)
+    kind = Reservoir(capacity, seed, pattern=pattern).cut_kind
+    files = [(src, f, g) for src, g in zip(sources, group) for f in src.corpus.files]
+    done, inside = 0, _InFile()
+    read_bytes = min(batch_bytes, BATCH_BYTES)  # (rows per read do not change the pieces)
+    for k, (src, f, g) in enumerate(files):
+        text = docs = 0
+        if k < state.files_done:  # counted before the interruption
+            text = state.used.get(f.path, {}).get("bytes_seen", 0)
+            held[g] += text
+        else:
+            step = sample_step(f.kind, capacity, batch_bytes, read_bytes)
+            taken = None if reads is None else reads.pop(f.path, None)
+            kept = None if keep is None else keep.setdefault(f.path, [])
+            for texts in src.corpus.arrow_texts(f, step, pattern=pattern) if taken is None else taken:
+                if kept is not None:
+                    kept.append(texts)
+                p = pieces_of(texts, docs, keys[f.path], seed, cut_kind=kind)
+                nbytes = int(p.offs[-1] - p.offs[0])
+                held[g] += nbytes
+                if held[g] > caps[g] or (len(p.h) and p.h.max() == _MAX):
+                    return False
+                yield done + inside.at(f, text), (f.path, p.texts(), p.h, p.ids)
+                docs += len(texts)
+                text += nbytes
+            if f.kind == "txt":  # read in steps, each a "row" of the sample
+                docs = min(docs, 1)
+            yield _FILE_DONE, k, f.path, {"docs": docs, "bytes": text, "docs_seen": docs, "bytes_seen": text}
+        done += inside.file_done(f, text)
+    if keep is not None:
+        keep.complete = True
+    return True
+
+
 def count_phase(
     sources: list[Source], *, seed: int = 0, capacity: int | None = None, batch_bytes: int = BATCH_BYTES,
     specials: list[str] | None = None, threads: int | None = None, report: Progress | None = None,
     tag: str = "", restored: CountState | None = None, save: Callable[[CountState], None] | None = None,
     every: float = 30.0, pattern: Pattern = DEFAULT, started: Started | None = None,
+    keep: Kept | None = None, reads: Kept | None = None,
 ) -> PhaseCount:
     """Read (and, with a ``capacity`` in bytes of text, sample) a phase's sources and count their
     words with the pre-tokenizer ``pattern`` (GPT-4's by default), special tokens cut out.
@@ -337,6 +432,10 @@ def count_phase(
     ``every`` seconds (full read) or once after the sample pass (sampled); ``restored`` (a state
     saved by an interrupted run) continues from there, with the same result. ``started``: the
     first file being read already (:func:`start_reading`), taken by a full read from its start.
+    A sampled phase whose documents all fit in ``capacity`` (as the files' sizes say) counts them
+    as it reads them, in the sample's pieces, with the same result (:func:`_streamed`): the
+    arrays it read go in ``keep`` (a :class:`Kept`), and those ``reads`` holds are counted
+    instead of reading their files again.
     Example: ``count_phase([Source(read_corpus(["notes.txt"]))]).words.num_rows > 0``.
     """
     report = report or (lambda stage, done, total: None)
@@ -356,12 +455,23 @@ def count_phase(
     if state.parity is not None:
         parity.merge_frame(state.parity)
     t_saved = time.monotonic()
-    loaded = False
+    loaded = streamed = False
     try:
         for item in prefetch(_batches(sources, capacity, seed, batch_bytes, report, tag, times, state, save, pattern,
-                                      started)):
+                                      started, keep, reads)):
             if item[0] is _TOTAL:
                 shown = item[1]
+                continue
+            if item[0] is _STREAMED:
+                streamed = True
+                continue
+            if item[0] is _RESTART:  # the documents did not fit after all: the sample pass counts
+                counter.close()
+                state, used, parity, streamed = item[1], {}, ParitySample(), False
+                reference = reference_allowance(total, pattern)
+                counter = WordCounter(specials=specials or [], threads=threads, reference_bytes=reference,
+                                      pattern=pattern)
+                regex_bytes = 0
                 continue
             if item[0] is _FILE_DONE:
                 _, k, path, used[path] = item
@@ -393,17 +503,18 @@ def count_phase(
     del counter
     if state.words is not None:
         words = sum_words([state.words, words]).sort("word").to_arrow()
-    if capacity is not None:
+    if capacity is not None and not streamed:
         used = {k: dict(v) for k, v in state.used.items()}
     if shown is None:
         shown = sum(u["bytes"] for u in used.values())
     report("count" + tag, shown, shown)
     times["count"] = time.perf_counter() - t0 - times.get("sample", 0.0)
     return PhaseCount(words, with_every_file(used, sources), parity.df, times,
-                      held_out=state.held_out if capacity is not None else None,
+                      held_out=PARITY_SCHEMA.empty_table() if streamed else
+                      state.held_out if capacity is not None else None,
                       regex_mb_s=regex_rate(regex_bytes, times["count"]))
 
 
-__all__ = ["count_phase", "sample_pass", "prefetch", "start_reading", "Started",
+__all__ = ["count_phase", "sample_pass", "prefetch", "start_reading", "Started", "Kept",
            # the counting core's types, for the pipeline (defined in count.common)
            "CountState", "PhaseCount", "Source", "ParitySample", "PARITY_DOCS", "doc_keys", "left_out_of"]

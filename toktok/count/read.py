@@ -167,6 +167,24 @@ class Corpus:
         for _row, text, _rows, _labels in self._parquet_reads(pf, f, self._per_read(pf, batch_bytes), st):
             yield text
 
+    def text_bound(self, f: SourceFile) -> int | None:
+        """About the most bytes of text file ``f`` holds, known before reading it: a plain file's
+        size (JSON escapes only shrink as they decode), a Parquet file's text column as its footer
+        says it is uncompressed (each value's bytes and length; a dictionary-encoded column can
+        hold more text than that); None when unknown (compressed JSONL, data in memory, a Parquet
+        file without the column). Example: ``corpus.text_bound(corpus.files[0])``."""
+        if f.kind in ("txt", "jsonl"):
+            return f.size
+        if f.kind != "parquet":
+            return None
+        md = open_parquet(f.path, self.text_column, f.footer).metadata
+        leaves = [md.schema.column(j).path for j in range(md.num_columns)]
+        if self.text_column not in leaves:
+            return None
+        ci = leaves.index(self.text_column)
+        groups = range(md.num_row_groups) if f.row_groups is None else f.row_groups
+        return sum(md.row_group(g).column(ci).total_uncompressed_size for g in groups)
+
     def _per_read(self, pf: pq.ParquetFile, batch_bytes: int) -> int:
         """Rows per read from the footer's uncompressed column size, so a read is ~batch_bytes
         whatever the document length."""

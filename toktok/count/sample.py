@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -428,6 +428,51 @@ class _Store:
                                      [None, pa.py_buffer(offs), pa.py_buffer(self.text[:self.pos])])
 
 
+class Pieces(NamedTuple):
+    """What the sample sees of a batch of documents (:func:`pieces_of`): the batch's ``offs`` and
+    ``data`` (:func:`_buffers`), and its pieces, in document order: each one's identity (``ids``:
+    ``row << 20 | piece``), byte range ``starts[i]:ends[i]`` of ``data`` and seeded hash ``h``."""
+
+    offs: np.ndarray
+    data: np.ndarray
+    ids: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    h: np.ndarray
+
+    def texts(self) -> pa.Array:
+        """The pieces as a ``large_string`` array over the batch's own bytes (no copy): the pieces
+        of the documents lie back to back, each starting where the one before ends."""
+        offs = np.append(self.starts, self.ends[-1] if len(self.ends) else self.offs[-1])
+        return pa.Array.from_buffers(pa.large_string(), len(self.starts),
+                                     [None, pa.py_buffer(offs), pa.py_buffer(self.data)])
+
+
+def pieces_of(arr: pa.Array, first_row: int, key: str, seed: int, unit: int = 1024, cut_kind: int = 0) -> Pieces:
+    """The pieces a reservoir (``unit``, ``cut_kind``: :attr:`Reservoir.cut_kind`) cuts documents
+    ``first_row ..`` of a ``large_string`` array ``arr`` into, with their identities (``key``: the
+    file's) and seeded hashes (:class:`Pieces`): a document longer than ``unit`` bytes in pieces
+    cut where the pattern cuts, any other one piece. Example: ``pieces_of(arr, 0, "a.txt", 0).h``."""
+    offs, data = _buffers(arr)
+    n = len(arr)
+    lens = np.diff(offs)
+    rows = np.arange(first_row, first_row + n, dtype=np.int64) << 20
+    long = lens > unit
+    if long.any():
+        room = n + int((lens[long] // unit).sum())
+        p_doc, p_k = np.empty(room, np.int64), np.empty(room, np.int64)
+        starts, ends = np.empty(room, np.int64), np.empty(room, np.int64)
+        m = _pieces(offs, data, unit, p_doc, p_k, starts, ends, cut_kind)
+        if m < 0:  # pragma: no cover - the room is a proven bound
+            raise AssertionError("sample: piece table overflow")
+        ids = rows[p_doc[:m]] + p_k[:m]  # identity of a piece: (row, piece index) in 64 bits
+        starts, ends = starts[:m], ends[:m]
+    else:
+        ids, starts, ends = rows, offs[:-1], offs[1:]
+    h = _splitmix(ids.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) ^ _source_salt(key, seed))
+    return Pieces(offs, data, ids, starts, ends, h)
+
+
 @dataclass
 class SourceStats:
     docs_seen: int = 0
@@ -476,25 +521,10 @@ class Reservoir:
         a few huge documents do not decide a source's share of the sample. ``texts`` may be a
         Polars String Series or an Arrow string array (read that way, nothing is converted and
         only the kept pieces are copied). Safe to call from several threads at once."""
-        arr = as_large_string(texts)
-        offs, data = _buffers(arr)
-        n = len(arr)
-        lens = np.diff(offs)
-        rows = np.arange(first_row, first_row + n, dtype=np.int64) << 20
-        long = lens > self.unit
-        if long.any():
-            room = n + int((lens[long] // self.unit).sum())
-            p_doc, p_k = np.empty(room, np.int64), np.empty(room, np.int64)
-            starts, ends = np.empty(room, np.int64), np.empty(room, np.int64)
-            m = _pieces(offs, data, self.unit, p_doc, p_k, starts, ends, self.cut_kind)
-            if m < 0:  # pragma: no cover - the room is a proven bound
-                raise AssertionError("sample: piece table overflow")
-            ids = rows[p_doc[:m]] + p_k[:m]  # identity of a piece: (row, piece index) in 64 bits
-            starts, ends = starts[:m], ends[:m]
-        else:
-            ids, starts, ends = rows, offs[:-1], offs[1:]
-        salt = _source_salt(source if key is None else key, self.seed)
-        h = _splitmix(ids.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) ^ salt)
+        p = pieces_of(as_large_string(texts), first_row, source if key is None else key, self.seed, self.unit,
+                      self.cut_kind)
+        offs, data, ids, starts, ends, h = p.offs, p.data, p.ids, p.starts, p.ends, p.h
+        n = len(offs) - 1
         keep = np.flatnonzero(h < self.threshold)
         with self._lock:
             st = self.stats.setdefault(source, SourceStats())

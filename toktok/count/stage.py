@@ -24,7 +24,7 @@ from ..errors import ConfigError, InputError
 from .common import (BATCH_BYTES, Counted, CountState, Progress, capacity_split, doc_keys, phase_files,
                      took_every_document, whole_documents)
 from .cuts import rule
-from .local import ParitySample, Source, Started, count_phase, start_reading
+from .local import Kept, ParitySample, Source, Started, count_phase, start_reading
 from .memory import check_sources, corpus_of
 from .scan import REFERENCE_BYTES, SMALL_BYTES, count_path  # noqa: F401  (the run says how it counted)
 from .read import Corpus, read_corpus
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 #: What the pipeline reads besides the entries: the small and tiny runs' sizes, the parity
 #: sample and resolved source types, and how a source's URL is shown.
-__all__ = ["Counted", "ParitySample", "REFERENCE_BYTES", "SMALL_BYTES", "SampleKey", "Share", "Source", "Started",
+__all__ = ["Counted", "Kept", "ParitySample", "REFERENCE_BYTES", "SMALL_BYTES", "SampleKey", "Share", "Source", "Started",
            "engine", "redact", "resolve", "run", "sample_key", "shares", "start"]
 
 
@@ -198,7 +198,8 @@ def run(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], fp: list, *, jo
         pattern: Pattern, specials: list[str], merges: int, plan: BudgetPlan | None = None, threads: int = 1,
         report: Progress | None = None, started: Started | TableAhead | None = None,
         ray_count: Callable | None = None,
-        ray_tuning: dict | None = None, segment: Callable | None = None, share: Share | None = None) -> Counted:
+        ray_tuning: dict | None = None, segment: Callable | None = None, share: Share | None = None,
+        reads: Kept | None = None) -> Counted:
     """The count stage's entry (the pipeline's step 3): read, sample (when the budget says so),
     pre-tokenize with ``pattern`` (``specials`` split off) and count one phase's ``sources``
     (resolved, with their fingerprint ``fp``: :func:`toktok.resume.fingerprint`) with the local
@@ -218,7 +219,10 @@ def run(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], fp: list, *, jo
     (:func:`shares`): it takes an earlier phase's sample from the run file when that is exactly
     the one it would take (no sample pass), and keeps its own there for a later phase that can
     take it (until that one is counted). The finished sample is stored in the background while
-    counting goes on (:meth:`toktok.resume.Journal.save_behind`).
+    counting goes on (:meth:`toktok.resume.Journal.save_behind`). A sampled phase whose documents
+    all fit is counted as it is read instead (:func:`.local.count_phase`): no sample is stored, and
+    when a later phase takes its sample the texts it read are handed on (``Counted.kept``, a
+    :class:`~.local.Kept`), which that phase counts (``reads``) instead of reading the files again.
     Example: ``counted = run(spec, phase, sources, fp, journal=j, pattern=DEFAULT, specials=[], merges=500)``."""
     marks, where = journal.marks, cfg.where(phase)
     report = report or _silent
@@ -229,15 +233,20 @@ def run(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], fp: list, *, jo
     text = [s for s, c in zip(sources, phase.sources) if c.kind != "counts"]
     ahead = started if isinstance(started, TableAhead) else None  # (the first table, being read: start)
     started = None if ahead is not None else started
+    keep = None
     if ray_count is not None:  # the same PhaseCount and checkpoints, counted on a Ray cluster
         count = partial(ray_count, address=cfg.ray_address, **checkpoints, **(ray_tuning or {}))
     else:  # (the first phase's first file may be being read already: start)
-        count = partial(count_phase, **checkpoints, started=started)
+        fresh = restored is None and share is not None and share.key.whole  # (a .txt file's reads depend on the pattern)
+        keep = Kept(share.key) if fresh and share.later else None
+        if not (fresh and reads is not None and reads.complete and reads.key.base == share.key.base):
+            reads = None
+        count = partial(count_phase, **checkpoints, started=started, keep=keep, reads=reads)
     set_readahead(plan.readahead_bytes if plan is not None else None)  # blocks of objects read ahead
     pc = count(text, seed=cfg.seed, capacity=_phase_capacity(cfg, phase, plan),
                batch_bytes=plan.batch_bytes if plan is not None else BATCH_BYTES, specials=specials,
                threads=threads, report=report, tag=cfg.tag(phase), pattern=pattern) if text else None
-    del checkpoints, count, restored  # (a sample taken from an earlier phase goes now)
+    del checkpoints, count, restored, reads  # (a sample taken from an earlier phase goes now)
     earlier = None if earlier is None else earlier[1]
     said: list[str] = []
     if tables:  # summed with the text's words (toktok.count.tables)
@@ -270,6 +279,9 @@ def run(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], fp: list, *, jo
     counted.segmented = ids  # (the words kept, segmented by the cut: the merge loop's)
     del table, pc, ids
     words = pa.table({"word": counted.words, "count": counted.counts})
+    if keep is not None and keep.complete and _kept_for_later(share, used):
+        counted.kept = keep
+    del keep
     kept = _kept_samples(share, earlier, used)
     journal.counted(lambda st, tokens=None: resume.save_counted(st, phase.name, words, parity, held_out, sources,
                                                                used, state, tokens, **kept), t_count)

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
+import pyarrow as pa
+
 from .._kernels import release_llvm_pages
 from ..patterns import DEFAULT, Pattern
 from . import sample
@@ -253,11 +255,14 @@ class _FirstAhead:
 
 
 class Started(NamedTuple):
-    """A phase's first file with its first batch being read already (:func:`start_reading`)."""
+    """A phase's first file with its first batch being read already (:func:`start_reading`); with
+    ``texts``, its first texts as a phase that counts its sample as read reads them
+    (:func:`start_streaming`)."""
 
     path: str
     corpus: Corpus
     batches: _FirstAhead
+    texts: bool = False
 
 
 def start_reading(sources: list[Source], batch_bytes: int = BATCH_BYTES, pattern: Pattern = DEFAULT) -> Started | None:
@@ -271,6 +276,26 @@ def start_reading(sources: list[Source], batch_bytes: int = BATCH_BYTES, pattern
         return None
     c = _file_corpus(*files[0])
     return Started(c.files[0].path, c, _FirstAhead(c.batches(batch_bytes, pattern=pattern)))
+
+
+def start_streaming(sources: list[Source], capacity: int, batch_bytes: int,
+                    pattern: Pattern = DEFAULT) -> Started | None:
+    """:func:`start_reading` for a sampled phase whose documents all fit (``count_phase``
+    counts them as it reads them: :func:`_streamed`): its first file's first texts read from now
+    on; None when they may not all fit, or for a phase without files.
+    Example: ``count_phase(sources, capacity=c, started=start_streaming(sources, c, b), batch_bytes=b)``."""
+    files = phase_files(sources)
+    if not files or not _fits(sources, capacity):
+        return None
+    src, f = files[0]
+    texts = src.corpus.arrow_texts(f, _read_step(f, capacity, batch_bytes), pattern=pattern)
+    return Started(f.path, src.corpus, _FirstAhead(texts), texts=True)
+
+
+def _read_step(f, capacity: int, batch_bytes: int) -> int:
+    """Bytes per read of file ``f`` by a phase that counts its sample as read: what the sample
+    pass reads a ``.txt`` file in (its pieces' identities), else a full read's batch."""
+    return sample_step(f.kind, capacity, batch_bytes, min(batch_bytes, BATCH_BYTES))
 
 
 def _file_corpus(src: Source, f) -> Corpus:
@@ -314,7 +339,8 @@ def _batches(
         # every document fits: the sample would take them all, so the phase counts them as it
         # reads them, in the sample's pieces (_streamed), and keeps no sample; should they not
         # fit after all, it starts over with the sample pass
-        fit = yield from _streamed(sources, capacity, seed, batch_bytes, pattern, state, keep, reads)
+        fit = yield from _streamed(sources, capacity, seed, batch_bytes, pattern, state, keep, reads,
+                                   started if started is not None and started.texts else None)
         if fit:
             return
         if keep is not None:
@@ -366,7 +392,8 @@ class Kept(dict):
 
 
 def _streamed(sources: list[Source], capacity: int, seed: int, batch_bytes: int, pattern: Pattern,
-              state: CountState, keep: Kept | None = None, reads: Kept | None = None) -> Iterator[tuple]:
+              state: CountState, keep: Kept | None = None, reads: Kept | None = None,
+              started: Started | None = None) -> Iterator[tuple]:
     """A sampled phase read as a full read when its reservoirs would take every document: the
     same files, read the same way as :func:`~toktok.count.common.offer_file` offers them (rows
     and ``.txt`` steps alike), cut in the same pieces with the same identities and hashes
@@ -378,7 +405,9 @@ def _streamed(sources: list[Source], capacity: int, seed: int, batch_bytes: int,
     outgrows a reservoir, or a piece hashes to the top, which no reservoir takes (the caller
     starts over with the sample pass). ``keep``: every array read goes in it too (from a first
     file on; it is ``complete`` once all are); ``reads``: the arrays of a file it holds are taken
-    (and go from it) instead of reading the file."""
+    (and go from it) instead of reading the file; ``started``: the first file, being read already
+    (:func:`start_streaming`). Each file's first read is taken in a thread of its own while the
+    file before it is counted (:class:`_FirstAhead`), as a full read does."""
     yield (_STREAMED,)
     if keep is not None and state.files_done:
         keep = None
@@ -388,17 +417,27 @@ def _streamed(sources: list[Source], capacity: int, seed: int, batch_bytes: int,
     kind = Reservoir(capacity, seed, pattern=pattern).cut_kind
     files = [(src, f, g) for src, g in zip(sources, group) for f in src.corpus.files]
     done, inside = 0, _InFile()
-    read_bytes = min(batch_bytes, BATCH_BYTES)  # (rows per read do not change the pieces)
+
+    def reading(k: int) -> Iterator[pa.Array]:
+        """File ``k``'s texts: as held in ``reads``, else its first read taken ahead."""
+        src, f, _g = files[k]
+        taken = None if reads is None else reads.pop(f.path, None)
+        if taken is not None:
+            return iter(taken)
+        if k == 0 and started is not None and started.path == f.path:
+            return started.batches
+        return _FirstAhead(src.corpus.arrow_texts(f, _read_step(f, capacity, batch_bytes), pattern=pattern))
+
+    ahead = reading(state.files_done) if state.files_done < len(files) else None
     for k, (src, f, g) in enumerate(files):
         text = docs = 0
         if k < state.files_done:  # counted before the interruption
             text = state.used.get(f.path, {}).get("bytes_seen", 0)
             held[g] += text
         else:
-            step = sample_step(f.kind, capacity, batch_bytes, read_bytes)
-            taken = None if reads is None else reads.pop(f.path, None)
+            texts_of, ahead = ahead, reading(k + 1) if k + 1 < len(files) else None
             kept = None if keep is None else keep.setdefault(f.path, [])
-            for texts in src.corpus.arrow_texts(f, step, pattern=pattern) if taken is None else taken:
+            for texts in texts_of:
                 if kept is not None:
                     kept.append(texts)
                 p = pieces_of(texts, docs, keys[f.path], seed, cut_kind=kind)
@@ -515,6 +554,6 @@ def count_phase(
                       regex_mb_s=regex_rate(regex_bytes, times["count"]))
 
 
-__all__ = ["count_phase", "sample_pass", "prefetch", "start_reading", "Started", "Kept",
+__all__ = ["count_phase", "sample_pass", "prefetch", "start_reading", "start_streaming", "Started", "Kept",
            # the counting core's types, for the pipeline (defined in count.common)
            "CountState", "PhaseCount", "Source", "ParitySample", "PARITY_DOCS", "doc_keys", "left_out_of"]

@@ -24,7 +24,7 @@ from ..errors import ConfigError, InputError
 from .common import (BATCH_BYTES, Counted, CountState, Progress, capacity_split, doc_keys, phase_files,
                      took_every_document, whole_documents)
 from .cuts import rule
-from .local import Kept, ParitySample, Source, Started, count_phase, start_reading
+from .local import Kept, ParitySample, Source, Started, count_phase, start_reading, start_streaming
 from .memory import check_sources, corpus_of
 from .scan import REFERENCE_BYTES, SMALL_BYTES, count_path  # noqa: F401  (the run says how it counted)
 from .read import Corpus, read_corpus
@@ -81,7 +81,7 @@ def start(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], plan: BudgetP
           pattern: Pattern, specials: list[str] = ()) -> Started | TableAhead | None:
     """The first file of ``phase`` (the run's first, ``sources`` resolved) read from now on
     (:func:`.local.start_reading`) when that phase reads every document with the local engine on
-    a fresh run; or, when its first source is a word-count table of one file with the usual
+    a fresh run, or samples them all and counts them as read (:func:`.local.start_streaming`); or, when its first source is a word-count table of one file with the usual
     columns, on a fresh run without a memory budget, that table (:class:`.tables.TableAhead`,
     ``specials``: the run's); else None. The pipeline calls it before it opens the run file, so
     the first batch is decoded (the table read) meanwhile, and hands it to :func:`run` (``started``).
@@ -93,8 +93,14 @@ def start(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], plan: BudgetP
         if not cfg.resume and plan is None and len(files) == 1 and columns == (WORD_COLUMN, COUNT_COLUMN):
             return TableAhead(files[0].path, pattern, specials)
         return None
-    if cfg.engine != "ray" and not cfg.resume and _phase_capacity(cfg, phase, plan) is None:
+    if cfg.engine == "ray" or cfg.resume:
+        return None
+    capacity = _phase_capacity(cfg, phase, plan)
+    if capacity is None:
         return start_reading(sources, BATCH_BYTES, pattern)
+    text = [s for s, c in zip(sources, phase.sources) if c.kind != "counts"]
+    if len(text) == len(sources):  # (a phase that counts its sample as read: count_phase)
+        return start_streaming(sources, capacity, plan.batch_bytes if plan is not None else BATCH_BYTES, pattern)
     return None
 
 

@@ -466,8 +466,9 @@ def test_a_phases_next_file_is_read_ahead_with_the_same_counts_and_errors(tmp_pa
 
 def test_a_run_reads_its_first_file_before_it_opens_the_run_file(tmp_path, monkeypatch):
     """The pipeline starts reading the first phase's first file after its checks, while it opens
-    the run file (count.start); the run counts what it would have counted without that, and a
-    run that samples (a budget) starts nothing."""
+    the run file (count.start); the run counts what it would have counted without that; a run
+    whose budget holds every document (counted as read) starts it too, and one that samples
+    starts nothing."""
     import toktok.count.stage
     import toktok.resume
     from toktok.config import TrainConfig
@@ -480,11 +481,15 @@ def test_a_run_reads_its_first_file_before_it_opens_the_run_file(tmp_path, monke
     monkeypatch.setattr(toktok.resume, "open_run", lambda *a, **k: (seen.append("open"), opening(*a, **k))[1])
     train(TrainConfig(sources=src, out=str(tmp_path / "a"), merges=300, verbose=False))
     train(TrainConfig(sources=src, out=str(tmp_path / "b"), merges=300, budget="4GB", verbose=False))
-    assert seen == [src[0], "open", None, "open"]
+    train(TrainConfig(sources=src, out=str(tmp_path / "s"), merges=300, budget="4GB", working_set_mb=1,
+                      verbose=False))
+    assert seen == [src[0], "open", src[0], "open", None, "open"]
     monkeypatch.setattr(toktok.count.stage, "start", lambda *a: None)
     train(TrainConfig(sources=src, out=str(tmp_path / "c"), merges=300, verbose=False))
+    train(TrainConfig(sources=src, out=str(tmp_path / "d"), merges=300, budget="4GB", verbose=False))
     for f in ("tokenizer.json", "tokenizer.tiktoken"):
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "c" / f).read_bytes()
+        assert (tmp_path / "b" / f).read_bytes() == (tmp_path / "d" / f).read_bytes()
 
 
 # ---- JSONL and .jsonl.zst --------------------------------------------------------------------

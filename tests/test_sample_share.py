@@ -192,6 +192,17 @@ def test_a_phase_whose_documents_all_fit_counts_them_as_its_sample_would(pattern
     _same_count(got, _as_sampled(srcs, 1 << 30, pattern))
 
 
+def test_a_phase_counted_as_read_resumes_from_its_checkpoint():
+    """It checkpoints at file boundaries as a full read does (the counts so far, no sample), and a
+    count resumed from such a checkpoint ends as the uninterrupted one."""
+    srcs = [Source(read_corpus([*SOURCES, str(FIXTURES / "notes.txt")]))]
+    saved = []
+    whole = count_phase(srcs, capacity=1 << 30, pattern=NAMED["cl100k"], save=saved.append, every=0)
+    assert [st.files_done for st in saved] == [1, 2] and all(st.sample is None for st in saved)
+    for st in saved:
+        _same_count(count_phase(srcs, capacity=1 << 30, pattern=NAMED["cl100k"], restored=st), whole)
+
+
 def test_texts_kept_by_a_phase_count_as_the_files_would(tmp_path):
     """The texts a phase read (``keep``) counted by another with its own pattern (``reads``) give
     what reading the files gives, and go as they are counted."""

@@ -457,6 +457,50 @@ def _streamed(sources: list[Source], capacity: int, seed: int, batch_bytes: int,
     return True
 
 
+class _Tally:
+    """A phase's word counter (``counter``, a :class:`~toktok.count.scan.WordCounter`) and what its
+    counting used up so far: the reference's allowance (a small run's text counted before the
+    scanner is compiled: ``reference_allowance`` of the phase's ``total`` bytes) and the bytes
+    counted through regex (a pattern without a compiled scanner)."""
+
+    def __init__(self, specials: list[str] | None, threads: int | None, pattern: Pattern, total: int) -> None:
+        self.specials, self.threads, self.pattern, self.total = specials or [], threads, pattern, total
+        self.counter: WordCounter | None = None
+        self.restart()
+
+    def _new(self) -> WordCounter:
+        return WordCounter(specials=self.specials, threads=self.threads, reference_bytes=self.reference,
+                           pattern=self.pattern)
+
+    def restart(self) -> None:
+        """Nothing counted: a fresh counter (a count that starts over)."""
+        self.close()
+        self.reference, self.regex_bytes = reference_allowance(self.total, self.pattern), 0
+        self.counter = self._new()
+
+    def so_far(self):
+        """The counts so far (a Polars frame, a checkpoint's); counting goes on in a fresh counter."""
+        words = self.counter.result()
+        self.reference -= self.counter.reference_counted
+        self.regex_bytes += self.counter.regex_counted
+        self.counter = self._new()
+        return words
+
+    def words(self, whole: bool):
+        """The counts: a count from the start hands its table on as it is (``whole``: sorted
+        Arrow; a small one never loads Polars), one resumed from a checkpoint a Polars frame to
+        add to the counts of the files before it."""
+        words = self.counter.table() if whole else self.counter.result()
+        self.regex_bytes += self.counter.regex_counted
+        return words
+
+    def close(self) -> None:
+        """The counter's threads end now, and its tables go."""
+        if self.counter is not None:
+            self.counter.close()
+            self.counter = None
+
+
 def count_phase(
     sources: list[Source], *, seed: int = 0, capacity: int | None = None, batch_bytes: int = BATCH_BYTES,
     specials: list[str] | None = None, threads: int | None = None, report: Progress | None = None,
@@ -487,9 +531,7 @@ def count_phase(
     # iterable is not read: its size is not known), or a sampled phase's sample
     shown = None if any(f.kind == "memory" and not f.size for _, f in phase_files(sources)) else total
     t0 = time.perf_counter()
-    reference = reference_allowance(total, pattern)  # a small run's text, while the scanner is not compiled
-    counter = WordCounter(specials=specials or [], threads=threads, reference_bytes=reference, pattern=pattern)
-    regex_bytes = 0  # counted through regex (a pattern without a compiled scanner)
+    tally = _Tally(specials, threads, pattern, total)
     parity = ParitySample()
     if state.parity is not None:
         parity.merge_frame(state.parity)
@@ -498,48 +540,33 @@ def count_phase(
     try:
         for item in prefetch(_batches(sources, capacity, seed, batch_bytes, report, tag, times, state, save, pattern,
                                       started, keep, reads)):
-            if item[0] is _TOTAL:
-                shown = item[1]
-                continue
-            if item[0] is _STREAMED:
-                streamed = True
+            if item[0] is _TOTAL or item[0] is _STREAMED:
+                shown, streamed = (item[1], streamed) if item[0] is _TOTAL else (shown, True)
                 continue
             if item[0] is _RESTART:  # the documents did not fit after all: the sample pass counts
-                counter.close()
                 state, used, parity, streamed = item[1], {}, ParitySample(), False
-                reference = reference_allowance(total, pattern)
-                counter = WordCounter(specials=specials or [], threads=threads, reference_bytes=reference,
-                                      pattern=pattern)
-                regex_bytes = 0
+                tally.restart()
                 continue
             if item[0] is _FILE_DONE:
                 _, k, path, used[path] = item
                 if save is not None and time.monotonic() - t_saved >= every and k + 1 < n_files:
                     # 1. checkpoint: everything counted in the files so far (a snapshot, not a delta)
-                    state = snapshot(state, counter.result(), k + 1, used, parity)
-                    reference -= counter.reference_counted
-                    regex_bytes += counter.regex_counted
-                    counter = WordCounter(specials=specials or [], threads=threads, reference_bytes=reference,
-                                          pattern=pattern)
+                    state = snapshot(state, tally.so_far(), k + 1, used, parity)
                     save(state)
                     t_saved = time.monotonic()
                 continue
             done, what = item
             report("count" + tag, done, shown)
             if isinstance(what, tuple):  # a batch of a file read whole, else a slice of the sample
-                count_batch(counter, parity, *what)
+                count_batch(tally.counter, parity, *what)
             else:
-                count_part(counter, parity, what)
+                count_part(tally.counter, parity, what)
             if not loaded:  # loading the counting kernels touched LLVM's pages again: they can go
                 release_llvm_pages()
                 loaded = True
-        # a count from the start hands its table on as it is (a small one never loads Polars);
-        # one resumed from a checkpoint adds the counts of the files before it
-        words = counter.table() if state.words is None else counter.result()
-        regex_bytes += counter.regex_counted
+        words = tally.words(whole=state.words is None)
     finally:
-        counter.close()  # after an error its threads end now, not when it is collected
-    del counter
+        tally.close()  # after an error its threads end now, not when it is collected
     if state.words is not None:
         words = sum_words([state.words, words]).sort("word").to_arrow()
     if capacity is not None and not streamed:
@@ -551,7 +578,7 @@ def count_phase(
     return PhaseCount(words, with_every_file(used, sources), parity.df, times,
                       held_out=PARITY_SCHEMA.empty_table() if streamed else
                       state.held_out if capacity is not None else None,
-                      regex_mb_s=regex_rate(regex_bytes, times["count"]))
+                      regex_mb_s=regex_rate(tally.regex_bytes, times["count"]))
 
 
 __all__ = ["count_phase", "sample_pass", "prefetch", "start_reading", "start_streaming", "Started", "Kept",

@@ -226,9 +226,7 @@ def run(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], fp: list, *, jo
     the one it would take (no sample pass), and keeps its own there for a later phase that can
     take it (until that one is counted). The finished sample is stored in the background while
     counting goes on (:meth:`toktok.resume.Journal.save_behind`). A sampled phase whose documents
-    all fit is counted as it is read instead (:func:`.local.count_phase`): no sample is stored, and
-    when a later phase takes its sample the texts it read are handed on (``Counted.kept``, a
-    :class:`~.local.Kept`), which that phase counts (``reads``) instead of reading the files again.
+    all fit is counted as read, no sample stored (:func:`_engine`, ``reads``).
     Example: ``counted = run(spec, phase, sources, fp, journal=j, pattern=DEFAULT, specials=[], merges=500)``."""
     marks, where = journal.marks, cfg.where(phase)
     report = report or _silent
@@ -239,15 +237,7 @@ def run(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], fp: list, *, jo
     text = [s for s, c in zip(sources, phase.sources) if c.kind != "counts"]
     ahead = started if isinstance(started, TableAhead) else None  # (the first table, being read: start)
     started = None if ahead is not None else started
-    keep = None
-    if ray_count is not None:  # the same PhaseCount and checkpoints, counted on a Ray cluster
-        count = partial(ray_count, address=cfg.ray_address, **checkpoints, **(ray_tuning or {}))
-    else:  # (the first phase's first file may be being read already: start)
-        fresh = restored is None and share is not None and share.key.whole  # (a .txt file's reads depend on the pattern)
-        keep = Kept(share.key) if fresh and share.later else None
-        if not (fresh and reads is not None and reads.complete and reads.key.base == share.key.base):
-            reads = None
-        count = partial(count_phase, **checkpoints, started=started, keep=keep, reads=reads)
+    count, keep = _engine(cfg, ray_count, ray_tuning, checkpoints, started, share, reads)
     set_readahead(plan.readahead_bytes if plan is not None else None)  # blocks of objects read ahead
     pc = count(text, seed=cfg.seed, capacity=_phase_capacity(cfg, phase, plan),
                batch_bytes=plan.batch_bytes if plan is not None else BATCH_BYTES, specials=specials,
@@ -285,13 +275,39 @@ def run(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], fp: list, *, jo
     counted.segmented = ids  # (the words kept, segmented by the cut: the merge loop's)
     del table, pc, ids
     words = pa.table({"word": counted.words, "count": counted.counts})
-    if keep is not None and keep.complete and _kept_for_later(share, used):
-        counted.kept = keep
-    del keep
+    counted.kept, keep = _handed_on(keep, share, used), None
     kept = _kept_samples(share, earlier, used)
     journal.counted(lambda st, tokens=None: resume.save_counted(st, phase.name, words, parity, held_out, sources,
                                                                used, state, tokens, **kept), t_count)
     return counted
+
+
+def _engine(cfg: RunSpec, ray_count: Callable | None, ray_tuning: dict | None, checkpoints: dict,
+            started: Started | None, share: Share | None, reads: Kept | None) -> tuple[Callable, Kept | None]:
+    """The engine's ``count_phase`` with its keywords (``checkpoints``: ``restored``, ``save``,
+    ``every``), and the :class:`~.local.Kept` that takes the texts the local engine reads when it
+    counts a sampled phase whose documents all fit as it reads them (no sample is stored) and a
+    later phase takes its sample (None otherwise): handed on (``Counted.kept``), that phase counts
+    them (``reads``, fresh runs only) instead of reading the files again. ``started``: the first
+    phase's first file, being read already (:func:`start`)."""
+    if ray_count is not None:  # the same PhaseCount and checkpoints, counted on a Ray cluster
+        return partial(ray_count, address=cfg.ray_address, **checkpoints, **(ray_tuning or {})), None
+    # (a .txt file's reads depend on the pattern)
+    fresh = checkpoints["restored"] is None and share is not None and share.key.whole
+    keep = Kept(share.key) if fresh and share.later else None
+    if reads is not None and not (fresh and reads.complete and reads.key.base == share.key.base):
+        reads.clear()  # (not this phase's documents: they go now)
+        reads = None
+    return partial(count_phase, **checkpoints, started=started, keep=keep, reads=reads), keep
+
+
+def _handed_on(keep: Kept | None, share: Share | None, used: dict) -> Kept | None:
+    """The texts a phase read (``keep``, complete) when a later phase takes its sample; else they go."""
+    if keep is not None and keep.complete and _kept_for_later(share, used):
+        return keep
+    if keep is not None:
+        keep.clear()
+    return None
 
 
 def _start_from(journal: Journal, phase: str, fp: list, where: str,

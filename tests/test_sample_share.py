@@ -190,6 +190,9 @@ def test_a_phase_whose_documents_all_fit_counts_them_as_its_sample_would(pattern
                       report=lambda stage, done, total: stages.add(stage))
     assert "sample" not in stages and not got.seconds.get("sample")
     _same_count(got, _as_sampled(srcs, 1 << 30, pattern))
+    weighted = [Source(read_corpus(paths[:2]), 2.0), Source(read_corpus(paths[2:]), 1.0)]  # a reservoir each
+    _same_count(count_phase(weighted, capacity=1 << 30, batch_bytes=1 << 20, pattern=pattern),
+                _as_sampled(weighted, 1 << 30, pattern))
 
 
 def test_a_phase_counted_as_read_resumes_from_its_checkpoint():

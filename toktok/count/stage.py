@@ -81,7 +81,8 @@ def start(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], plan: BudgetP
           pattern: Pattern, specials: list[str] = ()) -> Started | TableAhead | None:
     """The first file of ``phase`` (the run's first, ``sources`` resolved) read from now on
     (:func:`.local.start_reading`) when that phase reads every document with the local engine on
-    a fresh run, or samples them all and counts them as read (:func:`.local.start_streaming`); or, when its first source is a word-count table of one file with the usual
+    a fresh run, or samples them all and counts them as read (:func:`.local.start_streaming`); or,
+    when its first source is a word-count table of one file with the usual
     columns, on a fresh run without a memory budget, that table (:class:`.tables.TableAhead`,
     ``specials``: the run's); else None. The pipeline calls it before it opens the run file, so
     the first batch is decoded (the table read) meanwhile, and hands it to :func:`run` (``started``).

@@ -24,8 +24,8 @@ import pyarrow as pa
 from .._kernels import release_llvm_pages
 from ..patterns import DEFAULT, Pattern
 from . import sample
-from .common import (BATCH_BYTES, PARITY_DOCS, PARITY_SCHEMA, CountState, ParitySample, PhaseCount, Progress, Source, capacity_split,
-                     count_batch, count_part, doc_keys, finish_sample, full_ids, full_read_used, left_out_of, offer_file,
+from .common import (BATCH_BYTES, PARITY_DOCS, PARITY_SCHEMA, CountState, ParitySample, PhaseCount, Progress,
+                     Source, capacity_split, count_batch, count_part, doc_keys, finish_sample, full_ids, full_read_used, left_out_of, offer_file,
                      phase_files, regex_rate, sample_parts, sample_step, snapshot, sum_words, with_every_file)
 from .scan import WordCounter, reference_allowance
 from .read import Corpus

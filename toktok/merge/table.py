@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._kernels import _EMPTY, _empty_array, _mix, _prefetch, _zero_array, inlined, internal, njit
-from .layout import _TC, _escaped
+from .layout import _TC, _big_array, _escaped
 
 
 @inlined
@@ -40,8 +40,8 @@ def _tslot(T, key):
 
 @internal
 def _new_table(cap):
-    T = _empty_array((cap, 2), np.int64)
-    L = _empty_array((cap, 2), np.int32)
+    T = _big_array((cap, 2), np.int64)
+    L = _big_array((cap, 2), np.int32)
     for i in range(cap):
         T[i, _KEY] = _EMPTY
         T[i, _CNT] = 0
@@ -95,7 +95,7 @@ def make_room(T, L, pool, pool_end, live, need):
 def _new_pool(n):
     if n >= 2**31:
         raise ValueError("toktok: too many pair positions for the merge loop (2**31)")
-    return _empty_array(n, np.int32)
+    return _big_array(n, np.int32)
 
 
 @internal
@@ -256,7 +256,7 @@ def _pairs_by_left(P, ek, ev, tb, n_tokens, expect, spare, slack):
         start[a + 1] += start[a]
     acc = start[n_tokens]
     pool = _new_pool(acc + ((acc * spare) >> 4) + slack)
-    R = _empty_array(acc, np.uint32)
+    R = _big_array(acc, np.uint32)
     nxt = start.copy()
     for p in range(n_rows - 1):
         v = np.int64(P[p, _TC])

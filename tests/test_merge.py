@@ -1,6 +1,8 @@
 """The fast merge loop must equal the obviously-correct reference, merge for merge."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import polars as pl
 import pytest
@@ -103,6 +105,46 @@ def test_fuzz_equals_reference(word_counts, n, extra):
     base = Vocab.base(False)
     base.tokens += extra
     _check(word_counts, base, n)
+
+
+@given(small_words, st.integers(0, 40), extra_tokens, st.sampled_from([1, 2, 3, 8, 40]), st.booleans(),
+       st.sampled_from([None, 3, 20]))
+def test_fuzz_untracked_pairs_equal_reference(word_counts, n, extra, tracked_from, tight, min_freq):
+    # only the pairs counted at least ``tracked_from`` times are tracked at the start: when the
+    # loop gets down to the others, or a merge reuses a token, every pair is counted again
+    base = Vocab.base(False)
+    base.tokens += extra
+    tuning = Tuning(pairs_per_merge=0, pool_spare=0, pool_slack=0, heap_target=2) if tight else Tuning()
+    _check(word_counts, base, n, dataclasses.replace(tuning, tracked_from=tracked_from), min_frequency=min_freq)
+
+
+@given(st.dictionaries(st.lists(st.sampled_from(b"abcde ."), min_size=1, max_size=12).map(bytes), st.integers(1, 9),
+                       min_size=1, max_size=25), st.integers(0, 40), st.sampled_from([2, 4, 16]))
+def test_fuzz_untracked_pairs_past_2048_ids_equal_reference(word_counts, n, tracked_from):
+    _check(word_counts, _wide_base(), n, Tuning(tracked_from=tracked_from))
+
+
+def test_untracked_pairs_are_counted_again_when_the_loop_gets_down_to_them():
+    df = pl.read_parquet(FIXTURES / "sample.parquet")
+    wc = count_words(df["text"].head(120))
+    words = dict(zip(wc["word"].to_list(), wc["count"].to_list()))
+    res = _check(words, Vocab.base(), 1500, Tuning(tracked_from=64))
+    assert res.stats["tracked_from"] == 64 and res.stats["recounts"] >= 1
+    assert res.count.min() < 64
+
+
+
+@given(st.dictionaries(st.lists(st.sampled_from(b"abcd"), min_size=2, max_size=9).map(bytes), st.integers(1, 9),
+                       min_size=1, max_size=40), st.integers(0, 30), st.sampled_from([2, 3, 6]))
+def test_fuzz_reused_tokens_with_untracked_pairs_equal_reference(word_counts, n, tracked_from):
+    # every 3-byte string of the alphabet in the base, no 2-byte one: rank-BPE reaches none of
+    # them, and the merges that make them reuse them; a reused token's pairs may have untracked
+    # positions already, so the loop counts every pair again, tracking all, before such a merge
+    base = Vocab.base(False)
+    alpha = b"abcd"
+    base.tokens += [bytes([x, y, z]) for x in alpha for y in alpha for z in alpha]
+    res = _check(word_counts, base, n, Tuning(tracked_from=tracked_from))
+    assert res.stats["recounts"] >= (1 if res.reused.any() else 0)
 
 
 # counts around the largest a position row holds (2**23 - 1 when the run has at most 510 token

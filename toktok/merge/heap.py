@@ -90,10 +90,11 @@ def _sift_down(H, n, i, tdata, tstart, tlen):
 
 
 @internal
-def _refill(T, H, target, tdata, tstart, tlen, maxlen):
+def _refill(T, H, target, tdata, tstart, tlen, maxlen, theta):
     """A heap of every pair whose count is at least ``floor``, the largest power of two that
-    ``target`` or more pairs reach (1 if fewer pairs have a count), and whose merged token is at
-    most ``maxlen`` bytes. Returns (heap, size, floor).
+    ``target`` or more pairs reach (1 if fewer pairs have a count) but at least ``theta`` (the
+    smallest count whose pairs are all in the table: see ``table._initial_pairs``), and whose
+    merged token is at most ``maxlen`` bytes. Returns (heap, size, floor).
 
     The heap is kept to pairs with a count of at least ``floor`` (bucket of the rest: the table):
     the pair with the largest count is in it while it is not empty, so a pop is exact; pairs that
@@ -114,7 +115,7 @@ def _refill(T, H, target, tdata, tstart, tlen, maxlen):
         if above >= target:
             bit = b
             break
-    floor = np.int64(1) << bit
+    floor = max(np.int64(1) << bit, theta)
     n = np.int64(0)
     for b in range(bit, 64):
         n += hist[b]

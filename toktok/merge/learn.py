@@ -20,15 +20,17 @@ from .loop import NO_LIMIT, _loop, _setup
 from .result import MergeResult
 from .segment import _segment_ids
 from .small import learn_small, small_enough
-from .table import make_room, rebuild_table
+from .table import make_room, rebuild_table, recount
 from .tokens import _token_arrays
 
 
 STATS = ("records", "table_rows", "pool_entries", "heap_rows", "heap_pops", "new_tokens", "list_entries_read",
          "merges_made", "pool_compactions", "pool_growths", "table_rebuilds", "heap_refills", "lists_sorted",
-         "min_frequency_stop")
+         "min_frequency_stop", "recounts", "tracked_from")
 """Names of the loop's statistics (``MergeResult.stats``), in the order ``_loop`` counts them
-(``min_frequency_stop``: the count of the best pair when ``min_frequency`` ended the loop, else 0)."""
+(``min_frequency_stop``: the count of the best pair when ``min_frequency`` ended the loop, else 0;
+``recounts``: the pairs counted again, tracking more of them, ``table.recount``; ``tracked_from``:
+the smallest count whose pairs were tracked at the start, see ``Tuning.tracked_from``)."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,9 @@ class Tuning:
     pool_spare: int = 4  # free pool entries at the start: this many 16ths of the lists ...
     pool_slack: int = 1 << 16  # ... plus this many
     records: int | None = None  # record rows at the start (None: the merges + 1024; grown when full)
+    tracked_from: int | None = None  # the pairs tracked at the start: counted at least this often (None:
+    # chosen from the counts, table._initial_pairs; untracked pairs cost no memory and are counted again
+    # only if the loop gets down to them)
     descending_lists: bool = False  # start from descending lists of positions (see loop._setup)
 
 
@@ -195,7 +200,7 @@ class _LoopRun:
         # token byte tables sized for the final vocabulary
         self.tdata, self.tstart, self.tlen = _token_arrays(vocab, self.n_merges)
         self.tuning = tuning
-        self.stats = np.zeros(16, np.int64)
+        self.stats = np.zeros(16, np.int64)  # (see STATS)
         # reused merges spend no budget: the arrays are grown (and the loop resumed) if needed
         self.rec = _records(tuning.records if tuning.records is not None else self.n_merges + 1024)
         self.last = 0  # records checkpointed so far
@@ -223,9 +228,11 @@ class _LoopRun:
         t1 = time.perf_counter()
         c1 = time.thread_time()
         expect = min(expected_pairs(n_merges, u.pairs_per_merge), self.P.shape[0])
+        theta = -int(NO_LIMIT) if u.tracked_from is None else u.tracked_from
         bkeys, bids, T, L, pool, H, st = _setup(self.P, self.ek, self.ev, self.tb, self.tdata, tstart, tlen, self.n0,
                                                 expect, u.pool_spare, u.pool_slack, u.heap_target,
-                                                u.descending_lists)
+                                                u.descending_lists, theta, 2 * n_merges)
+        self.stats[15] = st[22]
         maxlen, min_count = self.limits
         st[20] = NO_LIMIT if maxlen is None else maxlen
         st[21] = min_count or 0
@@ -240,6 +247,19 @@ class _LoopRun:
             target = min(n_merges, int(st[6]) + step)
             td, T, L, pool, H, *work = _loop(self.P, self.ek, self.ev, self.tb, td, tstart, tlen, bkeys, bids, T, L,
                                              pool, H, st, scratch, *work, target, u.heap_target, *rec, self.stats)
+            if st[23]:  # no tracked pair left to merge, or a merge reuses a token: every pair counted again
+                left = n_merges - int(st[6])
+                # tracking more pairs (chosen again for the merges left, fewer counts than before), or all
+                theta = 0 if st[23] == 2 else -(int(st[22]) // 2)
+                T, L, st[0], pool, st[1], st[22] = recount(self.P, self.ek, self.ev, self.tb, int(st[5]),
+                                                           expected_pairs(left, u.pairs_per_merge), u.pool_spare,
+                                                           u.pool_slack, theta, 2 * left)
+                st[2] = st[1]
+                st[3] = 0  # the heap refilled from the new table
+                st[8] = NO_LIMIT
+                st[23] = 0
+                self.stats[14] += 1
+                continue
             if st[9]:  # the pair table is full: rebuilt to at most half full, then the loop goes on
                 T, L, st[0], dropped = rebuild_table(T, L, st[9])
                 st[2] -= dropped

@@ -25,17 +25,18 @@ NO_LIMIT = np.int64(1) << 62
 
 
 @njit(cache=True, no_cfunc_wrapper=True, nogil=True)
-def _setup(P, ek, ev, tb, tdata, tstart, tlen, n_tokens, expect, spare, slack, heap_target, reverse):
-    """The loop's starting state: token bytes lookup, pair table with each pair's positions,
-    heap. Returns (bkeys, bids, T, L, pool, H, st) with the scalars in ``st`` (see ``_loop``).
-    ``reverse`` (tests) reverses every list of positions."""
+def _setup(P, ek, ev, tb, tdata, tstart, tlen, n_tokens, expect, spare, slack, heap_target, reverse, theta, want):
+    """The loop's starting state: token bytes lookup, pair table with each pair's positions
+    (of the pairs counted at least ``theta`` times, -1: chosen for ``want``, see
+    ``table._initial_pairs``), heap. Returns (bkeys, bids, T, L, pool, H, st) with the scalars
+    in ``st`` (see ``_loop``). ``reverse`` (tests) reverses every list of positions."""
     max_tokens = tstart.shape[0]
 
     # 1. token bytes lookup, to reuse a token whose bytes a merge produces again
     bkeys, bids = _token_table(tdata, tstart, tlen, n_tokens, max_tokens)
 
     # 2. pair counts and each pair's positions, ascending (counting sort by pair)
-    T, L, n_used, pool, pool_end = _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack)
+    T, L, n_used, pool, pool_end, theta = _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want)
     if reverse:
         # tests only: lists in descending order. Merging does not depend on the order, except
         # that overlapping runs (a a a) go left to right, so the loop must sort those lists
@@ -48,7 +49,7 @@ def _setup(P, ek, ev, tb, tdata, tstart, tlen, n_tokens, expect, spare, slack, h
                 pool[h + n - 1 - k] = x
 
     # 3. the heap holds the pairs with the largest counts (see ``_refill``)
-    H, hn, floor = _refill(T, _empty_array((1024, 2), np.int64), heap_target, tdata, tstart, tlen, NO_LIMIT)
+    H, hn, floor = _refill(T, _empty_array((1024, 2), np.int64), heap_target, tdata, tstart, tlen, NO_LIMIT, theta)
 
     st = _zero_array(24, np.int64)
     st[8] = floor
@@ -60,12 +61,13 @@ def _setup(P, ek, ev, tb, tdata, tstart, tlen, n_tokens, expect, spare, slack, h
     st[5] = n_tokens
     st[20] = NO_LIMIT  # the longest merged token, bytes (the caller sets --max-token-length)
     st[21] = 0  # the smallest count a merged pair may have (the caller sets --min-frequency)
+    st[22] = theta
     return bkeys, bids, T, L, pool, H, st
 
 
 @internal
 def _merge_round(P, ek, ev, tb, T, pool, head, ln, s0, a, b, t, stamp, l_stamp, r_stamp, l_sum, r_sum,
-                 l_seen, r_seen, l_tix, r_tix, tkey, tinc, tcnt, trow, e_pos, e_tix):
+                 l_seen, r_seen, l_tix, r_tix, tkey, tinc, tcnt, trow, e_pos, e_tix, theta):
     """Merge pair (a, b) into t at every live position of ``pool[head:head+ln]``, in that order.
 
     The pair table is not touched while the positions are: per neighbour token (first seen:
@@ -75,8 +77,11 @@ def _merge_round(P, ek, ev, tb, T, pool, head, ln, s0, a, b, t, stamp, l_stamp, 
     ``tcnt``: occurrences); each new occurrence goes to ``e_pos``/``e_tix`` (position, touched
     index), to be appended to the lists after the round. Then the table takes the deltas, each
     batch of rows prefetched before it is probed: new pairs first (their rows in ``trow``), then
-    the losses (a losing pair may be new, e.g. (t, a)). No array is (re)allocated here. Returns
-    (touched rows, new entries, rows created, merges made)."""
+    the losses (a losing pair may be new, e.g. (t, a)). A new pair counted fewer than ``theta``
+    times is not tracked (t is a new token: no merge made it before, so its count is whole;
+    see ``table._initial_pairs``): neither its row nor its entries are kept, and an untracked
+    pair's loss is dropped. No array is (re)allocated here. Returns (touched rows, new entries,
+    rows created, merges made): the touched rows and entries of the tracked pairs, renumbered."""
     tmask = (np.int64(1) << tb) - 1
     dead = tmask
     wall = tmask - 1
@@ -170,24 +175,45 @@ def _merge_round(P, ek, ev, tb, T, pool, head, ln, s0, a, b, t, stamp, l_stamp, 
     mask = np.uint64(T.shape[0] - 1)
     for i in range(n_touched):
         _prefetch(T, _mix(tkey[i]) & mask)
+    kept = 0
     for i in range(n_touched):
         key = tkey[i]
         s = _tslot(T, key)
         if T[s, _KEY] == _EMPTY:
+            if tinc[i] < theta:
+                tinc[i] = -1  # not tracked
+                continue
             T[s, _KEY] = key
             n_new_rows += 1
         T[s, _CNT] += tinc[i]
-        trow[i] = s
+        trow[kept] = s
+        tcnt[kept] = tcnt[i]
+        tinc[i] = kept  # from here on: the touched index after renumbering
+        kept += 1
+    if kept < n_touched:
+        m = 0
+        for k in range(n_ent):
+            i = tinc[e_tix[k]]
+            if i >= 0:
+                e_pos[m] = e_pos[k]
+                e_tix[m] = i
+                m += 1
+        n_ent = m
+    n_touched = kept
     for j in range(n_l):
         _prefetch(T, _mix(_pkey(l_seen[j], a)) & mask)
     for j in range(n_r):
         _prefetch(T, _mix(_pkey(b, r_seen[j])) & mask)
     for j in range(n_l):
         tx = l_seen[j]
-        T[_tslot(T, _pkey(tx, a)), _CNT] -= l_sum[tx]
+        s = _tslot(T, _pkey(tx, a))
+        if T[s, _KEY] != _EMPTY:
+            T[s, _CNT] -= l_sum[tx]
     for j in range(n_r):
         ty = r_seen[j]
-        T[_tslot(T, _pkey(b, ty)), _CNT] -= r_sum[ty]
+        s = _tslot(T, _pkey(b, ty))
+        if T[s, _KEY] != _EMPTY:
+            T[s, _CNT] -= r_sum[ty]
     T[s0, _CNT] -= lost
     return n_touched, n_ent, n_new_rows, live
 
@@ -229,6 +255,7 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
     floor = st[8]
     maxlen = st[20]
     min_count = st[21]
+    theta = st[22]
     rec_cap = r_left.shape[0]
     # per token: round it was last seen left / right of the merged pair (rounds are numbered by
     # record, so these stay valid across calls), its summed loss, the tokens seen, touched index
@@ -260,9 +287,13 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
             free_end = free  # the freed block may have been compacted away
         else:
             if hn == 0:
-                if floor == 1:
-                    break  # no pair left
-                H, hn, floor = _refill(T, H, heap_target, tdata, tstart, tlen, maxlen)
+                if floor <= max(theta, 1):
+                    # the heap held every pair it may hold: no pair is left, or none that is tracked
+                    # (the caller counts the pairs again, tracking more: ``table.recount``)
+                    if theta > 1:
+                        st[23] = 1
+                    break
+                H, hn, floor = _refill(T, H, heap_target, tdata, tstart, tlen, maxlen, theta)
                 stats[11] += 1
                 continue
             # 1. pop the best pair; stale entries (count moved since the push) are skipped or re-pushed
@@ -300,6 +331,11 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
             h = _bytes_hash(tdata, tstart, tlen, a, b)
             t = _find_token(bkeys, bids, tdata, tstart, tlen, a, b, h)
             reused = t >= 0
+            if reused and theta > 0:
+                # a reused token's pairs may have untracked positions already: the caller counts
+                # every pair again, tracking all (rare: none in the bench's runs)
+                st[23] = 2
+                break
             ln = np.int64(L[s0, _LEN])
             new_rows = min(2 * ln, 2 * (n_tokens if reused else n_tokens + 1))
             if 4 * (n_used + new_rows) > 3 * T.shape[0]:
@@ -353,7 +389,7 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
             # 5. merge at every live position
             n_touched, n_ent, n_new_rows, n_live = _merge_round(
                 P, ek, ev, tb, T, pool, head, ln, s0, a, b, t, n_rec, l_stamp, r_stamp, l_sum, r_sum,
-                l_seen, r_seen, l_tix, r_tix, tkey, tinc, tcnt, trow, e_pos, e_tix)
+                l_seen, r_seen, l_tix, r_tix, tkey, tinc, tcnt, trow, e_pos, e_tix, theta)
             n_used += n_new_rows
             stats[6] += ln
             stats[7] += n_live

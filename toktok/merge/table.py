@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._kernels import _EMPTY, _empty_array, _mix, _prefetch, _zero_array, inlined, internal, njit
-from .layout import _TC, _big_array, _escaped
+from .layout import _LNK, _TC, _big_array, _escaped
 
 
 @inlined
@@ -89,6 +89,15 @@ def make_room(T, L, pool, pool_end, live, need):
     """``_make_room``, for the merge loop's caller (``_loop`` stops when a round needs it):
     compiled only by a run that gets there, e.g. ``pool, end, live, how = make_room(T, L, pool, end, live, 64)``."""
     return _make_room(T, L, pool, pool_end, live, need)
+
+
+@njit(cache=True, no_cfunc_wrapper=True, nogil=True)
+def recount(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want):
+    """``_initial_pairs`` of the part-merged positions, for the merge loop's caller (``_loop``
+    stops when no tracked pair is left that it may merge, or before a merge reuses a token while
+    some pairs are not tracked): a new table and pool, e.g.
+    ``T, L, used, pool, end, theta = recount(P, ek, ev, tb, n_tokens, 64, 4, 1024, 0, 10)``."""
+    return _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want)
 
 
 @internal
@@ -172,85 +181,133 @@ def _radix_sort(a, lo):
 
 
 @internal
-def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack):
-    """Pair table and pool for the starting positions, each list ascending. The hash table sees
-    each distinct pair once: small vocabularies (bytes, hardcoded) count in a dense n×n array
-    first, larger ones sort the positions by pair (``_pairs_by_left``). The table has room for ``expect`` more pairs, so that it rarely needs rebuilding
-    in the loop. The pool has room for ``spare``/16 of the entries plus ``slack`` more. Returns
-    (T, L, rows in use, pool, pool end)."""
+def _floor_for(hist, want, most):
+    """The smallest count a pair's positions are tracked from (see ``_initial_pairs``), from the
+    histogram of the pairs' counts by power of two (``hist[b]``: counts in [2**b, 2**(b+1))): half
+    the largest power of two that ``want`` pairs reach, at most the largest power of two up to
+    ``most``; 0 (every pair) below 2."""
+    theta = np.int64(0)
+    above = 0
+    for b in range(63, -1, -1):
+        above += hist[b]
+        if above >= want:
+            theta = (np.int64(1) << b) >> 1
+            break
+    cap = np.int64(1)
+    while cap <= most >> 1:
+        cap <<= 1
+    theta = min(theta, cap)
+    return theta if theta >= 2 else np.int64(0)
+
+
+@inlined
+def _log2(c):
+    b = 0
+    while (c >> (b + 1)) > 0:
+        b += 1
+    return b
+
+
+@internal
+def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want):
+    """Pair table and pool for the positions of ``P`` (laid out, or part-merged: each live row's
+    link is the next token's row), each list ascending. Only the pairs whose count is at least
+    ``theta`` are tracked (in the table, with their list); the others are neither (``theta`` < 0:
+    chosen from the counts, at most -``theta``: ``_floor_for`` with ``want``, about twice the
+    merges to make; few pairs of the millions a long-word phase has reach it). The hash table sees each tracked pair
+    once: small vocabularies (bytes, hardcoded) count in a dense n×n array first, larger ones
+    sort the positions by pair (``_pairs_by_left``). The table has room for ``expect`` more
+    pairs, so that it rarely needs rebuilding in the loop. The pool has room for ``spare``/16 of
+    the entries plus ``slack`` more. Returns (T, L, rows in use, pool, pool end, theta)."""
+    if n_tokens > 2048:
+        # a larger vocabulary (SuperBPE's second phase, a warm start: millions of distinct pairs):
+        # a counting sort by left token, then by right token within each left token's block
+        return _pairs_by_left(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want)
     n_rows = P.shape[0]
     tmask = (np.int64(1) << tb) - 1
     cmax = (np.int64(1) << (32 - tb)) - 1
     n_used = 0
-    if n_tokens <= 2048:
-        nn = n_tokens * n_tokens
-        dcnt = _zero_array(nn, np.int64)
-        dlen = _zero_array(nn, np.int64)
-        for p in range(n_rows - 1):
-            v = np.int64(P[p, _TC])
-            ta = v & tmask
-            tn = np.int64(P[p + 1, _TC]) & tmask
-            if ta < tmask - 1 and tn < tmask - 1:
-                d = ta * n_tokens + tn
-                wc = v >> tb
-                if wc == cmax:
-                    wc = _escaped(ek, ev, p)
-                dcnt[d] += wc
-                dlen[d] += 1
-        acc = 0
-        n_pairs = 0
+    nn = n_tokens * n_tokens
+    dcnt = _zero_array(nn, np.int64)
+    dlen = _zero_array(nn, np.int64)
+    for p in range(n_rows):
+        v = np.int64(P[p, _TC])
+        ta = v & tmask
+        if ta >= tmask - 1:
+            continue  # a wall or a dead row
+        tn = np.int64(P[np.int64(P[p, _LNK]), _TC]) & tmask
+        if tn < tmask - 1:
+            d = ta * n_tokens + tn
+            wc = v >> tb
+            if wc == cmax:
+                wc = _escaped(ek, ev, p)
+            dcnt[d] += wc
+            dlen[d] += 1
+    if theta < 0:
+        hist = _zero_array(64, np.int64)
         for d in range(nn):
-            if dlen[d] > 0:
-                n_pairs += 1
-        cap = np.int64(1024)
-        while cap < 2 * (n_pairs + expect):
-            cap *= 2
-        T, L = _new_table(cap)
-        for d in range(nn):
-            if dlen[d] > 0:
-                key = _pkey(d // n_tokens, d % n_tokens)
-                s = _tslot(T, key)
-                T[s, _KEY] = key
-                T[s, _CNT] = dcnt[d]
-                L[s, _HEAD] = acc
-                L[s, _LEN] = dlen[d]
-                n_used += 1
-                ln = dlen[d]
-                dlen[d] = acc  # from here on: where the next position of pair d goes
-                acc += ln
-        pool = _new_pool(acc + ((acc * spare) >> 4) + slack)
-        for p in range(n_rows - 1):
-            ta = np.int64(P[p, _TC]) & tmask
-            tn = np.int64(P[p + 1, _TC]) & tmask
-            if ta < tmask - 1 and tn < tmask - 1:
-                d = ta * n_tokens + tn
+            if dlen[d] > 0 and dcnt[d] > 0:
+                hist[_log2(dcnt[d])] += 1
+        theta = _floor_for(hist, want, -theta)
+    acc = 0
+    n_pairs = 0
+    for d in range(nn):
+        if dlen[d] > 0 and dcnt[d] >= theta:
+            n_pairs += 1
+    cap = np.int64(1024)
+    while cap < 2 * (n_pairs + expect):
+        cap *= 2
+    T, L = _new_table(cap)
+    for d in range(nn):
+        if dlen[d] > 0:
+            if dcnt[d] < theta:
+                dlen[d] = -1  # not tracked
+                continue
+            key = _pkey(d // n_tokens, d % n_tokens)
+            s = _tslot(T, key)
+            T[s, _KEY] = key
+            T[s, _CNT] = dcnt[d]
+            L[s, _HEAD] = acc
+            L[s, _LEN] = dlen[d]
+            n_used += 1
+            ln = dlen[d]
+            dlen[d] = acc  # from here on: where the next position of pair d goes
+            acc += ln
+    pool = _new_pool(acc + ((acc * spare) >> 4) + slack)
+    for p in range(n_rows):
+        ta = np.int64(P[p, _TC]) & tmask
+        if ta >= tmask - 1:
+            continue
+        tn = np.int64(P[np.int64(P[p, _LNK]), _TC]) & tmask
+        if tn < tmask - 1:
+            d = ta * n_tokens + tn
+            if dlen[d] >= 0:
                 pool[dlen[d]] = p
                 dlen[d] += 1
-        return T, L, n_used, pool, acc
-    # a larger vocabulary (SuperBPE's second phase, a warm start: millions of distinct pairs in a
-    # table far larger than the caches): a counting sort by left token, then by right token
-    # within each left token's block, touches the table once per distinct pair, not twice per
-    # position (2.5x less CPU than hashing each position on the bench's 25.9 M positions)
-    return _pairs_by_left(P, ek, ev, tb, n_tokens, expect, spare, slack)
+    return T, L, n_used, pool, acc, theta
 
 
 @internal
-def _pairs_by_left(P, ek, ev, tb, n_tokens, expect, spare, slack):
-    """``_initial_pairs`` for a large vocabulary, in three passes over the positions:
+def _pairs_by_left(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want):
+    """``_initial_pairs`` for a large vocabulary, in passes over the positions:
     1. how many positions each left token has; 2. each position, ascending, into its left token's
     block of the pool, with its right token and its count's bits beside it (``R``, 4 bytes a
-    position while this runs); 3. per left token, its right tokens' counts and lengths in dense
-    arrays (the distinct pairs counted first, so that the table is made once at its size), each
-    pair's row filled (rows prefetched a few pairs ahead), and the block reordered by right token
-    in place, stably: each pair's positions stay ascending."""
+    position while this runs); 3. per left token, its right tokens' counts in dense arrays: the
+    tracked pairs counted (and, with ``theta`` -1, the histogram of the counts: ``theta`` chosen
+    from it), so that the table is made once at its size; 4. per left token again, each tracked
+    pair's row filled (rows prefetched a few pairs ahead), and its positions moved down to the
+    pool's next free entry, ordered by right token, stably: each pair's positions stay ascending
+    (the untracked pairs' positions are dropped)."""
     n_rows = P.shape[0]
     tmask = (np.int64(1) << tb) - 1
     cmax = (np.int64(1) << (32 - tb)) - 1
     start = _zero_array(n_tokens + 1, np.int64)
-    for p in range(n_rows - 1):
+    for p in range(n_rows):
         ta = np.int64(P[p, _TC]) & tmask
-        tn = np.int64(P[p + 1, _TC]) & tmask
-        if ta < tmask - 1 and tn < tmask - 1:
+        if ta >= tmask - 1:
+            continue  # a wall or a dead row
+        tn = np.int64(P[np.int64(P[p, _LNK]), _TC]) & tmask
+        if tn < tmask - 1:
             start[ta + 1] += 1
     for a in range(n_tokens):
         start[a + 1] += start[a]
@@ -258,36 +315,70 @@ def _pairs_by_left(P, ek, ev, tb, n_tokens, expect, spare, slack):
     pool = _new_pool(acc + ((acc * spare) >> 4) + slack)
     R = _big_array(acc, np.uint32)
     nxt = start.copy()
-    for p in range(n_rows - 1):
+    for p in range(n_rows):
         v = np.int64(P[p, _TC])
         ta = v & tmask
-        tn = np.int64(P[p + 1, _TC]) & tmask
-        if ta < tmask - 1 and tn < tmask - 1:
+        if ta >= tmask - 1:
+            continue
+        tn = np.int64(P[np.int64(P[p, _LNK]), _TC]) & tmask
+        if tn < tmask - 1:
             i = nxt[ta]
             nxt[ta] = i + 1
             pool[i] = p
             R[i] = np.uint32((v & ~tmask) | tn)
-    # the distinct pairs: right tokens first seen in each left token's block
-    mark = _zero_array(n_tokens, np.int64)
+    # 3. the tracked pairs (and the histogram of the counts, to choose theta)
+    cnt = _zero_array(n_tokens, np.int64)
+    ln = _zero_array(n_tokens, np.int64)
+    seen = _empty_array(n_tokens, np.int64)
+    hist = _zero_array(64, np.int64)
+    over = _zero_array(64, np.int64)  # tracked pairs by theta's power of two, when it is chosen
     n_pairs = 0
+    n_all = 0
     most = 0
     for a in range(n_tokens):
-        most = max(most, start[a + 1] - start[a])
-        for i in range(start[a], start[a + 1]):
-            b = np.int64(R[i]) & tmask
-            if mark[b] != a + 1:
-                mark[b] = a + 1
+        s = start[a]
+        e = start[a + 1]
+        most = max(most, e - s)
+        ns = 0
+        for i in range(s, e):
+            r = np.int64(R[i])
+            b = r & tmask
+            wc = r >> tb
+            if wc == cmax:
+                wc = _escaped(ek, ev, pool[i])
+            if ln[b] == 0:
+                seen[ns] = b
+                ns += 1
+            cnt[b] += wc
+            ln[b] += 1
+        for j in range(ns):
+            b = seen[j]
+            c = cnt[b]
+            n_all += 1
+            if c >= theta:
                 n_pairs += 1
+            if c > 0:
+                hist[_log2(c)] += 1
+            cnt[b] = 0
+            ln[b] = 0
+    if theta < 0:
+        theta = _floor_for(hist, want, -theta)
+        n_pairs = 0
+        for b in range(64):
+            if (np.int64(1) << b) >= theta:
+                n_pairs += hist[b]
+        if theta == 0:
+            n_pairs = n_all
     cap = np.int64(1024)
     while cap < 2 * (n_pairs + expect):
         cap *= 2
     T, L = _new_table(cap)
     mask = np.uint64(cap - 1)
-    cnt = _zero_array(n_tokens, np.int64)
-    ln = _zero_array(n_tokens, np.int64)
-    seen = _empty_array(n_tokens, np.int64)
     tmp = _empty_array(most, np.int32)
+    keep = _empty_array(n_tokens, np.int64)
     D = 8
+    o = 0
+    n_used = 0
     for a in range(n_tokens):
         s = start[a]
         e = start[a + 1]
@@ -303,28 +394,39 @@ def _pairs_by_left(P, ek, ev, tb, n_tokens, expect, spare, slack):
                 ns += 1
             cnt[b] += wc
             ln[b] += 1
-        o = s
+        nk = 0
         for j in range(ns):
-            if j + D < ns:
-                f = np.int64(_mix(_pkey(a, seen[j + D])) & mask)
+            b = seen[j]
+            if cnt[b] >= theta:
+                keep[nk] = b
+                nk += 1
+            else:
+                ln[b] = -1  # not tracked: its positions are dropped
+        for j in range(nk):
+            if j + D < nk:
+                f = np.int64(_mix(_pkey(a, keep[j + D])) & mask)
                 _prefetch(T, f)
                 _prefetch(L, f)
-            b = seen[j]
+            b = keep[j]
             key = _pkey(a, b)
             sl = _tslot(T, key)
             T[sl, _KEY] = key
             T[sl, _CNT] = cnt[b]
             L[sl, _HEAD] = o
             L[sl, _LEN] = ln[b]
+            n_used += 1
             cnt[b] = o  # from here on: where b's next position goes
             o += ln[b]
-        for i in range(s, e):
-            tmp[i - s] = pool[i]
-        for i in range(s, e):
-            b = np.int64(R[i]) & tmask
-            pool[cnt[b]] = tmp[i - s]
-            cnt[b] += 1
+        if nk > 0:
+            for i in range(s, e):
+                tmp[i - s] = pool[i]
+            for i in range(s, e):
+                b = np.int64(R[i]) & tmask
+                if ln[b] < 0:
+                    continue
+                pool[cnt[b]] = tmp[i - s]
+                cnt[b] += 1
         for j in range(ns):
             cnt[seen[j]] = 0
             ln[seen[j]] = 0
-    return T, L, n_pairs, pool, acc
+    return T, L, n_used, pool, o, theta

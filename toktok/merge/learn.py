@@ -234,6 +234,8 @@ class _LoopRun:
                                                 u.descending_lists, theta, 2 * n_merges)
         self.stats[15] = st[22]
         maxlen, min_count = self.limits
+        st[24] = n_merges
+        st[25] = u.tracked_from is not None  # (a forced floor is not raised)
         st[20] = NO_LIMIT if maxlen is None else maxlen
         st[21] = min_count or 0
         times["setup"] = time.perf_counter() - t1
@@ -257,6 +259,7 @@ class _LoopRun:
                 st[2] = st[1]
                 st[3] = 0  # the heap refilled from the new table
                 st[8] = NO_LIMIT
+                st[25] = 1  # not raised again: a floor too high could be recounted at every doubling
                 st[23] = 0
                 self.stats[14] += 1
                 continue

@@ -51,7 +51,7 @@ def _setup(P, ek, ev, tb, tdata, tstart, tlen, n_tokens, expect, spare, slack, h
     # 3. the heap holds the pairs with the largest counts (see ``_refill``)
     H, hn, floor = _refill(T, _empty_array((1024, 2), np.int64), heap_target, tdata, tstart, tlen, NO_LIMIT, theta)
 
-    st = _zero_array(24, np.int64)
+    st = _zero_array(32, np.int64)
     st[8] = floor
     st[0] = n_used
     st[1] = pool_end
@@ -62,7 +62,29 @@ def _setup(P, ek, ev, tb, tdata, tstart, tlen, n_tokens, expect, spare, slack, h
     st[20] = NO_LIMIT  # the longest merged token, bytes (the caller sets --max-token-length)
     st[21] = 0  # the smallest count a merged pair may have (the caller sets --min-frequency)
     st[22] = theta
+    st[24] = NO_LIMIT  # the merges the run makes in all (the caller sets it: see ``_raised``)
     return bkeys, bids, T, L, pool, H, st
+
+
+@internal
+def _raised(theta, r_cnt, n_rec, total):
+    """``theta`` (the smallest count of the pairs tracked, ``table._initial_pairs``) raised to a
+    quarter of the power of two below the count the last of ``total`` merges is expected to have,
+    from the counts of the ``n_rec`` merges so far: they fall as a power of the merge's number
+    (each doubling of the merges divided the count by 2.2-2.6 on the bench's runs, and the
+    expected last count was within 0.6-1.7x of the real one from 512 merges on); untracked new
+    pairs cost neither table rows nor list entries. If it is too high, the loop runs out of
+    tracked pairs and they are counted again (``table.recount``), tracking more."""
+    c_half = r_cnt[n_rec // 2 - 1]
+    c_now = r_cnt[n_rec - 1]
+    if total <= n_rec or c_now <= 0 or c_half <= c_now:
+        return theta
+    alpha = np.log2(c_half / c_now)
+    expect = c_now * (n_rec / total) ** alpha
+    p = np.int64(1)
+    while p * 2 <= expect:
+        p *= 2
+    return max(theta, p >> 2 if p >= 8 else np.int64(0))
 
 
 @internal
@@ -314,6 +336,10 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
                     one[0] = s0
                     hn = _push_rows(H, hn, T, one, np.int64(1), floor, tdata, tstart, tlen, maxlen)
                 continue
+            if c < theta:
+                # (theta was raised since the heap was filled) no tracked pair is left that may be merged
+                st[23] = 1
+                break
             if np.int64(tlen[a]) + np.int64(tlen[b]) > maxlen:
                 continue  # too long (--max-token-length): from _setup's heap, never pushed again
             if c < min_count:
@@ -451,6 +477,9 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
         r_cnt[n_rec] = c
         r_reused[n_rec] = reused
         n_rec += 1
+        if n_rec >= 512 and n_rec & (n_rec - 1) == 0 and st[25] == 0:
+            theta = _raised(theta, r_cnt, n_rec, st[24])
+            st[22] = theta
         stats[0] = n_rec
         stats[5] = n_new
         stats[1] = max(stats[1], T.shape[0])

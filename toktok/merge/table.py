@@ -228,8 +228,10 @@ def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want):
     cmax = (np.int64(1) << (32 - tb)) - 1
     n_used = 0
     nn = n_tokens * n_tokens
-    dcnt = _zero_array(nn, np.int64)
-    dlen = _zero_array(nn, np.int64)
+    dense = _big_array((nn, 2), np.int64)  # per pair: count, positions (one cache line for both)
+    for d in range(nn):
+        dense[d, 0] = 0
+        dense[d, 1] = 0
     for p in range(n_rows):
         v = np.int64(P[p, _TC])
         ta = v & tmask
@@ -241,37 +243,37 @@ def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want):
             wc = v >> tb
             if wc == cmax:
                 wc = _escaped(ek, ev, p)
-            dcnt[d] += wc
-            dlen[d] += 1
+            dense[d, 0] += wc
+            dense[d, 1] += 1
     if theta < 0:
         hist = _zero_array(64, np.int64)
         for d in range(nn):
-            if dlen[d] > 0 and dcnt[d] > 0:
-                hist[_log2(dcnt[d])] += 1
+            if dense[d, 1] > 0 and dense[d, 0] > 0:
+                hist[_log2(dense[d, 0])] += 1
         theta = _floor_for(hist, want, -theta)
     acc = 0
     n_pairs = 0
     for d in range(nn):
-        if dlen[d] > 0 and dcnt[d] >= theta:
+        if dense[d, 1] > 0 and dense[d, 0] >= theta:
             n_pairs += 1
     cap = np.int64(1024)
     while cap < 2 * (n_pairs + expect):
         cap *= 2
     T, L = _new_table(cap)
     for d in range(nn):
-        if dlen[d] > 0:
-            if dcnt[d] < theta:
-                dlen[d] = -1  # not tracked
+        ln = dense[d, 1]
+        if ln > 0:
+            if dense[d, 0] < theta:
+                dense[d, 1] = -1  # not tracked
                 continue
             key = _pkey(d // n_tokens, d % n_tokens)
             s = _tslot(T, key)
             T[s, _KEY] = key
-            T[s, _CNT] = dcnt[d]
+            T[s, _CNT] = dense[d, 0]
             L[s, _HEAD] = acc
-            L[s, _LEN] = dlen[d]
+            L[s, _LEN] = ln
             n_used += 1
-            ln = dlen[d]
-            dlen[d] = acc  # from here on: where the next position of pair d goes
+            dense[d, 1] = acc  # from here on: where the next position of pair d goes
             acc += ln
     pool = _new_pool(acc + ((acc * spare) >> 4) + slack)
     for p in range(n_rows):
@@ -281,9 +283,10 @@ def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want):
         tn = np.int64(P[np.int64(P[p, _LNK]), _TC]) & tmask
         if tn < tmask - 1:
             d = ta * n_tokens + tn
-            if dlen[d] >= 0:
-                pool[dlen[d]] = p
-                dlen[d] += 1
+            i = dense[d, 1]
+            if i >= 0:
+                pool[i] = p
+                dense[d, 1] = i + 1
     return T, L, n_used, pool, acc, theta
 
 
@@ -291,16 +294,17 @@ def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want):
 def _pairs_by_left(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want):
     """``_initial_pairs`` for a large vocabulary, in passes over the positions:
     1. how many positions each left token has; 2. each position, ascending, into its left token's
-    block of the pool, with its right token and its count's bits beside it (``R``, 4 bytes a
-    position while this runs); 3. per left token, its right tokens' counts in dense arrays: the
-    tracked pairs counted (and, with ``theta`` -1, the histogram of the counts: ``theta`` chosen
-    from it), so that the table is made once at its size; 4. per left token again, each tracked
-    pair's row filled (rows prefetched a few pairs ahead), and its positions moved down to the
-    pool's next free entry, ordered by right token, stably: each pair's positions stay ascending
-    (the untracked pairs' positions are dropped)."""
+    block of ``E``, with its right token and its count's bits (8 bytes a position while this
+    runs: one stream of writes per left token); 3. per left token, its right tokens' counts in
+    dense arrays: the tracked pairs and their positions counted (and, with ``theta`` < 0, the
+    histogram of the counts: ``theta`` chosen from it), so that the table and the pool are made
+    once at their size; 4. per left token again, each tracked pair's row filled (rows prefetched a
+    few pairs ahead) and its positions written to its list in the pool, ascending (the untracked
+    pairs' positions are dropped)."""
     n_rows = P.shape[0]
     tmask = (np.int64(1) << tb) - 1
     cmax = (np.int64(1) << (32 - tb)) - 1
+    low = np.int64(0xFFFFFFFF)
     start = _zero_array(n_tokens + 1, np.int64)
     for p in range(n_rows):
         ta = np.int64(P[p, _TC]) & tmask
@@ -312,8 +316,7 @@ def _pairs_by_left(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want):
     for a in range(n_tokens):
         start[a + 1] += start[a]
     acc = start[n_tokens]
-    pool = _new_pool(acc + ((acc * spare) >> 4) + slack)
-    R = _big_array(acc, np.uint32)
+    E = _big_array(acc, np.int64)  # position << 32 | count bits | right token
     nxt = start.copy()
     for p in range(n_rows):
         v = np.int64(P[p, _TC])
@@ -324,28 +327,24 @@ def _pairs_by_left(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want):
         if tn < tmask - 1:
             i = nxt[ta]
             nxt[ta] = i + 1
-            pool[i] = p
-            R[i] = np.uint32((v & ~tmask) | tn)
-    # 3. the tracked pairs (and the histogram of the counts, to choose theta)
+            E[i] = (np.int64(p) << 32) | (v & ~tmask & low) | tn
+    # 3. the tracked pairs and their positions (and the histogram of the counts, to choose theta)
     cnt = _zero_array(n_tokens, np.int64)
     ln = _zero_array(n_tokens, np.int64)
     seen = _empty_array(n_tokens, np.int64)
     hist = _zero_array(64, np.int64)
-    over = _zero_array(64, np.int64)  # tracked pairs by theta's power of two, when it is chosen
+    hist_pos = _zero_array(64, np.int64)  # their positions
     n_pairs = 0
+    n_pos = 0
     n_all = 0
-    most = 0
     for a in range(n_tokens):
-        s = start[a]
-        e = start[a + 1]
-        most = max(most, e - s)
         ns = 0
-        for i in range(s, e):
-            r = np.int64(R[i])
+        for i in range(start[a], start[a + 1]):
+            r = E[i] & low
             b = r & tmask
             wc = r >> tb
             if wc == cmax:
-                wc = _escaped(ek, ev, pool[i])
+                wc = _escaped(ek, ev, E[i] >> 32)
             if ln[b] == 0:
                 seen[ns] = b
                 ns += 1
@@ -357,24 +356,31 @@ def _pairs_by_left(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want):
             n_all += 1
             if c >= theta:
                 n_pairs += 1
+                n_pos += ln[b]
             if c > 0:
                 hist[_log2(c)] += 1
+                hist_pos[_log2(c)] += ln[b]
             cnt[b] = 0
             ln[b] = 0
     if theta < 0:
         theta = _floor_for(hist, want, -theta)
-        n_pairs = 0
-        for b in range(64):
-            if (np.int64(1) << b) >= theta:
-                n_pairs += hist[b]
         if theta == 0:
             n_pairs = n_all
+            n_pos = acc
+        else:
+            n_pairs = 0
+            n_pos = 0
+            for b in range(64):
+                if (np.int64(1) << b) >= theta:
+                    n_pairs += hist[b]
+                    n_pos += hist_pos[b]
     cap = np.int64(1024)
     while cap < 2 * (n_pairs + expect):
         cap *= 2
     T, L = _new_table(cap)
     mask = np.uint64(cap - 1)
-    tmp = _empty_array(most, np.int32)
+    # (room for new lists as before the untracked positions were dropped: pages never written cost nothing)
+    pool = _new_pool(n_pos + ((acc * spare) >> 4) + slack)
     keep = _empty_array(n_tokens, np.int64)
     D = 8
     o = 0
@@ -384,11 +390,11 @@ def _pairs_by_left(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want):
         e = start[a + 1]
         ns = 0
         for i in range(s, e):
-            r = np.int64(R[i])
+            r = E[i] & low
             b = r & tmask
             wc = r >> tb
             if wc == cmax:
-                wc = _escaped(ek, ev, pool[i])
+                wc = _escaped(ek, ev, E[i] >> 32)
             if ln[b] == 0:
                 seen[ns] = b
                 ns += 1
@@ -419,13 +425,11 @@ def _pairs_by_left(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want):
             o += ln[b]
         if nk > 0:
             for i in range(s, e):
-                tmp[i - s] = pool[i]
-            for i in range(s, e):
-                b = np.int64(R[i]) & tmask
-                if ln[b] < 0:
-                    continue
-                pool[cnt[b]] = tmp[i - s]
-                cnt[b] += 1
+                x = E[i]
+                b = x & tmask
+                if ln[b] >= 0:
+                    pool[cnt[b]] = np.int32(x >> 32)
+                    cnt[b] += 1
         for j in range(ns):
             cnt[seen[j]] = 0
             ln[seen[j]] = 0

@@ -7,11 +7,9 @@ loop reads it written out, for speed.
 """
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 
-from .._kernels import _EMPTY, _allocate, _array_type, _full_array, _mix, _zero_array, internal, intrinsic, njit
+from .._kernels import _EMPTY, _empty_array, _full_array, _mix, _zero_array, internal, njit
 
 
 # The position array ``P`` (uint32) has an 8-byte row per position: (word count << tb | token),
@@ -35,46 +33,6 @@ def _token_bits(max_tokens: int) -> int:
     if tb > 30:
         raise ValueError("toktok: too many tokens for the merge loop (2**30)")
     return tb
-
-
-#: The smallest array ``_big_array`` asks huge pages for (NumPy's own threshold).
-_HUGE_FROM = 1 << 22
-_MADV_HUGEPAGE = 14  # Linux
-
-
-@intrinsic
-def _big_array(typingctx, shape, dtype):
-    """``np.empty(shape, dtype)`` in compiled code, for the loop's large arrays (positions, pool,
-    pair table): from 4 MiB on, its pages are asked to be huge (Linux: ``MADV_HUGEPAGE``, as NumPy
-    asks for its own arrays; used where the system allows it, e.g. transparent huge pages in
-    "madvise" mode): 512 times fewer page faults as they are first written, and far fewer TLB
-    misses as the loop reads its rows at random. Elsewhere the same as ``_empty_array``."""
-    from llvmlite import ir
-    from numba.core import cgutils
-
-    arr = _array_type(shape, dtype)
-    if arr is None:
-        return None
-
-    def codegen(context, builder, signature, args):
-        ary, size = _allocate(context, builder, signature, args)
-        if sys.platform.startswith("linux"):
-            i64 = ir.IntType(64)
-            page = ir.Constant(i64, 4095)
-            at = builder.ptrtoint(ary.data, i64)
-            lo = builder.and_(builder.add(at, page), builder.not_(page))
-            hi = builder.and_(builder.add(at, builder.zext(size, i64) if size.type != i64 else size),
-                              builder.not_(page))
-            big = builder.icmp_signed(">=", builder.sub(hi, lo), ir.Constant(i64, _HUGE_FROM))
-            with builder.if_then(big, likely=False):
-                i8p = ir.IntType(8).as_pointer()
-                i32 = ir.IntType(32)
-                fnty = ir.FunctionType(i32, [i8p, i64, i32])
-                fn = cgutils.get_or_insert_function(builder.module, fnty, "madvise")
-                builder.call(fn, [builder.inttoptr(lo, i8p), builder.sub(hi, lo), ir.Constant(i32, _MADV_HUGEPAGE)])
-        return ary._getvalue()
-
-    return arr(shape, dtype), codegen
 
 
 @internal
@@ -102,7 +60,7 @@ def _layout(flat, lens, counts, tb):
                 n_esc += lens[w]
     if n_rows >= 2**31:
         raise ValueError("toktok: too many token positions for the merge loop (2**31)")
-    P = _big_array((n_rows, 2), np.uint32)
+    P = _empty_array((n_rows, 2), np.uint32)
     cap = 16
     while cap < 2 * n_esc:
         cap *= 2

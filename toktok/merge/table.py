@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._kernels import _EMPTY, _empty_array, _mix, _prefetch, _zero_array, inlined, internal, njit
-from .layout import _LNK, _TC, _big_array, _escaped
+from .layout import _LNK, _TC, _escaped
 
 
 @inlined
@@ -40,8 +40,8 @@ def _tslot(T, key):
 
 @internal
 def _new_table(cap):
-    T = _big_array((cap, 2), np.int64)
-    L = _big_array((cap, 2), np.int32)
+    T = _empty_array((cap, 2), np.int64)
+    L = _empty_array((cap, 2), np.int32)
     for i in range(cap):
         T[i, _KEY] = _EMPTY
         T[i, _CNT] = 0
@@ -104,7 +104,7 @@ def recount(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want):
 def _new_pool(n):
     if n >= 2**31:
         raise ValueError("toktok: too many pair positions for the merge loop (2**31)")
-    return _big_array(n, np.int32)
+    return _empty_array(n, np.int32)
 
 
 @internal
@@ -228,7 +228,7 @@ def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want):
     cmax = (np.int64(1) << (32 - tb)) - 1
     n_used = 0
     nn = n_tokens * n_tokens
-    dense = _big_array((nn, 2), np.int64)  # per pair: count, positions (one cache line for both)
+    dense = _empty_array((nn, 2), np.int64)  # per pair: count, positions (one cache line for both)
     for d in range(nn):
         dense[d, 0] = 0
         dense[d, 1] = 0
@@ -316,7 +316,7 @@ def _pairs_by_left(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want):
     for a in range(n_tokens):
         start[a + 1] += start[a]
     acc = start[n_tokens]
-    E = _big_array(acc, np.int64)  # position << 32 | count bits | right token
+    E = _empty_array(acc, np.int64)  # position << 32 | count bits | right token
     nxt = start.copy()
     for p in range(n_rows):
         v = np.int64(P[p, _TC])

@@ -157,9 +157,8 @@ def test_the_run_description_is_finished_and_frozen(tmp_path):
 #: The compiled (Numba) kernels, which may be longer: splitting one costs calls in its hot loop
 #: and the kernels' compile time. Each is checked to be compiled (``njit`` or ``internal``).
 KERNELS = {
-    "toktok/merge/further.py": {"_segment_further"},
     "toktok/merge/loop.py": {"_merge_round", "_loop"},
-    "toktok/merge/rankbpe.py": {"_segment_long"},
+    "toktok/merge/rankbpe.py": {"_heap_parts"},
     "toktok/merge/segment.py": {"_segment"},
     "toktok/merge/table.py": {"_initial_pairs", "_pairs_by_left"},
 }

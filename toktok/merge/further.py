@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._kernels import _address, _empty_array, _poke, njit
+from .._kernels import _address, _empty_array, njit
+from .rankbpe import _heap_parts
 from .tokens import _flatten, _lookup, _token_table
 
 
@@ -22,9 +23,9 @@ from .tokens import _flatten, _lookup, _token_table
 def _segment_further(data, offsets, ids, id_offsets, tdata, tstart, tlen, n_tokens, bkeys, bids, out, lens):
     """Each word's rank-BPE under the first ``n_tokens`` tokens, taken up from its ids under a
     prefix of them (``ids[id_offsets[w]:id_offsets[w + 1]]``, whose bytes are the word's): the
-    whole word looked up first, then the parts as a linked list and their pairs in a min-heap of
-    (rank, part), as ``rankbpe._segment_long`` keeps them. Writes the ids at ``out`` (room for
-    as many as ``ids``) and each word's count at ``lens``; returns the number of ids."""
+    whole word looked up first, then its parts merged by ``rankbpe._heap_parts``. Writes the ids
+    at ``out`` (room for as many as ``ids``) and each word's count at ``lens``; returns the
+    number of ids."""
     max_len = np.int64(0)
     for t in range(n_tokens):
         max_len = max(max_len, np.int64(tlen[t]))
@@ -69,7 +70,6 @@ def _segment_further(data, offsets, ids, id_offsets, tdata, tstart, tlen, n_toke
             nxt[i] = i + 1
             prv[i] = i - 1
         pos[m] = n
-        hn = 0
         for i in range(m):
             r = np.int64(-1)
             if i + 1 < m:
@@ -77,81 +77,8 @@ def _segment_further(data, offsets, ids, id_offsets, tdata, tstart, tlen, n_toke
                 if ln <= max_len:
                     r = _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data_at, s + pos[i], ln, n_tokens)
             rank[i] = r if r >= 0 else big
-            if r >= 0:
-                heap[hn] = (r << 32) | i
-                hn += 1
-        for j in range(hn // 2 - 1, -1, -1):  # heapify
-            key = heap[j]
-            i = j
-            while True:
-                c = 2 * i + 1
-                if c >= hn:
-                    break
-                if c + 1 < hn and heap[c + 1] < heap[c]:
-                    c += 1
-                if heap[c] >= key:
-                    break
-                heap[i] = heap[c]
-                i = c
-            heap[i] = key
-        while hn > 0:
-            top = heap[0]
-            hn -= 1  # pop: the last key sifts down from the root
-            key = heap[hn]
-            i = 0
-            while True:
-                c = 2 * i + 1
-                if c >= hn:
-                    break
-                if c + 1 < hn and heap[c + 1] < heap[c]:
-                    c += 1
-                if heap[c] >= key:
-                    break
-                heap[i] = heap[c]
-                i = c
-            if hn > 0:
-                heap[i] = key
-            r = top >> 32
-            i = top & 0xFFFFFFFF
-            if rank[i] != r:
-                continue  # stale: the part's pair grew since (a pair never gets its bytes back)
-            j = nxt[i]  # part i takes in the next one
-            k = nxt[j]
-            nxt[i] = k
-            if k < m:
-                prv[k] = i
-            rank[j] = -1
-            tid[i] = r
-            for side in range(2):  # the two pairs that changed: (i, next) and (previous, i)
-                if side == 0:
-                    lo = i
-                    if k >= m:
-                        rank[i] = big
-                        continue
-                    end = pos[nxt[k]]
-                else:
-                    lo = prv[i]
-                    if lo < 0:
-                        continue
-                    end = pos[k]
-                ln = end - pos[lo]
-                t = np.int64(-1)
-                if ln <= max_len:
-                    t = _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data_at, s + pos[lo], ln, n_tokens)
-                if t < 0:
-                    rank[lo] = big
-                    continue
-                rank[lo] = t
-                key = (t << 32) | lo  # push
-                q = hn
-                while q > 0:
-                    parent = (q - 1) >> 1
-                    if heap[parent] <= key:
-                        break
-                    heap[q] = heap[parent]
-                    q = parent
-                heap[q] = key
-                hn += 1
+        _heap_parts(pos, tid, rank, nxt, prv, heap, m, s, max_len, keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask,
+                    data_at, n_tokens)
         c = np.int64(0)
         i = 0
         while i < m:

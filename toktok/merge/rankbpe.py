@@ -1,6 +1,6 @@
 """One word's rank-BPE for the compiled segmentation (``segment._segment``): the plain loop, which
 rescans the word after each merge (``_plain``), and a heap of candidate pairs for long words
-(``_segment_long``, O(n log n)); the same ids, tiktoken's (whole-word lookup is the caller's).
+(``_segment_long``, O(n log n): ``_heap_parts``, which ``further`` takes up from a word's ids too); the same ids, tiktoken's (whole-word lookup is the caller's).
 """
 from __future__ import annotations
 
@@ -11,36 +11,26 @@ from .tokens import _lookup
 
 
 @internal
-def _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, out, o, n_tokens):
-    """``_segment``'s rank-BPE of one long word ``data[s:s+n]`` (no whole-word match) in
-    O(n log n): the parts are a linked list and the candidate pairs a min-heap of (rank, start),
-    so the lowest rank, leftmost on ties, comes first, as in the plain loop. An entry is stale
-    when the part's pair no longer has that rank: a pair only ever grows, so it never gets the
-    same rank (the same bytes) back. A pair longer than the longest token is not looked up,
-    which bounds each lookup. Writes the ids at ``out[o:]`` (``out``: the int32 ids' address, as
-    ``_segment`` has them); returns the number of parts.
-    (Its heap is written out here: a sift helper taking the arrays would pay reference counts on
-    every call, see ``heap._before``; lookups go through ``_lookup`` on the tables' addresses.)"""
+def _heap_parts(pos, tid, rank, nxt, prv, heap, m, s, max_len, keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask,
+                data_at, n_tokens):
+    """Rank-BPE of a word at ``data[s:]`` given as parts: part ``i`` (of ``m``) starts at byte
+    ``pos[i]`` of the word (``pos[m]``: its length), is token ``tid[i]`` and is linked by ``nxt``
+    (``m`` after the last) and ``prv`` (-1 before the first); ``rank[i]`` is the rank of (part i,
+    its next), ``1 << 31`` for none. The candidate pairs go in a min-heap of (rank, part) in
+    ``heap`` (room for ``3 * m``), so the lowest rank, leftmost on ties, comes first, as in the
+    plain loop. An entry is stale when the part's pair no longer has that rank: a pair only ever
+    grows, so it never gets the same rank (the same bytes) back. A pair longer than the longest
+    token (``max_len``) is not looked up, which bounds each lookup. The merged parts are left in
+    ``tid``, linked from part 0 by ``nxt``. (The heap is written out here: a sift helper taking the
+    arrays would pay reference counts on every call, see ``heap._before``; lookups go through
+    ``_lookup`` on the tables' addresses.)"""
     big = np.int64(1) << 31
-    nxt = _empty_array(n, np.int64)  # start of the next part (n after the last)
-    prv = _empty_array(n, np.int64)  # start of the previous part (-1 before the first)
-    rank = _empty_array(n, np.int64)  # rank of (this part, next part); big: none; -1: not a part
-    tid = _empty_array(n, np.int64)  # the part's token id
-    # (rank << 32) | start; stale entries stay until popped: at most n - 1 at the start plus
-    # two per merge, and there are at most n - 1 merges
-    heap = _empty_array(3 * n, np.int64)
     hn = 0
-    for i in range(n):
-        nxt[i] = i + 1
-        prv[i] = i - 1
-        tid[i] = byte_id[data[s + i]]
-        r = pair2[np.int64(data[s + i]) * 256 + data[s + i + 1]] if i + 1 < n else -1
-        rank[i] = r if r >= 0 else big
-        if r >= 0:
-            heap[hn] = (r << 32) | i
+    for i in range(m):
+        if rank[i] < big:
+            heap[hn] = (rank[i] << 32) | i
             hn += 1
-    # heapify: sift each parent down
-    for j in range(hn // 2 - 1, -1, -1):
+    for j in range(hn // 2 - 1, -1, -1):  # heapify: sift each parent down
         key = heap[j]
         i = j
         while True:
@@ -54,14 +44,9 @@ def _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, 
             heap[i] = heap[c]
             i = c
         heap[i] = key
-    # the tables by address, for _lookup (no reference counts per lookup)
-    keys_at, ids_at, tdata_at = _address(bkeys), _address(bids), _address(tdata)
-    tstart_at, tlen_at, data_at = _address(tstart), _address(tlen), _address(data)
-    mask = np.uint64(bkeys.shape[0] - 1)
     while hn > 0:
         top = heap[0]
-        # pop: the last key sifts down from the root
-        hn -= 1
+        hn -= 1  # pop: the last key sifts down from the root
         key = heap[hn]
         i = 0
         while True:
@@ -80,36 +65,34 @@ def _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, 
         i = top & 0xFFFFFFFF
         if rank[i] != r:
             continue  # stale
-        # merge part i with the next one
-        j = nxt[i]
+        j = nxt[i]  # part i takes in the next one
         k = nxt[j]
         nxt[i] = k
-        if k < n:
+        if k < m:
             prv[k] = i
         rank[j] = -1
         tid[i] = r
-        # the two pairs that changed: (i, next) and (previous, i)
-        for side in range(2):
+        for side in range(2):  # the two pairs that changed: (i, next) and (previous, i)
             if side == 0:
                 lo = i
-                hi = nxt[k] if k < n else -1
+                if k >= m:
+                    rank[i] = big
+                    continue
+                end = pos[nxt[k]]
             else:
                 lo = prv[i]
-                hi = k if lo >= 0 else -1
-            if hi < 0:
-                if side == 0:
-                    rank[i] = big
-                continue
+                if lo < 0:
+                    continue
+                end = pos[k]
+            ln = end - pos[lo]
             t = np.int64(-1)
-            ln = hi - lo
             if ln <= max_len:
-                t = _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data_at, s + lo, ln, n_tokens)
+                t = _lookup(keys_at, ids_at, tdata_at, tstart_at, tlen_at, mask, data_at, s + pos[lo], ln, n_tokens)
             if t < 0:
                 rank[lo] = big
                 continue
             rank[lo] = t
-            # push
-            key = (t << 32) | lo
+            key = (t << 32) | lo  # push
             q = hn
             while q > 0:
                 parent = (q - 1) >> 1
@@ -119,6 +102,35 @@ def _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, 
                 q = parent
             heap[q] = key
             hn += 1
+
+
+@internal
+def _segment_long(data, s, n, bkeys, bids, tdata, tstart, tlen, pair2, byte_id, max_len, out, o, n_tokens):
+    """``_segment``'s rank-BPE of one long word ``data[s:s+n]`` (no whole-word match) in
+    O(n log n): its bytes as parts, merged by :func:`_heap_parts`. Writes the ids at ``out[o:]``
+    (``out``: the int32 ids' address, as ``_segment`` has them); returns the number of parts."""
+    big = np.int64(1) << 31
+    pos = _empty_array(n + 1, np.int64)  # part i starts at byte i
+    nxt = _empty_array(n, np.int64)
+    prv = _empty_array(n, np.int64)
+    rank = _empty_array(n, np.int64)
+    tid = _empty_array(n, np.int64)
+    # stale entries stay until popped: at most n - 1 at the start plus two per merge, and there
+    # are at most n - 1 merges
+    heap = _empty_array(3 * n, np.int64)
+    for i in range(n):
+        pos[i] = i
+        nxt[i] = i + 1
+        prv[i] = i - 1
+        tid[i] = byte_id[data[s + i]]
+        r = pair2[np.int64(data[s + i]) * 256 + data[s + i + 1]] if i + 1 < n else -1
+        rank[i] = r if r >= 0 else big
+    pos[n] = n
+    # the tables by address, for _lookup (no reference counts per lookup)
+    keys_at, ids_at, tdata_at = _address(bkeys), _address(bids), _address(tdata)
+    tstart_at, tlen_at, data_at = _address(tstart), _address(tlen), _address(data)
+    _heap_parts(pos, tid, rank, nxt, prv, heap, n, s, max_len, keys_at, ids_at, tdata_at, tstart_at, tlen_at,
+                np.uint64(bkeys.shape[0] - 1), data_at, n_tokens)
     m = 0
     i = 0
     while i < n:

@@ -342,7 +342,7 @@ def _phase(run: _Run, phase: PhaseConfig, sources: list[count.Source], fp: list,
     if phase is run.phases[-1] and run.hf is None:  # HF's half of step 8 starts its process beside the merge loop
         tokens = len(run.vocab.tokens) + min(merge.budget(phase, run.vocab), merge.most_merges(counted.words))
         run.hf = verify.start(run.staging.path, tokens, budgeted=run.plan is not None)
-        report = _cutting_ahead(run) if run.plan is None else report
+        report = _cutting_ahead(run, (phase.name, counted.words, counted.counts)) if run.plan is None else report
     merged = merge.run(phase, counted, run.vocab, cfg=cfg, fp=fp, journal=journal, first_merge=run.merge_index,
                        replay=got is not None, small=run.small, tiny=run.tiny, kernels=run.kernels,
                        report=report, say=run.say)
@@ -353,16 +353,19 @@ def _phase(run: _Run, phase: PhaseConfig, sources: list[count.Source], fp: list,
     run.summaries.append(merged.summary)
 
 
-def _cutting_ahead(run: _Run) -> Progress:
+def _cutting_ahead(run: _Run, words: tuple) -> Progress:
     """``run.report``, which also has the compression curve's documents cut into pieces
-    (``insight.ahead``: of the parity samples, not the merges) once the last merge loop reports
-    its first merges: on the core the loop leaves idle, not beside the merge stage's own work in
+    (``insight.ahead``: of the parity samples, not the merges) and the last phase's most frequent
+    words found (``words``: its name, words and counts) once the last merge loop reports its
+    first merges: on the core the loop leaves idle, not beside the merge stage's own work in
     this thread (its layout, setup and result). A loop too short to report any: step 7 cuts them."""
 
     def report(stage: str, done: int, total: int | None) -> None:
+        nonlocal words
         if run.curve_ahead is None and stage.startswith("merge") and 0 < done < (total or 0):
             run.curve_ahead = insight.ahead(run.parity.df, run.phase_parity, run.phase_held_out,
-                                            run.patterns.values(), threads=run.threads)
+                                            run.patterns.values(), threads=run.threads, words=words)
+            words = None
         run.report(stage, done, total)
     return report
 
@@ -412,12 +415,13 @@ class _Beside:
         self._thread.start()
 
     def _steps(self, report: Progress) -> None:
-        _vocabulary(self._run)  # 6.
-        _insight(self._run, report)  # 7.
+        vocab = _vocabulary(self._run)  # 6.
+        _insight(self._run, report, vocab)  # 7.
         self._exported.wait()  # (DuckDB's CHECKPOINT refuses to run beside another writer)
         self._flush()
 
     def _flush(self) -> None:
+        self._run.journal.settle()  # (the "merged" checkpoint, if step 7 ran beside it: another writer)
         self._run.journal.store.run("checkpoint")
 
     def exported(self) -> None:
@@ -458,15 +462,18 @@ def _export(run: _Run) -> None:
     run.times["export"] = time.perf_counter() - t0
 
 
-def _insight(run: _Run, report: Progress) -> None:
+def _insight(run: _Run, report: Progress, vocab: pa.Table | None = None) -> None:
     """7. The run file's views, compression curve and word gains (``insight.record``), its
-    progress to ``report``; under a memory budget DuckDB may use half the merge loops' share
-    meanwhile (``BudgetPlan.after_loops``: the most frequent words of a SuperBPE phase are long)."""
+    progress to ``report``; ``vocab``: the vocabulary step 6 stored, which with the phases'
+    summaries spares it reading the merges (``insight.known``: it runs beside the last "merged"
+    checkpoint); under a memory budget DuckDB may use half the merge loops' share meanwhile
+    (``BudgetPlan.after_loops``: the most frequent words of a SuperBPE phase are long)."""
     t0 = time.perf_counter()
     ahead, run.curve_ahead = run.curve_ahead, None
+    known = insight.known(vocab, [(s.name, s.merges_learned + s.reused_merges, s.reused_merges) for s in run.summaries])
     with run.journal.store.roomier(run.plan and run.plan.after_loops()):
         insight.record(run.journal, run.parity.df, run.phase_parity, run.phase_held_out, threads=run.threads,
-                       small=run.small, report=report, ahead=ahead)
+                       small=run.small, report=report, ahead=ahead, known=known)
     run.times["insight"] = time.perf_counter() - t0
 
 
@@ -499,9 +506,10 @@ def _ladder(run: _Run) -> None:
     run.times["ladder"] = time.perf_counter() - t0
 
 
-def _vocabulary(run: _Run) -> None:
+def _vocabulary(run: _Run) -> pa.Table:
     """6. The vocabulary after the last phase (checked by the export) in the run file, with each
-    phase's summary (meta "phases"), in one commit (each costs a write to disk, ~5 ms)."""
+    phase's summary (meta "phases"), in one commit (each costs a write to disk, ~5 ms); returns
+    the rows stored (for step 7)."""
     vocab, cfg, store = run.vocab, run.cfg, run.journal.store
     phases = [
         {"name": s.name, "merges_requested": s.merges_requested, "merges_learned": s.merges_learned,
@@ -514,8 +522,9 @@ def _vocabulary(run: _Run) -> None:
     ]
     sw = insight.superwords(vocab.tokens, run.phases, run.patterns, run.phase_of)
     with store.transaction():
-        store.add_vocab(vocab.tokens, vocab.specials, run.kinds, run.phase_of)
+        table = store.add_vocab(vocab.tokens, vocab.specials, run.kinds, run.phase_of)
         store.put_metas({"phases": phases, **({"superwords": sw} if sw is not None else {})})
+    return table
 
 
 def _publish(run: _Run) -> None:

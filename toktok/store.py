@@ -133,6 +133,7 @@ class RunStore:
         Example: ``store.cursor().get_meta("seed") == store.get_meta("seed")``."""
         cur = RunStore(self.con.cursor(), self.path, self.temp_dir, self.memory_limit, self.limit_shown)
         cur._held = self._held
+        cur.insight_added = self.insight_added  # (committed: the cursor sees them)
         return cur
 
     @classmethod
@@ -244,10 +245,10 @@ class RunStore:
         self._with_batch("add_merges", table, {"phase": phase})
 
     def add_vocab(self, tokens: Sequence[bytes], specials: Sequence[str], kinds: Sequence[str],
-                  phases: Sequence[str | None]) -> None:
+                  phases: Sequence[str | None]) -> pa.Table:
         """The vocabulary: id i is ``tokens[i]`` (its ``kinds[i]``: byte, hardcoded, base, merge,
         special; the phase that learned it in ``phases[i]``), then the ``specials`` after the last
-        token, kind "special"."""
+        token, kind "special". Returns the rows it stored (id, token, kind, phase)."""
         n = len(tokens)
         table = pa.table({
             "id": pa.array(np.arange(n + len(specials), dtype=np.int32)),
@@ -256,6 +257,7 @@ class RunStore:
             "kind": pa.array(list(kinds) + ["special"] * len(specials), pa.string()),
             "phase": pa.array(list(phases) + [None] * len(specials), pa.string())})
         self._with_batch("add_vocab", table, {})
+        return table
 
     def add_stages(self, seconds: dict[str, float]) -> None:
         """Record each stage's seconds (``{"count": 1.2, ...}``), in order, in one statement."""

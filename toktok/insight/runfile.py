@@ -23,7 +23,7 @@ import os
 import re
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Union
+from typing import Iterator, NamedTuple, Union
 
 import duckdb
 import numpy as np
@@ -141,19 +141,60 @@ def _ensure_views(store: RunStore) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+class Known(NamedTuple):
+    """What the pipeline's insight step knows in memory of a run whose last checkpoint is still
+    being stored (``toktok.resume.Pending``), so that it reads neither the merges nor the words
+    that checkpoint writes: the vocabulary as the run file stores it (``vocab``: the table of
+    :meth:`~toktok.store.RunStore.add_vocab`, columns id, token, kind), each phase that learned
+    merges, in order, with their number (``phases``; none of them reused a token: merge k then
+    adds id ``base + k``), and the most frequent words of the phases whose words may not be
+    stored yet (``top``: phase -> :func:`top_rows`).
+    Example: ``Known(store.add_vocab(tokens, [], kinds, phases), [("main", 500)], {})``."""
+
+    vocab: pa.Table
+    phases: list[tuple[str, int]]
+    top: dict[str, pa.Table] = {}
+
+
+def top_rows(words: pa.Array, counts, n: int) -> pa.Table:
+    """The rows (word, count) that ``toktok/sql/top_words.sql`` returns for a phase whose word
+    table is ``words`` with ``counts`` (distinct words), computed in memory: the ``n`` most
+    frequent, most frequent first, ties by their bytes. Only the words at or above the n-th
+    largest count are sorted with their bytes (as the query does).
+    Example: ``top_rows(pa.array([b"b", b"a"]), np.array([1, 1]), 1)["word"].to_pylist() == [b"a"]``."""
+    import pyarrow.compute as pc
+
+    counts = np.asarray(counts, dtype=np.int64)
+    if n <= 0 or not len(counts):
+        return pa.table({"word": pa.array([], pa.binary()), "count": pa.array([], pa.int64())})
+    if n < len(counts):
+        cut = np.partition(counts, len(counts) - n)[len(counts) - n]
+        keep = pa.array(np.flatnonzero(counts >= cut))
+        words, counts = words.take(keep), counts[keep.to_numpy()]
+    table = pa.table({"word": words, "count": pa.array(counts, pa.int64())})
+    order = pc.sort_indices(table, sort_keys=[("count", "descending"), ("word", "ascending")])
+    return table.take(order.slice(0, n))
+
+
 class _Prefixes:
     """The run's tokens by id and, per merge count k, the vocabulary size after k merges.
 
     Ranks are ids and merges add ids at the end, so the first ``size(k)`` tokens are a valid
     tiktoken vocabulary: the tokenizer as it was after k merges. ``segment`` encodes pieces of
     text with it as tiktoken does (whole-piece lookup, then rank-BPE: ``merge.segment``, held
-    equal to tiktoken by the tests), without building a tiktoken encoding per k.
+    equal to tiktoken by the tests), without building a tiktoken encoding per k. ``ranges``:
+    each phase's first and last merge (``prefixes.phase_ranges``). ``known``: the vocabulary and
+    the merges from memory instead of the run file (:class:`Known`).
     """
 
-    def __init__(self, store: RunStore, reference: bool = False):
+    def __init__(self, store: RunStore, reference: bool = False, known: Known | None = None):
         self.reference = reference  # a small run's: see merge.Segmenter
-        vocab = store.arrow("prefixes.vocab")
-        special = vocab["special"].to_numpy(zero_copy_only=False)
+        if known is not None:
+            vocab = known.vocab
+            special = vocab["kind"].to_numpy(zero_copy_only=False) == "special"
+        else:
+            vocab = store.arrow("prefixes.vocab")
+            special = vocab["special"].to_numpy(zero_copy_only=False)
         ranked = np.flatnonzero(~special)
         if not len(ranked):
             raise ToktokError("the run file has no vocabulary (the run did not finish training)")
@@ -178,9 +219,18 @@ class _Prefixes:
             tlen[pinned] = 5
             tdata = np.concatenate([tdata, np.frombuffer(extra, np.uint8)])
         self._tables = (tdata, tstart, tlen)
-        ids = store.run("prefixes.merge_tokens").fetchnumpy()["token_id"]
-        ids = np.asarray(ids, dtype=np.int64)
-        new = int(store.run("prefixes.new_merges").fetchall()[0][0])
+        if known is not None:  # (no merge reused a token: merge k added id base + k)
+            new = sum(m for _, m in known.phases)
+            ids = np.arange(n - new, n, dtype=np.int64)
+            self.ranges, k = [], 0
+            for phase, m in known.phases:
+                self.ranges.append((phase, k, k + m - 1))
+                k += m
+        else:
+            ids = store.run("prefixes.merge_tokens").fetchnumpy()["token_id"]
+            ids = np.asarray(ids, dtype=np.int64)
+            new = int(store.run("prefixes.new_merges").fetchall()[0][0])
+            self.ranges = [tuple(r) for r in store.run("prefixes.phase_ranges").fetchall()]
         self.n_merges = len(ids)
         base = n - new
         # sizes[k] = id range after the first k merges (reused merges add no token)
@@ -334,7 +384,7 @@ def curve_table(run: RunLike, texts, by=None, every: int | None = None, *, check
         # tokens are its pieces' tokens (tiktoken encodes piece by piece), so every point of the
         # curve encodes these pieces instead of the documents; after k merges the tokenizer splits
         # text with the pattern of the phase that learned the k-th (phases may differ)
-        pattern_at = _pattern_at(store)
+        pattern_at = _pattern_at(store, pre.ranges)
         cut: dict[str, tuple] = dict(pieces["cut"])
         rows = []
         usage = None
@@ -372,10 +422,11 @@ def _run_pattern(store: RunStore):
     return Pattern.from_meta(store.get_meta("pattern"))
 
 
-def _pattern_at(store: RunStore):
+def _pattern_at(store: RunStore, phase_ranges: list[tuple] | None = None):
     """``k -> the pattern the tokenizer after k merges splits text with``: the run's pattern, or,
     when its phases split with patterns of their own (meta('pattern')'s ``by_phase``), the pattern
-    of the phase that learned merge k (the first phase's for k = 0)."""
+    of the phase that learned merge k (the first phase's for k = 0); ``phase_ranges``: each
+    phase's first and last merge, known already (``_Prefixes.ranges``)."""
     from ..patterns import Pattern
 
     run_pattern = _run_pattern(store)
@@ -385,8 +436,9 @@ def _pattern_at(store: RunStore):
         by_phase = None
     if not by_phase:
         return lambda k: run_pattern
-    ranges = [(Pattern.from_dict(by_phase[ph]), k0) for ph, k0, _ in store.run("prefixes.phase_ranges").fetchall()
-              if ph in by_phase]
+    if phase_ranges is None:
+        phase_ranges = store.run("prefixes.phase_ranges").fetchall()
+    ranges = [(Pattern.from_dict(by_phase[ph]), k0) for ph, k0, _ in phase_ranges if ph in by_phase]
     if not ranges:
         return lambda k: run_pattern
 
@@ -458,18 +510,22 @@ def word_gains(run: RunLike, top: int = 50_000, *, write: bool = True, reference
 
 
 def gains_table(run: RunLike, top: int = 50_000, *, write: bool = True, reference: bool = False,
-                prefixes: "_Prefixes | None" = None) -> pa.Table:
+                prefixes: "_Prefixes | None" = None, top_words: dict[str, pa.Table] | None = None) -> pa.Table:
     """:func:`word_gains`' rows as an Arrow table, written as it says: what the pipeline's insight
-    step records (without Polars); ``prefixes``: the run file's, read already (``curve_table``'s).
+    step records (without Polars); ``prefixes``: the run file's, read already (``curve_table``'s);
+    ``top_words``: a phase's most frequent words found already (:func:`top_rows`, the same
+    ``top``), instead of reading them from its word table.
     Example: ``gains_table(store, top=100).num_rows``."""
     from ..count.sample import widened  # (DuckDB gives BLOBs as binary)
 
     frames = []
+    top_words = top_words or {}
     with _connect(run, read_only=not write) as store:
         pre = prefixes or _Prefixes(store, reference)
-        phases = store.run("prefixes.phase_ranges").fetchall()
-        for phase, k0, k1 in phases:
-            rows = store.arrow("top_words", {"phase": phase, "n": int(top)})
+        for phase, k0, k1 in pre.ranges:
+            rows = top_words.get(phase)
+            if rows is None:
+                rows = store.arrow("top_words", {"phase": phase, "n": int(top)})
             words, counts = _utf8_words(widened(rows["word"].combine_chunks()), rows["count"].combine_chunks())
             words, counts = _first_bytes(words, counts, GAINS_BYTES)
             # A word is one piece of the pattern, so it is encoded as one (as tiktoken's

@@ -18,12 +18,15 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from .runfile import _Prefixes, add_views, curve_pieces, curve_table, gains_table
+from .runfile import Known, _Prefixes, add_views, curve_pieces, curve_table, gains_table, top_rows
 
 if TYPE_CHECKING:
     from ..resume import Journal
 
-__all__ = ["Ahead", "ahead", "record", "superwords"]
+__all__ = ["Ahead", "Known", "ahead", "known", "record", "superwords"]
+
+#: The most frequent words of each phase the word gains segment (``gains_table``'s ``top``).
+TOP_WORDS = 50_000
 
 
 def superwords(tokens: list[bytes], phases, patterns: dict, phase_of: list) -> dict | None:
@@ -43,20 +46,28 @@ def superwords(tokens: list[bytes], phases, patterns: dict, phase_of: list) -> d
 
 
 class Ahead:
-    """The compression curve's documents cut into pieces (:func:`.runfile.curve_pieces`) in a
-    thread of its own; ``result()`` waits for them (and raises what cutting them raised)."""
+    """The compression curve's documents cut into pieces (:func:`.runfile.curve_pieces`) and a
+    phase's most frequent words found (``words``: (phase, words, counts), :func:`.runfile.top_rows`)
+    in a thread of its own; ``result()`` waits for them (and raises what it raised), ``top``
+    has the words then."""
 
-    def __init__(self, texts: list[str], by: list[str], patterns: list, threads: int) -> None:
+    def __init__(self, texts: list[str], by: list[str], patterns: list, threads: int,
+                 words: tuple | None = None) -> None:
         self.texts, self.by = texts, by  # what was cut: record checks that its curve is of these
+        self.top: dict[str, pa.Table] = {}
         self._got: dict | None = None
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._cut, args=(patterns, threads), name="toktok-insight-ahead",
+        self._thread = threading.Thread(target=self._cut, args=(patterns, threads, words), name="toktok-insight-ahead",
                                         daemon=True)
         self._thread.start()
 
-    def _cut(self, patterns: list, threads: int) -> None:
+    def _cut(self, patterns: list, threads: int, words: tuple | None) -> None:
         try:
             self._got = curve_pieces(self.texts, by=self.by, patterns=patterns, threads=threads)
+            if words is not None:
+                phase, w, c = words
+                del words
+                self.top = {phase: top_rows(w, c, TOP_WORDS)}
         except BaseException as e:  # raised by result(), in the run's thread
             self._error = e
 
@@ -68,41 +79,61 @@ class Ahead:
 
 
 def ahead(parity: pa.Table, phase_parity: dict[str, pa.Table], phase_held_out: dict[str, pa.Table | None],
-          patterns: Iterable, *, threads: int = 1) -> Ahead:
+          patterns: Iterable, *, threads: int = 1, words: tuple | None = None) -> Ahead:
     """The documents of the compression curve ``record`` will draw (``_curve_texts``) cut into the
     pieces of each of ``patterns`` (the run's phases'), in a thread, while the last merge loop runs
-    (the pieces depend on the parity sample only); passed to ``record`` as ``ahead``.
+    (the pieces depend on the parity sample only); passed to ``record`` as ``ahead``. ``words``:
+    (phase, words, counts), the last phase's word table, whose most frequent words the word gains
+    segment (found meanwhile: its "merged" checkpoint may store them after ``record`` began).
     Example: ``record(journal, parity, pp, ho, ahead=ahead(parity, pp, ho, [DEFAULT]))``."""
     texts, by, _, _ = _curve_texts(parity, phase_parity, phase_held_out)
-    return Ahead(texts, by, list({p.regex: p for p in patterns}.values()), threads)
+    return Ahead(texts, by, list({p.regex: p for p in patterns}.values()), threads, words)
+
+
+def known(vocab: pa.Table | None, phases: Iterable[tuple[str, int, int]]) -> Known | None:
+    """What ``record`` may take from memory (:class:`.runfile.Known`): the vocabulary table the
+    run file stores (``RunStore.add_vocab``'s) and each phase's (name, merges, reused merges), in
+    order; None when there is no table or some merge reused a token (the merges' ids are read
+    from the run file then). Example: ``known(table, [("main", 500, 0)])``."""
+    phases = list(phases)
+    if vocab is None or any(reused for _, _, reused in phases):
+        return None
+    return Known(vocab, [(name, m) for name, m, _ in phases if m > 0])
 
 
 def record(journal: Journal, parity: pa.Table, phase_parity: dict[str, pa.Table],
            phase_held_out: dict[str, pa.Table | None], *, threads: int = 1, small: bool = False,
-           report: Callable[[str, int, int | None], None] | None = None, ahead: Ahead | None = None) -> None:
-    """The insight stage's entry (the pipeline's step 7): what the run file (``journal``'s store,
-    once the checkpoint being stored is: the word gains read the words' tokens) offers for
-    inspection (:mod:`toktok.insight.runfile`): views, the compression curve and token usage (on
-    text the run did not train on where a budget left some out, ``phase_held_out``, else on
-    each phase's parity sample, ``phase_parity``, or the run's, ``parity``, labelled by file),
-    word gains; with the references for a ``small`` run. Writes them into the run file and
+           report: Callable[[str, int, int | None], None] | None = None, ahead: Ahead | None = None,
+           known: Known | None = None) -> None:
+    """The insight stage's entry (the pipeline's step 7): what the run file (``journal``'s store)
+    offers for inspection (:mod:`toktok.insight.runfile`): views, the compression curve and token
+    usage (on text the run did not train on where a budget left some out, ``phase_held_out``,
+    else on each phase's parity sample, ``phase_parity``, or the run's, ``parity``, labelled by
+    file), word gains; with the references for a ``small`` run. Writes them into the run file and
     returns nothing; ``ahead``: its curve's documents cut already (:func:`ahead`, of the same
-    parity samples). Example: ``record(journal, parity, {"main": parity}, {"main": None})``."""
+    parity samples), and the last phase's most frequent words found. The checkpoint being stored
+    (the last phase's "merged" one, which may store its words and last merges) is waited for
+    first, unless the run has no memory budget and ``known`` (:func:`known`: the vocabulary and
+    the merges) and ``ahead``'s words give all the step reads of it: then the step runs beside it
+    (on another connection; DuckDB's CHECKPOINT waits for both: ``toktok.pipeline._Beside``).
+    Example: ``record(journal, parity, {"main": parity}, {"main": None})``."""
     report = report or (lambda stage, done, total: None)
     store = journal.store
     report("insight", 0, 3)
-    journal.settle()  # word gains read the words' tokens
+    pieces = ahead.result() if ahead is not None else None  # (its words: found once it is done)
+    top = ahead.top if ahead is not None else {}
+    if journal.busy and (journal.inline or known is None or not _all_known(known, top)):
+        journal.settle()  # the word gains read the words and merges it stores
     with store.translating():
         add_views(store)
         report("insight", 1, 3)
         curve, curve_from, curve_text, curve_kinds = _curve_texts(parity, phase_parity, phase_held_out)
-        pieces = ahead.result() if ahead is not None else None
         if pieces is not None and (ahead.texts != curve or ahead.by != curve_from):
             pieces = None  # (cut from other samples: cut again)
-        pre = _Prefixes(store, small)  # the vocabulary by merge count, read once for both
+        pre = _Prefixes(store, small, known if journal.busy else None)  # the vocabulary by merge count, once for both
         # the word gains on a second connection in a thread meanwhile (mostly DuckDB's work and
         # the kernels', without the GIL), unless a small run's references segment (tiktoken's)
-        gains = None if small else _Beside(gains_table, store, pre)
+        gains = None if small else _Beside(gains_table, store, pre, top)
         try:
             if curve:
                 curve_table(store, curve, by=curve_from, threads=threads, checkpoints=8,
@@ -113,32 +144,41 @@ def record(journal: Journal, parity: pa.Table, phase_parity: dict[str, pa.Table]
             raise
         report("insight", 2, 3)
         if gains is None:
-            gains_table(store, reference=small, prefixes=pre)
+            gains_table(store, TOP_WORDS, reference=small, prefixes=pre, top_words=top)
         else:
             gains.result()
         # the blocks its queries and writes left cached, given back before the verification
-        # loads tiktoken's half beside HF's load (the tail's peak at 131,072: 412 MB, not 423)
-        store.release_memory()
+        # loads tiktoken's half beside HF's load (the tail's peak at 131,072: 412 MB, not 423);
+        # while a checkpoint is being stored on another connection its writes need them: given
+        # back once it is (Journal.settle)
+        if not journal.busy:
+            store.release_memory()
     report("insight", 3, 3)
 
 
+def _all_known(known: Known, top: dict[str, pa.Table]) -> bool:
+    """``known`` and ``top`` hold all the word gains read of the checkpoint being stored: the
+    words of the last phase that learned merges (the earlier phases' were stored before it)."""
+    return not known.phases or known.phases[-1][0] in top
+
+
 class _Beside:
-    """``table(cursor, prefixes=pre)`` (:func:`.runfile.gains_table`) on a second connection to
+    """``table(cursor, TOP_WORDS, prefixes=pre, top_words=top)`` (:func:`.runfile.gains_table`) on a second connection to
     ``store`` (its own transaction: another table than the curve's), in a thread; ``result()``
     waits for it and raises what it raised. ``pre``'s segmenter and token table are built first,
     so that both threads share them."""
 
-    def __init__(self, table: Callable, store, pre: _Prefixes) -> None:
+    def __init__(self, table: Callable, store, pre: _Prefixes, top: dict[str, pa.Table]) -> None:
         pre.segment(pre.n_merges, [b""])  # (built here, once: not by both threads at once)
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(table, store.cursor(), pre), name="toktok-gains",
+        self._thread = threading.Thread(target=self._run, args=(table, store.cursor(), pre, top), name="toktok-gains",
                                         daemon=True)
         self._thread.start()
 
-    def _run(self, table: Callable, cursor, pre: _Prefixes) -> None:
+    def _run(self, table: Callable, cursor, pre: _Prefixes, top: dict[str, pa.Table]) -> None:
         try:
             with cursor.translating():
-                table(cursor, prefixes=pre)
+                table(cursor, TOP_WORDS, prefixes=pre, top_words=top)
         except BaseException as e:  # raised by result(), in the step's thread
             self._error = e
         finally:

@@ -602,3 +602,91 @@ def test_sql_sandbox_leaves_other_connections_alone(insight_run, tmp_path):
         assert query(mine, f"select count(*) as n from read_csv('{csv_file}')").to_pylist()[0]["n"] == 2
     finally:
         mine.close()
+
+
+def test_the_top_words_found_in_memory_are_the_top_words_query(tmp_path):
+    """``runfile.top_rows`` (the word gains' most frequent words, found beside the merge loop)
+    returns the rows of ``top_words.sql``: most frequent first, ties by their bytes (unsigned, a
+    prefix first), for a top smaller than, equal to and larger than the table."""
+    import random
+
+    import numpy as np
+    import pyarrow as pa
+
+    from toktok.insight.runfile import top_rows
+    from toktok.store import RunStore
+
+    rng = random.Random(7)
+    words = list({bytes(rng.choice([0x61, 0x62, 0xC3, 0xA9, 0xFF, 0x20]) for _ in range(rng.randint(1, 4)))
+                  for _ in range(3000)} | {b"a", b"ab", b"\xff", b"\xff\x00"})
+    counts = np.array([rng.choice([1, 2, 3, 5, 8, 1000]) for _ in words], np.int64)
+    store = RunStore.create(tmp_path / "run.duckdb", memory_limit=256 << 20)
+    store.put_words("main", pa.table({"word": pa.array(words, pa.binary()), "count": pa.array(counts)}))
+    for n in (1, 7, 100, len(words) - 1, len(words), len(words) + 5):
+        sql = store.arrow("top_words", {"phase": "main", "n": n})
+        got = top_rows(pa.array(words, pa.binary()), counts, n)
+        assert got["word"].to_pylist() == sql["word"].to_pylist() and got["count"].to_pylist() == sql["count"].to_pylist()
+    store.close()
+
+
+def _known_of(run: Path):
+    """What the pipeline hands the insight step from memory, read back from a finished run file."""
+    from toktok.insight.stage import known
+
+    con = _con(run)
+    vocab = con.sql("select id, token, kind, phase from vocab order by id").to_arrow_table()
+    phases = _rows(con, "select phase, count(*), sum(reused::int) from merges group by phase order by min(merge_index)")
+    words = {p: con.sql("select word, count from words where phase = $p", params={"p": p}).to_arrow_table()
+             for p, _, _ in phases}
+    con.close()
+    return known(vocab, phases), phases, words
+
+
+def test_the_insight_step_runs_beside_the_last_checkpoint(phase_pair, insight_data, tmp_path):
+    """With the vocabulary and the merges known in memory (``insight.stage.known``) and the last
+    phase's most frequent words found ahead, ``record`` does not wait for the checkpoint being
+    stored (the last "merged" one) and records what it records after it; without those words
+    it waits. A merge that reused a token: nothing is known."""
+    import threading
+
+    import pyarrow as pa
+
+    from toktok.insight.stage import ahead, known, record
+    from toktok.patterns import DEFAULT
+    from toktok.resume import Checkpoints, Journal
+    from toktok.store import RunStore
+
+    assert known(pa.table({"id": [0]}), [("a", 5, 0), ("b", 3, 1)]) is None
+    assert known(None, [("a", 5, 0)]) is None
+    held = pl.read_parquet(insight_data["heldout"]).head(40)
+    parity = pa.table({"text": held["text"].to_list(), "source": held["source"].to_list()})
+    src = phase_pair["multi"]
+    got = {}
+    for how in ("after", "beside", "waits"):
+        run = tmp_path / how / "run.duckdb"
+        run.parent.mkdir()
+        shutil.copy(src / "run.duckdb", run)
+        mem, phases, words = _known_of(run.parent)
+        assert mem is not None and [p for p, _ in mem.phases] == [p for p, _, _ in phases]
+        last = phases[-1][0]
+        store = RunStore.open(run, read_only=False)
+        journal = Journal(store, Checkpoints())
+        stored = threading.Event()
+        if how != "after":  # a checkpoint being stored until the test lets it
+            journal.checkpoint(lambda st: stored.wait(300))
+        early = ahead(parity, {"main": parity}, {"main": None}, [DEFAULT],
+                      words=(last, words[last]["word"].combine_chunks(), words[last]["count"].to_numpy())
+                      if how != "waits" else None)
+        step = threading.Thread(target=record, args=(journal, parity, {"main": parity}, {"main": None}),
+                                kwargs={"ahead": early, "known": mem if how != "after" else None})
+        step.start()
+        step.join(0.5 if how == "waits" else 30)
+        assert step.is_alive() == (how == "waits")  # beside the checkpoint: done before it is stored
+        stored.set()
+        step.join(60)
+        journal.settle()
+        store.close()
+        got[how] = [_rows(_con(run.parent), f"select * from {t} order by all")
+                    for t in ("word_gains", "compression", "token_usage")]
+    assert got["beside"] == got["after"] == got["waits"] and all(got["after"])
+    assert {r[0] for r in got["after"][0]} == {p for p, _, _ in phases}

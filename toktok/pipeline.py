@@ -355,8 +355,9 @@ def _phase(run: _Run, phase: PhaseConfig, sources: list[count.Source], fp: list,
 
 def _cutting_ahead(run: _Run, words: tuple) -> Progress:
     """``run.report``, which also has the compression curve's documents cut into pieces
-    (``insight.ahead``: of the parity samples, not the merges) and the last phase's most frequent
-    words found (``words``: its name, words and counts) once the last merge loop reports its
+    (``insight.ahead``: of the parity samples, not the merges), the last phase's most frequent
+    words found (``words``: its name, words and counts) and the run file's views added once the
+    last merge loop reports its
     first merges: on the core the loop leaves idle, not beside the merge stage's own work in
     this thread (its layout, setup and result). A loop too short to report any: step 7 cuts them."""
 
@@ -364,7 +365,8 @@ def _cutting_ahead(run: _Run, words: tuple) -> Progress:
         nonlocal words
         if run.curve_ahead is None and stage.startswith("merge") and 0 < done < (total or 0):
             run.curve_ahead = insight.ahead(run.parity.df, run.phase_parity, run.phase_held_out,
-                                            run.patterns.values(), threads=run.threads, words=words)
+                                            run.patterns.values(), threads=run.threads, words=words,
+                                            store=run.journal.store)
             words = None
         run.report(stage, done, total)
     return report

@@ -52,17 +52,25 @@ class Ahead:
     has the words then."""
 
     def __init__(self, texts: list[str], by: list[str], patterns: list, threads: int,
-                 words: tuple | None = None) -> None:
+                 words: tuple | None = None, store=None) -> None:
         self.texts, self.by = texts, by  # what was cut: record checks that its curve is of these
         self.top: dict[str, pa.Table] = {}
+        self.views = False  # the views (and empty insight tables) added to ``store``'s run file
         self._got: dict | None = None
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._cut, args=(patterns, threads, words), name="toktok-insight-ahead",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._cut, args=(patterns, threads, words, store),
+                                        name="toktok-insight-ahead", daemon=True)
         self._thread.start()
 
-    def _cut(self, patterns: list, threads: int, words: tuple | None) -> None:
+    def _cut(self, patterns: list, threads: int, words: tuple | None, store) -> None:
         try:
+            if store is not None:  # (on a second connection: their own commit)
+                cursor = store.cursor()
+                try:
+                    add_views(cursor)
+                finally:
+                    cursor.con.close()
+                self.views = True
             self._got = curve_pieces(self.texts, by=self.by, patterns=patterns, threads=threads)
             if words is not None:
                 phase, w, c = words
@@ -79,15 +87,16 @@ class Ahead:
 
 
 def ahead(parity: pa.Table, phase_parity: dict[str, pa.Table], phase_held_out: dict[str, pa.Table | None],
-          patterns: Iterable, *, threads: int = 1, words: tuple | None = None) -> Ahead:
+          patterns: Iterable, *, threads: int = 1, words: tuple | None = None, store=None) -> Ahead:
     """The documents of the compression curve ``record`` will draw (``_curve_texts``) cut into the
     pieces of each of ``patterns`` (the run's phases'), in a thread, while the last merge loop runs
     (the pieces depend on the parity sample only); passed to ``record`` as ``ahead``. ``words``:
     (phase, words, counts), the last phase's word table, whose most frequent words the word gains
-    segment (found meanwhile: its "merged" checkpoint may store them after ``record`` began).
+    segment (found meanwhile: its "merged" checkpoint may store them after ``record`` began);
+    ``store``: the run file (a ``RunStore``), which gets its views meanwhile (:func:`add_views`).
     Example: ``record(journal, parity, pp, ho, ahead=ahead(parity, pp, ho, [DEFAULT]))``."""
     texts, by, _, _ = _curve_texts(parity, phase_parity, phase_held_out)
-    return Ahead(texts, by, list({p.regex: p for p in patterns}.values()), threads, words)
+    return Ahead(texts, by, list({p.regex: p for p in patterns}.values()), threads, words, store)
 
 
 def known(vocab: pa.Table | None, phases: Iterable[tuple[str, int, int]]) -> Known | None:
@@ -125,7 +134,10 @@ def record(journal: Journal, parity: pa.Table, phase_parity: dict[str, pa.Table]
     if journal.busy and (journal.inline or known is None or not _all_known(known, top)):
         journal.settle()  # the word gains read the words and merges it stores
     with store.translating():
-        add_views(store)
+        if ahead is not None and ahead.views:
+            store.insight_added = True  # (added beside the merge loop)
+        else:
+            add_views(store)
         report("insight", 1, 3)
         curve, curve_from, curve_text, curve_kinds = _curve_texts(parity, phase_parity, phase_held_out)
         if pieces is not None and (ahead.texts != curve or ahead.by != curve_from):

@@ -164,12 +164,7 @@ def top_rows(words: pa.Array, counts, n: int) -> pa.Table:
     compute functions cost a run that needs none of them ~0.05 s to load).
     Example: ``top_rows(pa.array([b"b", b"a"]), np.array([1, 1]), 1)["word"].to_pylist() == [b"a"]``."""
     counts = np.asarray(counts, dtype=np.int64)
-    keep = np.arange(len(counts))
-    if 0 < n < len(counts):
-        cut = np.partition(counts, len(counts) - n)[len(counts) - n]
-        keep = np.flatnonzero(counts >= cut)
-    elif n <= 0:
-        keep = keep[:0]
+    keep = _at_least(counts, n)
     wide = np.int64 if pa.types.is_large_binary(words.type) else np.int32
     offsets = np.frombuffer(words.buffers()[1], wide)[words.offset : words.offset + len(words) + 1].astype(np.int64)
     data = words.buffers()[2]
@@ -184,6 +179,29 @@ def top_rows(words: pa.Array, counts, n: int) -> pa.Table:
     order = by_bytes[np.argsort(-kept[by_bytes], kind="stable")][:max(n, 0)]  # (by bytes within a count)
     return pa.table({"word": pa.array([texts[i] for i in order], pa.large_binary()),
                      "count": pa.array(kept[order], pa.int64())})
+
+
+def _at_least(counts: np.ndarray, n: int) -> np.ndarray:
+    """The indices of the counts at least the ``n``-th largest, ascending, found without copying
+    ``counts`` whole (it runs beside the merge loop, at its peak of memory): a threshold read off
+    a strided sample first, lowered until ``n`` counts reach it, then the exact cut among those."""
+    if n <= 0:
+        return np.zeros(0, np.int64)
+    if n >= len(counts):
+        return np.arange(len(counts))
+    step = max(1, len(counts) // 65536)
+    sample = np.sort(counts[::step])
+    at = len(sample) - 1 - min(len(sample) - 1, 2 * -(-n // step))
+    while True:
+        cand = np.flatnonzero(counts >= sample[at])
+        if len(cand) >= n or at == 0:
+            break
+        at //= 2
+    if len(cand) < n:  # (below the sample's smallest count: every word)
+        cand = np.arange(len(counts))
+    got = counts[cand]
+    cut = np.partition(got, len(got) - n)[len(got) - n]
+    return cand[got >= cut]
 
 
 class _Prefixes:

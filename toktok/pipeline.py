@@ -36,9 +36,11 @@ tokenizer.json loads into HF tokenizers in a second process from the export on, 
 the last merge loop (``verify.start``; in this process under a memory budget), while the insight
 step and tiktoken's half of the verification run, and a smaller one, loaded in this process,
 encodes the check's texts in a thread meanwhile (``verify.begin``); the compression curve's
-documents are cut into pieces beside the last merge loop once it reports merges (``insight.ahead``,
-handed to step 7); steps 6 and 7 run in a thread on the run file's connection while this one
-exports and checks the files (5 and 8, the export's meta on a second connection), then write the
+documents are cut into pieces, the last phase's most frequent words found and the run file's
+views added beside the last merge loop once it reports merges (``insight.ahead``, handed to step
+7); steps 6 and 7 run in a thread on the run file's connection while this one exports and checks
+the files (5 and 8, the export's meta on a second connection), step 7 beside the last "merged"
+checkpoint (``insight.known``: what it would read of it, from memory), then write the
 run file's WAL into it (so that closing it writes only step 9's rows; ``_Beside``; under a
 memory budget 6 and 7 in line after the export, the WAL beside 8); on the first run after an
 install the kernels compile in second processes before the run goes on (``merge.Kernels``; under
@@ -387,8 +389,9 @@ class _Beside:
     thread of their own, while this one exports (5) and checks (8) the files: they read the
     vocabulary, the run file and the parity sample, which steps 5 and 8 do not change, and only
     they use the run file's connection meanwhile (the export records its meta on a second one,
-    committed before the WAL is written: ``exported``). The insight step waits for the merge
-    stage's checkpoint and is mostly DuckDB's work and the kernels' (without the GIL), the export
+    committed before the WAL is written: ``exported``). The insight step runs beside the merge
+    stage's checkpoint (``insight.known``; the WAL is written once that is stored too) and is
+    mostly DuckDB's work and the kernels' (without the GIL), the export
     and the check mostly Python's. ``wait`` (``_flushed``) joins it, reports the insight step's
     progress then, in this thread (the reporters show one stage at a time: it is said once done),
     and raises what it raised. Under a memory budget, whose plan counts one step at a time, steps

@@ -359,9 +359,9 @@ def _cutting_ahead(run: _Run, words: tuple) -> Progress:
     """``run.report``, which also has the compression curve's documents cut into pieces
     (``insight.ahead``: of the parity samples, not the merges), the last phase's most frequent
     words found (``words``: its name, words and counts) and the run file's views added once the
-    last merge loop reports its
-    first merges: on the core the loop leaves idle, not beside the merge stage's own work in
-    this thread (its layout, setup and result). A loop too short to report any: step 7 cuts them."""
+    last merge loop reports its first merges: on the core the loop leaves idle, not beside the
+    merge stage's own work in this thread (its layout, setup and result). A loop too short to
+    report any: step 7 does it all."""
 
     def report(stage: str, done: int, total: int | None) -> None:
         nonlocal words

@@ -39,9 +39,9 @@ class Tuning:
     that with no room at all). Example: ``learn_merges(w, c, v, 9, tuning=Tuning(heap_target=2))``.
     """
 
-    pairs_per_merge: int = 16  # the pair table's room for new pairs per merge (see expected_pairs)
+    pairs_per_merge: int = 4  # the pair table's room for new pairs per merge (see expected_pairs)
     heap_target: int = 1 << 13  # pairs the heap is (re)filled with, at least (see heap._refill)
-    pool_spare: int = 4  # free pool entries at the start: this many 16ths of the lists ...
+    pool_spare: int = 6  # free pool entries at the start: this many 16ths of the lists ...
     pool_slack: int = 1 << 16  # ... plus this many
     records: int | None = None  # record rows at the start (None: the merges + 1024; grown when full)
     tracked_from: int | None = None  # the pairs tracked at the start: counted at least this often (None:
@@ -240,8 +240,8 @@ class _LoopRun:
         st[21] = min_count or 0
         times["setup"] = time.perf_counter() - t1
         c2 = time.thread_time()
-        scratch = np.zeros((8, tstart.shape[0]), np.int64)
-        scratch[:2] = -1
+        scratch = np.zeros((tstart.shape[0], 8), np.int64)  # (see loop._LSTAMP)
+        scratch[:, :2] = -1
         work = _work_arrays()
         td = self.tdata
         while True:

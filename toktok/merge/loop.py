@@ -87,14 +87,22 @@ def _raised(theta, r_cnt, n_rec, total):
     return max(theta, p >> 2 if p >= 8 else np.int64(0))
 
 
+# Columns of the per-token state a merge round keeps (``scratch`` of ``_loop``, a row of 8 per token: one
+# cache line, so that a neighbour token's state costs one miss, not six): the round (record number) the
+# token was last seen left / right of the merged pair (rounds are numbered by record, so these stay
+# valid across calls), its summed loss on either side, its touched index on either side; the last two
+# columns are not per token: they list the tokens seen left and right in this round.
+_LSTAMP, _RSTAMP, _LSUM, _RSUM, _LTIX, _RTIX, _LSEEN, _RSEEN = 0, 1, 2, 3, 4, 5, 6, 7
+
+
 @internal
-def _merge_round(P, ek, ev, tb, T, pool, head, ln, s0, a, b, t, stamp, l_stamp, r_stamp, l_sum, r_sum,
-                 l_seen, r_seen, l_tix, r_tix, tkey, tinc, tcnt, trow, e_pos, e_tix, theta):
+def _merge_round(P, ek, ev, tb, T, pool, head, ln, s0, a, b, t, stamp, S, tkey, tinc, tcnt, trow, e_pos, e_tix,
+                 theta):
     """Merge pair (a, b) into t at every live position of ``pool[head:head+ln]``, in that order.
 
     The pair table is not touched while the positions are: per neighbour token (first seen:
-    ``*_stamp`` = ``stamp``) the round sums the count its old pair (x's token, a) or (b, y's
-    token) loses (``l_sum``/``r_sum``, tokens listed in ``l_seen``/``r_seen``), and numbers its new
+    its stamp = ``stamp``) the round sums the count its old pair (x's token, a) or (b, y's
+    token) loses (its sum, tokens listed in the seen columns), and numbers its new
     pair (x's token, t) or (t, y's token) with a "touched" index (``tkey``: key, ``tinc``: count,
     ``tcnt``: occurrences); each new occurrence goes to ``e_pos``/``e_tix`` (position, touched
     index), to be appended to the lists after the round. Then the table takes the deltas, each
@@ -146,42 +154,42 @@ def _merge_round(P, ek, ev, tb, T, pool, head, ln, s0, a, b, t, stamp, l_stamp, 
         # both (as `internal`, or LLVM-inlined as `inlined`) made the loop 2.5-4x slower in CPU
         # (bench/probes/merge_only.py, 32,512 merges, runs alternated: 0.8-1.5 s vs 3.4-4.5 s).
         if tx != wall:
-            if l_stamp[tx] != stamp:
-                l_stamp[tx] = stamp
-                l_sum[tx] = 0
-                l_seen[n_l] = tx
+            if S[tx, _LSTAMP] != stamp:
+                S[tx, _LSTAMP] = stamp
+                S[tx, _LSUM] = 0
+                S[n_l, _LSEEN] = tx
                 n_l += 1
-                if tx == t and r_stamp[t] == stamp:
-                    l_tix[tx] = r_tix[t]  # (t, t) was first seen on the right
+                if tx == t and S[t, _RSTAMP] == stamp:
+                    S[tx, _LTIX] = S[t, _RTIX]  # (t, t) was first seen on the right
                 else:
-                    l_tix[tx] = n_touched
+                    S[tx, _LTIX] = n_touched
                     tkey[n_touched] = _pkey(tx, t)
                     tinc[n_touched] = 0
                     tcnt[n_touched] = 0
                     n_touched += 1
-            l_sum[tx] += wc
-            i = l_tix[tx]
+            S[tx, _LSUM] += wc
+            i = S[tx, _LTIX]
             tinc[i] += wc
             tcnt[i] += 1
             e_pos[n_ent] = x
             e_tix[n_ent] = i
             n_ent += 1
         if ty != wall:
-            if r_stamp[ty] != stamp:
-                r_stamp[ty] = stamp
-                r_sum[ty] = 0
-                r_seen[n_r] = ty
+            if S[ty, _RSTAMP] != stamp:
+                S[ty, _RSTAMP] = stamp
+                S[ty, _RSUM] = 0
+                S[n_r, _RSEEN] = ty
                 n_r += 1
-                if ty == t and l_stamp[t] == stamp:
-                    r_tix[ty] = l_tix[t]  # (t, t) was first seen on the left
+                if ty == t and S[t, _LSTAMP] == stamp:
+                    S[ty, _RTIX] = S[t, _LTIX]  # (t, t) was first seen on the left
                 else:
-                    r_tix[ty] = n_touched
+                    S[ty, _RTIX] = n_touched
                     tkey[n_touched] = _pkey(t, ty)
                     tinc[n_touched] = 0
                     tcnt[n_touched] = 0
                     n_touched += 1
-            r_sum[ty] += wc
-            i = r_tix[ty]
+            S[ty, _RSUM] += wc
+            i = S[ty, _RTIX]
             tinc[i] += wc
             tcnt[i] += 1
             e_pos[n_ent] = p
@@ -223,19 +231,19 @@ def _merge_round(P, ek, ev, tb, T, pool, head, ln, s0, a, b, t, stamp, l_stamp, 
         n_ent = m
     n_touched = kept
     for j in range(n_l):
-        _prefetch(T, _mix(_pkey(l_seen[j], a)) & mask)
+        _prefetch(T, _mix(_pkey(S[j, _LSEEN], a)) & mask)
     for j in range(n_r):
-        _prefetch(T, _mix(_pkey(b, r_seen[j])) & mask)
+        _prefetch(T, _mix(_pkey(b, S[j, _RSEEN])) & mask)
     for j in range(n_l):
-        tx = l_seen[j]
+        tx = S[j, _LSEEN]
         s = _tslot(T, _pkey(tx, a))
         if T[s, _KEY] != _EMPTY:
-            T[s, _CNT] -= l_sum[tx]
+            T[s, _CNT] -= S[tx, _LSUM]
     for j in range(n_r):
-        ty = r_seen[j]
+        ty = S[j, _RSEEN]
         s = _tslot(T, _pkey(b, ty))
         if T[s, _KEY] != _EMPTY:
-            T[s, _CNT] -= r_sum[ty]
+            T[s, _CNT] -= S[ty, _RSUM]
     T[s0, _CNT] -= lost
     return n_touched, n_ent, n_new_rows, live
 
@@ -260,8 +268,8 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
     round), longest merged token, smallest count merged] and is updated.
     ``stats`` reports to another thread: [records, largest pair table, largest pool, largest
     heap, heap pops, new tokens, list entries read, merges made, pool compactions, pool growths,
-    table rebuilds, heap refills, lists sorted, count of the pair --min-frequency stopped at]. ``scratch`` holds 8 rows of per-token state
-    kept from call to call (the first two all -1 at the start); ``trow``, ``tcnt``, ``tkey``,
+    table rebuilds, heap refills, lists sorted, count of the pair --min-frequency stopped at]. ``scratch`` holds a row of per-token state per
+    token, kept from call to call (see ``_LSTAMP``; its first two columns all -1 at the start); ``trow``, ``tcnt``, ``tkey``,
     ``tinc`` (int64) and ``e_pos``, ``e_tix`` (int32) are a round's work arrays (see
     ``_merge_round``), grown as needed. Returns the (maybe reallocated) tdata, T, L, pool, H and
     work arrays.
@@ -279,16 +287,6 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
     min_count = st[21]
     theta = st[22]
     rec_cap = r_left.shape[0]
-    # per token: round it was last seen left / right of the merged pair (rounds are numbered by
-    # record, so these stay valid across calls), its summed loss, the tokens seen, touched index
-    l_stamp = scratch[0]
-    r_stamp = scratch[1]
-    l_sum = scratch[2]
-    r_sum = scratch[3]
-    l_seen = scratch[4]
-    r_seen = scratch[5]
-    l_tix = scratch[6]
-    r_tix = scratch[7]
     one = _empty_array(1, np.int64)
     # a round whose new lists waited for room in the pool (see step 6) goes on first
     waiting = st[10] != 0
@@ -414,8 +412,8 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
 
             # 5. merge at every live position
             n_touched, n_ent, n_new_rows, n_live = _merge_round(
-                P, ek, ev, tb, T, pool, head, ln, s0, a, b, t, n_rec, l_stamp, r_stamp, l_sum, r_sum,
-                l_seen, r_seen, l_tix, r_tix, tkey, tinc, tcnt, trow, e_pos, e_tix, theta)
+                P, ek, ev, tb, T, pool, head, ln, s0, a, b, t, n_rec, scratch, tkey, tinc, tcnt, trow, e_pos, e_tix,
+                theta)
             n_used += n_new_rows
             stats[6] += ln
             stats[7] += n_live

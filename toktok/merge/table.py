@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._kernels import _EMPTY, _empty_array, _mix, _prefetch, _zero_array, inlined, internal, njit
+from .._kernels import _EMPTY, _empty_array, _full_array, _mix, _prefetch, _zero_array, inlined, internal, njit
 from .layout import _LNK, _TC, _escaped
 
 
@@ -215,7 +215,7 @@ def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want):
     ``theta`` are tracked (in the table, with their list); the others are neither (``theta`` < 0:
     chosen from the counts, at most -``theta``: ``_floor_for`` with ``want``, about twice the
     merges to make; few pairs of the millions a long-word phase has reach it). The hash table sees each tracked pair
-    once: small vocabularies (bytes, hardcoded) count in a dense n×n array first, larger ones
+    once: small vocabularies (bytes, hardcoded) count in a dense n×n array of pair numbers first, larger ones
     sort the positions by pair (``_pairs_by_left``). The table has room for ``expect`` more
     pairs, so that it rarely needs rebuilding in the loop. The pool has room for ``spare``/16 of
     the entries plus ``slack`` more. Returns (T, L, rows in use, pool, pool end, theta)."""
@@ -228,10 +228,14 @@ def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want):
     cmax = (np.int64(1) << (32 - tb)) - 1
     n_used = 0
     nn = n_tokens * n_tokens
-    dense = _empty_array((nn, 2), np.int64)  # per pair: count, positions (one cache line for both)
-    for d in range(nn):
-        dense[d, 0] = 0
-        dense[d, 1] = 0
+    # per pair (left * n_tokens + right): its number, in the order first seen (a quarter of the
+    # memory two int64 per pair took); per number its count and positions (pages never written
+    # cost nothing: few of the n×n pairs occur)
+    pid = _full_array(nn, -1, np.int32)
+    most = min(nn, n_rows)
+    pc = _empty_array(most, np.int64)
+    pl = _empty_array(most, np.int64)
+    n_seen = 0
     for p in range(n_rows):
         v = np.int64(P[p, _TC])
         ta = v & tmask
@@ -240,40 +244,48 @@ def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want):
         tn = np.int64(P[np.int64(P[p, _LNK]), _TC]) & tmask
         if tn < tmask - 1:
             d = ta * n_tokens + tn
+            j = np.int64(pid[d])
+            if j < 0:
+                j = n_seen
+                pid[d] = j
+                pc[j] = 0
+                pl[j] = 0
+                n_seen += 1
             wc = v >> tb
             if wc == cmax:
                 wc = _escaped(ek, ev, p)
-            dense[d, 0] += wc
-            dense[d, 1] += 1
+            pc[j] += wc
+            pl[j] += 1
     if theta < 0:
         hist = _zero_array(64, np.int64)
-        for d in range(nn):
-            if dense[d, 1] > 0 and dense[d, 0] > 0:
-                hist[_log2(dense[d, 0])] += 1
+        for j in range(n_seen):
+            if pc[j] > 0:
+                hist[_log2(pc[j])] += 1
         theta = _floor_for(hist, want, -theta)
     acc = 0
     n_pairs = 0
-    for d in range(nn):
-        if dense[d, 1] > 0 and dense[d, 0] >= theta:
+    for j in range(n_seen):
+        if pc[j] >= theta:
             n_pairs += 1
     cap = np.int64(1024)
     while cap < 2 * (n_pairs + expect):
         cap *= 2
     T, L = _new_table(cap)
     for d in range(nn):
-        ln = dense[d, 1]
-        if ln > 0:
-            if dense[d, 0] < theta:
-                dense[d, 1] = -1  # not tracked
+        j = np.int64(pid[d])
+        if j >= 0:
+            if pc[j] < theta:
+                pl[j] = -1  # not tracked
                 continue
+            ln = pl[j]
             key = _pkey(d // n_tokens, d % n_tokens)
             s = _tslot(T, key)
             T[s, _KEY] = key
-            T[s, _CNT] = dense[d, 0]
+            T[s, _CNT] = pc[j]
             L[s, _HEAD] = acc
             L[s, _LEN] = ln
             n_used += 1
-            dense[d, 1] = acc  # from here on: where the next position of pair d goes
+            pl[j] = acc  # from here on: where the next position of pair d goes
             acc += ln
     pool = _new_pool(acc + ((acc * spare) >> 4) + slack)
     for p in range(n_rows):
@@ -282,11 +294,11 @@ def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want):
             continue
         tn = np.int64(P[np.int64(P[p, _LNK]), _TC]) & tmask
         if tn < tmask - 1:
-            d = ta * n_tokens + tn
-            i = dense[d, 1]
+            j = pid[ta * n_tokens + tn]
+            i = pl[j]
             if i >= 0:
                 pool[i] = p
-                dense[d, 1] = i + 1
+                pl[j] = i + 1
     return T, L, n_used, pool, acc, theta
 
 

@@ -96,7 +96,7 @@ _LSTAMP, _RSTAMP, _LSUM, _RSUM, _LTIX, _RTIX, _LSEEN, _RSEEN = 0, 1, 2, 3, 4, 5,
 
 
 @internal
-def _merge_round(P, ek, ev, tb, T, pool, head, ln, s0, a, b, t, stamp, S, tkey, tinc, tcnt, trow, e_pos, e_tix,
+def _merge_round(P, ek, ev, tb, T, L, pool, head, ln, s0, a, b, t, stamp, S, tkey, tinc, tcnt, trow, e_pos, e_tix,
                  theta):
     """Merge pair (a, b) into t at every live position of ``pool[head:head+ln]``, in that order.
 
@@ -216,6 +216,7 @@ def _merge_round(P, ek, ev, tb, T, pool, head, ln, s0, a, b, t, stamp, S, tkey, 
             T[s, _KEY] = key
             n_new_rows += 1
         T[s, _CNT] += tinc[i]
+        _prefetch(L, s)  # (its list row is read and written after the round)
         trow[kept] = s
         tcnt[kept] = tcnt[i]
         tinc[i] = kept  # from here on: the touched index after renumbering
@@ -326,6 +327,10 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
                 H[0, 0] = H[hn, 0]
                 H[0, 1] = H[hn, 1]
                 _sift_down(H, hn, np.int64(0), tdata, tstart, tlen)
+                # the next pop's rows (usually the first probed), loaded while this one is handled
+                nxt = np.int64(_mix(H[0, 1]) & np.uint64(T.shape[0] - 1))
+                _prefetch(T, nxt)
+                _prefetch(L, nxt)
             s0 = _tslot(T, _pkey(a, b))
             cur = T[s0, _CNT] if T[s0, _KEY] != _EMPTY else 0
             if cur != c:
@@ -412,7 +417,7 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
 
             # 5. merge at every live position
             n_touched, n_ent, n_new_rows, n_live = _merge_round(
-                P, ek, ev, tb, T, pool, head, ln, s0, a, b, t, n_rec, scratch, tkey, tinc, tcnt, trow, e_pos, e_tix,
+                P, ek, ev, tb, T, L, pool, head, ln, s0, a, b, t, n_rec, scratch, tkey, tinc, tcnt, trow, e_pos, e_tix,
                 theta)
             n_used += n_new_rows
             stats[6] += ln
@@ -468,6 +473,14 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
         # 7. push the pairs whose counts grew (decreases stay lazy in the heap)
         H = _heap_room(H, hn + n_touched)
         hn = _push_rows(H, hn, T, trow, n_touched, floor, tdata, tstart, tlen, maxlen)
+        if hn > 0:
+            # the next pop's rows and the slot of its merged token's bytes, loaded meanwhile
+            k1 = H[0, 1]
+            nxt = np.int64(_mix(k1) & np.uint64(T.shape[0] - 1))
+            _prefetch(T, nxt)
+            _prefetch(L, nxt)
+            h1 = _bytes_hash(tdata, tstart, tlen, np.int32(k1 >> 32), np.int32(k1 & 0xFFFFFFFF))
+            _prefetch(bkeys, np.int64(_mix(h1) & np.uint64(bkeys.shape[0] - 1)))
 
         r_left[n_rec] = a
         r_right[n_rec] = b

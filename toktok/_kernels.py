@@ -242,6 +242,100 @@ def _prefetch(typingctx, arr, i):
 
 
 @intrinsic
+def _atomic_get(typingctx, arr, i):
+    """``arr[i]`` of a C-contiguous int64 array, read with acquire ordering: what another thread wrote
+    before it stored that element with ``_atomic_set`` is visible after it (and the read is never
+    hoisted out of a loop that waits for it)."""
+    from numba.core import cgutils, types
+
+    if not isinstance(arr, types.Array) or arr.dtype != types.int64 or not isinstance(i, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        i0 = context.cast(builder, args[1], signature.args[1], types.intp)
+        ptr = cgutils.get_item_pointer(context, builder, signature.args[0], ary, [i0], wraparound=False)
+        return builder.load_atomic(ptr, "acquire", 8)
+
+    return types.int64(arr, i), codegen
+
+
+@intrinsic
+def _atomic_set(typingctx, arr, i, v):
+    """``arr[i] = v`` (C-contiguous int64 array) with release ordering: see ``_atomic_get``."""
+    from numba.core import cgutils, types
+
+    if not isinstance(arr, types.Array) or arr.dtype != types.int64 or not isinstance(i, types.Integer):
+        return None
+    if not isinstance(v, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        i0 = context.cast(builder, args[1], signature.args[1], types.intp)
+        ptr = cgutils.get_item_pointer(context, builder, signature.args[0], ary, [i0], wraparound=False)
+        builder.store_atomic(context.cast(builder, args[2], signature.args[2], types.int64), ptr, "release", 8)
+        return context.get_dummy_value()
+
+    return types.void(arr, i, v), codegen
+
+
+@intrinsic
+def _atomic_swap(typingctx, arr, i, old, new):
+    """Set ``arr[i]`` (C-contiguous int64 array) to ``new`` if it is ``old``, atomically (acquire and
+    release ordering); returns whether it did. Of two threads that try it, one does."""
+    from numba.core import cgutils, types
+
+    if not isinstance(arr, types.Array) or arr.dtype != types.int64 or not isinstance(i, types.Integer):
+        return None
+    if not isinstance(old, types.Integer) or not isinstance(new, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        i0 = context.cast(builder, args[1], signature.args[1], types.intp)
+        ptr = cgutils.get_item_pointer(context, builder, signature.args[0], ary, [i0], wraparound=False)
+        o = context.cast(builder, args[2], signature.args[2], types.int64)
+        n = context.cast(builder, args[3], signature.args[3], types.int64)
+        pair = builder.cmpxchg(ptr, o, n, "acq_rel", "acquire")
+        return builder.extract_value(pair, 1)
+
+    return types.boolean(arr, i, old, new), codegen
+
+
+@intrinsic
+def _futex(typingctx, arr, i, op, val, ts, nr):
+    """Linux's ``futex(&arr[i], op, val, ts)`` (system call number ``nr``, which depends on the machine)
+    on the low 32 bits of ``arr[i]`` (C-contiguous int64, little-endian): with ``op`` FUTEX_WAIT_PRIVATE
+    (128) the thread sleeps while the value is ``val``, at most the time in ``ts`` (int64 array:
+    seconds, nanoseconds); with FUTEX_WAKE_PRIVATE (129) it wakes up to ``val`` threads sleeping so.
+    Returns the call's result (an error is a negative number: nothing else happens)."""
+    from llvmlite import ir
+    from numba.core import cgutils, types
+
+    if not isinstance(arr, types.Array) or arr.dtype != types.int64 or not isinstance(ts, types.Array):
+        return None
+    if not all(isinstance(x, types.Integer) for x in (i, op, val, nr)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        i64, i32, i8p = ir.IntType(64), ir.IntType(32), ir.IntType(8).as_pointer()
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        i0 = context.cast(builder, args[1], signature.args[1], types.intp)
+        ptr = cgutils.get_item_pointer(context, builder, signature.args[0], ary, [i0], wraparound=False)
+        tsa = context.make_array(signature.args[4])(context, builder, args[4])
+        fnty = ir.FunctionType(i64, [i64], var_arg=True)
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "syscall")
+        return builder.call(fn, [context.cast(builder, args[5], signature.args[5], types.int64),
+                                 builder.bitcast(ptr, i8p),
+                                 builder.trunc(context.cast(builder, args[2], signature.args[2], types.int64), i32),
+                                 builder.trunc(context.cast(builder, args[3], signature.args[3], types.int64), i32),
+                                 builder.bitcast(tsa.data, i8p)])
+
+    return types.int64(arr, i, op, val, ts, nr), codegen
+
+
+@intrinsic
 def _address(typingctx, arr):
     """The address of ``arr``'s first element, as an int64, for ``_peek``. A compiled helper
     that takes arrays costs atomic reference-count updates per call, forceinlined or not; one

@@ -40,8 +40,9 @@ READAHEAD_BYTES = 16 << 20
 # row (8), its entry in the pair lists with their spare room (~4.6) and the segmentation's token
 # (4, while the rows are laid out), with room to spare; per word its wall row, length, count and
 # offsets; per merge asked for, the pair table's rows (~16 new pairs per merge, table at most half
-# full, rounded up to a power of two: 24 B x 2 x 2 x 16). Past 32,768 merges the loop makes room
-# for fewer (merge.learn.expected_pairs): what is planned lets its table double once.
+# full, rounded up to a power of two: 24 B x 2 x 2 x 16). The loop makes room for 4 a merge, fewer past
+# 32,768 merges (merge.learn.expected_pairs): what is planned lets its table double twice, and holds
+# the loop's second thread's rows (merge.learn._Beside, ~9 MiB at 65,536 tokens).
 MERGE_BYTES_PER_POSITION = 24
 MERGE_BYTES_PER_WORD = 40
 MERGE_BYTES_PER_MERGE = 1536

@@ -7,16 +7,20 @@ can be reported, and collects the merges, the grown vocabulary and the loop's st
 from __future__ import annotations
 
 import math
+import os
+import platform
+import sys
 import threading
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..vocab import Vocab
 from .layout import _layout, _token_bits, _tokens_per_word
-from .loop import NO_LIMIT, _loop, _setup
+from .loop import NO_LIMIT, _loop, _rounds_beside, _setup
 from .result import MergeResult
 from .segment import _segment_ids
 from .small import learn_small, small_enough
@@ -26,11 +30,12 @@ from .tokens import _token_arrays
 
 STATS = ("records", "table_rows", "pool_entries", "heap_rows", "heap_pops", "new_tokens", "list_entries_read",
          "merges_made", "pool_compactions", "pool_growths", "table_rebuilds", "heap_refills", "lists_sorted",
-         "min_frequency_stop", "recounts", "tracked_from")
+         "min_frequency_stop", "recounts", "tracked_from", "rounds_split")
 """Names of the loop's statistics (``MergeResult.stats``), in the order ``_loop`` counts them
 (``min_frequency_stop``: the count of the best pair when ``min_frequency`` ended the loop, else 0;
 ``recounts``: the pairs counted again, tracking more of them, ``table.recount``; ``tracked_from``:
-the smallest count whose pairs were tracked at the start, see ``Tuning.tracked_from``)."""
+the smallest count whose pairs were tracked at the start, see ``Tuning.tracked_from``; ``rounds_split``:
+the rounds shared with a second thread, ``Tuning.split_from``)."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,8 @@ class Tuning:
     # chosen from the counts, table._initial_pairs; untracked pairs cost no memory and are counted again
     # only if the loop gets down to them)
     descending_lists: bool = False  # start from descending lists of positions (see loop._setup)
+    split_from: int = 4096  # rounds of this many positions or more are shared with a second thread, while
+    # they come (loop._rounds_beside; 0: none): the first merges' rounds, waiting on memory, on two cores
 
 
 def learn_merges(
@@ -200,7 +207,7 @@ class _LoopRun:
         # token byte tables sized for the final vocabulary
         self.tdata, self.tstart, self.tlen = _token_arrays(vocab, self.n_merges)
         self.tuning = tuning
-        self.stats = np.zeros(16, np.int64)  # (see STATS)
+        self.stats = np.zeros(len(STATS), np.int64)  # (see STATS)
         # reused merges spend no budget: the arrays are grown (and the loop resumed) if needed
         self.rec = _records(tuning.records if tuning.records is not None else self.n_merges + 1024)
         self.last = 0  # records checkpointed so far
@@ -243,12 +250,16 @@ class _LoopRun:
         scratch = np.zeros((tstart.shape[0], 8), np.int64)  # (see loop._LSTAMP)
         scratch[:, :2] = -1
         work = _work_arrays()
+        beside = _Beside(u.split_from, self.P.shape[0], tstart.shape[0])
         td = self.tdata
         while True:
             rec = self.rec
             target = min(n_merges, int(st[6]) + step)
-            td, T, L, pool, H, *work = _loop(self.P, self.ek, self.ev, self.tb, td, tstart, tlen, bkeys, bids, T, L,
-                                             pool, H, st, scratch, *work, target, u.heap_target, *rec, self.stats)
+            with beside.running(self.P, self.ek, self.ev, self.tb, pool):
+                td, T, L, pool, H, *work = _loop(self.P, self.ek, self.ev, self.tb, td, tstart, tlen, bkeys, bids, T,
+                                                 L, pool, H, st, scratch, *work, target, u.heap_target, *rec,
+                                                 self.stats, *beside.arrays)
+            self.stats[16] = beside.job[15]
             if st[23]:  # no tracked pair left to merge, or a merge reuses a token: every pair counted again
                 left = n_merges - int(st[6])
                 # tracking more pairs (chosen again for the merges left, fewer counts than before), or all
@@ -298,13 +309,70 @@ def expected_pairs(n_merges: int, per_merge: int = 16) -> int:
     ``per_merge * KNEE`` more per doubling of the merges. On natural text each doubling adds about
     as many pairs as the one before (100 MB of the bench corpus: ~225,000 per doubling from 8,192 to
     200,000 merges; code alone ~40,000), so a table sized linearly was 84% empty at 131,072 merges
-    (8.4 M rows, 192 MB, for 1.34 M pairs). A table that fills anyway is rebuilt larger. The
-    memory budget still plans 16 per merge (:func:`toktok.budget.merge_bytes`): past ``KNEE``
-    merges that leaves room for the table to double once.
+    (8.4 M rows, 192 MB, for 1.34 M pairs); since only the pairs that may still be merged are
+    tracked, 65,536 merges on the bench corpus's words made 3.8 a merge (``Tuning`` gives 4). A
+    table that fills anyway is rebuilt larger. The memory budget still plans 16 per merge
+    (:func:`toktok.budget.merge_bytes`).
     Example: ``expected_pairs(4 * KNEE, 16) == 3 * 16 * KNEE``."""
     if n_merges <= KNEE:
         return per_merge * n_merges
     return int(per_merge * KNEE * (1 + math.log2(n_merges / KNEE)))
+
+
+class _Beside:
+    """The merge loop's second thread (``loop._rounds_beside``) and what it shares with ``_loop``:
+    used where rounds of ``split_from`` positions or more can come and a second core is there."""
+
+    #: Most positions of a round the second thread takes (its work rows: 5 MiB).
+    MOST = 1 << 16
+    #: Whether the thread is started (tests: not, so that the loop takes every part back itself), and
+    #: whether the loop waits for it to take each part (tests: never takes one back).
+    thread = True
+    wait = False
+
+    def __init__(self, split_from: int, n_rows: int, n_tokens: int):
+        nr = _FUTEX.get(platform.machine()) if sys.platform == "linux" else None
+        on = split_from > 0 and n_rows >= 2 * split_from and nr is not None and _cores() >= 2
+        self.job = np.zeros(21, np.int64)  # (see loop._rounds_beside; [18:20]: no time limit)
+        self.job[20] = self.wait and self.thread
+        self.job[13] = max(split_from, 2) if on else 0
+        self.job[16] = nr or 0
+        self.job[17] = 2_000_000  # ns: it sleeps at most this long at a time
+        cap = 2 * self.MOST if on else 2
+        S2 = np.zeros((n_tokens if on else 1, 8), np.int64)
+        S2[:, :2] = -1
+        self.arrays = (self.job, S2, np.empty((4, cap), np.int64), np.empty((2, cap), np.int32))
+
+    @contextmanager
+    def running(self, P, ek, ev, tb, pool):
+        """The second thread, over ``pool``, while ``_loop`` runs (while it may share rounds)."""
+        if self.job[13] <= 0:
+            yield
+            return
+        self.job[0] = 0
+        if not self.thread:
+            yield
+            return
+        th = threading.Thread(target=_rounds_beside, args=(self.job, P, ek, ev, tb, pool, *self.arrays[1:]),
+                              name="toktok-merge-2", daemon=True)
+        th.start()
+        try:
+            yield
+        finally:
+            self.job[0] = 3  # (``_loop`` has set it already, unless it failed)
+            th.join()
+
+
+#: The futex system call's number (Linux) by machine: the second thread sleeps on it.
+_FUTEX = {"x86_64": 202, "AMD64": 202, "aarch64": 98, "arm64": 98}
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
 
 
 def _work_arrays() -> list[np.ndarray]:

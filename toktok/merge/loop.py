@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._kernels import _EMPTY, _empty_array, _grow, _mix, _prefetch, _zero_array, internal, njit
+from .._kernels import _EMPTY, _atomic_get, _atomic_set, _atomic_swap, _empty_array, _futex, _grow, _mix, _prefetch, _zero_array, internal, njit
 from .heap import _heap_room, _push_rows, _refill, _sift_down
 from .layout import _LNK, _TC, _escaped
 from .table import _CNT, _HEAD, _KEY, _LEN, _initial_pairs, _pkey, _radix_sort, _tslot
@@ -22,6 +22,8 @@ from .tokens import _bytes_hash, _find_token, _put_token, _token_table
 
 #: No limit on a merged token's length (``st[20]``'s default).
 NO_LIMIT = np.int64(1) << 62
+#: Merges without a round large enough to share after which the loop's second thread stops.
+SPLIT_IDLE = 512
 
 
 @njit(cache=True, no_cfunc_wrapper=True, nogil=True)
@@ -96,41 +98,28 @@ _LSTAMP, _RSTAMP, _LSUM, _RSUM, _LTIX, _RTIX, _LSEEN, _RSEEN = 0, 1, 2, 3, 4, 5,
 
 
 @internal
-def _merge_round(P, ek, ev, tb, T, L, pool, head, ln, s0, a, b, t, stamp, S, tkey, tinc, tcnt, trow, e_pos, e_tix,
-                 theta):
-    """Merge pair (a, b) into t at every live position of ``pool[head:head+ln]``, in that order.
-
-    The pair table is not touched while the positions are: per neighbour token (first seen:
-    its stamp = ``stamp``) the round sums the count its old pair (x's token, a) or (b, y's
-    token) loses (its sum, tokens listed in the seen columns), and numbers its new
-    pair (x's token, t) or (t, y's token) with a "touched" index (``tkey``: key, ``tinc``: count,
-    ``tcnt``: occurrences); each new occurrence goes to ``e_pos``/``e_tix`` (position, touched
-    index), to be appended to the lists after the round. Then the table takes the deltas, each
-    batch of rows prefetched before it is probed: new pairs first (their rows in ``trow``), then
-    the losses (a losing pair may be new, e.g. (t, a)). A new pair counted fewer than ``theta``
-    times is not tracked (t is a new token: no merge made it before, so its count is whole;
-    see ``table._initial_pairs``): neither its row nor its entries are kept, and an untracked
-    pair's loss is dropped. No array is (re)allocated here. Returns (touched rows, new entries,
-    rows created, merges made): the touched rows and entries of the tracked pairs, renumbered."""
+def _positions(P, ek, ev, tb, pool, lo, hi, a, b, t, stamp, S, tkey, tinc, tcnt, e_pos, e_tix, n_touched, n_ent, n_l,
+               n_r):
+    """The position part of a merge round (see ``_merge_round``) over ``pool[lo:hi]``: merges (a, b)
+    into t at each live position, in that order, sums the neighbours' losses in ``S`` (tokens listed
+    in its seen columns) and numbers the new pairs (``tkey``, ``tinc``, ``tcnt``) and their
+    occurrences (``e_pos``, ``e_tix``), going on from the counts given (touched, entries, left and
+    right tokens seen). Touches only the rows of the words of those positions. Returns those counts,
+    the merges made and the count lost."""
     tmask = (np.int64(1) << tb) - 1
     dead = tmask
     wall = tmask - 1
     cmax = (np.int64(1) << (32 - tb)) - 1
-    n_touched = 0
-    n_ent = 0
-    n_new_rows = 0
-    n_l = 0
-    n_r = 0
     live = 0
     lost = np.int64(0)
     D = 16
-    for k in range(ln):
-        if k + D < ln:
+    for k in range(lo, hi):
+        if k + D < hi:
             # the rows of a future position and of its neighbours (usually p-1 .. p+2)
-            f = pool[head + k + D]
+            f = pool[k + D]
             _prefetch(P, f - 1)
             _prefetch(P, f + 2)
-        p = np.int64(pool[head + k])
+        p = np.int64(pool[k])
         vp = np.int64(P[p, _TC])
         if vp & tmask != a:
             continue
@@ -202,6 +191,191 @@ def _merge_round(P, ek, ev, tb, T, L, pool, head, ln, s0, a, b, t, stamp, S, tke
         P[p, _LNK] = np.uint32(y)
         P[y - 1, _LNK] = np.uint32(p)
 
+    return n_touched, n_ent, n_l, n_r, live, lost
+
+
+@internal
+def _split_at(P, tb, pool, head, ln, most):
+    """Where a round over ``pool[head:head+ln]`` can be cut for two threads: the index m of the
+    first position the second thread takes (at most ``most`` of them, about half), such that the
+    positions before m all lie in words before those of the positions from m on (ascending list,
+    m's position in a later word than m-1's: a wall row between them); 0 when there is none."""
+    for k in range(head + 1, head + ln):
+        if pool[k] < pool[k - 1]:
+            return np.int64(0)  # (a reused token's list: not ascending)
+    wall = (np.int64(1) << tb) - 2
+    tmask = (np.int64(1) << tb) - 1
+    for m in range(ln - min(ln // 2, most), ln):
+        p0 = np.int64(pool[head + m - 1])
+        p1 = np.int64(pool[head + m])
+        for r in range(p0 + 1, p1):
+            if np.int64(P[r, _TC]) & tmask == wall:
+                return np.int64(m)
+    return np.int64(0)
+
+
+@internal
+def _take_half(S, n_touched, n_ent, n_l, n_r, t, stamp, tkey, tinc, tcnt, e_pos, e_tix, S2, w64, w32, job):
+    """The second thread's part of a round (``_rounds_beside``: its results in ``job``, ``S2``,
+    ``w64`` and ``w32``) added to this thread's: its losses to the neighbours' sums, its new pairs
+    numbered on after these (the same pair, the same index), its occurrences after these (so each
+    pair's new positions stay ascending). Returns (touched, entries, left seen, right seen)."""
+    n_t2 = job[7]
+    n_e2 = job[8]
+    for j in range(job[9]):
+        tx = S2[j, _LSEEN]
+        if S[tx, _LSTAMP] != stamp:
+            S[tx, _LSTAMP] = stamp
+            S[tx, _LSUM] = 0
+            S[tx, _LTIX] = -1  # (its pair's index: below)
+            S[n_l, _LSEEN] = tx
+            n_l += 1
+        S[tx, _LSUM] += S2[tx, _LSUM]
+    for j in range(job[10]):
+        ty = S2[j, _RSEEN]
+        if S[ty, _RSTAMP] != stamp:
+            S[ty, _RSTAMP] = stamp
+            S[ty, _RSUM] = 0
+            S[ty, _RTIX] = -1
+            S[n_r, _RSEEN] = ty
+            n_r += 1
+        S[ty, _RSUM] += S2[ty, _RSUM]
+    tmap = w64[3]
+    for j in range(n_t2):
+        key = w64[0, j]
+        u = key >> 32
+        v = key & 0xFFFFFFFF
+        if u == t and v == t:  # (t, t): seen on either side, one index
+            i = -1
+            if S[t, _LSTAMP] == stamp and S[t, _LTIX] >= 0:
+                i = S[t, _LTIX]
+            elif S[t, _RSTAMP] == stamp and S[t, _RTIX] >= 0:
+                i = S[t, _RTIX]
+        elif v == t:
+            i = S[u, _LTIX]
+        else:
+            i = S[v, _RTIX]
+        if i < 0:
+            i = n_touched
+            tkey[i] = key
+            tinc[i] = 0
+            tcnt[i] = 0
+            n_touched += 1
+            if u == t and v == t:
+                if S[t, _LSTAMP] == stamp:
+                    S[t, _LTIX] = i
+                if S[t, _RSTAMP] == stamp:
+                    S[t, _RTIX] = i
+            elif v == t:
+                S[u, _LTIX] = i
+            else:
+                S[v, _RTIX] = i
+        tinc[i] += w64[1, j]
+        tcnt[i] += w64[2, j]
+        tmap[j] = i
+    for k in range(n_e2):
+        e_pos[n_ent] = w32[0, k]
+        e_tix[n_ent] = tmap[w32[1, k]]
+        n_ent += 1
+    return n_touched, n_ent, n_l, n_r
+
+
+#: ``_futex``'s operations, and the spins of the loop's second thread before it sleeps.
+_WAIT, _WAKE = 128, 129
+_SPINS = 4096
+
+
+@njit(cache=True, no_cfunc_wrapper=True, nogil=True)
+def _rounds_beside(job, P, ek, ev, tb, pool, S2, w64, w32):
+    """The second thread of a merge loop: waits for a part of a round (``job[0]`` = 1: the
+    positions ``pool[job[1]:job[2]]`` of pair (job[3], job[4]) into job[5], round job[6]; see
+    ``_merge_round``), does it (``_positions``, with its own per-token state ``S2`` and work rows
+    ``w64``: key, count, occurrences; ``w32``: position, index), publishes its results in
+    ``job[7:13]`` and sets ``job[0]`` = 2 (it takes a part by setting 1 to 4: a part it has not
+    taken when the loop is done with its own, the loop does itself, so a busy machine that
+    leaves this thread waiting does not hold the loop); returns when ``job[0]`` = 3. Between
+    parts it spins a little, then sleeps (``_futex``, system call ``job[16]``, at most ``job[17]``
+    ns: the loop wakes it when it posts a part)."""
+    zero = np.int64(0)
+    ts = _zero_array(2, np.int64)
+    ts[1] = job[17]
+    spins = 0
+    while True:
+        state = _atomic_get(job, 0)
+        if state == 3:
+            break
+        if state != 1 or not _atomic_swap(job, 0, 1, 4):  # (4: taken; else the loop took it back)
+            spins += 1
+            if spins >= _SPINS:
+                _futex(job, 0, _WAIT, state, ts, job[16])
+                spins = 0
+            continue
+        spins = 0
+        n_t, n_e, n_l, n_r, live, lost = _positions(P, ek, ev, tb, pool, job[1], job[2], np.int32(job[3]),
+                                                    np.int32(job[4]), job[5], job[6], S2, w64[0], w64[1], w64[2],
+                                                    w32[0], w32[1], zero, zero, zero, zero)
+        job[7] = n_t
+        job[8] = n_e
+        job[9] = n_l
+        job[10] = n_r
+        job[11] = live
+        job[12] = lost
+        _atomic_set(job, 0, 2)
+
+
+@internal
+def _merge_round(P, ek, ev, tb, T, L, pool, head, ln, s0, a, b, t, stamp, S, tkey, tinc, tcnt, trow, e_pos, e_tix,
+                 theta, job, S2, w64, w32):
+    """Merge pair (a, b) into t at every live position of ``pool[head:head+ln]``, in that order.
+
+    The pair table is not touched while the positions are: per neighbour token (first seen:
+    its stamp = ``stamp``) the round sums the count its old pair (x's token, a) or (b, y's
+    token) loses (its sum, tokens listed in the seen columns), and numbers its new
+    pair (x's token, t) or (t, y's token) with a "touched" index (``tkey``: key, ``tinc``: count,
+    ``tcnt``: occurrences); each new occurrence goes to ``e_pos``/``e_tix`` (position, touched
+    index), to be appended to the lists after the round. Then the table takes the deltas, each
+    batch of rows prefetched before it is probed: new pairs first (their rows in ``trow``), then
+    the losses (a losing pair may be new, e.g. (t, a)). A new pair counted fewer than ``theta``
+    times is not tracked (t is a new token: no merge made it before, so its count is whole;
+    see ``table._initial_pairs``): neither its row nor its entries are kept, and an untracked
+    pair's loss is dropped. No array is (re)allocated here. Returns (touched rows, new entries,
+    rows created, merges made): the touched rows and entries of the tracked pairs, renumbered."""
+    m = ln
+    if job[13] > 0 and ln >= job[13] and _atomic_get(job, 0) == 0:
+        m = _split_at(P, tb, pool, head, ln, w32.shape[1] // 2)
+        if m > 0:
+            job[1] = head + m
+            job[2] = head + ln
+            job[3] = a
+            job[4] = b
+            job[5] = t
+            job[6] = stamp
+            _atomic_set(job, 0, 1)  # the second thread takes pool[head+m:head+ln]
+            _futex(job, 0, _WAKE, 1, job[18:20], job[16])
+            job[15] += 1
+        else:
+            m = ln
+    zero = np.int64(0)
+    n_touched, n_ent, n_l, n_r, live, lost = _positions(P, ek, ev, tb, pool, head, head + m, a, b, t, stamp, S,
+                                                        tkey, tinc, tcnt, e_pos, e_tix, zero, zero, zero, zero)
+    if m < ln:
+        if job[20] == 0 and _atomic_swap(job, 0, 1, 0):
+            # not taken yet (the second thread is not running: a busy machine): this thread goes on
+            n_touched, n_ent, n_l, n_r, live2, lost2 = _positions(P, ek, ev, tb, pool, head + m, head + ln, a, b, t,
+                                                                  stamp, S, tkey, tinc, tcnt, e_pos, e_tix,
+                                                                  n_touched, n_ent, n_l, n_r)
+            job[15] -= 1
+        else:
+            while _atomic_get(job, 0) != 2:
+                pass
+            n_touched, n_ent, n_l, n_r = _take_half(S, n_touched, n_ent, n_l, n_r, t, stamp, tkey, tinc, tcnt,
+                                                    e_pos, e_tix, S2, w64, w32, job)
+            live2 = job[11]
+            lost2 = job[12]
+            _atomic_set(job, 0, 0)
+        live += live2
+        lost += lost2
+    n_new_rows = 0
     mask = np.uint64(T.shape[0] - 1)
     for i in range(n_touched):
         _prefetch(T, _mix(tkey[i]) & mask)
@@ -251,7 +425,7 @@ def _merge_round(P, ek, ev, tb, T, L, pool, head, ln, s0, a, b, t, stamp, S, tke
 
 @njit(cache=True, no_cfunc_wrapper=True, nogil=True)
 def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, scratch, trow, tcnt, tkey, tinc,
-          e_pos, e_tix, n_merges, heap_target, r_left, r_right, r_tok, r_cnt, r_reused, stats):
+          e_pos, e_tix, n_merges, heap_target, r_left, r_right, r_tok, r_cnt, r_reused, stats, job, S2, w64, w32):
     """Greedy BPE over the position array ``P`` (see ``_TC``), from the state of ``_setup``.
 
     ``P`` is rewritten in place. Each pair keeps the list of positions where it was created (a
@@ -269,7 +443,11 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
     round), longest merged token, smallest count merged] and is updated.
     ``stats`` reports to another thread: [records, largest pair table, largest pool, largest
     heap, heap pops, new tokens, list entries read, merges made, pool compactions, pool growths,
-    table rebuilds, heap refills, lists sorted, count of the pair --min-frequency stopped at]. ``scratch`` holds a row of per-token state per
+    table rebuilds, heap refills, lists sorted, count of the pair --min-frequency stopped at]. ``job``, ``S2``, ``w64``, ``w32``: the second
+    thread's (``_rounds_beside``) state and work rows; ``job[13]`` > 0: rounds of that many
+    positions or more are shared with it (it must be running), ``job[15]`` counts them; with
+    ``job[20]`` = 1 (tests) a part is never taken back: the loop waits for that thread.
+    ``scratch`` holds a row of per-token state per
     token, kept from call to call (see ``_LSTAMP``; its first two columns all -1 at the start); ``trow``, ``tcnt``, ``tkey``,
     ``tinc`` (int64) and ``e_pos``, ``e_tix`` (int32) are a round's work arrays (see
     ``_merge_round``), grown as needed. Returns the (maybe reallocated) tdata, T, L, pool, H and
@@ -418,7 +596,16 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
             # 5. merge at every live position
             n_touched, n_ent, n_new_rows, n_live = _merge_round(
                 P, ek, ev, tb, T, L, pool, head, ln, s0, a, b, t, n_rec, scratch, tkey, tinc, tcnt, trow, e_pos, e_tix,
-                theta)
+                theta, job, S2, w64, w32)
+            if job[13] > 0:
+                # a second thread takes half of each round of job[13] positions or more; it stops
+                # (it spins while it waits) once no such round came for SPLIT_IDLE merges
+                if ln >= job[13]:
+                    job[14] = n_rec
+                elif n_rec - job[14] > SPLIT_IDLE:
+                    _atomic_set(job, 0, 3)
+                    _futex(job, 0, _WAKE, 1, job[18:20], job[16])
+                    job[13] = 0
             n_used += n_new_rows
             stats[6] += ln
             stats[7] += n_live
@@ -497,6 +684,9 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
         stats[2] = max(stats[2], pool.shape[0])
         stats[3] = max(stats[3], H.shape[0])
 
+    if job[13] > 0:
+        _atomic_set(job, 0, 3)  # (the caller starts it again for the next call)
+        _futex(job, 0, _WAKE, 1, job[18:20], job[16])
     st[0] = n_used
     st[1] = pool_end
     st[2] = pool_live

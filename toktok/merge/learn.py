@@ -333,11 +333,12 @@ class _Beside:
     def __init__(self, split_from: int, n_rows: int, n_tokens: int):
         nr = _FUTEX.get(platform.machine()) if sys.platform == "linux" else None
         on = split_from > 0 and n_rows >= 2 * split_from and nr is not None and _cores() >= 2
-        self.job = np.zeros(21, np.int64)  # (see loop._rounds_beside; [18:20]: no time limit)
+        self.job = np.zeros(21, np.int64)  # (see loop._rounds_beside)
         self.job[20] = self.wait and self.thread
         self.job[13] = max(split_from, 2) if on else 0
         self.job[16] = nr or 0
-        self.job[17] = 2_000_000  # ns: it sleeps at most this long at a time
+        self.job[17] = 2_000_000  # ns: the second thread sleeps at most this long at a time, and
+        self.job[18:20] = (0, 2_000_000)  # the loop, waiting for it (s, ns)
         cap = 2 * self.MOST if on else 2
         S2 = np.zeros((n_tokens if on else 1, 8), np.int64)
         S2[:, :2] = -1

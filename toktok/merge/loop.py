@@ -321,6 +321,7 @@ def _rounds_beside(job, P, ek, ev, tb, pool, S2, w64, w32):
         job[11] = live
         job[12] = lost
         _atomic_set(job, 0, 2)
+        _futex(job, 0, _WAKE, 1, ts, job[16])  # (the loop, if it sleeps waiting for it)
 
 
 @internal
@@ -366,8 +367,17 @@ def _merge_round(P, ek, ev, tb, T, L, pool, head, ln, s0, a, b, t, stamp, S, tke
                                                                   n_touched, n_ent, n_l, n_r)
             job[15] -= 1
         else:
-            while _atomic_get(job, 0) != 2:
-                pass
+            # taken: wait for it (spinning, then asleep until it is done: a busy machine may stop
+            # that thread halfway, and this one would spin for its time slice)
+            spins = 0
+            while True:
+                state = _atomic_get(job, 0)
+                if state == 2:
+                    break
+                spins += 1
+                if spins >= _SPINS:
+                    _futex(job, 0, _WAIT, state, job[18:20], job[16])
+                    spins = 0
             n_touched, n_ent, n_l, n_r = _take_half(S, n_touched, n_ent, n_l, n_r, t, stamp, tkey, tinc, tcnt,
                                                     e_pos, e_tix, S2, w64, w32, job)
             live2 = job[11]

@@ -217,7 +217,8 @@ def _train(cfg: RunSpec, progress: Progress | None, log: Log | None, marks: resu
     run.ray_tuning = ray_tuning
     # (the first file's first batch decoded, or its word-count table read, while step 2 opens the run file)
     first = run.patterns[run.phases[0].name]
-    run.started = count.start(cfg, run.phases[0], run.plans[0], run.plan, first, run.specials)
+    run.started = count.start(cfg, run.phases[0], run.plans[0], run.plan, first, run.specials,
+                              prepare=None if run.small else merge.laying_out(run.phases[0], run.vocab, run.kernels))
     if not run.tiny:  # a first run compiles before its run file exists: a kill -9 meanwhile leaves nothing
         run.kernels.warm_up()  # to --resume (and under a budget, while this process holds least)
     run.staging, run.journal, run.fingerprints = resume.open_run(  # 2.

@@ -83,6 +83,9 @@ class PhaseCount:
     #: MB (10**6 bytes) of text counted per second of the count stage, when a pattern without a
     #: compiled scanner (a custom regex) was counted through ``regex``; None otherwise.
     regex_mb_s: float | None = None
+    #: What the merge stage made of ``words`` as a word-count table was read (``count.start``'s
+    #: ``prepare``), for ``Counted.segmented``; None otherwise.
+    prepared: object = None
 
 
 def regex_rate(nbytes: int, seconds: float) -> float | None:
@@ -116,6 +119,7 @@ class Counted:
     :data:`PARITY_SCHEMA`), the regex scanner's speed (MB/s, None when it scanned none) and the
     seconds its sampling took, and the words' segmentation under the vocabulary so far when the
     memory budget's cut made it (``segmented``: ids and offsets, :func:`toktok.budget.fit_words`),
+    or the words laid out for the loop as their table was read (``count.start``'s ``prepare``),
     for the merge loop."""
 
     words: pa.Array | None
@@ -128,7 +132,7 @@ class Counted:
     held_out: pa.Table | None = None
     regex_mb_s: float | None = None
     sample_seconds: float = 0.0
-    segmented: tuple[np.ndarray, np.ndarray] | None = None
+    segmented: tuple[np.ndarray, np.ndarray] | object | None = None
     kept: dict | None = None  # the texts a streamed phase read, for a later one (toktok.count.local.Kept)
 
     @classmethod

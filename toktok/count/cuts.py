@@ -29,11 +29,14 @@ Example: ``split_point("a\\n b\\nc", NAMED["cl100k"]) == 5``.
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 import numpy as np
-import regex
 
 from ..patterns import Pattern
+
+if TYPE_CHECKING:
+    import regex
 
 # UTF-8 of a whitespace char (the ASCII ones and \x1c-\x1f, then U+0085 U+00A0 U+1680
 # U+2000-200A U+2028 U+2029 U+202F U+205F U+3000; tests check this list against the regex
@@ -48,13 +51,24 @@ class Rule:
     """A named pattern's newline cut: ``text`` and ``data`` (``(?r)``: search backwards, the
     last cut wins) find it in a str and in UTF-8 bytes; ``sample`` is the sampler's ``_CUT``
     (newline cut or a space after non-whitespace, searched forwards); ``kind`` numbers the rule
-    for the compiled sampler (``sample._next_cut``)."""
+    for the compiled sampler (``sample._next_cut``). Each is compiled when first used (a run
+    that cuts nothing, one from word counts, imports no ``regex``)."""
 
     def __init__(self, kind: int, text: str, data: bytes, sample: str):
         self.kind = kind
-        self.text = regex.compile(text)
-        self.data = regex.compile(data)
-        self.sample = regex.compile(sample)
+        self._sources = {"text": text, "data": data, "sample": sample}
+
+    @functools.cached_property
+    def text(self) -> regex.Pattern:
+        return matcher(self._sources["text"])
+
+    @functools.cached_property
+    def data(self) -> regex.Pattern:
+        return matcher(self._sources["data"])
+
+    @functools.cached_property
+    def sample(self) -> regex.Pattern:
+        return matcher(self._sources["sample"])
 
 
 _NL = Rule(0, r"(?r)\n(?=[^\s\x1c-\x1f])", rb"(?r)\n(?!" + _WS_BYTES + rb")" + _CHAR_BYTES,
@@ -94,8 +108,10 @@ def split_point(text: str | bytes | bytearray, pattern: Pattern, start: int = 0)
 
 
 @functools.cache
-def matcher(rx: str) -> regex.Pattern:
+def matcher(rx: str | bytes) -> regex.Pattern:
     """``rx`` compiled once by the ``regex`` package."""
+    import regex
+
     return regex.compile(rx)
 
 

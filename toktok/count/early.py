@@ -1,11 +1,12 @@
 """A word-count table's file read from the process's start (``read_soon``), before the pipeline
 is imported: that import holds one core for most of a quarter second (NumPy, Arrow, DuckDB,
-the stages), and Parquet reads its columns without the GIL on the other meanwhile. The count
-stage takes what was read (``take``) where it would read the file itself
-(:func:`toktok.count.tables._read_own`), and reads it itself when nothing was read or the file is
-no longer the one read (its size, modification time or inode changed). Nothing here checks the
-table: the reading that takes it checks it as ever. Standard library only at the top (it runs
-before the rest is imported).
+the stages), and Parquet reads its columns without the GIL on the other meanwhile, then what
+:func:`toktok.count.tables._read_own` checks of its rows is found there too (:func:`facts`,
+mostly without the GIL: Arrow's and NumPy's loops, BLAKE2b). The count stage takes what was read
+(``take``) where it would read the file itself, and reads it itself when nothing was read or the
+file is no longer the one read (its size, modification time or inode changed). Whether the
+table is the run's (its metadata) is asked by the reading that takes it, as ever. Standard
+library only at the top (it runs before the rest is imported).
 Example: ``read_soon("counts.parquet")`` then ``take("counts.parquet")``.
 """
 from __future__ import annotations
@@ -51,7 +52,8 @@ class _Read:
                     schema.field(1).type != pa.int64():
                 return  # (not one of toktok's own: the general reading reads it)
             # (two flat columns first: their leaves are columns 0 and 1)
-            self.got = schema, reader.read_all(column_indices=[0, 1], use_threads=True)
+            table = reader.read_all(column_indices=[0, 1], use_threads=True)
+            self.got = schema, *facts(table)
         except Exception:  # (the reading that takes it says what is wrong, if anything)
             self.got = None
 
@@ -75,6 +77,63 @@ def _reader(path: str):
     return reader
 
 
+def facts(table):
+    """``(table, found)``: a table of the columns ``COLUMNS`` (binary words, int64 counts) with
+    each column in one piece, and ``found`` = ``{"bytes": ..., "seal": ...}`` (the bytes of text
+    its counts stand for, and the :func:`digest` of its words) when every row is as ``toktok
+    count`` writes it: a word of at least one byte, a count > 0, no null, the words in strictly
+    increasing order (so each once), their bytes times counts far below what 64 bits hold; else
+    None (the general reading checks it row by row and names what is wrong).
+    Example: ``facts(pa.table({"word": [b"a", b"b"], "count": [2, 1]}))[1]["bytes"] == 3``."""
+    import numpy as np
+    import pyarrow as pa
+
+    word, count = (c.chunk(0) if c.num_chunks == 1 else c.combine_chunks() for c in table.columns[:2])
+    table = pa.table([word, count], names=list(COLUMNS))
+    if not len(word) or word.null_count or count.null_count:
+        return table, None
+    counts = np.frombuffer(count.buffers()[1], np.int64, len(count), count.offset * 8)  # (no copy, no pandas)
+    offsets = np.frombuffer(word.buffers()[1], np.int32, len(word) + 1, word.offset * 4)
+    lengths = np.diff(offsets)
+    if counts.min() <= 0 or lengths.min() == 0:
+        return table, None
+    if len(word) > 1 and not _increasing(word):
+        return table, None  # (not sorted, or a word twice: summed and said by the general reading)
+    if float(np.dot(lengths.astype(np.float64), counts.astype(np.float64))) >= 2.0 ** 62:
+        return table, None  # (near what 64-bit counts hold: checked exactly, and said, by the general reading)
+    return table, {"bytes": int(np.dot(lengths.astype(np.int64), counts)), "seal": digest(word)}
+
+
+def _increasing(word) -> bool:
+    """Whether each word of ``word`` (binary) is less than the next (Arrow's ``less`` and ``all``,
+    called by name: ``pyarrow.compute`` builds its ~1,000 wrappers on import, ~40 ms that a
+    reading thread would hold the GIL for beside the run's start)."""
+    try:
+        from pyarrow._compute import call_function
+    except ImportError:  # (another layout of pyarrow: its public module)
+        from pyarrow.compute import call_function
+    return bool(call_function("all", [call_function("less", [word.slice(0, len(word) - 1), word.slice(1)])]).as_py())
+
+
+def digest(words) -> str:
+    """The BLAKE2b digest of an Arrow array's words (binary or text, narrow or large offsets)
+    in their order: their lengths, then their bytes (:func:`toktok.count.tables.seal`).
+    Example: ``digest(pa.array([b"a", b"bc"])) != digest(pa.array([b"ab", b"c"]))``."""
+    import hashlib
+
+    import numpy as np
+    import pyarrow as pa
+
+    narrow = words.type in (pa.binary(), pa.string())
+    n = len(words)
+    offsets = np.frombuffer(words.buffers()[1], np.int32 if narrow else np.int64, n + 1, words.offset * (4 if narrow else 8))
+    data = words.buffers()[2]
+    h = hashlib.blake2b(np.diff(offsets).astype("<i8").tobytes(), digest_size=16)
+    if data is not None and n:
+        h.update(memoryview(data)[int(offsets[0]) : int(offsets[-1])])
+    return h.hexdigest()
+
+
 def read_soon(path: str) -> None:
     """Start reading the columns ``word`` and ``count`` of the Parquet file ``path`` (with its
     schema) in a thread; a regular file only (a glob, a folder or a URL is read as ever)."""
@@ -87,7 +146,8 @@ def read_soon(path: str) -> None:
 
 
 def take(path: str):
-    """``(schema, table)`` of ``path`` as :func:`read_soon` read it, once; None when it was not
+    """``(schema, table, found)`` of ``path`` as :func:`read_soon` read it (``found``: what
+    :func:`facts` found of its rows), once; None when it was not
     read soon, could not be, is not laid out as ``toktok count`` writes it, or the file changed
     since (its identity: device, inode, size, modification time)."""
     with _LOCK:
@@ -100,4 +160,4 @@ def take(path: str):
     return got
 
 
-__all__ = ["read_soon", "take"]
+__all__ = ["digest", "facts", "read_soon", "take"]

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import importlib
 import io
-import logging
 import os
 import re
 import threading
@@ -255,6 +254,8 @@ def filesystem(url: str, options: dict | None = None):
         if protocol == "s3":
             fs.retries = 1  # s3fs's own retry loop (a class attribute, not an option): one try
         elif protocol == "hf":  # huggingface_hub logs each of its own retries; toktok reports the fault once
+            import logging
+
             logging.getLogger("huggingface_hub.utils._http").setLevel(logging.ERROR)
         elif protocol == "gcs" and "_request" not in vars(fs):
             # gcsfs retries each request 6 times (~30 s of waits, fixed when the class is defined);

@@ -42,7 +42,11 @@ if TYPE_CHECKING:
 # non-whitespace into a space, and the prefix does not end in whitespace, so the one lookahead,
 # \s+(?!\S), sees the same text on both sides). \s and \S are the regex module's. Other
 # patterns' rules: toktok.count.cuts.
-_CUT = rule(DEFAULT).sample
+def __getattr__(name: str):
+    if name == "_CUT":  # (compiled when asked for: a run that cuts nothing imports no ``regex``)
+        return rule(DEFAULT).sample
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: Bytes of text per read in the sample pass (count.local.sample_pass; does not change the sample).
 READ_BYTES = 1 << 20

@@ -78,13 +78,15 @@ def tables_of(path: str) -> Corpus:
 
 
 def start(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], plan: BudgetPlan | None,
-          pattern: Pattern, specials: list[str] = ()) -> Started | TableAhead | None:
+          pattern: Pattern, specials: list[str] = (), prepare: Callable | None = None) -> Started | TableAhead | None:
     """The first file of ``phase`` (the run's first, ``sources`` resolved) read from now on
     (:func:`.local.start_reading`) when that phase reads every document with the local engine on
     a fresh run, or samples them all and counts them as read (:func:`.local.start_streaming`); or,
     when its first source is a word-count table of one file with the usual
     columns, on a fresh run without a memory budget, that table (:class:`.tables.TableAhead`,
-    ``specials``: the run's); else None. The pipeline calls it before it opens the run file, so
+    ``specials``: the run's; ``prepare(words, counts)``: what the merge stage makes of its words
+    first, made in the reading thread too and handed on as ``Counted.segmented`` when the phase
+    merges exactly that table: :func:`toktok.merge.stage.laying_out`); else None. The pipeline calls it before it opens the run file, so
     the first batch is decoded (the table read) meanwhile, and hands it to :func:`run` (``started``).
     Example: ``count.start(spec, spec.phases[0], sources, None, DEFAULT).path``."""
     first = phase.sources[0]
@@ -92,7 +94,7 @@ def start(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], plan: BudgetP
         files = sources[0].corpus.files
         columns = (first.word_column or cfg.word_column, first.count_column or cfg.count_column)
         if not cfg.resume and plan is None and len(files) == 1 and columns == (WORD_COLUMN, COUNT_COLUMN):
-            return TableAhead(files[0].path, pattern, specials)
+            return TableAhead(files[0].path, pattern, specials, prepare)
         return None
     if cfg.engine == "ray" or cfg.resume:
         return None
@@ -273,7 +275,8 @@ def run(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], fp: list, *, jo
     counted = Counted.of_table(table, warnings, t_count, docs, text_bytes)
     counted.parity, counted.held_out = parity, held_out = pc.parity, pc.held_out
     counted.regex_mb_s, counted.sample_seconds = pc.regex_mb_s, pc.seconds.get("sample", 0.0) + t_taken
-    counted.segmented = ids  # (the words kept, segmented by the cut: the merge loop's)
+    # (the words kept, segmented by the cut, or the table's words as the merge loop lays them out)
+    counted.segmented = ids if ids is not None else pc.prepared
     del table, pc, ids
     words = pa.table({"word": counted.words, "count": counted.counts})
     counted.kept, keep = _handed_on(keep, share, used), None

@@ -38,6 +38,7 @@ import pyarrow as pa
 from ..errors import InputError
 from ..patterns import BY_NAME, DEFAULT, Pattern, same
 from .common import PARITY_CHARS, PARITY_DOCS, PARITY_SCHEMA
+from .early import digest, facts, take
 
 #: The Parquet metadata key of toktok's own tables (a JSON object).
 META_KEY = b"toktok"
@@ -86,6 +87,7 @@ class CountsRead:
     files: list[str]
     used: dict[str, dict[str, int]]
     warnings: list[str] = field(default_factory=list)
+    prepared: object = None  # what :class:`TableAhead`'s ``prepare`` made of the words, if anything
 
     @property
     def text_bytes(self) -> int:
@@ -96,13 +98,16 @@ class CountsRead:
 class TableAhead:
     """A word-count table being read (:func:`_read_own`) in a thread of its own from now on: the
     pipeline starts it before it opens the run file (``count.start``), and :func:`read_counts`
-    takes what it read (``ahead=``) when it reads that one file with those columns.
+    takes what it read (``ahead=``) when it reads that one file with those columns. ``prepare``:
+    what the merge stage makes of the words (``prepare(words, counts)``), made in that thread too
+    once they are read (``CountsRead.prepared``; None when it fails: the merge stage makes it
+    again and says what is wrong).
     Example: ``read_counts([path], ahead=TableAhead(path, DEFAULT, []))``."""
 
-    def __init__(self, path: str, pattern: Pattern, specials) -> None:
+    def __init__(self, path: str, pattern: Pattern, specials, prepare=None) -> None:
         import threading
 
-        self.path, self.pattern, self.specials = path, pattern, list(specials)
+        self.path, self.pattern, self.specials, self.prepare = path, pattern, list(specials), prepare
         self._got: CountsRead | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._read, name="toktok-read-counts", daemon=True)
@@ -110,9 +115,17 @@ class TableAhead:
 
     def _read(self) -> None:
         try:
-            self._got = _read_own(self.path, self.pattern, self.specials)
+            self._got = got = _read_own(self.path, self.pattern, self.specials)
         except BaseException as e:  # raised by result(), in the run's thread
             self._error = e
+            return
+        if got is not None and self.prepare is not None:
+            word, count = (c.chunk(0) for c in got.words.columns)  # (_read_own's: one chunk each)
+            try:
+                got.prepared = self.prepare(word, np.frombuffer(count.buffers()[1], np.int64, len(count),
+                                                                count.offset * 8))
+            except Exception:  # (made again by the merge stage, which says what is wrong)
+                got.prepared = None
 
     def result(self) -> CountsRead | None:
         """What ``_read_own`` gave (None: the general reading reads the table)."""
@@ -188,9 +201,7 @@ def _read_own(path: str, pattern: Pattern, specials) -> CountsRead | None:
     word of at least one byte, a count > 0, the words in strictly increasing order (so each once),
     their bytes times counts far below what 64 bits hold. None when any of that does not hold:
     the general reading then checks it row by row and names what is wrong."""
-    from .early import take
-
-    early = take(path)  # (read from the process's start: count.early)
+    early = take(path)  # (read, and its rows checked, from the process's start: count.early)
     if early is None:
         import pyarrow.parquet as pq
 
@@ -215,40 +226,17 @@ def _read_own(path: str, pattern: Pattern, specials) -> CountsRead | None:
         return None
     if early is None:
         try:
-            t = pf.read(columns=[WORD_COLUMN, COUNT_COLUMN])
+            t, found = facts(pf.read(columns=[WORD_COLUMN, COUNT_COLUMN]))
         except (OSError, pa.ArrowException):
             return None
     else:
-        t = early[1]
-    word, count = t.column(0), t.column(1)
-    if not t.num_rows or word.null_count or count.null_count:
-        return None
-    word = word.chunk(0) if word.num_chunks == 1 else word.combine_chunks()
-    count = count.chunk(0) if count.num_chunks == 1 else count.combine_chunks()
-    counts = np.frombuffer(count.buffers()[1], np.int64, len(count), count.offset * 8)  # (no copy, no pandas)
-    offsets = np.frombuffer(word.buffers()[1], np.int32, len(word) + 1, word.offset * 4)
-    lengths = np.diff(offsets)
-    if counts.min() <= 0 or lengths.min() == 0:
-        return None
-    if len(word) > 1 and not _increasing(word):
-        return None  # (not sorted, or a word twice: summed and said by the general reading)
-    if float(np.dot(lengths.astype(np.float64), counts.astype(np.float64))) >= 2.0 ** 62:
-        return None  # (near what 64-bit counts hold: checked exactly, and said, by the general reading)
-    if own.get("seal") != seal(word):
+        t, found = early[1], early[2]
+    if found is None:
+        return None  # (a row breaks a rule: facts)
+    if own.get("seal") != found["seal"]:
         return None  # (edited since toktok wrote it, its metadata kept: its words are checked)
-    used = {path: {"rows": len(word), "words": len(word), "bytes": int(np.dot(lengths.astype(np.int64), counts))}}
-    return CountsRead(pa.table([word, count], schema=COUNTS_SCHEMA), [path], used)
-
-
-def _increasing(word: pa.Array) -> bool:
-    """Whether each word of ``word`` (binary) is less than the next (Arrow's ``less`` and ``all``,
-    called by name: ``pyarrow.compute`` builds its ~1,000 wrappers on import, ~40 ms that
-    ``_read_own``'s thread would hold the GIL for beside the run's start)."""
-    try:
-        from pyarrow._compute import call_function
-    except ImportError:  # (another layout of pyarrow: its public module)
-        from pyarrow.compute import call_function
-    return bool(call_function("all", [call_function("less", [word.slice(0, len(word) - 1), word.slice(1)])]).as_py())
+    used = {path: {"rows": t.num_rows, "words": t.num_rows, "bytes": found["bytes"]}}
+    return CountsRead(pa.table(t.columns, schema=COUNTS_SCHEMA), [path], used)
 
 
 def _shown(word: bytes) -> str:
@@ -383,22 +371,14 @@ def seal(words) -> str:
     added, removed, changed or moved) is read as anyone's, its words checked. A BLAKE2b digest of
     the words' lengths and bytes, without a data frame (``_read_own`` runs in a thread of its own).
     Example: ``seal(pa.array([b"a", b"bc"])) != seal(pa.array([b"ab", b"c"]))``."""
-    import hashlib
-
     if hasattr(words, "to_arrow"):  # (a Polars Series)
         words = words.to_arrow()
     if isinstance(words, pa.ChunkedArray):
         words = words.combine_chunks()
-    narrow = words.type in (pa.binary(), pa.string())  # read as they are: a cast loads pyarrow.compute (~40 ms)
-    if not narrow and words.type not in (pa.large_binary(), pa.large_string()):
+    # (read as they are: a cast loads pyarrow.compute, ~40 ms)
+    if words.type not in (pa.binary(), pa.string(), pa.large_binary(), pa.large_string()):
         words = words.cast(pa.large_binary())
-    n = len(words)
-    offsets = np.frombuffer(words.buffers()[1], np.int32 if narrow else np.int64, n + 1, words.offset * (4 if narrow else 8))
-    data = words.buffers()[2]
-    h = hashlib.blake2b(np.diff(offsets).astype("<i8").tobytes(), digest_size=16)
-    if data is not None and n:
-        h.update(memoryview(data)[int(offsets[0]) : int(offsets[-1])])
-    return h.hexdigest()
+    return digest(words)
 
 
 def _recorded(path: str, meta: bytes | None) -> dict | None:
@@ -535,7 +515,7 @@ file, being read already: :class:`TableAhead`). Example: ``with_tables(None, src
     from .common import PhaseCount
 
     t0 = time.perf_counter()
-    parts, used, warnings = [], {}, []
+    parts, used, warnings, prepared = [], {}, [], None
     for src, cfg in zip(sources, configs):
         if not src.corpus.files:  # (each one a table an earlier source reads: sources.read_once)
             continue
@@ -543,6 +523,7 @@ file, being read already: :class:`TableAhead`). Example: ``with_tables(None, src
                           word_column=cfg.word_column or word_column, count_column=cfg.count_column or count_column,
                           ahead=ahead)
         parts.append(got.words)
+        prepared = got.prepared
         used.update({f: {"docs": 0, "bytes": u["bytes"], "docs_seen": 0, "bytes_seen": u["bytes"]}
                      for f, u in got.used.items()})
         warnings += got.warnings
@@ -561,4 +542,5 @@ file, being read already: :class:`TableAhead`). Example: ``with_tables(None, src
         return counted, warnings
     word, count = (c.chunk(0) if c.num_chunks == 1 else c.combine_chunks() for c in words.columns)
     parity = word_documents(word, np.frombuffer(count.buffers()[1], np.int64, len(count), count.offset * 8), seed)
-    return PhaseCount(words, used, parity, {"count": time.perf_counter() - t0}), warnings
+    return PhaseCount(words, used, parity, {"count": time.perf_counter() - t0},
+                      prepared=prepared if len(parts) == 1 else None), warnings

@@ -45,10 +45,12 @@ def _escaped(ek, ev, p):
     return ev[i]
 
 
-@njit(cache=True, no_cfunc_wrapper=True)
+@njit(cache=True, no_cfunc_wrapper=True, nogil=True)
 def _layout(flat, lens, counts, tb):
     """The position array (see ``_TC``) of every word with two or more tokens (one-token words
-    never change), in word order, and the side table of counts too large for their rows."""
+    never change), in word order, and the side table of counts too large for their rows
+    (without the GIL: a word-count table's words are laid out in its reading thread beside the
+    run file's opening, :func:`toktok.merge.stage.laying_out`)."""
     tmask = (np.int64(1) << tb) - 1
     cmax = (np.int64(1) << (32 - tb)) - 1
     n_rows = np.int64(1)

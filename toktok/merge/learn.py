@@ -98,6 +98,8 @@ def learn_merges(
     ``vocab`` made already (the memory budget's cut, :func:`toktok.budget.fit_words`), taken out of
     the list so that it is freed once laid out.
     Example: ``learn_merges([b"abab"], np.array([3]), Vocab.base(False), 1).vocab.tokens[256] == b"ab"``.
+    The words may come laid out already, ``segmented=[LaidOut]`` (:func:`lay_out`, made as they
+    were read: used when made for this vocabulary and number of merges, else made again here).
     """
     if n_merges < 0:
         raise ValueError("n_merges must be >= 0")
@@ -176,6 +178,57 @@ def _in_thread(run: "_LoopRun", progress, checkpoint, every: float) -> None:
             t_last = time.monotonic()
 
 
+@dataclass
+class LaidOut:
+    """Words segmented under a vocabulary and laid out for the loop (:func:`lay_out`): what the
+    loop starts from, for ``n_merges`` merges asked on top of the vocabulary's ``tokens``
+    (``n_words`` words); ``merges``: those the words allow, at most ``n_merges``; ``times``: the
+    seconds segmenting and laying out took."""
+
+    tokens: list[bytes]
+    n_merges: int
+    n_words: int
+    merges: int
+    tb: int
+    lens: np.ndarray
+    P: np.ndarray
+    ek: np.ndarray
+    ev: np.ndarray
+    times: dict
+
+    def fits(self, vocab: Vocab, n_merges: int, n_words: int) -> bool:
+        """Whether it was made for these: the same vocabulary, merges asked and number of words."""
+        return (self.n_merges, self.n_words) == (n_merges, n_words) and \
+            (self.tokens is vocab.tokens or self.tokens == vocab.tokens)
+
+
+def lay_out(words, counts: np.ndarray, vocab: Vocab, n_merges: int, *, reference: bool = False,
+            segmented: tuple | None = None) -> LaidOut:
+    """Step 1 of ``learn_merges``: ``words`` (with their 64-bit ``counts``) segmented under
+    ``vocab`` (``segmented``: their ``(ids, offsets)``, made already) and laid out for a loop of
+    up to ``n_merges`` merges. Its kernels must be loaded (``Kernels.warm_up``). The merge stage
+    has it made as a word-count table is read (:func:`toktok.merge.stage.laying_out`).
+    Example: ``lay_out([b"abab"], np.array([3]), Vocab.base(False), 1).merges == 1``."""
+    counts = np.asarray(counts, dtype=np.int64)
+    t0 = time.perf_counter()
+    flat, offsets = segmented if segmented is not None else _segment_ids(words, vocab, reference=reference)
+    lens = np.diff(offsets)
+    t_segment = time.perf_counter() - t0
+    if counts.shape[0] != lens.shape[0]:
+        raise ValueError(f"{lens.shape[0]} words but {counts.shape[0]} counts")
+    if counts.shape[0] and counts.min() < 0:
+        raise ValueError("counts must be >= 0")
+    # every merge (new token or reused) takes one token out of a word, so a word of k tokens
+    # allows at most k - 1: the arrays are sized by what the words allow, not by the request
+    # (--merges 1000000000 on a small corpus asked for gigabytes)
+    merges = min(n_merges, int(np.maximum(lens - 1, 0).sum()))
+    tb = _token_bits(len(vocab.tokens) + merges)
+    P, ek, ev = _layout(flat, lens, counts, tb)
+    del flat, offsets
+    return LaidOut(vocab.tokens, n_merges, int(lens.shape[0]), merges, tb, lens, P, ek, ev,
+                   {"segment": t_segment, "layout": time.perf_counter() - t0 - t_segment})
+
+
 class _LoopRun:
     """One merge run's inputs laid out for the loop, its record arrays and its results.
 
@@ -184,26 +237,16 @@ class _LoopRun:
 
     def __init__(self, words, counts: np.ndarray, vocab: Vocab, n_merges: int, tuning: Tuning,
                  ready: Callable[[], None] | None = None, reference: bool = False, segmented: list | None = None):
-        self.times: dict[str, float] = {}
-        t0 = time.perf_counter()
-        flat, offsets = segmented.pop() if segmented else _segment_ids(words, vocab, reference=reference)
-        self.lens = lens = np.diff(offsets)
-        self.times["segment"] = time.perf_counter() - t0
-        if counts.shape[0] != lens.shape[0]:
-            raise ValueError(f"{lens.shape[0]} words but {counts.shape[0]} counts")
-        if counts.shape[0] and counts.min() < 0:
-            raise ValueError("counts must be >= 0")
-        self.n0 = len(vocab.tokens)
-        # every merge (new token or reused) takes one token out of a word, so a word of k tokens
-        # allows at most k - 1: the arrays are sized by what the words allow, not by the request
-        # (--merges 1000000000 on a small corpus asked for gigabytes)
-        self.n_merges = min(n_merges, int(np.maximum(lens - 1, 0).sum()))
-        self.tb = _token_bits(self.n0 + self.n_merges)
-        self.P, self.ek, self.ev = _layout(flat, lens, counts, self.tb)
-        del flat, offsets
+        got = segmented.pop() if segmented else None
+        if not isinstance(got, LaidOut) or not got.fits(vocab, n_merges, counts.shape[0]):
+            got = lay_out(words, counts, vocab, n_merges, reference=reference,
+                          segmented=None if isinstance(got, LaidOut) else got)
+        self.times: dict[str, float] = dict(got.times)
+        self.lens, self.P, self.ek, self.ev, self.tb = got.lens, got.P, got.ek, got.ev, got.tb
+        self.n0, self.n_merges = len(vocab.tokens), got.merges
+        del got
         if ready is not None:
             ready()
-        self.times["layout"] = time.perf_counter() - t0 - self.times["segment"]
         # token byte tables sized for the final vocabulary
         self.tdata, self.tstart, self.tlen = _token_arrays(vocab, self.n_merges)
         self.tuning = tuning

@@ -11,6 +11,7 @@ Example: ``merge.run(phase, counted, vocab, cfg=spec, fp=fp, journal=j)`` (the p
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
@@ -21,7 +22,7 @@ from ..options import at
 from ..store import merges_table
 from ..summary import PhaseSummary
 from ..vocab import Vocab
-from .learn import learn_merges
+from .learn import lay_out, learn_merges
 from .segment import REFERENCE_WORDS, Segmenter
 from .small import python_first
 from .tokens import _token_arrays
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from ..resume import Journal
     from ..spec import PhaseConfig, RunSpec
 
-__all__ = ["Kernels", "Merged", "budget", "most_merges", "run", "segmenter", "warm_up"]
+__all__ = ["Kernels", "Merged", "budget", "laying_out", "most_merges", "run", "segmenter", "warm_up"]
 
 
 def budget(phase: PhaseConfig, vocab: Vocab) -> int:
@@ -81,6 +82,23 @@ def segmenter(vocab: Vocab, *, reference: bool = False,
     return segment
 
 
+def laying_out(phase: PhaseConfig, vocab: Vocab, kernels: Kernels) -> Callable:
+    """What the merge loop makes of ``phase``'s words before it starts, as one function
+    ``(words, counts) -> laid out`` (an Arrow binary array and int64 counts in): segmented on top
+    of ``vocab`` (the vocabulary so far) and laid out for :func:`budget` merges
+    (:func:`toktok.merge.learn.lay_out`), the ``kernels`` loaded first. The count stage has it
+    made as it reads a word-count table (``count.start``), in its reading thread, beside the
+    run file's opening; :func:`run` starts from it (``Counted.segmented``) when it is for the
+    words it merges. Example: ``laying_out(phase, Vocab.base(), Kernels(DEFAULT))(words, counts)``."""
+    n, start = budget(phase, vocab), Vocab(vocab.tokens, [], vocab.pinned)
+
+    def lay(words, counts):
+        kernels.warm_up()
+        return lay_out(words, counts, start, n)
+
+    return lay
+
+
 def warm_up(pattern: Pattern, log: Callable[[str], None] | None = None, budgeted: bool = False) -> bool:
     """On the first run after an install, every kernel a run with ``pattern`` calls built ahead in
     second processes, one after the other, before the run goes on
@@ -113,12 +131,19 @@ class Kernels:
             if isinstance(pattern, list) else [pattern]
         self.log, self.budgeted = log, budgeted
         self.built = False  # built ahead for this run (said once)
+        self._done = False
+        self._lock = threading.Lock()  # (a word-count table's reading thread may ask too: laying_out)
 
     def warm_up(self) -> None:
-        """The kernels built ahead, once per run (:func:`warm_up`), said once."""
-        if not self.built:
-            for p in self.patterns:
-                self.built = warm_up(p, None if self.built else self.log, self.budgeted) or self.built
+        """The kernels built ahead, once per run (:func:`warm_up`), said once; a second thread
+        asking meanwhile waits for them."""
+        if self._done:
+            return
+        with self._lock:
+            if not self._done:
+                for p in self.patterns:
+                    self.built = warm_up(p, None if self.built else self.log, self.budgeted) or self.built
+                self._done = True
 
 
 def _literal(token: bytes) -> str:

@@ -275,8 +275,7 @@ def run(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], fp: list, *, jo
     counted = Counted.of_table(table, warnings, t_count, docs, text_bytes)
     counted.parity, counted.held_out = parity, held_out = pc.parity, pc.held_out
     counted.regex_mb_s, counted.sample_seconds = pc.regex_mb_s, pc.seconds.get("sample", 0.0) + t_taken
-    # (the words kept, segmented by the cut, or the table's words as the merge loop lays them out)
-    counted.segmented = ids if ids is not None else pc.prepared
+    counted.segmented = ids if ids is not None else pc.prepared  # (by the cut, or as the table was read)
     del table, pc, ids
     words = pa.table({"word": counted.words, "count": counted.counts})
     counted.kept, keep = _handed_on(keep, share, used), None

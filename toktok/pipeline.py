@@ -45,8 +45,9 @@ run file's WAL into it (so that closing it writes only step 9's rows; ``_Beside`
 memory budget 6 and 7 in line after the export, the WAL beside 8); on the first run after an
 install the kernels compile in second processes before the run goes on (``merge.Kernels``; under
 a memory budget before the run file is opened: ``toktok.ahead``); the first file's first batch is
-read (a word-count table's checks, its file read since the command's start: ``count.early``)
-while the run file is opened (``count.start``).
+read (a word-count table's checks, its file read since the command's start: ``count.early``,
+then its words laid out for the merge loop: ``merge.laying_out``) while the run file is opened
+(``count.start``).
 
 Layering: imports point down this list, never up (and make no cycle):
 (1) the edge, ``cli`` and ``api``: parse, call the library, map typed errors (no DuckDB, no run

@@ -87,7 +87,7 @@ class CountsRead:
     files: list[str]
     used: dict[str, dict[str, int]]
     warnings: list[str] = field(default_factory=list)
-    prepared: object = None  # what :class:`TableAhead`'s ``prepare`` made of the words, if anything
+    prepared: object = None  # what :class:`TableAhead`'s ``prepare`` makes of the words (a Future), if anything
 
     @property
     def text_bytes(self) -> int:
@@ -99,9 +99,9 @@ class TableAhead:
     """A word-count table being read (:func:`_read_own`) in a thread of its own from now on: the
     pipeline starts it before it opens the run file (``count.start``), and :func:`read_counts`
     takes what it read (``ahead=``) when it reads that one file with those columns. ``prepare``:
-    what the merge stage makes of the words (``prepare(words, counts)``), made in that thread too
-    once they are read (``CountsRead.prepared``; None when it fails: the merge stage makes it
-    again and says what is wrong).
+    what the merge stage makes of the words (``prepare(words, counts)``), made in that thread
+    after the reading, which does not wait for it: ``CountsRead.prepared`` is its future (its
+    result None when it fails: the merge stage makes it again and says what is wrong).
     Example: ``read_counts([path], ahead=TableAhead(path, DEFAULT, []))``."""
 
     def __init__(self, path: str, pattern: Pattern, specials, prepare=None) -> None:
@@ -110,26 +110,34 @@ class TableAhead:
         self.path, self.pattern, self.specials, self.prepare = path, pattern, list(specials), prepare
         self._got: CountsRead | None = None
         self._error: BaseException | None = None
+        self._read_done = threading.Event()
         self._thread = threading.Thread(target=self._read, name="toktok-read-counts", daemon=True)
         self._thread.start()
 
     def _read(self) -> None:
+        from concurrent.futures import Future
+
         try:
-            self._got = got = _read_own(self.path, self.pattern, self.specials)
+            got = _read_own(self.path, self.pattern, self.specials)
+            if got is not None and self.prepare is not None:
+                got.prepared = Future()
+            self._got = got
         except BaseException as e:  # raised by result(), in the run's thread
             self._error = e
             return
-        if got is not None and self.prepare is not None:
+        finally:
+            self._read_done.set()
+        if got is not None and got.prepared is not None:
             word, count = (c.chunk(0) for c in got.words.columns)  # (_read_own's: one chunk each)
             try:
-                got.prepared = self.prepare(word, np.frombuffer(count.buffers()[1], np.int64, len(count),
-                                                                count.offset * 8))
+                made = self.prepare(word, np.frombuffer(count.buffers()[1], np.int64, len(count), count.offset * 8))
             except Exception:  # (made again by the merge stage, which says what is wrong)
-                got.prepared = None
+                made = None
+            got.prepared.set_result(made)
 
     def result(self) -> CountsRead | None:
         """What ``_read_own`` gave (None: the general reading reads the table)."""
-        self._thread.join()
+        self._read_done.wait()
         if self._error is not None:
             raise self._error
         return self._got

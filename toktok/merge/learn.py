@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -99,7 +100,8 @@ def learn_merges(
     the list so that it is freed once laid out.
     Example: ``learn_merges([b"abab"], np.array([3]), Vocab.base(False), 1).vocab.tokens[256] == b"ab"``.
     The words may come laid out already, ``segmented=[LaidOut]`` (:func:`lay_out`, made as they
-    were read: used when made for this vocabulary and number of merges, else made again here).
+    were read, or its ``Future``: used when made for this vocabulary and number of merges, else
+    made again here).
     """
     if n_merges < 0:
         raise ValueError("n_merges must be >= 0")
@@ -238,6 +240,8 @@ class _LoopRun:
     def __init__(self, words, counts: np.ndarray, vocab: Vocab, n_merges: int, tuning: Tuning,
                  ready: Callable[[], None] | None = None, reference: bool = False, segmented: list | None = None):
         got = segmented.pop() if segmented else None
+        if isinstance(got, Future):  # (being laid out as its table was read)
+            got = got.result()
         if not isinstance(got, LaidOut) or not got.fits(vocab, n_merges, counts.shape[0]):
             got = lay_out(words, counts, vocab, n_merges, reference=reference,
                           segmented=None if isinstance(got, LaidOut) else got)

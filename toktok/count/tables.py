@@ -129,11 +129,13 @@ class TableAhead:
             self._read_done.set()
         if got is not None and got.prepared is not None:
             word, count = (c.chunk(0) for c in got.words.columns)  # (_read_own's: one chunk each)
+            made = None
             try:
                 made = self.prepare(word, np.frombuffer(count.buffers()[1], np.int64, len(count), count.offset * 8))
             except Exception:  # (made again by the merge stage, which says what is wrong)
-                made = None
-            got.prepared.set_result(made)
+                pass
+            finally:
+                got.prepared.set_result(made)
 
     def result(self) -> CountsRead | None:
         """What ``_read_own`` gave (None: the general reading reads the table)."""

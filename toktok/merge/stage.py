@@ -86,14 +86,16 @@ def laying_out(phase: PhaseConfig, vocab: Vocab, kernels: Kernels) -> Callable:
     """What the merge loop makes of ``phase``'s words before it starts, as one function
     ``(words, counts) -> laid out`` (an Arrow binary array and int64 counts in): segmented on top
     of ``vocab`` (the vocabulary so far) and laid out for :func:`budget` merges
-    (:func:`toktok.merge.learn.lay_out`), the ``kernels`` loaded first. The count stage has it
-    made as it reads a word-count table (``count.start``), in its reading thread, beside the
-    run file's opening; :func:`run` starts from it (``Counted.segmented``) when it is for the
-    words it merges. Example: ``laying_out(phase, Vocab.base(), Kernels(DEFAULT))(words, counts)``."""
+    (:func:`toktok.merge.learn.lay_out`), once the run has its ``kernels`` (``Kernels.warm_up``,
+    in the run's thread: None when they could not be had). The count stage has it made as it
+    reads a word-count table (``count.start``), in its reading thread, beside the run file's
+    opening; :func:`run` starts from it (``Counted.segmented``) when it is for the words it
+    merges. Example: ``laying_out(phase, Vocab.base(), Kernels(DEFAULT))(words, counts)``."""
     n, start = budget(phase, vocab), Vocab(vocab.tokens, [], vocab.pinned)
 
     def lay(words, counts):
-        kernels.warm_up()
+        if not kernels.ready():
+            return None
         return lay_out(words, counts, start, n)
 
     return lay
@@ -132,18 +134,24 @@ class Kernels:
         self.log, self.budgeted = log, budgeted
         self.built = False  # built ahead for this run (said once)
         self._done = False
-        self._lock = threading.Lock()  # (a word-count table's reading thread may ask too: laying_out)
+        self._tried = threading.Event()  # (set once warm_up ended, done or failed: ready)
 
     def warm_up(self) -> None:
-        """The kernels built ahead, once per run (:func:`warm_up`), said once; a second thread
-        asking meanwhile waits for them."""
+        """The kernels built ahead, once per run (:func:`warm_up`), said once."""
         if self._done:
             return
-        with self._lock:
-            if not self._done:
-                for p in self.patterns:
-                    self.built = warm_up(p, None if self.built else self.log, self.budgeted) or self.built
-                self._done = True
+        try:
+            for p in self.patterns:
+                self.built = warm_up(p, None if self.built else self.log, self.budgeted) or self.built
+            self._done = True
+        finally:
+            self._tried.set()
+
+    def ready(self) -> bool:
+        """Whether the kernels are there, once :meth:`warm_up` (which the run calls in its own
+        thread) has ended: for another thread that calls them (``laying_out``)."""
+        self._tried.wait()
+        return self._done
 
 
 def _literal(token: bytes) -> str:

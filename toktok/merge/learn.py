@@ -205,15 +205,17 @@ class LaidOut:
 
 
 def lay_out(words, counts: np.ndarray, vocab: Vocab, n_merges: int, *, reference: bool = False,
-            segmented: tuple | None = None) -> LaidOut:
+            segmented: tuple | None = None, threads: int | None = None) -> LaidOut:
     """Step 1 of ``learn_merges``: ``words`` (with their 64-bit ``counts``) segmented under
     ``vocab`` (``segmented``: their ``(ids, offsets)``, made already) and laid out for a loop of
-    up to ``n_merges`` merges. Its kernels must be loaded (``Kernels.warm_up``). The merge stage
-    has it made as a word-count table is read (:func:`toktok.merge.stage.laying_out`).
+    up to ``n_merges`` merges, segmenting in up to ``threads`` threads (None: one per core). Its
+    kernels must be loaded (``Kernels.warm_up``). The merge stage has it made as a word-count
+    table is read (:func:`toktok.merge.stage.laying_out`).
     Example: ``lay_out([b"abab"], np.array([3]), Vocab.base(False), 1).merges == 1``."""
     counts = np.asarray(counts, dtype=np.int64)
     t0 = time.perf_counter()
-    flat, offsets = segmented if segmented is not None else _segment_ids(words, vocab, reference=reference)
+    flat, offsets = segmented if segmented is not None else _segment_ids(words, vocab, reference=reference,
+                                                                         threads=threads)
     lens = np.diff(offsets)
     t_segment = time.perf_counter() - t0
     if counts.shape[0] != lens.shape[0]:

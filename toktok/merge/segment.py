@@ -531,11 +531,12 @@ def segment(words, vocab: Vocab, *, long_from: int = SEGMENT_LONG) -> tuple[np.n
     return flat.astype(np.int32, copy=False), offsets
 
 
-def _segment_ids(words, vocab: Vocab, *, long_from: int = SEGMENT_LONG, reference: bool = False
-                 ) -> tuple[np.ndarray, np.ndarray]:
+def _segment_ids(words, vocab: Vocab, *, long_from: int = SEGMENT_LONG, reference: bool = False,
+                 threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``segment``, except that under the 256 single bytes the ids are the words' bytes
-    themselves (uint8, no copy); ``reference``: see ``Segmenter``."""
-    return Segmenter(*_token_arrays(vocab, 0), long_from=long_from, reference=reference).ids(words, len(vocab.tokens))
+    themselves (uint8, no copy); ``reference``, ``threads``: see ``Segmenter``."""
+    return Segmenter(*_token_arrays(vocab, 0), long_from=long_from, reference=reference,
+                     threads=threads).ids(words, len(vocab.tokens))
 
 
 def tiktoken_bpe(tokens: list[bytes]):
@@ -576,9 +577,10 @@ class Segmenter:
     Example: ``Segmenter(*_token_arrays(v, 0))([b"00a"], 256)[0].tolist() == [48, 48, 97]``."""
 
     def __init__(self, tdata: np.ndarray, tstart: np.ndarray, tlen: np.ndarray, *, long_from: int = SEGMENT_LONG,
-                 reference: bool = False):
+                 reference: bool = False, threads: int | None = None):
         self.long_from = long_from
         self.reference = reference
+        self.threads = threads  # (at most; None: a thread per core)
         # (writable, as the merge loop's own tables: one compiled _segment and _token_table)
         self.tables = (tdata, tstart.astype(np.int64, copy=False), tlen.astype(np.int32, copy=False))
         self._lookup: tuple[np.ndarray, np.ndarray] | None = None  # every token's hash table, built once
@@ -616,7 +618,7 @@ class Segmenter:
         own, copied behind the run before and freed."""
         out = np.empty(int(off[-1] - off[0]), np.int32)
         lens = np.empty(off.shape[0] - 1, np.int64)
-        parts = min(_cores(), int(off[-1] - off[0]) // THREAD_BYTES, off.shape[0] - 1)
+        parts = min(self.threads or _cores(), int(off[-1] - off[0]) // THREAD_BYTES, off.shape[0] - 1)
         cuts = np.searchsorted(off, np.linspace(off[0], off[-1], parts + 1)[1:-1]).tolist() if parts > 1 else []
         cuts = sorted(set([0, *cuts, off.shape[0] - 1]))
         args = (*self.tables, n, self.long_from, *self._lookup)

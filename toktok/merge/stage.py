@@ -96,7 +96,8 @@ def laying_out(phase: PhaseConfig, vocab: Vocab, kernels: Kernels) -> Callable:
     def lay(words, counts):
         if not kernels.ready():
             return None
-        return lay_out(words, counts, start, n)
+        # (in one thread: the run's own opens the run file and makes the parity sample meanwhile)
+        return lay_out(words, counts, start, n, threads=1)
 
     return lay
 

@@ -205,17 +205,18 @@ class LaidOut:
 
 
 def lay_out(words, counts: np.ndarray, vocab: Vocab, n_merges: int, *, reference: bool = False,
-            segmented: tuple | None = None, threads: int | None = None) -> LaidOut:
+            segmented: list | None = None, threads: int | None = None) -> LaidOut:
     """Step 1 of ``learn_merges``: ``words`` (with their 64-bit ``counts``) segmented under
-    ``vocab`` (``segmented``: their ``(ids, offsets)``, made already) and laid out for a loop of
+    ``vocab`` (``segmented``: ``[(ids, offsets)]`` made already, taken out of the list so that
+    they are freed once laid out) and laid out for a loop of
     up to ``n_merges`` merges, segmenting in up to ``threads`` threads (None: one per core). Its
     kernels must be loaded (``Kernels.warm_up``). The merge stage has it made as a word-count
     table is read (:func:`toktok.merge.stage.laying_out`).
     Example: ``lay_out([b"abab"], np.array([3]), Vocab.base(False), 1).merges == 1``."""
     counts = np.asarray(counts, dtype=np.int64)
     t0 = time.perf_counter()
-    flat, offsets = segmented if segmented is not None else _segment_ids(words, vocab, reference=reference,
-                                                                         threads=threads)
+    flat, offsets = segmented.pop() if segmented else _segment_ids(words, vocab, reference=reference,
+                                                                   threads=threads)
     lens = np.diff(offsets)
     t_segment = time.perf_counter() - t0
     if counts.shape[0] != lens.shape[0]:
@@ -245,8 +246,9 @@ class _LoopRun:
         if isinstance(got, Future):  # (being laid out as its table was read)
             got = got.result()
         if not isinstance(got, LaidOut) or not got.fits(vocab, n_merges, counts.shape[0]):
-            got = lay_out(words, counts, vocab, n_merges, reference=reference,
-                          segmented=None if isinstance(got, LaidOut) else got)
+            ids = [got] if got is not None and not isinstance(got, LaidOut) else None
+            got = None  # (a layout made for other merges goes before this one is made)
+            got = lay_out(words, counts, vocab, n_merges, reference=reference, segmented=ids)
         self.times: dict[str, float] = dict(got.times)
         self.lens, self.P, self.ek, self.ev, self.tb = got.lens, got.P, got.ek, got.ev, got.tb
         self.n0, self.n_merges = len(vocab.tokens), got.merges

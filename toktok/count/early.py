@@ -37,8 +37,9 @@ class _Read:
     """One file's columns ``COLUMNS`` read in a thread of their own, with its Arrow schema."""
 
     def __init__(self, path: str) -> None:
-        self.path, self.got = path, None
+        self.path, self.got, self.read = path, None, None
         self.before = _identity(path)
+        self._read_done = threading.Event()  # (the table read, its rows not yet checked: peek)
         self._thread = threading.Thread(target=self._read, name="toktok-read-early", daemon=True)
         self._thread.start()
 
@@ -51,11 +52,15 @@ class _Read:
             if schema.names[:2] != list(COLUMNS) or schema.field(0).type != pa.binary() or \
                     schema.field(1).type != pa.int64():
                 return  # (not one of toktok's own: the general reading reads it)
-            # (two flat columns first: their leaves are columns 0 and 1)
-            table = reader.read_all(column_indices=[0, 1], use_threads=True)
+            # (two flat columns first: their leaves are columns 0 and 1), each in one piece
+            table = _whole(reader.read_all(column_indices=[0, 1], use_threads=True))
+            self.read = schema, table
+            self._read_done.set()
             self.got = schema, *facts(table)
         except Exception:  # (the reading that takes it says what is wrong, if anything)
             self.got = None
+        finally:
+            self._read_done.set()
 
     def result(self):
         self._thread.join()
@@ -86,10 +91,9 @@ def facts(table):
     None (the general reading checks it row by row and names what is wrong).
     Example: ``facts(pa.table({"word": [b"a", b"b"], "count": [2, 1]}))[1]["bytes"] == 3``."""
     import numpy as np
-    import pyarrow as pa
 
-    word, count = (c.chunk(0) if c.num_chunks == 1 else c.combine_chunks() for c in table.columns[:2])
-    table = pa.table([word, count], names=list(COLUMNS))
+    table = _whole(table)
+    word, count = (c.chunk(0) for c in table.columns)
     if not len(word) or word.null_count or count.null_count:
         return table, None
     counts = np.frombuffer(count.buffers()[1], np.int64, len(count), count.offset * 8)  # (no copy, no pandas)
@@ -102,6 +106,16 @@ def facts(table):
     if float(np.dot(lengths.astype(np.float64), counts.astype(np.float64))) >= 2.0 ** 62:
         return table, None  # (near what 64-bit counts hold: checked exactly, and said, by the general reading)
     return table, {"bytes": int(np.dot(lengths.astype(np.int64), counts)), "seal": digest(word)}
+
+
+def _whole(table):
+    """The table's first two columns (``COLUMNS``), each in one piece."""
+    import pyarrow as pa
+
+    if all(c.num_chunks == 1 for c in table.columns[:2]) and table.num_columns == 2:
+        return table
+    return pa.table([c.chunk(0) if c.num_chunks == 1 else c.combine_chunks() for c in table.columns[:2]],
+                    names=list(COLUMNS))
 
 
 def _increasing(word) -> bool:
@@ -145,6 +159,20 @@ def read_soon(path: str) -> None:
             _READING[_key(path)] = _Read(path)
 
 
+def peek(path: str):
+    """``(schema, table)`` of ``path`` as :func:`read_soon` reads it, as soon as it is read and
+    before its rows are checked (:func:`take` still takes it, checked), for work that may start
+    on it meanwhile and is dropped when the checks fail; None as for :func:`take`."""
+    with _LOCK:
+        reading = _READING.get(_key(path))
+    if reading is None:
+        return None
+    reading._read_done.wait()
+    if reading.read is None or reading.before is None or _identity(path) != reading.before:
+        return None
+    return reading.read
+
+
 def take(path: str):
     """``(schema, table, found)`` of ``path`` as :func:`read_soon` read it (``found``: what
     :func:`facts` found of its rows), once; None when it was not
@@ -160,4 +188,4 @@ def take(path: str):
     return got
 
 
-__all__ = ["digest", "facts", "read_soon", "take"]
+__all__ = ["digest", "facts", "peek", "read_soon", "take"]

@@ -38,7 +38,7 @@ import pyarrow as pa
 from ..errors import InputError
 from ..patterns import BY_NAME, DEFAULT, Pattern, same
 from .common import PARITY_CHARS, PARITY_DOCS, PARITY_SCHEMA
-from .early import digest, facts, take
+from .early import digest, facts, peek, take
 
 #: The Parquet metadata key of toktok's own tables (a JSON object).
 META_KEY = b"toktok"
@@ -99,9 +99,11 @@ class TableAhead:
     """A word-count table being read (:func:`_read_own`) in a thread of its own from now on: the
     pipeline starts it before it opens the run file (``count.start``), and :func:`read_counts`
     takes what it read (``ahead=``) when it reads that one file with those columns. ``prepare``:
-    what the merge stage makes of the words (``prepare(words, counts)``), made in that thread
-    after the reading, which does not wait for it: ``CountsRead.prepared`` is its future (its
-    result None when it fails: the merge stage makes it again and says what is wrong).
+    what the merge stage makes of the words (``prepare(words, counts)``), which the reading does
+    not wait for: ``CountsRead.prepared`` is its future (its result None when it fails: the merge
+    stage makes it again and says what is wrong). It starts on the file read since the command's
+    start as soon as that is read, in a thread of its own while its rows are checked
+    (``count.early.peek``), and is dropped if the checks fail; else once the table is read.
     Example: ``read_counts([path], ahead=TableAhead(path, DEFAULT, []))``."""
 
     def __init__(self, path: str, pattern: Pattern, specials, prepare=None) -> None:
@@ -115,27 +117,42 @@ class TableAhead:
         self._thread.start()
 
     def _read(self) -> None:
+        import threading
         from concurrent.futures import Future
 
+        laying, words = None, None
+        if self.prepare is not None:
+            read = peek(self.path)  # (the file read since the command's start, its rows being checked)
+            if read is not None and _own(self.path, read[0], self.pattern, self.specials) is not None:
+                laying, words = Future(), read[1].column(0).chunk(0)
+                threading.Thread(target=self._lay, args=(read[1], laying), name="toktok-lay-out", daemon=True).start()
         try:
             got = _read_own(self.path, self.pattern, self.specials)
             if got is not None and self.prepare is not None:
-                got.prepared = Future()
+                if laying is None or not _same(got.words.column(0).chunk(0), words):
+                    laying = Future()  # (laid out here, once read)
+                else:
+                    got.prepared, laying = laying, None
             self._got = got
         except BaseException as e:  # raised by result(), in the run's thread
             self._error = e
             return
         finally:
             self._read_done.set()
-        if got is not None and got.prepared is not None:
-            word, count = (c.chunk(0) for c in got.words.columns)  # (_read_own's: one chunk each)
-            made = None
-            try:
-                made = self.prepare(word, np.frombuffer(count.buffers()[1], np.int64, len(count), count.offset * 8))
-            except Exception:  # (made again by the merge stage, which says what is wrong)
-                pass
-            finally:
-                got.prepared.set_result(made)
+        if got is not None and laying is not None:
+            got.prepared = laying
+            self._lay(got.words, laying)
+
+    def _lay(self, table: pa.Table, laying) -> None:
+        """``prepare`` of the table's words and counts, its result (None when it fails) to ``laying``."""
+        made = None
+        try:
+            word, count = (c.chunk(0) for c in table.columns[:2])  # (each in one piece)
+            made = self.prepare(word, np.frombuffer(count.buffers()[1], np.int64, len(count), count.offset * 8))
+        except Exception:  # (made again by the merge stage, which says what is wrong)
+            pass
+        finally:
+            laying.set_result(made)
 
     def result(self) -> CountsRead | None:
         """What ``_read_own`` gave (None: the general reading reads the table)."""
@@ -143,6 +160,13 @@ class TableAhead:
         if self._error is not None:
             raise self._error
         return self._got
+
+
+def _same(a: pa.Array, b: pa.Array) -> bool:
+    """Whether two Arrow binary arrays are the same words in the same memory (a view of one buffer)."""
+    return len(a) == len(b) and a.offset == b.offset and \
+        all(x is None and y is None or x is not None and y is not None and x.address == y.address and x.size == y.size
+            for x, y in zip(a.buffers(), b.buffers()))
 
 
 def read_counts(paths: list[str], *, pattern: Pattern = DEFAULT, specials: list[str] | tuple = (),
@@ -222,17 +246,8 @@ def _read_own(path: str, pattern: Pattern, specials) -> CountsRead | None:
         schema = pf.schema_arrow
     else:
         schema = early[0]
-    meta = (schema.metadata or {}).get(META_KEY)
-    if meta is None or schema.names[:2] != [WORD_COLUMN, COUNT_COLUMN] or schema.field(0).type != pa.binary() \
-            or schema.field(1).type != pa.int64():
-        return None
-    try:
-        own = _recorded(path, meta)
-    except InputError:
-        return None  # (said by the general reading)
-    recorded = own.get("pattern")
-    if recorded is None or not same(Pattern.from_dict(recorded), pattern) or \
-            not set(specials) <= set(own.get("special_tokens") or []):
+    own = _own(path, schema, pattern, specials)
+    if own is None:
         return None
     if early is None:
         try:
@@ -247,6 +262,24 @@ def _read_own(path: str, pattern: Pattern, specials) -> CountsRead | None:
         return None  # (edited since toktok wrote it, its metadata kept: its words are checked)
     used = {path: {"rows": t.num_rows, "words": t.num_rows, "bytes": found["bytes"]}}
     return CountsRead(pa.table(t.columns, schema=COUNTS_SCHEMA), [path], used)
+
+
+def _own(path: str, schema: pa.Schema, pattern: Pattern, specials) -> dict | None:
+    """The toktok metadata of a table whose ``schema`` is as ``toktok count`` writes it, with the
+    run's ``pattern`` and at least its ``specials`` recorded; else None (the general reading)."""
+    meta = (schema.metadata or {}).get(META_KEY)
+    if meta is None or schema.names[:2] != [WORD_COLUMN, COUNT_COLUMN] or schema.field(0).type != pa.binary() \
+            or schema.field(1).type != pa.int64():
+        return None
+    try:
+        own = _recorded(path, meta)
+    except InputError:
+        return None  # (said by the general reading)
+    recorded = own.get("pattern")
+    if recorded is None or not same(Pattern.from_dict(recorded), pattern) or \
+            not set(specials) <= set(own.get("special_tokens") or []):
+        return None
+    return own
 
 
 def _shown(word: bytes) -> str:

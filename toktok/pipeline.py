@@ -127,6 +127,7 @@ class _Run:
     fingerprints: list[list[list]] = field(default_factory=list)
     started: Any = None  # the first phase's first file, being read since step 1 (count.start)
     hf: verify.HFSide | None = None  # HF tokenizers' half of the verification, loading since the export
+    ahead: export.Ahead | None = None  # tokenizer.json built beside the last merge loop, for the export
     curve_ahead: insight.Ahead | None = None  # the insight step's curve pieces, cut beside the last merge loop
     flushing: _Beside | None = None  # steps 6-7 and the run file's WAL written into it, beside 5 and 8
     kept: count.Kept | None = None  # the texts a phase read, kept for a later one that takes its sample
@@ -347,9 +348,12 @@ def _phase(run: _Run, phase: PhaseConfig, sources: list[count.Source], fp: list,
         tokens = len(run.vocab.tokens) + min(merge.budget(phase, run.vocab), merge.most_merges(counted.words))
         run.hf = verify.start(run.staging.path, tokens, budgeted=run.plan is not None)
         report = _cutting_ahead(run, (phase.name, counted.words, counted.counts)) if run.plan is None else report
+        if run.hf is not None:  # (and so no budget) tokenizer.json built beside the loop, loading as it ends
+            run.ahead = export.ahead(run.vocab, run.staging.path, cfg=cfg, hf=run.hf, pattern=run.pattern,
+                                     final=lambda v: start.reserve(v, cfg).vocab)
     merged = merge.run(phase, counted, run.vocab, cfg=cfg, fp=fp, journal=journal, first_merge=run.merge_index,
                        replay=got is not None, small=run.small, tiny=run.tiny, kernels=run.kernels,
-                       report=report, say=run.say)
+                       report=report, say=run.say, learned=run.ahead and run.ahead.add)
     run.warnings += merged.warnings
     run.add_merged(phase.name, merged.new_tokens, merged.merges)
     run.times["count"] += merged.summary.seconds["count"]
@@ -462,10 +466,10 @@ def _export(run: _Run) -> None:
     try:
         out = export.write(run.vocab, run.staging.path, cfg=run.cfg, store=side, pattern=run.pattern,
                            base=run.base, chat_template=run.chat_template, hf=run.hf, budgeted=run.plan is not None,
-                           report=run.report)
+                           report=run.report, ahead=run.ahead)
     finally:
         side.con.close()
-    run.hf, run.tiktoken_written, run.special_ids = out.hf, out.tiktoken, out.specials
+    run.hf, run.tiktoken_written, run.special_ids, run.ahead = out.hf, out.tiktoken, out.specials, None
     run.times["export"] = time.perf_counter() - t0
 
 

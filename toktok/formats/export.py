@@ -4,7 +4,8 @@
 (:mod:`.tiktoken`) and, where special ids are away from toktoktok's convention, the special
 tokens beside it (:mod:`.specials`); ``chat_text`` reads a run's chat template before any work and
 ``compile_kernels`` is what a cold run compiles beside the merge loop's (:mod:`.spell`); a
-``--ladder``'s smaller tokenizers are written by ``write_ladder`` (:mod:`.ladder`).
+``--ladder``'s smaller tokenizers are written by ``write_ladder`` (:mod:`.ladder`); ``ahead``
+builds tokenizer.json beside the last merge loop, for ``write`` (:mod:`.ahead`).
 Example: ``export.write(vocab, staging, cfg=spec, store=store)`` (the pipeline's step 5).
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..added import added_flags
 from ..rundir import no_room, special_tokens_file
 from ..verify import HFSide, open_hf, worth_a_process
+from .ahead import Ahead
 from .chat import check_specials as check_chat_specials, resolve as chat_template, unknown_specials
 from .common import HF_CONFIG_FILE, HF_FILE, HF_SPECIAL_MAP_FILE, synced, write_atomic
 from .hf import write_hf
@@ -30,7 +32,18 @@ if TYPE_CHECKING:
     from ..vocab import Vocab
     from ..warmstart import Base
 
-__all__ = ["Exported", "Ladder", "chat_text", "write", "write_ladder"]
+__all__ = ["Ahead", "Exported", "Ladder", "ahead", "chat_text", "write", "write_ladder"]
+
+
+def ahead(vocab: Vocab, folder: Path, *, cfg: RunSpec, hf: HFSide, pattern: Pattern | None = None,
+          final: Callable[[Vocab], Vocab] = lambda v: v) -> Ahead:
+    """The staging ``folder``'s tokenizer.json built beside the last phase's merge loop, which
+    starts from ``vocab`` (the vocabulary so far): its ``add`` takes the new tokens as the loop
+    learns them (``merge.run``'s ``learned``), and it is written, and loading in ``hf`` (HF's half
+    of the check, started beside the loop: ``verify.start``), once the loop ends; ``final``: the
+    vocabulary the export is given of the loop's (the reserved special tokens added). ``write``
+    takes it (``ahead=``). Example: ``a = ahead(vocab, staging, cfg=spec, hf=hf)``."""
+    return Ahead(folder / HF_FILE, vocab, hf=hf, pattern=pattern, added=added_flags(cfg.special_tokens), final=final)
 
 
 def chat_text(given: str, specials: list[str], where: str, warnings: list[str] | None = None) -> str:
@@ -58,7 +71,8 @@ class Exported(NamedTuple):
 
 def write(vocab: Vocab, folder: Path, *, cfg: RunSpec, store: RunStore, pattern: Pattern | None = None,
           base: Base | None = None, chat_template: str | None = None, hf: HFSide | None = None,
-          budgeted: bool = False, report: Callable[[str, int, int | None], None] | None = None) -> Exported:
+          budgeted: bool = False, report: Callable[[str, int, int | None], None] | None = None,
+          ahead: Ahead | None = None) -> Exported:
     """The export stage's entry (the pipeline's step 5): ``vocab`` (the vocabulary after the last
     phase, checked) as tokenizer files in the staging ``folder``, as ``cfg`` names them (roles,
     added-token flags, ``tiktoken_name``), pre-tokenized by ``pattern``, with ``chat_template``
@@ -67,7 +81,9 @@ def write(vocab: Vocab, folder: Path, *, cfg: RunSpec, store: RunStore, pattern:
     opened now, in a second process when it is large and the run has no memory budget,
     ``budgeted``), then the .tiktoken (special ids away from toktoktok's convention, a warm-start
     ``base``'s kept ones, are declared beside it); how the special ids were placed goes to the
-    run file (``store``: meta "specials"). OutputError when the disk is full or read-only.
+    run file (``store``: meta "specials"); ``ahead``: tokenizer.json built beside the merge loop
+    (:func:`ahead`, with ``hf``), written already when it is this vocabulary's. OutputError when
+    the disk is full or read-only.
     Example: ``write(vocab, staging, cfg=spec, store=store).specials["rule"]``."""
     report = report or (lambda stage, done, total: None)
     added = added_flags(cfg.special_tokens)  # {special: added-token flags} where they differ
@@ -78,10 +94,15 @@ def write(vocab: Vocab, folder: Path, *, cfg: RunSpec, store: RunStore, pattern:
     if hf is None:
         hf = open_hf(folder / HF_FILE, process=not budgeted and worth_a_process(len(vocab.tokens)))
     vocab.check()
+    built = ahead is not None and ahead.wrote(vocab)  # (and HF's half loading it)
+    if ahead is not None and ahead.loading and not built:  # another file loading: a new HF side
+        hf.close()
+        hf = open_hf(folder / HF_FILE, process=not budgeted and worth_a_process(len(vocab.tokens)))
     try:
         write_hf(vocab, folder, roles=cfg.roles, check=False, pattern=pattern, added=added,
-                 chat_template=chat_template, sync=False)
-        hf.load()  # (from the page cache: forced to disk next, as HF reads it)
+                 chat_template=chat_template, sync=False, tokenizer_json=not built)
+        if not built:
+            hf.load()  # (from the page cache: forced to disk next, as HF reads it)
         synced(folder / HF_FILE, folder / HF_CONFIG_FILE, folder / HF_SPECIAL_MAP_FILE)
         report("export", 1, 3)
         text = tiktoken_text(vocab)

@@ -14,7 +14,7 @@ import json
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..added import FLAGS
 from ..errors import ConfigError, OutputError, VocabError
@@ -24,6 +24,7 @@ from .common import HF_CONFIG_FILE, HF_FILE, HF_SPECIAL_MAP_FILE, checked_vocab,
 from .splits import _split_merges
 
 if TYPE_CHECKING:  # heavy imports stay lazy: the CLI must start fast
+    import numpy as np
     import tokenizers
 
 
@@ -120,15 +121,16 @@ def _quoted_names(tokens: list[bytes]):
     return out.tobytes(), name_len
 
 
-def _decimals(n: int):
-    """The numbers 0..n-1 in decimal, concatenated, and the length of each: a column of digits
-    at a time (a Python string per number took 8 ms of 65,536).
+def _decimals(n: int, first: int = 0):
+    """The numbers ``first``..n-1 in decimal, concatenated, and the length of each: a column of
+    digits at a time (a Python string per number took 8 ms of 65,536).
     Example: ``_decimals(12) == (b"01234567891011", array([1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2]))``."""
     import numpy as np
 
-    x = np.arange(n, dtype=np.int64)
+    top, x = max(n - 1, 0), np.arange(first, n, dtype=np.int64)
+    n = len(x)
     width = np.ones(n, np.int64)
-    for bound in (10 ** k for k in range(1, len(str(max(n - 1, 0))))):
+    for bound in (10 ** k for k in range(1, len(str(top)))):
         width += x >= bound
     ends = np.cumsum(width)
     out = np.empty(int(ends[-1]) if n else 0, np.uint8)
@@ -162,10 +164,21 @@ def hf_tokenizer_json(vocab: Vocab, pattern: Pattern = DEFAULT, *, added: dict[s
     docstring for the recipe); ``added``: ``{special: flags}`` of the specials whose added-token
     flags differ from the defaults.
 
-    Deterministic: the same vocabulary and pattern always give the same bytes.
+    Deterministic: the same vocabulary and pattern always give the same bytes (built ahead, token
+    by token beside the merge loop, too: :mod:`.ahead`, from the same parts).
     Example: ``json.loads(hf_tokenizer_json(Vocab.base()))["model"]["type"] == "BPE"``.
     """
-    # Phase 1: the small parts, laid out by json with a fixed key order.
+    # vocab and merges, one entry per line; json's indent mode is pure Python and far too slow
+    # for a million merges, so these lines are spelled by a kernel (``spell.lines``) from a pool
+    # of the names (escaped as json does) and the ids
+    names = _names(vocab.tokens, vocab.pinned)
+    return _spliced(_head(vocab, pattern, added), _vocab_lines(names),
+                    _merge_lines(names, _split_merges(vocab.tokens, vocab.pinned)))
+
+
+def _head(vocab: Vocab, pattern: Pattern = DEFAULT, added: dict[str, dict] | None = None) -> tuple[bytes, bytes, bytes]:
+    """tokenizer.json's small parts, laid out by json with a fixed key order, as the text before
+    the model's vocab, between it and the merges, and after them (to the end of the file)."""
     skeleton = {
         "version": "1.0",
         "truncation": None,
@@ -196,40 +209,82 @@ def hf_tokenizer_json(vocab: Vocab, pattern: Pattern = DEFAULT, *, added: dict[s
         },
     }
     head = json.dumps(skeleton, ensure_ascii=False, indent=2)
-
-    # Phase 2: vocab and merges, one entry per line; json's indent mode is pure Python and far
-    # too slow for a million merges, so these lines are spelled by a kernel (``spell.lines``)
-    # from a pool of the names (escaped as json does) and the ids: entry i of the pool is token
-    # i's name, entry n + i its id.
-    # A pinned special sits in the model's vocab under its own text (as HF's BpeTrainer puts
-    # its specials), so that HF keeps its id; no merge makes or uses it.
-    import numpy as np
-
-    from .spell import lines
-
-    n = len(vocab.tokens)
-    names, name_len = _quoted_names(vocab.tokens)
-    name_at = np.cumsum(name_len) - name_len
-    pinned = [_quote(s).encode("utf-8") for s in vocab.pinned.values()]
-    for i, q in zip(vocab.pinned, pinned):  # spelled after the other names
-        name_at[i], name_len[i] = len(names), len(q)
-        names += q
-    ids, id_len = _decimals(n)
-    id_at = np.cumsum(id_len) - id_len + len(names)
-    table = (names + ids, np.concatenate([name_at, id_at]), np.concatenate([name_len, id_len]))
-    vocab_rows = np.arange(n, dtype=np.int32)[:, None] + np.array([0, n], np.int32)
-    vocab_body = lines(*table, vocab_rows, [b"      ", 0, b": ", 1], b",\n")
-    merges = _split_merges(vocab.tokens, vocab.pinned)
-    merges_body = lines(*table, merges, [b"      [", 0, b", ", 1, b"]"], b",\n")
-    vocab_text = b"{\n" + vocab_body + b"\n    }" if vocab.tokens else b"{}"
-    merges_text = b"[\n" + merges_body + b"\n    ]" if merges_body else b"[]"
-
-    # Phase 3: splice. A special token could spell a placeholder too, but those sit in
-    # added_tokens, earlier in the document: the last occurrences are always the model's.
+    # A special token could spell a placeholder too, but those sit in added_tokens, earlier in
+    # the document: the last occurrences are always the model's.
     before, _, after = head.rpartition('"@MERGES@"')
     before_v, _, between = before.rpartition('"@VOCAB@"')
-    return b"".join([before_v.encode("utf-8"), vocab_text, between.encode("utf-8"), merges_text,
-                     after.encode("utf-8"), b"\n"])
+    return before_v.encode("utf-8"), between.encode("utf-8"), after.encode("utf-8") + b"\n"
+
+
+class _Names(NamedTuple):
+    """Tokens' names as tokenizer.json spells them (JSON strings: the ByteLevel spelling, a pinned
+    special's own text), in one pool, with their ids in decimal after them: entry k of the pool
+    (``at[k]``, ``length[k]``) is token ``first + k``'s name, entry ``n + k`` its id."""
+
+    pool: bytes
+    at: np.ndarray
+    length: np.ndarray
+    first: int  # the id of the first name
+    n: int  # names
+
+    @staticmethod
+    def join(parts: list[_Names]) -> _Names:
+        """Consecutive parts (ids in order) as one; the ids' entries are dropped (only the merges
+        are spelled from the whole)."""
+        import numpy as np
+
+        at, shift = [], 0
+        for p in parts:
+            at.append(p.at[:p.n] + shift)
+            shift += len(p.pool)
+        return _Names(b"".join(p.pool for p in parts), np.concatenate(at), np.concatenate([p.length[:p.n] for p in parts]),
+                      parts[0].first, sum(p.n for p in parts))
+
+
+def _names(tokens: list[bytes], pinned: dict[int, str], first: int = 0) -> _Names:
+    """The names and ids of ``tokens``, ids ``first`` on (``pinned``: ``{id: special}`` of the
+    whole vocabulary; a pinned special sits in the model's vocab under its own text, as HF's
+    BpeTrainer puts its specials, so that HF keeps its id; no merge makes or uses it)."""
+    import numpy as np
+
+    n = len(tokens)
+    names, name_len = _quoted_names(tokens) if n else (b"", np.zeros(0, np.int64))
+    name_at = np.cumsum(name_len) - name_len
+    for i, s in pinned.items():  # spelled after the other names
+        if first <= i < first + n:
+            q = _quote(s).encode("utf-8")
+            name_at[i - first], name_len[i - first] = len(names), len(q)
+            names += q
+    ids, id_len = _decimals(first + n, first)
+    id_at = np.cumsum(id_len) - id_len + len(names)
+    return _Names(names + ids, np.concatenate([name_at, id_at]), np.concatenate([name_len, id_len]), first, n)
+
+
+def _vocab_lines(names: _Names, compiled: bool = False) -> bytes:
+    """The model's vocab lines (``"name": id``, joined by ",\n") of the tokens in ``names``
+    (``compiled``: by the kernel, however few: ``spell._spelled``)."""
+    import numpy as np
+
+    from .spell import _spelled, lines
+
+    rows = np.arange(names.n, dtype=np.int32)[:, None] + np.array([0, names.n], np.int32)
+    return (_spelled if compiled else lines)(names.pool, names.at, names.length, rows, [b"      ", 0, b": ", 1], b",\n")
+
+
+def _merge_lines(names: _Names, merges) -> bytes:
+    """The model's merge lines (``["left", "right"]``, joined by ",\n") of rows (left id, right id),
+    ``names`` those of every token."""
+    from .spell import lines
+
+    return lines(names.pool, names.at, names.length, merges, [b"      [", 0, b", ", 1, b"]"], b",\n")
+
+
+def _spliced(head: tuple[bytes, bytes, bytes], vocab_body: bytes, merges_body: bytes) -> bytes:
+    """tokenizer.json from its head (``_head``) and the model's vocab and merge lines."""
+    before, between, after = head
+    vocab_text = b"{\n" + vocab_body + b"\n    }" if vocab_body else b"{}"
+    merges_text = b"[\n" + merges_body + b"\n    ]" if merges_body else b"[]"
+    return b"".join([before, vocab_text, between, merges_text, after])
 
 
 def hf_config_files(vocab: Vocab, roles: dict[str, str] | None = None, *, added: dict[str, dict] | None = None,
@@ -278,11 +333,12 @@ def hf_config_files(vocab: Vocab, roles: dict[str, str] | None = None, *, added:
 
 def write_hf(vocab: Vocab, out_dir: str | os.PathLike, *, roles: dict[str, str] | None = None,
              check: bool = True, pattern: Pattern = DEFAULT, added: dict[str, dict] | None = None,
-             chat_template: str | None = None, sync: bool = True) -> Path:
+             chat_template: str | None = None, sync: bool = True, tokenizer_json: bool = True) -> Path:
     """Write ``tokenizer.json``, ``tokenizer_config.json`` and ``special_tokens_map.json`` into ``out_dir``
     (``roles``, ``added``, ``chat_template``: see ``hf_config_files``; ``check=False``: the caller
     has run ``vocab.check()``; ``pattern``: the pre-tokenizer, whose HF form the Split gets;
-    ``sync=False``: the files are not forced to disk, :func:`~.common.write_atomic`).
+    ``sync=False``: the files are not forced to disk, :func:`~.common.write_atomic`;
+    ``tokenizer_json=False``: the transformers files only, tokenizer.json is written: built ahead).
 
     The folder loads with ``tokenizers.Tokenizer.from_file`` and
     ``transformers.PreTrainedTokenizerFast.from_pretrained`` and gives tiktoken's ids.
@@ -295,7 +351,8 @@ def write_hf(vocab: Vocab, out_dir: str | os.PathLike, *, roles: dict[str, str] 
         raise OutputError(f"{out}: cannot create folder ({e.strerror or e})") from None
     vocab = (checked_vocab(vocab) if check else vocab).settled()
     config, special_map = hf_config_files(vocab, roles, added=added, chat_template=chat_template)
-    write_atomic(out / HF_FILE, hf_tokenizer_json(vocab, pattern, added=added), sync=sync)
+    if tokenizer_json:
+        write_atomic(out / HF_FILE, hf_tokenizer_json(vocab, pattern, added=added), sync=sync)
     write_atomic(out / HF_CONFIG_FILE, config, sync=sync)
     write_atomic(out / HF_SPECIAL_MAP_FILE, special_map, sync=sync)
     return out

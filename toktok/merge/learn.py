@@ -76,6 +76,7 @@ def learn_merges(
     min_frequency: int | None = None,
     last: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], None] | None = None,
     segmented: list | None = None,
+    learned: Callable[[np.ndarray, np.ndarray, np.ndarray, bool], None] | None = None,
 ) -> MergeResult:
     """Learn up to ``n_merges`` new tokens on ``words`` (with 64-bit ``counts``) on top of ``vocab``.
 
@@ -97,7 +98,10 @@ def learn_merges(
     and the merges come from the others); ``min_frequency``: stop when the best pair's count is
     below it (``stopped_at``). ``segmented``: ``[(ids, offsets)]``, the words' segmentation under
     ``vocab`` made already (the memory budget's cut, :func:`toktok.budget.fit_words`), taken out of
-    the list so that it is freed once laid out.
+    the list so that it is freed once laid out. ``learned(left, right, reused, last)``: the merges
+    as the loop publishes them, from the calling thread (every ``LEARNED_EVERY`` s while a loop
+    in a thread runs, then the rest with ``last`` True; views of the records, read during the
+    call): what the export builds ahead from (the other loops never call it).
     Example: ``learn_merges([b"abab"], np.array([3]), Vocab.base(False), 1).vocab.tokens[256] == b"ab"``.
     The words may come laid out already, ``segmented=[LaidOut]`` (:func:`lay_out`, made as they
     were read, or its ``Future``: used when made for this vocabulary and number of merges, else
@@ -133,9 +137,11 @@ def learn_merges(
 
         run.loop(after_step, max(1, int(step)))
     else:
-        _in_thread(run, progress, checkpoint, every)
+        _in_thread(run, progress, checkpoint, every, learned)
     if run.err is not None:
         raise run.err
+    if learned is not None and not (checkpoint is not None and every <= 0):
+        run.tell(learned, last=True)
 
     return _result(run, vocab, n_merges, last or checkpoint, t0)
 
@@ -166,15 +172,23 @@ def _result(run: "_LoopRun", vocab: Vocab, n_merges: int, checkpoint, t0: float)
                        stats=stats, times=run.times)
 
 
-def _in_thread(run: "_LoopRun", progress, checkpoint, every: float) -> None:
-    """``run.loop`` in a thread, reporting progress and checkpoints from this one meanwhile."""
+#: Seconds between the calls of ``learn_merges``' ``learned`` while the loop runs.
+LEARNED_EVERY = 0.02
+
+
+def _in_thread(run: "_LoopRun", progress, checkpoint, every: float, learned=None) -> None:
+    """``run.loop`` in a thread, reporting progress, checkpoints and the merges learned
+    (``learned``) from this one meanwhile."""
     th = threading.Thread(target=run.loop, name="toktok-merge", daemon=True)
     th.start()
     t_last = time.monotonic()
+    poll = 0.1 if learned is None else LEARNED_EVERY
     while th.is_alive():
-        th.join(0.1 if checkpoint is None else min(0.1, every))
+        th.join(poll if checkpoint is None else min(poll, every))
         if progress is not None:
             progress(int(run.stats[5]))
+        if learned is not None and th.is_alive():
+            run.tell(learned)
         if checkpoint is not None and th.is_alive() and time.monotonic() - t_last >= every:
             run.emit(checkpoint)
             t_last = time.monotonic()
@@ -262,6 +276,7 @@ class _LoopRun:
         # reused merges spend no budget: the arrays are grown (and the loop resumed) if needed
         self.rec = _records(tuning.records if tuning.records is not None else self.n_merges + 1024)
         self.last = 0  # records checkpointed so far
+        self.told = 0  # records told to ``learned`` so far (``tell``)
         self.limits: tuple[int | None, int | None] = (None, None)  # max_token_length, min_frequency
         self.out: tuple | None = None
         self.err: BaseException | None = None
@@ -272,6 +287,15 @@ class _LoopRun:
         if k > self.last:
             checkpoint(*(r[self.last : k].copy() for r in self.rec))
             self.last = k
+
+    def tell(self, learned, last: bool = False) -> None:
+        """``learned(left, right, reused, last)`` with the records written since its last call
+        (views, in the calling thread)."""
+        k = int(self.stats[0])  # rows below k are written; read k before the arrays
+        if k > self.told or last:
+            rec = self.rec
+            learned(rec[0][self.told:k], rec[1][self.told:k], rec[4][self.told:k], last)
+            self.told = k
 
     def loop(self, after_step: Callable[[], None] | None = None, step: int | None = None) -> None:
         """The loop, ``step`` new tokens per call of ``_loop`` (``after_step`` after each); sets

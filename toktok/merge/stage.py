@@ -209,6 +209,21 @@ class _MergeLog:
         return table
 
 
+class _Learned:
+    """``learn_merges``' ``learned``: the loop's records as new tokens' bytes, to ``tell``."""
+
+    def __init__(self, tokens: list[bytes], tell: Callable[[list[bytes], bool], None]) -> None:
+        self.toks, self.tell = list(tokens), tell
+
+    def __call__(self, left, right, reused, last: bool) -> None:
+        toks = self.toks
+        n, new = len(toks), toks.append
+        for lt, rt, r in zip(left.tolist(), right.tolist(), reused.tolist()):
+            if not r:
+                new(toks[lt] + toks[rt])
+        self.tell(toks[n:], last)
+
+
 class Merged(NamedTuple):
     """What the merge stage learned of a phase: its new tokens (ids in order after the vocabulary
     it started from), the merges that learned them (``merges``, those that reused a token
@@ -224,7 +239,8 @@ class Merged(NamedTuple):
 def run(phase: PhaseConfig, counted: Counted, vocab: Vocab, *, cfg: RunSpec, fp: list, journal: Journal,
         first_merge: int = 0, replay: bool = False, small: bool = False, tiny: bool = False,
         kernels: Kernels | None = None, report: Progress | None = None,
-        say: Callable[[str], None] | None = None) -> Merged:
+        say: Callable[[str], None] | None = None,
+        learned: Callable[[list[bytes], bool], None] | None = None) -> Merged:
     """The merge stage's entry (the pipeline's step 4): ``phase``'s merges on top of ``vocab``, the
     vocabulary so far (its specials are not merged; ``first_merge``: the number its first merge
     gets, the merges of the phases before it), with ``cfg``'s ``max_token_length`` and
@@ -238,7 +254,10 @@ def run(phase: PhaseConfig, counted: Counted, vocab: Vocab, *, cfg: RunSpec, fp:
     With ``replay`` (``--resume`` from the phase's "counted" checkpoint) the loop runs again from
     the word table and must agree with the merges the interrupted run stored. ``small``/``tiny``:
     the run counts and segments with the references / merges without a compiled kernel when it
-    can (``kernels`` builds them when it cannot). Returns what it learned (:class:`Merged`).
+    can (``kernels`` builds them when it cannot). ``learned(tokens, last)``: the new tokens' bytes
+    as the loop learns them (ids in order after ``vocab``'s; ``last``: it ended with these), for
+    the export built ahead (:class:`toktok.formats.ahead.Ahead`); a loop that does not say them as
+    it goes (a small run's) says none. Returns what it learned (:class:`Merged`).
     Example: ``merged = run(phase, counted, vocab, cfg=spec, fp=fp, journal=j, tiny=True)``."""
     store, where, tag = journal.store, cfg.where(phase), cfg.tag(phase)
     report = report or (lambda stage, done, total: None)
@@ -266,7 +285,8 @@ def run(phase: PhaseConfig, counted: Counted, vocab: Vocab, *, cfg: RunSpec, fp:
     res = learn_merges(words, counts, start, n, progress=lambda k: report("merge" + tag, k, shown),
                        checkpoint=log, last=log.last, every=marks.every, step=marks.step,
                        reference=small, ready=journal.before_loop, segmented=segmented,
-                       python=python, max_token_length=cfg.max_token_length, min_frequency=cfg.min_frequency)
+                       python=python, max_token_length=cfg.max_token_length, min_frequency=cfg.min_frequency,
+                       learned=None if learned is None else _Learned(vocab.tokens, learned))
     # a corpus that allows fewer merges than asked ends the stage here (else its line waited for
     # the run's end, its time counting the stages after it)
     report("merge" + tag, res.new_tokens, res.new_tokens)

@@ -32,8 +32,9 @@ stored on a second connection while the words are laid out for the merge loop (w
 the loop's tables are allocated: DuckDB's write never adds to them; a short count's "counted" one
 is stored with the "merged" one instead: ``Journal.counted``), and while the export runs
 (``resume.Pending``, waited for by ``Journal.settle``; in line under a memory budget); a large
-tokenizer.json loads into HF tokenizers in a second process from the export on, started beside
-the last merge loop (``verify.start``; in this process under a memory budget), while the insight
+tokenizer.json loads into HF tokenizers in a second process started beside the last merge loop
+(``verify.start``; in this process under a memory budget) as soon as the loop ends, built from
+the tokens the loop learns as it learns them (``export.ahead``, handed to step 5), while the insight
 step and tiktoken's half of the verification run, and a smaller one, loaded in this process,
 encodes the check's texts in a thread meanwhile (``verify.begin``); the compression curve's
 documents are cut into pieces, the last phase's most frequent words found and the run file's

@@ -99,9 +99,7 @@ def learn_merges(
     below it (``stopped_at``). ``segmented``: ``[(ids, offsets)]``, the words' segmentation under
     ``vocab`` made already (the memory budget's cut, :func:`toktok.budget.fit_words`), taken out of
     the list so that it is freed once laid out. ``learned(left, right, reused, last)``: the merges
-    as the loop publishes them, from the calling thread (every ``LEARNED_EVERY`` s while a loop
-    in a thread runs, then the rest with ``last`` True; views of the records, read during the
-    call): what the export builds ahead from (the other loops never call it).
+    as a loop in a thread publishes them (views, every ``LEARNED_EVERY`` s, the rest ``last``).
     Example: ``learn_merges([b"abab"], np.array([3]), Vocab.base(False), 1).vocab.tokens[256] == b"ab"``.
     The words may come laid out already, ``segmented=[LaidOut]`` (:func:`lay_out`, made as they
     were read, or its ``Future``: used when made for this vocabulary and number of merges, else
@@ -140,8 +138,6 @@ def learn_merges(
         _in_thread(run, progress, checkpoint, every, learned)
     if run.err is not None:
         raise run.err
-    if learned is not None and not (checkpoint is not None and every <= 0):
-        run.tell(learned, last=True)
 
     return _result(run, vocab, n_merges, last or checkpoint, t0)
 
@@ -192,6 +188,8 @@ def _in_thread(run: "_LoopRun", progress, checkpoint, every: float, learned=None
         if checkpoint is not None and th.is_alive() and time.monotonic() - t_last >= every:
             run.emit(checkpoint)
             t_last = time.monotonic()
+    if learned is not None and run.err is None:
+        run.tell(learned, last=True)
 
 
 @dataclass

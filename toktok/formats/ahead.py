@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from ..patterns import DEFAULT
 from ..vocab import Vocab
 from .common import write_atomic
-from .hf import _head, _merge_lines, _Names, _names, _spliced, _vocab_lines
+from .hf import _head, _merge_lines, _Names, _names, _vocab_lines
 from .splits import _split_merges
 
 if TYPE_CHECKING:
@@ -97,9 +97,11 @@ class Ahead:
             raise ValueError("not the vocabulary built ahead")
         self._build(vocab.tokens)
         names = _Names.join(self._names)
-        body = b",\n".join(x for x in self._lines if x)
         merges = _merge_lines(names, _split_merges(vocab.tokens, vocab.pinned))
-        data = _spliced(_head(vocab, self.pattern or DEFAULT, self.added), body, merges)
+        before, between, after = _head(vocab, self.pattern or DEFAULT, self.added)
+        body = [x for line in self._lines if line for x in (b",\n", line)][1:]  # (written as parts: no join of MBs)
+        data = [before, *([b"{\n", *body, b"\n    }"] if body else [b"{}"]), between,
+                *([b"[\n", merges, b"\n    ]"] if merges else [b"[]"]), after]
         write_atomic(self.path, data, sync=False)  # (forced to disk by the export, as HF reads it)
         self.loading = True
         self.hf.load()

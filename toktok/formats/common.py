@@ -22,8 +22,9 @@ HF_SPECIAL_MAP_FILE = "special_tokens_map.json"
 SPECIALS_TXT = "special_tokens.txt"
 
 
-def write_atomic(path: Path, data: bytes, *, sync: bool = True) -> None:
-    """Write ``data`` to a temporary name beside ``path`` and rename it over ``path``.
+def write_atomic(path: Path, data: bytes | list, *, sync: bool = True) -> None:
+    """Write ``data`` (bytes, or a list of bytes-like parts written one after the other) to a
+    temporary name beside ``path`` and rename it over ``path``.
 
     Readers never see a half-written file; the temporary is removed on failure. ``sync=False``:
     not forced to disk before the rename (a file of a staging folder that another process reads
@@ -32,7 +33,7 @@ def write_atomic(path: Path, data: bytes, *, sync: bool = True) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as f:
-            f.write(data)
+            f.writelines(data) if isinstance(data, list) else f.write(data)
             f.flush()
             if sync:
                 os.fsync(f.fileno())

@@ -169,7 +169,7 @@ def _result(run: "_LoopRun", vocab: Vocab, n_merges: int, checkpoint, t0: float)
 
 
 #: Seconds between the calls of ``learn_merges``' ``learned`` while the loop runs.
-LEARNED_EVERY = 0.02
+LEARNED_EVERY = 0.01
 
 
 def _in_thread(run: "_LoopRun", progress, checkpoint, every: float, learned=None) -> None:

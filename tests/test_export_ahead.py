@@ -114,10 +114,9 @@ def test_learned_says_every_merge_of_a_loop_in_a_thread_once(tmp_path):
     table = count_words(pl.read_parquet(FIXTURES / "sample.parquet")["text"]).sort("word")
     calls = []
     res = learn_merges(table["word"].to_arrow(), table["count"].to_numpy(), Vocab.base(), 3000,
-                       learned=lambda left, right, reused, last: calls.append((left.copy(), right.copy(),
-                                                                               reused.copy(), last)))
-    assert [c[3] for c in calls].count(True) == 1 and calls[-1][3]
-    for k, got in enumerate((res.left, res.right, res.reused)):
+                       learned=lambda *got: calls.append((*(x.copy() for x in got[:4]), got[4])))
+    assert [c[4] for c in calls].count(True) == 1 and calls[-1][4]
+    for k, got in enumerate((res.left, res.right, res.token, res.reused)):
         assert np.array_equal(np.concatenate([c[k] for c in calls]), got)
 
 

@@ -76,7 +76,7 @@ def learn_merges(
     min_frequency: int | None = None,
     last: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], None] | None = None,
     segmented: list | None = None,
-    learned: Callable[[np.ndarray, np.ndarray, np.ndarray, bool], None] | None = None,
+    learned: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool], None] | None = None,
 ) -> MergeResult:
     """Learn up to ``n_merges`` new tokens on ``words`` (with 64-bit ``counts``) on top of ``vocab``.
 
@@ -98,7 +98,7 @@ def learn_merges(
     and the merges come from the others); ``min_frequency``: stop when the best pair's count is
     below it (``stopped_at``). ``segmented``: ``[(ids, offsets)]``, the words' segmentation under
     ``vocab`` made already (the memory budget's cut, :func:`toktok.budget.fit_words`), taken out of
-    the list so that it is freed once laid out. ``learned(left, right, reused, last)``: the merges
+    the list so that it is freed once laid out. ``learned(left, right, token, reused, last)``: the merges
     as a loop in a thread publishes them (views, every ``LEARNED_EVERY`` s, the rest ``last``).
     Example: ``learn_merges([b"abab"], np.array([3]), Vocab.base(False), 1).vocab.tokens[256] == b"ab"``.
     The words may come laid out already, ``segmented=[LaidOut]`` (:func:`lay_out`, made as they
@@ -287,12 +287,12 @@ class _LoopRun:
             self.last = k
 
     def tell(self, learned, last: bool = False) -> None:
-        """``learned(left, right, reused, last)`` with the records written since its last call
+        """``learned(left, right, token, reused, last)`` with the records written since its last call
         (views, in the calling thread)."""
         k = int(self.stats[0])  # rows below k are written; read k before the arrays
         if k > self.told or last:
             rec = self.rec
-            learned(rec[0][self.told:k], rec[1][self.told:k], rec[4][self.told:k], last)
+            learned(*(r[self.told:k] for r in (rec[0], rec[1], rec[2], rec[4])), last)
             self.told = k
 
     def loop(self, after_step: Callable[[], None] | None = None, step: int | None = None) -> None:

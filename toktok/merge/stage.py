@@ -197,7 +197,8 @@ class _MergeLog:
         new, row = toks.append, rows.append  # (locals: the last call takes every merge of a short run)
         for lt, rt, t, c, r in zip(left.tolist(), right.tolist(), token.tolist(), count.tolist(), reused.tolist()):
             if not r:
-                new(toks[lt] + toks[rt])
+                if t == len(toks):  # (else made already: ``_Learned`` shares ``toks``)
+                    new(toks[lt] + toks[rt])
                 k += 1
                 if say is not None and (k <= 10 or k % 100 == 0):
                     say(f"{self.prefix}Merge {k}: \"{_literal(toks[lt])}\" + \"{_literal(toks[rt])}\" -> "
@@ -210,17 +211,21 @@ class _MergeLog:
 
 
 class _Learned:
-    """``learn_merges``' ``learned``: the loop's records as new tokens' bytes, to ``tell``."""
+    """``learn_merges``' ``learned``: the loop's records as new tokens' bytes, to ``tell``; the
+    tokens list (``toks``) is the merge log's (``_MergeLog.toks``): a token is made once, by
+    whichever reads its record first (here, beside the loop, mostly)."""
 
-    def __init__(self, tokens: list[bytes], tell: Callable[[list[bytes], bool], None]) -> None:
-        self.toks, self.tell = list(tokens), tell
+    def __init__(self, toks: list[bytes], tell: Callable[[list[bytes], bool], None]) -> None:
+        self.toks, self.tell = toks, tell
+        self.told = len(toks)  # the tokens told so far
 
-    def __call__(self, left, right, reused, last: bool) -> None:
+    def __call__(self, left, right, token, reused, last: bool) -> None:
         toks = self.toks
-        n, new = len(toks), toks.append
-        for lt, rt, r in zip(left.tolist(), right.tolist(), reused.tolist()):
-            if not r:
+        new = toks.append
+        for lt, rt, t, r in zip(left.tolist(), right.tolist(), token.tolist(), reused.tolist()):
+            if not r and t == len(toks):
                 new(toks[lt] + toks[rt])
+        n, self.told = self.told, len(toks)
         self.tell(toks[n:], last)
 
 
@@ -286,7 +291,7 @@ def run(phase: PhaseConfig, counted: Counted, vocab: Vocab, *, cfg: RunSpec, fp:
                        checkpoint=log, last=log.last, every=marks.every, step=marks.step,
                        reference=small, ready=journal.before_loop, segmented=segmented,
                        python=python, max_token_length=cfg.max_token_length, min_frequency=cfg.min_frequency,
-                       learned=None if learned is None else _Learned(vocab.tokens, learned))
+                       learned=None if learned is None else _Learned(log.toks, learned))
     # a corpus that allows fewer merges than asked ends the stage here (else its line waited for
     # the run's end, its time counting the stages after it)
     report("merge" + tag, res.new_tokens, res.new_tokens)

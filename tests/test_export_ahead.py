@@ -72,6 +72,7 @@ def test_tokenizer_json_built_ahead_is_the_one_the_export_writes(tmp_path, n, se
         final = _reserve(5)(Vocab(tokens, ["<|endoftext|>"], pins))
         assert (ahead.written is not None) == say_last
         assert ahead.wrote(final) and not ahead.failed
+        ahead.synced()
         assert path.read_bytes() == hf_tokenizer_json(final, pattern, added=added)
         assert hf.vocab_size() == len(tokens) and hf.specials()["<|reserved_4|>"] == len(tokens) + 5
         hf.close()

@@ -8,23 +8,27 @@ last ones, what needs the whole vocabulary is made (every split of every token, 
 a token's split may use a later token), the file written into the staging folder and HF's half of
 the check told to load it. The export (:func:`toktok.formats.export.write`) then asks
 ``Ahead.wrote``: the file holds exactly what it would write for its vocabulary (the same parts:
-:func:`toktok.formats.hf.hf_tokenizer_json`), or it writes it itself. Nothing here raises: a
-failure leaves the export to do all of it as without it.
+:func:`toktok.formats.hf.hf_tokenizer_json`), or it writes it itself. The file is forced to
+disk in a thread (``synced`` waits for it). Nothing here raises but ``synced`` (the disk's
+error, as the export's own writes raise it): a failure leaves the export to do all of it.
 Example: ``a = Ahead(staging / "tokenizer.json", vocab, hf=hf); a.add(new, last=True); a.wrote(final)``.
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..patterns import DEFAULT
 from ..vocab import Vocab
-from .common import write_atomic
+from .common import synced, write_atomic
 from .hf import _head, _merge_lines, _Names, _names, _vocab_lines
 from .splits import _split_merges
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ..patterns import Pattern
     from ..verify import HFSide
 
@@ -45,10 +49,14 @@ class Ahead:
         self._names: list[_Names] = []  # each batch's names and ids
         self._lines: list[bytes] = []  # each batch's vocab lines
         self._built = 0  # the tokens in them
+        self._data: list[np.ndarray] = []  # each batch's tokens' bytes, one after the other
+        self._lens: list[np.ndarray] = []  # and their lengths
         self._compiled = False  # the lines spelled by the kernel (loaded: ``_load_kernels``)
         self.written: Vocab | None = None  # the vocabulary whose tokenizer.json is written (and loading)
         self.loading = False  # HF's half was told to load a file written here
         self.failed = False  # a step failed: the export builds it all itself
+        self._syncing: threading.Thread | None = None  # the written file being forced to disk
+        self._sync_error: OSError | None = None
 
     def add(self, tokens: list[bytes], last: bool = False) -> None:
         """The loop's next new tokens (ids in order); ``last``: it ended with them (the file is
@@ -82,8 +90,13 @@ class Ahead:
 
     def _build(self, tokens: list[bytes]) -> None:
         """The names and vocab lines of ``tokens`` from ``_built`` on."""
+        import numpy as np
+
         if len(tokens) > self._built:
-            names = _names(tokens[self._built:], self.pinned, self._built)
+            batch = tokens[self._built:]
+            self._data.append(np.frombuffer(b"".join(batch), np.uint8))
+            self._lens.append(np.fromiter(map(len, batch), np.int32, len(batch)))
+            names = _names(batch, self.pinned, self._built)
             self._names.append(names)
             self._lines.append(_vocab_lines(names, self._compiled))
             self._built = len(tokens)
@@ -97,15 +110,33 @@ class Ahead:
             raise ValueError("not the vocabulary built ahead")
         self._build(vocab.tokens)
         names = _Names.join(self._names)
-        merges = _merge_lines(names, _split_merges(vocab.tokens, vocab.pinned))
+        import numpy as np
+
+        arrays = (np.concatenate(self._data), np.concatenate(self._lens))  # (the kernel's arrays, as they came)
+        merges = _merge_lines(names, _split_merges(vocab.tokens, vocab.pinned, arrays=arrays))
         before, between, after = _head(vocab, self.pattern or DEFAULT, self.added)
         body = [x for line in self._lines if line for x in (b",\n", line)][1:]  # (written as parts: no join of MBs)
         data = [before, *([b"{\n", *body, b"\n    }"] if body else [b"{}"]), between,
                 *([b"[\n", merges, b"\n    ]"] if merges else [b"[]"]), after]
-        write_atomic(self.path, data, sync=False)  # (forced to disk by the export, as HF reads it)
+        write_atomic(self.path, data, sync=False)  # (forced to disk in a thread, as HF reads it)
         self.loading = True
         self.hf.load()
         self.written = vocab
+        self._syncing = threading.Thread(target=self._sync, name="toktok-export-sync", daemon=True)
+        self._syncing.start()
+
+    def _sync(self) -> None:
+        try:
+            synced(self.path)
+        except OSError as e:
+            self._sync_error = e
+
+    def synced(self) -> None:
+        """The file written here forced to disk (waited for); OSError as writing it would raise."""
+        if self._syncing is not None:
+            self._syncing.join()
+        if self._sync_error is not None:
+            raise self._sync_error
 
 
 def _load_kernels() -> bool:

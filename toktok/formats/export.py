@@ -103,7 +103,9 @@ def write(vocab: Vocab, folder: Path, *, cfg: RunSpec, store: RunStore, pattern:
                  chat_template=chat_template, sync=False, tokenizer_json=not built)
         if not built:
             hf.load()  # (from the page cache: forced to disk next, as HF reads it)
-        synced(folder / HF_FILE, folder / HF_CONFIG_FILE, folder / HF_SPECIAL_MAP_FILE)
+        synced(*([] if built else [folder / HF_FILE]), folder / HF_CONFIG_FILE, folder / HF_SPECIAL_MAP_FILE)
+        if built:
+            ahead.synced()  # (forced to disk in a thread since it was written)
         report("export", 1, 3)
         text = tiktoken_text(vocab)
         write_tiktoken(vocab, folder / cfg.tiktoken_name, check=False, text=text)

@@ -42,18 +42,18 @@ def all_split_merges(tokens: list[bytes], skip: "set[int] | dict[int, str] | Non
     return list(zip(rows[:, 0].tolist(), rows[:, 1].tolist()))
 
 
-def _split_merges(tokens: list[bytes], skip=None, up_to: int = SPLIT_ALL_UP_TO, plain_budget: int = LONG_PLAIN_BUDGET):
-    """``all_split_merges`` as an array of rows (left, right)."""
+def _split_merges(tokens: list[bytes], skip=None, up_to: int = SPLIT_ALL_UP_TO, plain_budget: int = LONG_PLAIN_BUDGET,
+                  arrays=None):
+    """``all_split_merges`` as an array of rows (left, right); ``arrays``: the tokens' bytes
+    (uint8, one after the other) and lengths (int32), made already (as they came)."""
     import numpy as np
 
-    from ..merge import token_splits
-
     skip = skip or ()
-    lengths = np.fromiter(map(len, tokens), np.int64, len(tokens))
+    lengths = arrays[1].astype(np.int64) if arrays is not None else np.fromiter(map(len, tokens), np.int64, len(tokens))
     python = _in_python(len(tokens))
     if not python and len(tokens) and int((lengths[lengths > up_to] ** 2).sum()) <= plain_budget:
         up_to = max(up_to, int(lengths.max()))  # every split point of the long tokens too, compiled: the same rows
-    rows = [_short_splits(tokens, skip, up_to) if python else token_splits(tokens, skip, up_to)]
+    rows = [_short_splits(tokens, skip, up_to) if python else _compiled_splits(tokens, skip, up_to, arrays)]
     long = [(i, tokens[i]) for i in np.flatnonzero(lengths > up_to).tolist() if i not in skip]
     if long:
         ids = {t: i for i, t in enumerate(tokens) if i not in skip}
@@ -73,6 +73,28 @@ def _split_merges(tokens: list[bytes], skip=None, up_to: int = SPLIT_ALL_UP_TO, 
     else:
         out = rows[0]
     return out[:, 1:]
+
+
+def _compiled_splits(tokens: list[bytes], skip, up_to: int, arrays=None):
+    """``merge.token_splits``, from the tokens' ``arrays`` (bytes, lengths) when given."""
+    if arrays is None:
+        from ..merge import token_splits
+
+        return token_splits(tokens, skip, up_to)
+    import numpy as np
+
+    from ..merge.segment import _splits
+    from ..merge.tokens import _token_table
+
+    tdata, tlen = arrays
+    n = len(tlen)
+    tstart = np.zeros(n, np.int64)
+    np.cumsum(tlen[:-1], out=tstart[1:])
+    mask = np.zeros(n, np.bool_)
+    if skip:
+        mask[list(skip)] = True
+    bkeys, bids = _token_table(tdata, tstart, tlen, n, n)
+    return _splits(tdata, tstart, tlen, bkeys, bids, mask, up_to)
 
 
 def _in_python(n: int) -> bool:

@@ -70,8 +70,6 @@ def test_tokenizer_json_built_ahead_is_the_one_the_export_writes(tmp_path, n, se
         for i, b in enumerate(batches):
             ahead.add(b, last=say_last and i == len(batches) - 1)
         final = _reserve(5)(Vocab(tokens, ["<|endoftext|>"], pins))
-        if say_last:  # (written in a thread)
-            ahead._finishing.join()
         assert (ahead.written is not None) == say_last
         assert ahead.wrote(final) and not ahead.failed
         ahead.synced()
@@ -87,7 +85,7 @@ def test_another_vocabulary_or_a_failure_leaves_the_file_to_the_export(tmp_path)
     # the export's vocabulary is not the one built: False, and HF's half was told to load another
     ahead = Ahead(tmp_path / HF_FILE, start, hf=hf)
     ahead.add(tokens[300:], last=True)
-    assert not ahead.wrote(Vocab(tokens[:-1], [])) and ahead.loading
+    assert ahead.loading and not ahead.wrote(Vocab(tokens[:-1], []))
     assert not ahead.wrote(Vocab(tokens, ["<|x|>"]))
     # a step that fails: nothing written, the export does it all
     (tmp_path / "f").mkdir()
@@ -97,7 +95,7 @@ def test_another_vocabulary_or_a_failure_leaves_the_file_to_the_export(tmp_path)
 
     ahead = Ahead(tmp_path / "f" / HF_FILE, start, hf=hf, final=broken)
     ahead.add(tokens[300:], last=True)
-    assert not ahead.wrote(Vocab(tokens, [])) and ahead.failed and not ahead.loading
+    assert ahead.failed and not ahead.loading and not ahead.wrote(Vocab(tokens, []))
     assert not (tmp_path / "f" / HF_FILE).exists()
     # a folder that cannot be written
     ahead = Ahead(tmp_path / "missing" / HF_FILE, start, hf=hf)

@@ -4,10 +4,9 @@ starts loading it as the loop ends rather than after the merge stage's result an
 The merge stage hands ``Ahead.add`` the new tokens as the loop learns them (``merge.run``'s
 ``learned``); each batch's names (GPT-2's ByteLevel spelling, quoted for JSON) and vocab lines are
 spelled then, on the core the loop leaves idle (the export's kernels loaded on the way). With the
-last ones, in a thread (beside the merge stage's result), what needs the whole vocabulary is
-made (every split of every token and the merge lines, by kernels that release the GIL: a token's
-split may use a later token), the file written into the staging folder and HF's half of the
-check told to load it. The export (:func:`toktok.formats.export.write`) then asks
+last ones, what needs the whole vocabulary is made (every split of every token, the merge lines:
+a token's split may use a later token), the file written into the staging folder and HF's half of
+the check told to load it. The export (:func:`toktok.formats.export.write`) then asks
 ``Ahead.wrote``: the file holds exactly what it would write for its vocabulary (the same parts:
 :func:`toktok.formats.hf.hf_tokenizer_json`), or it writes it itself. The file is forced to
 disk in a thread (``synced`` waits for it). Nothing here raises but ``synced`` (the disk's
@@ -56,32 +55,22 @@ class Ahead:
         self.written: Vocab | None = None  # the vocabulary whose tokenizer.json is written (and loading)
         self.loading = False  # HF's half was told to load a file written here
         self.failed = False  # a step failed: the export builds it all itself
-        self._finishing: threading.Thread | None = None  # the last tokens' work and the file's writing
         self._syncing: threading.Thread | None = None  # the written file being forced to disk
         self._sync_error: OSError | None = None
 
     def add(self, tokens: list[bytes], last: bool = False) -> None:
         """The loop's next new tokens (ids in order); ``last``: it ended with them (the file is
         written then and HF's half starts loading it)."""
-        if self.failed or self._finishing is not None:
+        if self.failed or self.written is not None:
             return
         self.tokens += tokens
-        if last:  # (in a thread, on the core the loop left: the merge stage's result goes on here)
-            self._finishing = threading.Thread(target=self._finish, name="toktok-export-ahead", daemon=True)
-            self._finishing.start()
-            return
         try:
             if not self._names:
                 self._compiled = _load_kernels()
             self._build(self.tokens)
+            if last:
+                self._write(self.final(Vocab(self.tokens, self.specials, self.pinned)))
         except Exception:  # (the export does it all, and raises what it raises there)
-            self.failed = True
-
-    def _finish(self) -> None:
-        try:
-            self._build(self.tokens)
-            self._write(self.final(Vocab(self.tokens, self.specials, self.pinned)))
-        except Exception:
             self.failed = True
 
     def wrote(self, vocab: Vocab) -> bool:
@@ -89,8 +78,6 @@ class Ahead:
         checked) and HF's half is loading it: written with the loop's last tokens, or now, from
         the parts built ahead (when the loop did not say which were its last). False when it is
         another (HF's half was told to load that one: ``loading``) or none."""
-        if self._finishing is not None:
-            self._finishing.join()
         vocab = vocab.settled()
         if self.written is None and not self.failed and not self.loading:
             try:
@@ -157,11 +144,12 @@ def _load_kernels() -> bool:
     rather than in the export: the merge and vocab lines', the splits' and the .tiktoken's.
     Whether the lines' one is."""
     from ..merge import splits_ready, token_splits
-    from .spell import _ranked_spelled, _spelled, spelled_ready
+    from .._kernels import ready
+    from .spell import _lines, _ranked, _ranked_spelled, _spelled
 
     if splits_ready():
         token_splits([b"a", b"b", b"ab"], (), 64)
-    if not spelled_ready():
+    if not ready((_lines, _ranked)):
         return False
     _spelled(b"a", [0], [1], [[0]], [0], b"")
     _ranked_spelled([b"a"], ())

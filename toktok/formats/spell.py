@@ -14,7 +14,7 @@ import numpy as np
 from .._kernels import njit, ready
 
 
-@njit(cache=True, no_cfunc_wrapper=True, nogil=True)  # (the export built ahead spells beside the merge stage)
+@njit(cache=True, no_cfunc_wrapper=True)
 def _lines(pool, at, length, rows, kinds, consts, cat, clen, sep_at, sep_len):
     """``lines`` with its fields as arrays: field j is ``consts[cat[j]:cat[j] + clen[j]]`` where
     ``kinds[j] < 0``, else the pool slice of row ``rows[i, kinds[j]]``; the separator is
@@ -97,11 +97,6 @@ def _ranked(data, start, length, keep, alphabet):
         out[o + d + 1] = 10
         o += d + 2
     return out
-
-
-def spelled_ready() -> bool:
-    """Whether the kernels of ``lines`` and ``ranked_lines`` load cheaply (``_kernels.ready``)."""
-    return ready((_lines, _ranked))
 
 
 def ranked_lines(tokens: list[bytes], skip) -> bytes:

@@ -458,7 +458,7 @@ def _segment(data, offsets, tdata, tstart, tlen, n_tokens, long_from, bkeys, bid
     return o
 
 
-@njit(cache=True, no_cfunc_wrapper=True, nogil=True)  # (the export built ahead splits beside the merge stage)
+@njit(cache=True, no_cfunc_wrapper=True)
 def _splits(tdata, tstart, tlen, bkeys, bids, skip, up_to):
     """(token, left, right) of every split point of every token of at most ``up_to`` bytes
     whose two halves are tokens, ids in ``skip`` neither split nor parts; in token order, then

@@ -144,12 +144,11 @@ def _load_kernels() -> bool:
     rather than in the export: the merge and vocab lines', the splits' and the .tiktoken's.
     Whether the lines' one is."""
     from ..merge import splits_ready, token_splits
-    from .._kernels import ready
-    from .spell import _lines, _ranked, _ranked_spelled, _spelled
+    from .spell import _ranked_spelled, _spelled, spelled_ready
 
     if splits_ready():
         token_splits([b"a", b"b", b"ab"], (), 64)
-    if not ready((_lines, _ranked)):
+    if not spelled_ready():
         return False
     _spelled(b"a", [0], [1], [[0]], [0], b"")
     _ranked_spelled([b"a"], ())

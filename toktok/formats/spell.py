@@ -99,6 +99,11 @@ def _ranked(data, start, length, keep, alphabet):
     return out
 
 
+def spelled_ready() -> bool:
+    """Whether the kernels of ``lines`` and ``ranked_lines`` load cheaply (``_kernels.ready``)."""
+    return ready((_lines, _ranked))
+
+
 def ranked_lines(tokens: list[bytes], skip) -> bytes:
     """``base64(token) rank`` lines, one per token (its id the rank) except the ids in ``skip``:
     the ``.tiktoken`` text. Spelled by a kernel for a large vocabulary (0.01 s for 131,072 tokens

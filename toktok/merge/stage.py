@@ -218,6 +218,7 @@ class _Learned:
     def __init__(self, toks: list[bytes], tell: Callable[[list[bytes], bool], None]) -> None:
         self.toks, self.tell = toks, tell
         self.told = len(toks)  # the tokens told so far
+        self.ended = False  # the loop said its last merges (``run`` says they were the last)
 
     def __call__(self, left, right, token, reused, last: bool) -> None:
         toks = self.toks
@@ -226,7 +227,8 @@ class _Learned:
             if not r and t == len(toks):
                 new(toks[lt] + toks[rt])
         n, self.told = self.told, len(toks)
-        self.tell(toks[n:], last)
+        self.ended = last
+        self.tell(toks[n:], False)
 
 
 class Merged(NamedTuple):
@@ -260,9 +262,10 @@ def run(phase: PhaseConfig, counted: Counted, vocab: Vocab, *, cfg: RunSpec, fp:
     the word table and must agree with the merges the interrupted run stored. ``small``/``tiny``:
     the run counts and segments with the references / merges without a compiled kernel when it
     can (``kernels`` builds them when it cannot). ``learned(tokens, last)``: the new tokens' bytes
-    as the loop learns them (ids in order after ``vocab``'s; ``last``: it ended with these), for
-    the export built ahead (:class:`toktok.formats.ahead.Ahead`); a loop that does not say them as
-    it goes (a small run's) says none. Returns what it learned (:class:`Merged`).
+    as the loop learns them (ids in order after ``vocab``'s), for the export built ahead
+    (:class:`toktok.formats.ahead.Ahead`), then ``([], True)`` once the "merged" checkpoint is
+    being stored (the run's longest path goes on from there first); a loop that does not say
+    them as it goes (a small run's) says none. Returns what it learned (:class:`Merged`).
     Example: ``merged = run(phase, counted, vocab, cfg=spec, fp=fp, journal=j, tiny=True)``."""
     store, where, tag = journal.store, cfg.where(phase), cfg.tag(phase)
     report = report or (lambda stage, done, total: None)
@@ -287,11 +290,12 @@ def run(phase: PhaseConfig, counted: Counted, vocab: Vocab, *, cfg: RunSpec, fp:
     # the words' ids when the budget's cut segmented them (taken by the loop: freed once laid out)
     segmented = [counted.segmented] if counted.segmented is not None else None
     counted.segmented = None
+    learner = None if learned is None else _Learned(log.toks, learned)
     res = learn_merges(words, counts, start, n, progress=lambda k: report("merge" + tag, k, shown),
                        checkpoint=log, last=log.last, every=marks.every, step=marks.step,
                        reference=small, ready=journal.before_loop, segmented=segmented,
                        python=python, max_token_length=cfg.max_token_length, min_frequency=cfg.min_frequency,
-                       learned=None if learned is None else _Learned(log.toks, learned))
+                       learned=learner)
     # a corpus that allows fewer merges than asked ends the stage here (else its line waited for
     # the run's end, its time counting the stages after it)
     report("merge" + tag, res.new_tokens, res.new_tokens)
@@ -310,6 +314,8 @@ def run(phase: PhaseConfig, counted: Counted, vocab: Vocab, *, cfg: RunSpec, fp:
     # waits for it before it counts (only the export and the check run beside the last one's)
     journal.checkpoint(lambda st: resume.save_merged(st, phase.name, words, counts, res.word_tokens, state,
                                                      due=due, merges=log.held), due, beside=True)
+    if learner is not None and learner.ended:  # (after the checkpoint's start: it is on the run's longest path)
+        learned([], True)
     return Merged(res.vocab.tokens[first_id:], len(res.left), summary, short)
 
 

@@ -49,6 +49,7 @@ class Ahead:
         self._names: list[_Names] = []  # each batch's names and ids
         self._lines: list[bytes] = []  # each batch's vocab lines
         self._built = 0  # the tokens in them
+        self._loaded = False  # the export's kernels (``_load_kernels``)
         self._data: list[np.ndarray] = []  # each batch's tokens' bytes, one after the other
         self._lens: list[np.ndarray] = []  # and their lengths
         self._compiled = False  # the lines spelled by the kernel (loaded: ``_load_kernels``)
@@ -65,8 +66,8 @@ class Ahead:
             return
         self.tokens += tokens
         try:
-            if not self._names:
-                self._compiled = _load_kernels()
+            if not self._loaded:
+                self._compiled, self._loaded = _load_kernels(), True
             self._build(self.tokens)
             if last:
                 self._write(self.final(Vocab(self.tokens, self.specials, self.pinned)))

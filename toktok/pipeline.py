@@ -33,7 +33,7 @@ the loop's tables are allocated: DuckDB's write never adds to them; a short coun
 is stored with the "merged" one instead: ``Journal.counted``), and while the export runs
 (``resume.Pending``, waited for by ``Journal.settle``; in line under a memory budget); a large
 tokenizer.json loads into HF tokenizers in a second process started beside the last merge loop
-(``verify.start``; in this process under a memory budget) as soon as the loop ends, built from
+(``verify.start``; in this process under a memory budget) once the merge stage ends, built from
 the tokens the loop learns as it learns them (``export.ahead``, handed to step 5), while the insight
 step and tiktoken's half of the verification run, and a smaller one, loaded in this process,
 encodes the check's texts in a thread meanwhile (``verify.begin``); the compression curve's
@@ -349,7 +349,7 @@ def _phase(run: _Run, phase: PhaseConfig, sources: list[count.Source], fp: list,
         tokens = len(run.vocab.tokens) + min(merge.budget(phase, run.vocab), merge.most_merges(counted.words))
         run.hf = verify.start(run.staging.path, tokens, budgeted=run.plan is not None)
         report = _cutting_ahead(run, (phase.name, counted.words, counted.counts)) if run.plan is None else report
-        if run.hf is not None:  # (and so no budget) tokenizer.json built beside the loop, loading as it ends
+        if run.hf is not None:  # (and so no budget) tokenizer.json built beside the loop, loading after it
             run.ahead = export.ahead(run.vocab, run.staging.path, cfg=cfg, hf=run.hf, pattern=run.pattern,
                                      final=lambda v: start.reserve(v, cfg).vocab)
     merged = merge.run(phase, counted, run.vocab, cfg=cfg, fp=fp, journal=journal, first_merge=run.merge_index,

@@ -1,10 +1,11 @@
 """tokenizer.json built ahead, beside the last phase's merge loop (``Ahead``), so that HF tokenizers
-starts loading it as the loop ends rather than after the merge stage's result and the export.
+starts loading it once the merge stage ends rather than after the export.
 
 The merge stage hands ``Ahead.add`` the new tokens as the loop learns them (``merge.run``'s
 ``learned``); each batch's names (GPT-2's ByteLevel spelling, quoted for JSON) and vocab lines are
-spelled then, on the core the loop leaves idle (the export's kernels loaded on the way). With the
-last ones, what needs the whole vocabulary is made (every split of every token, the merge lines:
+spelled then, on the core the loop leaves idle (the export's kernels loaded on the way). Once the
+merge stage says the loop ended (``add([], last=True)``, after its result, while the "merged"
+checkpoint is stored), what needs the whole vocabulary is made (every split of every token, the merge lines:
 a token's split may use a later token), the file written into the staging folder and HF's half of
 the check told to load it. The export (:func:`toktok.formats.export.write`) then asks
 ``Ahead.wrote``: the file holds exactly what it would write for its vocabulary (the same parts:

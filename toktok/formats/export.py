@@ -40,7 +40,7 @@ def ahead(vocab: Vocab, folder: Path, *, cfg: RunSpec, hf: HFSide, pattern: Patt
     """The staging ``folder``'s tokenizer.json built beside the last phase's merge loop, which
     starts from ``vocab`` (the vocabulary so far): its ``add`` takes the new tokens as the loop
     learns them (``merge.run``'s ``learned``), and it is written, and loading in ``hf`` (HF's half
-    of the check, started beside the loop: ``verify.start``), once the loop ends; ``final``: the
+    of the check, started beside the loop: ``verify.start``), once the merge stage ends; ``final``: the
     vocabulary the export is given of the loop's (the reserved special tokens added). ``write``
     takes it (``ahead=``). Example: ``a = ahead(vocab, staging, cfg=spec, hf=hf)``."""
     return Ahead(folder / HF_FILE, vocab, hf=hf, pattern=pattern, added=added_flags(cfg.special_tokens), final=final)

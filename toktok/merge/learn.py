@@ -97,13 +97,10 @@ def learn_merges(
     ``max_token_length``: no merge whose token would be longer (bytes; such pairs are passed over
     and the merges come from the others); ``min_frequency``: stop when the best pair's count is
     below it (``stopped_at``). ``segmented``: ``[(ids, offsets)]``, the words' segmentation under
-    ``vocab`` made already (the memory budget's cut, :func:`toktok.budget.fit_words`), taken out of
-    the list so that it is freed once laid out. ``learned(left, right, token, reused, last)``: the merges
-    as a loop in a thread publishes them (views, every ``LEARNED_EVERY`` s, the rest ``last``).
-    Example: ``learn_merges([b"abab"], np.array([3]), Vocab.base(False), 1).vocab.tokens[256] == b"ab"``.
-    The words may come laid out already, ``segmented=[LaidOut]`` (:func:`lay_out`, made as they
-    were read, or its ``Future``: used when made for this vocabulary and number of merges, else
-    made again here).
+    ``vocab`` made already (the memory budget's cut, :func:`toktok.budget.fit_words`), or
+    ``[LaidOut]`` (:func:`lay_out` as they were read, or its ``Future``: used when made for this
+    vocabulary and number of merges), taken out of the list so that it is freed once laid out.
+    ``learned(left, right, token, reused, last)``: the merges as the loop publishes them. Example: ``learn_merges([b"abab"], np.array([3]), Vocab.base(False), 1).vocab.tokens[256] == b"ab"``.
     """
     if n_merges < 0:
         raise ValueError("n_merges must be >= 0")

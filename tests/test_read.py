@@ -477,14 +477,15 @@ def test_a_run_reads_its_first_file_before_it_opens_the_run_file(tmp_path, monke
     src = [str(FIXTURES / "sample.parquet"), str(FIXTURES / "notes.txt")]
     seen = []
     opening, starting = toktok.resume.open_run, toktok.count.stage.start
-    monkeypatch.setattr(toktok.count.stage, "start", lambda *a: (got := starting(*a), seen.append(got and got.path))[0])
+    monkeypatch.setattr(toktok.count.stage, "start",
+                        lambda *a, **k: (got := starting(*a, **k), seen.append(got and got.path))[0])
     monkeypatch.setattr(toktok.resume, "open_run", lambda *a, **k: (seen.append("open"), opening(*a, **k))[1])
     train(TrainConfig(sources=src, out=str(tmp_path / "a"), merges=300, verbose=False))
     train(TrainConfig(sources=src, out=str(tmp_path / "b"), merges=300, budget="4GB", verbose=False))
     train(TrainConfig(sources=src, out=str(tmp_path / "s"), merges=300, budget="4GB", working_set_mb=1,
                       verbose=False))
     assert seen == [src[0], "open", src[0], "open", None, "open"]
-    monkeypatch.setattr(toktok.count.stage, "start", lambda *a: None)
+    monkeypatch.setattr(toktok.count.stage, "start", lambda *a, **k: None)
     train(TrainConfig(sources=src, out=str(tmp_path / "c"), merges=300, verbose=False))
     train(TrainConfig(sources=src, out=str(tmp_path / "d"), merges=300, budget="4GB", verbose=False))
     for f in ("tokenizer.json", "tokenizer.tiktoken"):

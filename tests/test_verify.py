@@ -186,6 +186,37 @@ def test_hf_encoding_ahead_answers_as_encoding_when_asked(good_dir):
     assert report.strings == len(texts_to_check(SPECIALS, ["some text"], 40, 3))
 
 
+def test_hf_vocabulary_calls_answer_beside_the_encoding_ahead(good_dir):
+    """The vocabulary calls (what the check compares first) do not wait for the texts encoded
+    ahead: they answer while the thread still encodes, as without it, and the encodings stay
+    what they are; the second process trims its heap after its reply, not before."""
+    import threading
+
+    from toktok.verify import BATCH, texts_to_check
+
+    path = good_dir / HF_FILE
+    texts = texts_to_check(SPECIALS, ["hello world " * 50, "a<|endoftext|>b"] * 400, 50, 0)
+    with open_hf(path, process=False) as now, open_hf(path, process=False) as ahead:
+        ahead.load()
+        release = threading.Event()
+        ahead.encode_ahead([])  # the file is loaded; a thread that holds until released stands in for a long encode
+        ahead._ahead._thread.join()
+        ahead._ahead = hold = type(ahead._ahead).__new__(type(ahead._ahead))
+        hold.texts, hold.at, hold.ids, hold.back = texts, 0, None, None
+        hold._thread = threading.Thread(target=lambda: (release.wait(10), hold._run(ahead._tok)), daemon=True)
+        hold._thread.start()
+        for call in ("vocab_size", "names_by_id", "vocab", "added", "specials", "flags"):
+            assert getattr(ahead, call)() == getattr(now, call)(), call
+        assert hold._thread.is_alive()  # answered while the encoding ahead had not ended
+        release.set()
+        assert ahead.encode(texts[:BATCH]) == now.encode(texts[:BATCH])
+        assert ahead._ahead.at == BATCH  # taken from what the thread encoded
+    with open_hf(path, process=True) as there:
+        there.load()
+        there.encode_ahead(texts)
+        assert there.names_by_id() == now.names_by_id() and there.where == "second process"
+
+
 def test_the_second_process_encodes_ahead_and_answers_as_encoding_when_asked(good_dir):
     # Process.encode_ahead hands the texts to the second process, which encodes them once the
     # file is loaded; its reply is read with the next call's, and the answers stay in order

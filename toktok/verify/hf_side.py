@@ -52,6 +52,8 @@ class Local:
         self._added: dict = {}
         self._by_id: tuple | None = None
         self._ahead: _Ahead | None = None
+        #: the heap given back after the load by the caller (``_serve``: once the reply is sent)
+        self.trim_later = False
 
     def encode_ahead(self, texts: list[str]) -> None:
         """Start encoding ``texts`` (and decoding them back) in a thread, for the ``encode``
@@ -71,12 +73,13 @@ class Local:
             pass
 
     def _loaded(self):
-        """The ``tokenizers.Tokenizer``, loaded once (and not in use by the encoding ahead)."""
-        if self._ahead is not None:
-            self._ahead.wait()
+        """The ``tokenizers.Tokenizer``, loaded once. The encoding ahead is not waited for: its
+        thread only encodes and decodes, which tokenizers does beside the other read-only calls
+        (the vocabulary is compared meanwhile; ``encode`` waits for its results)."""
         if self._tok is None:
             self._tok = load_hf(self.path)
-            give_back_heap()  # what parsing the file freed: most of the load (see there)
+            if not self.trim_later:
+                give_back_heap()  # what parsing the file freed: most of the load (see there)
             self._added = dict(self._tok.get_added_tokens_decoder())
         return self._tok
 
@@ -369,6 +372,7 @@ def _serve(path: str) -> None:
     import tokenizers  # noqa: F401  (imported while the caller still writes the file)
 
     side = Local(path)
+    side.trim_later = True  # (after the reply: the caller waits for it, not for the trim)
     inp = sys.stdin.buffer
     while True:
         try:
@@ -383,6 +387,9 @@ def _serve(path: str) -> None:
             reply = _pickled(e, False)
         out.write(reply)
         out.flush()
+        if side.trim_later and side._tok is not None:
+            side.trim_later = False
+            give_back_heap()  # what parsing the file freed (Local._loaded)
 
 
 if __name__ == "__main__":

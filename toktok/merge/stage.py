@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
+import numpy as np
+
 from .. import ahead, resume
 from .._kernels import release_llvm_pages
 from ..options import at
@@ -194,6 +196,11 @@ class _MergeLog:
     def _table(self, left, right, token, count, reused) -> pa.Table:
         """The merges as rows of the run file (``merges_table``), logged as they come."""
         toks, say, rows, k = self.toks, self.say, [], self.learned
+        if say is None and (not len(token) or int(token.max()) < len(toks)):  # each token made already
+            self.learned = k + len(reused) - int(np.count_nonzero(np.asarray(reused)))
+            table = merges_table(self.at, left, right, token, list(map(toks.__getitem__, token.tolist())), count, reused)
+            self.at += len(left)
+            return table
         new, row = toks.append, rows.append  # (locals: the last call takes every merge of a short run)
         for lt, rt, t, c, r in zip(left.tolist(), right.tolist(), token.tolist(), count.tolist(), reused.tolist()):
             if not r:

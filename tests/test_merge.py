@@ -632,3 +632,24 @@ def test_segmentation_in_threads_equals_one_thread_and_tiktoken(monkeypatch):
     assert many.tolist() == one.tolist() and moff.tolist() == ooff.tolist()
     encode = _tiktoken_pieces(vocab)
     assert [many[moff[i]:moff[i + 1]].tolist() for i in range(len(words))] == [encode(w) for w in words]
+
+
+def test_merge_log_rows_are_the_same_whoever_made_the_tokens():
+    """The merge log's rows (``_MergeLog._table``) of tokens made beside the loop (``_Learned``,
+    taken as they are) equal those it makes and logs itself, reused merges included."""
+    from toktok.merge.stage import _Learned, _MergeLog
+
+    base = [bytes([b]) for b in range(256)]
+    left = np.array([97, 98, 256, 97, 257], np.int32)
+    right = np.array([98, 99, 99, 98, 256], np.int32)
+    token = np.array([256, 257, 258, 256, 259], np.int32)
+    count = np.array([9, 8, 7, 6, 5], np.int64)
+    reused = np.array([False, False, False, True, False])
+    said: list[str] = []
+    logged = _MergeLog(None, "p", base, 10, "", said.append)  # makes its tokens (and logs them)
+    slow = logged._table(left, right, token, count, reused)
+    shared = _MergeLog(None, "p", base, 10, "", None)
+    _Learned(shared.toks, lambda toks, last: None)(left, right, token, reused, True)  # made beside the loop
+    fast = shared._table(left, right, token, count, reused)
+    assert fast.equals(slow) and fast.column("token").to_pylist()[2] == b"abc"
+    assert shared.learned == logged.learned == 4 and shared.at == logged.at == 15 and len(said) == 4

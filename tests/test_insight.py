@@ -368,6 +368,50 @@ def test_the_curve_of_pieces_cut_ahead_is_the_curve(insight_run, insight_data, t
     assert tables["ahead"] == tables["itself"] == tables["other"] and tables["itself"][1]
 
 
+def test_the_curve_points_segmented_beside_the_loop_are_the_curve(insight_run, insight_data, tmp_path):
+    """The pipeline has the curve's points the merge loop passes segmented as it learns
+    (``Ahead.learned``, with the loop's tokens so far): the curve and token usage recorded from
+    them are those ``record`` makes segmenting them itself; points segmented with tokens that are
+    not the run's first are not used."""
+    import pyarrow as pa
+
+    from toktok.insight.stage import ahead, record
+    from toktok.patterns import DEFAULT
+    from toktok.resume import Checkpoints, Journal
+    from toktok.store import RunStore
+
+    held = pl.read_parquet(insight_data["heldout"]).head(40)
+    parity = pa.table({"text": held["text"].to_list(), "source": held["source"].to_list()})
+    con = _con(insight_run)
+    tokens = [bytes(t) for t, in con.execute("select token from vocab where kind != 'special' order by id").fetchall()]
+    merges = con.execute("select count(*) from vocab where kind = 'merge'").fetchone()[0]
+    con.close()
+    first = len(tokens) - merges
+    wrong = tokens[:first + 10] + [b"\x00\x01"] + tokens[first + 11:]
+    tables, used = {}, {}
+    for name, given in (("itself", None), ("ahead", tokens), ("wrong", wrong)):
+        early = ahead(parity, {"main": parity}, {"main": None}, [DEFAULT], points=(DEFAULT, first, merges, False))
+        early.result()
+        if given is not None:
+            for upto in (first, first + merges // 3, first + merges - 1, len(given)):  # as the loop learns them
+                early.learned(given[:upto])
+        from toktok.insight.runfile import _Prefixes
+
+        store = RunStore.open(insight_run / "run.duckdb")
+        used[name] = len(early.lengths(_Prefixes(store)._tables))
+        store.close()
+        run = tmp_path / name / "run.duckdb"
+        run.parent.mkdir()
+        shutil.copy(insight_run / "run.duckdb", run)
+        store = RunStore.open(run, read_only=False)
+        record(Journal(store, Checkpoints()), parity, {"main": parity}, {"main": None}, ahead=early)
+        store.close()
+        con = _con(run.parent)
+        tables[name] = [_rows(con, f"select * from {t} order by all") for t in ("compression", "token_usage")]
+    assert used == {"itself": 0, "ahead": 8, "wrong": 0}  # (the points but the last: 0, 38, ..., 266)
+    assert tables["ahead"] == tables["itself"] == tables["wrong"] and tables["itself"][1]
+
+
 def test_the_word_gains_found_beside_the_curve_are_the_word_gains(insight_run, insight_data, tmp_path):
     # record has the word gains found on a second connection in a thread while it draws the
     # curve (a small run's references: in line): the same rows either way, and word_gains' own

@@ -348,13 +348,16 @@ def _phase(run: _Run, phase: PhaseConfig, sources: list[count.Source], fp: list,
     if phase is run.phases[-1] and run.hf is None:  # HF's half of step 8 starts its process beside the merge loop
         tokens = len(run.vocab.tokens) + min(merge.budget(phase, run.vocab), merge.most_merges(counted.words))
         run.hf = verify.start(run.staging.path, tokens, budgeted=run.plan is not None)
-        report = _cutting_ahead(run, (phase.name, counted.words, counted.counts)) if run.plan is None else report
+        points = (run.patterns[phase.name], len(run.vocab.tokens) - run.merge_index,
+                  run.merge_index + tokens - len(run.vocab.tokens), run.small)  # (the curve's, planned)
+        report = _cutting_ahead(run, (phase.name, counted.words, counted.counts), points) \
+            if run.plan is None else report
         if run.hf is not None:  # (and so no budget) tokenizer.json built beside the loop, loading after it
             run.ahead = export.ahead(run.vocab, run.staging.path, cfg=cfg, hf=run.hf, pattern=run.pattern,
                                      final=lambda v: start.reserve(v, cfg).vocab)
     merged = merge.run(phase, counted, run.vocab, cfg=cfg, fp=fp, journal=journal, first_merge=run.merge_index,
                        replay=got is not None, small=run.small, tiny=run.tiny, kernels=run.kernels,
-                       report=report, say=run.say, learned=run.ahead and run.ahead.add)
+                       report=report, say=run.say, learned=run.ahead and _learned(run))
     run.warnings += merged.warnings
     run.add_merged(phase.name, merged.new_tokens, merged.merges)
     run.times["count"] += merged.summary.seconds["count"]
@@ -362,20 +365,33 @@ def _phase(run: _Run, phase: PhaseConfig, sources: list[count.Source], fp: list,
     run.summaries.append(merged.summary)
 
 
-def _cutting_ahead(run: _Run, words: tuple) -> Progress:
+def _learned(run: _Run) -> Callable[[list[bytes], bool], None]:
+    """The merge stage's ``learned``: the new tokens to the export built ahead (``run.ahead``),
+    then its vocabulary so far to the insight step's curve cut ahead (``Ahead.learned``)."""
+    add, ahead = run.ahead.add, run.ahead
+
+    def learned(tokens: list[bytes], last: bool) -> None:
+        add(tokens, last)
+        if not last and run.curve_ahead is not None:
+            run.curve_ahead.learned(ahead.tokens)
+    return learned
+
+
+def _cutting_ahead(run: _Run, words: tuple, points: tuple | None = None) -> Progress:
     """``run.report``, which also has the compression curve's documents cut into pieces
     (``insight.ahead``: of the parity samples, not the merges), the last phase's most frequent
     words found (``words``: its name, words and counts) and the run file's views added once the
     last merge loop reports its first merges: on the core the loop leaves idle, not beside the
-    merge stage's own work in this thread (its layout, setup and result). A loop too short to
-    report any: step 7 does it all."""
+    merge stage's own work in this thread (its layout, setup and result); ``points``: the curve's
+    points planned (``insight.ahead``), segmented as the loop passes them (``_learned``). A loop too
+    short to report any: step 7 does it all."""
 
     def report(stage: str, done: int, total: int | None) -> None:
         nonlocal words
         if run.curve_ahead is None and stage.startswith("merge") and 0 < done < (total or 0):
             run.curve_ahead = insight.ahead(run.parity.df, run.phase_parity, run.phase_held_out,
                                             run.patterns.values(), threads=run.threads, words=words,
-                                            store=run.journal.store)
+                                            store=run.journal.store, points=points)
             words = None
         run.report(stage, done, total)
     return report

@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 
-from .runfile import Known, _Prefixes, add_views, curve_pieces, curve_table, gains_table, top_rows
+from .runfile import Known, _checkpoints, _Prefixes, add_views, curve_pieces, curve_table, gains_table, top_rows
 
 if TYPE_CHECKING:
     from ..resume import Journal
@@ -27,6 +28,8 @@ __all__ = ["Ahead", "Known", "ahead", "known", "record", "superwords"]
 
 #: The most frequent words of each phase the word gains segment (``gains_table``'s ``top``).
 TOP_WORDS = 50_000
+#: About this many points of the compression curve after 0 merges (``curve_table``'s ``checkpoints``).
+CURVE_POINTS = 8
 
 
 def superwords(tokens: list[bytes], phases, patterns: dict, phase_of: list) -> dict | None:
@@ -49,12 +52,17 @@ class Ahead:
     """The compression curve's documents cut into pieces (:func:`.runfile.curve_pieces`) and a
     phase's most frequent words found (``words``: (phase, words, counts), :func:`.runfile.top_rows`)
     in a thread of its own; ``result()`` waits for them (and raises what it raised), ``top``
-    has the words then."""
+    has the words then. ``learned`` segments them, as the loop's tokens come, at the curve's
+    points the loop has passed (``points``: the last phase's pattern, the vocabulary sizes of the
+    points it plans, and whether the run is small); ``lengths`` gives them to ``record``."""
 
     def __init__(self, texts: list[str], by: list[str], patterns: list, threads: int,
-                 words: tuple | None = None, store=None) -> None:
+                 words: tuple | None = None, store=None, points: tuple | None = None) -> None:
         self.texts, self.by = texts, by  # what was cut: record checks that its curve is of these
         self.top: dict[str, pa.Table] = {}
+        self._points = points
+        self._lengths: dict[tuple[str, int], np.ndarray] = {}  # (regex, vocabulary size) -> tokens a piece
+        self._prefix: tuple[np.ndarray, np.ndarray] | None = None  # the tokens they were segmented with
         self.views = False  # the views (and empty insight tables) added to ``store``'s run file
         self._got: dict | None = None
         self._error: BaseException | None = None
@@ -85,18 +93,68 @@ class Ahead:
             raise self._error
         return self._got
 
+    def learned(self, tokens: list[bytes]) -> None:
+        """The loop's vocabulary so far (``tokens``: ids in order, the last phase's start first):
+        the curve's documents, once cut, segmented at each planned point it holds (the merge
+        stage's ``learned``, called beside the loop, on the core it leaves idle). Raises nothing:
+        a point not segmented here is segmented by ``record``."""
+        if self._points is None or self._thread.is_alive() or self._got is None:
+            return
+        regex, sizes, reference = self._points
+        due = [n for n in sizes if n <= len(tokens) and (regex, n) not in self._lengths]
+        cut = self._got["cut"].get(regex)
+        if not due or cut is None:
+            return
+        try:
+            from ..merge import Segmenter
+
+            m, (data, lens) = max(due), self._prefix or (np.zeros(0, np.uint8), np.zeros(0, np.int64))
+            if m > len(lens):  # (the tokens after those joined before)
+                new = tokens[len(lens):m]
+                data = np.concatenate([data, np.frombuffer(b"".join(new), np.uint8)])
+                lens = np.concatenate([lens, np.fromiter(map(len, new), np.int64, len(new))])
+                self._prefix = (data, lens)
+            segment = Segmenter(data if len(data) else np.zeros(1, np.uint8), np.cumsum(lens) - lens, lens,
+                                reference=reference, threads=1)
+            for n in due:
+                self._lengths[(regex, n)] = np.diff(segment(cut[0], n)[1])
+        except Exception:  # (record segments them)
+            self._points = None
+
+    def lengths(self, tables: tuple[np.ndarray, np.ndarray, np.ndarray]) -> dict[tuple[str, int], np.ndarray]:
+        """The pieces' tokens at the points ``learned`` segmented ((regex, vocabulary size) ->
+        tokens of each piece of ``curve_pieces``' cut), if the vocabulary they were segmented
+        with is the first tokens of ``tables`` (``_Prefixes``': tdata, tstart, tlen); else none."""
+        if self._prefix is None or not self._lengths:
+            return {}
+        data, lens = self._prefix
+        tdata, tstart, tlen = tables
+        m = len(lens)
+        if len(tlen) < m or not np.array_equal(tlen[:m], lens) or \
+                not np.array_equal(tstart[:m], np.cumsum(lens) - lens + (tstart[0] if m else 0)):
+            return {}
+        if m and not np.array_equal(tdata[int(tstart[0]):int(tstart[0]) + len(data)], data):
+            return {}
+        return dict(self._lengths)
+
 
 def ahead(parity: pa.Table, phase_parity: dict[str, pa.Table], phase_held_out: dict[str, pa.Table | None],
-          patterns: Iterable, *, threads: int = 1, words: tuple | None = None, store=None) -> Ahead:
+          patterns: Iterable, *, threads: int = 1, words: tuple | None = None, store=None,
+          points: tuple | None = None) -> Ahead:
     """The documents of the compression curve ``record`` will draw (``_curve_texts``) cut into the
     pieces of each of ``patterns`` (the run's phases'), in a thread, while the last merge loop runs
     (the pieces depend on the parity sample only); passed to ``record`` as ``ahead``. ``words``:
     (phase, words, counts), the last phase's word table, whose most frequent words the word gains
     segment (found meanwhile: its "merged" checkpoint may store them after ``record`` began);
-    ``store``: the run file (a ``RunStore``), which gets its views meanwhile (:func:`add_views`).
+    ``store``: the run file (a ``RunStore``), which gets its views meanwhile (:func:`add_views`);
+    ``points``: (the last phase's pattern, the vocabulary size after 0 merges, the merges planned
+    in all, small): the curve's points the loop passes are segmented as it learns (``Ahead.learned``).
     Example: ``record(journal, parity, pp, ho, ahead=ahead(parity, pp, ho, [DEFAULT]))``."""
     texts, by, _, _ = _curve_texts(parity, phase_parity, phase_held_out)
-    return Ahead(texts, by, list({p.regex: p for p in patterns}.values()), threads, words, store)
+    if points is not None:
+        pattern, first, planned, small = points
+        points = (pattern.regex, [first + k for k in _checkpoints(planned, None, CURVE_POINTS)[:-1]], small)
+    return Ahead(texts, by, list({p.regex: p for p in patterns}.values()), threads, words, store, points)
 
 
 def known(vocab: pa.Table | None, phases: Iterable[tuple[str, int, int]]) -> Known | None:
@@ -148,8 +206,10 @@ def record(journal: Journal, parity: pa.Table, phase_parity: dict[str, pa.Table]
         gains = None if small else _Beside(gains_table, store, pre, top)
         try:
             if curve:
-                curve_table(store, curve, by=curve_from, threads=threads, checkpoints=8,
-                            text=curve_text, text_by_phase=curve_kinds, reference=small, prefixes=pre, pieces=pieces)
+                lengths = ahead.lengths(pre._tables) if pieces is not None else None
+                curve_table(store, curve, by=curve_from, threads=threads, checkpoints=CURVE_POINTS,
+                            text=curve_text, text_by_phase=curve_kinds, reference=small, prefixes=pre, pieces=pieces,
+                            lengths=lengths)
         except BaseException:
             if gains is not None:
                 gains.join()  # (the curve's error is the one to report)

@@ -394,15 +394,12 @@ def curve_pieces(texts, by=None, patterns=(), *, text_column: str = "text", thre
 def curve_table(run: RunLike, texts, by=None, every: int | None = None, *, checkpoints: int = 20,
                 text_column: str = "text", threads: int = 0, write: bool = True, text: str = "given",
                 text_by_phase: dict | None = None, reference: bool = False,
-                prefixes: "_Prefixes | None" = None, pieces: dict | None = None,
-                lengths: dict | None = None) -> pa.Table:
+                prefixes: "_Prefixes | None" = None, pieces: dict | None = None, lengths: dict | None = None) -> pa.Table:
     """:func:`compression_curve`'s rows as an Arrow table, written as it says: what the pipeline's
     insight step records (without Polars); ``prefixes``: the run file's, read already; ``pieces``:
     ``texts`` cut already (:func:`curve_pieces` of the same ``texts`` and ``by``: its patterns'
-    pieces are not cut again); ``lengths``: with them, (regex, vocabulary size) -> the tokens of
-    each of that pattern's pieces under the run's first tokens of that number, segmented already
-    (beside the merge loop: ``insight.stage.Ahead.learned``; the last point is segmented here).
-    Example: ``curve_table(store, ["some text"]).num_rows``."""
+    pieces are not cut again), ``lengths``: and (regex, size) -> the tokens of each of their pieces
+    under the first ``size`` tokens (``stage.Ahead.learned``). Example: ``curve_table(store, ["a"])``."""
     threads = threads or os.cpu_count() or 1
     if pieces is None:
         pieces, lengths = curve_pieces(texts, by, text_column=text_column, threads=threads), None
@@ -426,10 +423,8 @@ def curve_table(run: RunLike, texts, by=None, every: int | None = None, *, check
                 cut[p.regex] = measure.pieces(docs, gidx, len(subsets), threads, pattern=p)
             words, counts, of = cut[p.regex]
             got = (lengths or {}).get((p.regex, pre.size(k))) if k != ks[-1] else None
-            if got is None:
-                flat, off = pre.segment(k, words)
-                got = np.diff(off)
-            stoks = measure.sums(counts * got, of, len(subsets))
+            flat, off = pre.segment(k, words) if got is None else (None, None)
+            stoks = measure.sums(counts * (np.diff(off) if got is None else got), of, len(subsets))
             for s, name in enumerate(subsets):
                 rows.append((k, pre.size(k), name, int(ndocs[s]), int(sbytes[s]), int(stoks[s]),
                              measure.ratio(int(sbytes[s]), int(stoks[s]))))

@@ -506,7 +506,12 @@ def held_out_of(store: RunStore, phase: str) -> pa.Table | None:
 
 
 def _put_held_out(store: RunStore, phase: str, table: pa.Table | None) -> None:
-    store.put_meta(f"held_out:{phase}", None if table is None else table.select(PARITY_SCHEMA.names).to_pylist())
+    store.put_metas(_held_out_meta(phase, table))
+
+
+def _held_out_meta(phase: str, table: pa.Table | None) -> dict:
+    """The meta row of a phase's held-out pieces (:func:`held_out_of` reads it)."""
+    return {f"held_out:{phase}": None if table is None else table.select(PARITY_SCHEMA.names).to_pylist()}
 
 
 def count_state(store: RunStore, phase: str, fp: list, where: str = "") -> CountState | None:
@@ -555,14 +560,15 @@ def save_count_state(store: RunStore, phase: str, state: CountState, fp: list) -
 
 def save_counted(store: RunStore, phase: str, words: pa.Table, parity: pa.Table,
                  held_out: pa.Table | None, sources: list[Source], used: dict, state: dict,
-                 tokens=None, keep_sample=None, shared_done: str | None = None) -> None:
+                 tokens=None, keep_sample=None, shared_done: str | None = None, merged: dict | None = None) -> None:
     """The checkpoint of a counted phase, all or nothing: its words, inputs (``used``: per file
     statistics), parity sample and held-out pieces, and ``state`` (fingerprint, warnings, ...) as
     its checkpoint "counted"; its counting checkpoint goes, but for its sample when a later phase
     takes it (``keep_sample``: its ``toktok.count.stage.SampleKey``, by which that phase finds
     it); ``shared_done``: the identity of an earlier phase's sample that this phase took and no
-    later one needs, which goes. ``tokens``: each word's number of tokens, stored with it (a
-    "merged" checkpoint that stores its phase's counted one too)."""
+    later one needs, which goes. ``tokens``: each word's number of tokens, stored with it, and
+    ``merged``: the checkpoint recorded instead of "counted" (a "merged" checkpoint that stores
+    its phase's counted one too, :func:`save_merged`)."""
     with store.transaction(join=True):
         if keep_sample is not None:
             store.keep_sample(phase, keep_sample.base, {"phase": phase, "key": list(keep_sample), "used": used})
@@ -571,13 +577,14 @@ def save_counted(store: RunStore, phase: str, words: pa.Table, parity: pa.Table,
         store.drop_count_state(phase, keep_sample=keep_sample is not None)
         store.put_words(phase, words if tokens is None else words.append_column("tokens", pa.array(tokens, pa.int32())))
         store.put_parity(phase, parity)
-        _put_held_out(store, phase, held_out)
         for src in sources:
             for f in src.corpus.files:
                 st = used[f.path]
                 store.add_input(f.path, f.kind, phase, f.size, st["docs"], st["bytes"], st["docs_seen"],
                                 st["bytes_seen"])
-        store.set_checkpoint(phase, {"stage": "counted", **state})
+        # (the held-out pieces and the checkpoint in one write of the meta table)
+        store.put_metas({**_held_out_meta(phase, held_out),
+                         f"checkpoint:{phase}": merged if merged is not None else {"stage": "counted", **state}})
 
 
 def save_merged(store: RunStore, phase: str, words: pa.Array, counts: np.ndarray, tokens, state: dict,
@@ -586,14 +593,15 @@ def save_merged(store: RunStore, phase: str, words: pa.Array, counts: np.ndarray
     (fingerprint, warnings, summary) as its checkpoint "merged". ``due``: the phase's "counted"
     checkpoint, not stored yet (:func:`counted`), stored here with the words' tokens, and
     ``merges`` (a :func:`~toktok.store.merges_table`), the loop's merges not stored yet."""
+    merged = {"stage": "merged", **state}
     with store.transaction():
-        if due is not None:
-            due(store, tokens=tokens)
-        else:
-            store.set_tokens(phase, words, counts, tokens)
         if merges is not None:
             store.add_merges(phase, merges)
-        store.set_checkpoint(phase, {"stage": "merged", **state})
+        if due is not None:  # (its checkpoint recorded as this one)
+            due(store, tokens=tokens, merged=merged)
+        else:
+            store.set_tokens(phase, words, counts, tokens)
+            store.set_checkpoint(phase, merged)
 
 
 def check_replay(prior: pa.Table, res: MergeResult, where: str) -> None:

@@ -60,6 +60,9 @@ class RunStore:
         #: phase of this run may still take it (:meth:`get_shared_sample` hands it over once);
         #: shared with this store's cursors.
         self._held: dict[str, object] = {}
+        #: The phases with a counting checkpoint stored by this run (:meth:`put_count_state`),
+        #: shared with this store's cursors; None when the file held an earlier run's (``--resume``).
+        self._counting: set[str] | None = None
 
     @classmethod
     def create(cls, path: str | Path, memory_limit: int, threads: int = 0, temp_dir: str | Path | None = None,
@@ -81,6 +84,7 @@ class RunStore:
         except duckdb.Error as e:
             raise _unopenable(e, path, existed) from None
         store = cls(con, path, tmp, memory_limit, limit_shown)
+        store._counting = None if existed else set()
         names = store.table_names() if existed else set()
         if names and "meta" not in names:
             con.close()
@@ -132,7 +136,7 @@ class RunStore:
         its own transactions), for another thread; close it with ``.con.close()``.
         Example: ``store.cursor().get_meta("seed") == store.get_meta("seed")``."""
         cur = RunStore(self.con.cursor(), self.path, self.temp_dir, self.memory_limit, self.limit_shown)
-        cur._held = self._held
+        cur._held, cur._counting = self._held, self._counting
         cur.insight_added = self.insight_added  # (committed: the cursor sees them)
         return cur
 
@@ -407,6 +411,8 @@ class RunStore:
         DuckDB's memory limit, is never copied whole, and is written and read back at the speed
         of the disk's cache), with the per-file stats and parity sample. The meta row that makes
         it count is written last: a kill before it leaves the checkpoint before."""
+        if self._counting is not None:
+            self._counting.add(phase)
         if sample is not None:
             path = self._sample_file(phase)
             tmp = path.with_suffix(".tmp")
@@ -455,9 +461,11 @@ class RunStore:
 
     def drop_count_state(self, phase: str, keep_sample: bool = False) -> None:
         """``phase``'s counting checkpoint goes; its sample file too unless ``keep_sample`` (a
-        later phase takes it: :meth:`keep_sample`)."""
-        self._script("drop_count_state", {"phase": phase})
-        self.run("drop_meta", {"key": f"count_state:{phase}"})
+        later phase takes it: :meth:`keep_sample`). Nothing is deleted when this run stored
+        none for ``phase`` in a file it created (three statements less in the "counted" checkpoint)."""
+        if self._counting is None or phase in self._counting:
+            self._script("drop_count_state", {"phase": phase})
+            self.run("drop_meta", {"key": f"count_state:{phase}"})
         if not keep_sample:
             self._held.pop(phase, None)
             self._sample_file(phase).unlink(missing_ok=True)

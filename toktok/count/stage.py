@@ -280,8 +280,8 @@ def run(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], fp: list, *, jo
     words = pa.table({"word": counted.words, "count": counted.counts})
     counted.kept, keep = _handed_on(keep, share, used), None
     kept = _kept_samples(share, earlier, used)
-    journal.counted(lambda st, tokens=None: resume.save_counted(st, phase.name, words, parity, held_out, sources,
-                                                               used, state, tokens, **kept), t_count)
+    journal.counted(lambda st, tokens=None, merged=None: resume.save_counted(
+        st, phase.name, words, parity, held_out, sources, used, state, tokens, merged=merged, **kept), t_count)
     return counted
 
 

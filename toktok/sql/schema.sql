@@ -9,8 +9,11 @@ CREATE TABLE IF NOT EXISTS inputs (
 -- name: words
 -- The words stored as they are: compressing them (DuckDB's dictionary + FSST) took half of the
 -- "counted" checkpoint's write, which the merge loop waits for (100 MB of text, 706k words:
--- 0.18 s against 0.09; the table 7 MB on disk against 11).
-CREATE TABLE IF NOT EXISTS words (word BLOB USING COMPRESSION uncompressed, count BIGINT, phase VARCHAR, tokens INTEGER);
+-- 0.18 s against 0.09; the table 7 MB on disk against 11). Counts and tokens too: DuckDB's
+-- analysis and bit-packing of them took a fifth of the write of the words with their tokens
+-- (1.1M words: ~0.175 s of CPU against ~0.14; the table 19 MB on disk against 30).
+CREATE TABLE IF NOT EXISTS words (word BLOB USING COMPRESSION uncompressed, count BIGINT USING COMPRESSION uncompressed,
+                                  phase VARCHAR, tokens INTEGER USING COMPRESSION uncompressed);
 -- name: merges
 CREATE TABLE IF NOT EXISTS merges (
     merge_index INTEGER, left_id INTEGER, right_id INTEGER, token_id INTEGER,

@@ -175,6 +175,39 @@ def test_a_stored_sample_is_handed_to_a_later_phase_once_then_read_from_its_file
     store.close()
 
 
+def test_a_counting_checkpoint_goes_whichever_connection_stored_it_and_on_resume(tmp_path):
+    """``drop_count_state`` deletes a phase's counting checkpoint (its counts, parity rows and
+    meta) stored on any connection to the file, and in a file an earlier run left (``--resume``);
+    a fresh file's phase that stored none keeps the rows other checkpoints wrote (nothing to drop)."""
+    import pyarrow as pa
+
+    parts = pa.table({"word": pa.array([b"a", b"b"], pa.binary()), "count": pa.array([2, 1], pa.int64())})
+    parity = pa.table({"hash": pa.array([1], pa.uint64()), "source": ["s"], "row": pa.array([0], pa.int64()),
+                       "text": ["t"]})
+
+    def left(st, phase):
+        rows = [st.con.execute(f"SELECT count(*) FROM {t} WHERE phase = $p", {"p": phase}).fetchone()[0]
+                for t in ("count_parts", "parity")]
+        return rows, st.get_meta(f"count_state:{phase}") is not None
+
+    store = RunStore.create(tmp_path / RUN_FILE, memory_limit=64 << 20, threads=1)
+    store.cursor().put_count_state("p1", 1, {"state": {}}, words=parts, parity=parity)  # (saved behind)
+    store.put_count_state("p2", 1, {"state": {}}, words=parts, parity=parity)
+    store.put_parity("p3", parity)  # (a "counted" checkpoint's own parity rows)
+    assert left(store, "p1") == left(store, "p2") == ([2, 1], True)
+    cur = store.cursor()
+    cur.drop_count_state("p1")
+    cur.con.close()
+    store.drop_count_state("p3")
+    assert left(store, "p1") == ([0, 0], False) and left(store, "p3") == ([0, 1], False)
+    store.close()
+    resumed = RunStore.create(tmp_path / RUN_FILE, memory_limit=64 << 20, threads=1)
+    assert left(resumed, "p2") == ([2, 1], True)
+    resumed.drop_count_state("p2")
+    assert left(resumed, "p2") == ([0, 0], False)
+    resumed.close()
+
+
 def test_a_roomier_limit_lets_the_top_words_of_long_words_through_then_goes_back(tmp_path):
     # a SuperBPE phase's words are long: under a budget's DuckDB share alone their top words ran
     # out of memory in the insight step; the step now runs with the merge loops' share too
@@ -201,4 +234,33 @@ def test_a_roomier_limit_lets_the_top_words_of_long_words_through_then_goes_back
     plan = plan_budget(1 << 30, baseline=320 << 20)
     assert plan.after_loops() == plan.duckdb_bytes + plan.work_bytes // 2 > 4 * plan.duckdb_bytes
     store.con.execute("SET memory_limit = '256MiB'")  # (closing writes the words into the file)
+    store.close()
+
+
+def test_a_merged_checkpoint_that_stores_the_due_counted_one_records_only_merged(tmp_path):
+    """``save_merged`` with the phase's "counted" checkpoint due (``save_counted``): one
+    transaction that stores the words with their tokens, the parity rows, the held-out pieces,
+    the merges and the checkpoint "merged" (the "counted" state is never recorded on its own)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from toktok import resume
+    from toktok.store import merges_table
+
+    words = pa.table({"word": pa.array([b"ab", b"c"], pa.binary()), "count": pa.array([3, 1], pa.int64())})
+    parity = pa.table({"hash": pa.array([1], pa.uint64()), "source": ["s"], "row": pa.array([0], pa.int64()),
+                       "text": ["t"]})
+    store = RunStore.create(tmp_path / RUN_FILE, memory_limit=64 << 20, threads=1)
+
+    def due(st, **kw):
+        resume.save_counted(st, "p", words, parity, parity, [], {}, {"fingerprint": [], "seconds_count": 0.1}, **kw)
+
+    merges = merges_table(0, np.array([97]), np.array([98]), np.array([256]), [b"ab"], np.array([3]), np.array([False]))
+    resume.save_merged(store, "p", words["word"], words["count"].to_numpy(), [1, 1],
+                       {"fingerprint": [], "summary": {}}, due=due, merges=merges)
+    assert store.get_checkpoint("p") == {"stage": "merged", "fingerprint": [], "summary": {}}
+    assert store.con.execute("SELECT word, count, tokens FROM words ORDER BY rowid").fetchall() == [
+        (b"ab", 3, 1), (b"c", 1, 1)]
+    assert resume.held_out_of(store, "p").to_pylist() == store.parity_of("p").to_pylist() != []
+    assert store.merges_of("p")["token"].to_pylist() == [b"ab"]
     store.close()

@@ -594,14 +594,14 @@ def save_merged(store: RunStore, phase: str, words: pa.Array, counts: np.ndarray
     checkpoint, not stored yet (:func:`counted`), stored here with the words' tokens, and
     ``merges`` (a :func:`~toktok.store.merges_table`), the loop's merges not stored yet."""
     merged = {"stage": "merged", **state}
-    with store.transaction():
-        if merges is not None:
-            store.add_merges(phase, merges)
+    with store.transaction():  # (all or nothing: the checkpoint may be recorded before the merges)
         if due is not None:  # (its checkpoint recorded as this one)
             due(store, tokens=tokens, merged=merged)
         else:
             store.set_tokens(phase, words, counts, tokens)
             store.set_checkpoint(phase, merged)
+        if merges is not None:
+            store.add_merges(phase, merges)
 
 
 def check_replay(prior: pa.Table, res: MergeResult, where: str) -> None:

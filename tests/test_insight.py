@@ -342,10 +342,8 @@ def test_the_curve_of_pieces_cut_ahead_is_the_curve(insight_run, insight_data, t
     import pyarrow as pa
 
     from toktok.insight.runfile import curve_pieces, curve_table
-    from toktok.insight.stage import ahead, record
+    from toktok.insight.stage import ahead
     from toktok.patterns import DEFAULT
-    from toktok.resume import Checkpoints, Journal
-    from toktok.store import RunStore
 
     held = pl.read_parquet(insight_data["heldout"]).head(40)
     texts, by = held["text"].to_list(), held["source"].to_list()
@@ -357,14 +355,7 @@ def test_the_curve_of_pieces_cut_ahead_is_the_curve(insight_run, insight_data, t
     tables = {}
     for name, early in (("itself", None), ("ahead", ahead(parity, {"main": parity}, {"main": None}, [DEFAULT])),
                         ("other", ahead(parity.slice(0, 5), {"main": parity}, {"main": None}, [DEFAULT]))):
-        run = tmp_path / name / "run.duckdb"
-        run.parent.mkdir()
-        shutil.copy(insight_run / "run.duckdb", run)
-        store = RunStore.open(run, read_only=False)
-        record(Journal(store, Checkpoints()), parity, {"main": parity}, {"main": None}, ahead=early)
-        store.close()
-        con = _con(run.parent)
-        tables[name] = [_rows(con, f"select * from {t} order by all") for t in ("compression", "token_usage")]
+        tables[name] = _curve_recorded(insight_run, tmp_path / name, parity, early)
     assert tables["ahead"] == tables["itself"] == tables["other"] and tables["itself"][1]
 
 
@@ -375,9 +366,8 @@ def test_the_curve_points_segmented_beside_the_loop_are_the_curve(insight_run, i
     not the run's first are not used."""
     import pyarrow as pa
 
-    from toktok.insight.stage import ahead, record
+    from toktok.insight.stage import ahead
     from toktok.patterns import DEFAULT
-    from toktok.resume import Checkpoints, Journal
     from toktok.store import RunStore
 
     held = pl.read_parquet(insight_data["heldout"]).head(40)
@@ -400,14 +390,7 @@ def test_the_curve_points_segmented_beside_the_loop_are_the_curve(insight_run, i
         store = RunStore.open(insight_run / "run.duckdb")
         used[name] = len(early.lengths(_Prefixes(store)._tables))
         store.close()
-        run = tmp_path / name / "run.duckdb"
-        run.parent.mkdir()
-        shutil.copy(insight_run / "run.duckdb", run)
-        store = RunStore.open(run, read_only=False)
-        record(Journal(store, Checkpoints()), parity, {"main": parity}, {"main": None}, ahead=early)
-        store.close()
-        con = _con(run.parent)
-        tables[name] = [_rows(con, f"select * from {t} order by all") for t in ("compression", "token_usage")]
+        tables[name] = _curve_recorded(insight_run, tmp_path / name, parity, early)
     assert used == {"itself": 0, "ahead": 8, "wrong": 0}  # (the points but the last: 0, 38, ..., 266)
     assert tables["ahead"] == tables["itself"] == tables["wrong"] and tables["itself"][1]
 
@@ -734,3 +717,19 @@ def test_the_insight_step_runs_beside_the_last_checkpoint(phase_pair, insight_da
                     for t in ("word_gains", "compression", "token_usage")]
     assert got["beside"] == got["after"] == got["waits"] and all(got["after"])
     assert {r[0] for r in got["after"][0]} == {p for p, _, _ in phases}
+
+
+def _curve_recorded(insight_run, folder, parity, early):
+    """The compression curve's and token usage's rows ``record`` writes into a copy of
+    ``insight_run``'s run file in ``folder``, with ``early`` (an ``Ahead`` or None)."""
+    from toktok.insight.stage import record
+    from toktok.resume import Checkpoints, Journal
+    from toktok.store import RunStore
+
+    run = folder / "run.duckdb"
+    run.parent.mkdir()
+    shutil.copy(insight_run / "run.duckdb", run)
+    store = RunStore.open(run, read_only=False)
+    record(Journal(store, Checkpoints()), parity, {"main": parity}, {"main": None}, ahead=early)
+    store.close()
+    return [_rows(_con(run.parent), f"select * from {t} order by all") for t in ("compression", "token_usage")]

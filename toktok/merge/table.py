@@ -302,6 +302,26 @@ def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want):
     return T, L, n_used, pool, acc, theta
 
 
+@inlined
+def _right_counts(E, s, e, low, tmask, tb, cmax, ek, ev, seen, cnt, ln):
+    """The pairs (a, b) of one left token a, from its entries ``E[s:e]`` (see ``_pairs_by_left``):
+    each right token b's count added to ``cnt[b]`` and its positions to ``ln[b]`` (both zero
+    before), the b's listed in ``seen`` in the order first met; returns how many."""
+    ns = 0
+    for i in range(s, e):
+        r = E[i] & low
+        b = r & tmask
+        wc = r >> tb
+        if wc == cmax:
+            wc = _escaped(ek, ev, E[i] >> 32)
+        if ln[b] == 0:
+            seen[ns] = b
+            ns += 1
+        cnt[b] += wc
+        ln[b] += 1
+    return ns
+
+
 @internal
 def _pairs_by_left(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want):
     """``_initial_pairs`` for a large vocabulary, in passes over the positions:
@@ -350,18 +370,7 @@ def _pairs_by_left(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want):
     n_pos = 0
     n_all = 0
     for a in range(n_tokens):
-        ns = 0
-        for i in range(start[a], start[a + 1]):
-            r = E[i] & low
-            b = r & tmask
-            wc = r >> tb
-            if wc == cmax:
-                wc = _escaped(ek, ev, E[i] >> 32)
-            if ln[b] == 0:
-                seen[ns] = b
-                ns += 1
-            cnt[b] += wc
-            ln[b] += 1
+        ns = _right_counts(E, start[a], start[a + 1], low, tmask, tb, cmax, ek, ev, seen, cnt, ln)
         for j in range(ns):
             b = seen[j]
             c = cnt[b]
@@ -400,18 +409,7 @@ def _pairs_by_left(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want):
     for a in range(n_tokens):
         s = start[a]
         e = start[a + 1]
-        ns = 0
-        for i in range(s, e):
-            r = E[i] & low
-            b = r & tmask
-            wc = r >> tb
-            if wc == cmax:
-                wc = _escaped(ek, ev, E[i] >> 32)
-            if ln[b] == 0:
-                seen[ns] = b
-                ns += 1
-            cnt[b] += wc
-            ln[b] += 1
+        ns = _right_counts(E, s, e, low, tmask, tb, cmax, ek, ev, seen, cnt, ln)
         nk = 0
         for j in range(ns):
             b = seen[j]

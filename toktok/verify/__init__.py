@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
@@ -121,14 +122,16 @@ class _Specials:
     131,072 of them): by each length at each place where a special token's first character is."""
 
     def __init__(self, specials: Iterable[str]) -> None:
-        import regex
-
         by_len: dict[int, set[str]] = {}
         for s in specials:
             by_len.setdefault(len(s), set()).add(s)
         self.by_len = sorted(by_len.items())
         firsts = {s[0] for _, group in self.by_len for s in group}
-        self.starts = regex.compile("[" + "".join(regex.escape(c) for c in sorted(firsts)) + "]") if firsts else None
+        self.starts = None
+        if firsts:  # (none: no regex to import)
+            import regex
+
+            self.starts = regex.compile("[" + "".join(regex.escape(c) for c in sorted(firsts)) + "]")
 
     def of(self, text: str) -> set[str]:
         """The special tokens that occur in ``text``."""
@@ -337,9 +340,11 @@ def verify(
         # nothing else gives them: when it is the one loaded here, it is parsed once, by tokenizers
         enc, tokens = load_encoding_and_tokens(where, special_tokens, hf.specials if hf_path == hf_file_of(tt) else None,
                                                pattern=pattern, written=written)
+        texts = list(texts) if texts is not None else None
+        mine = _TiktokenSide.ahead(enc, texts, slices, seed)  # (while HF's half may still be loading)
         _check_same_vocab(where, enc, tokens, hf)
         del tokens
-        return _compare(where, enc, hf, texts, slices, seed, progress)
+        return _compare(where, enc, hf, texts, slices, seed, progress, mine)
 
 
 def hf_path_of(out_dir: str | os.PathLike) -> Path:
@@ -349,19 +354,63 @@ def hf_path_of(out_dir: str | os.PathLike) -> Path:
     return where / HF_FILE if (where / HF_FILE).is_file() else hf_file_of(folder_and_tiktoken(where)[1])
 
 
-def _compare(where: Path, enc, hf: HFSide, texts: Iterable[str] | None, slices: int, seed: int,
-             progress: Callable[[int, int], None] | None = None) -> VerifyReport:
-    """Phases 2 and 3 of ``verify``: the texts, encoded by both and compared one by one, in order."""
+class _TiktokenSide:
+    """tiktoken's half of phases 2 and 3 of ``verify``, made in a thread while HF's half still
+    loads and the vocabularies are compared (tiktoken encodes without the GIL): the texts to
+    check, each one's ids (with the special tokens it holds allowed: :func:`encode_all`) and those
+    ids decoded back. What ``_compare`` checks them against, and in which order, is as without it."""
+
+    def __init__(self, enc, stream: list[str]) -> None:
+        self.stream = stream
+        self.ids: list[list[int]] | None = None
+        self.back: list[bytes] | None = None
+        self._thread = threading.Thread(target=self._run, args=(enc,), name="toktok-tiktoken-encode", daemon=True)
+        self._thread.start()
+
+    def _run(self, enc) -> None:
+        try:
+            ids = encode_all(enc, self.stream)
+            self.back = [enc.decode_bytes(a) for a in ids]
+            self.ids = ids
+        except Exception:  # (``_compare`` then encodes them itself, and meets the failure where it belongs)
+            self.ids = None
+
+    @classmethod
+    def ahead(cls, enc, texts: list | None, slices: int, seed: int) -> _TiktokenSide | None:
+        """Started for ``texts`` (as ``verify`` got them), or None when one is no valid text (the
+        comparison then says which, in order, as it does without this)."""
+        if any(not isinstance(t, str) for t in texts or ()):
+            return None
+        stream = texts_to_check(enc.special_tokens_set, texts, slices, seed)
+        try:
+            for t in stream:
+                t.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+        return cls(enc, stream)
+
+    def done(self) -> bool:
+        """Whether the texts are encoded and decoded (waited for)."""
+        self._thread.join()
+        return self.ids is not None
+
+
+def _compare(where: Path, enc, hf: HFSide, texts: list | None, slices: int, seed: int,
+             progress: Callable[[int, int], None] | None = None, mine: _TiktokenSide | None = None) -> VerifyReport:
+    """Phases 2 and 3 of ``verify``: the texts, encoded by both and compared one by one, in order
+    (``mine``: tiktoken's ids and decodes of them made already, used when its ids are the ones
+    compared, see ``_TiktokenSide``)."""
     # Phase 2: the texts to check (a long one in parts).
-    texts = list(texts) if texts is not None else None
     cut = sum(1 for t in texts or () if isinstance(t, str) and len(t) > PART)
-    stream = texts_to_check(enc.special_tokens_set, texts, slices, seed)
+    stream = mine.stream if mine is not None else texts_to_check(enc.special_tokens_set, texts, slices, seed)
 
     # Phase 3: encode in batches and compare text by text, in order; tiktoken's ids as HF cuts
     # the added tokens when their flags make it cut otherwise (toktok.added)
     added = hf.flags()
     like_hf = needs_split(added)
-    finder = None if like_hf else _Specials(enc.special_tokens_set)
+    if like_hf or mine is not None and not mine.done():
+        mine = None
+    finder = None if like_hf or mine is not None else _Specials(enc.special_tokens_set)
     strings = tokens = 0
     if progress is not None:
         progress(0, len(stream))
@@ -378,6 +427,8 @@ def _compare(where: Path, enc, hf: HFSide, texts: Iterable[str] | None, slices: 
                 ) from None
         if like_hf:
             tt_all = [encode_like_hf(enc, t, added) for t in batch]
+        elif mine is not None:
+            tt_all = mine.ids[strings:strings + len(batch)]
         else:
             tt_all = encode_all(enc, batch, finder)
         hf_all, hf_text = hf.encode(batch)
@@ -390,7 +441,7 @@ def _compare(where: Path, enc, hf: HFSide, texts: Iterable[str] | None, slices: 
                     f"{[enc.decode_single_token_bytes(x) for x in a[i:i + 4]]} vs HF {b[i:i + 4]} "
                     f"{[hf.token_bytes(x) for x in b[i:i + 4]]}"
                 )
-            raw = enc.decode_bytes(a)
+            raw = mine.back[strings] if mine is not None else enc.decode_bytes(a)
             if raw != want.encode("utf-8"):
                 raise ParityError(f"{where}: tiktoken decode does not round-trip {_short(t)}: got {_short(raw.decode('utf-8', 'replace'))}")
             if back != want:

@@ -35,6 +35,12 @@ EXIT_SECONDS = 5
 CALLS = ("load", "encode_ahead", "specials", "added", "vocab_size", "names_by_id", "vocab", "encode", "token_bytes",
          "flags")
 
+#: The calls after whose reply a second process gives back what parsing the file freed: the
+#: vocabulary, which the caller compares meanwhile, while the texts encoded ahead (started before
+#: it) are still being encoded; after the load's reply, the trim (~7 ms) delayed every answer
+#: the check waits for.
+TRIM_AFTER = ("names_by_id", "vocab")
+
 
 def worth_a_process(tokens: int) -> bool:
     """Whether a tokenizer.json of ``tokens`` tokens loads in a second process by default.
@@ -65,10 +71,11 @@ class Local:
             self._ahead = _Ahead(self._tok, texts)
 
     def load(self) -> None:
-        """Load the file now, and read its vocabulary by id (what every verification reads); if
-        that fails, the first call that needs the file raises why."""
+        """Load the file now; if that fails, the first call that needs the file raises why. (Its
+        vocabulary by id, what every verification reads first, is read when asked: in a second
+        process, after the texts encoded ahead have started, beside them.)"""
         try:
-            self.names_by_id()
+            self._loaded()
         except Exception:
             pass
 
@@ -372,7 +379,7 @@ def _serve(path: str) -> None:
     import tokenizers  # noqa: F401  (imported while the caller still writes the file)
 
     side = Local(path)
-    side.trim_later = True  # (after the reply: the caller waits for it, not for the trim)
+    side.trim_later = True  # (after a reply: TRIM_AFTER)
     inp = sys.stdin.buffer
     while True:
         try:
@@ -387,9 +394,9 @@ def _serve(path: str) -> None:
             reply = _pickled(e, False)
         out.write(reply)
         out.flush()
-        if side.trim_later and side._tok is not None:
+        if side.trim_later and side._tok is not None and name in TRIM_AFTER:
             side.trim_later = False
-            give_back_heap()  # what parsing the file freed (Local._loaded)
+            give_back_heap()  # what parsing the file freed (Local._loaded), see TRIM_AFTER
 
 
 if __name__ == "__main__":

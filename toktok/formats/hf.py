@@ -272,11 +272,15 @@ def _vocab_lines(names: _Names, compiled: bool = False) -> bytes:
 
 
 def _merge_lines(names: _Names, merges) -> bytes:
-    """The model's merge lines (``["left", "right"]``, joined by ",\n") of rows (left id, right id),
-    ``names`` those of every token."""
+    """The model's merge lines (``"left right"``, joined by ",\n") of rows (left id, right id),
+    ``names`` those of every token: each merge one JSON string, its two names inside without
+    their quotes, a space between (a byte-level name has no space: byte 0x20 is spelled "Ġ"; a
+    pinned special, which may, is in no merge). tokenizers reads that form as the pair form
+    ``["left", "right"]``, the same merges, and loads it ~25% faster (0.10 s where the pairs
+    took 0.13 s, at 65,536 tokens): the check's HF half waits for that load."""
     from .spell import lines
 
-    return lines(names.pool, names.at, names.length, merges, [b"      [", 0, b", ", 1, b"]"], b",\n")
+    return lines(names.pool, names.at + 1, names.length - 2, merges, [b'      "', 0, b" ", 1, b'"'], b",\n")
 
 
 def _spliced(head: tuple[bytes, bytes, bytes], vocab_body: bytes, merges_body: bytes) -> bytes:

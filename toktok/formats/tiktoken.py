@@ -155,7 +155,7 @@ def tokens_by_id(
             f"{path}:{rank_line[above]}: rank {missing} is missing (this line has rank {above}); "
             f"ranks must be 0..N-1 except the ids of special tokens"
         )
-    return [by_rank.get(i) for i in range(n)]
+    return list(map(by_rank.get, range(n)))
 
 
 def read_tiktoken(path: str | os.PathLike) -> list[bytes]:
@@ -267,7 +267,7 @@ def load_encoding_and_tokens(
         enc = tiktoken.Encoding(
             name=name or "toktok",
             pat_str=split.regex,
-            mergeable_ranks={t: i for i, t in by_rank.items()},
+            mergeable_ranks=dict(zip(by_rank.values(), by_rank)),
             special_tokens=specials,
         )
         return enc, tokens

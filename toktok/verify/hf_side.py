@@ -35,10 +35,10 @@ EXIT_SECONDS = 5
 CALLS = ("load", "encode_ahead", "specials", "added", "vocab_size", "names_by_id", "vocab", "encode", "token_bytes",
          "flags")
 
-#: The calls after whose reply a second process gives back what parsing the file freed: the
-#: vocabulary, which the caller compares meanwhile, while the texts encoded ahead (started before
-#: it) are still being encoded; after the load's reply, the trim (~7 ms) delayed every answer
-#: the check waits for.
+#: The calls after whose reply a second process gives back what parsing the file freed, in a
+#: thread: the vocabulary's, once this process is past the calls that allocate much (the trim,
+#: ~7 ms, holds the heap's lock; after the load's reply, in line, it delayed every answer the
+#: check waits for, and in a thread then, reading the vocabulary beside it waited for the lock).
 TRIM_AFTER = ("names_by_id", "vocab")
 
 
@@ -396,7 +396,8 @@ def _serve(path: str) -> None:
         out.flush()
         if side.trim_later and side._tok is not None and name in TRIM_AFTER:
             side.trim_later = False
-            give_back_heap()  # what parsing the file freed (Local._loaded), see TRIM_AFTER
+            # what parsing the file freed (Local._loaded), in a thread: see TRIM_AFTER
+            threading.Thread(target=give_back_heap, name="toktok-hf-trim", daemon=True).start()
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -114,6 +115,31 @@ def test_vocabulary_mismatch_is_reported(good_dir, tmp_path, side):
     write_tiktoken(Vocab(tiny_vocab().tokens[:-1]), bad2 / TIKTOKEN_FILE)
     with pytest.raises(ParityError, match=f"has {n - 1} ranks but tokenizer.json has {n} vocab entries"):
         check(bad2, ["ab"], side=side)
+
+
+def test_tiktoken_encoding_ahead_compares_as_batch_by_batch(good_dir, tmp_path, monkeypatch):
+    """tiktoken's half encodes the texts in a thread while HF's loads (``_TiktokenSide``), up to
+    AHEAD_CHARS characters of them, batch by batch beyond: the same report either way, and the
+    same first failure, in the same order (a broken vocabulary before the texts)."""
+    import toktok.verify
+
+    texts = ["x", TRAIN_TEXT * 3, "a<|endoftext|>b"]
+    bad = _copy(good_dir, tmp_path / "bad")
+    _edit_tokenizer_json(bad, lambda d: d["model"].update(merges=[]))
+    swap = _copy(good_dir, tmp_path / "swap")
+    _edit_tokenizer_json(swap, lambda d: d["model"]["vocab"].update(a=d["model"]["vocab"]["b"], b=d["model"]["vocab"]["a"]))
+    seen = []
+    for limit in (toktok.verify.AHEAD_CHARS, 0):
+        monkeypatch.setattr(toktok.verify, "AHEAD_CHARS", limit)
+        got = [verify(good_dir, texts, slices=40, seed=2)]
+        for folder in (bad, swap):
+            with pytest.raises(ParityError) as e:
+                verify(folder, texts, slices=40, seed=2)
+            got.append(re.sub(r"id 9[78] is .*", "id 9[78] is ...", str(e.value)))  # (HF's vocab: in any order)
+        with pytest.raises(InputError) as e:
+            verify(good_dir, ["ok", "bad \ud800 text"])
+        seen.append([*got, str(e.value)])
+    assert seen[0] == seen[1] and seen[0][0].strings == len(toktok.verify.texts_to_check(SPECIALS, texts, 40, 2)) and "ids differ" in seen[0][1] and "id 9" in seen[0][2]
 
 
 def test_decode_failure_is_reported(good_dir, tmp_path, side):

@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 BATCH = 256
 #: Characters from which :func:`encode_all` hands the texts to tiktoken's pool of threads.
 POOL_FROM_CHARS = 1 << 20
+#: Characters of texts to check up to which tiktoken encodes them all at once in a thread while
+#: HF's half loads (``_TiktokenSide``; a run's check: ~150,000), beyond which batch by batch.
+AHEAD_CHARS = 1 << 22
 #: Longest random slice, in characters.
 MAX_SLICE = 300
 #: A given text longer than this many characters is compared in parts of at most this many
@@ -400,10 +403,13 @@ class _TiktokenSide:
     @classmethod
     def ahead(cls, enc, texts: list | None, slices: int, seed: int) -> _TiktokenSide | None:
         """Started for ``texts`` (as ``verify`` got them), or None when one is no valid text (the
-        comparison then says which, in order, as it does without this)."""
+        comparison then says which, in order, as it does without this) or they hold more than
+        ``AHEAD_CHARS`` characters (compared batch by batch, as they come)."""
         if any(not isinstance(t, str) for t in texts or ()):
             return None
         stream = texts_to_check(enc.special_tokens_set, texts, slices, seed)
+        if sum(map(len, stream)) > AHEAD_CHARS:  # (their ids all at once would hold too much)
+            return None
         try:
             for t in stream:
                 t.encode("utf-8")

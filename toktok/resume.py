@@ -313,12 +313,11 @@ def _versions() -> dict[str, str]:
     # for a large tokenizer.json (importing it here: ~20 ms of every run's start)
     from importlib.metadata import version
 
-    import duckdb
     import tiktoken
 
     return {
         "toktok": __version__, "python": sys.version.split()[0], "platform": platform.platform(),
-        "polars": polars_version(), "duckdb": duckdb.__version__,
+        "polars": polars_version(), "duckdb": version("duckdb"),
         "numba": version("numba"),
         "numpy": np.__version__, "tiktoken": tiktoken.__version__, "tokenizers": version("tokenizers"),
     }

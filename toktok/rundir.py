@@ -147,7 +147,10 @@ _TOKTOK_FILES: set[tuple] = set()
 
 def _records_schema_version(p: Path) -> bool:
     """Whether the DuckDB file ``p``'s ``meta`` table records a ``schema_version`` (read-only)."""
-    import duckdb
+    try:  # (DuckDB's engine alone: see toktok.store)
+        import _duckdb as duckdb
+    except ImportError:
+        import duckdb
 
     try:
         con = duckdb.connect(str(p), read_only=True)

@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -28,12 +27,24 @@ from .errors import OutputError, ResourceError, ToktokError
 from .rundir import RUN_FILE, shown
 from .statements import blocks, params_for, sql, temporary
 
+try:  # DuckDB's engine alone: its Python layer (relations, Arrow scans and results) is imported
+    import _duckdb as duckdb  # when first used (``python_layer``), not at every run's start (~40 ms)
+except ImportError:  # (another layout of duckdb: its package)
+    import duckdb
+
 SCHEMA_VERSION = "1"
 #: The tables toktok.insight fills (``insight_tables.sql``): the only names ``replace_insight`` takes.
 INSIGHT_TABLES = ("compression", "token_usage", "word_gains")
 #: Rows per UPDATE of the words' tokens (``set_tokens``): its join's table stays well under
 #: the smallest memory limit a budget gives DuckDB (32 MiB).
 TOKEN_ROWS = 1 << 18
+
+
+def python_layer() -> None:
+    """DuckDB's Python layer imported (the ``duckdb`` package over its engine): the connection's
+    Arrow scans (``register`` of an Arrow table), ``to_arrow_table`` and ``sql`` come with it.
+    Once per process; runs also have it imported beside the merge loop (``insight.stage.Ahead``)."""
+    import duckdb  # noqa: F401
 
 
 def _meta_text(value) -> str:
@@ -326,6 +337,7 @@ class RunStore:
 
     def _with_batch(self, name: str, table, params: dict) -> None:
         batch = table.to_arrow() if hasattr(table, "to_arrow") else table
+        python_layer()  # (its Arrow scans)
         self.con.register("batch", batch)
         try:
             self.run(name, params)
@@ -356,6 +368,7 @@ class RunStore:
         """The rows of the named statement as a pyarrow Table, e.g. ``store.arrow("describe.inputs")``."""
         import warnings
 
+        python_layer()  # (its to_arrow_table)
         with self.translating(), warnings.catch_warnings():
             # DuckDB warns that DB-API results copy once into Arrow: fine for these tables, and
             # con.sql() would refuse while an earlier statement's result is open

@@ -25,14 +25,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, NamedTuple, Union
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError, QueryError, ToktokError
 from ..rundir import RUN_FILE, companion_name
 from ..statements import sql
-from ..store import INSIGHT_TABLES, RunStore
+from ..store import INSIGHT_TABLES, RunStore, duckdb, python_layer
 from . import measure
 from .measure import ALL
 
@@ -716,6 +715,7 @@ def query_batches(run: RunLike, query_or_file: str, batch_rows: int = BATCH_ROWS
     opened = isinstance(run, (duckdb.DuckDBPyConnection, RunStore))
     with (_connect(run, read_only=True) if opened else _sandbox(run)) as store:
         _ensure_views(store)
+        python_layer()  # (its relations: con.sql)
         try:
             rel = store.con.sql(text, params=params or None)
             if rel is None:

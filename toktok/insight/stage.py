@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from ..store import python_layer
 from .runfile import Known, _checkpoints, _Prefixes, add_views, curve_pieces, curve_table, gains_table, top_rows
 
 if TYPE_CHECKING:
@@ -72,6 +73,7 @@ class Ahead:
 
     def _cut(self, patterns: list, threads: int, words: tuple | None, store) -> None:
         try:
+            python_layer()  # (DuckDB's, which the steps after the loop use: imported on the core it leaves idle)
             if store is not None:  # (on a second connection: their own commit)
                 cursor = store.cursor()
                 try:

@@ -10,11 +10,11 @@ Example: ``[fn for types, fn in exports("toktok.merge.loop._loop")]``.
 from __future__ import annotations
 
 import hashlib
+import importlib.machinery
 import importlib.util
 import json
 import os
 import sys
-import sysconfig
 from functools import cache
 from pathlib import Path
 
@@ -27,7 +27,9 @@ STAGES = ("count", "merge", "formats")
 _SCANNERS = "toktok.count.scan."
 #: Where the scanner compiled from a regex is (unit ``rx``: built by the runs it counts for).
 _COMPILED = "toktok.count.rx."
-_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+#: (the interpreter's own extension suffix, ``sysconfig``'s ``EXT_SUFFIX``: importing that module
+#: and its build data costs ~5 ms of every run's start)
+_SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0] if importlib.machinery.EXTENSION_SUFFIXES else ".so"
 
 
 @cache

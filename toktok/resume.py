@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import __version__
-from .count.common import PARITY_SCHEMA, Counted, polars_version
+from .count.common import PARITY_SCHEMA, Counted, dist_version, polars_version
 from .count.local import CountState, Source
 from .errors import ConfigError, InputError, ParityError, ToktokError
 from .rundir import RUN_FILE, Staging, check_output, open_staging
@@ -311,9 +311,15 @@ def _opening_meta(cfg: RunSpec, plan: BudgetPlan | None, pattern: Pattern, base:
 def _versions() -> dict[str, str]:
     # Numba is imported only when a kernel runs, Polars by large ones, tokenizers in HF's own process
     # for a large tokenizer.json (importing it here: ~20 ms of every run's start)
-    from importlib.metadata import version
-
     import tiktoken
+
+    def version(name: str) -> str:  # (from its dist-info folder's name: importlib.metadata costs ~25 ms)
+        found = dist_version([name], name)
+        if found is None:
+            from importlib.metadata import version as found_by
+
+            found = found_by(name)
+        return found
 
     return {
         "toktok": __version__, "python": sys.version.split()[0], "platform": platform.platform(),

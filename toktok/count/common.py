@@ -27,7 +27,8 @@ import pyarrow as pa
 
 from . import sample
 from .read import Batch, Corpus, SourceFile
-from .scan.classes import polars_version  # noqa: F401  (here for the run's identity, there for the class cache)
+from .scan.classes import dist_version, polars_version  # noqa: F401  (here for the run's identity, there for
+# the class cache)
 from .sample import Reservoir, doc_hashes
 
 if TYPE_CHECKING:
@@ -398,4 +399,4 @@ __all__ = ["Source", "PhaseCount", "CountState", "Counted", "ParitySample", "Pro
            "doc_keys", "capacity_split", "sample_step", "offer_file", "full_ids", "empty_used", "full_read_used",
            "with_every_file", "left_out_of", "finish_sample", "took_every_document", "whole_documents", "sample_parts",
            "count_batch", "count_part", "sum_words", "snapshot", "regex_rate", "polars_version", "BATCH_BYTES",
-           "PARITY_SCHEMA"]
+           "PARITY_SCHEMA", "dist_version"]

@@ -106,9 +106,13 @@ def polars_version() -> str:
     Polars itself where no metadata names it. Example: ``polars_version().count(".") >= 1``."""
     if "polars" in sys.modules:
         return sys.modules["polars"].__version__
+    names = ("polars", "polars-lts-cpu", "polars-u64-idx")
+    found = dist_version(names, "polars")
+    if found is not None:
+        return found
     from importlib.metadata import PackageNotFoundError, version
 
-    for name in ("polars", "polars-lts-cpu", "polars-u64-idx"):
+    for name in names:
         try:
             return version(name)
         except PackageNotFoundError:
@@ -116,6 +120,36 @@ def polars_version() -> str:
     import polars
 
     return polars.__version__
+
+
+def _dist_key(name: str) -> str:
+    return "".join("_" if c in "-." else c for c in name.lower())
+
+
+def dist_version(names, module: str) -> str | None:
+    """The version of the installed distribution named one of ``names`` that holds the top-level
+    package ``module``, read from the name of its ``NAME-VERSION.dist-info`` folder beside the
+    package (as installers name it), without importing the package or ``importlib.metadata``
+    (~20 ms of a run's start, and ~3 ms a name); None when that folder is not there or not the
+    only one of those names (``importlib.metadata.version`` says then).
+    Example: ``dist_version(["numpy"], "numpy") == numpy.__version__``."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(module)  # (a top-level name: found, not imported)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin or not spec.has_location:
+        return None
+    origin = Path(spec.origin)
+    site = origin.parent.parent if spec.submodule_search_locations is not None else origin.parent
+    keys = {_dist_key(n) for n in names}
+    try:
+        found = [e[:-10].rpartition("-") for e in os.listdir(site) if e.endswith(".dist-info")]
+    except OSError:
+        return None
+    versions = [v for n, _, v in found if _dist_key(n) in keys]
+    return versions[0] if len(versions) == 1 and versions[0] else None
 
 
 def _class_cache_path() -> Path:

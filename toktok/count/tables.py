@@ -523,15 +523,21 @@ def word_documents(words: pa.Array, counts: np.ndarray, seed: int, docs: int = P
     if n == 0:
         return PARITY_SCHEMA.empty_table()
     rng = np.random.default_rng(seed)
-    p = np.asarray(counts, np.float64)
-    p /= p.sum()
+    # each word drawn by count: a uniform point on the counts laid end to end (their running sum,
+    # exact integers, one pass: Generator.choice with probabilities makes ~6 over 1.1 M words)
+    counts = np.asarray(counts, np.int64)
+    upto = np.cumsum(counts)
+    total = int(upto[-1])
     if words.type != pa.binary():
         words = words.cast(pa.binary())
     offsets = np.frombuffer(words.buffers()[1], np.int32, n + 1, words.offset * 4)
-    lengths = np.diff(offsets).astype(np.float64)
-    mean = max(1.0, float((lengths * p).sum()))
+    # (the bytes the counts stand for: below 2^63, as reading the table checks)
+    mean = max(1.0, int(np.dot(np.diff(offsets).astype(np.int64), counts)) / total)
     per_doc = int(chars / mean) + 8
-    picks = rng.choice(n, size=(docs, per_doc), p=p).reshape(-1)
+    points = rng.integers(0, total, docs * per_doc)
+    order = np.argsort(points)  # (found in order, ~3x quicker than as drawn: memory in order)
+    picks = np.empty_like(order)
+    picks[order] = np.searchsorted(upto, points[order], side="right")
     # the drawn words' bytes back to back, gathered from the array's buffers (Arrow's take would
     # load pyarrow.compute: ~40 ms of the run's start), cut after each document's last word
     starts, sizes = offsets[picks].astype(np.int64), (offsets[picks + 1] - offsets[picks]).astype(np.int64)

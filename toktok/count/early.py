@@ -103,7 +103,10 @@ def facts(table):
         return table, None
     if len(word) > 1 and not _increasing(word):
         return table, None  # (not sorted, or a word twice: summed and said by the general reading)
-    if float(np.dot(lengths.astype(np.float64), counts.astype(np.float64))) >= 2.0 ** 62:
+    # (the longest word times all the counts bounds their bytes: in two passes without a copy,
+    # the exact sum in floats only when that bound is not far below 2^62)
+    if float(lengths.max()) * float(counts.sum(dtype=np.float64)) >= 2.0 ** 62 and \
+            float(np.dot(lengths.astype(np.float64), counts.astype(np.float64))) >= 2.0 ** 62:
         return table, None  # (near what 64-bit counts hold: checked exactly, and said, by the general reading)
     return table, {"bytes": int(np.dot(lengths.astype(np.int64), counts)), "seal": digest(word)}
 
@@ -142,7 +145,7 @@ def digest(words) -> str:
     n = len(words)
     offsets = np.frombuffer(words.buffers()[1], np.int32 if narrow else np.int64, n + 1, words.offset * (4 if narrow else 8))
     data = words.buffers()[2]
-    h = hashlib.blake2b(np.diff(offsets).astype("<i8").tobytes(), digest_size=16)
+    h = hashlib.blake2b(np.diff(offsets).astype("<i8"), digest_size=16)  # (its buffer: no copy to bytes)
     if data is not None and n:
         h.update(memoryview(data)[int(offsets[0]) : int(offsets[-1])])
     return h.hexdigest()

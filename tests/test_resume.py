@@ -601,3 +601,19 @@ def test_a_budget_run_refuses_its_output_before_its_kernels_compile(tmp_path, mo
         train(TrainConfig([str(src)], str(out), merges=10, budget="4GB", resume=resume))
     assert built == []
     assert sorted(os.listdir(tmp_path)) == (["words.txt"] if resume else [".tok.partial", "words.txt"])
+
+
+def test_the_versions_a_run_file_records_are_the_installed_distributions():
+    """The versions the run file records (``meta('versions')``) are read from the names of the
+    packages' dist-info folders, without ``importlib.metadata``: the versions it finds."""
+    from importlib.metadata import version
+
+    from toktok.count.common import dist_version
+    from toktok.resume import _versions
+
+    got = _versions()
+    for name in ("duckdb", "numba", "tokenizers", "polars", "tiktoken"):
+        assert got[name] == version(name), name
+    assert dist_version(["numpy"], "numpy") == version("numpy")
+    assert dist_version(["no-such-dist"], "json") is None  # (no dist-info of that name beside it)
+    assert dist_version(["no-such-dist"], "no_such_module_zz") is None

@@ -264,3 +264,23 @@ def test_a_merged_checkpoint_that_stores_the_due_counted_one_records_only_merged
     assert resume.held_out_of(store, "p").to_pylist() == store.parity_of("p").to_pylist() != []
     assert store.merges_of("p")["token"].to_pylist() == [b"ab"]
     store.close()
+
+
+def test_the_pipeline_loads_duckdbs_engine_and_its_python_layer_once_used(tmp_path):
+    """Importing the pipeline and creating a run file load DuckDB's engine alone (its Python
+    layer costs ~40 ms of every run's start); reading a result as Arrow loads the layer then.
+    Checked in a fresh interpreter."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "import toktok.pipeline\n"
+            "from toktok.store import RunStore\n"
+            f"s = RunStore.create({str(tmp_path / 'run.duckdb')!r}, memory_limit=1 << 28)\n"
+            "s.put_meta('k', 'v')\n"
+            "before = 'duckdb' in sys.modules\n"
+            "t = s.arrow('get_meta', {'key': 'k'})\n"
+            "print(before, 'duckdb' in sys.modules, t.column(0).to_pylist())\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "True", "['v']"], r.stdout

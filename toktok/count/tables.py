@@ -67,7 +67,10 @@ def write_counts(words: pa.Table, path: str | os.PathLike, meta: dict) -> Path:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, tmp)
+        # the words stored as they are, the counts dictionary-encoded: the words' Snappy pages took
+        # half the read of a table (1.1 M words: ~45 -> ~19 ms of CPU; 9.8 -> 18 MB on disk), and
+        # training from the table reads it before anything else can start
+        pq.write_table(table, tmp, compression="none", use_dictionary=["count"])
         os.replace(tmp, path)
     except OSError as e:
         tmp.unlink(missing_ok=True)

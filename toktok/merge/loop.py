@@ -113,6 +113,13 @@ def _positions(P, ek, ev, tb, pool, lo, hi, a, b, t, stamp, S, tkey, tinc, tcnt,
     live = 0
     lost = np.int64(0)
     D = 16
+    # the rows of the first positions, all asked for at once (the loop below asks D ahead): most
+    # rounds are short (half of 65,536 merges' read at most 14 positions) and would wait for
+    # each in turn
+    for k in range(lo, min(lo + D, hi)):
+        f = pool[k]
+        _prefetch(P, f - 1)
+        _prefetch(P, f + 2)
     for k in range(lo, hi):
         if k + D < hi:
             # the rows of a future position and of its neighbours (usually p-1 .. p+2)
@@ -505,27 +512,34 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
                 H, hn, floor = _refill(T, H, heap_target, tdata, tstart, tlen, maxlen, theta)
                 stats[11] += 1
                 continue
-            # 1. pop the best pair; stale entries (count moved since the push) are skipped or re-pushed
+            # 1. pop the best pair; stale entries (count moved since the push) are dropped or, when
+            #    the count fell but not below the floor, go back down with it from the top: the same
+            #    entries as a pop and a push (``_push_rows``' test), and the pops' order depends only
+            #    on the entries, not on their places
             stats[4] += 1
             c = H[0, 0]
             a = np.int32(H[0, 1] >> 32)
             b = np.int32(H[0, 1] & 0xFFFFFFFF)
-            hn -= 1
-            if hn > 0:
-                H[0, 0] = H[hn, 0]
-                H[0, 1] = H[hn, 1]
+            s0 = _tslot(T, _pkey(a, b))
+            cur = T[s0, _CNT] if T[s0, _KEY] != _EMPTY else 0
+            if floor <= cur < c and np.int64(tlen[a]) + np.int64(tlen[b]) <= maxlen:
+                H[0, 0] = cur
                 _sift_down(H, hn, np.int64(0), tdata, tstart, tlen)
+            else:
+                if cur == c:
+                    # the first positions of its list, loaded while the heap is sifted
+                    _prefetch(pool, np.int64(L[s0, _HEAD]))
+                hn -= 1
+                if hn > 0:
+                    H[0, 0] = H[hn, 0]
+                    H[0, 1] = H[hn, 1]
+                    _sift_down(H, hn, np.int64(0), tdata, tstart, tlen)
+            if hn > 0:
                 # the next pop's rows (usually the first probed), loaded while this one is handled
                 nxt = np.int64(_mix(H[0, 1]) & np.uint64(T.shape[0] - 1))
                 _prefetch(T, nxt)
                 _prefetch(L, nxt)
-            s0 = _tslot(T, _pkey(a, b))
-            cur = T[s0, _CNT] if T[s0, _KEY] != _EMPTY else 0
             if cur != c:
-                if floor <= cur < c:
-                    H = _heap_room(H, hn + 1)
-                    one[0] = s0
-                    hn = _push_rows(H, hn, T, one, np.int64(1), floor, tdata, tstart, tlen, maxlen)
                 continue
             if c < theta:
                 # (theta was raised since the heap was filled) no tracked pair is left that may be merged

@@ -441,6 +441,16 @@ def test_the_command_ends_at_once_with_its_code_output_and_exit_functions(tmp_pa
     assert not list((tmp_path / "a").glob("*.tmp"))
 
 
+def test_python_m_toktok_names_itself_toktok_in_hints():
+    """Under ``python -m toktok`` a usage error's hint and the usage line name the command
+    ``toktok`` (Click would say ``python -m toktok``, and the hint showed ``toktok -m toktok``)."""
+    bad = subprocess.run([sys.executable, "-m", "toktok", "count", "-q"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2
+    assert "see toktok count --help" in bad.stderr and "-m toktok" not in bad.stderr, bad.stderr
+    ok = subprocess.run([sys.executable, "-m", "toktok", "count", "--help"], capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and "Usage: toktok count" in " ".join(ok.stdout.split()), ok.stdout[:300]
+
+
 def test_help_and_parsing_load_no_pydantic_markdown_or_pygments(tmp_path):
     """The CLI's fixed cost: help is rendered without Markdown or Pygments (Typer's renderer
     imports them for features toktok does not use) and ``toktok train``'s options are read

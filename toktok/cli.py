@@ -789,7 +789,7 @@ def main() -> None:  # pragma: no cover
     polars_gives_back()  # before any command loads Polars or pyarrow: see toktok.alloc
     arrow_gives_back()
     try:
-        app()
+        app(prog_name="toktok")  # (under ``python -m toktok`` too: its usage lines and hints say ``toktok``)
     finally:
         # Python's exit collects every object still alive (Numba's typing tables, the modules'),
         # 0.1-0.3 s of a run for memory the process gives back anyway; frozen, they are skipped.

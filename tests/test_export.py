@@ -20,6 +20,7 @@ import tokenizers
 from conftest import FIXTURES, FUZZ  # FUZZ: TOKTOK_FUZZ, the hypothesis budget multiplier (10 in slow mode)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from vocabs import grown
 
 from toktok.errors import OutputError, VocabError
 from toktok.formats.common import HF_CONFIG_FILE, HF_FILE, HF_SPECIAL_MAP_FILE, TIKTOKEN_FILE
@@ -513,19 +514,8 @@ def test_write_to_unwritable_place_raises_output_error(tmp_path):
 def test_large_vocabulary_exports(tmp_path):
     # 100k tokens of up to 16 bytes, built like BPE (token + short token) from letters and space;
     # must export in about a second.
-    rng = random.Random(1)
-    tokens = [bytes([b]) for b in range(256)]
-    seen = set(tokens)
-    pool = [bytes([c]) for c in b"abcdefghijklmnopqrstuvwxyz "]
-    short = list(pool)
-    while len(tokens) < 100_000:
-        t = rng.choice(pool) + rng.choice(short)
-        if len(t) <= 16 and t not in seen:
-            seen.add(t)
-            tokens.append(t)
-            pool.append(t)
-            if len(t) <= 3:
-                short.append(t)
+    tokens = grown(100_000 - 256, b"abcdefghijklmnopqrstuvwxyz ", longest=16)
+    rng = random.Random(2)
     vocab = Vocab(tokens, ["<|endoftext|>"])
     enc = Encoders(export(vocab, tmp_path), with_transformers=False)
     texts = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz  ") for _ in range(200)) for _ in range(100)]

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import FIXTURES
+from vocabs import grown
 
 from toktok.formats.ahead import Ahead
 from toktok.formats.common import HF_FILE
@@ -20,21 +20,9 @@ from toktok.vocab import Vocab
 
 
 def _grown(n: int, seed: int = 1) -> list[bytes]:
-    """``n`` tokens after the 256 bytes, built like BPE (a token + a short one), so that many
-    tokens have splits into later tokens too."""
-    rng = random.Random(seed)
-    tokens = [bytes([b]) for b in range(256)]
-    seen, pool = set(tokens), [bytes([c]) for c in b"abcdefgh \n\"\\\xc3\xa9"]
-    short = list(pool)
-    while len(tokens) < 256 + n:
-        t = rng.choice(pool) + rng.choice(short)
-        if len(t) <= 24 and t not in seen:
-            seen.add(t)
-            tokens.append(t)
-            pool.append(t)
-            if len(t) <= 3:
-                short.append(t)
-    return tokens
+    """``n`` tokens after the 256 bytes, built like BPE (``vocabs.grown``), of text with quotes,
+    backslashes, newlines and a two-byte letter: what JSON and the byte-level spelling escape."""
+    return grown(n, b"abcdefgh \n\"\\\xc3\xa9", longest=24, seed=seed)
 
 
 def _batches(items: list, rng: random.Random) -> list[list]:

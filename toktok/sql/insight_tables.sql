@@ -11,9 +11,12 @@ CREATE TABLE IF NOT EXISTS compression (
 -- name: token_usage
 -- token_usage: how often the final tokenizer produced each token id on the curve's sample
 -- (only ids used at least once), per subset.
-CREATE TABLE IF NOT EXISTS token_usage (id INTEGER, subset VARCHAR, uses BIGINT);
+CREATE TABLE IF NOT EXISTS token_usage (id INTEGER USING COMPRESSION uncompressed,
+    subset VARCHAR USING COMPRESSION uncompressed, uses BIGINT USING COMPRESSION uncompressed);
 -- name: word_gains
 -- word_gains: a phase's most frequent words, in tokens before and after the phase's merges.
 CREATE TABLE IF NOT EXISTS word_gains (
-    phase VARCHAR, word BLOB, count BIGINT, tokens_before INTEGER, tokens_after INTEGER
+    phase VARCHAR USING COMPRESSION uncompressed, word BLOB USING COMPRESSION uncompressed,
+    count BIGINT USING COMPRESSION uncompressed, tokens_before INTEGER USING COMPRESSION uncompressed,
+    tokens_after INTEGER USING COMPRESSION uncompressed
 );

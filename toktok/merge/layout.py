@@ -95,9 +95,10 @@ def _layout(flat, lens, counts, tb):
     return P, ek, ev
 
 
-@njit(cache=True, no_cfunc_wrapper=True)
+@njit(cache=True, no_cfunc_wrapper=True, nogil=True)
 def _tokens_per_word(P, lens, tb):
-    """Each word's number of tokens after the loop: its live rows (see ``_layout``)."""
+    """Each word's number of tokens after the loop: its live rows (see ``_layout``); without the
+    GIL: the "merged" checkpoint's thread reads them while the run's goes on to the export."""
     tmask = (np.int64(1) << tb) - 1
     out = lens.copy()
     o = 1

@@ -141,7 +141,8 @@ def learn_merges(
 
 def _result(run: "_LoopRun", vocab: Vocab, n_merges: int, checkpoint, t0: float) -> MergeResult:
     """Steps 3 and 4 of ``learn_merges``: the finished run's merges (the rest checkpointed), its
-    new tokens' bytes and each word's final number of tokens."""
+    new tokens' bytes and each word's final number of tokens (read from the final positions when
+    first asked for: ``MergeResult.word_tokens``)."""
     # 3. the merges, the rest of them checkpointed
     tbytes, n_tokens, n_rec = run.out
     left, right, token, count, reused = (r[:n_rec].copy() for r in run.rec)
@@ -158,11 +159,11 @@ def _result(run: "_LoopRun", vocab: Vocab, n_merges: int, checkpoint, t0: float)
     blob = tbytes[: int(ends.max())].tobytes() if len(ends) else b""
     new_tokens = [blob[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
     out = Vocab(list(vocab.tokens) + new_tokens, list(vocab.specials))
-    word_tokens = _tokens_per_word(run.P, run.lens, run.tb)
+    P, lens, tb = run.P, run.lens, run.tb  # (read when asked for: the positions live until then)
     run.times["total"] = time.perf_counter() - t0
     stats = dict(zip(STATS, run.stats.tolist()))
-    return MergeResult(out, left, right, token, count, reused, requested=n_merges, word_tokens=word_tokens,
-                       stats=stats, times=run.times)
+    return MergeResult(out, left, right, token, count, reused, requested=n_merges,
+                       tokens_per_word=lambda: _tokens_per_word(P, lens, tb), stats=stats, times=run.times)
 
 
 #: Seconds between the calls of ``learn_merges``' ``learned`` while the loop runs.

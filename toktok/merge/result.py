@@ -2,6 +2,8 @@
 ``learn`` and the Python loop in ``small``): ``learn_merges(...).vocab``."""
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,9 +30,25 @@ class MergeResult:
     count: np.ndarray
     reused: np.ndarray
     requested: int
-    word_tokens: np.ndarray  # tokens per input word after the merges, in input order
+    #: tokens per input word after the merges, in input order (``word_tokens``), or the function
+    #: that reads them from the loop's final positions the first time they are asked for: in the
+    #: "merged" checkpoint's thread, not on the run's longest path (``merge.stage.run``)
+    tokens_per_word: np.ndarray | Callable[[], np.ndarray]
     stats: dict[str, int] = field(default_factory=dict)
     times: dict[str, float] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @property
+    def word_tokens(self) -> np.ndarray:
+        """Tokens per input word after the merges, in input order."""
+        with self._lock:
+            if callable(self.tokens_per_word):
+                self.tokens_per_word = self.tokens_per_word()
+            return self.tokens_per_word
+
+    def read_tokens(self) -> None:
+        """``word_tokens`` read now, and the loop's positions it is read from let go."""
+        self.word_tokens
 
     @property
     def new_tokens(self) -> int:

@@ -191,4 +191,4 @@ def learn_small(words, counts, vocab: Vocab, n_merges: int, checkpoint=None, *, 
     word_tokens = np.fromiter(map(len, ws), np.int64, len(ws))
     times = {"segment": t_seg, "total": time.perf_counter() - t0}
     stats = {"new_tokens": new, "merges_made": len(left), "min_frequency_stop": stop}
-    return MergeResult(out, *rec, requested=n_merges, word_tokens=word_tokens, stats=stats, times=times)
+    return MergeResult(out, *rec, requested=n_merges, tokens_per_word=word_tokens, stats=stats, times=times)

@@ -317,8 +317,11 @@ def run(phase: PhaseConfig, counted: Counted, vocab: Vocab, *, cfg: RunSpec, fp:
                            stopped_at=res.stopped_at)
     state = {"fingerprint": fp, "warnings": counted.warnings, "summary": dataclasses.asdict(summary)}
     due = journal.due  # stored with it, or by the run if storing it fails
+    if journal.inline:  # (under a budget the loop's positions go now: read from them here)
+        res.read_tokens()
     # beside what follows under a budget too: the loop's arrays are gone, and the next phase
-    # waits for it before it counts (only the export and the check run beside the last one's)
+    # waits for it before it counts (only the export and the check run beside the last one's);
+    # without one, each word's tokens are read from the loop's positions in its thread
     journal.checkpoint(lambda st: resume.save_merged(st, phase.name, words, counts, res.word_tokens, state,
                                                      due=due, merges=log.held), due, beside=True)
     if learner is not None and learner.ended:  # (after the checkpoint's start: it is on the run's longest path)

@@ -28,7 +28,7 @@ from toktok.cli import app
 from toktok.formats.hf import load_hf
 from toktok.formats.specials import read_special_tokens_txt
 from toktok.formats.tiktoken import read_tiktoken_ranks
-from toktok.formats.hf import read_split
+from toktok.formats.hf import read_hf_specials, read_split
 from toktok.patterns import NAMED
 from toktok.vocab import PATTERN
 from toktok.warmstart import convert, load_base
@@ -252,6 +252,25 @@ def _layout(name: str, flows: dict, d: Path) -> tuple[Path, dict | None, object]
         return tt, ids, None
     assert name == "txt-given"  # toktoktok's list elsewhere, given explicitly
     return tt, ids, flows["list"]
+
+
+def test_hf_specials_read_from_added_tokens_alone_as_parsed_whole(flows, tmp_path):
+    """tiktoken's half of a check reads a tokenizer.json's specials from its ``added_tokens`` key
+    alone (not waiting for HF's half to load it): the same as the whole file parsed, for toktok's
+    and tokenizers' own layouts; a file laid out otherwise, or holding the key twice, is parsed
+    whole (or, ``whole=False``, left to a caller that loads it anyway)."""
+    for f in (flows["scratch"] / "tokenizer.json", flows["hf_base"], flows["hfwarm"] / "tokenizer.json"):
+        doc = json.loads(f.read_bytes())
+        want = {a["content"]: a["id"] for a in doc["added_tokens"] if a.get("special", True)}
+        assert want and read_hf_specials(f) == want == read_hf_specials(f, whole=False)
+        flat = tmp_path / f"{f.parent.name}-flat.json"
+        flat.write_text(json.dumps(doc, separators=(",", ":")))
+        assert read_hf_specials(flat) == want and read_hf_specials(flat, whole=False) is None
+    twice = tmp_path / "twice.json"  # Python's json keeps the last value of a key given twice
+    twice.write_text('{\n  "added_tokens": [{"id": 1, "content": "<a>", "special": true}],\n'
+                     '  "added_tokens": [{"id": 2, "content": "<b>", "special": true}]\n}')
+    assert read_hf_specials(twice) == {"<b>": 2} and read_hf_specials(twice, whole=False) is None
+    assert read_hf_specials(tmp_path / "absent.json") == {}
 
 
 @pytest.mark.parametrize("layout", ["after", "inside", "none", "json", "txt-beside", "txt-given"])

@@ -116,8 +116,11 @@ def resolve_specials(tt_path: str | os.PathLike, by_rank: dict[int, bytes], give
     if side.is_file():
         return read_special_tokens_file(side), str(side)
     txt, hf = tt.parent / SPECIALS_TXT, hf_file_of(tt)
-    # (a caller that loads that tokenizer.json anyway gives its specials: no second parse)
-    from_hf = hf_specials() if hf_specials is not None else read_hf_specials(hf)
+    # (a caller that loads that tokenizer.json anyway gives its specials: not parsed twice when
+    # the file is not laid out as toktok and HF write it, whose added_tokens are read alone)
+    from_hf = read_hf_specials(hf, whole=hf_specials is None)
+    if from_hf is None:
+        from_hf = hf_specials()
     if txt.is_file():
         listed = _specials_after_ranks(read_special_tokens_txt(txt), by_rank, tt, str(txt))
         if from_hf and from_hf != listed:

@@ -341,7 +341,9 @@ def verify(
         hf.load()  # in a second process, while this one loads tiktoken's half
     with hf:
         # tiktoken's specials come from the tokenizer.json that goes with the .tiktoken when
-        # nothing else gives them: when it is the one loaded here, it is parsed once, by tokenizers
+        # nothing else gives them: read from its added_tokens alone when laid out as toktok writes
+        # it (not waiting for HF's half to load it), else, when it is the one loaded here, asked
+        # of HF's half (parsed once, by tokenizers)
         enc, tokens = load_encoding_and_tokens(where, special_tokens, hf.specials if hf_path == hf_file_of(tt) else None,
                                                pattern=pattern, written=written)
         texts = list(texts) if texts is not None else None

@@ -230,18 +230,20 @@ class Journal:
             self.store.release_memory()
             self.marks.done()
 
-    def settle(self) -> None:
+    def settle(self, *, release: bool = True) -> None:
         """The checkpoint being stored in the background (:class:`Pending`), if any, stored:
-        counted as a checkpoint from here on, and DuckDB's blocks cached by the write given back.
-        Called before anything that reads it or writes after it (the first merge checkpoint, the
-        next phase, the insight step, publishing) and when the run fails."""
+        counted as a checkpoint from here on, and DuckDB's blocks cached by the write given back
+        (not with ``release=False``: the run file is written out and closed next, the run's peak
+        long past). Called before anything that reads it or writes after it (the first merge
+        checkpoint, the next phase, the insight step, publishing) and when the run fails."""
         pending, self.pending = self.pending, None
         if pending is not None:
             pending.wait()
             if pending.due is not None and self.due is pending.due:
                 self.due = None
             self.kept = True
-            self.store.release_memory()
+            if release:
+                self.store.release_memory()
             self.marks.done()
 
 

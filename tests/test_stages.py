@@ -135,14 +135,15 @@ def test_export_write_writes_the_vocabulary_as_tokenizer_files(tmp_path):
     vocab, journal, _ = _merged_vocab(tmp_path, spec)
     folder = tmp_path / "staging"
     folder.mkdir()
-    out = export.write(vocab, folder, cfg=spec, store=journal.store, pattern=DEFAULT)
+    out = export.write(vocab, folder, cfg=spec, pattern=DEFAULT)
     enc = tiktoken.Encoding("t", pat_str=DEFAULT.regex, mergeable_ranks={
         base64.b64decode(a): int(b) for a, b in (ln.split() for ln in (folder / "tokenizer.tiktoken").read_text().splitlines())},
         special_tokens={EOT: len(vocab.tokens)})
     assert enc.n_vocab == vocab.size == 256 + MERGES + 1
     assert [enc.decode_single_token_bytes(i) for i in range(len(vocab.tokens))] == vocab.tokens
     assert json.loads((folder / "tokenizer.json").read_text())["model"]["ignore_merges"] is True
-    assert out.specials == json.loads(journal.store.get_meta("specials"))
+    assert out.specials == {"rule": "after_last_rank", "ids": {EOT: len(vocab.tokens)}}
+    assert journal.store.get_meta("specials") is None  # (the pipeline records it as it publishes)
     assert out.tiktoken[0] == (folder / "tokenizer.tiktoken").read_bytes() and out.tiktoken[1] is vocab
     out.hf.close()
 
@@ -153,7 +154,7 @@ def test_verify_check_compares_tiktoken_and_hf_on_the_written_files(tmp_path):
     folder = tmp_path / "staging"
     folder.mkdir()
     assert verify.start(folder, len(vocab.tokens)) is None  # a small tokenizer.json loads in this process
-    out = export.write(vocab, folder, cfg=spec, store=journal.store, pattern=DEFAULT)
+    out = export.write(vocab, folder, cfg=spec, pattern=DEFAULT)
     texts = counted.parity.column("text").to_pylist()
     verify.begin(out.hf, vocab, texts, slices=20, seed=0)
     rep = verify.check(folder, vocab, texts, hf=out.hf, pattern=DEFAULT, slices=20, seed=0, written=out.tiktoken)

@@ -133,6 +133,7 @@ class _Run:
     flushing: _Beside | None = None  # steps 6-7 and the run file's WAL written into it, beside 5 and 8
     kept: count.Kept | None = None  # the texts a phase read, kept for a later one that takes its sample
     tiktoken_written: tuple | None = None  # (.tiktoken text, vocabulary) the export wrote, for the verification
+    synced: Callable[[], None] | None = None  # the export's files forced to disk (Exported.synced), before publishing
     ray_tuning: dict = field(default_factory=dict)  # more keywords of the Ray engine's count_phase
     parity: count.ParitySample = field(default_factory=count.ParitySample)
     regex_mb_s: list[float] = field(default_factory=list)  # per phase counted through regex: MB/s
@@ -411,8 +412,8 @@ class _Beside:
     """Steps 6 and 7 (``_vocabulary``, ``_insight``) and the run file's WAL written into it, in a
     thread of their own, while this one exports (5) and checks (8) the files: they read the
     vocabulary, the run file and the parity sample, which steps 5 and 8 do not change, and only
-    they use the run file's connection meanwhile (the export records its meta on a second one,
-    committed before the WAL is written: ``exported``). The insight step runs beside the merge
+    they use the run file meanwhile (the export's record, meta "specials", is written as the run
+    publishes). The insight step runs beside the merge
     stage's checkpoint (``insight.known``; the WAL is written once that is stored too) and is
     mostly DuckDB's work and the kernels' (without the GIL), the export
     and the check mostly Python's. ``wait`` (``_flushed``) joins it, reports the insight step's
@@ -423,7 +424,6 @@ class _Beside:
     def __init__(self, run: _Run) -> None:
         self._run = run
         self._error: BaseException | None = None
-        self._exported = threading.Event()
         self._heard: list[tuple] = []  # the insight step's progress, reported by wait
         run.times.setdefault("export", 0.0)  # (the stages recorded in the order they start)
         run.times.setdefault("insight", 0.0)
@@ -445,7 +445,6 @@ class _Beside:
     def _steps(self, report: Progress) -> None:
         vocab = _vocabulary(self._run)  # 6.
         _insight(self._run, report, vocab)  # 7.
-        self._exported.wait()  # (DuckDB's CHECKPOINT refuses to run beside another writer)
         self._flush()
 
     def _flush(self) -> None:
@@ -455,16 +454,14 @@ class _Beside:
         self._run.journal.store.run("checkpoint")
 
     def exported(self) -> None:
-        """The export is done with the run file: the WAL may be written into it (under a
-        memory budget: steps 6 and 7 now, in line, then the WAL in a thread)."""
-        self._exported.set()
+        """The export is done: under a memory budget, steps 6 and 7 now, in line, then the WAL
+        written in a thread (without one they run beside it already)."""
         if self._thread is None:
             _vocabulary(self._run)  # 6.
             _insight(self._run, self._run.report)  # 7.
             self._start(self._flush)
 
     def wait(self) -> None:
-        self._exported.set()  # (a failed export: nothing more is written beside it)
         if self._thread is not None:
             self._thread.join()
             self._thread = None
@@ -478,17 +475,14 @@ class _Beside:
 
 def _export(run: _Run) -> None:
     """5. The tokenizer files in the staging folder (``export.write``); HF's half of the check
-    loads the new tokenizer.json from here on. Its meta goes in on a second connection to the run
-    file (``_Beside`` has the first)."""
+    loads the new tokenizer.json from here on. How it placed the special ids is recorded as the
+    run publishes (the run file is ``_Beside``'s meanwhile)."""
     t0 = time.perf_counter()
-    side = run.journal.store.cursor()
-    try:
-        out = export.write(run.vocab, run.staging.path, cfg=run.cfg, store=side, pattern=run.pattern,
-                           base=run.base, chat_template=run.chat_template, hf=run.hf, budgeted=run.plan is not None,
-                           report=run.report, ahead=run.ahead)
-    finally:
-        side.con.close()
+    out = export.write(run.vocab, run.staging.path, cfg=run.cfg, pattern=run.pattern, base=run.base,
+                       chat_template=run.chat_template, hf=run.hf, budgeted=run.plan is not None,
+                       report=run.report, ahead=run.ahead)
     run.hf, run.tiktoken_written, run.special_ids, run.ahead = out.hf, out.tiktoken, out.specials, None
+    run.synced = out.synced
     run.times["export"] = time.perf_counter() - t0
 
 
@@ -558,18 +552,22 @@ def _vocabulary(run: _Run) -> pa.Table:
 
 
 def _publish(run: _Run) -> None:
-    """9. The run file finished (stage timings, parity, warnings, end time) and closed, then the
-    staging folder published: renamed into place, whole (:meth:`toktok.rundir.Staging.publish`)."""
+    """9. The run file finished (stage timings, the export's special ids, parity, warnings, end
+    time) and closed, then the staging folder published: renamed into place, whole
+    (:meth:`toktok.rundir.Staging.publish`)."""
     store, rep = run.journal.store, run.verified
     _flushed(run)
     run.journal.settle()
     with store.transaction():  # the run file's last records in one commit
         store.add_stages(run.times)
-        store.put_metas({"parity": {"ok": True, "strings": rep.strings, "tokens": rep.tokens,
+        store.put_metas({"specials": run.special_ids,
+                         "parity": {"ok": True, "strings": rep.strings, "tokens": rep.tokens,
                                     "hf_tokenizers": rep.hf_tokenizers}, "reserved": run.reserved,
                          **({"ladder": run.rungs} if run.rungs else {}),
                          "warnings": run.warnings, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     store.close()
+    if run.synced is not None:
+        run.synced()
     run.staging.publish(run.layout)
 
 

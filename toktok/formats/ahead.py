@@ -16,14 +16,13 @@ Example: ``a = Ahead(staging / "tokenizer.json", vocab, hf=hf); a.add(new, last=
 """
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..patterns import DEFAULT
 from ..vocab import Vocab
-from .common import synced, write_atomic
+from .common import Syncing, write_atomic
 from .hf import _head, _merge_lines, _Names, _names, _vocab_lines
 from .splits import _split_merges
 
@@ -57,8 +56,7 @@ class Ahead:
         self.written: Vocab | None = None  # the vocabulary whose tokenizer.json is written (and loading)
         self.loading = False  # HF's half was told to load a file written here
         self.failed = False  # a step failed: the export builds it all itself
-        self._syncing: threading.Thread | None = None  # the written file being forced to disk
-        self._sync_error: OSError | None = None
+        self._syncing: Syncing | None = None  # the written file being forced to disk
 
     def add(self, tokens: list[bytes], last: bool = False) -> None:
         """The loop's next new tokens (ids in order); ``last``: it ended with them (the file is
@@ -124,21 +122,12 @@ class Ahead:
         self.loading = True
         self.hf.load()
         self.written = vocab
-        self._syncing = threading.Thread(target=self._sync, name="toktok-export-sync", daemon=True)
-        self._syncing.start()
-
-    def _sync(self) -> None:
-        try:
-            synced(self.path)
-        except OSError as e:
-            self._sync_error = e
+        self._syncing = Syncing([self.path])
 
     def synced(self) -> None:
         """The file written here forced to disk (waited for); OSError as writing it would raise."""
         if self._syncing is not None:
-            self._syncing.join()
-        if self._sync_error is not None:
-            raise self._sync_error
+            self._syncing.wait()
 
 
 def _load_kernels() -> bool:

@@ -1,12 +1,14 @@
 """What the two formats share: the names of the output files, where the files of a vocabulary
 are found (an output folder, a ``.tiktoken`` file, a ``NAME.toktok`` companion folder), writing a
-file whole (``write_atomic``) and reading a JSON file with an error that names it.
+file whole (``write_atomic``), forcing files to disk in a thread (``Syncing``) and reading a JSON
+file with an error that names it.
 Example: ``find_tiktoken("out/demo") == Path("out/demo/tokenizer.tiktoken")``.
 """
 from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 
 from ..errors import OutputError, VocabError
@@ -55,6 +57,28 @@ def synced(*paths: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+class Syncing:
+    """``paths`` forced to disk (:func:`synced`) in a thread, while the run goes on (files of a
+    staging folder, published later); ``wait()`` joins it and raises the OSError forcing them
+    raised. Example: ``s = Syncing([folder / "tokenizer.json"]); ...; s.wait()``."""
+
+    def __init__(self, paths: list[Path]) -> None:
+        self._error: OSError | None = None
+        self._thread = threading.Thread(target=self._run, args=(list(paths),), name="toktok-export-sync", daemon=True)
+        self._thread.start()
+
+    def _run(self, paths: list[Path]) -> None:
+        try:
+            synced(*paths)
+        except OSError as e:
+            self._error = e
+
+    def wait(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
 
 
 def checked_vocab(vocab: Vocab) -> Vocab:

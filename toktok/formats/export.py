@@ -6,7 +6,7 @@ tokens beside it (:mod:`.specials`); ``chat_text`` reads a run's chat template b
 ``compile_kernels`` is what a cold run compiles beside the merge loop's (:mod:`.spell`); a
 ``--ladder``'s smaller tokenizers are written by ``write_ladder`` (:mod:`.ladder`); ``ahead``
 builds tokenizer.json beside the last merge loop, for ``write`` (:mod:`.ahead`).
-Example: ``export.write(vocab, staging, cfg=spec, store=store)`` (the pipeline's step 5).
+Example: ``export.write(vocab, staging, cfg=spec)`` (the pipeline's step 5).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from ..rundir import no_room, special_tokens_file
 from ..verify import HFSide, open_hf, worth_a_process
 from .ahead import Ahead
 from .chat import check_specials as check_chat_specials, resolve as chat_template, unknown_specials
-from .common import HF_CONFIG_FILE, HF_FILE, HF_SPECIAL_MAP_FILE, synced, write_atomic
+from .common import HF_CONFIG_FILE, HF_FILE, HF_SPECIAL_MAP_FILE, Syncing, write_atomic
 from .hf import write_hf
 from .ladder import Ladder, write_ladder
 from .specials import special_tokens_json
@@ -28,7 +28,6 @@ from .tiktoken import tiktoken_text, write_tiktoken
 if TYPE_CHECKING:
     from ..patterns import Pattern
     from ..spec import RunSpec
-    from ..store import RunStore
     from ..vocab import Vocab
     from ..warmstart import Base
 
@@ -62,14 +61,18 @@ def chat_text(given: str, specials: list[str], where: str, warnings: list[str] |
 class Exported(NamedTuple):
     """What :func:`write` wrote: HF tokenizers' half of the verification loading the new
     tokenizer.json (``hf``), the .tiktoken's text and the vocabulary it holds (``tiktoken``, which
-    the verification compares the file with) and how the special ids were placed (``specials``)."""
+    the verification compares the file with), how the special ids were placed (``specials``:
+    the run file's meta "specials", which the pipeline records as it publishes) and ``synced``,
+    which waits for the files to be forced to disk (in a thread: before the folder is published;
+    OutputError or ResourceError as writing them would raise)."""
 
     hf: HFSide
     tiktoken: tuple[bytes, Vocab]
     specials: dict
+    synced: Callable[[], None]
 
 
-def write(vocab: Vocab, folder: Path, *, cfg: RunSpec, store: RunStore, pattern: Pattern | None = None,
+def write(vocab: Vocab, folder: Path, *, cfg: RunSpec, pattern: Pattern | None = None,
           base: Base | None = None, chat_template: str | None = None, hf: HFSide | None = None,
           budgeted: bool = False, report: Callable[[str, int, int | None], None] | None = None,
           ahead: Ahead | None = None) -> Exported:
@@ -80,11 +83,11 @@ def write(vocab: Vocab, folder: Path, *, cfg: RunSpec, store: RunStore, pattern:
     it for the verification: in ``hf``, a second process started beside the merge loop, else one
     opened now, in a second process when it is large and the run has no memory budget,
     ``budgeted``), then the .tiktoken (special ids away from toktoktok's convention, a warm-start
-    ``base``'s kept ones, are declared beside it); how the special ids were placed goes to the
-    run file (``store``: meta "specials"); ``ahead``: tokenizer.json built beside the merge loop
+    ``base``'s kept ones, are declared beside it); returns how the special ids were placed too
+    (nothing goes to the run file here); ``ahead``: tokenizer.json built beside the merge loop
     (:func:`ahead`, with ``hf``), written already when it is this vocabulary's. OutputError when
     the disk is full or read-only.
-    Example: ``write(vocab, staging, cfg=spec, store=store).specials["rule"]``."""
+    Example: ``write(vocab, staging, cfg=spec).specials["rule"]``."""
     report = report or (lambda stage, done, total: None)
     added = added_flags(cfg.special_tokens)  # {special: added-token flags} where they differ
     report("export", 0, 3)
@@ -102,24 +105,34 @@ def write(vocab: Vocab, folder: Path, *, cfg: RunSpec, store: RunStore, pattern:
         write_hf(vocab, folder, roles=cfg.roles, check=False, pattern=pattern, added=added,
                  chat_template=chat_template, sync=False, tokenizer_json=not built)
         if not built:
-            hf.load()  # (from the page cache: forced to disk next, as HF reads it)
-        synced(*([] if built else [folder / HF_FILE]), folder / HF_CONFIG_FILE, folder / HF_SPECIAL_MAP_FILE)
-        if built:
-            ahead.synced()  # (forced to disk in a thread since it was written)
+            hf.load()  # (from the page cache: forced to disk in a thread, as HF reads it)
         report("export", 1, 3)
         text = tiktoken_text(vocab)
-        write_tiktoken(vocab, folder / cfg.tiktoken_name, check=False, text=text)
+        write_tiktoken(vocab, folder / cfg.tiktoken_name, check=False, text=text, sync=False)
         report("export", 2, 3)
         special_ids = _specials_rule(vocab, base, cfg.tiktoken_name)
-        store.put_meta("specials", special_ids)
         # an added token that is not special is not in tokenizer.json's specials, where the .tiktoken's
         # are looked for: declared beside it then
-        if vocab.pinned or any(not f["special"] for f in added.values()):
-            write_atomic(special_tokens_file(folder / cfg.tiktoken_name), special_tokens_json(vocab))
+        side = [special_tokens_file(folder / cfg.tiktoken_name)] \
+            if vocab.pinned or any(not f["special"] for f in added.values()) else []
+        if side:
+            write_atomic(side[0], special_tokens_json(vocab), sync=False)
     except OSError as e:  # a full or read-only disk: one line, nothing published (the staging folder goes)
         raise no_room(e, cfg.layout.folder, folder, len(vocab.tokens)) from None
+    # forced to disk beside the check (0.03-0.05 s of the run's longest path when in line)
+    syncing = Syncing([*([] if built else [folder / HF_FILE]), folder / HF_CONFIG_FILE, folder / HF_SPECIAL_MAP_FILE,
+                       folder / cfg.tiktoken_name, *side])
+
+    def synced() -> None:
+        try:
+            syncing.wait()
+            if built:
+                ahead.synced()  # (forced to disk in a thread since it was written)
+        except OSError as e:
+            raise no_room(e, cfg.layout.folder, folder, len(vocab.tokens)) from None
+
     report("export", 3, 3)
-    return Exported(hf, (text, vocab), special_ids)
+    return Exported(hf, (text, vocab), special_ids, synced)
 
 
 def _specials_rule(vocab: Vocab, base: Base | None, tiktoken_name: str) -> dict:

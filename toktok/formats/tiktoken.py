@@ -33,15 +33,17 @@ def tiktoken_text(vocab: Vocab) -> bytes:
     return ranked_lines(vocab.tokens, vocab.pinned)
 
 
-def write_tiktoken(vocab: Vocab, path: str | os.PathLike, *, check: bool = True, text: bytes | None = None) -> Path:
+def write_tiktoken(vocab: Vocab, path: str | os.PathLike, *, check: bool = True, text: bytes | None = None,
+                   sync: bool = True) -> Path:
     """Write ``vocab`` ranks as a standard tiktoken file at ``path`` (special tokens are not stored;
     the ids of pinned specials are left out of the ranks). ``check=False``: the caller has run
-    ``vocab.check()`` on this vocabulary already; ``text``: its ``tiktoken_text``, made already.
+    ``vocab.check()`` on this vocabulary already; ``text``: its ``tiktoken_text``, made already;
+    ``sync``: see :func:`~toktok.formats.common.write_atomic`.
 
     Returns the path. Example: ``write_tiktoken(Vocab.base(), "out/tokenizer.tiktoken")``.
     """
     path = Path(path)
-    write_atomic(path, text if text is not None else tiktoken_text(checked_vocab(vocab) if check else vocab))
+    write_atomic(path, text if text is not None else tiktoken_text(checked_vocab(vocab) if check else vocab), sync=sync)
     return path
 
 

@@ -262,8 +262,10 @@ def test_killed_shared_run_resumes_and_publishes_whole_files(tmp_path, monkeypat
     reference = (d / "tokenizer.tiktoken").read_bytes()
     (d / "tokenizer.tiktoken").write_bytes(b"")  # stands for an earlier run's file: must stay whole
     before = _snapshot(d)
-    r = subprocess.run(faults.command(every=0.01, kill_at=2) + ["-c", "run.yaml", "-q"], cwd=d, capture_output=True,
-                       text=True)
+    # (checkpoints every 500 merges, in the run's thread: killed inside the loop however loaded the
+    # machine is; every=0.01 took none there when the loop ended before the first 10 ms poll)
+    r = subprocess.run(faults.command(every=0, step=500, kill_at=2) + ["-c", "run.yaml", "-q"], cwd=d,
+                       capture_output=True, text=True)
     assert r.returncode == -9, r.stderr
     assert {k: v for k, v in _snapshot(d).items() if not k.startswith(".")} == before
     assert (d / ".tokenizer.toktok.partial" / RUN_FILE).is_file()

@@ -634,6 +634,54 @@ def test_segmentation_in_threads_equals_one_thread_and_tiktoken(monkeypatch):
     assert [many[moff[i]:moff[i + 1]].tolist() for i in range(len(words))] == [encode(w) for w in words]
 
 
+def test_position_array_filled_in_threads_equals_one_threads_and_the_rows_described(monkeypatch):
+    # the rows of runs of words of about equal positions are filled by a thread each, each run
+    # from the row its first word starts at: the array and the side table of counts too large for
+    # a row (filled in word order) are one thread's, and the rows are those layout._TC describes
+    import importlib
+
+    learn = importlib.import_module("toktok.merge.learn")
+    rng = np.random.default_rng(7)
+    lens = rng.integers(0, 6, size=3000).astype(np.int64)
+    offsets = np.zeros(lens.shape[0] + 1, np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    flat = rng.integers(0, 300, size=int(offsets[-1])).astype(np.int32)
+    tb = 9  # (counts of 2 ** 23 - 1 or more take the side table)
+    counts = np.where(rng.random(lens.shape[0]) < 0.05, rng.integers(1 << 23, 1 << 40, size=lens.shape[0]),
+                      rng.integers(1, 1 << 23, size=lens.shape[0])).astype(np.int64)
+    monkeypatch.setattr(learn, "FILL_POSITIONS", 100)
+    got = [learn._fill_in_threads(flat, offsets, lens, counts, tb, k) for k in (1, 2, 3, 7)]
+    for P, ek, ev in got[1:]:
+        assert np.array_equal(P, got[0][0]) and np.array_equal(ek, got[0][1]) and np.array_equal(ev, got[0][2])
+    P, ek, ev = got[0]
+    cmax, wall = (1 << (32 - tb)) - 1, (1 << tb) - 2
+    rows, big, o = [(wall, 0)], {}, 1
+    for w in range(lens.shape[0]):
+        n, s = int(lens[w]), int(offsets[w])
+        if n >= 2:
+            c = int(counts[w])
+            for k in range(n):
+                rows.append((min(c, cmax) << tb | int(flat[s + k]), o + k + 1))
+                if c >= cmax:
+                    big[o + k] = c
+            rows.append((wall, 0))
+            o += n + 1
+    assert P.tolist() == [list(r) for r in rows] and len(big) > 100
+    mask, m64 = ek.shape[0] - 1, (1 << 64) - 1
+
+    def mix(x: int) -> int:  # (_kernels._mix)
+        for f in (0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53, 1):
+            x = ((x ^ x >> 33) * f) & m64
+        return x
+
+    for p, c in big.items():  # (found where the loop looks: layout._escaped)
+        i = mix(p) & mask
+        while ek[i] != p:
+            i = (i + 1) & mask
+        assert ev[i] == c
+    assert int((ek >= 0).sum()) == len(big)
+
+
 def test_merge_log_rows_are_the_same_whoever_made_the_tokens():
     """The merge log's rows (``_MergeLog._table``) of tokens made beside the loop (``_Learned``,
     taken as they are) equal those it makes and logs itself, reused merges included."""

@@ -1,8 +1,8 @@
 """The position array: one 8-byte row per token position of every word that can still change.
 
-``_layout`` writes it from the segmented words (packing each row's token id and word count,
-with a side table for counts too large for a row), ``_tokens_per_word`` reads each word's final
-number of tokens back after the loop. The row format (``_TC``, ``_LNK``) is described below; the
+``_layout`` and ``_fill`` write it from the segmented words (packing each row's token id and
+word count, with a side table for counts too large for a row), ``_tokens_per_word`` reads each
+word's final number of tokens back after the loop. The row format (``_TC``, ``_LNK``) is described below; the
 loop reads it written out, for speed.
 """
 from __future__ import annotations
@@ -46,20 +46,30 @@ def _escaped(ek, ev, p):
 
 
 @njit(cache=True, no_cfunc_wrapper=True, nogil=True)
-def _layout(flat, lens, counts, tb):
+def _layout(lens, counts, tb, cut):
     """The position array (see ``_TC``) of every word with two or more tokens (one-token words
-    never change), in word order, and the side table of counts too large for their rows
-    (without the GIL: a word-count table's words are laid out in its reading thread beside the
-    run file's opening, :func:`toktok.merge.stage.laying_out`)."""
+    never change), in word order, with its first wall row only, and the side table of counts
+    too large for their rows, filled; ``_fill`` writes each word's rows. ``cut``: words at which
+    ``_fill``'s calls start (ascending); returns each one's first row too (without the GIL: a
+    word-count table's words are laid out in their reading thread beside the run file's
+    opening, :func:`toktok.merge.stage.laying_out`)."""
     tmask = (np.int64(1) << tb) - 1
     cmax = (np.int64(1) << (32 - tb)) - 1
+    rows = _empty_array(cut.shape[0], np.int64)
     n_rows = np.int64(1)
     n_esc = np.int64(0)
+    j = 0
     for w in range(lens.shape[0]):
+        while j < cut.shape[0] and cut[j] == w:
+            rows[j] = n_rows
+            j += 1
         if lens[w] >= 2:
             n_rows += lens[w] + 1
             if counts[w] >= cmax:
                 n_esc += lens[w]
+    while j < cut.shape[0]:
+        rows[j] = n_rows
+        j += 1
     if n_rows >= 2**31:
         raise ValueError("toktok: too many token positions for the merge loop (2**31)")
     P = _empty_array((n_rows, 2), np.uint32)
@@ -70,20 +80,33 @@ def _layout(flat, lens, counts, tb):
     ev = _zero_array(cap, np.int64)
     P[0, _TC] = np.uint32(tmask - 1)
     P[0, _LNK] = 0
-    o = 1
-    src = 0
-    for w in range(lens.shape[0]):
+    if n_esc > 0:  # (in word order: the table is the same however many calls fill the rows)
+        o = 1
+        for w in range(lens.shape[0]):
+            n = lens[w]
+            if n >= 2:
+                if counts[w] >= cmax:
+                    for k in range(n):
+                        i = _mix(o + k) & np.uint64(cap - 1)
+                        while ek[i] != _EMPTY:
+                            i = (i + np.uint64(1)) & np.uint64(cap - 1)
+                        ek[i] = o + k
+                        ev[i] = counts[w]
+                o += n + 1
+    return P, ek, ev, rows
+
+
+@njit(cache=True, no_cfunc_wrapper=True, nogil=True)
+def _fill(flat, lens, counts, tb, P, w0, w1, o, src):
+    """The rows of words ``w0`` up to ``w1`` of ``_layout``'s position array, from row ``o``
+    (``_layout``'s for word ``w0``) and their first id at ``flat[src]``: independent of every
+    other word's, so that two threads fill two runs of words at once (without the GIL)."""
+    tmask = (np.int64(1) << tb) - 1
+    cmax = (np.int64(1) << (32 - tb)) - 1
+    for w in range(w0, w1):
         n = lens[w]
         if n >= 2:
-            c = counts[w]
-            if c >= cmax:
-                for k in range(n):
-                    i = _mix(o + k) & np.uint64(cap - 1)
-                    while ek[i] != _EMPTY:
-                        i = (i + np.uint64(1)) & np.uint64(cap - 1)
-                    ek[i] = o + k
-                    ev[i] = c
-                c = cmax
+            c = min(counts[w], cmax)
             for k in range(n):
                 P[o + k, _TC] = np.uint32((c << tb) | np.int64(flat[src + k]))
                 P[o + k, _LNK] = np.uint32(o + k + 1)
@@ -92,7 +115,6 @@ def _layout(flat, lens, counts, tb):
             P[o, _LNK] = 0
             o += 1
         src += n
-    return P, ek, ev
 
 
 @njit(cache=True, no_cfunc_wrapper=True, nogil=True)

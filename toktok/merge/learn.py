@@ -13,14 +13,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..vocab import Vocab
-from .layout import _layout, _token_bits, _tokens_per_word
+from .layout import _fill, _layout, _token_bits, _tokens_per_word
 from .loop import NO_LIMIT, _loop, _rounds_beside, _setup
 from .result import MergeResult
 from .segment import _segment_ids
@@ -219,9 +219,10 @@ def lay_out(words, counts: np.ndarray, vocab: Vocab, n_merges: int, *, reference
     """Step 1 of ``learn_merges``: ``words`` (with their 64-bit ``counts``) segmented under
     ``vocab`` (``segmented``: ``[(ids, offsets)]`` made already, taken out of the list so that
     they are freed once laid out) and laid out for a loop of
-    up to ``n_merges`` merges, segmenting in up to ``threads`` threads (None: one per core). Its
-    kernels must be loaded (``Kernels.warm_up``). The merge stage has it made as a word-count
-    table is read (:func:`toktok.merge.stage.laying_out`).
+    up to ``n_merges`` merges, segmenting in up to ``threads`` threads (None: one per core), the
+    position array's rows filled in a thread per core (no memory more: ``_fill_in_threads``).
+    Its kernels must be loaded (``Kernels.warm_up``). The merge stage has it made as a
+    word-count table is read (:func:`toktok.merge.stage.laying_out`).
     Example: ``lay_out([b"abab"], np.array([3]), Vocab.base(False), 1).merges == 1``."""
     counts = np.asarray(counts, dtype=np.int64)
     t0 = time.perf_counter()
@@ -238,10 +239,37 @@ def lay_out(words, counts: np.ndarray, vocab: Vocab, n_merges: int, *, reference
     # (--merges 1000000000 on a small corpus asked for gigabytes)
     merges = min(n_merges, int(np.maximum(lens - 1, 0).sum()))
     tb = _token_bits(len(vocab.tokens) + merges)
-    P, ek, ev = _layout(flat, lens, counts, tb)
+    P, ek, ev = _fill_in_threads(flat, offsets, lens, counts, tb, None)
     del flat, offsets
     return LaidOut(vocab.tokens, n_merges, int(lens.shape[0]), merges, tb, lens, P, ek, ev,
                    {"segment": t_segment, "layout": time.perf_counter() - t0 - t_segment})
+
+
+#: Positions that the position array's rows are filled in a thread per core from, each taking a
+#: run of words of about equal positions (``_fill``: each word's rows start at a known row).
+FILL_POSITIONS = 1 << 20
+
+
+def _fill_in_threads(flat, offsets, lens, counts, tb: int, threads: int | None):
+    """``_layout``'s position array and side table, its rows filled by ``_fill`` in up to
+    ``threads`` threads (None: one per core): the same array however many."""
+    total = int(offsets[-1])
+    parts = max(1, min(threads or _cores(), total // FILL_POSITIONS))
+    cut = np.zeros(1, np.int64) if parts == 1 else \
+        np.unique(np.searchsorted(offsets, np.linspace(0, total, parts + 1)[:-1]).astype(np.int64))
+    cut[0] = 0
+    P, ek, ev, rows = _layout(lens, counts, tb, cut)
+    ends = [*cut[1:].tolist(), lens.shape[0]]
+    args = [(int(cut[i]), ends[i], int(rows[i]), int(offsets[cut[i]])) for i in range(cut.shape[0])]
+    if len(args) == 1:
+        _fill(flat, lens, counts, tb, P, *args[0])
+        return P, ek, ev
+    with ThreadPoolExecutor(len(args) - 1) as ex:
+        futs = [ex.submit(_fill, flat, lens, counts, tb, P, *a) for a in args[1:]]
+        _fill(flat, lens, counts, tb, P, *args[0])
+        for f in futs:
+            f.result()
+    return P, ek, ev
 
 
 class _LoopRun:

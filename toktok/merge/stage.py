@@ -98,7 +98,8 @@ def laying_out(phase: PhaseConfig, vocab: Vocab, kernels: Kernels) -> Callable:
     def lay(words, counts):
         if not kernels.ready():
             return None
-        # (in one thread: the run's own opens the run file and makes the parity sample meanwhile)
+        # (segmented in one thread: the run's own opens the run file and makes the parity sample
+        # meanwhile; the rows are filled in two, once it is done with them)
         return lay_out(words, counts, start, n, threads=1)
 
     return lay

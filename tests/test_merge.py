@@ -682,6 +682,52 @@ def test_position_array_filled_in_threads_equals_one_threads_and_the_rows_descri
     assert int((ek >= 0).sum()) == len(big)
 
 
+def test_a_layout_shared_by_a_waiting_thread_is_the_layout_of_one_thread(monkeypatch):
+    # learn.Laying (a word-count table's layout, made as it is read): its runs of words segmented
+    # and their rows filled by whichever thread takes them (the one running it, the one waiting
+    # for it) give lay_out's arrays byte for byte; a job that fails gives None, never hangs
+    import importlib
+    import threading
+
+    learn = importlib.import_module("toktok.merge.learn")
+    rng = np.random.default_rng(11)
+    words = sorted({bytes(rng.integers(97, 102, size=rng.integers(1, 40)).tolist()) for _ in range(3000)})
+    vocab = learn_merges(words[::3], np.ones(len(words[::3]), np.int64), Vocab.base(False), 120).vocab
+    counts = rng.integers(1, 1 << 40, size=len(words)).astype(np.int64)  # (many above a row's count bits)
+    ref = learn.lay_out(words, counts, vocab, 400)
+
+    def same(got):
+        assert got is not None and (got.tokens, got.n_merges, got.n_words, got.merges, got.tb) == \
+            (ref.tokens, ref.n_merges, ref.n_words, ref.merges, ref.tb)
+        for a, b in ((got.P, ref.P), (got.ek, ref.ek), (got.ev, ref.ev), (got.lens, ref.lens)):
+            assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+    monkeypatch.setattr(learn, "PART_BYTES", 700)  # (about 40 runs of words)
+    alone = learn.Laying(words, counts, vocab, 400)
+    alone.run()
+    same(alone.result())
+    assert alone.shared == 0 and alone._k > 20
+    waiter = learn.Laying(words, counts, vocab, 400)
+    waiter._start()  # (started, no part taken: the waiting thread takes every one)
+    same(waiter.result())
+    assert waiter.shared == 2 * waiter._k
+    for _ in range(5):  # both at once, parts taken as they come
+        job = learn.Laying(words, counts, vocab, 400)
+        th = threading.Thread(target=job.run)
+        th.start()
+        got = job.result()
+        th.join()
+        same(got)
+    bad = learn.Laying(words, counts[:-1], vocab, 400)  # (one count short)
+    th = threading.Thread(target=bad.run)
+    th.start()
+    assert bad.result() is None
+    th.join()
+    as_bytes = learn.Laying(words, counts, Vocab.base(False), 400)  # (ids are the bytes: lay_out's, whole)
+    as_bytes.run()
+    assert as_bytes.result().P.tobytes() == learn.lay_out(words, counts, Vocab.base(False), 400).P.tobytes()
+
+
 def test_merge_log_rows_are_the_same_whoever_made_the_tokens():
     """The merge log's rows (``_MergeLog._table``) of tokens made beside the loop (``_Learned``,
     taken as they are) equal those it makes and logs itself, reused merges included."""

@@ -85,7 +85,7 @@ def start(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], plan: BudgetP
     when its first source is a word-count table of one file with the usual
     columns, on a fresh run without a memory budget, that table (:class:`.tables.TableAhead`,
     ``specials``: the run's; ``prepare(words, counts)``: what the merge stage makes of its words
-    first, made in the reading thread too and handed on as ``Counted.segmented`` when the phase
+    first, made (and run, a job) in a thread of the reading and handed on as ``Counted.segmented`` when the phase
     merges exactly that table: :func:`toktok.merge.stage.laying_out`); else None. The pipeline calls it before it opens the run file, so
     the first batch is decoded (the table read) meanwhile, and hands it to :func:`run` (``started``).
     Example: ``count.start(spec, spec.phases[0], sources, None, DEFAULT).path``."""

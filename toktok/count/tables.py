@@ -102,9 +102,10 @@ class TableAhead:
     """A word-count table being read (:func:`_read_own`) in a thread of its own from now on: the
     pipeline starts it before it opens the run file (``count.start``), and :func:`read_counts`
     takes what it read (``ahead=``) when it reads that one file with those columns. ``prepare``:
-    what the merge stage makes of the words (``prepare(words, counts)``), which the reading does
-    not wait for: ``CountsRead.prepared`` is its future (its result None when it fails: the merge
-    stage makes it again and says what is wrong). It starts on the file read since the command's
+    what the merge stage makes of the words (``prepare(words, counts)``, a job that its thread
+    then runs, ``run()``, when it has one), which the reading does not wait for:
+    ``CountsRead.prepared`` is its future (its result None when it fails: the merge stage makes
+    it again and says what is wrong). It starts on the file read since the command's
     start as soon as that is read, in a thread of its own while its rows are checked
     (``count.early.peek``), and is dropped if the checks fail; else once the table is read.
     Example: ``read_counts([path], ahead=TableAhead(path, DEFAULT, []))``."""
@@ -147,7 +148,9 @@ class TableAhead:
             self._lay(got.words, laying)
 
     def _lay(self, table: pa.Table, laying) -> None:
-        """``prepare`` of the table's words and counts, its result (None when it fails) to ``laying``."""
+        """``prepare`` of the table's words and counts, its result (None when it fails) to
+        ``laying``; then, when the result is a job (it has ``run``), run in this thread: the
+        merge stage takes part in what is left of it once it waits for it."""
         made = None
         try:
             word, count = (c.chunk(0) for c in table.columns[:2])  # (each in one piece)
@@ -156,6 +159,8 @@ class TableAhead:
             pass
         finally:
             laying.set_result(made)
+        if hasattr(made, "run"):
+            made.run()
 
     def result(self) -> CountsRead | None:
         """What ``_read_own`` gave (None: the general reading reads the table)."""

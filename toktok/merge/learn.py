@@ -23,10 +23,10 @@ from ..vocab import Vocab
 from .layout import _fill, _layout, _token_bits, _tokens_per_word
 from .loop import NO_LIMIT, _loop, _rounds_beside, _setup
 from .result import MergeResult
-from .segment import _segment_ids
+from .segment import Segmenter, _segment_ids, runs
 from .small import learn_small, small_enough
 from .table import make_room, rebuild_table, recount
-from .tokens import _token_arrays
+from .tokens import _flatten, _token_arrays
 
 
 STATS = ("records", "table_rows", "pool_entries", "heap_rows", "heap_pops", "new_tokens", "list_entries_read",
@@ -272,6 +272,153 @@ def _fill_in_threads(flat, offsets, lens, counts, tb: int, threads: int | None):
     return P, ek, ev
 
 
+#: Bytes of words per part of a layout made in parts (``Laying``): 25 MB of words (1.1 M) in 12.
+PART_BYTES = 2 << 20
+
+
+class Laying:
+    """:func:`lay_out` of ``words`` (with their 64-bit ``counts``) under ``vocab`` for a loop of up
+    to ``n_merges`` merges as a job in parts that threads share: the thread that made it does it
+    (:meth:`run`), and a thread that waits for it (:meth:`result`) takes parts too meanwhile.
+    The words are cut into runs of about ``PART_BYTES`` each; each run is segmented to its own
+    buffer, then, once every word's number of tokens is known, the position array is sized
+    (``_layout``) and each run's rows filled (``_fill``): the same arrays as ``lay_out``'s
+    however the parts were shared. The merge stage has it made as a word-count table is read,
+    beside the run file's opening (:func:`toktok.merge.stage.laying_out`), and shares what is
+    left when the loop waits for it. Its kernels must be loaded (``Kernels.warm_up``).
+    Example: ``j = Laying(words, counts, vocab, 9); j.run(); j.result().merges``."""
+
+    def __init__(self, words, counts: np.ndarray, vocab: Vocab, n_merges: int) -> None:
+        self.words, self.counts, self.vocab, self.n_merges = words, np.asarray(counts, dtype=np.int64), vocab, n_merges
+        self._cv = threading.Condition()
+        self._k = 0  # parts: each run of words segmented (0 .. k-1), then its rows filled (k .. 2k-1)
+        self._next = 0  # the next part to take
+        self._segs = self._fills = 0  # runs not segmented yet, runs whose rows are not filled yet
+        self._sized = False  # the position array made (the fills may start)
+        self._out: LaidOut | None = None
+        self._end = False  # done (``_out``) or failed
+        self._started = False
+        self._err: BaseException | None = None
+        self.shared = 0  # parts the waiting thread did
+
+    def run(self) -> None:
+        """The job in this thread, parts shared with a thread that waits for it meanwhile; never
+        raises (its :meth:`result` is None then, and the merge stage lays the words out again,
+        saying what is wrong)."""
+        try:
+            self._start()
+        except Exception as e:
+            self._fail(e)
+            return
+        self._share(False)
+
+    def result(self) -> LaidOut | None:
+        """The words laid out (None: the job failed), parts of what is left taken in this thread
+        meanwhile."""
+        with self._cv:
+            while not self._started and not self._end:
+                self._cv.wait()
+        self._share(True)
+        with self._cv:
+            while not self._end:
+                self._cv.wait()
+            return self._out
+
+    def _start(self) -> None:
+        t0 = time.perf_counter()
+        vocab, counts = self.vocab, self.counts
+        seg = Segmenter(*_token_arrays(vocab, 0))
+        n = len(vocab.tokens)
+        data, off = _flatten(self.words)
+        if counts.shape[0] != off.shape[0] - 1:
+            raise ValueError(f"{off.shape[0] - 1} words but {counts.shape[0]} counts")
+        if counts.shape[0] and counts.min() < 0:
+            raise ValueError("counts must be >= 0")
+        if not seg.kernels_segment(n) or counts.shape[0] == 0:  # (nothing to share)
+            out = lay_out(self.words, counts, vocab, self.n_merges)
+            with self._cv:
+                self._out, self._end = out, True
+                self._cv.notify_all()
+            return
+        self._data, self._off, self._args = data, off, seg.kernel_args(n)
+        self._cuts = runs(off, max(1, min(64, int(off[-1] - off[0]) // PART_BYTES)))
+        k = len(self._cuts) - 1
+        self._bufs: list = [None] * k
+        self._lens = np.empty(off.shape[0] - 1, np.int64)
+        self._t0 = t0
+        with self._cv:
+            self._k, self._segs, self._fills = k, k, k
+            self._started = True
+            self._cv.notify_all()
+
+    def _share(self, waiting: bool) -> None:
+        """Parts taken one at a time, in order (a run's rows once the array is made), until none
+        is left to take."""
+        while True:
+            with self._cv:
+                while True:
+                    if self._err is not None or self._next >= 2 * self._k:
+                        return
+                    i = self._next
+                    if i < self._k or self._sized:
+                        break
+                    self._cv.wait()
+                self._next += 1
+                self.shared += waiting
+            try:
+                self._part(i)
+            except BaseException as e:
+                self._fail(e)
+                return
+
+    def _part(self, i: int) -> None:
+        k, cuts = self._k, self._cuts
+        if i < k:  # run i segmented
+            a, b = cuts[i], cuts[i + 1]
+            buf = np.empty(int(self._off[b] - self._off[a]), np.int32)
+            Segmenter.run(self._data, self._off, self._args, a, b, buf, self._lens)
+            self._bufs[i] = buf
+            with self._cv:
+                self._segs -= 1
+                last = self._segs == 0
+            if last:
+                self._size()
+            return
+        p = i - k  # run p's rows filled
+        _fill(self._bufs[p], self._lens, self.counts, self._tb, self._P, cuts[p], cuts[p + 1], int(self._rows[p]), 0)
+        self._bufs[p] = None
+        with self._cv:
+            self._fills -= 1
+            if self._fills == 0:
+                self._done()
+
+    def _size(self) -> None:
+        """The position array made, once every run is segmented (see ``lay_out``)."""
+        t1 = time.perf_counter()
+        lens = self._lens
+        merges = min(self.n_merges, int(np.maximum(lens - 1, 0).sum()))
+        tb = _token_bits(len(self.vocab.tokens) + merges)
+        P, ek, ev, rows = _layout(lens, self.counts, tb, np.array(self._cuts[:-1], np.int64))
+        with self._cv:
+            self._merges, self._tb, self._P, self._ek, self._ev, self._rows, self._t1 = merges, tb, P, ek, ev, rows, t1
+            self._sized = True
+            self._cv.notify_all()
+
+    def _done(self) -> None:
+        """(under the lock) The result, once every run's rows are filled."""
+        self._out = LaidOut(self.vocab.tokens, self.n_merges, int(self._lens.shape[0]), self._merges, self._tb,
+                            self._lens, self._P, self._ek, self._ev,
+                            {"segment": self._t1 - self._t0, "layout": time.perf_counter() - self._t1})
+        self._data = self._off = self._P = self._ek = self._ev = self.words = None
+        self._end = True
+        self._cv.notify_all()
+
+    def _fail(self, e: BaseException) -> None:
+        with self._cv:
+            self._err, self._end, self._out = e, True, None
+            self._cv.notify_all()
+
+
 class _LoopRun:
     """One merge run's inputs laid out for the loop, its record arrays and its results.
 
@@ -282,6 +429,8 @@ class _LoopRun:
                  ready: Callable[[], None] | None = None, reference: bool = False, segmented: list | None = None):
         got = segmented.pop() if segmented else None
         if isinstance(got, Future):  # (being laid out as its table was read)
+            got = got.result()
+        if isinstance(got, Laying):  # (parts of what is left laid out in this thread)
             got = got.result()
         if not isinstance(got, LaidOut) or not got.fits(vocab, n_merges, counts.shape[0]):
             ids = [got] if got is not None and not isinstance(got, LaidOut) else None

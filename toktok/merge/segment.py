@@ -568,6 +568,14 @@ def splits_ready() -> bool:
     return _kernels.ready((_splits, _token_table))
 
 
+def runs(off: np.ndarray, parts: int) -> list[int]:
+    """Where ``parts`` runs of words of about equal bytes start (``off``: their offsets, len+1),
+    and the number of words last: ascending, without repeats, at least ``[0, words]``.
+    Example: ``runs(np.array([0, 1, 2, 3, 4]), 2) == [0, 2, 4]``."""
+    cuts = np.searchsorted(off, np.linspace(off[0], off[-1], parts + 1)[1:-1]).tolist() if parts > 1 else []
+    return sorted(set([0, *cuts, off.shape[0] - 1]))
+
+
 class Segmenter:
     """``segment`` under the first n tokens of a vocabulary given as token bytes (``tdata``,
     ``tstart``, ``tlen``), for many n (the vocabulary as it was after each number of merges).
@@ -602,9 +610,6 @@ class Segmenter:
             got = self._by_tiktoken(data, off, n)
             if got is not None:
                 return got
-        if self._lookup is None:
-            n_all = self.tables[1].shape[0]
-            self._lookup = _token_table(*self.tables, n_all, n_all)
         flat, lens = self._in_threads(data, off, n)
         offsets = np.zeros(lens.shape[0] + 1, np.int64)
         np.cumsum(lens, out=offsets[1:])
@@ -619,17 +624,14 @@ class Segmenter:
         out = np.empty(int(off[-1] - off[0]), np.int32)
         lens = np.empty(off.shape[0] - 1, np.int64)
         parts = min(self.threads or _cores(), int(off[-1] - off[0]) // THREAD_BYTES, off.shape[0] - 1)
-        cuts = np.searchsorted(off, np.linspace(off[0], off[-1], parts + 1)[1:-1]).tolist() if parts > 1 else []
-        cuts = sorted(set([0, *cuts, off.shape[0] - 1]))
-        args = (*self.tables, n, self.long_from, *self._lookup)
+        cuts = runs(off, parts)
+        args = self.kernel_args(n)
         if len(cuts) <= 2:
             return out[: _segment(data, off, *args, out, lens)], lens
         bufs = [out] + [np.empty(int(off[cuts[p + 1]] - off[cuts[p]]), np.int32) for p in range(1, len(cuts) - 1)]
 
         def run(p: int) -> int:
-            a, b = cuts[p], cuts[p + 1]
-            lo, hi = int(off[a]), int(off[b])
-            return _segment(data[lo:hi], off[a : b + 1] - lo, *args, bufs[p][: hi - lo], lens[a:b])
+            return self.run(data, off, args, cuts[p], cuts[p + 1], bufs[p], lens)
 
         with ThreadPoolExecutor(len(cuts) - 2) as ex:
             futs = [ex.submit(run, p) for p in range(1, len(cuts) - 1)]
@@ -640,6 +642,29 @@ class Segmenter:
             bufs[p] = None
             o += got[p]
         return out[:o], lens
+
+    def kernel_args(self, n: int) -> tuple:
+        """What :meth:`run` segments with under the first ``n`` tokens (every token's hash table
+        built on the first call)."""
+        if self._lookup is None:
+            n_all = self.tables[1].shape[0]
+            self._lookup = _token_table(*self.tables, n_all, n_all)
+        return (*self.tables, n, self.long_from, *self._lookup)
+
+    def kernels_segment(self, n: int) -> bool:
+        """Whether :meth:`ids` segments words under the first ``n`` tokens with the kernel
+        (:meth:`run`) whatever the words: not as their bytes, and not a small run's (which may
+        take tiktoken)."""
+        return not (n == 256 and self._bytes) and not self.reference
+
+    @staticmethod
+    def run(data: np.ndarray, off: np.ndarray, args: tuple, a: int, b: int, out: np.ndarray, lens: np.ndarray) -> int:
+        """Words ``a`` up to ``b`` of ``data`` and ``off`` (:func:`.tokens._flatten`'s) segmented
+        with ``args`` (:meth:`kernel_args`): their ids to the start of ``out`` (room for one a
+        byte), their numbers of ids to ``lens[a:b]``; returns how many ids (without the GIL:
+        runs of words segment in threads at once, each word's ids its own)."""
+        lo, hi = int(off[a]), int(off[b])
+        return _segment(data[lo:hi], off[a : b + 1] - lo, *args, out[: hi - lo], lens[a:b])
 
     def _by_tiktoken(self, data: np.ndarray, off: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None:
         """``ids`` by tiktoken's own BPE of a piece, a word at a time (None where this tiktoken

@@ -24,7 +24,7 @@ from ..options import at
 from ..store import merges_table
 from ..summary import PhaseSummary
 from ..vocab import Vocab
-from .learn import lay_out, learn_merges
+from .learn import Laying, learn_merges
 from .segment import REFERENCE_WORDS, Segmenter
 from .small import python_first
 from .tokens import _token_arrays
@@ -86,21 +86,22 @@ def segmenter(vocab: Vocab, *, reference: bool = False,
 
 def laying_out(phase: PhaseConfig, vocab: Vocab, kernels: Kernels) -> Callable:
     """What the merge loop makes of ``phase``'s words before it starts, as one function
-    ``(words, counts) -> laid out`` (an Arrow binary array and int64 counts in): segmented on top
-    of ``vocab`` (the vocabulary so far) and laid out for :func:`budget` merges
-    (:func:`toktok.merge.learn.lay_out`), once the run has its ``kernels`` (``Kernels.warm_up``,
-    in the run's thread: None when they could not be had). The count stage has it made as it
-    reads a word-count table (``count.start``), in its reading thread, beside the run file's
-    opening; :func:`run` starts from it (``Counted.segmented``) when it is for the words it
-    merges. Example: ``laying_out(phase, Vocab.base(), Kernels(DEFAULT))(words, counts)``."""
+    ``(words, counts) -> job`` (an Arrow binary array and int64 counts in): a
+    :class:`toktok.merge.learn.Laying` that segments them on top of ``vocab`` (the vocabulary so
+    far) and lays them out for :func:`budget` merges when run, once the run has its ``kernels``
+    (``Kernels.warm_up``, in the run's thread: None when they could not be had). The count stage
+    has it made as it reads a word-count table (``count.start``) and runs it in its reading
+    thread, beside the run file's opening; :func:`run` starts from it (``Counted.segmented``)
+    when it is for the words it merges, and takes part in what is left of it once it waits.
+    Example: ``laying_out(phase, Vocab.base(), Kernels(DEFAULT))(words, counts).run()``."""
     n, start = budget(phase, vocab), Vocab(vocab.tokens, [], vocab.pinned)
 
     def lay(words, counts):
         if not kernels.ready():
             return None
-        # (segmented in one thread: the run's own opens the run file and makes the parity sample
-        # meanwhile; the rows are filled in two, once it is done with them)
-        return lay_out(words, counts, start, n, threads=1)
+        # (run in the reading thread, while the run's own opens the run file and makes the parity
+        # sample; shared with the run's once it waits for it, in _LoopRun)
+        return Laying(words, counts, start, n)
 
     return lay
 

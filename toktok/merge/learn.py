@@ -221,8 +221,8 @@ def lay_out(words, counts: np.ndarray, vocab: Vocab, n_merges: int, *, reference
     they are freed once laid out) and laid out for a loop of
     up to ``n_merges`` merges, segmenting in up to ``threads`` threads (None: one per core), the
     position array's rows filled in a thread per core (no memory more: ``_fill_in_threads``).
-    Its kernels must be loaded (``Kernels.warm_up``). The merge stage has it made as a
-    word-count table is read (:func:`toktok.merge.stage.laying_out`).
+    Its kernels must be loaded (``Kernels.warm_up``). A word-count table's words are laid out
+    as it is read by :class:`Laying` instead (the same arrays, made in parts that two threads share).
     Example: ``lay_out([b"abab"], np.array([3]), Vocab.base(False), 1).merges == 1``."""
     counts = np.asarray(counts, dtype=np.int64)
     t0 = time.perf_counter()

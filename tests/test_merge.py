@@ -723,6 +723,17 @@ def test_a_layout_shared_by_a_waiting_thread_is_the_layout_of_one_thread(monkeyp
     th.start()
     assert bad.result() is None
     th.join()
+    interrupted = learn.Laying(words, counts, vocab, 400)
+    interrupted._start()
+
+    def interrupt(*a):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:  # (an interrupt while the run's thread takes a part is the run's)
+        m.setattr(learn.Segmenter, "run", staticmethod(interrupt))
+        with pytest.raises(KeyboardInterrupt):
+            interrupted.result()
+    assert interrupted.result() is None
     as_bytes = learn.Laying(words, counts, Vocab.base(False), 400)  # (ids are the bytes: lay_out's, whole)
     as_bytes.run()
     assert as_bytes.result().P.tobytes() == learn.lay_out(words, counts, Vocab.base(False), 400).P.tobytes()

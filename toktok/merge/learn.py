@@ -314,7 +314,7 @@ class Laying:
 
     def result(self) -> LaidOut | None:
         """The words laid out (None: the job failed), parts of what is left taken in this thread
-        meanwhile."""
+        meanwhile (an interrupt while it takes one is raised, and ends the job)."""
         with self._cv:
             while not self._started and not self._end:
                 self._cv.wait()
@@ -369,6 +369,8 @@ class Laying:
                 self._part(i)
             except BaseException as e:
                 self._fail(e)
+                if not isinstance(e, Exception):  # (an interrupt goes on: the waiting thread's is the run's)
+                    raise
                 return
 
     def _part(self, i: int) -> None:

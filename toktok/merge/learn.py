@@ -21,11 +21,11 @@ import numpy as np
 
 from ..vocab import Vocab
 from .layout import _fill, _layout, _token_bits, _tokens_per_word
-from .loop import NO_LIMIT, _loop, _rounds_beside, _setup
+from .loop import NO_LIMIT, _loop, _rounds_beside, _setup, _setup_counted
 from .result import MergeResult
 from .segment import Segmenter, _segment_ids, runs
 from .small import learn_small, small_enough
-from .table import make_room, rebuild_table, recount
+from .table import SMALL_PAIRS, count_pairs, make_room, pair_lists, place_pairs, rebuild_table, recount
 from .tokens import _flatten, _token_arrays
 
 
@@ -480,15 +480,43 @@ class _LoopRun:
         except BaseException as e:  # pragma: no cover - re-raised by learn_merges
             self.err = e
 
+    #: Positions from which the loop's starting state is made in two threads (where a second core is there).
+    SPLIT_SETUP = 1 << 20
+
+    def _start(self, expect: int, theta: int, want: int, threads: int | None = None) -> tuple:
+        """``loop._setup``'s state, made in ``threads`` threads (None: two where the vocabulary is small,
+        the positions are ``SPLIT_SETUP`` or more, and a second core is there; else one): for two, the
+        pairs of each half of the positions counted in a thread of its own (``table.count_pairs``), the
+        table made from both (``loop._setup_counted``), then each half's positions written to the lists
+        in its thread (``table.place_pairs``): the same state as one thread makes."""
+        u, P, n0 = self.tuning, self.P, self.n0
+        n = P.shape[0]
+        if threads is None:
+            threads = 2 if n >= self.SPLIT_SETUP and _cores() >= 2 else 1
+        if threads < 2 or n0 > SMALL_PAIRS or u.descending_lists or n < 2:
+            return _setup(P, self.ek, self.ev, self.tb, self.tdata, self.tstart, self.tlen, n0, expect, u.pool_spare,
+                          u.pool_slack, u.heap_target, u.descending_lists, theta, want)
+        cut = n // 2
+        ek, ev, tb = self.ek, self.ev, self.tb
+        (pid, pc, pl, _, seen), (pid2, pc2, pl2, dl2, seen2) = _beside(lambda: count_pairs(P, ek, ev, tb, n0, 0, cut),
+                                                                       lambda: count_pairs(P, ek, ev, tb, n0, cut, n))
+        R, pool, end, theta = pair_lists(n0, u.pool_spare, u.pool_slack, theta, want, pid, pc, pl, seen, pc2, pl2, dl2,
+                                         seen2)
+        def first() -> tuple:  # the table and the heap, while the second half's positions are written
+            out = _setup_counted(self.tdata, self.tstart, self.tlen, n0, expect, u.heap_target, R, end, theta)
+            place_pairs(P, tb, n0, 0, cut, pid, pl, pool)
+            return out
+
+        (bkeys, bids, T, L, H, st), _ = _beside(first, lambda: place_pairs(P, tb, n0, cut, n, pid2, pl2, pool))
+        return bkeys, bids, T, L, pool, H, st
+
     def _loop(self, after_step, step: int) -> None:
         u, times, n_merges, tstart, tlen = self.tuning, self.times, self.n_merges, self.tstart, self.tlen
         t1 = time.perf_counter()
         c1 = time.thread_time()
         expect = min(expected_pairs(n_merges, u.pairs_per_merge), self.P.shape[0])
         theta = -int(NO_LIMIT) if u.tracked_from is None else u.tracked_from
-        bkeys, bids, T, L, pool, H, st = _setup(self.P, self.ek, self.ev, self.tb, self.tdata, tstart, tlen, self.n0,
-                                                expect, u.pool_spare, u.pool_slack, u.heap_target,
-                                                u.descending_lists, theta, 2 * n_merges)
+        bkeys, bids, T, L, pool, H, st = self._start(expect, theta, 2 * n_merges)
         self.stats[15] = st[22]
         maxlen, min_count = self.limits
         st[24] = n_merges
@@ -624,6 +652,27 @@ def _cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         return os.cpu_count() or 1
+
+
+def _beside(first: Callable, second: Callable) -> tuple:
+    """``(first(), second())``, ``second`` in a thread of its own meanwhile (kernels that release the GIL)."""
+    got: list = [None, None]
+
+    def run() -> None:
+        try:
+            got[0] = second()
+        except BaseException as e:  # pragma: no cover - re-raised below
+            got[1] = e
+
+    th = threading.Thread(target=run, name="toktok-setup", daemon=True)
+    th.start()
+    try:
+        mine = first()
+    finally:
+        th.join()
+    if got[1] is not None:  # pragma: no cover - a kernel's failure
+        raise got[1]
+    return mine, got[0]
 
 
 def _work_arrays() -> list[np.ndarray]:

@@ -3,12 +3,12 @@
 The loop is incremental: an 8-byte row per token position (token and word count packed, one
 link; ``layout``), a list of positions per pair in one pool, pair counts in a hash table updated
 by deltas (``table``), and a lazy max-heap that holds only the pairs with large counts
-(``heap``). ``_setup`` builds that state; ``_loop`` runs rounds of ``_merge_round`` until it has
-made the merges asked for, no pair is left, its record arrays are full, or the pair table or
-the pool is full (the caller rebuilds or grows it: ``table.rebuild_table``, ``table.make_room``;
-rarely needed). A round reads only the chosen pair's positions, with the rows of the next ones
-prefetched, and writes the new pairs' lists as whole blocks after it. ``learn`` drives it from
-Python.
+(``heap``). ``_setup`` builds that state (``_setup_counted`` from pairs counted in two threads);
+``_loop`` runs rounds of ``_merge_round`` until it has made the merges asked for, no pair is left,
+its record arrays are full, or the pair table or the pool is full (the caller rebuilds or grows
+it: ``table.rebuild_table``, ``table.make_room``; rarely needed). A round reads only the chosen
+pair's positions, with the rows of the next ones prefetched, and writes the new pairs' lists as
+whole blocks after it. ``learn`` drives it from Python.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import numpy as np
 from .._kernels import _EMPTY, _atomic_get, _atomic_set, _atomic_swap, _empty_array, _futex, _grow, _mix, _prefetch, _zero_array, internal, njit
 from .heap import _heap_room, _push_rows, _refill, _sift_down
 from .layout import _LNK, _TC, _escaped
-from .table import _CNT, _HEAD, _KEY, _LEN, _initial_pairs, _pkey, _radix_sort, _tslot
+from .table import _CNT, _HEAD, _KEY, _LEN, _initial_pairs, _pair_table, _pkey, _radix_sort, _tslot
 from .tokens import _bytes_hash, _find_token, _put_token, _token_table
 
 #: No limit on a merged token's length (``st[20]``'s default).
@@ -50,6 +50,25 @@ def _setup(P, ek, ev, tb, tdata, tstart, tlen, n_tokens, expect, spare, slack, h
                 pool[h + k] = pool[h + n - 1 - k]
                 pool[h + n - 1 - k] = x
 
+    H, st = _started(T, tdata, tstart, tlen, n_tokens, heap_target, n_used, pool_end, theta)
+    return bkeys, bids, T, L, pool, H, st
+
+
+@njit(cache=True, no_cfunc_wrapper=True, nogil=True)
+def _setup_counted(tdata, tstart, tlen, n_tokens, expect, heap_target, R, pool_end, theta):
+    """``_setup`` (no ``reverse``) for a small vocabulary from its tracked pairs, counted in threads
+    (``R``, ``pool_end`` and ``theta`` of ``table.pair_lists``): the same state but the pool, whose
+    lists ``table.place_pairs`` writes meanwhile (``learn._LoopRun._start``). Returns (bkeys, bids,
+    T, L, H, st)."""
+    bkeys, bids = _token_table(tdata, tstart, tlen, n_tokens, tstart.shape[0])
+    T, L = _pair_table(R, n_tokens, expect)
+    H, st = _started(T, tdata, tstart, tlen, n_tokens, heap_target, R.shape[0], pool_end, theta)
+    return bkeys, bids, T, L, H, st
+
+
+@internal
+def _started(T, tdata, tstart, tlen, n_tokens, heap_target, n_used, pool_end, theta):
+    """The heap and the scalars of ``_setup``."""
     # 3. the heap holds the pairs with the largest counts (see ``_refill``)
     H, hn, floor = _refill(T, _empty_array((1024, 2), np.int64), heap_target, tdata, tstart, tlen, NO_LIMIT, theta)
 
@@ -65,7 +84,7 @@ def _setup(P, ek, ev, tb, tdata, tstart, tlen, n_tokens, expect, spare, slack, h
     st[21] = 0  # the smallest count a merged pair may have (the caller sets --min-frequency)
     st[22] = theta
     st[24] = NO_LIMIT  # the merges the run makes in all (the caller sets it: see ``_raised``)
-    return bkeys, bids, T, L, pool, H, st
+    return H, st
 
 
 @internal

@@ -208,6 +208,10 @@ def _log2(c):
     return b
 
 
+#: The most tokens for which ``_initial_pairs`` counts the pairs in a dense n×n array.
+SMALL_PAIRS = 2048
+
+
 @internal
 def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want):
     """Pair table and pool for the positions of ``P`` (laid out, or part-merged: each live row's
@@ -219,24 +223,37 @@ def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want):
     sort the positions by pair (``_pairs_by_left``). The table has room for ``expect`` more
     pairs, so that it rarely needs rebuilding in the loop. The pool has room for ``spare``/16 of
     the entries plus ``slack`` more. Returns (T, L, rows in use, pool, pool end, theta)."""
-    if n_tokens > 2048:
+    if n_tokens > SMALL_PAIRS:
         # a larger vocabulary (SuperBPE's second phase, a warm start: millions of distinct pairs):
         # a counting sort by left token, then by right token within each left token's block
         return _pairs_by_left(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want)
     n_rows = P.shape[0]
+    pid, pc, pl, dl, n_seen = _count_pairs(P, ek, ev, tb, n_tokens, 0, n_rows)
+    none = _empty_array(0, np.int64)
+    R, pool, acc, theta = _pair_lists(n_tokens, spare, slack, theta, want, pid, pc, pl, n_seen, none, none, dl, 0)
+    T, L = _pair_table(R, n_tokens, expect)
+    _place_pairs(P, tb, n_tokens, 0, n_rows, pid, pl, pool)
+    return T, L, R.shape[0], pool, acc, theta
+
+
+@internal
+def _count_pairs(P, ek, ev, tb, n_tokens, lo, hi):
+    """The first pass of ``_initial_pairs`` for a small vocabulary (``n_tokens`` <= 2048), over the
+    positions ``lo:hi`` of ``P`` (a thread's part: ``count_pairs``): per pair (left * n_tokens +
+    right) its number ``pid``, in the order first seen (a quarter of the memory two int64 per pair
+    took); per number its count ``pc``, its positions ``pl`` and its pair ``dl``. Their arrays have
+    room for every pair of ``P`` (pages never written cost nothing: few of the n×n pairs occur).
+    Returns (pid, pc, pl, dl, pairs numbered)."""
     tmask = (np.int64(1) << tb) - 1
     cmax = (np.int64(1) << (32 - tb)) - 1
-    n_used = 0
     nn = n_tokens * n_tokens
-    # per pair (left * n_tokens + right): its number, in the order first seen (a quarter of the
-    # memory two int64 per pair took); per number its count and positions (pages never written
-    # cost nothing: few of the n×n pairs occur)
     pid = _full_array(nn, -1, np.int32)
-    most = min(nn, n_rows)
+    most = min(nn, P.shape[0])
     pc = _empty_array(most, np.int64)
     pl = _empty_array(most, np.int64)
+    dl = _empty_array(most, np.int32)
     n_seen = 0
-    for p in range(n_rows):
+    for p in range(lo, hi):
         v = np.int64(P[p, _TC])
         ta = v & tmask
         if ta >= tmask - 1:
@@ -250,45 +267,105 @@ def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want):
                 pid[d] = j
                 pc[j] = 0
                 pl[j] = 0
+                dl[j] = d
                 n_seen += 1
             wc = v >> tb
             if wc == cmax:
                 wc = _escaped(ek, ev, p)
             pc[j] += wc
             pl[j] += 1
+    return pid, pc, pl, dl, n_seen
+
+
+@internal
+def _pair_lists(n_tokens, spare, slack, theta, want, pid, pc, pl, n_seen, pc2, pl2, dl2, n_seen2):
+    """The tracked pairs of ``_initial_pairs`` for a small vocabulary and their lists' blocks in
+    the pool (not written yet: ``_place_pairs``), from ``_count_pairs`` of the positions before a
+    row (``pid`` ... ``n_seen``) and of those from it (``pc2``, ``pl2``, ``dl2``, ``n_seen2``;
+    none: ``n_seen2`` 0): the second part's pairs numbered in the first's arrays (their room is
+    every pair of P), its counts added; each tracked pair's block given in order of pair, and
+    ``pl`` and ``pl2`` then hold where each part's next position of the pair goes (the first
+    part's first: each list ascending), -1 for a pair not tracked. Returns (R: a row (pair,
+    count, head, length) per tracked pair in order of pair, pool, pool end, theta)."""
+    nn = n_tokens * n_tokens
+    other = _empty_array(n_seen + n_seen2, np.int64)  # per number: the second part's, or -1
+    for j in range(n_seen + n_seen2):
+        other[j] = -1
+    for k in range(n_seen2):
+        d = np.int64(dl2[k])
+        j = np.int64(pid[d])
+        if j < 0:
+            j = n_seen
+            pid[d] = j
+            pc[j] = 0
+            pl[j] = 0
+            n_seen += 1
+        pc[j] += pc2[k]
+        other[j] = k
     if theta < 0:
         hist = _zero_array(64, np.int64)
         for j in range(n_seen):
             if pc[j] > 0:
                 hist[_log2(pc[j])] += 1
         theta = _floor_for(hist, want, -theta)
-    acc = 0
     n_pairs = 0
     for j in range(n_seen):
         if pc[j] >= theta:
             n_pairs += 1
+    R = _empty_array((n_pairs, 4), np.int64)
+    acc = 0
+    r = 0
+    for d in range(nn):
+        j = np.int64(pid[d])
+        if j >= 0:
+            k = other[j]
+            if pc[j] < theta:
+                pl[j] = -1  # not tracked
+                if k >= 0:
+                    pl2[k] = -1
+                continue
+            ln = pl[j]
+            ln2 = pl2[k] if k >= 0 else 0
+            R[r, 0] = d
+            R[r, 1] = pc[j]
+            R[r, 2] = acc
+            R[r, 3] = ln + ln2
+            r += 1
+            pl[j] = acc  # from here on: where the first part's next position of pair d goes
+            if k >= 0:
+                pl2[k] = acc + ln  # and the second part's, after them
+            acc += ln + ln2
+    pool = _new_pool(acc + ((acc * spare) >> 4) + slack)
+    return R, pool, acc, theta
+
+
+@internal
+def _pair_table(R, n_tokens, expect):
+    """The pair table of the tracked pairs ``R`` (``_pair_lists``), with room for ``expect`` more
+    pairs, filled in their order. Returns (T, L)."""
+    n_pairs = R.shape[0]
     cap = np.int64(1024)
     while cap < 2 * (n_pairs + expect):
         cap *= 2
     T, L = _new_table(cap)
-    for d in range(nn):
-        j = np.int64(pid[d])
-        if j >= 0:
-            if pc[j] < theta:
-                pl[j] = -1  # not tracked
-                continue
-            ln = pl[j]
-            key = _pkey(d // n_tokens, d % n_tokens)
-            s = _tslot(T, key)
-            T[s, _KEY] = key
-            T[s, _CNT] = pc[j]
-            L[s, _HEAD] = acc
-            L[s, _LEN] = ln
-            n_used += 1
-            pl[j] = acc  # from here on: where the next position of pair d goes
-            acc += ln
-    pool = _new_pool(acc + ((acc * spare) >> 4) + slack)
-    for p in range(n_rows):
+    for r in range(n_pairs):
+        d = R[r, 0]
+        key = _pkey(d // n_tokens, d % n_tokens)
+        s = _tslot(T, key)
+        T[s, _KEY] = key
+        T[s, _CNT] = R[r, 1]
+        L[s, _HEAD] = R[r, 2]
+        L[s, _LEN] = R[r, 3]
+    return T, L
+
+
+@internal
+def _place_pairs(P, tb, n_tokens, lo, hi, pid, pl, pool):
+    """The second pass of ``_initial_pairs`` for a small vocabulary, over the positions ``lo:hi``
+    (a thread's part: ``place_pairs``): each position of a tracked pair written to its list in
+    ``pool``, where ``pl`` says (``_pair_lists``), ascending."""
+    tmask = (np.int64(1) << tb) - 1
+    for p in range(lo, hi):
         ta = np.int64(P[p, _TC]) & tmask
         if ta >= tmask - 1:
             continue
@@ -299,7 +376,28 @@ def _initial_pairs(P, ek, ev, tb, n_tokens, expect, spare, slack, theta, want):
             if i >= 0:
                 pool[i] = p
                 pl[j] = i + 1
-    return T, L, n_used, pool, acc, theta
+
+
+@njit(cache=True, no_cfunc_wrapper=True, nogil=True)
+def count_pairs(P, ek, ev, tb, n_tokens, lo, hi):
+    """``_count_pairs`` of the positions ``lo:hi``, for one of the threads that start the merge
+    loop (``learn._LoopRun._start``), e.g. ``pid, pc, pl, dl, n = count_pairs(P, ek, ev, tb, 1417, 0, n_rows // 2)``."""
+    return _count_pairs(P, ek, ev, tb, n_tokens, lo, hi)
+
+
+@njit(cache=True, no_cfunc_wrapper=True, nogil=True)
+def pair_lists(n_tokens, spare, slack, theta, want, pid, pc, pl, n_seen, pc2, pl2, dl2, n_seen2):
+    """``_pair_lists`` of two parts' ``count_pairs``, for the threads that start the merge loop
+    (``learn._LoopRun._start``), e.g.
+    ``R, pool, end, theta = pair_lists(1417, 6, 1024, -1, 10, pid, pc, pl, n, pc2, pl2, dl2, n2)``."""
+    return _pair_lists(n_tokens, spare, slack, theta, want, pid, pc, pl, n_seen, pc2, pl2, dl2, n_seen2)
+
+
+@njit(cache=True, no_cfunc_wrapper=True, nogil=True)
+def place_pairs(P, tb, n_tokens, lo, hi, pid, pl, pool):
+    """``_place_pairs`` of the positions ``lo:hi``, for one of the threads that start the merge
+    loop (``learn._LoopRun._start``), e.g. ``place_pairs(P, tb, 1417, 0, n_rows // 2, pid, pl, pool)``."""
+    _place_pairs(P, tb, n_tokens, lo, hi, pid, pl, pool)
 
 
 @inlined

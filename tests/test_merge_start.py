@@ -1,0 +1,96 @@
+"""The merge loop's starting state made in two threads (``learn._LoopRun._start``: each half of the
+positions counted and written to the lists in a thread of its own) is exactly the state one thread
+makes (``loop._setup``): the same pair table, lists, heap and scalars."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from toktok.merge import Tuning, learn_merges
+from toktok.merge import learn as learn_mod
+from toktok.merge.loop import NO_LIMIT
+from toktok.vocab import Vocab
+
+
+def _states(words, counts, vocab: Vocab, n: int, tracked_from: int | None):
+    """``_start``'s state in one thread and in two, for a loop of ``n`` merges."""
+    run = learn_mod._LoopRun(list(words), np.asarray(counts, np.int64), vocab, n, Tuning())
+    expect = min(learn_mod.expected_pairs(run.n_merges, 4), run.P.shape[0])
+    theta = -int(NO_LIMIT) if tracked_from is None else tracked_from
+    one = run._start(expect, theta, 2 * run.n_merges, threads=1)
+    two = run._start(expect, theta, 2 * run.n_merges, threads=2)
+    return run, one, two
+
+
+def _same(one, two) -> None:
+    """The states are equal where they are written (the pool up to its end, the heap up to its rows)."""
+    st1, st2 = one[6], two[6]
+    assert st1.tolist() == st2.tolist()
+    end, hn = int(st1[1]), int(st1[3])
+    for k, (a, b) in enumerate(zip(one, two)):
+        assert a.dtype == b.dtype and a.shape == b.shape, k
+        if k == 4:
+            a, b = a[:end], b[:end]
+        elif k == 5:
+            a, b = a[:hn], b[:hn]
+        assert np.array_equal(a, b), k
+
+
+def _ascending_lists(state) -> bool:
+    _, _, T, L, pool, _, st = state
+    rows = np.flatnonzero(L[:, 1] > 1)
+    return all(bool(np.all(np.diff(pool[L[r, 0]: L[r, 0] + L[r, 1]]) > 0)) for r in rows)
+
+
+@pytest.mark.parametrize("hardcoded", [False, True])
+@pytest.mark.parametrize("tracked_from", [None, 1, 40])
+def test_two_threads_make_the_state_one_thread_makes(hardcoded, tracked_from):
+    # random words over a few bytes (their pairs in both halves, and in one only) with counts
+    # from 1 to past a row's count bits (looked up in the side table) and past 2**32
+    rng = np.random.default_rng(7)
+    words = sorted({bytes(rng.integers(97, 104, size=rng.integers(1, 12)).tolist()) for _ in range(6000)})
+    words += [b"zq" * 3, b"0123456789"]  # pairs of the second half only
+    counts = rng.integers(1, 60, size=len(words))
+    counts[::97] = (1 << 40) + 3
+    counts[5::89] = rng.integers(1 << 19, 1 << 24, size=counts[5::89].shape[0])
+    vocab = Vocab.base(hardcoded)
+    run, one, two = _states(words, counts, vocab, 500, tracked_from)
+    assert run.ek.shape[0] > 0 and np.count_nonzero(run.ek >= 0) > 0  # counts in the side table
+    _same(one, two)
+    assert _ascending_lists(two)
+    if tracked_from == 40:  # some pairs not tracked: fewer rows than with every pair tracked
+        assert int(one[6][22]) == 40 and int(one[6][0]) < int(_states(words, counts, vocab, 500, 1)[1][6][0])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.dictionaries(st.lists(st.sampled_from(b"aab c."), min_size=1, max_size=10).map(bytes),
+                       st.integers(1, 60) | st.sampled_from([2**23 - 1, 2**23, 2**33 + 5]), min_size=1, max_size=30),
+       st.integers(1, 40), st.sampled_from([None, 1, 3]))
+def test_fuzz_two_threads_make_the_state_one_thread_makes(word_counts, n, tracked_from):
+    # tiny inputs: halves with no pair, pairs of one half only, every row in one half
+    _, one, two = _states(word_counts, list(word_counts.values()), Vocab.base(False), n, tracked_from)
+    _same(one, two)
+
+
+def test_a_run_started_in_two_threads_learns_what_one_thread_learns(monkeypatch):
+    rng = np.random.default_rng(11)
+    words = [bytes(rng.integers(97, 106, size=rng.integers(2, 14)).tolist()) for _ in range(3000)]
+    counts = rng.integers(1, 1000, size=len(words))
+    counts[::50] = 1 << 30
+
+    def learned():
+        res = learn_merges(words, counts, Vocab.base(), 400)
+        return res.left.tolist(), res.right.tolist(), res.count.tolist(), res.vocab.tokens, res.stats
+
+    monkeypatch.setattr(learn_mod._LoopRun, "SPLIT_SETUP", 1 << 62)
+    one = learned()
+    monkeypatch.setattr(learn_mod._LoopRun, "SPLIT_SETUP", 2)
+    monkeypatch.setattr(learn_mod, "_cores", lambda: 2)
+    started = []
+    count_pairs = learn_mod.count_pairs
+    monkeypatch.setattr(learn_mod, "count_pairs", lambda *a: started.append(a[5:]) or count_pairs(*a))
+    assert learned() == one
+    (lo, cut), (cut2, hi) = sorted(started)  # the halves, cut at one row
+    assert lo == 0 and cut == cut2 and hi > cut > 0

@@ -485,10 +485,11 @@ class _LoopRun:
 
     def _start(self, expect: int, theta: int, want: int, threads: int | None = None) -> tuple:
         """``loop._setup``'s state, made in ``threads`` threads (None: two where the vocabulary is small,
-        the positions are ``SPLIT_SETUP`` or more, and a second core is there; else one): for two, the
-        pairs of each half of the positions counted in a thread of its own (``table.count_pairs``), the
-        table made from both (``loop._setup_counted``), then each half's positions written to the lists
-        in its thread (``table.place_pairs``): the same state as one thread makes."""
+        the positions are ``SPLIT_SETUP`` or more, and a second core is there; else one). For two, the
+        pairs of each half of the positions are counted in a thread of its own (``table.count_pairs``),
+        their lists given their blocks in the pool (``table.pair_lists``), then each half's positions
+        written to them in its thread (``table.place_pairs``), the first half's first, while this one
+        also makes the table and the heap (``loop._setup_counted``): the state one thread makes."""
         u, P, n0 = self.tuning, self.P, self.n0
         n = P.shape[0]
         if threads is None:
@@ -502,6 +503,7 @@ class _LoopRun:
                                                                        lambda: count_pairs(P, ek, ev, tb, n0, cut, n))
         R, pool, end, theta = pair_lists(n0, u.pool_spare, u.pool_slack, theta, want, pid, pc, pl, seen, pc2, pl2, dl2,
                                          seen2)
+
         def first() -> tuple:  # the table and the heap, while the second half's positions are written
             out = _setup_counted(self.tdata, self.tstart, self.tlen, n0, expect, u.heap_target, R, end, theta)
             place_pairs(P, tb, n0, 0, cut, pid, pl, pool)

@@ -94,3 +94,29 @@ def test_a_run_started_in_two_threads_learns_what_one_thread_learns(monkeypatch)
     assert learned() == one
     (lo, cut), (cut2, hi) = sorted(started)  # the halves, cut at one row
     assert lo == 0 and cut == cut2 and hi > cut > 0
+
+
+def test_parts_the_second_thread_has_not_begun_are_done_by_the_first(monkeypatch):
+    # a second core too busy to start the thread: the loop's thread takes every part itself
+    class Late:
+        def __init__(self, target, **_):
+            self.target = target
+
+        def start(self):
+            pass
+
+        def join(self):
+            self.target()  # (starts once the first is done: nothing left for it)
+
+    words = [bytes([97 + i % 5, 98 + i % 7, 97 + i % 3]) * 3 for i in range(400)]
+    counts = np.arange(1, 401) * 1000
+    run, one, _ = _states(words, counts, Vocab.base(), 300, None)
+    monkeypatch.setattr(learn_mod.threading, "Thread", Late)
+    taken = []
+    count_pairs = learn_mod.count_pairs
+    monkeypatch.setattr(learn_mod, "count_pairs", lambda *a: taken.append(a[5:]) or count_pairs(*a))
+    expect = min(learn_mod.expected_pairs(run.n_merges, 4), run.P.shape[0])
+    late = run._start(expect, -int(NO_LIMIT), 2 * run.n_merges, threads=2)
+    _same(one, late)
+    assert len(taken) == 2
+    assert [learn_mod._shared(lambda: 1, lambda: 2, lambda: 3)] == [[1, 2, 3]]

@@ -486,10 +486,11 @@ class _LoopRun:
     def _start(self, expect: int, theta: int, want: int, threads: int | None = None) -> tuple:
         """``loop._setup``'s state, made in ``threads`` threads (None: two where the vocabulary is small,
         the positions are ``SPLIT_SETUP`` or more, and a second core is there; else one). For two, the
-        pairs of each half of the positions are counted in a thread of its own (``table.count_pairs``),
-        their lists given their blocks in the pool (``table.pair_lists``), then each half's positions
-        written to them in its thread (``table.place_pairs``), the first half's first, while this one
-        also makes the table and the heap (``loop._setup_counted``): the state one thread makes."""
+        pairs of each half of the positions are counted (``table.count_pairs``), their lists given
+        their blocks in the pool (``table.pair_lists``), then each half's positions written to them
+        (``table.place_pairs``; the first half's first) while the table and the heap are made
+        (``loop._setup_counted``): each half's work by the first thread to take it (``_shared``), the
+        state one thread makes."""
         u, P, n0 = self.tuning, self.P, self.n0
         n = P.shape[0]
         if threads is None:
@@ -499,17 +500,17 @@ class _LoopRun:
                           u.pool_slack, u.heap_target, u.descending_lists, theta, want)
         cut = n // 2
         ek, ev, tb = self.ek, self.ev, self.tb
-        (pid, pc, pl, _, seen), (pid2, pc2, pl2, dl2, seen2) = _beside(lambda: count_pairs(P, ek, ev, tb, n0, 0, cut),
+        (pid, pc, pl, _, seen), (pid2, pc2, pl2, dl2, seen2) = _shared(lambda: count_pairs(P, ek, ev, tb, n0, 0, cut),
                                                                        lambda: count_pairs(P, ek, ev, tb, n0, cut, n))
         R, pool, end, theta = pair_lists(n0, u.pool_spare, u.pool_slack, theta, want, pid, pc, pl, seen, pc2, pl2, dl2,
                                          seen2)
 
-        def first() -> tuple:  # the table and the heap, while the second half's positions are written
+        def first() -> tuple:  # the table and the heap, and the first half's positions
             out = _setup_counted(self.tdata, self.tstart, self.tlen, n0, expect, u.heap_target, R, end, theta)
             place_pairs(P, tb, n0, 0, cut, pid, pl, pool)
             return out
 
-        (bkeys, bids, T, L, H, st), _ = _beside(first, lambda: place_pairs(P, tb, n0, cut, n, pid2, pl2, pool))
+        (bkeys, bids, T, L, H, st), _ = _shared(first, lambda: place_pairs(P, tb, n0, cut, n, pid2, pl2, pool))
         return bkeys, bids, T, L, pool, H, st
 
     def _loop(self, after_step, step: int) -> None:
@@ -656,25 +657,34 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def _beside(first: Callable, second: Callable) -> tuple:
-    """``(first(), second())``, ``second`` in a thread of its own meanwhile (kernels that release the GIL)."""
-    got: list = [None, None]
+def _shared(*tasks: Callable) -> list:
+    """The results of ``tasks``, run by this thread and one more, each task by the first to take it,
+    in their order (kernels that release the GIL): the second thread takes only what this one has
+    not begun, so that a second core too busy to start it soon costs no wait."""
+    got: list = [None] * len(tasks)
+    failed: list = []
+    taken = [0]
+    lock = threading.Lock()
 
-    def run() -> None:
-        try:
-            got[0] = second()
-        except BaseException as e:  # pragma: no cover - re-raised below
-            got[1] = e
+    def work() -> None:
+        while not failed:
+            with lock:
+                i = taken[0]
+                taken[0] = i + 1
+            if i >= len(tasks):
+                return
+            try:
+                got[i] = tasks[i]()
+            except BaseException as e:  # pragma: no cover - a kernel's failure, raised below
+                failed.append(e)
 
-    th = threading.Thread(target=run, name="toktok-setup", daemon=True)
+    th = threading.Thread(target=work, name="toktok-setup", daemon=True)
     th.start()
-    try:
-        mine = first()
-    finally:
-        th.join()
-    if got[1] is not None:  # pragma: no cover - a kernel's failure
-        raise got[1]
-    return mine, got[0]
+    work()
+    th.join()
+    if failed:  # pragma: no cover - a kernel's failure
+        raise failed[0]
+    return got
 
 
 def _work_arrays() -> list[np.ndarray]:

@@ -3,6 +3,10 @@ positions counted and written to the lists in a thread of its own) is exactly th
 makes (``loop._setup``): the same pair table, lists, heap and scalars."""
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -88,6 +92,7 @@ def test_a_run_started_in_two_threads_learns_what_one_thread_learns(monkeypatch)
     one = learned()
     monkeypatch.setattr(learn_mod._LoopRun, "SPLIT_SETUP", 2)
     monkeypatch.setattr(learn_mod, "_cores", lambda: 2)
+    monkeypatch.setattr(learn_mod, "_idle_now", lambda: True)
     started = []
     count_pairs = learn_mod.count_pairs
     monkeypatch.setattr(learn_mod, "count_pairs", lambda *a: started.append(a[5:]) or count_pairs(*a))
@@ -120,3 +125,31 @@ def test_parts_the_second_thread_has_not_begun_are_done_by_the_first(monkeypatch
     _same(one, late)
     assert len(taken) == 2
     assert [learn_mod._shared(lambda: 1, lambda: 2, lambda: 3)] == [[1, 2, 3]]
+
+
+def test_a_busy_machine_starts_the_loop_in_one_thread(monkeypatch):
+    # no idle core now: the work is not cut in two (a loss where one core does it all)
+    rng = np.random.default_rng(5)
+    words = [bytes(rng.integers(97, 106, size=rng.integers(2, 14)).tolist()) for _ in range(3000)]
+    monkeypatch.setattr(learn_mod._LoopRun, "SPLIT_SETUP", 2)
+    monkeypatch.setattr(learn_mod, "_cores", lambda: 2)
+    counted = []
+    count_pairs = learn_mod.count_pairs
+    monkeypatch.setattr(learn_mod, "count_pairs", lambda *a: counted.append(a[5:]) or count_pairs(*a))
+    for idle in (False, True):
+        monkeypatch.setattr(learn_mod, "_idle_now", lambda: idle)
+        learn_merges(words, np.ones(len(words), np.int64), Vocab.base(), 50)
+        assert len(counted) == (2 if idle else 0)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/loadavg")
+def test_cores_kept_busy_are_not_idle():
+    # as many processes spinning as this one may run on (and this one): no core is idle
+    spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(learn_mod._cores())]
+    try:
+        time.sleep(0.3)
+        assert not learn_mod._idle_now()
+    finally:
+        for p in spin:
+            p.kill()
+            p.wait()

@@ -485,16 +485,17 @@ class _LoopRun:
 
     def _start(self, expect: int, theta: int, want: int, threads: int | None = None) -> tuple:
         """``loop._setup``'s state, made in ``threads`` threads (None: two where the vocabulary is small,
-        the positions are ``SPLIT_SETUP`` or more, and a second core is there; else one). For two, the
-        pairs of each half of the positions are counted (``table.count_pairs``), their lists given
-        their blocks in the pool (``table.pair_lists``), then each half's positions written to them
-        (``table.place_pairs``; the first half's first) while the table and the heap are made
+        the positions are ``SPLIT_SETUP`` or more and a second core is there and idle now, ``_idle_now``:
+        the work cut in two costs about a tenth more CPU, a loss where one core does it all; else one).
+        For two, the pairs of each half of the positions are counted (``table.count_pairs``), their
+        lists given their blocks in the pool (``table.pair_lists``), then each half's positions written
+        to them (``table.place_pairs``; the first half's first) while the table and the heap are made
         (``loop._setup_counted``): each half's work by the first thread to take it (``_shared``), the
         state one thread makes."""
         u, P, n0 = self.tuning, self.P, self.n0
         n = P.shape[0]
         if threads is None:
-            threads = 2 if n >= self.SPLIT_SETUP and _cores() >= 2 else 1
+            threads = 2 if n >= self.SPLIT_SETUP and _cores() >= 2 and _idle_now() else 1
         if threads < 2 or n0 > SMALL_PAIRS or u.descending_lists or n < 2:
             return _setup(P, self.ek, self.ev, self.tb, self.tdata, self.tstart, self.tlen, n0, expect, u.pool_spare,
                           u.pool_slack, u.heap_target, u.descending_lists, theta, want)
@@ -655,6 +656,17 @@ def _cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         return os.cpu_count() or 1
+
+
+def _idle_now() -> bool:
+    """Whether a core is idle now besides this thread's: on Linux, whether it is the only task
+    running or waiting to run (/proc/loadavg's fourth field counts them, itself included), else
+    True. Example: ``threads = 2 if _idle_now() else 1``."""
+    try:
+        with open("/proc/loadavg", "rb") as f:
+            return int(f.read().split()[3].split(b"/")[0]) <= _cores() - 1
+    except (OSError, ValueError, IndexError):  # pragma: no cover - not Linux
+        return True
 
 
 def _shared(*tasks: Callable) -> list:

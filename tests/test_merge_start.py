@@ -3,10 +3,6 @@ positions counted and written to the lists in a thread of its own) is exactly th
 makes (``loop._setup``): the same pair table, lists, heap and scalars."""
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -92,13 +88,26 @@ def test_a_run_started_in_two_threads_learns_what_one_thread_learns(monkeypatch)
     one = learned()
     monkeypatch.setattr(learn_mod._LoopRun, "SPLIT_SETUP", 2)
     monkeypatch.setattr(learn_mod, "_cores", lambda: 2)
-    monkeypatch.setattr(learn_mod, "_idle_now", lambda: True)
-    started = []
-    count_pairs = learn_mod.count_pairs
-    monkeypatch.setattr(learn_mod, "count_pairs", lambda *a: started.append(a[5:]) or count_pairs(*a))
+    parts = _counted_parts(monkeypatch)
     assert learned() == one
-    (lo, cut), (cut2, hi) = sorted(started)  # the halves, cut at one row
-    assert lo == 0 and cut == cut2 and hi > cut > 0
+    assert _cover(parts)
+
+
+def _counted_parts(monkeypatch) -> list:
+    """The rows ``(lo, hi)`` each call of ``count_pairs`` and ``count_more`` counts, as they are called."""
+    parts: list = []
+    count_pairs, count_more = learn_mod.count_pairs, learn_mod.count_more
+    monkeypatch.setattr(learn_mod, "count_pairs", lambda *a: parts.append(a[5:7]) or count_pairs(*a))
+    monkeypatch.setattr(learn_mod, "count_more", lambda *a: parts.append(a[5:7]) or count_more(*a))
+    return parts
+
+
+def _cover(parts: list, n: int | None = None) -> bool:
+    """Whether the parts are the rows of ``P`` (``n`` of them) once each: from 0, each starting where
+    another ends."""
+    got = sorted(parts)
+    return got[0][0] == 0 and all(a[1] == b[0] for a, b in zip(got, got[1:])) and len(got) == len(set(got)) and \
+        (n is None or got[-1][1] == n)
 
 
 def test_parts_the_second_thread_has_not_begun_are_done_by_the_first(monkeypatch):
@@ -117,39 +126,56 @@ def test_parts_the_second_thread_has_not_begun_are_done_by_the_first(monkeypatch
     counts = np.arange(1, 401) * 1000
     run, one, _ = _states(words, counts, Vocab.base(), 300, None)
     monkeypatch.setattr(learn_mod.threading, "Thread", Late)
-    taken = []
-    count_pairs = learn_mod.count_pairs
-    monkeypatch.setattr(learn_mod, "count_pairs", lambda *a: taken.append(a[5:]) or count_pairs(*a))
+    monkeypatch.setattr(learn_mod._LoopRun, "SETUP_PARTS", 4)
+    parts = _counted_parts(monkeypatch)
     expect = min(learn_mod.expected_pairs(run.n_merges, 4), run.P.shape[0])
     late = run._start(expect, -int(NO_LIMIT), 2 * run.n_merges, threads=2)
     _same(one, late)
-    assert len(taken) == 2
+    n = run.P.shape[0]
+    assert parts == [(0, n // 4), (n // 4, n // 2), (n // 2, 3 * n // 4), (3 * n // 4, n)]  # all, in this thread
     assert [learn_mod._shared(lambda: 1, lambda: 2, lambda: 3)] == [[1, 2, 3]]
 
 
-def test_a_busy_machine_starts_the_loop_in_one_thread(monkeypatch):
-    # no idle core now: the work is not cut in two (a loss where one core does it all)
-    rng = np.random.default_rng(5)
-    words = [bytes(rng.integers(97, 106, size=rng.integers(2, 14)).tolist()) for _ in range(3000)]
-    monkeypatch.setattr(learn_mod._LoopRun, "SPLIT_SETUP", 2)
-    monkeypatch.setattr(learn_mod, "_cores", lambda: 2)
-    counted = []
+def test_the_other_thread_counting_every_part_makes_the_same_state(monkeypatch):
+    # the second thread's count (from the last part back) done first, in full: it counted them all
+    rng = np.random.default_rng(9)
+    words = [bytes(rng.integers(97, 104, size=rng.integers(2, 12)).tolist()) for _ in range(2000)]
+    run, one, _ = _states(words, rng.integers(1, 1 << 30, size=len(words)), Vocab.base(), 300, None)
+    monkeypatch.setattr(learn_mod, "_shared", lambda *tasks: [t() for t in tasks[::-1]][::-1])
+    parts = _counted_parts(monkeypatch)
+    expect = min(learn_mod.expected_pairs(run.n_merges, 4), run.P.shape[0])
+    _same(one, run._start(expect, -int(NO_LIMIT), 2 * run.n_merges, threads=2))
+    assert parts[0][1] == run.P.shape[0] and parts[-1][0] == 0 and _cover(parts, run.P.shape[0])
+
+
+def test_two_threads_each_counting_parts_make_the_same_state(monkeypatch):
+    # this thread waits to count its first part until the other has taken the last: each counts
+    # parts (from either end until they meet), its positions written after this one's
+    import threading
+
+    rng = np.random.default_rng(13)
+    words = [bytes(rng.integers(97, 105, size=rng.integers(2, 12)).tolist()) for _ in range(3000)]
+    counts = rng.integers(1, 1 << 12, size=len(words))
+    counts[::41] = 1 << 34
+    run, one, _ = _states(words, counts, Vocab.base(), 400, None)
+    monkeypatch.setattr(learn_mod._LoopRun, "SETUP_PARTS", 8)
+    other = threading.Event()
+    parts, first = [], []
     count_pairs = learn_mod.count_pairs
-    monkeypatch.setattr(learn_mod, "count_pairs", lambda *a: counted.append(a[5:]) or count_pairs(*a))
-    for idle in (False, True):
-        monkeypatch.setattr(learn_mod, "_idle_now", lambda: idle)
-        learn_merges(words, np.ones(len(words), np.int64), Vocab.base(), 50)
-        assert len(counted) == (2 if idle else 0)
 
+    def counting(*a):
+        parts.append(a[5:7])
+        if a[5] == 0:
+            assert other.wait(30)
+        else:
+            other.set()
+        first.append(a[5:7])
+        return count_pairs(*a)
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/loadavg")
-def test_cores_kept_busy_are_not_idle():
-    # as many processes spinning as this one may run on (and this one): no core is idle
-    spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(learn_mod._cores())]
-    try:
-        time.sleep(0.3)
-        assert not learn_mod._idle_now()
-    finally:
-        for p in spin:
-            p.kill()
-            p.wait()
+    count_more = learn_mod.count_more
+    monkeypatch.setattr(learn_mod, "count_pairs", counting)
+    monkeypatch.setattr(learn_mod, "count_more", lambda *a: parts.append(a[5:7]) or count_more(*a))
+    expect = min(learn_mod.expected_pairs(run.n_merges, 4), run.P.shape[0])
+    _same(one, run._start(expect, -int(NO_LIMIT), 2 * run.n_merges, threads=2))
+    n = run.P.shape[0]
+    assert len(first) == 2 and (7 * n // 8, n) in first and _cover(parts, n)

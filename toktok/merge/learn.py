@@ -25,7 +25,7 @@ from .loop import NO_LIMIT, _loop, _rounds_beside, _setup, _setup_counted
 from .result import MergeResult
 from .segment import Segmenter, _segment_ids, runs
 from .small import learn_small, small_enough
-from .table import SMALL_PAIRS, count_pairs, make_room, pair_lists, place_pairs, rebuild_table, recount
+from .table import SMALL_PAIRS, count_more, count_pairs, make_room, pair_lists, place_pairs, rebuild_table, recount
 from .tokens import _flatten, _token_arrays
 
 
@@ -480,38 +480,74 @@ class _LoopRun:
         except BaseException as e:  # pragma: no cover - re-raised by learn_merges
             self.err = e
 
-    #: Positions from which the loop's starting state is made in two threads (where a second core is there).
+    #: Positions from which the loop's starting state is made in two threads (where a second core is there),
+    #: and the parts they are cut into for counting their pairs (``_start``).
     SPLIT_SETUP = 1 << 20
+    SETUP_PARTS = 16
 
     def _start(self, expect: int, theta: int, want: int, threads: int | None = None) -> tuple:
         """``loop._setup``'s state, made in ``threads`` threads (None: two where the vocabulary is small,
-        the positions are ``SPLIT_SETUP`` or more and a second core is there and idle now, ``_idle_now``:
-        the work cut in two costs about a tenth more CPU, a loss where one core does it all; else one).
-        For two, the pairs of each half of the positions are counted (``table.count_pairs``), their
-        lists given their blocks in the pool (``table.pair_lists``), then each half's positions written
-        to them (``table.place_pairs``; the first half's first) while the table and the heap are made
-        (``loop._setup_counted``): each half's work by the first thread to take it (``_shared``), the
-        state one thread makes."""
+        the positions are ``SPLIT_SETUP`` or more and a second core is there; else one), the state one
+        thread makes. For two, the pairs of the positions are counted (``table.count_pairs``, then
+        ``count_more``), part after part (``SETUP_PARTS``), by this thread from the first part on and by
+        the other from the last part back, until they meet: a second core too busy to start the other
+        costs no wait, nor a thread that gets less of its core; the lists are given their blocks in the
+        pool (``table.pair_lists``), then each thread's positions written to them (``table.place_pairs``;
+        the first's first) while the table and the heap are made (``loop._setup_counted``), each by the
+        first thread to take it (``_shared``)."""
         u, P, n0 = self.tuning, self.P, self.n0
         n = P.shape[0]
         if threads is None:
-            threads = 2 if n >= self.SPLIT_SETUP and _cores() >= 2 and _idle_now() else 1
+            threads = 2 if n >= self.SPLIT_SETUP and _cores() >= 2 else 1
         if threads < 2 or n0 > SMALL_PAIRS or u.descending_lists or n < 2:
             return _setup(P, self.ek, self.ev, self.tb, self.tdata, self.tstart, self.tlen, n0, expect, u.pool_spare,
                           u.pool_slack, u.heap_target, u.descending_lists, theta, want)
-        cut = n // 2
         ek, ev, tb = self.ek, self.ev, self.tb
-        (pid, pc, pl, _, seen), (pid2, pc2, pl2, dl2, seen2) = _shared(lambda: count_pairs(P, ek, ev, tb, n0, 0, cut),
-                                                                       lambda: count_pairs(P, ek, ev, tb, n0, cut, n))
+        k = min(self.SETUP_PARTS, n)
+        cuts = [n * i // k for i in range(k + 1)]
+        ends = [0, k]  # the parts not taken yet: ends[0] up to ends[1]
+        lock = threading.Lock()
+
+        def count(front: bool) -> list | None:
+            got = None
+            while True:
+                with lock:
+                    if ends[0] >= ends[1]:
+                        return got
+                    if front:
+                        i = ends[0]
+                        ends[0] += 1
+                    else:
+                        ends[1] -= 1
+                        i = ends[1]
+                if got is None:
+                    got = list(count_pairs(P, ek, ev, tb, n0, cuts[i], cuts[i + 1]))
+                else:
+                    got[4] = count_more(P, ek, ev, tb, n0, cuts[i], cuts[i + 1], *got[:5])
+
+        first, second = _shared(lambda: count(True), lambda: count(False))
+        cut = cuts[ends[0]]
+        if first is None or second is None:  # one thread counted them all
+            first, second, cut = first or second, None, n
+        pid, pc, pl, dl, seen = first
+        if second is None:
+            none = np.empty(0, np.int64)
+            R, pool, end, theta = pair_lists(n0, u.pool_spare, u.pool_slack, theta, want, pid, pc, pl, seen, none, none,
+                                             dl, 0)
+            bkeys, bids, T, L, H, st = _setup_counted(self.tdata, self.tstart, self.tlen, n0, expect, u.heap_target, R,
+                                                      end, theta)
+            place_pairs(P, tb, n0, 0, n, pid, pl, pool)
+            return bkeys, bids, T, L, pool, H, st
+        pid2, pc2, pl2, dl2, seen2 = second
         R, pool, end, theta = pair_lists(n0, u.pool_spare, u.pool_slack, theta, want, pid, pc, pl, seen, pc2, pl2, dl2,
                                          seen2)
 
-        def first() -> tuple:  # the table and the heap, and the first half's positions
+        def made() -> tuple:  # the table and the heap, and the first part's positions
             out = _setup_counted(self.tdata, self.tstart, self.tlen, n0, expect, u.heap_target, R, end, theta)
             place_pairs(P, tb, n0, 0, cut, pid, pl, pool)
             return out
 
-        (bkeys, bids, T, L, H, st), _ = _shared(first, lambda: place_pairs(P, tb, n0, cut, n, pid2, pl2, pool))
+        (bkeys, bids, T, L, H, st), _ = _shared(made, lambda: place_pairs(P, tb, n0, cut, n, pid2, pl2, pool))
         return bkeys, bids, T, L, pool, H, st
 
     def _loop(self, after_step, step: int) -> None:
@@ -656,17 +692,6 @@ def _cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         return os.cpu_count() or 1
-
-
-def _idle_now() -> bool:
-    """Whether a core is idle now besides this thread's: on Linux, whether it is the only task
-    running or waiting to run (/proc/loadavg's fourth field counts them, itself included), else
-    True. Example: ``threads = 2 if _idle_now() else 1``."""
-    try:
-        with open("/proc/loadavg", "rb") as f:
-            return int(f.read().split()[3].split(b"/")[0]) <= _cores() - 1
-    except (OSError, ValueError, IndexError):  # pragma: no cover - not Linux
-        return True
 
 
 def _shared(*tasks: Callable) -> list:

@@ -244,15 +244,23 @@ def _count_pairs(P, ek, ev, tb, n_tokens, lo, hi):
     took); per number its count ``pc``, its positions ``pl`` and its pair ``dl``. Their arrays have
     room for every pair of ``P`` (pages never written cost nothing: few of the n×n pairs occur).
     Returns (pid, pc, pl, dl, pairs numbered)."""
-    tmask = (np.int64(1) << tb) - 1
-    cmax = (np.int64(1) << (32 - tb)) - 1
     nn = n_tokens * n_tokens
     pid = _full_array(nn, -1, np.int32)
     most = min(nn, P.shape[0])
     pc = _empty_array(most, np.int64)
     pl = _empty_array(most, np.int64)
     dl = _empty_array(most, np.int32)
-    n_seen = 0
+    n_seen = _count_more(P, ek, ev, tb, n_tokens, lo, hi, pid, pc, pl, dl, 0)
+    return pid, pc, pl, dl, n_seen
+
+
+@internal
+def _count_more(P, ek, ev, tb, n_tokens, lo, hi, pid, pc, pl, dl, n_seen):
+    """``_count_pairs`` of the positions ``lo:hi`` added to those of ``n_seen`` pairs numbered
+    already (another part's, counted by the same thread: ``count_more``). Returns the pairs
+    numbered."""
+    tmask = (np.int64(1) << tb) - 1
+    cmax = (np.int64(1) << (32 - tb)) - 1
     for p in range(lo, hi):
         v = np.int64(P[p, _TC])
         ta = v & tmask
@@ -274,7 +282,7 @@ def _count_pairs(P, ek, ev, tb, n_tokens, lo, hi):
                 wc = _escaped(ek, ev, p)
             pc[j] += wc
             pl[j] += 1
-    return pid, pc, pl, dl, n_seen
+    return n_seen
 
 
 @internal
@@ -383,6 +391,13 @@ def count_pairs(P, ek, ev, tb, n_tokens, lo, hi):
     """``_count_pairs`` of the positions ``lo:hi``, for one of the threads that start the merge
     loop (``learn._LoopRun._start``), e.g. ``pid, pc, pl, dl, n = count_pairs(P, ek, ev, tb, 1417, 0, n_rows // 2)``."""
     return _count_pairs(P, ek, ev, tb, n_tokens, lo, hi)
+
+
+@njit(cache=True, no_cfunc_wrapper=True, nogil=True)
+def count_more(P, ek, ev, tb, n_tokens, lo, hi, pid, pc, pl, dl, n_seen):
+    """``_count_more``: the positions ``lo:hi`` added to a thread's ``count_pairs`` of the part
+    before, e.g. ``n = count_more(P, ek, ev, tb, 1417, hi, hi + 4096, pid, pc, pl, dl, n)``."""
+    return _count_more(P, ek, ev, tb, n_tokens, lo, hi, pid, pc, pl, dl, n_seen)
 
 
 @njit(cache=True, no_cfunc_wrapper=True, nogil=True)

@@ -490,11 +490,11 @@ class _LoopRun:
         the positions are ``SPLIT_SETUP`` or more and a second core is there; else one), the state one
         thread makes. For two, the pairs of the positions are counted (``table.count_pairs``, then
         ``count_more``), part after part (``SETUP_PARTS``), by this thread from the first part on and by
-        the other from the last part back, until they meet: a second core too busy to start the other
-        costs no wait, nor a thread that gets less of its core; the lists are given their blocks in the
-        pool (``table.pair_lists``), then each thread's positions written to them (``table.place_pairs``;
-        the first's first) while the table and the heap are made (``loop._setup_counted``), each by the
-        first thread to take it (``_shared``)."""
+        the other from the last part back, until they meet (a second core too busy to start the other
+        costs the count no wait); the lists are given their blocks in the pool (``table.pair_lists``),
+        then each thread's positions written to them (``table.place_pairs``; the first's first) while
+        the table and the heap are made (``loop._setup_counted``), each by the first thread to take it
+        (``_shared``: the other's positions wait for it only if it has begun them)."""
         u, P, n0 = self.tuning, self.P, self.n0
         n = P.shape[0]
         if threads is None:

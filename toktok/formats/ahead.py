@@ -132,11 +132,15 @@ class Ahead:
 
 def _load_kernels() -> bool:
     """The export's kernels loaded (when they load cheaply: built ahead), here beside the loop
-    rather than in the export: the merge and vocab lines', the splits' and the .tiktoken's.
-    Whether the lines' one is."""
+    rather than in the export: the merge and vocab lines', the splits' and the .tiktoken's; and
+    tiktoken, which the check after the export loads the .tiktoken with (~7 ms). Whether the
+    lines' one is."""
+    from importlib import import_module
+
     from ..merge import splits_ready, token_splits
     from .spell import _ranked_spelled, _spelled, spelled_ready
 
+    import_module("tiktoken")
     if splits_ready():
         token_splits([b"a", b"b", b"ab"], (), 64)
     if not spelled_ready():

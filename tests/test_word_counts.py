@@ -62,6 +62,17 @@ def test_count_writes_the_word_table_a_run_merges(tmp_path, text_run):
     assert pq.read_table(out).num_rows == t.num_rows
 
 
+def test_count_takes_quiet_as_train_does(tmp_path):
+    """``toktok count -q``, as ``train -q``: no progress on stderr (unless --progress is given),
+    the one line it wrote on stdout."""
+    out = tmp_path / "c.parquet"
+    r = runner.invoke(app, ["count", str(SOURCES[1]), "--out", str(out), "-q"])
+    assert r.exit_code == 0, r.output
+    assert r.stderr == "" and " ".join(r.stdout.split()).startswith(f"toktok: wrote {out}: ")  # (wrapped at 80)
+    given = runner.invoke(app, ["count", str(SOURCES[1]), "--out", str(out), "--force", "-q", "--progress", "json"])
+    assert given.exit_code == 0 and '"event": "progress"' in given.stderr
+
+
 def test_count_then_train_is_training_on_the_text(tmp_path, text_run):
     """The round trip: count → train --word-counts gives the text run's files byte for byte."""
     counts = tmp_path / "c.parquet"

@@ -751,6 +751,7 @@ def count_cmd(
     warm_start: Optional[str] = typer.Option(None, "--warm-start", help="A base whose pattern and special tokens the count uses"),
     progress: Optional[str] = typer.Option(None, "--progress", help=_help("progress")),
     force: bool = typer.Option(False, "--force", help="Replace an existing --out file"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress (unless --progress is given)"),
     debug: bool = typer.Option(False, "--debug"),
 ) -> None:
     """Count a corpus's words as toktok train would and write the word table (Parquet) for train --word-counts."""
@@ -764,8 +765,9 @@ def count_cmd(
                      warm_start=warm_start)
         options = {k: OPTION[k].from_text(v, OPTION[k].flag) for k, v in given.items() if v is not None}
         options.update({"special_tokens": list(special_tokens)} if special_tokens else {})
-        # as train's: --progress wins, else bars on a terminal and plain lines elsewhere
-        mode = OPTION["progress"].check(progress, "--progress") if progress else "rich" if err.is_terminal else "plain"
+        # as train's: --progress wins, else none with -q, bars on a terminal and plain lines elsewhere
+        mode = OPTION["progress"].check(progress, "--progress") if progress else \
+            "none" if quiet else "rich" if err.is_terminal else "plain"
         reporting = True  # from here on the reporter ends the JSON stream, error included
         with _warnings():
             r = count(list(sources), out=out_file, force=force, progress=mode, console=err, **options)

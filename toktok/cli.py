@@ -765,9 +765,7 @@ def count_cmd(
                      warm_start=warm_start)
         options = {k: OPTION[k].from_text(v, OPTION[k].flag) for k, v in given.items() if v is not None}
         options.update({"special_tokens": list(special_tokens)} if special_tokens else {})
-        # as train's: --progress wins, else none with -q, bars on a terminal and plain lines elsewhere
-        mode = OPTION["progress"].check(progress, "--progress") if progress else \
-            "none" if quiet else "rich" if err.is_terminal else "plain"
+        mode = OPTION["progress"].check(progress, "--progress") if progress else "none" if quiet else "rich" if err.is_terminal else "plain"  # (train's)
         reporting = True  # from here on the reporter ends the JSON stream, error included
         with _warnings():
             r = count(list(sources), out=out_file, force=force, progress=mode, console=err, **options)

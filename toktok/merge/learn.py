@@ -230,10 +230,7 @@ def lay_out(words, counts: np.ndarray, vocab: Vocab, n_merges: int, *, reference
                                                                    threads=threads)
     lens = np.diff(offsets)
     t_segment = time.perf_counter() - t0
-    if counts.shape[0] != lens.shape[0]:
-        raise ValueError(f"{lens.shape[0]} words but {counts.shape[0]} counts")
-    if counts.shape[0] and counts.min() < 0:
-        raise ValueError("counts must be >= 0")
+    _check_counts(counts, lens.shape[0])
     # every merge (new token or reused) takes one token out of a word, so a word of k tokens
     # allows at most k - 1: the arrays are sized by what the words allow, not by the request
     # (--merges 1000000000 on a small corpus asked for gigabytes)
@@ -243,6 +240,14 @@ def lay_out(words, counts: np.ndarray, vocab: Vocab, n_merges: int, *, reference
     del flat, offsets
     return LaidOut(vocab.tokens, n_merges, int(lens.shape[0]), merges, tb, lens, P, ek, ev,
                    {"segment": t_segment, "layout": time.perf_counter() - t0 - t_segment})
+
+
+def _check_counts(counts: np.ndarray, n_words: int) -> None:
+    """ValueError unless ``counts`` (int64) has one count, >= 0, per word of the ``n_words``."""
+    if counts.shape[0] != n_words:
+        raise ValueError(f"{n_words} words but {counts.shape[0]} counts")
+    if counts.shape[0] and counts.min() < 0:
+        raise ValueError("counts must be >= 0")
 
 
 #: Positions that the position array's rows are filled in a thread per core from, each taking a
@@ -330,10 +335,7 @@ class Laying:
         seg = Segmenter(*_token_arrays(vocab, 0))
         n = len(vocab.tokens)
         data, off = _flatten(self.words)
-        if counts.shape[0] != off.shape[0] - 1:
-            raise ValueError(f"{off.shape[0] - 1} words but {counts.shape[0]} counts")
-        if counts.shape[0] and counts.min() < 0:
-            raise ValueError("counts must be >= 0")
+        _check_counts(counts, off.shape[0] - 1)
         if not seg.kernels_segment(n) or counts.shape[0] == 0:  # (nothing to share)
             out = lay_out(self.words, counts, vocab, self.n_merges)
             with self._cv:

@@ -358,6 +358,20 @@ def test_help_texts_are_shown_as_written():
     assert r.exit_code == 0 and "pip install 'toktok[ray]'" in r.output
 
 
+def test_help_texts_are_escaped_as_rich_escapes_them():
+    """The CLI escapes help texts without Rich's markup parser (``cli._escape``, kept off every
+    command's start): as ``rich.markup.escape`` does, on every option's help and on markup-like text."""
+    from rich.markup import escape
+
+    from toktok.cli import _escape
+    from toktok.options import OPTIONS
+
+    texts = [o.help for o in OPTIONS] + [h for o in OPTIONS for _, h in o.key_flags.values()]
+    texts += ["toktok[ray]", "[/INST] and [bold]x[/bold]", "a \\[b] c", "ends in \\", "ends in \\\\", "[#fff] [@x] [a=1]", ""]
+    for t in texts:
+        assert _escape(t) == escape(t), t
+
+
 def test_help_shows_whole_numbers_and_sizes_as_such():
     """Options read as text (for toktok's own messages) still say what they take in --help."""
     import re

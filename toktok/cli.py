@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 import sys
 from contextlib import contextmanager
 from typing import List, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
 
 from .errors import ToktokError
-from .insight.report import literal, printable
 from .progress import say_error
 
 
@@ -200,16 +197,48 @@ def _import_rich_utils_light() -> None:
 app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   rich_markup_mode="rich",
                   help="Exact, fast byte-level BPE training. `toktok -c run.yaml` is `toktok train --config run.yaml`.")
-# Nothing printed is Rich markup, emoji codes or a repr to highlight: paths, tokens and messages
-# such as "[/INST]" or ":fire:" are data. Styles come from Text objects.
-err = Console(stderr=True, markup=False, emoji=False, highlight=False)
-out = Console(markup=False, emoji=False, highlight=False)
+
+
+class _Console:
+    """A console of :mod:`toktok.printed` (``err``, ``out``: what is printed is never markup), loaded
+    on first use: Rich's import (~15 ms) is not on a run's way to its start. ``real``: the console."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    @property
+    def real(self):
+        from . import printed
+
+        return getattr(printed, self._name)
+
+    def __getattr__(self, attr: str):
+        return getattr(self.real, attr)
+
+
+err, out = _Console("err"), _Console("out")
 
 
 def _say(kind: str, style: str, msg: str) -> None:
-    """``toktok: error: ...`` / ``toktok: warning: ...`` on stderr, the message as it is
-    (control characters escaped)."""
-    err.print(Text.assemble((f"toktok: {kind}:", style), " ", printable(msg)), soft_wrap=True)
+    """``toktok: error: ...`` / ``toktok: warning: ...`` on stderr (:func:`toktok.printed.say`)."""
+    from .printed import say
+
+    say(kind, style, msg)
+
+
+def literal(s, style: str = ""):
+    """:func:`toktok.insight.report.literal` (a Rich ``Text``, never read as markup), loaded on first use."""
+    from .insight.report import literal as text
+
+    return text(s, style)
+
+
+def _escape(markup: str, _sub=re.compile(r"(\\*)(\[[a-z#/@][^[]*?])").sub) -> str:
+    """``rich.markup.escape`` (help texts are Rich markup), without importing Rich's markup
+    parser (~10 ms of every command's start, Rich's text and styles with it); tests/test_cli.py
+    holds it equal to Rich's on every help text."""
+    markup = _sub(lambda m: f"{m.group(1)}{m.group(1)}\\{m.group(2)}", markup)
+    return markup + "\\" if markup.endswith("\\") and not markup.endswith("\\\\") else markup
 
 
 @contextmanager
@@ -245,26 +274,24 @@ def _train_parameters() -> list:
     option's flags, help and default; values are read as text and translated by the option."""
     import inspect
 
-    from rich.markup import escape
-
     from .options import FLAG, OPTION, PATHS, TOKENS, run_options
 
     P = inspect.Parameter
     params = [P("sources", P.KEYWORD_ONLY, annotation=Optional[List[str]],
-                default=typer.Argument(None, help=escape(OPTION["sources"].help.split("; from Python")[0])))]
+                default=typer.Argument(None, help=_escape(OPTION["sources"].help.split("; from Python")[0])))]
     for opt in run_options():
         for key, (flag, help_) in opt.key_flags.items():
             params.append(P(key, P.KEYWORD_ONLY, annotation=Optional[str],
-                            default=typer.Option(None, flag, help=escape(help_))))
+                            default=typer.Option(None, flag, help=_escape(help_))))
         if not opt.cli:
             continue
         if opt.kind in (TOKENS, PATHS):
-            ann, default = List[str], typer.Option([], *opt.cli, help=escape(opt.help), metavar=opt.metavar)
+            ann, default = List[str], typer.Option([], *opt.cli, help=_escape(opt.help), metavar=opt.metavar)
         elif opt.kind is FLAG:
             ann = Optional[bool] if opt.default is None else bool
-            default = typer.Option(opt.default, *opt.cli, help=escape(opt.help))
+            default = typer.Option(opt.default, *opt.cli, help=_escape(opt.help))
         else:
-            ann, default = Optional[str], typer.Option(None, *opt.cli, help=escape(opt.help), metavar=opt.metavar or opt.kind.metavar)
+            ann, default = Optional[str], typer.Option(None, *opt.cli, help=_escape(opt.help), metavar=opt.metavar or opt.kind.metavar)
         params.append(P(opt.name, P.KEYWORD_ONLY, annotation=ann, default=default))
     params.append(P("quiet", P.KEYWORD_ONLY, annotation=bool,
                     default=typer.Option(False, "--quiet", "-q", help="No progress (unless --progress is given) and no merge log")))
@@ -300,6 +327,7 @@ def train(**values) -> None:
     try:
         from .api import read_soon, train_config
         from .config import build_config
+        from .later import soon
 
         given = _given(values)
         if quiet:
@@ -318,8 +346,9 @@ def train(**values) -> None:
             prebuilt.SAY = _json_warning
         with _without_pandas(cfg):
             read_soon(cfg)  # (a word-count table read while the pipeline is imported)
+            soon("toktok.printed")  # (the summary's Rich, imported beside the merge loop)
             _import_pipeline()
-            summary = train_config(cfg, progress=mode, log=log, console=err)
+            summary = train_config(cfg, progress=mode, log=log, console=err.real if mode == "rich" else None)
     except ToktokError as e:
         if not reporting and "json" in (values.get("progress"), cfg and cfg.progress):
             say_error(e)
@@ -401,92 +430,11 @@ _train_command()
 
 def _print_summary(summary, warnings: bool = True) -> None:
     """The closing summary of ``toktok train`` (and its warnings, unless the JSON summary holds them)."""
+    from .printed import summary_table
+
     for w in summary.warnings if warnings else ():
         _say("warning", "yellow", w)
-    if summary.shared:
-        t = Table(title=literal(f"toktok: wrote {summary.tiktoken}"), show_header=False, box=None)
-        t.add_row("vocabulary", f"{summary.vocab_size:,} tokens" + _vocab_parts(summary)
-                  + (f", {summary.reserved:,} of them reserved special tokens" if summary.reserved else ""))
-        t.add_row("other files", literal(f"{summary.out}/ (tokenizer.json, tokenizer_config.json, "
-                  "special_tokens_map.json, run.duckdb)"))
-    else:
-        t = Table(title=literal(f"toktok: wrote {summary.out}"), show_header=False, box=None)
-        t.add_row("vocabulary", literal(f"{summary.vocab_size:,} tokens" + _vocab_parts(summary) + (f" ({summary.tiktoken.name})" if summary.tiktoken and summary.tiktoken.name != "tokenizer.tiktoken" else "")
-                  + (f", {summary.reserved:,} of them reserved special tokens" if summary.reserved else "")))
-    if summary.warm_start:
-        ws = summary.warm_start
-        t.add_row("warm start", literal(f"{ws['file']}: {ws['ids']:,} ids kept"
-                  + (f" ({len(ws['specials'])} special tokens at their ids)" if ws["specials"] else "")))
-    if summary.specials.get("ids"):
-        from .insight.report import specials_line
-
-        t.add_row("special ids", literal(specials_line(summary.specials)))
-    t.add_row("pattern", literal(_pattern_line(summary)))
-    t.add_row("merges", f"{summary.merges_learned:,} learned of {summary.merges_requested:,}"
-              + (f" ({summary.reused_merges} reused existing tokens)" if summary.reused_merges else "")
-              + _stopped(summary))
-    if len(summary.phases) > 1:
-        for ph in summary.phases:
-            t.add_row(literal(f"  {ph.name}"), f"{ph.merges_learned:,} of {ph.merges_requested:,} merges (ids from {ph.first_id:,}), "
-                      f"{_count(ph.docs, 'document')}, {ph.text_bytes / 1e6:,.1f} MB, {_count(ph.words, 'unique word')}")
-    t.add_row("corpus", (f"{_count(summary.docs, 'document')}" if summary.docs or not summary.text_bytes else
-                         "word-count tables")  # (--word-counts alone: no documents, the text their counts stand for)
-              + f", {summary.text_bytes / 1e6:,.1f} MB, {_count(summary.words, 'unique word')}")
-    t.add_row("time", ", ".join(f"{k} {v:.2f}s" for k, v in summary.seconds.items()))
-    t.add_row("parity", f"ok: tiktoken == HF tokenizers on {summary.parity_strings:,} strings")
-    if summary.ladder:
-        t.add_row("ladder", literal(", ".join(f"{r['vocab_size']:,}" for r in summary.ladder)
-                                    + f" in {summary.out}/ladder/N/, each parity ok"))
-    out.print(t)
-
-
-def _vocab_parts(summary) -> str:
-    """What the vocabulary is made of: `` = 256 bytes + 1,161 hardcoded + 2,000 merges + 1 special``
-    (a warm start's ids in place of the bytes; reused merges add no id); empty if they do not add up."""
-    parts = [(summary.warm_start["ids"], "from the warm start") if summary.warm_start else (256, "bytes")]
-    parts += [(summary.hardcoded, "hardcoded"), (summary.merges_learned - summary.reused_merges, "merges")]
-    rest = summary.vocab_size - sum(n for n, _ in parts)
-    if rest < 0:
-        return ""
-    parts.append((rest, "special" if rest == 1 else "specials"))
-    return " = " + " + ".join(f"{n:,} {what}" for n, what in parts if n or what in ("bytes", "merges"))
-
-
-def _stopped(summary) -> str:
-    """The merges row's note when --min-frequency ended a phase's merges early."""
-    stops = [ph for ph in summary.phases if ph.stopped_at]
-    if not stops:
-        return ""
-    where = f" in {', '.join(ph.name for ph in stops)}" if len(summary.phases) > 1 else ""
-    return (f"; --min-frequency {summary.min_frequency} stopped early{where} (the best pair left occurs "
-            f"{min(ph.stopped_at for ph in stops):,} times)")
-
-
-def _count(n: int, noun: str) -> str:
-    """``n`` things, singular for one: ``_count(1, "document") == "1 document"``."""
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
-
-
-def _pattern_line(summary) -> str:
-    """The summary's pattern row: the pattern, and how many hardcoded tokens it kept."""
-    from .vocab import hardcoded_tokens
-
-    everyone = len(hardcoded_tokens())
-    line = summary.pattern
-    if summary.hardcoded == everyone:
-        line += f"; hardcoded {everyone:,}"
-    elif summary.hardcoded:
-        why = "never form one piece under it" + (f" or are longer than {summary.max_token_length} bytes"
-                                                  if summary.max_token_length else "")
-        line += f"; hardcoded {summary.hardcoded:,} of {everyone:,} (the rest {why})"
-    if summary.regex_mb_s:
-        lo, hi = min(summary.regex_mb_s), max(summary.regex_mb_s)
-        why = summary.counted_by.partition(" (")[2].rstrip(")")
-        line += (f"; counted through regex{f' ({why})' if why else ''} at {lo:,.1f}"
-                 + (f"-{hi:,.1f}" if hi - lo >= 0.05 else "") + " MB/s")
-    elif summary.counted_by:
-        line += f"; counted by {summary.counted_by}"
-    return line
+    out.print(summary_table(summary))
 
 
 @app.command("convert", cls=_Command)
@@ -617,11 +565,9 @@ def _not_a_run_file(run: str, target: str, force: bool) -> None:
 def _help(name: str) -> str:
     """The help of option ``name`` (:data:`toktok.options.OPTIONS`), for commands other than train
     (as written: Rich markup escaped)."""
-    from rich.markup import escape
-
     from .options import OPTION
 
-    return escape(OPTION[name].help)
+    return _escape(OPTION[name].help)
 
 
 @app.command("eval", cls=_Command, context_settings={"ignore_unknown_options": True})
@@ -768,7 +714,7 @@ def count_cmd(
         mode = OPTION["progress"].check(progress, "--progress") if progress else "none" if quiet else "rich" if err.is_terminal else "plain"  # (train's)
         reporting = True  # from here on the reporter ends the JSON stream, error included
         with _warnings():
-            r = count(list(sources), out=out_file, force=force, progress=mode, console=err, **options)
+            r = count(list(sources), out=out_file, force=force, progress=mode, console=err.real, **options)
     except ToktokError as e:
         if not reporting and progress == "json":
             say_error(e)
@@ -776,7 +722,9 @@ def count_cmd(
         return
     for w in r.warnings if progress != "json" else ():  # (the JSON summary holds them: nothing follows it)
         _say("warning", "yellow", w)
-    out.print(literal(f"toktok: wrote {r.out}: {_count(r.words, 'word')}, {_count(r.total, 'piece')} counted in {_count(r.docs, 'document')} ({r.text_bytes / 1e6:,.1f} MB) in {r.seconds:.1f}s"))
+    from .printed import count_of as n
+
+    out.print(literal(f"toktok: wrote {r.out}: {n(r.words, 'word')}, {n(r.total, 'piece')} counted in {n(r.docs, 'document')} ({r.text_bytes / 1e6:,.1f} MB) in {r.seconds:.1f}s"))
 
 
 def main() -> None:  # pragma: no cover

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from .. import ahead, resume
+from .. import ahead, later, resume
 from .._kernels import release_llvm_pages
 from ..options import at
 from ..store import merges_table
@@ -300,7 +300,7 @@ def run(phase: PhaseConfig, counted: Counted, vocab: Vocab, *, cfg: RunSpec, fp:
     segmented = [counted.segmented] if counted.segmented is not None else None
     counted.segmented = None
     learner = None if learned is None else _Learned(log.toks, learned)
-    res = learn_merges(words, counts, start, n, progress=lambda k: report("merge" + tag, k, shown),
+    res = learn_merges(words, counts, start, n, progress=_progress(report, "merge" + tag, shown),
                        checkpoint=log, last=log.last, every=marks.every, step=marks.step,
                        reference=small, ready=journal.before_loop, segmented=segmented,
                        python=python, max_token_length=cfg.max_token_length, min_frequency=cfg.min_frequency,
@@ -329,6 +329,17 @@ def run(phase: PhaseConfig, counted: Counted, vocab: Vocab, *, cfg: RunSpec, fp:
     if learner is not None and learner.ended:  # (after the checkpoint's start: it is on the run's longest path)
         learned([], True)
     return Merged(res.vocab.tokens[first_id:], len(res.left), summary, short)
+
+
+def _progress(report: Progress, stage: str, shown: int) -> Callable[[int], None]:
+    """The loop's progress (merges so far) to ``report`` as ``stage``'s, of ``shown``; once the
+    loop runs, what the run imports after it is imported beside it (:func:`toktok.later.load`)."""
+
+    def progress(k: int) -> None:
+        report(stage, k, shown)
+        if k:
+            later.load()
+    return progress
 
 
 def _short_warning(cfg: RunSpec, phase: PhaseConfig, res, n: int) -> list[str]:

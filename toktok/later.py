@@ -4,9 +4,10 @@ Imported with the command, such a module (Rich's console and table, for the CLI'
 summary) holds the one core a run has before its loop (the other idles, or reads a word-count
 table); imported where it is first used, after the loop, it lies on the run's longest path.
 Whoever defers such an import names the module (:func:`soon`); the merge stage calls
-:func:`load` once its loop runs, in the thread that polls the loop (the loop holds no GIL, on
-a core of its own), which imports them between two polls: the thread that uses them later, so
-no other thread imports them meanwhile. A module that fails to import is left to its first use,
+:func:`load` once its loop has learned half its merges (the loop holds no GIL, on a core of its
+own; its first rounds, the largest, share the other), in the thread that polls the loop, which
+imports them between two polls: the thread that uses them later, so no other thread imports
+them meanwhile. A module that fails to import is left to its first use,
 which says what is wrong. Standard library only.
 Example: ``soon("toktok.printed")``, then, beside the loop, ``load()``.
 """

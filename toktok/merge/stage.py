@@ -332,12 +332,13 @@ def run(phase: PhaseConfig, counted: Counted, vocab: Vocab, *, cfg: RunSpec, fp:
 
 
 def _progress(report: Progress, stage: str, shown: int) -> Callable[[int], None]:
-    """The loop's progress (merges so far) to ``report`` as ``stage``'s, of ``shown``; once the
-    loop runs, what the run imports after it is imported beside it (:func:`toktok.later.load`)."""
+    """The loop's progress (merges so far) to ``report`` as ``stage``'s, of ``shown``; once it has
+    learned half of them, what the run imports after it is imported beside it
+    (:func:`toktok.later.load`): its first rounds, the largest, share both cores."""
 
     def progress(k: int) -> None:
         report(stage, k, shown)
-        if k:
+        if k and 2 * k >= shown:
             later.load()
     return progress
 

@@ -18,10 +18,8 @@ from ..added import added_flags
 from ..rundir import no_room, special_tokens_file
 from ..verify import HFSide, open_hf, worth_a_process
 from .ahead import Ahead
-from .chat import check_specials as check_chat_specials, resolve as chat_template, unknown_specials
 from .common import HF_CONFIG_FILE, HF_FILE, HF_SPECIAL_MAP_FILE, Syncing, write_atomic
 from .hf import write_hf
-from .ladder import Ladder, write_ladder
 from .specials import special_tokens_json
 from .tiktoken import tiktoken_text, write_tiktoken
 
@@ -30,8 +28,19 @@ if TYPE_CHECKING:
     from ..spec import RunSpec
     from ..vocab import Vocab
     from ..warmstart import Base
+    from .ladder import Ladder, write_ladder
 
 __all__ = ["Ahead", "Exported", "Ladder", "ahead", "chat_text", "write", "write_ladder"]
+
+
+def __getattr__(name: str):
+    """``Ladder`` and ``write_ladder`` (:mod:`.ladder`), loaded when a run asks for a ladder, not
+    with every run (~1.5 ms before its loop)."""
+    if name in ("Ladder", "write_ladder"):
+        from . import ladder
+
+        return getattr(ladder, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def ahead(vocab: Vocab, folder: Path, *, cfg: RunSpec, hf: HFSide, pattern: Pattern | None = None,
@@ -50,6 +59,8 @@ def chat_text(given: str, specials: list[str], where: str, warnings: list[str] |
     against the run's (a file's ``<|name|>`` tokens the run lacks: a line added to ``warnings``);
     its Jinja text for tokenizer_config.json. Example:
     ``chat_text("chatml", ["<|im_start|>", "<|im_end|>"], "--chat-template")``."""
+    from .chat import check_specials as check_chat_specials, resolve as chat_template, unknown_specials
+
     tpl = chat_template(given, where)
     check_chat_specials(tpl, specials, where)
     note = unknown_specials(tpl, specials, where)

@@ -488,7 +488,54 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
     ``tinc`` (int64) and ``e_pos``, ``e_tix`` (int32) are a round's work arrays (see
     ``_merge_round``), grown as needed. Returns the (maybe reallocated) tdata, T, L, pool, H and
     work arrays.
+
+    The rounds run in ``_rounds``, which never reassigns an array: a loop that does pays Numba's
+    atomic reference counts of each such array on every pass (~0.03 s of 65,280 merges); it
+    returns for what has to be (re)allocated, and this loop does that and calls it again.
     """
+    one = _empty_array(1, np.int64)
+    while True:
+        why, need = _rounds(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, scratch, trow, tcnt,
+                            tkey, tinc, e_pos, e_tix, n_merges, r_left, r_right, r_tok, r_cnt, r_reused, stats, job, S2,
+                            w64, w32, one)
+        if why == _REFILL:
+            H, st[3], st[8] = _refill(T, H, heap_target, tdata, tstart, tlen, st[20], st[22])
+            stats[11] += 1
+        elif why == _HEAP:
+            H = _heap_room(H, need)
+        elif why == _BYTES:
+            tdata = _grow(tdata, need)
+        elif why == _ROWS:
+            trow = _empty_array(need + 1024, np.int64)
+            tcnt = _empty_array(need + 1024, np.int64)
+            tkey = _empty_array(need + 1024, np.int64)
+            tinc = _empty_array(need + 1024, np.int64)
+        elif why == _ENTRIES:
+            e_pos = _empty_array(need + 1024, np.int32)
+            e_tix = _empty_array(need + 1024, np.int32)
+        else:
+            break
+    if job[13] > 0:
+        _atomic_set(job, 0, 3)  # (the caller starts it again for the next call)
+        _futex(job, 0, _WAKE, 1, job[18:20], job[16])
+    return tdata, T, L, pool, H, trow, tcnt, tkey, tinc, e_pos, e_tix
+
+
+#: Why ``_rounds`` returned: the loop is done (for any reason of ``_loop``'s), the heap is empty and
+#: is refilled, or an array needs room first (the heap for a round's pushes, the token bytes, a
+#: round's touched rows or its entries: how many in all).
+_DONE, _REFILL, _HEAP, _BYTES, _ROWS, _ENTRIES = 0, 1, 2, 3, 4, 5
+
+
+@internal
+def _rounds(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, scratch, trow, tcnt, tkey, tinc,
+            e_pos, e_tix, n_merges, r_left, r_right, r_tok, r_cnt, r_reused, stats, job, S2, w64, w32, one):
+    """The rounds of ``_loop`` (see there) with the arrays it is given, none reassigned; returns
+    (why, how many): ``_DONE`` where ``_loop`` returns, else what it needs before it can go on
+    (``_REFILL``, ``_HEAP``, ``_BYTES``, ``_ROWS``, ``_ENTRIES``). A round that needs token bytes or
+    work rows puts its pair back on the heap first (popped again next call: the pops' order
+    depends only on the heap's entries); one whose pushes need heap room waits in ``st[12:20]``
+    (``st[10]`` = 2) and goes on from there. ``one``: an int64 array of one element."""
     n_used = st[0]
     pool_end = st[1]
     pool_live = st[2]
@@ -502,13 +549,14 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
     min_count = st[21]
     theta = st[22]
     rec_cap = r_left.shape[0]
-    one = _empty_array(1, np.int64)
-    # a round whose new lists waited for room in the pool (see step 6) goes on first
-    waiting = st[10] != 0
+    why = _DONE
+    need = 0
+    # a round whose new lists waited for room in the pool (see step 6), or whose pushes waited for
+    # room in the heap (step 7), goes on first
+    resume = st[10]
 
-    while waiting or (n_new < n_merges and n_rec < rec_cap):
-        if waiting:
-            waiting = False
+    while resume != 0 or (n_new < n_merges and n_rec < rec_cap):
+        if resume != 0:
             st[10] = 0
             n_touched = st[12]
             n_ent = st[13]
@@ -528,9 +576,8 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
                     if theta > 1:
                         st[23] = 1
                     break
-                H, hn, floor = _refill(T, H, heap_target, tdata, tstart, tlen, maxlen, theta)
-                stats[11] += 1
-                continue
+                why = _REFILL
+                break
             # 1. pop the best pair; stale entries (count moved since the push) are dropped or, when
             #    the count fell but not below the floor, go back down with it from the top: the same
             #    entries as a pop and a push (``_push_rows``' test), and the pops' order depends only
@@ -568,8 +615,7 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
                 continue  # too long (--max-token-length): from _setup's heap, never pushed again
             if c < min_count:
                 # --min-frequency: the best pair is rarer than allowed; it goes back and the loop ends
-                H = _heap_room(H, hn + 1)
-                one[0] = s0
+                one[0] = s0  # (the heap has room: the pair was just popped)
                 hn = _push_rows(H, hn, T, one, np.int64(1), floor, tdata, tstart, tlen, maxlen)
                 stats[13] = c
                 break
@@ -589,10 +635,25 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
             ln = np.int64(L[s0, _LEN])
             new_rows = min(2 * ln, 2 * (n_tokens if reused else n_tokens + 1))
             if 4 * (n_used + new_rows) > 3 * T.shape[0]:
-                H = _heap_room(H, hn + 1)
                 one[0] = s0
                 hn = _push_rows(H, hn, T, one, np.int64(1), floor, tdata, tstart, tlen, maxlen)
                 st[9] = new_rows
+                break
+            # room for the merged token's bytes and the round's work (else the caller makes it, and
+            # the pair goes back on the heap: popped again, not counted twice)
+            if not reused and tdata_end + tlen[a] + tlen[b] > tdata.shape[0]:
+                why = _BYTES
+                need = tdata_end + tlen[a] + tlen[b]
+            elif trow.shape[0] < new_rows:
+                why = _ROWS
+                need = new_rows
+            elif e_pos.shape[0] < 2 * ln:
+                why = _ENTRIES
+                need = 2 * ln
+            if why != _DONE:
+                one[0] = s0
+                hn = _push_rows(H, hn, T, one, np.int64(1), floor, tdata, tstart, tlen, maxlen)
+                stats[4] -= 1
                 break
 
             # 3. the merged token: an existing one with the same bytes, or a new id
@@ -602,7 +663,6 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
                 n_new += 1
                 la = tlen[a]
                 lb = tlen[b]
-                tdata = _grow(tdata, tdata_end + la + lb)
                 for i in range(la):
                     tdata[tdata_end + i] = tdata[tstart[a] + i]
                 for i in range(lb):
@@ -612,7 +672,7 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
                 tdata_end += la + lb
                 _put_token(bkeys, bids, h, t)
 
-            # 4. room for the round's touched rows and entries
+            # 4. overlapping runs
             head = np.int64(L[s0, _HEAD])
             if a == b:
                 # overlapping runs (a a a) must be merged left to right; lists are created in
@@ -627,14 +687,6 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
                             pool[head + i] = part[i]
                         stats[12] += 1
                         break
-            if trow.shape[0] < new_rows:
-                trow = _empty_array(new_rows + 1024, np.int64)
-                tcnt = _empty_array(new_rows + 1024, np.int64)
-                tkey = _empty_array(new_rows + 1024, np.int64)
-                tinc = _empty_array(new_rows + 1024, np.int64)
-            if e_pos.shape[0] < 2 * ln:
-                e_pos = _empty_array(2 * ln + 1024, np.int32)
-                e_tix = _empty_array(2 * ln + 1024, np.int32)
 
             # 5. merge at every live position
             n_touched, n_ent, n_new_rows, n_live = _merge_round(
@@ -678,7 +730,7 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
                 st[18] = c
                 st[19] = reused
                 break
-        for i in range(n_touched):
+        for i in range(n_touched if resume != 2 else 0):
             s = trow[i]
             old = L[s, _LEN]
             h0 = L[s, _HEAD]
@@ -694,14 +746,27 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
             L[s, _HEAD] = at
             L[s, _LEN] = size
             tcnt[i] = at + old  # from here on: where the next entry of row i goes
-        for k in range(n_ent):
+        for k in range(n_ent if resume != 2 else 0):
             i = e_tix[k]
             pool[tcnt[i]] = e_pos[k]
             tcnt[i] += 1
-        pool_live += n_ent
+        if resume != 2:
+            pool_live += n_ent
+        resume = 0
 
         # 7. push the pairs whose counts grew (decreases stay lazy in the heap)
-        H = _heap_room(H, hn + n_touched)
+        if hn + n_touched > H.shape[0]:
+            st[10] = 2
+            st[12] = n_touched
+            st[14] = head
+            st[15] = a
+            st[16] = b
+            st[17] = t
+            st[18] = c
+            st[19] = reused
+            why = _HEAP
+            need = hn + n_touched
+            break
         hn = _push_rows(H, hn, T, trow, n_touched, floor, tdata, tstart, tlen, maxlen)
         if hn > 0:
             # the next pop's rows and the slot of its merged token's bytes, loaded meanwhile
@@ -727,9 +792,6 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
         stats[2] = max(stats[2], pool.shape[0])
         stats[3] = max(stats[3], H.shape[0])
 
-    if job[13] > 0:
-        _atomic_set(job, 0, 3)  # (the caller starts it again for the next call)
-        _futex(job, 0, _WAKE, 1, job[18:20], job[16])
     st[0] = n_used
     st[1] = pool_end
     st[2] = pool_live
@@ -739,4 +801,4 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
     st[6] = n_new
     st[7] = n_rec
     st[8] = floor
-    return tdata, T, L, pool, H, trow, tcnt, tkey, tinc, e_pos, e_tix
+    return why, need

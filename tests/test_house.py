@@ -157,7 +157,7 @@ def test_the_run_description_is_finished_and_frozen(tmp_path):
 #: The compiled (Numba) kernels, which may be longer: splitting one costs calls in its hot loop
 #: and the kernels' compile time. Each is checked to be compiled (``njit`` or ``internal``).
 KERNELS = {
-    "toktok/merge/loop.py": {"_merge_round", "_positions", "_loop"},
+    "toktok/merge/loop.py": {"_rounds", "_positions", "_loop"},
     "toktok/merge/rankbpe.py": {"_heap_parts"},
     "toktok/merge/segment.py": {"_segment"},
     "toktok/merge/table.py": {"_initial_pairs", "_pairs_by_left"},

@@ -354,6 +354,20 @@ def _address(typingctx, arr):
 
 
 @intrinsic
+def _alive(typingctx, *arrays):
+    """Nothing, in compiled code: a use of ``arrays`` at the end of a kernel that takes them, so
+    that Numba drops its references to them there, together, and not each after its last use:
+    references taken on entry and dropped together in the block that returns are pruned (no
+    atomic count updates per call), if the kernel calls no other that is not inlined."""
+    from numba.core import types
+
+    def codegen(context, builder, signature, args):
+        return context.get_dummy_value()
+
+    return types.void(types.StarArgTuple.from_types(arrays)), codegen
+
+
+@intrinsic
 def _peek(typingctx, addr, i, dtype):
     """Element ``i`` of a C-contiguous array of ``dtype`` at ``addr`` (``_address``); no bounds
     check. Example (compiled): ``_peek(_address(a), np.int64(2), np.uint8) == a[2]``."""

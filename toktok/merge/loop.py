@@ -4,7 +4,7 @@ The loop is incremental: an 8-byte row per token position (token and word count 
 link; ``layout``), a list of positions per pair in one pool, pair counts in a hash table updated
 by deltas (``table``), and a lazy max-heap that holds only the pairs with large counts
 (``heap``). ``_setup`` builds that state (``_setup_counted`` from pairs counted in two threads);
-``_loop`` runs rounds of ``_merge_round`` until it has made the merges asked for, no pair is left,
+``_loop`` runs merge rounds (``_rounds``) until it has made the merges asked for, no pair is left,
 its record arrays are full, or the pair table or the pool is full (the caller rebuilds or grows
 it: ``table.rebuild_table``, ``table.make_room``; rarely needed). A round reads only the chosen
 pair's positions, with the rows of the next ones prefetched, and writes the new pairs' lists as
@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._kernels import _EMPTY, _atomic_get, _atomic_set, _atomic_swap, _empty_array, _futex, _grow, _mix, _prefetch, _zero_array, internal, njit
+from .._kernels import _EMPTY, _alive, _atomic_get, _atomic_set, _atomic_swap, _empty_array, _futex, _grow, _mix, _prefetch, _zero_array, internal, njit
 from .heap import _heap_room, _push_rows, _refill, _sift_down
 from .layout import _LNK, _TC, _escaped
-from .table import _CNT, _HEAD, _KEY, _LEN, _initial_pairs, _pair_table, _pkey, _radix_sort, _tslot
+from .table import _CNT, _HEAD, _KEY, _LEN, _initial_pairs, _pair_table, _pkey, _radix_sort, _raised, _tslot
 from .tokens import _bytes_hash, _find_token, _put_token, _token_table
 
 #: No limit on a merged token's length (``st[20]``'s default).
@@ -83,29 +83,8 @@ def _started(T, tdata, tstart, tlen, n_tokens, heap_target, n_used, pool_end, th
     st[20] = NO_LIMIT  # the longest merged token, bytes (the caller sets --max-token-length)
     st[21] = 0  # the smallest count a merged pair may have (the caller sets --min-frequency)
     st[22] = theta
-    st[24] = NO_LIMIT  # the merges the run makes in all (the caller sets it: see ``_raised``)
+    st[24] = NO_LIMIT  # the merges the run makes in all (the caller sets it: see ``table._raised``)
     return H, st
-
-
-@internal
-def _raised(theta, r_cnt, n_rec, total):
-    """``theta`` (the smallest count of the pairs tracked, ``table._initial_pairs``) raised to a
-    quarter of the power of two below the count the last of ``total`` merges is expected to have,
-    from the counts of the ``n_rec`` merges so far: they fall as a power of the merge's number
-    (each doubling of the merges divided the count by 2.2-2.6 on the bench's runs, and the
-    expected last count was within 0.6-1.7x of the real one from 512 merges on); untracked new
-    pairs cost neither table rows nor list entries. If it is too high, the loop runs out of
-    tracked pairs and they are counted again (``table.recount``), tracking more."""
-    c_half = r_cnt[n_rec // 2 - 1]
-    c_now = r_cnt[n_rec - 1]
-    if total <= n_rec or c_now <= 0 or c_half <= c_now:
-        return theta
-    alpha = np.log2(c_half / c_now)
-    expect = c_now * (n_rec / total) ** alpha
-    p = np.int64(1)
-    while p * 2 <= expect:
-        p *= 2
-    return max(theta, p >> 2 if p >= 8 else np.int64(0))
 
 
 # Columns of the per-token state a merge round keeps (``scratch`` of ``_loop``, a row of 8 per token: one
@@ -119,12 +98,15 @@ _LSTAMP, _RSTAMP, _LSUM, _RSUM, _LTIX, _RTIX, _LSEEN, _RSEEN = 0, 1, 2, 3, 4, 5,
 @internal
 def _positions(P, ek, ev, tb, pool, lo, hi, a, b, t, stamp, S, tkey, tinc, tcnt, e_pos, e_tix, n_touched, n_ent, n_l,
                n_r):
-    """The position part of a merge round (see ``_merge_round``) over ``pool[lo:hi]``: merges (a, b)
-    into t at each live position, in that order, sums the neighbours' losses in ``S`` (tokens listed
-    in its seen columns) and numbers the new pairs (``tkey``, ``tinc``, ``tcnt``) and their
-    occurrences (``e_pos``, ``e_tix``), going on from the counts given (touched, entries, left and
-    right tokens seen). Touches only the rows of the words of those positions. Returns those counts,
-    the merges made and the count lost."""
+    """The position part of a merge round (``_rounds``, step 5) over ``pool[lo:hi]``: merges (a, b)
+    into t at each live position, in that order; the pair table is not touched. Per neighbour token
+    (first seen: its stamp = ``stamp``) it sums the count its old pair (x's token, a) or (b, y's
+    token) loses in ``S`` (tokens listed in its seen columns) and numbers its new pair (x's token,
+    t) or (t, y's token) with a "touched" index (``tkey``: key, ``tinc``: count, ``tcnt``:
+    occurrences); each new occurrence goes to ``e_pos``/``e_tix`` (position, touched index), to be
+    appended to the lists after the round; going on from the counts given (touched, entries, left
+    and right tokens seen). Touches only the rows of the words of those positions. Returns those
+    counts, the merges made and the count lost."""
     tmask = (np.int64(1) << tb) - 1
     dead = tmask
     wall = tmask - 1
@@ -315,7 +297,7 @@ _SPINS = 4096
 def _rounds_beside(job, P, ek, ev, tb, pool, S2, w64, w32):
     """The second thread of a merge loop: waits for a part of a round (``job[0]`` = 1: the
     positions ``pool[job[1]:job[2]]`` of pair (job[3], job[4]) into job[5], round job[6]; see
-    ``_merge_round``), does it (``_positions``, with its own per-token state ``S2`` and work rows
+    ``_rounds``, step 5), does it (``_positions``, with its own per-token state ``S2`` and work rows
     ``w64``: key, count, occurrences; ``w32``: position, index), publishes its results in
     ``job[7:13]`` and sets ``job[0]`` = 2 (it takes a part by setting 1 to 4: a part it has not
     taken when the loop is done with its own, the loop does itself, so a busy machine that
@@ -351,66 +333,14 @@ def _rounds_beside(job, P, ek, ev, tb, pool, S2, w64, w32):
 
 
 @internal
-def _merge_round(P, ek, ev, tb, T, L, pool, head, ln, s0, a, b, t, stamp, S, tkey, tinc, tcnt, trow, e_pos, e_tix,
-                 theta, job, S2, w64, w32):
-    """Merge pair (a, b) into t at every live position of ``pool[head:head+ln]``, in that order.
-
-    The pair table is not touched while the positions are: per neighbour token (first seen:
-    its stamp = ``stamp``) the round sums the count its old pair (x's token, a) or (b, y's
-    token) loses (its sum, tokens listed in the seen columns), and numbers its new
-    pair (x's token, t) or (t, y's token) with a "touched" index (``tkey``: key, ``tinc``: count,
-    ``tcnt``: occurrences); each new occurrence goes to ``e_pos``/``e_tix`` (position, touched
-    index), to be appended to the lists after the round. Then the table takes the deltas, each
-    batch of rows prefetched before it is probed: new pairs first (their rows in ``trow``), then
-    the losses (a losing pair may be new, e.g. (t, a)). A new pair counted fewer than ``theta``
-    times is not tracked (t is a new token: no merge made it before, so its count is whole;
-    see ``table._initial_pairs``): neither its row nor its entries are kept, and an untracked
-    pair's loss is dropped. No array is (re)allocated here. Returns (touched rows, new entries,
-    rows created, merges made): the touched rows and entries of the tracked pairs, renumbered."""
-    m = ln
-    if job[13] > 0 and ln >= job[13] and _atomic_get(job, 0) == 0:
-        m = _split_at(P, tb, pool, head, ln, w32.shape[1] // 2)
-        if m > 0:
-            job[1] = head + m
-            job[2] = head + ln
-            job[3] = a
-            job[4] = b
-            job[5] = t
-            job[6] = stamp
-            _atomic_set(job, 0, 1)  # the second thread takes pool[head+m:head+ln]
-            _futex(job, 0, _WAKE, 1, job[18:20], job[16])
-            job[15] += 1
-        else:
-            m = ln
-    zero = np.int64(0)
-    n_touched, n_ent, n_l, n_r, live, lost = _positions(P, ek, ev, tb, pool, head, head + m, a, b, t, stamp, S,
-                                                        tkey, tinc, tcnt, e_pos, e_tix, zero, zero, zero, zero)
-    if m < ln:
-        if job[20] == 0 and _atomic_swap(job, 0, 1, 0):
-            # not taken yet (the second thread is not running: a busy machine): this thread goes on
-            n_touched, n_ent, n_l, n_r, live2, lost2 = _positions(P, ek, ev, tb, pool, head + m, head + ln, a, b, t,
-                                                                  stamp, S, tkey, tinc, tcnt, e_pos, e_tix,
-                                                                  n_touched, n_ent, n_l, n_r)
-            job[15] -= 1
-        else:
-            # taken: wait for it (spinning, then asleep until it is done: a busy machine may stop
-            # that thread halfway, and this one would spin for its time slice)
-            spins = 0
-            while True:
-                state = _atomic_get(job, 0)
-                if state == 2:
-                    break
-                spins += 1
-                if spins >= _SPINS:
-                    _futex(job, 0, _WAIT, state, job[18:20], job[16])
-                    spins = 0
-            n_touched, n_ent, n_l, n_r = _take_half(S, n_touched, n_ent, n_l, n_r, t, stamp, tkey, tinc, tcnt,
-                                                    e_pos, e_tix, S2, w64, w32, job)
-            live2 = job[11]
-            lost2 = job[12]
-            _atomic_set(job, 0, 0)
-        live += live2
-        lost += lost2
+def _deltas(T, L, S, tkey, tinc, tcnt, trow, e_pos, e_tix, n_touched, n_ent, n_l, n_r, a, b, s0, lost, theta):
+    """The pair table's part of a merge round (see ``_rounds``, step 5), once its positions are
+    done (``_positions``): the table takes the deltas, each batch of rows prefetched before it is
+    probed: new pairs first (their rows in ``trow``), then the losses (a losing pair may be new,
+    e.g. (t, a)). A new pair counted fewer than ``theta`` times is not tracked (t is a new token:
+    no merge made it before, so its count is whole; see ``table._initial_pairs``): neither its
+    row nor its entries are kept, and an untracked pair's loss is dropped. Returns (touched rows,
+    new entries, rows created): the touched rows and entries of the tracked pairs, renumbered."""
     n_new_rows = 0
     mask = np.uint64(T.shape[0] - 1)
     for i in range(n_touched):
@@ -456,7 +386,8 @@ def _merge_round(P, ek, ev, tb, T, L, pool, head, ln, s0, a, b, t, stamp, S, tke
         if T[s, _KEY] != _EMPTY:
             T[s, _CNT] -= S[ty, _RSUM]
     T[s0, _CNT] -= lost
-    return n_touched, n_ent, n_new_rows, live
+    _alive(T, L, S, tkey, tinc, tcnt, trow, e_pos, e_tix)
+    return n_touched, n_ent, n_new_rows
 
 
 @njit(cache=True, no_cfunc_wrapper=True, nogil=True)
@@ -486,7 +417,7 @@ def _loop(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, sc
     ``scratch`` holds a row of per-token state per
     token, kept from call to call (see ``_LSTAMP``; its first two columns all -1 at the start); ``trow``, ``tcnt``, ``tkey``,
     ``tinc`` (int64) and ``e_pos``, ``e_tix`` (int32) are a round's work arrays (see
-    ``_merge_round``), grown as needed. Returns the (maybe reallocated) tdata, T, L, pool, H and
+    ``_positions``), grown as needed. Returns the (maybe reallocated) tdata, T, L, pool, H and
     work arrays.
 
     The rounds run in ``_rounds``, which never reassigns an array: a loop that does pays Numba's
@@ -550,7 +481,8 @@ def _rounds(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, 
     theta = st[22]
     rec_cap = r_left.shape[0]
     why = _DONE
-    need = 0
+    more = 0
+    zero = np.int64(0)
     # a round whose new lists waited for room in the pool (see step 6), or whose pushes waited for
     # room in the heap (step 7), goes on first
     resume = st[10]
@@ -643,13 +575,13 @@ def _rounds(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, 
             # the pair goes back on the heap: popped again, not counted twice)
             if not reused and tdata_end + tlen[a] + tlen[b] > tdata.shape[0]:
                 why = _BYTES
-                need = tdata_end + tlen[a] + tlen[b]
+                more = tdata_end + tlen[a] + tlen[b]
             elif trow.shape[0] < new_rows:
                 why = _ROWS
-                need = new_rows
+                more = new_rows
             elif e_pos.shape[0] < 2 * ln:
                 why = _ENTRIES
-                need = 2 * ln
+                more = 2 * ln
             if why != _DONE:
                 one[0] = s0
                 hn = _push_rows(H, hn, T, one, np.int64(1), floor, tdata, tstart, tlen, maxlen)
@@ -688,10 +620,57 @@ def _rounds(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, 
                         stats[12] += 1
                         break
 
-            # 5. merge at every live position
-            n_touched, n_ent, n_new_rows, n_live = _merge_round(
-                P, ek, ev, tb, T, L, pool, head, ln, s0, a, b, t, n_rec, scratch, tkey, tinc, tcnt, trow, e_pos, e_tix,
-                theta, job, S2, w64, w32)
+            # 5. merge (a, b) into t at every live position of pool[head:head+ln], in that order
+            #    (``_positions``; the pair table is not touched meanwhile), half of a large round in
+            #    a second thread (``_rounds_beside``); then the table takes the round's deltas
+            #    (``_deltas``). Written out here: a compiled function that calls another takes
+            #    atomic references to its array arguments on every call (Numba's)
+            m = ln
+            if job[13] > 0 and ln >= job[13] and _atomic_get(job, 0) == 0:
+                m = _split_at(P, tb, pool, head, ln, w32.shape[1] // 2)
+                if m > 0:
+                    job[1] = head + m
+                    job[2] = head + ln
+                    job[3] = a
+                    job[4] = b
+                    job[5] = t
+                    job[6] = n_rec
+                    _atomic_set(job, 0, 1)  # the second thread takes pool[head+m:head+ln]
+                    _futex(job, 0, _WAKE, 1, job[18:20], job[16])
+                    job[15] += 1
+                else:
+                    m = ln
+            n_touched, n_ent, n_l, n_r, n_live, lost = _positions(P, ek, ev, tb, pool, head, head + m, a, b, t,
+                                                                  n_rec, scratch, tkey, tinc, tcnt, e_pos, e_tix,
+                                                                  zero, zero, zero, zero)
+            if m < ln:
+                if job[20] == 0 and _atomic_swap(job, 0, 1, 0):
+                    # not taken yet (the second thread is not running: a busy machine): this thread goes on
+                    n_touched, n_ent, n_l, n_r, live2, lost2 = _positions(P, ek, ev, tb, pool, head + m, head + ln, a,
+                                                                          b, t, n_rec, scratch, tkey, tinc, tcnt,
+                                                                          e_pos, e_tix, n_touched, n_ent, n_l, n_r)
+                    job[15] -= 1
+                else:
+                    # taken: wait for it (spinning, then asleep until it is done: a busy machine may stop
+                    # that thread halfway, and this one would spin for its time slice)
+                    spins = 0
+                    while True:
+                        state = _atomic_get(job, 0)
+                        if state == 2:
+                            break
+                        spins += 1
+                        if spins >= _SPINS:
+                            _futex(job, 0, _WAIT, state, job[18:20], job[16])
+                            spins = 0
+                    n_touched, n_ent, n_l, n_r = _take_half(scratch, n_touched, n_ent, n_l, n_r, t, n_rec, tkey, tinc,
+                                                            tcnt, e_pos, e_tix, S2, w64, w32, job)
+                    live2 = job[11]
+                    lost2 = job[12]
+                    _atomic_set(job, 0, 0)
+                n_live += live2
+                lost += lost2
+            n_touched, n_ent, n_new_rows = _deltas(T, L, scratch, tkey, tinc, tcnt, trow, e_pos, e_tix, n_touched,
+                                                   n_ent, n_l, n_r, a, b, s0, lost, theta)
             if job[13] > 0:
                 # a second thread takes half of each round of job[13] positions or more; it stops
                 # (it spins while it waits) once no such round came for SPLIT_IDLE merges
@@ -765,7 +744,7 @@ def _rounds(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, 
             st[18] = c
             st[19] = reused
             why = _HEAP
-            need = hn + n_touched
+            more = hn + n_touched
             break
         hn = _push_rows(H, hn, T, trow, n_touched, floor, tdata, tstart, tlen, maxlen)
         if hn > 0:
@@ -801,4 +780,4 @@ def _rounds(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, 
     st[6] = n_new
     st[7] = n_rec
     st[8] = floor
-    return why, need
+    return why, more

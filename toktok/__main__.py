@@ -8,11 +8,14 @@ anyway: 0.05-0.1 s of a run). ``cli.main`` itself returns, for callers that go o
 Before anything imports NumPy, its BLAS is held to one thread (``OPENBLAS_NUM_THREADS=1``, unless
 the environment sets it): toktok does no linear algebra, and OpenBLAS's idle threads spin on a
 core after each call (a word-count table's one dot product: ~0.1 s of CPU beside the merge loop).
+The CLI's modules are imported with the collector off, then kept out of every later collection
+(``gc.freeze``), as the pipeline's are (:func:`toktok.cli._import_pipeline`).
 Example: ``python -m toktok --help``.
 """
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import sys
 import threading
@@ -22,7 +25,14 @@ def command() -> None:  # pragma: no cover
     """Run the ``toktok`` command (:func:`toktok.cli.main`) and end the process with its exit code
     (see the module docstring). An error that is no ``SystemExit`` ends it as Python does."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # (before NumPy loads OpenBLAS: see above)
-    from .cli import main
+    enabled = gc.isenabled()
+    gc.disable()  # (the CLI's modules live as long as the process: ~25 collections, 2-3 ms, spared)
+    try:
+        from .cli import main
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
     try:
         main()

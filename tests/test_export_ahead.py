@@ -134,6 +134,7 @@ def test_a_run_loads_the_tokenizer_json_built_beside_its_loop_even_without_hfs_p
         if dead:  # the second process ends before the file is written
             def start(*a, **k):
                 hf = starting(*a, **k)
+                hf.spawn()  # (started at once here, not once the loop has begun)
                 hf._proc.kill()
                 hf._proc.wait()
                 return hf

@@ -299,9 +299,9 @@ def test_open_hf_loads_a_large_tokenizer_json_in_a_second_process(good_dir, tmp_
 
 def test_a_run_checks_a_large_vocabulary_with_hf_in_a_second_process(tmp_path, monkeypatch):
     """The pipeline opens HF's half before it writes tokenizer.json: in a second process from
-    PROCESS_FROM_TOKENS tokens on, started before the merge loop (it imports tokenizers on the
-    core the loop leaves idle), here otherwise; the run file says which, and both publish a
-    tokenizer that verifies."""
+    PROCESS_FROM_TOKENS tokens on, opened before the merge loop and started once the loop runs (it
+    imports tokenizers on the core the loop leaves idle), here otherwise; the run file says which,
+    and both publish a tokenizer that verifies."""
     import duckdb
 
     import toktok.merge.stage
@@ -313,7 +313,8 @@ def test_a_run_checks_a_large_vocabulary_with_hf_in_a_second_process(tmp_path, m
     merging, starting = toktok.merge.stage.run, toktok.verify.start
     seen = []
     monkeypatch.setattr(toktok.merge.stage, "run", lambda *a, **k: (seen.append("merge"), merging(*a, **k))[1])
-    monkeypatch.setattr(toktok.verify, "start", lambda *a, **k: (hf := starting(*a, **k), seen.append(type(hf).__name__))[0])
+    monkeypatch.setattr(toktok.verify, "start", lambda *a, **k: (
+        hf := starting(*a, **k), seen.append(type(hf).__name__ + ("" if getattr(hf, "_proc", None) is None else " started")))[0])
     where = {}
     for name, merges in (("small", 300), ("large", PROCESS_FROM_TOKENS - 256 - 1161 + 50)):
         out = tmp_path / name

@@ -369,9 +369,11 @@ def _phase(run: _Run, phase: PhaseConfig, sources: list[count.Source], fp: list,
 def _learned(run: _Run) -> Callable[[list[bytes], bool], None]:
     """The merge stage's ``learned``: the new tokens to the export built ahead (``run.ahead``),
     then its vocabulary so far to the insight step's curve cut ahead (``Ahead.learned``)."""
-    add, ahead = run.ahead.add, run.ahead
+    add, ahead, hf = run.ahead.add, run.ahead, run.hf
 
     def learned(tokens: list[bytes], last: bool) -> None:
+        if hf is not None:
+            hf.spawn()  # (once: the loop has begun, on a core it leaves idle)
         add(tokens, last)
         if not last and run.curve_ahead is not None:
             run.curve_ahead.learned(ahead.tokens)

@@ -27,7 +27,7 @@ from ..formats.hf import bytelevel_to_token, token_to_bytelevel
 from ..formats.tiktoken import load_encoding_and_tokens
 from ..patterns import EDGE_TEXTS
 from ..rundir import special_tokens_file
-from .hf_side import HFSide, open_hf, worth_a_process
+from .hf_side import HFSide, Process, open_hf, worth_a_process
 
 if TYPE_CHECKING:
     from ..vocab import Vocab
@@ -497,13 +497,15 @@ def pattern_advice(e: ParityError, pattern) -> ParityError:
 
 
 def start(folder: Path, tokens: int, *, budgeted: bool = False) -> HFSide | None:
-    """HF's half of the check started before the last phase's merges when the run's tokenizer.json
+    """HF's half of the check opened before the last phase's merges when the run's tokenizer.json
     (in the staging ``folder``) will hold ``tokens`` tokens or so and loads in a second process
-    (no memory budget, ``worth_a_process``): the process starts and imports tokenizers on the core
-    the merge loop leaves idle, not beside the export (0.1-0.2 s of CPU there); None otherwise
-    (the export opens it then). Example: ``verify.start(staging, 131_072)``."""
+    (no memory budget, ``worth_a_process``); None otherwise (the export opens it then). Its process
+    starts at ``spawn()``, which the pipeline calls once the merge loop has learned its first
+    merges: it imports tokenizers on the core the loop leaves idle, not beside the export (0.1-0.2 s
+    of CPU there) nor beside the words' layout before the loop (~0.07 s). Example:
+    ``verify.start(staging, 131_072).spawn()``."""
     if not budgeted and worth_a_process(tokens):
-        return open_hf(Path(folder) / HF_FILE, process=True)
+        return Process(Path(folder) / HF_FILE, later=True)
     return None
 
 

@@ -205,15 +205,27 @@ class _Ahead:
 
 
 class Process:
-    """A tokenizer.json loading in a second process from now on; answers as ``Local`` does."""
+    """A tokenizer.json loading in a second process from now on (``later``: from :meth:`spawn`, or
+    the first call); answers as ``Local`` does."""
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike, *, later: bool = False) -> None:
         self.path = Path(path)
         self._local: Local | None = None
         self._unread = 0  # requests whose reply is read before the next call's (``load``)
         self._writing: threading.Thread | None = None  # a request still being written (encode_ahead's)
+        self._proc: subprocess.Popen | None = None
+        self._spawned = False
+        if not later:
+            self.spawn()
+
+    def spawn(self) -> None:
+        """Start the second process, if not started yet (``later=True`` leaves it to this call,
+        or to the first call that needs it)."""
+        if self._spawned:
+            return
+        self._spawned = True
         try:
-            self._proc: subprocess.Popen | None = subprocess.Popen(
+            self._proc = subprocess.Popen(
                 [sys.executable, "-m", "toktok.verify.hf_side", str(self.path)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         except OSError:
@@ -243,6 +255,7 @@ class Process:
             return None
 
     def _call(self, name: str, *args):
+        self.spawn()
         while self._proc is not None and self._unread:
             self._unread -= 1
             self._reply()  # load's: a failed load raises again at the call that needs the file
@@ -267,6 +280,7 @@ class Process:
         """Have the second process encode ``texts`` as soon as the file is loaded (``Local``'s
         ``encode_ahead`` there), for the ``encode`` calls that ask for them next; its reply is
         read with the next call's."""
+        self.spawn()
         if self._proc is None:
             return
         # written in a thread: the texts (~300 KB) fill the pipe while the process loads the file,
@@ -287,6 +301,7 @@ class Process:
 
     def load(self) -> None:
         """Have the second process load the file now; its reply is read with the next call's."""
+        self.spawn()
         if self._proc is not None and self._send("load", ()):
             self._unread += 1
 
@@ -318,7 +333,7 @@ class Process:
         """End the second process: it exits once its stdin is closed. Its exit is waited for in
         a thread (and it is killed if it has not exited after ``EXIT_SECONDS``): freeing a large
         tokenizer takes it ~0.15 s that the caller need not wait."""
-        proc, self._proc = self._proc, None
+        proc, self._proc, self._spawned = self._proc, None, True
         if proc is not None:
             self._written()
             try:

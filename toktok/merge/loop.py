@@ -488,6 +488,7 @@ def _rounds(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, 
     # a round whose new lists waited for room in the pool (see step 6), or whose pushes waited for
     # room in the heap (step 7), goes on first
     resume = st[10]
+    pause = 0  # (set as a round stops to wait for room: saved after the loop, see there)
 
     while resume != 0 or (n_new < n_merges and n_rec < rec_cap):
         if resume != 0:
@@ -700,16 +701,8 @@ def _rounds(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, 
             free = head
             free_end = head + ln
             if pool_end + need > pool.shape[0]:
-                st[10] = 1
                 st[11] = need
-                st[12] = n_touched
-                st[13] = n_ent
-                st[14] = head
-                st[15] = a
-                st[16] = b
-                st[17] = t
-                st[18] = c
-                st[19] = reused
+                pause = 1
                 break
         for i in range(n_touched if resume != 2 else 0):
             s = trow[i]
@@ -737,14 +730,7 @@ def _rounds(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, 
 
         # 7. push the pairs whose counts grew (decreases stay lazy in the heap)
         if hn + n_touched > H.shape[0]:
-            st[10] = 2
-            st[12] = n_touched
-            st[14] = head
-            st[15] = a
-            st[16] = b
-            st[17] = t
-            st[18] = c
-            st[19] = reused
+            pause = 2
             why = _HEAP
             more = hn + n_touched
             break
@@ -773,6 +759,16 @@ def _rounds(P, ek, ev, tb, tdata, tstart, tlen, bkeys, bids, T, L, pool, H, st, 
         stats[2] = max(stats[2], pool.shape[0])
         stats[3] = max(stats[3], H.shape[0])
 
+    if pause != 0:  # the round waits in st[12:20] for room in the pool (1: step 6) or the heap (2: step 7)
+        st[10] = pause
+        st[12] = n_touched
+        st[13] = n_ent
+        st[14] = head
+        st[15] = a
+        st[16] = b
+        st[17] = t
+        st[18] = c
+        st[19] = reused
     st[0] = n_used
     st[1] = pool_end
     st[2] = pool_live

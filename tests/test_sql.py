@@ -7,7 +7,7 @@ import duckdb
 import pytest
 
 from toktok import statements
-from toktok.statements import blocks, params_for, parse, sql, temporary
+from toktok.statements import blocks, named, params_for, parse, sql, temporary
 from toktok.store import INSIGHT_TABLES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,6 +42,11 @@ def test_names_reach_files_and_blocks():
     assert temporary("CREATE TABLE IF NOT EXISTS t (a INT)") == "CREATE TEMP TABLE IF NOT EXISTS t (a INT)"
     with pytest.raises(ValueError):
         temporary("DELETE FROM t")
+    # a table's name fills {table} only when it is one toktok makes: never a value
+    assert named(sql("word_tables.drop"), table="words_12") == "DROP TABLE IF EXISTS words_12;"
+    for bad in ("words; DROP TABLE meta", "Words_0", "w'0", ""):
+        with pytest.raises(ValueError, match="not a table name toktok makes"):
+            named(sql("word_tables.drop"), table=bad)
 
 
 @pytest.mark.parametrize("file", FILES)
@@ -51,6 +56,7 @@ def test_every_statement_is_exactly_one(file):
     found = blocks(file)
     assert found
     for name, text in found:
+        text = named(text, table="words_0", selects="SELECT 1")  # (a table toktok names: word_tables.sql)
         assert len(duckdb.extract_statements(text)) == 1, f"{file}.{name} holds several statements"
 
 

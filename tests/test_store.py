@@ -1,7 +1,9 @@
 """The run file's store: what the pipeline relies on beyond what the other tests exercise."""
 from __future__ import annotations
 
+import duckdb
 import polars as pl
+import pytest
 
 from toktok.rundir import RUN_FILE
 from toktok.store import RunStore
@@ -73,9 +75,9 @@ def test_merges_and_words_come_back_in_order_with_threads(tmp_path):
 
 
 def _row_ids(store: RunStore, phase: str) -> list:
-    """The row ids of a phase's words (a delete and insert gives them new ones, after the rest)."""
-    return [r for (r,) in store.con.execute("SELECT rowid FROM words WHERE phase = $p ORDER BY rowid",
-                                            {"p": phase}).fetchall()]
+    """The row ids of a phase's words in its table (a delete and insert gives them new ones)."""
+    name = store.words_table(phase)
+    return [r for (r,) in store.con.execute(f"SELECT rowid FROM {name} ORDER BY rowid").fetchall()]
 
 
 def _tokens_by_word(store: RunStore, phase: str) -> dict:
@@ -115,6 +117,58 @@ def test_set_tokens_updates_the_stored_words_in_place_in_slices(tmp_path, monkey
     assert store.words_of("main")["word"].to_pylist() == mine
     assert _row_ids(store, "main") == rows  # updated in place, not deleted and inserted again
     store.close()
+
+
+def test_each_phase_keeps_its_words_in_a_table_of_its_own(tmp_path):
+    """A phase's words are a table of their own (no phase on each row: a third of the write),
+    and the view ``words`` shows every phase's with its phase; a phase dropped (``--resume`` of
+    an interrupted one) takes its table with it, and its name is given again."""
+    store = RunStore.create(tmp_path / RUN_FILE, memory_limit=64 << 20, threads=1)
+    assert store.con.execute("SELECT * FROM words").fetchall() == []
+    store.put_words("sub", pl.DataFrame({"word": [b"a", b"b"], "count": [2, 1]}))
+    store.put_words("it's super", pl.DataFrame({"word": [b"a b"], "count": [7]}))
+    store.put_words("sub", pl.DataFrame({"word": [b"c"], "count": [3]}))  # after the phase's own
+    assert store.words_table("sub") == "words_0" and store.words_table("it's super") == "words_1"
+    assert store.words_table("none") is None and store.words_of("none").num_rows == 0
+    columns = [c[0] for c in store.con.execute("DESCRIBE words").fetchall()]
+    assert columns == ["word", "count", "phase", "tokens"]
+    assert "phase" not in [c[0] for c in store.con.execute("DESCRIBE words_0").fetchall()]
+    rows = store.con.execute("SELECT phase, word, count, tokens FROM words ORDER BY count").fetchall()
+    assert rows == [("sub", b"b", 1, None), ("sub", b"a", 2, None), ("sub", b"c", 3, None),
+                    ("it's super", b"a b", 7, None)]
+    assert store.words_of("sub")["word"].to_pylist() == [b"a", b"b", b"c"]
+    store.drop_phase("sub")
+    assert store.words_table("sub") is None and "words_0" not in store.table_names()
+    assert store.con.execute("SELECT phase, count(*) FROM words GROUP BY phase").fetchall() == [("it's super", 1)]
+    store.put_words("sub", pl.DataFrame({"word": [b"d"], "count": [4]}))
+    assert store.words_table("sub") == "words_0"
+    store.drop_words("it's super")
+    store.drop_words("sub")
+    assert store.con.execute("SELECT count(*) FROM words").fetchall() == [(0,)]
+    store.close()
+
+
+def test_a_run_file_of_the_schema_before_is_read_but_not_resumed(tmp_path):
+    """A run file whose words are one table with a phase on each row (schema "1") still opens
+    for reading, the words as they were; resuming it is refused, marked to start over."""
+    from toktok.errors import OutputError
+
+    path = tmp_path / RUN_FILE
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+    con.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    con.execute("CREATE TABLE words (word BLOB, count BIGINT, phase VARCHAR, tokens INTEGER)")
+    con.execute("INSERT INTO words VALUES ('a'::BLOB, 3, 'main', 1)")
+    con.close()
+    store = RunStore.open(path)
+    assert store.con.execute("SELECT word, count, phase FROM words").fetchall() == [(b"a", 3, "main")]
+    store.con.close()
+    sandbox = RunStore.sandbox(path)
+    assert sandbox.con.execute("SELECT count(*) FROM words").fetchall() == [(1,)]
+    sandbox.con.close()
+    with pytest.raises(OutputError, match="another toktok .*schema version '1'") as e:
+        RunStore.create(path, memory_limit=64 << 20)
+    assert e.value.start_over
 
 
 def test_set_tokens_rewrites_words_given_in_another_order(tmp_path):
@@ -259,7 +313,7 @@ def test_a_merged_checkpoint_that_stores_the_due_counted_one_records_only_merged
     resume.save_merged(store, "p", words["word"], words["count"].to_numpy(), [1, 1],
                        {"fingerprint": [], "summary": {}}, due=due, merges=merges)
     assert store.get_checkpoint("p") == {"stage": "merged", "fingerprint": [], "summary": {}}
-    assert store.con.execute("SELECT word, count, tokens FROM words ORDER BY rowid").fetchall() == [
+    assert store.con.execute("SELECT word, count, tokens FROM words_0 ORDER BY rowid").fetchall() == [
         (b"ab", 3, 1), (b"c", 1, 1)]
     assert resume.held_out_of(store, "p").to_pylist() == store.parity_of("p").to_pylist() != []
     assert store.merges_of("p")["token"].to_pylist() == [b"ab"]

@@ -7,7 +7,8 @@ before the first marker are the file's header). ``blocks("FILE")`` gives a file'
 order, for files run top to bottom (the schema). Text is never split on ``;``: each file or block
 holds one statement (tests/test_sql.py parses every one with DuckDB to hold that). Full-line
 comments are left out of the statement text, so a ``$name`` in a comment is no parameter. Values
-go in as ``$name`` parameters, never into the text. Example::
+go in as ``$name`` parameters, never into the text; a ``{table}`` in the text is the name of a
+table toktok makes for itself (a phase's words: ``words_0``), filled in by :func:`named`. Example::
 
     con.execute(sql("get_meta"), {"key": "seed"})
     for name, text in blocks("schema"): con.execute(text)
@@ -22,6 +23,8 @@ from importlib import resources
 _MARK = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.M)
 _PARAM = re.compile(r"\$(\w+)")
 _CREATE = re.compile(r"^CREATE( OR REPLACE)? (TABLE|VIEW) ")
+#: A table name toktok makes (``{table}``): lower-case letters, digits and underscores.
+_TABLE = re.compile(r"[a-z][a-z0-9_]*")
 
 
 def parse(text: str, file: str) -> tuple[tuple[str, str], ...]:
@@ -79,6 +82,20 @@ def params_for(statement: str, params: dict) -> dict:
     return {k: v for k, v in params.items() if k in named}
 
 
+def named(statement: str, *, table: str | None = None, selects: str | None = None) -> str:
+    """``statement`` with ``{table}`` the name of a table toktok makes (ValueError for any other
+    text: it is never a value) and ``{selects}`` statements of toktok's own joined (the view
+    ``words``: ``word_tables.select`` once a phase). Example:
+    ``named("DROP TABLE {table};", table="words_0") == "DROP TABLE words_0;"``."""
+    if table is not None:
+        if not _TABLE.fullmatch(table):
+            raise ValueError(f"{table!r} is not a table name toktok makes")
+        statement = statement.replace("{table}", table)
+    if selects is not None:
+        statement = statement.replace("{selects}", selects)
+    return statement
+
+
 def temporary(statement: str) -> str:
     """A ``CREATE [OR REPLACE] TABLE|VIEW`` statement as its ``TEMP`` form (this connection only,
     allowed on a read-only one); ValueError for any other statement."""
@@ -88,4 +105,4 @@ def temporary(statement: str) -> str:
     return out
 
 
-__all__ = ["sql", "blocks", "parse", "params_for", "temporary"]
+__all__ = ["sql", "blocks", "parse", "params_for", "named", "temporary"]

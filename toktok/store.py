@@ -25,14 +25,19 @@ import pyarrow as pa
 
 from .errors import OutputError, ResourceError, ToktokError
 from .rundir import RUN_FILE, shown
-from .statements import blocks, params_for, sql, temporary
+from .statements import blocks, named, params_for, sql, temporary
 
 try:  # DuckDB's engine alone: its Python layer (relations, Arrow scans and results) is imported
     import _duckdb as duckdb  # when first used (``python_layer``), not at every run's start (~40 ms)
 except ImportError:  # (another layout of duckdb: its package)
     import duckdb
 
-SCHEMA_VERSION = "1"
+#: The run file's schema: "2" keeps each phase's words in a table of its own under the view
+#: ``words`` (``word_tables.sql``); "1" kept them in one table ``words`` with a phase on each row.
+SCHEMA_VERSION = "2"
+#: The schemas this toktok reads (``open``, ``sandbox``: the tables and views a user queries are
+#: alike); only its own is written (``create`` refuses to resume another's).
+READS = ("1", "2")
 #: The tables toktok.insight fills (``insight_tables.sql``): the only names ``replace_insight`` takes.
 INSIGHT_TABLES = ("compression", "token_usage", "word_gains")
 #: Rows per UPDATE of the words' tokens (``set_tokens``): its join's table stays well under
@@ -103,6 +108,13 @@ class RunStore:
                             f"{sorted(names)[0]!r}, no toktok meta), not an interrupted run")
             e.start_over = True  # what --resume would find is not toktok's (resume.start_over)
             raise e
+        version = store.get_meta("schema_version") if names else None
+        if version not in (None, SCHEMA_VERSION):
+            con.close()
+            e = OutputError(f"{shown(path)}: an interrupted run of another toktok (run file schema version "
+                            f"{version!r}, this toktok writes {SCHEMA_VERSION!r})")
+            e.start_over = True
+            raise e
         with store.translating():
             store.run("settings.memory_limit", {"limit": _duck_size(memory_limit)})
             store.run("settings.temp_directory", {"path": str(tmp)})
@@ -138,8 +150,9 @@ class RunStore:
         store = cls(con, path)
         store.run("settings.preserve_insertion_order")  # ORDER BY kept in Arrow results (see create)
         version = store.get_meta("schema_version")
-        if version != SCHEMA_VERSION:
-            raise ToktokError(f"{path}: run file schema version {version!r}, this toktok reads {SCHEMA_VERSION!r}")
+        if version not in READS:
+            raise ToktokError(f"{path}: run file schema version {version!r}, this toktok reads "
+                              f"{' and '.join(map(repr, READS))}")
         return store
 
     def cursor(self) -> "RunStore":
@@ -180,18 +193,19 @@ class RunStore:
             if not version:
                 raise ToktokError(f"{path}: a DuckDB file, but not a toktok run file (no schema version); pass a "
                                   "toktok output folder or its run.duckdb")
-            if version[0] != SCHEMA_VERSION:
-                raise ToktokError(f"{path}: run file schema version {version[0] if version else None!r}, this "
-                                  f"toktok reads {SCHEMA_VERSION!r}")
+            if version[0] not in READS:
+                raise ToktokError(f"{path}: run file schema version {version[0]!r}, this toktok reads "
+                                  f"{' and '.join(map(repr, READS))}")
         except BaseException:
             con.close()
             raise
         return cls(con, path)
 
-    def run(self, name: str, params: dict | None = None):
-        """Execute the named statement (:func:`toktok.statements.sql`) with its ``$name`` params."""
+    def run(self, name: str, params: dict | None = None, *, table: str | None = None):
+        """Execute the named statement (:func:`toktok.statements.sql`) with its ``$name`` params
+        (and ``table``: its ``{table}``, :func:`toktok.statements.named`)."""
         with self.translating():
-            return self.con.execute(sql(name), params or {})
+            return self.con.execute(sql(name) if table is None else named(sql(name), table=table), params or {})
 
     def table_names(self) -> set[str]:
         """The names of the tables and views the connection sees."""
@@ -249,11 +263,46 @@ class RunStore:
 
     def put_words(self, phase: str, table) -> None:
         """Store a phase's word table (``word``, ``count`` and, after training, ``tokens``: null
-        when the table has none; Arrow or Polars)."""
+        when the table has none; Arrow or Polars), after the words it has (its own table:
+        ``words_table``)."""
         batch = table.to_arrow() if hasattr(table, "to_arrow") else table
         if "tokens" not in batch.column_names:
             batch = batch.append_column("tokens", pa.nulls(batch.num_rows, pa.int32()))
-        self._with_batch("put_words", batch, {"phase": phase})
+        self._with_batch("word_tables.insert", batch, {}, table_name=self.words_table(phase, make=True))
+
+    def words_table(self, phase: str, *, make: bool = False) -> str | None:
+        """The name of the table of ``phase``'s words (``words_0``, ``words_1``, ... as phases
+        store words; the view ``words`` is their union); None when it has none, unless ``make``:
+        then an empty one is made, in the transaction open here or one of its own."""
+        got = self.run("word_tables.of", {"phase": phase}).fetchall()
+        if got or not make:
+            return got[0][0] if got else None
+        taken = {n for (n,) in self.run("word_tables.names").fetchall()}
+        name = next(f"words_{k}" for k in range(len(taken) + 1) if f"words_{k}" not in taken)
+        with self.transaction(join=True):
+            self.run("word_tables.create", table=name)
+            self.run("word_tables.add", {"phase": phase, "name": name})
+            self._view_words()
+        return name
+
+    def drop_words(self, phase: str) -> None:
+        """``phase``'s words go: their table, dropped (no dead blocks left in the file)."""
+        name = self.words_table(phase)
+        if name is not None:
+            with self.transaction(join=True):
+                self.run("word_tables.forget", {"phase": phase})
+                self.run("word_tables.drop", table=name)
+                self._view_words()
+
+    def _view_words(self) -> None:
+        """The view ``words`` made again over the phases' tables (``word_tables.sql``)."""
+        names = [n for (n,) in self.run("word_tables.names").fetchall()]
+        if not names:
+            self.run("word_tables.empty")
+            return
+        selects = " UNION ALL ".join(named(sql("word_tables.select"), table=n) for n in names)
+        with self.translating():
+            self.con.execute(named(sql("word_tables.view"), selects=selects))
 
     def add_merges(self, phase: str, table: pa.Table) -> None:
         """Append merges of ``phase`` (a :func:`merges_table`)."""
@@ -335,12 +384,12 @@ class RunStore:
             finally:
                 self._in_transaction = False
 
-    def _with_batch(self, name: str, table, params: dict) -> None:
+    def _with_batch(self, name: str, table, params: dict, *, table_name: str | None = None) -> None:
         batch = table.to_arrow() if hasattr(table, "to_arrow") else table
         python_layer()  # (its Arrow scans)
         self.con.register("batch", batch)
         try:
-            self.run(name, params)
+            self.run(name, params, table=table_name)
         finally:
             try:
                 self.con.unregister("batch")
@@ -364,8 +413,9 @@ class RunStore:
     def put_parity(self, phase: str, df) -> None:
         self._with_batch("put_parity", df, {"phase": phase})
 
-    def arrow(self, name: str, params: dict | None = None) -> pa.Table:
-        """The rows of the named statement as a pyarrow Table, e.g. ``store.arrow("describe.inputs")``."""
+    def arrow(self, name: str, params: dict | None = None, *, table: str | None = None) -> pa.Table:
+        """The rows of the named statement as a pyarrow Table, e.g. ``store.arrow("describe.inputs")``
+        (``table``: its ``{table}``, as ``run``)."""
         import warnings
 
         python_layer()  # (its to_arrow_table)
@@ -373,14 +423,18 @@ class RunStore:
             # DuckDB warns that DB-API results copy once into Arrow: fine for these tables, and
             # con.sql() would refuse while an earlier statement's result is open
             warnings.simplefilter("ignore", UserWarning)
-            return self.run(name, params or {}).to_arrow_table()
+            return self.run(name, params or {}, table=table).to_arrow_table()
 
     def parity_of(self, phase: str) -> pa.Table:
         return self.arrow("phase_parity", {"phase": phase})
 
     def words_of(self, phase: str) -> pa.Table:
-        """A phase's word table (word, count), in the order ``put_words`` stored it."""
-        return self.arrow("phase_words", {"phase": phase})
+        """A phase's word table (word, count), in the order ``put_words`` stored it (empty when
+        it has none)."""
+        name = self.words_table(phase)
+        if name is None:
+            return pa.table({"word": pa.array([], pa.binary()), "count": pa.array([], pa.int64())})
+        return self.arrow("word_tables.read", table=name)
 
     def merges_of(self, phase: str) -> pa.Table:
         """A phase's merges so far, in order."""
@@ -397,18 +451,20 @@ class RunStore:
         and inserted again with their tokens.
         Example: ``store.set_tokens("main", words, counts, [1] * len(words))``."""
         n = len(words)
-        first, last, stored = self.run("word_rows.span", {"phase": phase}).fetchone()
+        name = self.words_table(phase)
+        first, last, stored = self.run("word_tables.span", table=name).fetchone() if name else (0, 0, 0)
         if n and stored == n and last - first + 1 == n:
-            ends = [w for (w,) in self.run("word_rows.words_at", {"first": first, "last": last}).fetchall()]
+            ends = [w for (w,) in self.run("word_tables.words_at", {"first": first, "last": last},
+                                           table=name).fetchall()]
             if ends == [words[i].as_py() for i in sorted({0, n - 1})]:
                 tokens = pa.array(tokens, pa.int32())
                 for lo in range(0, n, TOKEN_ROWS):
                     m = min(TOKEN_ROWS, n - lo)
-                    self._with_batch("word_rows.set_tokens", pa.table({
+                    self._with_batch("word_tables.set_tokens", pa.table({
                         "rid": pa.array(np.arange(first + lo, first + lo + m, dtype=np.int64)),
-                        "tokens": tokens.slice(lo, m)}), {"phase": phase})
+                        "tokens": tokens.slice(lo, m)}), {}, table_name=name)
                 return
-        self.run("drop_words", {"phase": phase})
+        self.drop_words(phase)
         self.put_words(phase, pa.table({"word": words, "count": pa.array(counts),
                                         "tokens": pa.array(tokens, pa.int32())}))
 
@@ -522,7 +578,9 @@ class RunStore:
         self._sample_file(json.loads(v)["phase"]).unlink(missing_ok=True)
 
     def drop_phase(self, phase: str) -> None:
-        self._script("drop_phase", {"phase": phase})
+        with self.transaction(join=True):
+            self.drop_words(phase)
+            self._script("drop_phase", {"phase": phase})
 
     def drop_merges(self, phase: str) -> None:
         self.run("drop_merges", {"phase": phase})

@@ -1,6 +1,5 @@
--- What an interrupted phase left behind, before it runs again on --resume.
--- name: words
-DELETE FROM words WHERE phase = $phase;
+-- What an interrupted phase left behind, before it runs again on --resume (its words' table:
+-- RunStore.drop_words).
 -- name: inputs
 DELETE FROM inputs WHERE phase = $phase;
 -- name: merges

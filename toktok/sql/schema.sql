@@ -6,14 +6,16 @@ CREATE TABLE IF NOT EXISTS inputs (
     path VARCHAR, kind VARCHAR, phase VARCHAR, size_bytes BIGINT, docs BIGINT, text_bytes BIGINT,
     docs_seen BIGINT, bytes_seen BIGINT
 );
+-- name: word_tables
+-- Each phase's words are a table of their own (word_tables.sql), named here: a phase column on
+-- every row cost a third of the write of the words with their tokens, which a run does in its
+-- last second (the bench corpus's 1.1M words: ~0.25 s of CPU against ~0.16).
+CREATE TABLE IF NOT EXISTS word_tables (phase VARCHAR, name VARCHAR);
 -- name: words
--- The words stored as they are: compressing them (DuckDB's dictionary + FSST) took half of the
--- "counted" checkpoint's write, which the merge loop waits for (100 MB of text, 706k words:
--- 0.18 s against 0.09; the table 7 MB on disk against 11). Counts and tokens too: DuckDB's
--- analysis and bit-packing of them took a fifth of the write of the words with their tokens
--- (1.1M words: ~0.175 s of CPU against ~0.14; the table 19 MB on disk against 30).
-CREATE TABLE IF NOT EXISTS words (word BLOB USING COMPRESSION uncompressed, count BIGINT USING COMPRESSION uncompressed,
-                                  phase VARCHAR, tokens INTEGER USING COMPRESSION uncompressed);
+-- Every phase's words (word, count, phase, tokens): made again over their tables as a phase's
+-- table comes or goes (word_tables.sql), empty until then.
+CREATE VIEW IF NOT EXISTS words AS
+SELECT NULL::BLOB AS word, NULL::BIGINT AS count, NULL::VARCHAR AS phase, NULL::INTEGER AS tokens WHERE false;
 -- name: merges
 -- The tables written after the merge loop (merges, vocab and insight_tables.sql's) are stored as
 -- they are too: the run's last CHECKPOINT, which publishing waits for, compressed them in one

@@ -1,1 +1,0 @@
-DELETE FROM words WHERE phase = $phase;

@@ -1,1 +1,0 @@
-INSERT INTO words SELECT word, count, $phase AS phase, tokens FROM batch;

@@ -437,7 +437,7 @@ def test_word_gains_leave_out_a_word_that_is_not_utf8_on_its_own(insight_run, tm
     shutil.copytree(insight_run, run)
     con = duckdb.connect(str(run / "run.duckdb"))
     table = con.execute("select name from word_tables limit 1").fetchone()[0]  # (the phase's words)
-    con.execute(f"insert into {table} values ($w, 1000000000, null)", {"w": b"\xe4\xb8"})  # half of a character
+    con.execute(f"insert into {table} values ($w, 1000000000)", {"w": b"\xe4\xb8"})  # half of a character
     con.close()
     got = word_gains(run, top=20, write=False)
     assert b"\xe4\xb8" not in got["word"].to_list() and got.height == 19

@@ -84,16 +84,13 @@ def _tokens_by_word(store: RunStore, phase: str) -> dict:
     return dict(store.con.execute("SELECT word, tokens FROM words WHERE phase = $p", {"p": phase}).fetchall())
 
 
-def test_set_tokens_updates_the_stored_words_in_place_in_slices(tmp_path, monkeypatch):
-    """The merged checkpoint's tokens land on the right words, across the update's slices and
-    with another phase's words stored before and after; under a budget's smallest DuckDB limit;
-    and no word is written twice (the file does not keep a deleted copy of the table)."""
+def test_set_tokens_leaves_the_stored_words_in_place(tmp_path):
+    """The merged checkpoint's tokens land on the right words, with another phase's words stored
+    before and after, under a budget's smallest DuckDB limit; the words stay where they were
+    stored (their tokens are a table of their own), and setting them again replaces them."""
     import numpy as np
     import pyarrow as pa
 
-    import toktok.store as store_mod
-
-    monkeypatch.setattr(store_mod, "TOKEN_ROWS", 1000)
     store = RunStore.create(tmp_path / RUN_FILE, memory_limit=32 << 20, threads=2)
     rng = np.random.default_rng(3)
     n = 2_500
@@ -116,6 +113,9 @@ def test_set_tokens_updates_the_stored_words_in_place_in_slices(tmp_path, monkey
     assert _tokens_by_word(store, "z") == {b"z1": 9} and _row_ids(store, "z") == z_rows
     assert store.words_of("main")["word"].to_pylist() == mine
     assert _row_ids(store, "main") == rows  # updated in place, not deleted and inserted again
+    store.set_tokens("main", back["word"], back["count"].to_numpy(), [1] * n)
+    assert set(_tokens_by_word(store, "main").values()) == {1} and _row_ids(store, "main") == rows
+    assert store.con.execute(f"SELECT count(*) FROM {store.words_table('main')}_tokens").fetchall() == [(n,)]
     store.close()
 
 
@@ -123,6 +123,8 @@ def test_each_phase_keeps_its_words_in_a_table_of_its_own(tmp_path):
     """A phase's words are a table of their own (no phase on each row: a third of the write),
     and the view ``words`` shows every phase's with its phase; a phase dropped (``--resume`` of
     an interrupted one) takes its table with it, and its name is given again."""
+    import pyarrow as pa
+
     store = RunStore.create(tmp_path / RUN_FILE, memory_limit=64 << 20, threads=1)
     assert store.con.execute("SELECT * FROM words").fetchall() == []
     store.put_words("sub", pl.DataFrame({"word": [b"a", b"b"], "count": [2, 1]}))
@@ -142,6 +144,11 @@ def test_each_phase_keeps_its_words_in_a_table_of_its_own(tmp_path):
     assert store.con.execute("SELECT phase, count(*) FROM words GROUP BY phase").fetchall() == [("it's super", 1)]
     store.put_words("sub", pl.DataFrame({"word": [b"d"], "count": [4]}))
     assert store.words_table("sub") == "words_0"
+    # tokens row for row: words stored with tokens after words without give those nulls, and back
+    store.put_words("sub", pa.table({"word": [b"e"], "count": [5], "tokens": pa.array([2], pa.int32())}))
+    store.put_words("sub", pl.DataFrame({"word": [b"f"], "count": [6]}))
+    assert store.con.execute("SELECT word, tokens FROM words WHERE phase = 'sub' ORDER BY count").fetchall() == [
+        (b"d", None), (b"e", 2), (b"f", None)]
     store.drop_words("it's super")
     store.drop_words("sub")
     assert store.con.execute("SELECT count(*) FROM words").fetchall() == [(0,)]
@@ -313,7 +320,7 @@ def test_a_merged_checkpoint_that_stores_the_due_counted_one_records_only_merged
     resume.save_merged(store, "p", words["word"], words["count"].to_numpy(), [1, 1],
                        {"fingerprint": [], "summary": {}}, due=due, merges=merges)
     assert store.get_checkpoint("p") == {"stage": "merged", "fingerprint": [], "summary": {}}
-    assert store.con.execute("SELECT word, count, tokens FROM words_0 ORDER BY rowid").fetchall() == [
+    assert store.con.execute("SELECT word, count, tokens FROM words").fetchall() == [
         (b"ab", 3, 1), (b"c", 1, 1)]
     assert resume.held_out_of(store, "p").to_pylist() == store.parity_of("p").to_pylist() != []
     assert store.merges_of("p")["token"].to_pylist() == [b"ab"]

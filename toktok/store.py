@@ -40,9 +40,6 @@ SCHEMA_VERSION = "2"
 READS = ("1", "2")
 #: The tables toktok.insight fills (``insight_tables.sql``): the only names ``replace_insight`` takes.
 INSIGHT_TABLES = ("compression", "token_usage", "word_gains")
-#: Rows per UPDATE of the words' tokens (``set_tokens``): its join's table stays well under
-#: the smallest memory limit a budget gives DuckDB (32 MiB).
-TOKEN_ROWS = 1 << 18
 
 
 def python_layer() -> None:
@@ -262,13 +259,21 @@ class RunStore:
                                    text_bytes=text_bytes, docs_seen=docs_seen, bytes_seen=bytes_seen))
 
     def put_words(self, phase: str, table) -> None:
-        """Store a phase's word table (``word``, ``count`` and, after training, ``tokens``: null
-        when the table has none; Arrow or Polars), after the words it has (its own table:
-        ``words_table``)."""
+        """Store a phase's word table (``word``, ``count`` and, after training, ``tokens``; Arrow
+        or Polars), after the words it has (its own table: ``words_table``; the tokens in one of
+        their own, row for row, or none while no word has any)."""
         batch = table.to_arrow() if hasattr(table, "to_arrow") else table
-        if "tokens" not in batch.column_names:
-            batch = batch.append_column("tokens", pa.nulls(batch.num_rows, pa.int32()))
-        self._with_batch("word_tables.insert", batch, {}, table_name=self.words_table(phase, make=True))
+        with self.transaction(join=True):
+            name = self.words_table(phase, make=True)
+            _, _, words, tokens = self.run("word_tables.span", table=name).fetchall()[0]
+            given = "tokens" in batch.column_names and batch.column("tokens").null_count < batch.num_rows
+            if given or tokens:  # (row for row: the words stored without tokens get nulls)
+                if words > tokens:
+                    self._with_batch("word_tables.insert_tokens", pa.table({"tokens": pa.nulls(words - tokens, pa.int32())}),
+                                     {}, table_name=name)
+                self._with_batch("word_tables.insert_tokens", batch.select(["tokens"]) if given else
+                                 pa.table({"tokens": pa.nulls(batch.num_rows, pa.int32())}), {}, table_name=name)
+            self._with_batch("word_tables.insert", batch, {}, table_name=name)
 
     def words_table(self, phase: str, *, make: bool = False) -> str | None:
         """The name of the table of ``phase``'s words (``words_0``, ``words_1``, ... as phases
@@ -281,18 +286,20 @@ class RunStore:
         name = next(f"words_{k}" for k in range(len(taken) + 1) if f"words_{k}" not in taken)
         with self.transaction(join=True):
             self.run("word_tables.create", table=name)
+            self.run("word_tables.create_tokens", table=name)
             self.run("word_tables.add", {"phase": phase, "name": name})
             self._view_words()
         return name
 
     def drop_words(self, phase: str) -> None:
-        """``phase``'s words go: their table, dropped (no dead blocks left in the file)."""
+        """``phase``'s words go: their tables, dropped (no dead blocks left in the file)."""
         name = self.words_table(phase)
         if name is not None:
             with self.transaction(join=True):
                 self.run("word_tables.forget", {"phase": phase})
+                self._view_words()  # (first: it reads them)
+                self.run("word_tables.drop_tokens", table=name)
                 self.run("word_tables.drop", table=name)
-                self._view_words()
 
     def _view_words(self) -> None:
         """The view ``words`` made again over the phases' tables (``word_tables.sql``)."""
@@ -445,24 +452,22 @@ class RunStore:
         their ``tokens`` (number of tokens of each word).
 
         When the stored rows are those words in that order (one run of row ids, the same number,
-        the same first and last word) only the tokens column is updated, by row id, in slices of
-        ``TOKEN_ROWS`` (each join fits DuckDB's smallest memory limit): a third of the work of
-        rewriting the words, and no dead blocks left in the file. Otherwise the words are deleted
-        and inserted again with their tokens.
-        Example: ``store.set_tokens("main", words, counts, [1] * len(words))``."""
+        the same first and last word) only their tokens' table is written again: the words stay
+        as stored (while the phase merged: :meth:`toktok.resume.Journal.store_due_beside`), and the
+        tokens are a twentieth of their bytes. Otherwise the words are deleted and inserted again
+        with their tokens. Example: ``store.set_tokens("main", words, counts, [1] * len(words))``."""
         n = len(words)
         name = self.words_table(phase)
-        first, last, stored = self.run("word_tables.span", table=name).fetchone() if name else (0, 0, 0)
+        first, last, stored, _ = self.run("word_tables.span", table=name).fetchall()[0] if name else (0, 0, 0, 0)
         if n and stored == n and last - first + 1 == n:
             ends = [w for (w,) in self.run("word_tables.words_at", {"first": first, "last": last},
                                            table=name).fetchall()]
             if ends == [words[i].as_py() for i in sorted({0, n - 1})]:
-                tokens = pa.array(tokens, pa.int32())
-                for lo in range(0, n, TOKEN_ROWS):
-                    m = min(TOKEN_ROWS, n - lo)
-                    self._with_batch("word_tables.set_tokens", pa.table({
-                        "rid": pa.array(np.arange(first + lo, first + lo + m, dtype=np.int64)),
-                        "tokens": tokens.slice(lo, m)}), {}, table_name=name)
+                with self.transaction(join=True):
+                    self.run("word_tables.drop_tokens", table=name)  # (no dead blocks: a table anew)
+                    self.run("word_tables.create_tokens", table=name)
+                    self._with_batch("word_tables.insert_tokens", pa.table({"tokens": pa.array(tokens, pa.int32())}),
+                                     {}, table_name=name)
                 return
         self.drop_words(phase)
         self.put_words(phase, pa.table({"word": words, "count": pa.array(counts),

@@ -368,8 +368,11 @@ def _phase(run: _Run, phase: PhaseConfig, sources: list[count.Source], fp: list,
 
 def _learned(run: _Run) -> Callable[[list[bytes], bool], None]:
     """The merge stage's ``learned``: the new tokens to the export built ahead (``run.ahead``),
-    then its vocabulary so far to the insight step's curve cut ahead (``Ahead.learned``)."""
-    add, ahead, hf = run.ahead.add, run.ahead, run.hf
+    then its vocabulary so far to the insight step's curve cut ahead (``Ahead.learned``); once
+    that has cut its documents (its import and HF's second process's are done too then, and the
+    loop's largest rounds, which share both cores), a "counted" checkpoint still due is stored
+    beside the loop (``Journal.store_due_beside``), on the core it leaves idle."""
+    add, ahead, hf, journal = run.ahead.add, run.ahead, run.hf, run.journal
 
     def learned(tokens: list[bytes], last: bool) -> None:
         if hf is not None:
@@ -377,6 +380,8 @@ def _learned(run: _Run) -> Callable[[list[bytes], bool], None]:
         add(tokens, last)
         if not last and run.curve_ahead is not None:
             run.curve_ahead.learned(ahead.tokens)
+            if not run.curve_ahead.busy:
+                journal.store_due_beside()
     return learned
 
 

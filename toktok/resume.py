@@ -219,6 +219,16 @@ class Journal:
         if not self.inline:
             self.settle()
 
+    def store_due_beside(self) -> None:
+        """The "counted" checkpoint kept due (:meth:`counted`), if any, stored from now on beside
+        the merge loop (:class:`Pending`, on the core the loop leaves idle once its first rounds,
+        the largest, are done): the "merged" checkpoint then writes only the words' tokens
+        (:meth:`~toktok.store.RunStore.set_tokens`), not the words, on the run's longest path
+        after the loop. Still due until stored (:meth:`settle`): a run that fails meanwhile
+        stores it then (:meth:`store_due`)."""
+        if self.due is not None and self.pending is None:
+            self.pending = Pending(self.due, self.store, self.due)
+
     def store_due(self) -> None:
         """The "counted" checkpoint kept due (:meth:`counted`), if any, stored now, after the one
         being stored in the background."""

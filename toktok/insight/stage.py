@@ -89,6 +89,11 @@ class Ahead:
         except BaseException as e:  # raised by result(), in the run's thread
             self._error = e
 
+    @property
+    def busy(self) -> bool:
+        """Its documents are still being cut (or its words found)."""
+        return self._thread.is_alive()
+
     def result(self) -> dict:
         self._thread.join()
         if self._error is not None:

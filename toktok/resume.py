@@ -202,8 +202,9 @@ class Journal:
         before one, the "merged" checkpoint stores it with the words' tokens (:func:`save_merged`),
         one write of the words instead of two (0.08 s less before the loop and 0.05 s less in
         DuckDB after it, for the 706k words of 100 MB of text); a run that fails or is interrupted
-        before either stores it then (only a kill loses it). A resumed run, and ``every <= 0``,
-        store it as before (``Checkpoints.counted_within`` sets the limit instead)."""
+        before either stores it then (only a kill loses it); the run has it stored beside the loop
+        once the loop's first work is done (:meth:`store_due_beside`). A resumed run, and
+        ``every <= 0``, store it as before (``Checkpoints.counted_within`` sets the limit instead)."""
         marks = self.marks
         within = marks.every * COUNT_EVERY if marks.counted_within is None else marks.counted_within
         if not self.inline and not self.resuming and seconds < within:

@@ -114,6 +114,34 @@ def test_force_still_replaces_a_toktok_output(tmp_path, notes):
     assert r.exit_code == 0, r.output
 
 
+def test_a_published_run_file_says_it_is_toktoks_until_it_changes(tmp_path, notes, monkeypatch):
+    """The run file toktok publishes records its size and time (an extended attribute), so a later
+    --force finds the folder toktok's without opening it; once the file changes, it is opened and
+    judged by what it holds; another program's DuckDB file is never taken for toktok's."""
+    import os
+
+    from toktok import rundir
+
+    out = tmp_path / "tok"
+    assert runner.invoke(app, ["train", str(notes), "--out", str(out), "--merges", "10", "-q"]).exit_code == 0
+    run_file = out / "run.duckdb"
+    st = os.stat(run_file)
+    assert os.getxattr(run_file, rundir.MARK) == f"{st.st_size}:{st.st_mtime_ns}".encode()
+    opened = []
+    real_check = rundir._records_schema_version
+    monkeypatch.setattr(rundir, "_records_schema_version", lambda p: opened.append(p) or real_check(p))
+    rundir._TOKTOK_FILES.clear()
+    assert rundir.is_toktok_folder(out) and opened == []
+    con = duckdb.connect(str(run_file))  # written since: opened, and still toktok's by its meta
+    con.execute("create table mine as select 1 as x")
+    con.close()
+    assert rundir.is_toktok_folder(out) and opened == [run_file]
+    proj = _project(tmp_path, "duckdb+meta")  # another program's, even with toktok's stamp copied on it
+    other = proj / "run.duckdb"
+    os.setxattr(other, rundir.MARK, b"0:0")
+    assert not rundir.is_toktok_folder(proj)
+
+
 def test_output_beside_a_foreign_run_file_is_not_toktoks(tmp_path, notes):
     """``output: proj/tok.tiktoken`` into a folder holding a foreign ``run.duckdb`` writes the
     .tiktoken beside it and the rest into ``tok.toktok/``: the folder is not toktok's to replace."""

@@ -45,15 +45,17 @@ FILES = ("tokenizer.json", "tokenizer.tiktoken")
 ROWS = ("one", "ladder", "count", "counts")
 
 
-def _toktok(args: list[str], env: dict, cpu: list[float] | None = None) -> float:
+def _toktok(args: list[str], env: dict, cpu: list[float] | None = None, cwd: Path | None = None) -> float:
     """The wall seconds of ``toktok ARGS``; its CPU seconds (user + system, its child processes
-    included) appended to ``cpu``: less moved by the other tenants' load than the wall."""
+    included) appended to ``cpu``: less moved by the other tenants' load than the wall. Run in
+    ``cwd`` (the scratch folder): ``python -m`` imports from the current folder first, so a run
+    from inside a checkout would take that checkout's toktok whatever ``PYTHONPATH`` says."""
     import resource
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     entry = "toktok" if (Path(env["PYTHONPATH"]) / "toktok" / "__main__.py").is_file() else "toktok.cli"
-    r = subprocess.run([sys.executable, "-m", entry, *args], env=env, capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", entry, *args], env=env, capture_output=True, text=True, cwd=cwd)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode != 0:
@@ -90,6 +92,7 @@ def main() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's toktok loads from .pyc files
     scratch = Path(tempfile.mkdtemp(prefix="toktok-ladder-"))
+    a.data = [str(Path(d).resolve()) for d in a.data]  # (the runs' folder is the scratch one)
     common = ["--no-hardcoded", "--force", "-q"]
     counts = scratch / "counts.parquet"
     commands = {
@@ -111,14 +114,14 @@ def main() -> None:
     load = os.getloadavg()
     try:
         _toktok(["train", str(ROOT / "data_fixtures" / "corpus" / "sample.parquet"), "--out", str(scratch / "warm"),
-                 "--merges", "50", *common], env)
+                 "--merges", "50", *common], env, cwd=scratch)
         if "counts" in rows and "count" not in rows:
-            _toktok(commands["count"][0], env)
+            _toktok(commands["count"][0], env, cwd=scratch)
         for _ in range(a.repeat):  # interleaved, so that a busy minute touches every row alike
             for name, k, run_env in runs:
                 args, out = commands[k]
                 loads[name].append(os.getloadavg()[0])
-                wall = _toktok(args, run_env, cpus[name])
+                wall = _toktok(args, run_env, cpus[name], cwd=scratch)
                 walls[name].append(wall)
                 if out is not None:
                     st = _stages(out)

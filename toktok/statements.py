@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from importlib import resources
+from pathlib import Path
 
+#: The package's SQL folder.
+_SQL = Path(__file__).resolve().parent / "sql"
 #: A block's first line: ``-- name: BLOCK``.
 _MARK = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.M)
 _PARAM = re.compile(r"\$(\w+)")
@@ -53,7 +55,13 @@ def _code(text: str) -> str:
 
 @lru_cache(maxsize=None)
 def _file(file: str) -> tuple[bool, tuple[tuple[str, str], ...]]:
-    text = resources.files("toktok").joinpath("sql", f"{file}.sql").read_text(encoding="utf-8")
+    path = _SQL / f"{file}.sql"
+    if path.is_file():  # (the package's folder: importlib.resources costs ~9 ms of imports, zipfile's)
+        text = path.read_text(encoding="utf-8")
+    else:  # (a package not in a folder: a zip)
+        from importlib import resources
+
+        text = resources.files("toktok").joinpath("sql", f"{file}.sql").read_text(encoding="utf-8")
     return bool(_MARK.search(text)), parse(text, file)
 
 

@@ -388,3 +388,38 @@ def test_a_build_removes_what_killed_builds_and_other_code_left_once_a_day_old(t
     ahead._tidy(target)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["merge-aaaa.so", "merge-new.so", "count-old.so", ".build-new"])
+
+
+_MASKED = r"""
+import sys
+from toktok.cli import _NoPandas
+sys.meta_path.insert(0, _NoPandas())  # (as toktok train keeps pandas out: toktok.cli._without_pandas)
+import numpy as np
+import pyarrow as pa
+from toktok.count.tables import arrow_of, word_documents
+from toktok.insight.runfile import top_rows
+from toktok.merge import learn
+from toktok.vocab import Vocab
+
+learn.FILL_POSITIONS = 4  # (the position array filled in two parts, as a large table's is)
+words = pa.array([b"hello", b" world", b" hello", b"!"] * 50, pa.binary())
+counts = np.arange(1, 201, dtype=np.int64)
+word_documents(words, counts, 0)
+top_rows(words, counts, 10)
+learn.lay_out(words.to_pylist(), counts, Vocab.base(False), 20, threads=2)
+pa.table({"word": words, "count": arrow_of(counts)})
+print("numpy.ma" in sys.modules)
+"""
+
+
+def test_numpy_masked_arrays_are_not_imported_on_the_way_to_the_loop():
+    """What a run does before its merge loop (and beside its first rounds) never imports
+    ``numpy.ma`` (~15 ms holding the GIL): ``pa.array`` of a NumPy array and ``np.unique`` do;
+    it is imported beside the loop instead (``toktok.later``)."""
+    r = subprocess.run([sys.executable, "-c", _MASKED], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "False"
+    # and what does import it, as a check that this one can fail
+    r = subprocess.run([sys.executable, "-c", "import sys, numpy as np, pyarrow as pa; pa.array(np.arange(3)); "
+                        "print('numpy.ma' in sys.modules)"], capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "True"

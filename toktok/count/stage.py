@@ -29,7 +29,7 @@ from .memory import check_sources, corpus_of
 from .scan import REFERENCE_BYTES, SMALL_BYTES, count_path  # noqa: F401  (the run says how it counted)
 from .read import Corpus, read_corpus
 from .sources import read_once, resolve_sources
-from .tables import COUNT_COLUMN, WORD_COLUMN, TableAhead, with_tables
+from .tables import COUNT_COLUMN, WORD_COLUMN, TableAhead, arrow_of, with_tables
 from .remote import redact, set_readahead
 
 if TYPE_CHECKING:
@@ -277,7 +277,7 @@ def run(cfg: RunSpec, phase: PhaseConfig, sources: list[Source], fp: list, *, jo
     counted.regex_mb_s, counted.sample_seconds = pc.regex_mb_s, pc.seconds.get("sample", 0.0) + t_taken
     counted.segmented = ids if ids is not None else pc.prepared  # (by the cut, or as the table was read)
     del table, pc, ids
-    words = pa.table({"word": counted.words, "count": counted.counts})
+    words = pa.table({"word": counted.words, "count": arrow_of(counted.counts)})
     counted.kept, keep = _handed_on(keep, share, used), None
     kept = _kept_samples(share, earlier, used)
     journal.counted(lambda st, tokens=None, merged=None: resume.save_counted(

@@ -260,8 +260,10 @@ def _fill_in_threads(flat, offsets, lens, counts, tb: int, threads: int | None):
     ``threads`` threads (None: one per core): the same array however many."""
     total = int(offsets[-1])
     parts = max(1, min(threads or _cores(), total // FILL_POSITIONS))
-    cut = np.zeros(1, np.int64) if parts == 1 else \
-        np.unique(np.searchsorted(offsets, np.linspace(0, total, parts + 1)[:-1]).astype(np.int64))
+    # (a handful of cuts: sorted in Python, as np.unique would import numpy.ma, ~15 ms holding the
+    # GIL on the way to the loop)
+    cut = np.zeros(1, np.int64) if parts == 1 else np.array(
+        sorted(set(np.searchsorted(offsets, np.linspace(0, total, parts + 1)[:-1]).tolist())), np.int64)
     cut[0] = 0
     P, ek, ev, rows = _layout(lens, counts, tb, cut)
     ends = [*cut[1:].tolist(), lens.shape[0]]

@@ -336,7 +336,10 @@ def run(phase: PhaseConfig, counted: Counted, vocab: Vocab, *, cfg: RunSpec, fp:
 def _progress(report: Progress, stage: str, shown: int) -> Callable[[int], None]:
     """The loop's progress (merges so far) to ``report`` as ``stage``'s, of ``shown``; once it has
     learned half of them, what the run imports after it is imported beside it
-    (:func:`toktok.later.load`): its first rounds, the largest, share both cores."""
+    (:func:`toktok.later.load`): its first rounds, the largest, share both cores. NumPy's masked
+    arrays among them: pyarrow imports them at its first ``pa.array`` of a NumPy array, the
+    merges' table after the loop (~15 ms on the run's longest path)."""
+    later.soon("numpy.ma")
 
     def progress(k: int) -> None:
         report(stage, k, shown)

@@ -327,6 +327,51 @@ def test_a_merged_checkpoint_that_stores_the_due_counted_one_records_only_merged
     store.close()
 
 
+def test_a_due_counted_checkpoint_stored_beside_the_loop_leaves_the_merged_one_the_tokens(tmp_path):
+    """``Journal.store_due_beside``: the due "counted" checkpoint is written in the background
+    (still due until stored: the merge stage waits for it), once; the "merged" checkpoint after
+    it writes only the words' tokens, beside the words it stored (their rows stay)."""
+    import threading
+
+    import numpy as np
+    import pyarrow as pa
+
+    from toktok import resume
+
+    words = pa.table({"word": pa.array([b"ab", b"c", b"d"], pa.binary()), "count": pa.array([3, 1, 2], pa.int64())})
+    parity = pa.table({"hash": pa.array([1], pa.uint64()), "source": ["s"], "row": pa.array([0], pa.int64()),
+                       "text": ["t"]})
+    journal = resume.Journal(RunStore.create(tmp_path / RUN_FILE, memory_limit=64 << 20, threads=1),
+                             resume.Checkpoints())
+    saved, go = [], threading.Event()
+
+    def due(st, **kw):
+        go.wait(30)  # (held until the test has looked: stored beside, not in its caller)
+        saved.append(threading.current_thread().name)
+        resume.save_counted(st, "p", words, parity, None, [], {}, {"fingerprint": [], "seconds_count": 0.1}, **kw)
+
+    journal.counted(due, 0.1)  # (a short count: kept due)
+    assert journal.due is due and journal.pending is None
+    journal.store_due_beside()
+    journal.store_due_beside()  # (once)
+    assert journal.busy and journal.due is due and saved == []
+    go.set()
+    journal.settle()
+    assert saved == ["toktok-checkpoint"] and journal.due is None and journal.kept
+    store = journal.store
+    table = store.words_table("p")
+    rows = store.con.execute(f"SELECT rowid FROM {table} ORDER BY rowid").fetchall()
+    assert store.get_checkpoint("p")["stage"] == "counted"
+    assert store.con.execute(f"SELECT count(*) FROM {table}_tokens").fetchall() == [(0,)]
+    resume.save_merged(store, "p", words["word"], words["count"].to_numpy(), [1, 1, 1],
+                       {"fingerprint": [], "summary": {}}, due=journal.due)
+    assert store.get_checkpoint("p") == {"stage": "merged", "fingerprint": [], "summary": {}}
+    assert store.con.execute("SELECT word, tokens FROM words").fetchall() == [(b"ab", 1), (b"c", 1), (b"d", 1)]
+    assert store.con.execute(f"SELECT rowid FROM {table} ORDER BY rowid").fetchall() == rows and saved == [
+        "toktok-checkpoint"]
+    store.close()
+
+
 def test_the_pipeline_loads_duckdbs_engine_and_its_python_layer_once_used(tmp_path):
     """Importing the pipeline and creating a run file load DuckDB's engine alone (its Python
     layer costs ~40 ms of every run's start); reading a result as Arrow loads the layer then.

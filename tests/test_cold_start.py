@@ -396,7 +396,8 @@ from toktok.cli import _NoPandas
 sys.meta_path.insert(0, _NoPandas())  # (as toktok train keeps pandas out: toktok.cli._without_pandas)
 import numpy as np
 import pyarrow as pa
-from toktok.count.tables import arrow_of, word_documents
+from toktok.count.tables import word_documents
+from toktok.store import arrow_of
 from toktok.insight.runfile import top_rows
 from toktok.merge import learn
 from toktok.vocab import Vocab

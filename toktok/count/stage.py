@@ -21,6 +21,7 @@ import pyarrow as pa
 from .. import resume
 from ..budget import BudgetPlan, fit_words
 from ..errors import ConfigError, InputError
+from ..store import arrow_of
 from .common import (BATCH_BYTES, Counted, CountState, Progress, capacity_split, doc_keys, phase_files,
                      took_every_document, whole_documents)
 from .cuts import rule
@@ -29,7 +30,7 @@ from .memory import check_sources, corpus_of
 from .scan import REFERENCE_BYTES, SMALL_BYTES, count_path  # noqa: F401  (the run says how it counted)
 from .read import Corpus, read_corpus
 from .sources import read_once, resolve_sources
-from .tables import COUNT_COLUMN, WORD_COLUMN, TableAhead, arrow_of, with_tables
+from .tables import COUNT_COLUMN, WORD_COLUMN, TableAhead, with_tables
 from .remote import redact, set_readahead
 
 if TYPE_CHECKING:

@@ -37,6 +37,7 @@ import pyarrow as pa
 
 from ..errors import InputError
 from ..patterns import BY_NAME, DEFAULT, Pattern, same
+from ..store import arrow_of
 from .common import PARITY_CHARS, PARITY_DOCS, PARITY_SCHEMA
 from .early import digest, facts, peek, take
 
@@ -49,7 +50,7 @@ COUNTS_SCHEMA = pa.schema([("word", pa.binary()), ("count", pa.int64())])
 #: How the parity sample's documents made of words name their source.
 WORDS_SOURCE = "word-counts"
 
-__all__ = ["COUNTS_SCHEMA", "CountsRead", "META_KEY", "TableAhead", "arrow_of", "read_counts", "seal", "word_documents",
+__all__ = ["COUNTS_SCHEMA", "CountsRead", "META_KEY", "TableAhead", "read_counts", "seal", "word_documents",
            "write_counts"]
 
 
@@ -557,13 +558,6 @@ def word_documents(words: pa.Array, counts: np.ndarray, seed: int, docs: int = P
     return pa.table([arrow_of(np.arange(docs, dtype=np.uint64)), pa.array([WORDS_SOURCE] * docs, pa.large_string()),
                      arrow_of(np.arange(docs, dtype=np.int64)), pa.array(out, pa.large_string())], schema=PARITY_SCHEMA)
 
-
-def arrow_of(values: np.ndarray) -> pa.Array:
-    """A NumPy array of numbers as an Arrow array over the same memory: ``pa.array`` of a NumPy
-    array imports ``numpy.ma`` (to ask if it is masked: ~15 ms holding the GIL, on the way to the
-    merge loop). Example: ``arrow_of(np.arange(3)).to_pylist() == [0, 1, 2]``."""
-    values = np.ascontiguousarray(values)
-    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
 
 
 def with_tables(counted, sources: list, configs: list, *, pattern: Pattern, specials, seed: int,

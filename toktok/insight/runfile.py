@@ -31,7 +31,7 @@ import pyarrow as pa
 from ..errors import ConfigError, QueryError, ToktokError
 from ..rundir import RUN_FILE, companion_name
 from ..statements import sql
-from ..store import INSIGHT_TABLES, RunStore, duckdb, python_layer
+from ..store import INSIGHT_TABLES, RunStore, arrow_of, duckdb, python_layer
 from . import measure
 from .measure import ALL
 
@@ -177,7 +177,7 @@ def top_rows(words: pa.Array, counts, n: int) -> pa.Table:
     by_bytes = np.array(sorted(range(len(texts)), key=texts.__getitem__), dtype=np.int64)
     order = by_bytes[np.argsort(-kept[by_bytes], kind="stable")][:max(n, 0)]  # (by bytes within a count)
     return pa.table({"word": pa.array([texts[i] for i in order], pa.large_binary()),
-                     "count": pa.Array.from_buffers(pa.int64(), len(order), [None, pa.py_buffer(kept[order])])})
+                     "count": arrow_of(kept[order])})
 
 
 def _at_least(counts: np.ndarray, n: int) -> np.ndarray:

@@ -351,12 +351,12 @@ def test_a_due_counted_checkpoint_stored_beside_the_loop_leaves_the_merged_one_t
         resume.save_counted(st, "p", words, parity, None, [], {}, {"fingerprint": [], "seconds_count": 0.1}, **kw)
 
     journal.counted(due, 0.1)  # (a short count: kept due)
-    assert journal.due is due and journal.pending is None
+    assert journal.due is due and journal.pending is None and journal.take_due() is due  # (not stored yet)
     journal.store_due_beside()
     journal.store_due_beside()  # (once)
     assert journal.busy and journal.due is due and saved == []
     go.set()
-    journal.settle()
+    assert journal.take_due() is None  # (waited for: stored beside, due no longer)
     assert saved == ["toktok-checkpoint"] and journal.due is None and journal.kept
     store = journal.store
     table = store.words_table("p")
@@ -364,7 +364,7 @@ def test_a_due_counted_checkpoint_stored_beside_the_loop_leaves_the_merged_one_t
     assert store.get_checkpoint("p")["stage"] == "counted"
     assert store.con.execute(f"SELECT count(*) FROM {table}_tokens").fetchall() == [(0,)]
     resume.save_merged(store, "p", words["word"], words["count"].to_numpy(), [1, 1, 1],
-                       {"fingerprint": [], "summary": {}}, due=journal.due)
+                       {"fingerprint": [], "summary": {}}, due=journal.take_due())
     assert store.get_checkpoint("p") == {"stage": "merged", "fingerprint": [], "summary": {}}
     assert store.con.execute("SELECT word, tokens FROM words").fetchall() == [(b"ab", 1), (b"c", 1), (b"d", 1)]
     assert store.con.execute(f"SELECT rowid FROM {table} ORDER BY rowid").fetchall() == rows and saved == [

@@ -230,6 +230,14 @@ class Journal:
         if self.due is not None and self.pending is None:
             self.pending = Pending(self.due, self.store, self.due)
 
+    def take_due(self) -> Callable[..., None] | None:
+        """The "counted" checkpoint still due, for the next checkpoint to store with its own
+        (:func:`save_merged`'s ``due``), or None; one being stored beside the loop
+        (:meth:`store_due_beside`) is waited for first, and so is due no longer."""
+        if self.due is not None and self.pending is not None and self.pending.due is self.due:
+            self.settle(release=False)  # (the merged checkpoint, written next, writes out DuckDB's blocks)
+        return self.due
+
     def store_due(self) -> None:
         """The "counted" checkpoint kept due (:meth:`counted`), if any, stored now, after the one
         being stored in the background."""

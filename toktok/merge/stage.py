@@ -318,9 +318,7 @@ def run(phase: PhaseConfig, counted: Counted, vocab: Vocab, *, cfg: RunSpec, fp:
                            first_id=first_id, seconds={"count": counted.seconds, "merge": t_merge},
                            stopped_at=res.stopped_at)
     state = {"fingerprint": fp, "warnings": counted.warnings, "summary": dataclasses.asdict(summary)}
-    if journal.due is not None and journal.pending is not None and journal.pending.due is journal.due:
-        journal.settle(release=False)  # the "counted" checkpoint, stored beside the loop (store_due_beside)
-    due = journal.due  # stored with it, or by the run if storing it fails
+    due = journal.take_due()  # stored with it, or by the run if storing it fails
     if journal.inline:  # (under a budget the loop's positions go now: read from them here)
         res.read_tokens()
     # beside what follows under a budget too: the loop's arrays are gone, and the next phase

@@ -172,6 +172,7 @@ def test_hf_process_answers_as_this_process_does(good_dir):
     before = _children()
     here, there = open_hf(path, process=False), open_hf(path, process=True)
     assert isinstance(here, Local) and isinstance(there, Process)
+    proc = there._proc
     assert _children() - before  # the second process runs
     with here, there:
         for call, args in [("vocab_size", ()), ("names_by_id", ()), ("vocab", ()), ("added", ()),
@@ -184,6 +185,20 @@ def test_hf_process_answers_as_this_process_does(good_dir):
     while _children() - before and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not _children() - before
+    assert proc.wait(timeout=10) == 0  # (it ends at once, without a teardown, but as a success)
+
+
+def test_hf_side_encodes_as_tokenizers_encode_batch_does(good_dir):
+    # (the ids of encode_batch_fast where tokenizers has it: the same, without the offsets)
+    from toktok.formats.hf import load_hf
+    from toktok.verify import texts_to_check
+    from toktok.verify.hf_side import _encode
+
+    tok = load_hf(good_dir)
+    texts = texts_to_check(SPECIALS, ["hello world", "a<|endoftext|>b", "  x\n\n y", ""], 40, 0)
+    ids, back = _encode(tok, texts)
+    assert ids == [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
+    assert back == tok.decode_batch(ids, skip_special_tokens=False)
 
 
 def test_hf_encoding_ahead_answers_as_encoding_when_asked(good_dir):

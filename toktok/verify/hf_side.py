@@ -165,8 +165,10 @@ def _encode(tok, texts: list[str]) -> tuple[list[list[int]], list[str]]:
     """Each text's ids by ``tok`` (no special tokens added) and those ids decoded back (specials
     kept). tokenizers panics where Oniguruma gives up on a text (``retry-limit-in-match over``):
     a ParityError then, not the panic."""
+    # (encode_batch_fast, tokenizers 0.20+: the same ids without the offsets, ~30% less CPU)
+    encode = getattr(tok, "encode_batch_fast", None) or tok.encode_batch
     try:
-        ids = [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
+        ids = [e.ids for e in encode(texts, add_special_tokens=False)]
     except BaseException as e:
         if type(e).__name__ != "PanicException":
             raise
@@ -400,7 +402,8 @@ def _serve(path: str) -> None:
         try:
             name, args = pickle.load(inp)
         except EOFError:
-            return
+            out.close()
+            os._exit(0)  # (no teardown: freeing the tokenizer and the modules cost ~20 ms of a core)
         try:
             if name not in CALLS:
                 raise ToktokError(f"toktok.verify.hf_side: no call {name!r}")

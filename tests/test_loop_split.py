@@ -72,3 +72,11 @@ def test_large_rounds_are_shared_and_learn_the_same_merges(monkeypatch, thread, 
         assert two.stats["rounds_split"] > 0
     elif not thread:
         assert two.stats["rounds_split"] == 0  # (every part taken back)
+
+
+def test_a_run_shares_its_rounds_only_with_a_core_left_beside_its_own_work(monkeypatch):
+    # on two cores the run's work beside the loop has the second core: its rounds are not shared
+    monkeypatch.setattr(learn_mod, "_cores", lambda: 2)
+    assert learn_mod.in_a_run() == Tuning(split_from=0)
+    monkeypatch.setattr(learn_mod, "_cores", lambda: learn_mod.SHARE_FROM_CORES)
+    assert learn_mod.in_a_run() == Tuning() and Tuning().split_from > 0

@@ -166,6 +166,21 @@ def _result(run: "_LoopRun", vocab: Vocab, n_merges: int, checkpoint, t0: float)
                        tokens_per_word=lambda: _tokens_per_word(P, lens, tb), stats=stats, times=run.times)
 
 
+#: The cores a run's loop needs before it shares its large rounds with a second thread: on two, the
+#: run's own work beside the loop (the insight step, the checkpoints, HF's process) has the second
+#: core, and the shared rounds waited for it (word counts at 65,536 on 2 cores: the run 0.03 s
+#: slower with them, on the text too). Alone on two cores they gained nothing on the bench
+#: corpus's words and 7% of the loop on a table of four times as many.
+SHARE_FROM_CORES = 3
+
+
+def in_a_run() -> Tuning:
+    """The loop's tuning in a run (``merge.stage.run``): ``Tuning()``, its rounds shared with a
+    second thread only where the machine has ``SHARE_FROM_CORES`` cores or more.
+    Example: ``in_a_run().split_from in (0, Tuning().split_from)``."""
+    return Tuning() if _cores() >= SHARE_FROM_CORES else Tuning(split_from=0)
+
+
 #: Seconds between the calls of ``learn_merges``' ``learned`` while the loop runs.
 LEARNED_EVERY = 0.01
 

@@ -24,7 +24,7 @@ from ..options import at
 from ..store import merges_table
 from ..summary import PhaseSummary
 from ..vocab import Vocab
-from .learn import Laying, learn_merges
+from .learn import Laying, in_a_run, learn_merges
 from .segment import REFERENCE_WORDS, Segmenter
 from .small import python_first
 from .tokens import _token_arrays
@@ -304,7 +304,7 @@ def run(phase: PhaseConfig, counted: Counted, vocab: Vocab, *, cfg: RunSpec, fp:
                        checkpoint=log, last=log.last, every=marks.every, step=marks.step,
                        reference=small, ready=journal.before_loop, segmented=segmented,
                        python=python, max_token_length=cfg.max_token_length, min_frequency=cfg.min_frequency,
-                       learned=learner)
+                       learned=learner, tuning=in_a_run())
     # a corpus that allows fewer merges than asked ends the stage here (else its line waited for
     # the run's end, its time counting the stages after it)
     report("merge" + tag, res.new_tokens, res.new_tokens)

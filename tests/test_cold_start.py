@@ -424,3 +424,40 @@ def test_numpy_masked_arrays_are_not_imported_on_the_way_to_the_loop():
     r = subprocess.run([sys.executable, "-c", "import sys, numpy as np, pyarrow as pa; pa.array(np.arange(3)); "
                         "print('numpy.ma' in sys.modules)"], capture_output=True, text=True, timeout=60)
     assert r.stdout.strip() == "True"
+
+
+_COMPUTE = r"""
+import sys
+from toktok.count import early
+early.read_soon(sys.argv[1])  # (as the command does, from its start)
+from toktok.count import tables
+from toktok.patterns import DEFAULT
+checked = []
+check = tables._check_pieces
+tables._check_pieces = lambda *a: (checked.append(a), check(*a))[1]
+got = tables.read_counts([sys.argv[1]], pattern=DEFAULT)
+print(got.words.num_rows, len(checked), "pyarrow._compute" in sys.modules)
+"""
+
+
+def test_toktoks_own_word_counts_are_read_without_arrows_compute_functions(tmp_path):
+    """A table ``toktok count`` wrote, read from the command's start (``count.early``), is taken as
+    written (its words not cut again) without ``pyarrow._compute`` (4-9 ms holding the GIL beside
+    the run's start, for an order check its seal makes needless); its rows moved, it is checked."""
+    import pyarrow.parquet as pq
+
+    own = tmp_path / "c.parquet"
+    r = subprocess.run([sys.executable, "-m", "toktok", "count", str(FIXTURES / "sample.parquet"), "--out", str(own),
+                        "-q"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    moved = tmp_path / "moved.parquet"
+    t = pq.read_table(own)
+    pq.write_table(t.take(list(range(t.num_rows))[::-1]), moved)
+    got = {}
+    for f in (own, moved):
+        r = subprocess.run([sys.executable, "-c", _COMPUTE, str(f)], cwd=ROOT, capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        got[f.name] = r.stdout.split()
+    assert got["c.parquet"] == [str(t.num_rows), "0", "False"]
+    assert got["moved.parquet"][:2] == [str(t.num_rows), "1"]  # (read as anyone's: its words checked)

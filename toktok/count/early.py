@@ -2,7 +2,7 @@
 is imported: that import holds one core for most of a quarter second (NumPy, Arrow, DuckDB,
 the stages), and Parquet reads its columns without the GIL on the other meanwhile, then what
 :func:`toktok.count.tables._read_own` checks of its rows is found there too (:func:`facts`,
-mostly without the GIL: Arrow's and NumPy's loops, BLAKE2b). The count stage takes what was read
+mostly without the GIL: NumPy's loops, BLAKE2b). The count stage takes what was read
 (``take``) where it would read the file itself, and reads it itself when nothing was read or the
 file is no longer the one read (its size, modification time or inode changed). Whether the
 table is the run's (its metadata) is asked by the reading that takes it, as ever. Standard
@@ -86,9 +86,13 @@ def facts(table):
     """``(table, found)``: a table of the columns ``COLUMNS`` (binary words, int64 counts) with
     each column in one piece, and ``found`` = ``{"bytes": ..., "seal": ...}`` (the bytes of text
     its counts stand for, and the :func:`digest` of its words) when every row is as ``toktok
-    count`` writes it: a word of at least one byte, a count > 0, no null, the words in strictly
-    increasing order (so each once), their bytes times counts far below what 64 bits hold; else
-    None (the general reading checks it row by row and names what is wrong).
+    count`` writes it: a word of at least one byte, a count > 0, no null, their bytes times counts
+    far below what 64 bits hold; else None (the general reading checks it row by row and names
+    what is wrong). The words' order is not checked here: a table is taken as ``toktok count``
+    wrote it only when its words' digest is the seal recorded in its metadata, which holds the
+    words in the order they were written (by word, each once), so a table whose rows moved is
+    read as anyone's (``tables._read_own``; checking the order too cost 5 ms and importing
+    ``pyarrow._compute``, 4-9 ms holding the GIL, at the run's start).
     Example: ``facts(pa.table({"word": [b"a", b"b"], "count": [2, 1]}))[1]["bytes"] == 3``."""
     import numpy as np
 
@@ -101,8 +105,6 @@ def facts(table):
     lengths = np.diff(offsets)
     if counts.min() <= 0 or lengths.min() == 0:
         return table, None
-    if len(word) > 1 and not _increasing(word):
-        return table, None  # (not sorted, or a word twice: summed and said by the general reading)
     # (the longest word times all the counts bounds their bytes: in two passes without a copy,
     # the exact sum in floats only when that bound is not far below 2^62)
     if float(lengths.max()) * float(counts.sum(dtype=np.float64)) >= 2.0 ** 62 and \
@@ -119,17 +121,6 @@ def _whole(table):
         return table
     return pa.table([c.chunk(0) if c.num_chunks == 1 else c.combine_chunks() for c in table.columns[:2]],
                     names=list(COLUMNS))
-
-
-def _increasing(word) -> bool:
-    """Whether each word of ``word`` (binary) is less than the next (Arrow's ``less`` and ``all``,
-    called by name: ``pyarrow.compute`` builds its ~1,000 wrappers on import, ~40 ms that a
-    reading thread would hold the GIL for beside the run's start)."""
-    try:
-        from pyarrow._compute import call_function
-    except ImportError:  # (another layout of pyarrow: its public module)
-        from pyarrow.compute import call_function
-    return bool(call_function("all", [call_function("less", [word.slice(0, len(word) - 1), word.slice(1)])]).as_py())
 
 
 def digest(words) -> str:

@@ -240,10 +240,11 @@ def _read_own(path: str, pattern: Pattern, specials) -> CountsRead | None:
     """``read_counts`` of one table as ``toktok count`` writes it, straight into Arrow and NumPy
     (no copy through a data frame): its metadata records the run's pattern and at least its
     special tokens and the :func:`seal` of its words (its words are the pattern's pieces by
-    construction), its columns are ``word`` binary and ``count`` int64, and every row passes: a
-    word of at least one byte, a count > 0, the words in strictly increasing order (so each once),
-    their bytes times counts far below what 64 bits hold. None when any of that does not hold:
-    the general reading then checks it row by row and names what is wrong."""
+    construction, in the order written: by word, each once), its columns are ``word`` binary and
+    ``count`` int64, and every row passes: a word of at least one byte, a count > 0, their bytes
+    times counts far below what 64 bits hold. None when any of that does not hold (the seal too:
+    a row edited, added, removed or moved): the general reading then checks it row by row and
+    names what is wrong."""
     early = take(path)  # (read, and its rows checked, from the process's start: count.early)
     if early is None:
         import pyarrow.parquet as pq

@@ -479,6 +479,14 @@ def read_split(path: str | os.PathLike) -> tuple[Pattern | None, str | None]:
     return split_pattern(pre, str(p))
 
 
+def encoded_ids(tok, texts: list[str]) -> list[list[int]]:
+    """Each text's ids by the ``tokenizers.Tokenizer`` ``tok``, no special tokens added: by
+    ``encode_batch_fast`` where tokenizers has it (0.20+: the same ids without the offsets,
+    ~30% less CPU). Example: ``encoded_ids(load_hf("out/demo"), ["hello"])[0]``."""
+    encode = getattr(tok, "encode_batch_fast", None) or tok.encode_batch
+    return [e.ids for e in encode(texts, add_special_tokens=False)]
+
+
 def load_hf(path: str | os.PathLike) -> "tokenizers.Tokenizer":
     """A ``tokenizers.Tokenizer`` from a folder holding ``tokenizer.json`` or from the file itself.
 

@@ -60,7 +60,7 @@ class _Tokenizer:
 def _load(spec: str, threads: int, pattern=None) -> _Tokenizer:
     """A tokenizer to compare; ``pattern``: the pre-tokenizer of a .tiktoken that records none."""
     from ..formats.common import HF_FILE, TIKTOKEN_FILE, folder_and_tiktoken
-    from ..formats.hf import load_hf
+    from ..formats.hf import encoded_ids, load_hf
     from ..formats.tiktoken import load_encoding, recorded_pattern
 
     p = Path(spec)
@@ -75,12 +75,11 @@ def _load(spec: str, threads: int, pattern=None) -> _Tokenizer:
         raise VocabError(f"{spec}: no such tokenizer; pass a toktok output folder, a .tiktoken file or a tokenizer.json")
     if p.suffix == ".json":
         hf = load_hf(p)
-        fast = getattr(hf, "encode_batch_fast", None) or hf.encode_batch
         doc = json.loads(hf.to_str())
         unk_id = _unk_id(hf, doc.get("model") or {})
         t = _Tokenizer(
             name="", path=str(spec), kind="hf", vocab_size=hf.get_vocab_size(with_added_tokens=True),
-            encode=lambda texts: [e.ids for e in fast(texts, add_special_tokens=False)],
+            encode=lambda texts: encoded_ids(hf, texts),
             decode=lambda ids: hf.decode_batch(ids, skip_special_tokens=False),
             lost=lambda texts: _lost_chars(hf.encode_batch(texts, add_special_tokens=False), texts, unk_id),
             unk_id=unk_id,
